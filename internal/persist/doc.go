@@ -1,0 +1,8 @@
+// Package persist is agentd's storage: the pgx pool, every SQL statement of
+// the project, the one transaction helper, the row types, migrations at
+// start-up, and the LISTEN bridge. Every write the executor makes is fenced by
+// the run's epoch: a worker that lost its lease gets ErrLeaseLost and commits
+// nothing.
+//
+// It imports nothing of agentd's but migrations.
+package persist

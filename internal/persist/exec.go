@@ -1,0 +1,334 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// RunClaim claims the oldest claimable run for worker: a queued run whose
+// conversation has nothing else in flight, or a running run whose lease
+// expired. It bumps the run's epoch, sets the lease and, on the first claim,
+// the run's deadline from its total timeout. ErrNotFound: nothing to claim.
+func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) (Run, error) {
+	r, err := scanRun(s.pool.QueryRow(ctx, `UPDATE runs SET status = 'running', epoch = epoch + 1, lease_owner = $1,
+			lease_expires_at = now() + $2 * interval '1 millisecond',
+			started_at = coalesce(started_at, now()),
+			deadline_at = coalesce(deadline_at, CASE WHEN (params->'timeouts'->>'total_ms')::bigint > 0
+				THEN now() + (params->'timeouts'->>'total_ms')::bigint * interval '1 millisecond' END),
+			updated_at = now()
+		WHERE id = (
+			SELECT q.id FROM runs q
+			WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_expires_at < now()))
+			AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
+				AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
+			ORDER BY q.created_at
+			LIMIT 1
+			FOR UPDATE SKIP LOCKED
+		)
+		RETURNING `+runColumns, worker, ttl.Milliseconds()))
+	return r, err
+}
+
+// LeaseExtend extends the lease of the run held under f and reports whether a
+// cancel was requested. ErrLeaseLost: the run moved on to another epoch.
+func (s *Store) LeaseExtend(ctx context.Context, f Fence, ttl time.Duration) (cancelRequested bool, err error) {
+	err = s.pool.QueryRow(ctx, `UPDATE runs SET lease_expires_at = now() + $3 * interval '1 millisecond'
+		WHERE id = $1 AND epoch = $2 AND status = 'running' RETURNING cancel_requested_at IS NOT NULL`,
+		f.RunID, f.Epoch, ttl.Milliseconds()).Scan(&cancelRequested)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, ErrLeaseLost
+	}
+	return cancelRequested, translate(err)
+}
+
+// LeaseRelease hands a running run back so that a peer can claim it at once.
+func (s *Store) LeaseRelease(ctx context.Context, f Fence) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE runs SET lease_owner = NULL, lease_expires_at = now() - interval '1 millisecond',
+		updated_at = now() WHERE id = $1 AND epoch = $2 AND status = 'running'`, f.RunID, f.Epoch)
+	if err != nil {
+		return translate(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrLeaseLost
+	}
+	_, err = s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, f.RunID)
+	return translate(err)
+}
+
+// Op is one write of an executor transaction (see Exec).
+type Op interface {
+	apply(ctx context.Context, tx pgx.Tx) error
+}
+
+// Exec runs ops and appends evs in one transaction fenced by f: it first
+// checks that the run's epoch is still f.Epoch (holding the run's row lock, so
+// that event seqs stay gapless), and commits nothing otherwise (ErrLeaseLost).
+// It returns the run's last event seq.
+func (s *Store) Exec(ctx context.Context, f Fence, evs []EventIn, ops ...Op) (int64, error) {
+	var last int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `UPDATE runs SET last_event_seq = last_event_seq + $3, updated_at = now()
+			WHERE id = $1 AND epoch = $2 RETURNING last_event_seq`, f.RunID, f.Epoch, len(evs)).Scan(&last)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return fmt.Errorf("fence: %w", err)
+		}
+		for _, op := range ops {
+			if err := op.apply(ctx, tx); err != nil {
+				return err
+			}
+		}
+		_, err = appendEvents(ctx, tx, f.RunID, last-int64(len(evs)), evs)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if len(evs) > 0 && s.OnCommit != nil {
+		s.OnCommit(f.RunID, last)
+	}
+	return last, nil
+}
+
+// StepInsert starts a step (status running).
+type StepInsert struct {
+	ID, RunID  string
+	Seq        int
+	Transition string
+}
+
+func (o StepInsert) apply(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO steps (id, run_id, seq, status, transition, model_attempts)
+		VALUES ($1, $2, $3, 'running', nullif($4, ''), 1)`, o.ID, o.RunID, o.Seq, o.Transition); err != nil {
+		return fmt.Errorf("insert step: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE runs SET step_count = greatest(step_count, $2) WHERE id = $1`, o.RunID, o.Seq); err != nil {
+		return fmt.Errorf("count step: %w", err)
+	}
+	return nil
+}
+
+// StepReask records that a step's model call is made again (after a retry or
+// a recovery), with why.
+type StepReask struct {
+	ID         string
+	Transition string
+}
+
+func (o StepReask) apply(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `UPDATE steps SET transition = $2, model_attempts = model_attempts + 1, status = 'running'
+		WHERE id = $1`, o.ID, o.Transition)
+	if err != nil {
+		return fmt.Errorf("re-ask step: %w", err)
+	}
+	return nil
+}
+
+// StepUpdate sets a step's status and what came with it. Usage is added to
+// the step's and the run's counters.
+type StepUpdate struct {
+	ID, RunID    string
+	Status       string
+	FinishReason string // kept when empty
+	Transition   string // kept when empty
+	Usage        Usage
+	Error        any // nil: kept
+	Finished     bool
+}
+
+func (o StepUpdate) apply(ctx context.Context, tx pgx.Tx) error {
+	var errJSON []byte
+	if o.Error != nil {
+		b, err := json.Marshal(o.Error)
+		if err != nil {
+			return fmt.Errorf("encode step error: %w", err)
+		}
+		errJSON = b
+	}
+	_, err := tx.Exec(ctx, `UPDATE steps SET status = $2,
+		finish_reason = coalesce(nullif($3, ''), finish_reason), transition = coalesce(nullif($4, ''), transition),
+		input_tokens = input_tokens + $5, output_tokens = output_tokens + $6,
+		cached_input_tokens = cached_input_tokens + $7, reasoning_tokens = reasoning_tokens + $8,
+		error = coalesce($9::jsonb, error), finished_at = CASE WHEN $10 THEN now() ELSE finished_at END
+		WHERE id = $1`, o.ID, o.Status, o.FinishReason, o.Transition,
+		o.Usage.InputTokens, o.Usage.OutputTokens, o.Usage.CachedInputTokens, o.Usage.ReasoningTokens, errJSON, o.Finished)
+	if err != nil {
+		return fmt.Errorf("update step: %w", err)
+	}
+	if o.Usage != (Usage{}) {
+		_, err = tx.Exec(ctx, `UPDATE runs SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
+			cached_input_tokens = cached_input_tokens + $4, reasoning_tokens = reasoning_tokens + $5 WHERE id = $1`,
+			o.RunID, o.Usage.InputTokens, o.Usage.OutputTokens, o.Usage.CachedInputTokens, o.Usage.ReasoningTokens)
+		if err != nil {
+			return fmt.Errorf("add run usage: %w", err)
+		}
+	}
+	return nil
+}
+
+// MessageInsert appends a message to a conversation, numbering it after the
+// conversation's last one.
+type MessageInsert struct {
+	ID, ConversationID, RunID string
+	Role                      string
+	Content                   []Part
+	Status                    string
+}
+
+func (o MessageInsert) apply(ctx context.Context, tx pgx.Tx) error {
+	content, err := json.Marshal(o.Content)
+	if err != nil {
+		return fmt.Errorf("encode message: %w", err)
+	}
+	var runID *string
+	if o.RunID != "" {
+		runID = &o.RunID
+	}
+	_, err = tx.Exec(ctx, `WITH n AS (
+			UPDATE conversations SET next_seq = next_seq + 1, updated_at = now() WHERE id = $2 RETURNING next_seq - 1 AS seq
+		)
+		INSERT INTO messages (id, conversation_id, run_id, seq, role, content, status)
+		SELECT $1, $2, $3, n.seq, $4, $5, $6 FROM n`, o.ID, o.ConversationID, runID, o.Role, content, o.Status)
+	if err != nil {
+		return fmt.Errorf("insert message: %w", err)
+	}
+	return nil
+}
+
+// ToolCallInsert plans a tool call of a step.
+type ToolCallInsert struct {
+	ID, RunID, StepID string
+	Position          int
+	CallID, Name      string
+	Arguments         json.RawMessage
+	IdempotencyKey    string
+	Effect            string
+}
+
+func (o ToolCallInsert) apply(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
+		idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'planned')`,
+		o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect)
+	if err != nil {
+		return fmt.Errorf("insert tool call: %w", err)
+	}
+	return nil
+}
+
+// AttemptStart records attempt N of a tool call as running, before the tool
+// is invoked.
+type AttemptStart struct {
+	ID, ToolCallID string
+	N              int
+	Worker         string
+	Epoch          int64
+}
+
+func (o AttemptStart) apply(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO tool_attempts (id, tool_call_id, n, status, worker, epoch)
+		VALUES ($1, $2, $3, 'running', $4, $5)`, o.ID, o.ToolCallID, o.N, o.Worker, o.Epoch); err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', attempts = $2 WHERE id = $1`,
+		o.ToolCallID, o.N); err != nil {
+		return fmt.Errorf("mark call running: %w", err)
+	}
+	return nil
+}
+
+// AttemptFinish records how an attempt ended.
+type AttemptFinish struct {
+	ID     string
+	Status string
+	Error  any
+}
+
+func (o AttemptFinish) apply(ctx context.Context, tx pgx.Tx) error {
+	errJSON, err := marshalNullable(o.Error)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tool_attempts SET status = $2, error = $3, finished_at = now() WHERE id = $1`,
+		o.ID, o.Status, errJSON); err != nil {
+		return fmt.Errorf("finish attempt: %w", err)
+	}
+	return nil
+}
+
+// ToolCallFinish records a tool call's outcome.
+type ToolCallFinish struct {
+	ID     string
+	Status string
+	Result json.RawMessage
+	Error  any
+}
+
+func (o ToolCallFinish) apply(ctx context.Context, tx pgx.Tx) error {
+	errJSON, err := marshalNullable(o.Error)
+	if err != nil {
+		return err
+	}
+	var result []byte
+	if len(o.Result) > 0 {
+		result = o.Result
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = $2, result = $3, error = $4,
+		finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'rejected') THEN now() END WHERE id = $1`,
+		o.ID, o.Status, result, errJSON); err != nil {
+		return fmt.Errorf("finish tool call: %w", err)
+	}
+	return nil
+}
+
+// RunEnd sets a run's status as the executor leaves it: a terminal status,
+// interrupted, or requires_action. The lease is released with it.
+type RunEnd struct {
+	ID             string
+	Status         string
+	Reason         string
+	Error          any
+	RequiredAction any
+}
+
+func (o RunEnd) apply(ctx context.Context, tx pgx.Tx) error {
+	errJSON, err := marshalNullable(o.Error)
+	if err != nil {
+		return err
+	}
+	action, err := marshalNullable(o.RequiredAction)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `UPDATE runs SET status = $2, terminal_reason = nullif($3, ''), error = $4, required_action = $5,
+		lease_owner = NULL, lease_expires_at = NULL,
+		finished_at = CASE WHEN $2 IN ('completed', 'failed', 'cancelled', 'timed_out', 'interrupted') THEN now() END
+		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action)
+	if err != nil {
+		return fmt.Errorf("end run: %w", err)
+	}
+	return nil
+}
+
+func marshalNullable(v any) ([]byte, error) {
+	if v == nil {
+		return nil, nil
+	}
+	if raw, ok := v.(json.RawMessage); ok {
+		if len(raw) == 0 {
+			return nil, nil
+		}
+		return raw, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return b, nil
+}

@@ -1,0 +1,68 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Listen holds one connection that LISTENs on channels and calls fn for each
+// notification, reconnecting with backoff when the connection drops, until
+// ctx ends. onConnect, when set, is called after each (re)connection, so that
+// the caller can catch up on anything it may have missed. It returns ctx's
+// error.
+func (s *Store) Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.listenOnce(ctx, channels, onConnect, fn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		_ = err // the caller learns of gaps through onConnect; the slow poll covers the rest
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error {
+	conn, err := pgx.Connect(ctx, s.url)
+	if err != nil {
+		return fmt.Errorf("listen connect: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			return fmt.Errorf("listen %s: %w", ch, err)
+		}
+	}
+	if onConnect != nil {
+		onConnect()
+	}
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return ctx.Err()
+			}
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		fn(n.Channel, n.Payload)
+	}
+}
+
+// Notify sends a notification on channel.
+func (s *Store) Notify(ctx context.Context, channel, payload string) error {
+	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
+	return translate(err)
+}

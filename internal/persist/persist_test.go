@@ -1,0 +1,120 @@
+package persist_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+	"agentd/internal/persist/persisttest"
+)
+
+func createRun(t *testing.T, s *persist.Store, key string) persist.Run {
+	t.Helper()
+	r, _, err := s.RunCreate(context.Background(), persist.RunCreateParams{
+		TenantID: "default", Model: "m", IdempotencyKey: key, RequestHash: "h1",
+		Params: persist.RunParams{MaxSteps: 4, IfBusy: "reject"},
+		Input:  []persist.InputMessage{{Role: "user", Content: "hi"}},
+	})
+	if err != nil {
+		t.Fatalf("create run: %v", err)
+	}
+	return r
+}
+
+func TestClaimFenceAndLeaseLost(t *testing.T) {
+	t.Parallel()
+	s, _ := persisttest.New(t)
+	ctx := context.Background()
+	r := createRun(t, s, "")
+	if r.Status != persist.StatusQueued || r.LastEventSeq != 1 {
+		t.Fatalf("new run: status %s last seq %d", r.Status, r.LastEventSeq)
+	}
+	a, err := s.RunClaim(ctx, "w1", time.Minute)
+	if err != nil || a.ID != r.ID || a.Epoch != 1 {
+		t.Fatalf("claim: %v %+v", err, a)
+	}
+	if _, err := s.RunClaim(ctx, "w2", time.Minute); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("second claim of a leased run: %v", err)
+	}
+	f1 := persist.Fence{RunID: r.ID, Epoch: a.Epoch, Worker: "w1"}
+	last, err := s.Exec(ctx, f1, []persist.EventIn{{Type: "run.started"}}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 1})
+	if err != nil || last != 2 {
+		t.Fatalf("fenced exec: %v last %d", err, last)
+	}
+	// The lease expires; a second worker takes over with a new epoch.
+	if err := s.LeaseRelease(ctx, f1); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.RunClaim(ctx, "w2", time.Minute)
+	if err != nil || b.Epoch != 2 {
+		t.Fatalf("takeover: %v epoch %d", err, b.Epoch)
+	}
+	_, err = s.Exec(ctx, f1, []persist.EventIn{{Type: "late"}}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 2})
+	if !errors.Is(err, persist.ErrLeaseLost) {
+		t.Fatalf("stale write: got %v, want ErrLeaseLost", err)
+	}
+	if _, err := s.LeaseExtend(ctx, f1, time.Minute); !errors.Is(err, persist.ErrLeaseLost) {
+		t.Fatalf("stale extend: %v", err)
+	}
+	st, err := s.RunStateLoad(ctx, r.ID)
+	if err != nil || len(st.Steps) != 1 || st.Run.LastEventSeq != 2 {
+		t.Fatalf("state after stale write: %v steps %d last seq %d", err, len(st.Steps), st.Run.LastEventSeq)
+	}
+	evs, err := s.EventsAfter(ctx, r.ID, 0, 100)
+	if err != nil || len(evs) != 2 || evs[0].Seq != 1 || evs[1].Seq != 2 {
+		t.Fatalf("events: %v %+v", err, evs)
+	}
+}
+
+func TestRunCreateIdempotentConcurrent(t *testing.T) {
+	t.Parallel()
+	s, _ := persisttest.New(t)
+	var wg sync.WaitGroup
+	ids := make([]string, 8)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, _, err := s.RunCreate(context.Background(), persist.RunCreateParams{
+				TenantID: "default", Model: "m", IdempotencyKey: "k1", RequestHash: "h1",
+				Params: persist.RunParams{MaxSteps: 4}, Input: []persist.InputMessage{{Role: "user", Content: "hi"}},
+			})
+			if err != nil {
+				t.Errorf("create: %v", err)
+				return
+			}
+			ids[i] = r.ID
+		}()
+	}
+	wg.Wait()
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("duplicates created different runs: %v", ids)
+		}
+	}
+	_, _, err := s.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "m",
+		IdempotencyKey: "k1", RequestHash: "other", Input: []persist.InputMessage{{Role: "user", Content: "x"}}})
+	if !errors.Is(err, persist.ErrIdempotencyMismatch) {
+		t.Fatalf("different body: %v", err)
+	}
+	runs, err := s.RunList(context.Background(), persist.RunListParams{TenantID: "default", Limit: 10})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs stored: %d %v", len(runs), err)
+	}
+}
+
+func TestBusyConversationRejects(t *testing.T) {
+	t.Parallel()
+	s, _ := persisttest.New(t)
+	r := createRun(t, s, "")
+	_, _, err := s.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "m",
+		ConversationID: r.ConversationID, Params: persist.RunParams{IfBusy: "reject"},
+		Input: []persist.InputMessage{{Role: "user", Content: "again"}}})
+	var busy *persist.BusyError
+	if !errors.As(err, &busy) || busy.RunID != r.ID {
+		t.Fatalf("busy: %v", err)
+	}
+}

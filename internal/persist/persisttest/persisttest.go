@@ -1,0 +1,141 @@
+// Package persisttest gives each test its own PostgreSQL database, cloned from
+// a migrated template, and drops it when the test ends.
+//
+// The server is AGENTD_TEST_DATABASE_URL (default the local PostgreSQL).
+package persisttest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"agentd/internal/persist"
+	"agentd/migrations"
+)
+
+// AdminURL is the database URL tests connect to in order to create their own.
+func AdminURL() string {
+	if u := os.Getenv("AGENTD_TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+}
+
+var counter atomic.Int64
+
+// NewDatabase creates a fresh migrated database and returns its URL; it is
+// dropped when t ends.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	tmpl, err := template(ctx)
+	if err != nil {
+		t.Fatalf("test database template: %v", err)
+	}
+	name := fmt.Sprintf("agentd_t_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, counter.Add(1))
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("connect admin: %v", err)
+	}
+	defer conn.Close(ctx)
+	for i := 0; ; i++ {
+		_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tmpl}.Sanitize())
+		if err == nil || i == 20 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // the template is briefly busy while another process clones it
+	}
+	if err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, AdminURL())
+		if err != nil {
+			t.Logf("drop test database: %v", err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			t.Logf("drop test database: %v", err)
+		}
+	})
+	u, err := persist.WithDatabase(AdminURL(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// New returns a store on a fresh database, closed when t ends.
+func New(t testing.TB) (*persist.Store, string) {
+	t.Helper()
+	u := NewDatabase(t)
+	s, err := persist.Open(context.Background(), u, 20)
+	if err != nil {
+		t.Fatalf("open store: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s, u
+}
+
+// template returns the name of a migrated template database for the current
+// migrations, creating it once per server under an advisory lock.
+func template(ctx context.Context) (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		h.Write([]byte(path))
+		h.Write(b)
+		return err
+	})
+	if err != nil {
+		return "", err
+	}
+	name := "agentd_tmpl_" + hex.EncodeToString(h.Sum(nil))[:16]
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return "", fmt.Errorf("connect admin: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(74117)`); err != nil {
+		return "", err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(74117)`) //nolint:errcheck
+	var ready bool
+	err = conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND datistemplate)`, name).Scan(&ready)
+	if err != nil || ready {
+		return name, err
+	}
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return "", err
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", err
+	}
+	u, err := persist.WithDatabase(AdminURL(), name)
+	if err != nil {
+		return "", err
+	}
+	if err := persist.Migrate(ctx, u); err != nil {
+		return "", fmt.Errorf("migrate template: %w", err)
+	}
+	// Mark it a template only once it is complete; a crash before this leaves it to be rebuilt.
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH is_template true"); err != nil {
+		return "", err
+	}
+	return name, nil
+}

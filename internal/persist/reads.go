@@ -1,0 +1,185 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const stepColumns = `id, run_id, seq, status, coalesce(finish_reason, ''), coalesce(transition, ''), model_attempts,
+	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error, started_at, finished_at`
+
+func scanStep(row pgx.Row) (Step, error) {
+	var s Step
+	err := row.Scan(&s.ID, &s.RunID, &s.Seq, &s.Status, &s.FinishReason, &s.Transition, &s.ModelAttempts,
+		&s.Usage.InputTokens, &s.Usage.OutputTokens, &s.Usage.CachedInputTokens, &s.Usage.ReasoningTokens,
+		&s.Error, &s.StartedAt, &s.FinishedAt)
+	return s, translate(err)
+}
+
+const callColumns = `id, run_id, step_id, position, call_id, name, arguments, idempotency_key, effect, status,
+	result, error, attempts, created_at, finished_at`
+
+func scanCall(row pgx.Row) (ToolCall, error) {
+	var c ToolCall
+	err := row.Scan(&c.ID, &c.RunID, &c.StepID, &c.Position, &c.CallID, &c.Name, &c.Arguments, &c.IdempotencyKey,
+		&c.Effect, &c.Status, &c.Result, &c.Error, &c.Attempts, &c.CreatedAt, &c.FinishedAt)
+	return c, translate(err)
+}
+
+const attemptColumns = `id, tool_call_id, n, status, error, worker, epoch, started_at, finished_at`
+
+func scanAttempt(row pgx.Row) (Attempt, error) {
+	var a Attempt
+	err := row.Scan(&a.ID, &a.ToolCallID, &a.N, &a.Status, &a.Error, &a.Worker, &a.Epoch, &a.StartedAt, &a.FinishedAt)
+	return a, translate(err)
+}
+
+const messageColumns = `id, conversation_id, coalesce(run_id::text, ''), seq, role, content, status, created_at`
+
+func scanMessage(row pgx.Row) (Message, error) {
+	var m Message
+	var content []byte
+	if err := row.Scan(&m.ID, &m.ConversationID, &m.RunID, &m.Seq, &m.Role, &content, &m.Status, &m.CreatedAt); err != nil {
+		return Message{}, translate(err)
+	}
+	if err := json.Unmarshal(content, &m.Content); err != nil {
+		return Message{}, fmt.Errorf("decode message %s: %w", m.ID, err)
+	}
+	return m, nil
+}
+
+func queryAll[T any](ctx context.Context, s *Store, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, translate(rows.Err())
+}
+
+// RunState is the committed state the agent loop is rebuilt from.
+type RunState struct {
+	Run      Run
+	Messages []Message  // the conversation's completed messages, in order
+	Steps    []Step     // the run's steps, in order
+	Calls    []ToolCall // the tool calls of the run's last step, in order
+	Attempts []Attempt  // the attempts of those calls
+}
+
+// RunStateLoad reads the committed state of a run.
+func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error) {
+	var st RunState
+	var err error
+	if st.Run, err = s.RunByID(ctx, runID); err != nil {
+		return st, err
+	}
+	st.Messages, err = queryAll(ctx, s, scanMessage, `SELECT `+messageColumns+` FROM messages
+		WHERE conversation_id = $1 AND status = 'completed' ORDER BY seq`, st.Run.ConversationID)
+	if err != nil {
+		return st, fmt.Errorf("load messages: %w", err)
+	}
+	st.Steps, err = queryAll(ctx, s, scanStep, `SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
+	if err != nil {
+		return st, fmt.Errorf("load steps: %w", err)
+	}
+	if len(st.Steps) == 0 {
+		return st, nil
+	}
+	last := st.Steps[len(st.Steps)-1].ID
+	st.Calls, err = queryAll(ctx, s, scanCall, `SELECT `+callColumns+` FROM tool_calls WHERE step_id = $1 ORDER BY position`, last)
+	if err != nil {
+		return st, fmt.Errorf("load tool calls: %w", err)
+	}
+	st.Attempts, err = queryAll(ctx, s, scanAttempt, `SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch,
+		a.started_at, a.finished_at FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
+		WHERE c.step_id = $1 ORDER BY c.position, a.n`, last)
+	if err != nil {
+		return st, fmt.Errorf("load attempts: %w", err)
+	}
+	return st, nil
+}
+
+// ToolCallByKey returns the tool call with an idempotency key.
+func (s *Store) ToolCallByKey(ctx context.Context, key string) (ToolCall, error) {
+	return scanCall(s.pool.QueryRow(ctx, `SELECT `+callColumns+` FROM tool_calls WHERE idempotency_key = $1`, key))
+}
+
+// StepDetail is a step with its tool calls and their attempts.
+type StepDetail struct {
+	Step
+	Calls []CallDetail
+}
+
+// CallDetail is a tool call with its attempts.
+type CallDetail struct {
+	ToolCall
+	Attempts []Attempt
+}
+
+// StepsList returns a run's steps with their calls and attempts, in order.
+func (s *Store) StepsList(ctx context.Context, runID string) ([]StepDetail, error) {
+	steps, err := queryAll(ctx, s, scanStep, `SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list steps: %w", err)
+	}
+	calls, err := queryAll(ctx, s, scanCall, `SELECT `+callColumns+` FROM tool_calls WHERE run_id = $1 ORDER BY created_at, position`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list tool calls: %w", err)
+	}
+	attempts, err := queryAll(ctx, s, scanAttempt, `SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch,
+		a.started_at, a.finished_at FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
+		WHERE c.run_id = $1 ORDER BY a.n`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	byCall := map[string][]Attempt{}
+	for _, a := range attempts {
+		byCall[a.ToolCallID] = append(byCall[a.ToolCallID], a)
+	}
+	byStep := map[string][]CallDetail{}
+	for _, c := range calls {
+		byStep[c.StepID] = append(byStep[c.StepID], CallDetail{ToolCall: c, Attempts: byCall[c.ID]})
+	}
+	out := make([]StepDetail, len(steps))
+	for i, st := range steps {
+		out[i] = StepDetail{Step: st, Calls: byStep[st.ID]}
+	}
+	return out, nil
+}
+
+// ConversationGet returns a tenant's conversation.
+func (s *Store) ConversationGet(ctx context.Context, tenantID, id string) (Conversation, error) {
+	var c Conversation
+	err := s.pool.QueryRow(ctx, `SELECT id, tenant_id, title, metadata, created_at, updated_at FROM conversations
+		WHERE id = $1 AND tenant_id = $2`, id, tenantID).Scan(&c.ID, &c.TenantID, &c.Title, &c.Metadata, &c.CreatedAt, &c.UpdatedAt)
+	return c, translate(err)
+}
+
+// MessagesList returns a conversation's messages after seq, in order.
+func (s *Store) MessagesList(ctx context.Context, conversationID string, after, limit int) ([]Message, error) {
+	return queryAll(ctx, s, scanMessage, `SELECT `+messageColumns+` FROM messages
+		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, conversationID, after, limit)
+}
+
+// EventsAfter returns up to limit events of a run after seq, in order.
+func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
+	return queryAll(ctx, s, func(row pgx.Row) (Event, error) {
+		var e Event
+		var data string
+		err := row.Scan(&e.RunID, &e.Seq, &e.Type, &data, &e.CreatedAt)
+		e.Data = json.RawMessage(data)
+		return e, translate(err)
+	}, `SELECT run_id, seq, type, data, created_at FROM run_events
+		WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, after, limit)
+}

@@ -1,0 +1,381 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Channels of the LISTEN/NOTIFY bridge.
+const (
+	ChannelRuns   = "agentd_runs"   // payload: run id; a run became claimable
+	ChannelCancel = "agentd_cancel" // payload: run id; a cancel was requested
+	ChannelEvents = "agentd_events" // payload: "run_id:last_seq"
+)
+
+const runColumns = `id, tenant_id, conversation_id, status, coalesce(terminal_reason, ''), model, params,
+	coalesce(idempotency_key, ''), epoch, coalesce(lease_owner, ''), lease_expires_at, deadline_at,
+	cancel_requested_at, required_action, last_event_seq, step_count,
+	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error,
+	created_at, started_at, finished_at, updated_at`
+
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
+	var params []byte
+	err := row.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.Status, &r.TerminalReason, &r.Model, &params,
+		&r.IdempotencyKey, &r.Epoch, &r.LeaseOwner, &r.LeaseExpiresAt, &r.DeadlineAt,
+		&r.CancelRequestedAt, &r.RequiredAction, &r.LastEventSeq, &r.StepCount,
+		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CachedInputTokens, &r.Usage.ReasoningTokens, &r.Error,
+		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt)
+	if err != nil {
+		return Run{}, translate(err)
+	}
+	if err := json.Unmarshal(params, &r.Params); err != nil {
+		return Run{}, fmt.Errorf("decode run params: %w", err)
+	}
+	return r, nil
+}
+
+// InputMessage is one message of a run's input.
+type InputMessage struct {
+	Role    string
+	Content string
+}
+
+// RunCreateParams are the inputs of RunCreate.
+type RunCreateParams struct {
+	TenantID       string
+	ConversationID string // empty: start a new conversation
+	Model          string
+	Params         RunParams
+	Input          []InputMessage
+	IdempotencyKey string // optional
+	RequestHash    string // fingerprint of the request, compared on a repeated key
+}
+
+// BusyError says that a conversation already has a run in flight.
+type BusyError struct{ RunID string }
+
+func (e *BusyError) Error() string { return "conversation is busy with run " + e.RunID }
+
+// Is makes errors.Is(err, ErrConflict) true for a BusyError.
+func (e *BusyError) Is(target error) bool { return target == ErrConflict }
+
+// ErrIdempotencyMismatch: an idempotency key was reused with a different request.
+var ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
+
+// RunCreate commits a run, its conversation (when new), its input messages and
+// its run.created event in one transaction, and wakes the workers. With an
+// idempotency key already used for the same request, it returns the first run
+// and created=false; for another request, ErrIdempotencyMismatch. A busy
+// conversation gives a *BusyError when IfBusy is "reject" (or empty).
+func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, created bool, err error) {
+	if p.IdempotencyKey != "" {
+		if r, ok, err := s.runByKey(ctx, p); ok || err != nil {
+			return r, false, err
+		}
+	}
+	runID := newID()
+	params, err := json.Marshal(p.Params)
+	if err != nil {
+		return Run{}, false, fmt.Errorf("encode params: %w", err)
+	}
+	dup := errors.New("duplicate")
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		convID := p.ConversationID
+		if convID == "" {
+			convID = newID()
+			if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, convID, p.TenantID); err != nil {
+				return fmt.Errorf("insert conversation: %w", err)
+			}
+		} else {
+			var id string
+			err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+				convID, p.TenantID).Scan(&id)
+			if err != nil {
+				return fmt.Errorf("lock conversation: %w", translate(err))
+			}
+			var busy string
+			err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
+				AND status IN ('queued', 'running', 'requires_action') ORDER BY id LIMIT 1`, convID).Scan(&busy)
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+			case err != nil:
+				return fmt.Errorf("busy check: %w", err)
+			case p.Params.IfBusy == "enqueue":
+			case p.Params.IfBusy == "interrupt":
+				if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()),
+					updated_at = now() WHERE conversation_id = $1 AND status IN ('queued', 'running', 'requires_action')`, convID); err != nil {
+					return fmt.Errorf("interrupt busy run: %w", err)
+				}
+				if _, err := tx.Exec(ctx, `SELECT pg_notify($1, id::text) FROM runs WHERE conversation_id = $2
+					AND status IN ('queued', 'running', 'requires_action')`, ChannelCancel, convID); err != nil {
+					return fmt.Errorf("notify cancel: %w", err)
+				}
+			default:
+				return &BusyError{RunID: busy}
+			}
+		}
+		var key, hash *string
+		if p.IdempotencyKey != "" {
+			key, hash = &p.IdempotencyKey, &p.RequestHash
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
+			idempotency_key, request_hash, last_event_seq)
+			VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1)
+			ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
+			runID, p.TenantID, convID, p.Model, params, key, hash)
+		if err != nil {
+			return fmt.Errorf("insert run: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return dup
+		}
+		for _, m := range p.Input {
+			op := MessageInsert{ID: newID(), ConversationID: convID, RunID: runID, Role: m.Role,
+				Content: []Part{{Type: "text", Text: m.Content}}, Status: MessageCompleted}
+			if err := op.apply(ctx, tx); err != nil {
+				return err
+			}
+		}
+		data, err := envelope(1, "run.created", runID, 0, time.Now(), map[string]any{
+			"conversation_id": convID, "model": p.Model, "status": StatusQueued,
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO run_events (run_id, seq, type, data) VALUES ($1, 1, 'run.created', $2)`,
+			runID, string(data)); err != nil {
+			return fmt.Errorf("insert event: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, runID); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+		return nil
+	})
+	if errors.Is(err, dup) {
+		r, ok, err := s.runByKey(ctx, p)
+		if err == nil && !ok {
+			err = fmt.Errorf("run with idempotency key vanished: %w", ErrConflict)
+		}
+		return r, false, err
+	}
+	if err != nil {
+		return Run{}, false, err
+	}
+	run, err = s.RunGet(ctx, p.TenantID, runID)
+	if err == nil && s.OnCommit != nil {
+		s.OnCommit(runID, 1)
+	}
+	return run, err == nil, err
+}
+
+func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, error) {
+	var hash string
+	row := s.pool.QueryRow(ctx, `SELECT coalesce(request_hash, ''), `+runColumns+` FROM runs
+		WHERE tenant_id = $1 AND idempotency_key = $2`, p.TenantID, p.IdempotencyKey)
+	r, err := scanRun(scanPrefix{row, &hash})
+	if errors.Is(err, ErrNotFound) {
+		return Run{}, false, nil
+	}
+	if err != nil {
+		return Run{}, false, err
+	}
+	if hash != p.RequestHash {
+		return r, true, ErrIdempotencyMismatch
+	}
+	return r, true, nil
+}
+
+// scanPrefix scans one leading column into dst, then the rest as a run.
+type scanPrefix struct {
+	row pgx.Row
+	dst any
+}
+
+func (s scanPrefix) Scan(dest ...any) error {
+	return s.row.Scan(append([]any{s.dst}, dest...)...)
+}
+
+// RunGet returns a run of the tenant; ErrNotFound when there is none.
+func (s *Store) RunGet(ctx context.Context, tenantID, id string) (Run, error) {
+	return scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2`, id, tenantID))
+}
+
+// RunByID returns a run whatever its tenant (for the engine).
+func (s *Store) RunByID(ctx context.Context, id string) (Run, error) {
+	return scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+}
+
+// RunListParams filter and page RunList.
+type RunListParams struct {
+	TenantID       string
+	ConversationID string // optional
+	Status         string // optional
+	Before         string // cursor: runs with a smaller id (older)
+	Limit          int
+}
+
+// RunList returns a tenant's runs, newest first.
+func (s *Store) RunList(ctx context.Context, p RunListParams) ([]Run, error) {
+	var conv, status, before *string
+	if p.ConversationID != "" {
+		conv = &p.ConversationID
+	}
+	if p.Status != "" {
+		status = &p.Status
+	}
+	if p.Before != "" {
+		before = &p.Before
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE tenant_id = $1 AND ($2::uuid IS NULL OR conversation_id = $2)
+		AND ($3::text IS NULL OR status = $3) AND ($4::uuid IS NULL OR id < $4)
+		ORDER BY id DESC LIMIT $5`, p.TenantID, conv, status, before, p.Limit)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, translate(rows.Err())
+}
+
+// RunCancel asks a run to stop. A queued, interrupted or waiting run is
+// cancelled at once; a running one is flagged and its executor, on whichever
+// instance, is told through NOTIFY. Cancelling a cancelled run is a no-op; a
+// run that ended otherwise gives ErrConflict.
+func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error) {
+	var lastSeq int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID))
+		if err != nil {
+			return err
+		}
+		switch r.Status {
+		case StatusCancelled:
+			return nil
+		case StatusCompleted, StatusFailed, StatusTimedOut:
+			return fmt.Errorf("run is %s: %w", r.Status, ErrConflict)
+		case StatusRunning:
+			if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
+				WHERE id = $1`, id); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, id)
+			return err
+		}
+		// queued, interrupted, requires_action: nobody executes it; end it here.
+		lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []EventIn{{Type: "run.cancelled", Step: r.StepCount,
+			Data: map[string]any{"status": StatusCancelled, "reason": ReasonCancelled}}})
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE runs SET status = 'cancelled', terminal_reason = 'cancelled',
+			cancel_requested_at = coalesce(cancel_requested_at, now()), required_action = NULL,
+			finished_at = now(), updated_at = now(), last_event_seq = $2, lease_owner = NULL, lease_expires_at = NULL
+			WHERE id = $1`, id, lastSeq)
+		return err
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	if lastSeq > 0 && s.OnCommit != nil {
+		s.OnCommit(id, lastSeq)
+	}
+	return s.RunGet(ctx, tenantID, id)
+}
+
+// RunResume re-queues a run that is interrupted, failed, timed out or
+// cancelled, with a fresh deadline; it continues from its last committed step.
+// A queued, running or waiting run is returned as it is; a completed run gives
+// ErrConflict.
+func (s *Store) RunResume(ctx context.Context, tenantID, id string) (Run, error) {
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var status string
+		err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&status)
+		if err != nil {
+			return translate(err)
+		}
+		switch status {
+		case StatusQueued, StatusRunning, StatusRequiresAction:
+			return nil
+		case StatusCompleted:
+			return fmt.Errorf("run is completed: %w", ErrConflict)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', terminal_reason = NULL, error = NULL,
+			deadline_at = NULL, cancel_requested_at = NULL, finished_at = NULL, updated_at = now()
+			WHERE id = $1`, id); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, id)
+		return err
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	return s.RunGet(ctx, tenantID, id)
+}
+
+// newID returns a new UUIDv7.
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// NewID returns a new time-ordered id (UUIDv7) for rows the caller names.
+func NewID() string { return newID() }
+
+// envelope builds the JSON text of an event as clients receive it.
+func envelope(seq int64, typ, runID string, step int, at time.Time, data any) ([]byte, error) {
+	if data == nil {
+		data = struct{}{}
+	}
+	b, err := json.Marshal(struct {
+		Seq   int64  `json:"seq"`
+		Type  string `json:"type"`
+		RunID string `json:"run_id"`
+		Step  int    `json:"step"`
+		At    string `json:"at"`
+		Data  any    `json:"data"`
+	}{seq, typ, runID, step, at.UTC().Format(time.RFC3339Nano), data})
+	if err != nil {
+		return nil, fmt.Errorf("encode event %s: %w", typ, err)
+	}
+	return b, nil
+}
+
+// appendEvents inserts evs after seq last and returns the new last seq. The
+// caller holds the run's row lock and updates runs.last_event_seq.
+func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs []EventIn) (int64, error) {
+	if len(evs) == 0 {
+		return last, nil
+	}
+	now := time.Now()
+	seqs := make([]int64, len(evs))
+	types := make([]string, len(evs))
+	datas := make([]string, len(evs))
+	for i, ev := range evs {
+		seq := last + int64(i) + 1
+		b, err := envelope(seq, ev.Type, runID, ev.Step, now, ev.Data)
+		if err != nil {
+			return 0, err
+		}
+		seqs[i], types[i], datas[i] = seq, ev.Type, string(b)
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO run_events (run_id, seq, type, data)
+		SELECT $1, s, t, d::json FROM unnest($2::bigint[], $3::text[], $4::text[]) AS e(s, t, d)`,
+		runID, seqs, types, datas)
+	if err != nil {
+		return 0, fmt.Errorf("append events: %w", err)
+	}
+	return last + int64(len(evs)), nil
+}

@@ -1,0 +1,94 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Effect says what running a tool twice would do, and so how it may be retried.
+type Effect string
+
+// Effects, from the safest to retry to the least.
+const (
+	ReadOnly   Effect = "read_only"   // no effect: retry freely
+	Idempotent Effect = "idempotent"  // effect keyed by the idempotency key: retry with the same key
+	SideEffect Effect = "side_effect" // never retried blindly
+)
+
+// Valid reports whether e is a known effect.
+func (e Effect) Valid() bool { return e == ReadOnly || e == Idempotent || e == SideEffect }
+
+// Spec describes a tool: what the model sees and how the engine runs it.
+type Spec struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage // JSON Schema (an object schema) of the arguments
+	Effect      Effect
+	// Timeout caps one attempt; 0 means the engine's default.
+	Timeout time.Duration
+	// MaxAttempts caps attempts of one call when a failure is retryable under
+	// the effect's policy; 0 means the default (3 for read_only and idempotent,
+	// 1 for side_effect).
+	MaxAttempts int
+	// Backoff is the wait before the second attempt; it doubles after that.
+	Backoff time.Duration
+	// MaxResultBytes caps the result passed back to the model; 0 means 64 KiB.
+	MaxResultBytes int
+	// NeedsApproval marks a tool whose calls wait for a client's approval.
+	NeedsApproval bool
+}
+
+// Call is one invocation of a tool.
+type Call struct {
+	RunID          string
+	CallID         string
+	IdempotencyKey string // run_id:step_seq:call_id, stable across retries and recovery
+	Attempt        int    // 1-based
+	Arguments      json.RawMessage
+}
+
+// Tool is something the model can call.
+//
+// Invoke runs one attempt. It returns the result as JSON, or an *Error that
+// says what kind of failure it was. It must honour ctx: when ctx ends it
+// returns promptly.
+type Tool interface {
+	Spec() Spec
+	Invoke(ctx context.Context, call Call) (json.RawMessage, error)
+}
+
+// ErrorKind classifies a failed attempt.
+type ErrorKind string
+
+// Kinds of tool failure.
+const (
+	// KindFinal: the tool ran and refused (bad arguments, a 4xx); the model
+	// sees the error and may repair its call. Never retried.
+	KindFinal ErrorKind = "final"
+	// KindTransient: the tool answered that it failed (a 5xx) before or
+	// without doing its effect.
+	KindTransient ErrorKind = "transient"
+	// KindTimeout: the attempt ran out of time; the effect may have happened.
+	KindTimeout ErrorKind = "timeout"
+	// KindConnection: the connection was lost; the effect may have happened.
+	KindConnection ErrorKind = "connection"
+)
+
+// Error is a classified tool failure.
+type Error struct {
+	Kind    ErrorKind
+	Message string // shown to the model
+	Status  int    // HTTP status for webhook tools, else 0
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("tool %s: %s: %v", e.Kind, e.Message, e.Err)
+	}
+	return fmt.Sprintf("tool %s: %s", e.Kind, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
