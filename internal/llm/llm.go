@@ -48,6 +48,9 @@ type Request struct {
 	Model    string
 	Messages []Message
 	Tools    []ToolSpec
+	// IdleTimeout, when positive, overrides the adapter's idle timeout for
+	// this request: the longest wait for the next chunk of the stream.
+	IdleTimeout time.Duration
 }
 
 // Usage is the token accounting of one completion.

@@ -84,6 +84,7 @@ type Error struct {
 	Err     error
 }
 
+// Error describes the failure with its kind, message and cause.
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("tool %s: %s: %v", e.Kind, e.Message, e.Err)
@@ -91,4 +92,5 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("tool %s: %s", e.Kind, e.Message)
 }
 
+// Unwrap returns the underlying cause, if any.
 func (e *Error) Unwrap() error { return e.Err }

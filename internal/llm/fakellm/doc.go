@@ -1,0 +1,105 @@
+// Package fakellm is an OpenAI-compatible Chat Completions server for tests,
+// benchmarks and offline use. Its answer is a pure function of the request: it
+// reads directives from the last user message, so a test says in the prompt
+// what the "model" will do. Only one thing is stateful: a fault fires the first
+// time a request is seen, so that a retry of the same request succeeds.
+//
+// It imports nothing of agentd's.
+//
+// # Endpoint
+//
+// POST /v1/chat/completions (also POST /chat/completions). The body is a Chat
+// Completions request; "model" may be any string and is echoed back. With
+// "stream": true the answer is Server-Sent Events (data: {chunk} lines, ended
+// by data: [DONE]); otherwise one chat.completion JSON object. A body that is
+// not valid JSON, or a malformed directive, gets a 400 with an OpenAI-style
+// error body ({"error":{"message","type","code"}}). Other paths get 404, other
+// methods 405.
+//
+// # Directives
+//
+// Directives are the lines of the LAST user message that start with "/"
+// (leading and trailing spaces trimmed); every other line is ignored, and so
+// is a line that starts with "/" but is no directive listed here. Message
+// content may be a string or a list of parts, whose text parts are joined
+// with "\n" (other parts are ignored).
+//
+//	/call NAME ARGS
+//	    A tool call to function NAME with arguments ARGS: the rest of the line,
+//	    sent verbatim (it is not checked, so a test can send invalid JSON);
+//	    empty ARGS means {}. Consecutive /call lines form one group: one
+//	    response with parallel tool calls, in the order written.
+//	/next
+//	    Ends the current group of /call lines; the following /call lines form
+//	    the next group. A /next with no /call before it (since the start or the
+//	    last /next) is a no-op, so there are no empty groups.
+//	/say TEXT
+//	    The final answer. Several /say lines are joined with "\n". Without
+//	    /say (and without /stream) the final answer is "ok".
+//	/stream N MS
+//	    Sends the final answer as N content chunks, MS milliseconds apart
+//	    (N >= 1, MS >= 0). With /say, the text is split by runes into N
+//	    near-equal pieces (the first len%N pieces one rune longer); a text of
+//	    fewer than N runes is sent one rune per chunk. Without /say, the
+//	    answer is the N words "tok1 tok2 ... tokN", one word per chunk (the
+//	    first chunk "tok1", then " tok2", " tok3", ...). The MS pause is also
+//	    kept between the chunks of a tool-call response. A non-streaming
+//	    request waits (chunks-1)*MS and then answers at once. Every pause ends
+//	    as soon as the request's context does (the client went away).
+//	/fault KIND
+//	/fault KIND@STEP
+//	    The first time the fake sees this request, it fails with KIND instead
+//	    of answering; the same request sent again (a retry) is answered
+//	    normally. A request is identified by a SHA-256 hash of its model and
+//	    its messages (decoded and re-encoded, so spacing and key order do not
+//	    matter). With @STEP the fault applies only at that step (see below);
+//	    several /fault lines may be given, for different steps. KIND is one of:
+//	      429       status 429 with "Retry-After: 1" and a rate_limit_exceeded
+//	                error body.
+//	      500       status 500 with a server_error error body.
+//	      hang      status 200 with the usual headers, flushed, then nothing
+//	                until the client goes away.
+//	      truncate  the stream is cut: if the response has tool calls, the
+//	                first call's id and name and the first half of its
+//	                arguments are sent; otherwise the first half of the text.
+//	                Then the connection is closed without a finish_reason and
+//	                without [DONE]. A non-streaming response is cut halfway
+//	                through its JSON body.
+//
+// # Steps
+//
+// The step k (0-based) is the number of assistant messages with tool_calls
+// after the last user message. Step k answers with the k-th /call group
+// (finish_reason "tool_calls", content null); when the groups run out it
+// answers with the final text (finish_reason "stop"). Tool call ids are
+// "call_K_I": K the step, I the index of the call in its group, so they are
+// unique within a run and equal for a retry of the same request. The
+// completion id is "chatcmpl-" followed by the first 24 hex digits of the
+// request hash; "created" is always 1700000000.
+//
+// # Usage
+//
+// Usage is reported in a final chunk with empty choices when the request sets
+// stream_options.include_usage, and always in a non-streaming response:
+//
+//	prompt_tokens        = P/4 + 1, P the byte length of all message contents
+//	                       (text parts joined as above), tool call names and
+//	                       tool call arguments
+//	completion_tokens    = C/4 + 1, C the byte length of the answer text, or of
+//	                       the names and arguments of its tool calls
+//	cached_tokens        = prompt_tokens/2 when there is more than one message,
+//	                       else 0 (prompt_tokens_details.cached_tokens)
+//	reasoning_tokens     = completion_tokens/2
+//	                       (completion_tokens_details.reasoning_tokens)
+//	total_tokens         = prompt_tokens + completion_tokens
+//
+// (all divisions round down).
+//
+// # Observing the fake
+//
+// Server records every request it handled (Requests, Calls), the usage it
+// reported in responses that finished (UsageTotal), and whether the client
+// went away before the response finished (Request.Cancelled, Cancelled).
+// WithOnDone registers a function called when each request is done, so a test
+// can wait for the server side of a cancellation instead of polling.
+package fakellm

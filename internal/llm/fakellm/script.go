@@ -1,0 +1,167 @@
+package fakellm
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Fault kinds understood by the /fault directive.
+const (
+	FaultRateLimit = "429"
+	FaultServer    = "500"
+	FaultHang      = "hang"
+	FaultTruncate  = "truncate"
+)
+
+// call is one scripted tool call.
+type call struct {
+	name string
+	args string
+}
+
+// script is what the directives of the last user message ask for.
+type script struct {
+	groups    [][]call
+	say       []string
+	streamN   int // 0 when /stream was not given
+	streamGap time.Duration
+	faults    []fault
+}
+
+type fault struct {
+	kind string
+	step int // -1: any step
+}
+
+// parseScript reads the directives of text; see the package doc.
+func parseScript(text string) (script, error) {
+	var s script
+	var group []call
+	flush := func() {
+		if len(group) > 0 {
+			s.groups = append(s.groups, group)
+			group = nil
+		}
+	}
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "/") {
+			continue
+		}
+		name, rest, _ := strings.Cut(line, " ")
+		rest = strings.TrimSpace(rest)
+		switch name {
+		case "/call":
+			fn, args, _ := strings.Cut(rest, " ")
+			if fn == "" {
+				return s, fmt.Errorf("/call: missing function name")
+			}
+			args = strings.TrimSpace(args)
+			if args == "" {
+				args = "{}"
+			}
+			group = append(group, call{name: fn, args: args})
+		case "/next":
+			flush()
+		case "/say":
+			s.say = append(s.say, rest)
+		case "/stream":
+			f := strings.Fields(rest)
+			if len(f) != 2 {
+				return s, fmt.Errorf("/stream: want N MS, got %q", rest)
+			}
+			n, err := strconv.Atoi(f[0])
+			if err != nil || n < 1 {
+				return s, fmt.Errorf("/stream: N must be a positive integer, got %q", f[0])
+			}
+			ms, err := strconv.Atoi(f[1])
+			if err != nil || ms < 0 {
+				return s, fmt.Errorf("/stream: MS must be a non-negative integer, got %q", f[1])
+			}
+			s.streamN, s.streamGap = n, time.Duration(ms)*time.Millisecond
+		case "/fault":
+			kind, stepText, hasStep := strings.Cut(rest, "@")
+			switch kind {
+			case FaultRateLimit, FaultServer, FaultHang, FaultTruncate:
+			default:
+				return s, fmt.Errorf("/fault: unknown kind %q", kind)
+			}
+			step := -1
+			if hasStep {
+				n, err := strconv.Atoi(stepText)
+				if err != nil || n < 0 {
+					return s, fmt.Errorf("/fault: bad step %q", stepText)
+				}
+				step = n
+			}
+			s.faults = append(s.faults, fault{kind: kind, step: step})
+		}
+	}
+	flush()
+	return s, nil
+}
+
+// faultAt returns the fault kind scripted for step, or "".
+func (s script) faultAt(step int) string {
+	for _, f := range s.faults {
+		if f.step == -1 || f.step == step {
+			return f.kind
+		}
+	}
+	return ""
+}
+
+// finalPieces returns the final answer as the content chunks to send.
+func (s script) finalPieces() []string {
+	if len(s.say) == 0 && s.streamN > 0 {
+		pieces := make([]string, s.streamN)
+		for i := range pieces {
+			sep := " "
+			if i == 0 {
+				sep = ""
+			}
+			pieces[i] = sep + "tok" + strconv.Itoa(i+1)
+		}
+		return pieces
+	}
+	text := "ok"
+	if len(s.say) > 0 {
+		text = strings.Join(s.say, "\n")
+	}
+	if s.streamN <= 1 {
+		return []string{text}
+	}
+	return splitRunes(text, s.streamN)
+}
+
+// splitRunes splits text into n near-equal pieces by runes: the first
+// len%n pieces are one rune longer. A text of fewer than n runes gives one
+// piece per rune.
+func splitRunes(text string, n int) []string {
+	count := utf8.RuneCountInString(text)
+	if count == 0 {
+		return []string{""}
+	}
+	if count < n {
+		n = count
+	}
+	size, extra := count/n, count%n
+	pieces := make([]string, 0, n)
+	for i := range n {
+		k := size
+		if i < extra {
+			k++
+		}
+		end := 0
+		for range k {
+			_, w := utf8.DecodeRuneInString(text[end:])
+			end += w
+		}
+		pieces = append(pieces, text[:end])
+		text = text[end:]
+	}
+	return pieces
+}

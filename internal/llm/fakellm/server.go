@@ -1,0 +1,544 @@
+package fakellm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// created is the fixed "created" timestamp of every response.
+const created = 1700000000
+
+// maxBody caps the size of a request body.
+const maxBody = 32 << 20
+
+// Usage is the token accounting the fake reported for one response, in the
+// terms of the Chat Completions wire format.
+type Usage struct {
+	PromptTokens     int64 // prompt_tokens
+	CompletionTokens int64 // completion_tokens
+	CachedTokens     int64 // prompt_tokens_details.cached_tokens
+	ReasoningTokens  int64 // completion_tokens_details.reasoning_tokens
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + v.PromptTokens,
+		CompletionTokens: u.CompletionTokens + v.CompletionTokens,
+		CachedTokens:     u.CachedTokens + v.CachedTokens,
+		ReasoningTokens:  u.ReasoningTokens + v.ReasoningTokens,
+	}
+}
+
+// Request is the record of one request the fake handled.
+type Request struct {
+	Seq       int    // 1-based order of arrival
+	Model     string // as sent
+	Messages  int    // number of messages sent
+	Step      int    // the step answered (see the package doc)
+	Stream    bool   // the client asked for a stream
+	Status    int    // HTTP status sent
+	Fault     string // the fault injected ("429", "500", "hang", "truncate"), or ""
+	ToolCalls int    // tool calls in the answer; 0 for a final text
+	Text      string // the final text answered; "" for tool calls
+	// Usage is what the response reported; zero when it reported none (a
+	// fault, a stream without include_usage, or a response cut short).
+	Usage         Usage
+	UsageReported bool
+	// Completed is true when the whole response was written.
+	Completed bool
+	// Cancelled is true when the request's context ended (the client went
+	// away) before the response was complete.
+	Cancelled bool
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithOnDone registers f, called (from the request's goroutine, after the
+// request is recorded) when each request is done.
+func WithOnDone(f func(Request)) Option {
+	return func(s *Server) { s.onDone = f }
+}
+
+// WithLogger makes the server log one debug line per request to l.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Server) { s.log = l }
+}
+
+// WithMaxHistory keeps only the last n request records (n <= 0: all of
+// them, the default). Calls, Cancelled and UsageTotal still count every
+// request.
+func WithMaxHistory(n int) Option {
+	return func(s *Server) { s.maxHistory = n }
+}
+
+// Server is the fake OpenAI-compatible server. It is an http.Handler, safe
+// for concurrent use.
+type Server struct {
+	onDone     func(Request)
+	log        *slog.Logger
+	maxHistory int
+
+	mu        sync.Mutex
+	seen      map[[sha256.Size]byte]bool // requests whose fault fired
+	history   []Request
+	calls     int
+	cancelled int
+	usage     Usage
+}
+
+// New returns a Server.
+func New(opts ...Option) *Server {
+	s := &Server{seen: make(map[[sha256.Size]byte]bool)}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Calls returns the number of chat completion requests received so far,
+// including those still running and those that failed.
+func (s *Server) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// Requests returns the records of the requests that are done, in the order
+// they finished.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.history))
+	copy(out, s.history)
+	return out
+}
+
+// UsageTotal returns the sum of the usage reported by completed responses.
+func (s *Server) UsageTotal() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.usage
+}
+
+// Cancelled returns the number of requests whose client went away before the
+// response was complete.
+func (s *Server) Cancelled() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled
+}
+
+// Reset forgets every record and every fault already fired.
+func (s *Server) Reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seen = make(map[[sha256.Size]byte]bool)
+	s.history = nil
+	s.calls, s.cancelled, s.usage = 0, 0, Usage{}
+}
+
+// ServeHTTP serves POST /v1/chat/completions and POST /chat/completions.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/chat/completions" {
+		writeError(w, http.StatusNotFound, "not_found_error", "", "no such endpoint: "+r.URL.Path)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "method not allowed")
+		return
+	}
+
+	s.mu.Lock()
+	s.calls++
+	rec := Request{Seq: s.calls}
+	s.mu.Unlock()
+	defer s.done(r.Context(), &rec)
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		rec.Status = http.StatusBadRequest
+		writeError(w, rec.Status, "invalid_request_error", "", "read body: "+err.Error())
+		return
+	}
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		rec.Status = http.StatusBadRequest
+		writeError(w, rec.Status, "invalid_request_error", "", "invalid JSON body: "+err.Error())
+		return
+	}
+	rec.Model, rec.Messages, rec.Stream = req.Model, len(req.Messages), req.Stream
+
+	a, err := plan(req)
+	if err != nil {
+		rec.Status = http.StatusBadRequest
+		writeError(w, rec.Status, "invalid_request_error", "", err.Error())
+		return
+	}
+	rec.Step = a.step
+	if a.fault != "" {
+		s.mu.Lock()
+		if s.seen[a.hash] {
+			a.fault = ""
+		} else {
+			s.seen[a.hash] = true
+		}
+		s.mu.Unlock()
+	}
+	rec.Fault = a.fault
+	if len(a.calls) > 0 {
+		rec.ToolCalls = len(a.calls)
+	} else {
+		rec.Text = a.text()
+	}
+
+	switch a.fault {
+	case FaultRateLimit:
+		w.Header().Set("Retry-After", "1")
+		rec.Status = http.StatusTooManyRequests
+		writeError(w, rec.Status, "rate_limit_error", "rate_limit_exceeded", "fake rate limit, retry after 1s")
+		return
+	case FaultServer:
+		rec.Status = http.StatusInternalServerError
+		writeError(w, rec.Status, "server_error", "", "fake server error")
+		return
+	}
+
+	rec.Status = http.StatusOK
+	if req.Stream {
+		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+		rec.Completed = s.stream(r.Context(), w, a, includeUsage)
+		if rec.Completed && includeUsage {
+			rec.Usage, rec.UsageReported = a.usage, true
+		}
+		return
+	}
+	rec.Completed = s.complete(r.Context(), w, a)
+	if rec.Completed {
+		rec.Usage, rec.UsageReported = a.usage, true
+	}
+}
+
+// done records rec once the request is over.
+func (s *Server) done(ctx context.Context, rec *Request) {
+	rec.Cancelled = !rec.Completed && ctx.Err() != nil
+	s.mu.Lock()
+	if rec.Cancelled {
+		s.cancelled++
+	}
+	if rec.UsageReported {
+		s.usage = s.usage.Add(rec.Usage)
+	}
+	s.history = append(s.history, *rec)
+	if s.maxHistory > 0 && len(s.history) > s.maxHistory {
+		s.history = append(s.history[:0], s.history[len(s.history)-s.maxHistory:]...)
+	}
+	s.mu.Unlock()
+	if s.log != nil {
+		s.log.DebugContext(ctx, "fakellm request",
+			"seq", rec.Seq, "model", rec.Model, "step", rec.Step, "stream", rec.Stream,
+			"status", rec.Status, "fault", rec.Fault, "tool_calls", rec.ToolCalls,
+			"completed", rec.Completed, "cancelled", rec.Cancelled)
+	}
+	if s.onDone != nil {
+		s.onDone(*rec)
+	}
+}
+
+// answer is what the fake will send for one request.
+type answer struct {
+	id     string
+	model  string
+	hash   [sha256.Size]byte
+	step   int
+	calls  []call   // the tool calls of this step, or nil for the final text
+	pieces []string // content chunks of the final text
+	gap    time.Duration
+	fault  string
+	usage  Usage
+}
+
+func (a answer) text() string { return strings.Join(a.pieces, "") }
+
+// plan decides the answer to req; it is a pure function of req.
+func plan(req chatRequest) (answer, error) {
+	msgs := make([]wireMessage, len(req.Messages))
+	canon := make([]any, len(req.Messages))
+	for i, raw := range req.Messages {
+		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
+			return answer{}, fmt.Errorf("message %d: %w", i, err)
+		}
+		if err := json.Unmarshal(raw, &canon[i]); err != nil {
+			return answer{}, fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	// Re-encoding the decoded messages sorts object keys and drops spacing,
+	// so that the hash names the request, not its formatting.
+	canonJSON, err := json.Marshal(canon)
+	if err != nil {
+		return answer{}, fmt.Errorf("encode messages: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte(req.Model))
+	h.Write([]byte{0})
+	h.Write(canonJSON)
+	var a answer
+	h.Sum(a.hash[:0])
+	a.id = "chatcmpl-" + hex.EncodeToString(a.hash[:12])
+	a.model = req.Model
+
+	lastUser := -1
+	var promptBytes int64
+	for i, m := range msgs {
+		if m.Role == "user" {
+			lastUser = i
+		}
+		promptBytes += int64(len(m.text()))
+		for _, tc := range m.ToolCalls {
+			promptBytes += int64(len(tc.Function.Name) + len(tc.Function.Arguments))
+		}
+	}
+	var sc script
+	if lastUser >= 0 {
+		if sc, err = parseScript(msgs[lastUser].text()); err != nil {
+			return answer{}, err
+		}
+	}
+	for _, m := range msgs[lastUser+1:] {
+		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+			a.step++
+		}
+	}
+	a.fault = sc.faultAt(a.step)
+	a.gap = sc.streamGap
+
+	var completionBytes int64
+	if a.step < len(sc.groups) {
+		a.calls = sc.groups[a.step]
+		for _, c := range a.calls {
+			completionBytes += int64(len(c.name) + len(c.args))
+		}
+	} else {
+		a.pieces = sc.finalPieces()
+		completionBytes = int64(len(a.text()))
+	}
+
+	a.usage.PromptTokens = promptBytes/4 + 1
+	a.usage.CompletionTokens = completionBytes/4 + 1
+	if len(msgs) > 1 {
+		a.usage.CachedTokens = a.usage.PromptTokens / 2
+	}
+	a.usage.ReasoningTokens = a.usage.CompletionTokens / 2
+	return a, nil
+}
+
+func callID(step, i int) string {
+	return "call_" + strconv.Itoa(step) + "_" + strconv.Itoa(i)
+}
+
+// chunks returns the stream of a's response, without the usage chunk. With
+// cut, it returns the chunks a truncated stream sends before it breaks.
+func (a answer) chunks(cut bool) []chunk {
+	mk := func(d delta, finish string) chunk {
+		c := chunk{ID: a.id, Object: "chat.completion.chunk", Created: created, Model: a.model,
+			Choices: []chunkChoice{{Delta: d}}}
+		if finish != "" {
+			c.Choices[0].FinishReason = &finish
+		}
+		return c
+	}
+	var out []chunk
+	if len(a.calls) > 0 {
+		for i, c := range a.calls {
+			out = append(out, mk(delta{ToolCalls: []deltaToolCall{{
+				Index: i, ID: callID(a.step, i), Type: "function",
+				Function: deltaFunction{Name: c.name},
+			}}}, ""))
+			half := halfRunes(c.args)
+			out = append(out, mk(delta{ToolCalls: []deltaToolCall{{
+				Index: i, Function: deltaFunction{Arguments: c.args[:half]},
+			}}}, ""))
+			if cut {
+				break
+			}
+			out = append(out, mk(delta{ToolCalls: []deltaToolCall{{
+				Index: i, Function: deltaFunction{Arguments: c.args[half:]},
+			}}}, ""))
+		}
+		out[0].Choices[0].Delta.Role = "assistant"
+		if !cut {
+			out = append(out, mk(delta{}, "tool_calls"))
+		}
+		return out
+	}
+	for _, p := range a.pieces {
+		if cut {
+			p = p[:halfRunes(p)]
+		}
+		out = append(out, mk(delta{Content: &p}, ""))
+		if cut {
+			break
+		}
+	}
+	out[0].Choices[0].Delta.Role = "assistant"
+	if !cut {
+		out = append(out, mk(delta{}, "stop"))
+	}
+	return out
+}
+
+// halfRunes returns the byte offset of the middle rune of s.
+func halfRunes(s string) int {
+	half, n := utf8.RuneCountInString(s)/2, 0
+	for i := range s {
+		if n == half {
+			return i
+		}
+		n++
+	}
+	return len(s)
+}
+
+// stream writes a's response as Server-Sent Events. It reports whether the
+// whole response was written.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, a answer, includeUsage bool) bool {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return false
+	}
+	if a.fault == FaultHang {
+		<-ctx.Done()
+		return false
+	}
+	chunks := a.chunks(a.fault == FaultTruncate)
+	for i, c := range chunks {
+		if i > 0 && !pause(ctx, a.gap) {
+			return false
+		}
+		if !writeEvent(w, rc, c) {
+			return false
+		}
+	}
+	if a.fault == FaultTruncate {
+		// Close the connection without the end of the chunked body: the
+		// client sees an unexpected EOF, as when a proxy or the network cuts
+		// a stream.
+		panic(http.ErrAbortHandler)
+	}
+	if includeUsage {
+		u := chunk{ID: a.id, Object: "chat.completion.chunk", Created: created, Model: a.model,
+			Choices: []chunkChoice{}, Usage: toWireUsage(a.usage)}
+		if !writeEvent(w, rc, u) {
+			return false
+		}
+	}
+	if _, err := io.WriteString(w, "data: [DONE]\n\n"); err != nil {
+		return false
+	}
+	// The client may hang up as soon as it has read [DONE], so the request's
+	// context ending now does not make the response incomplete.
+	return rc.Flush() == nil
+}
+
+func writeEvent(w http.ResponseWriter, rc *http.ResponseController, c chunk) bool {
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // our own types always encode
+	}
+	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+		return false
+	}
+	return rc.Flush() == nil
+}
+
+// complete writes a's response as one chat.completion object. It reports
+// whether the whole response was written.
+func (s *Server) complete(ctx context.Context, w http.ResponseWriter, a answer) bool {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "application/json")
+	if a.fault == FaultHang {
+		w.WriteHeader(http.StatusOK)
+		_ = rc.Flush()
+		<-ctx.Done()
+		return false
+	}
+	n := max(len(a.pieces), 1)
+	if !pause(ctx, time.Duration(n-1)*a.gap) {
+		return false
+	}
+	msg := completionMessage{Role: "assistant"}
+	finish := "stop"
+	if len(a.calls) > 0 {
+		finish = "tool_calls"
+		for i, c := range a.calls {
+			msg.ToolCalls = append(msg.ToolCalls, completionToolCall{
+				ID: callID(a.step, i), Type: "function",
+				Function: deltaFunction{Name: c.name, Arguments: c.args},
+			})
+		}
+	} else {
+		text := a.text()
+		msg.Content = &text
+	}
+	b, err := json.Marshal(completion{
+		ID: a.id, Object: "chat.completion", Created: created, Model: a.model,
+		Choices: []completionChoice{{Message: msg, FinishReason: finish}},
+		Usage:   toWireUsage(a.usage),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if a.fault == FaultTruncate {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(b[:len(b)/2])
+		_ = rc.Flush()
+		panic(http.ErrAbortHandler)
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	_, err = w.Write(b)
+	return err == nil
+}
+
+// pause waits for d, or until ctx ends; it reports whether ctx is still live.
+func pause(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var e errorBody
+	e.Error.Message, e.Error.Type = msg, typ
+	if code != "" {
+		e.Error.Code = &code
+	}
+	b, _ := json.Marshal(e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,388 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+var _ Model = (*OpenAI)(nil)
+
+// OpenAIConfig configures an OpenAI adapter.
+type OpenAIConfig struct {
+	// BaseURL is the API root, e.g. "https://api.openai.com/v1" or
+	// "http://127.0.0.1:8090/v1". Empty means the SDK's default (or
+	// OPENAI_BASE_URL).
+	BaseURL string
+	// APIKey is sent as a bearer token. Empty means the SDK's default
+	// (OPENAI_API_KEY).
+	APIKey string
+	// IdleTimeout ends a request when no chunk arrives for that long
+	// (including the wait for the response headers); 0 disables it.
+	IdleTimeout time.Duration
+	// HTTPClient sends the requests; nil means a new client without a
+	// timeout (a stream lasts as long as the model writes; IdleTimeout and
+	// the caller's context bound it).
+	HTTPClient *http.Client
+}
+
+// OpenAI is a Model that speaks to an OpenAI-compatible Chat Completions
+// endpoint through the openai-go SDK, always streaming. The SDK's own retries
+// are off: every retry is the caller's decision.
+type OpenAI struct {
+	client openai.Client
+	idle   time.Duration
+}
+
+// NewOpenAI returns an adapter configured by cfg.
+func NewOpenAI(cfg OpenAIConfig) *OpenAI {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	opts := []option.RequestOption{
+		option.WithHTTPClient(hc),
+		option.WithMaxRetries(0),
+	}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	return &OpenAI{client: openai.NewClient(opts...), idle: cfg.IdleTimeout}
+}
+
+// errIdle is the cancel cause set when the idle timer fires.
+var errIdle = errors.New("no chunk within the idle timeout")
+
+// errTruncated reports a stream that ended without a finish_reason.
+var errTruncated = errors.New("stream ended without a finish_reason")
+
+// Stream implements Model. It returns *Error values: KindCancelled (wrapping
+// context.Cause(ctx)) when ctx ends, KindIdle when no chunk arrives within
+// the idle timeout, KindConnection for a broken or truncated stream, and the
+// kinds of classifyStatus for an HTTP error status.
+func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
+	params, err := chatParams(req)
+	if err != nil {
+		return Response{}, &Error{Kind: KindBadRequest, Err: err}
+	}
+
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	idleFor := m.idle
+	if req.IdleTimeout > 0 {
+		idleFor = req.IdleTimeout
+	}
+	var idle *time.Timer
+	if idleFor > 0 {
+		idle = time.AfterFunc(idleFor, func() { cancel(errIdle) })
+		defer idle.Stop()
+	}
+
+	// The SDK turns an error status into *openai.Error only when it can
+	// parse the body; the middleware keeps the status and headers for the
+	// other cases (a proxy's HTML 502, an empty 429).
+	var res *http.Response
+	capture := func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		resp, err := next(r)
+		res = resp
+		return resp, err
+	}
+	stream := m.client.Chat.Completions.NewStreaming(sctx, params, option.WithMiddleware(capture))
+	defer stream.Close()
+
+	var acc assembler
+	for stream.Next() {
+		// The idle timer measures the wait for chunks, not the time the
+		// caller spends in onDelta.
+		if idle != nil {
+			idle.Stop()
+		}
+		acc.add(stream.Current(), onDelta)
+		if idle != nil {
+			idle.Reset(idleFor)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return Response{}, m.classify(ctx, sctx, err, res, idleFor)
+	}
+	if acc.finish == "" {
+		// A clean EOF without finish_reason is a cut stream too, e.g. a
+		// proxy that closed it; a partial tool call must never pass as an
+		// answer.
+		if ctx.Err() != nil || errors.Is(context.Cause(sctx), errIdle) {
+			return Response{}, m.classify(ctx, sctx, errTruncated, res, idleFor)
+		}
+		return Response{}, &Error{Kind: KindConnection, Status: statusOf(res), Err: errTruncated}
+	}
+	return acc.response(), nil
+}
+
+// chatParams translates req into the SDK's request body.
+func chatParams(req Request) (openai.ChatCompletionNewParams, error) {
+	p := openai.ChatCompletionNewParams{
+		Model: shared.ChatModel(req.Model),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{
+			IncludeUsage: openai.Bool(true),
+		},
+	}
+	for i, msg := range req.Messages {
+		switch msg.Role {
+		case RoleSystem:
+			p.Messages = append(p.Messages, openai.SystemMessage(msg.Content))
+		case RoleUser:
+			p.Messages = append(p.Messages, openai.UserMessage(msg.Content))
+		case RoleTool:
+			p.Messages = append(p.Messages, openai.ToolMessage(msg.Content, msg.ToolCallID))
+		case RoleAssistant:
+			a := openai.ChatCompletionAssistantMessageParam{}
+			if msg.Content != "" || len(msg.ToolCalls) == 0 {
+				a.Content.OfString = openai.String(msg.Content)
+			}
+			for _, tc := range msg.ToolCalls {
+				a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID: tc.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+							Name:      tc.Name,
+							Arguments: tc.Arguments,
+						},
+					},
+				})
+			}
+			p.Messages = append(p.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &a})
+		default:
+			return p, fmt.Errorf("message %d: unknown role %q", i, msg.Role)
+		}
+	}
+	for _, t := range req.Tools {
+		def := shared.FunctionDefinitionParam{Name: t.Name}
+		if t.Description != "" {
+			def.Description = openai.String(t.Description)
+		}
+		if len(t.Parameters) > 0 {
+			var schema shared.FunctionParameters
+			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
+				return p, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
+			}
+			def.Parameters = schema
+		}
+		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(def))
+	}
+	return p, nil
+}
+
+// assembler builds a Response from stream chunks. Tool calls are keyed by
+// their index: the id and name come in a call's first chunk, the arguments
+// in pieces after it.
+type assembler struct {
+	text   strings.Builder
+	calls  map[int64]*ToolCall
+	finish string
+	usage  Usage
+}
+
+func (a *assembler) add(c openai.ChatCompletionChunk, onDelta func(string)) {
+	for _, ch := range c.Choices {
+		if ch.Index != 0 {
+			continue // we never ask for n > 1
+		}
+		if d := ch.Delta.Content; d != "" {
+			a.text.WriteString(d)
+			if onDelta != nil {
+				onDelta(d)
+			}
+		}
+		for _, tc := range ch.Delta.ToolCalls {
+			if a.calls == nil {
+				a.calls = make(map[int64]*ToolCall)
+			}
+			call := a.calls[tc.Index]
+			if call == nil {
+				call = &ToolCall{}
+				a.calls[tc.Index] = call
+			}
+			if call.ID == "" {
+				call.ID = tc.ID
+			}
+			if call.Name == "" {
+				call.Name = tc.Function.Name
+			}
+			call.Arguments += tc.Function.Arguments
+		}
+		if ch.FinishReason != "" {
+			a.finish = ch.FinishReason
+		}
+	}
+	if c.JSON.Usage.Valid() {
+		u := c.Usage
+		a.usage = Usage{
+			InputTokens:       u.PromptTokens,
+			OutputTokens:      u.CompletionTokens,
+			CachedInputTokens: u.PromptTokensDetails.CachedTokens,
+			ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
+		}
+	}
+}
+
+func (a *assembler) response() Response {
+	r := Response{Text: a.text.String(), FinishReason: a.finish, Usage: a.usage}
+	idx := make([]int64, 0, len(a.calls))
+	for i := range a.calls {
+		idx = append(idx, i)
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		r.ToolCalls = append(r.ToolCalls, *a.calls[i])
+	}
+	return r
+}
+
+// classify turns a failed request into an *Error. ctx is the caller's
+// context, sctx the request's (ctx plus the idle timer), res the last HTTP
+// response seen, if any.
+func (m *OpenAI) classify(ctx, sctx context.Context, err error, res *http.Response, idleFor time.Duration) *Error {
+	if ctx.Err() != nil {
+		return &Error{Kind: KindCancelled, Err: context.Cause(ctx)}
+	}
+	if errors.Is(context.Cause(sctx), errIdle) {
+		return &Error{Kind: KindIdle, Status: statusOf(res), Err: fmt.Errorf("%w (%s)", errIdle, idleFor)}
+	}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		var h http.Header
+		if apiErr.Response != nil {
+			h = apiErr.Response.Header
+		}
+		return classifyStatus(apiErr.StatusCode, h, apiErr.Code, apiErr.Message, err)
+	}
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		// An error event inside a 200 stream: the provider failed mid-way.
+		var body struct {
+			Error struct {
+				Code    json.RawMessage `json:"code"`
+				Message string          `json:"message"`
+				Type    string          `json:"type"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(streamErr.Event.Data, &body)
+		code := strings.Trim(string(body.Error.Code), `"`)
+		switch {
+		case isOverflow(code, body.Error.Message):
+			return &Error{Kind: KindContextOverflow, Status: statusOf(res), Err: err}
+		case strings.Contains(code, "rate_limit") || strings.Contains(body.Error.Type, "rate_limit"):
+			return &Error{Kind: KindRateLimited, Status: statusOf(res), Err: err}
+		}
+		return &Error{Kind: KindServer, Status: statusOf(res), Err: err}
+	}
+	if res != nil && res.StatusCode >= 400 {
+		return classifyStatus(res.StatusCode, res.Header, "", "", err)
+	}
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
+		// A 200 stream whose chunks are not what the API promises.
+		return &Error{Kind: KindServer, Status: statusOf(res), Err: err}
+	}
+	// Everything else is the transport: refused, reset, EOF, unexpected EOF,
+	// DNS, TLS. All of them may mend on a retry.
+	return &Error{Kind: KindConnection, Status: statusOf(res), Err: err}
+}
+
+// classifyStatus classifies an HTTP error status; code and msg come from the
+// error body, when there was one.
+func classifyStatus(status int, h http.Header, code, msg string, err error) *Error {
+	e := &Error{Status: status, Err: err, RetryAfter: retryAfter(h, time.Now())}
+	switch {
+	case status == http.StatusTooManyRequests:
+		e.Kind = KindRateLimited
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.Kind = KindAuth
+	case status == http.StatusRequestTimeout:
+		// The server gave up waiting for our request: a retry may mend it.
+		e.Kind = KindConnection
+	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && isOverflow(code, msg):
+		e.Kind = KindContextOverflow
+	case status >= 500:
+		e.Kind = KindServer
+	default:
+		e.Kind = KindBadRequest
+	}
+	return e
+}
+
+// isOverflow reports whether an error body says the prompt is longer than
+// the model's context window. OpenAI says so with the code
+// context_length_exceeded; compatible servers often only in the message.
+func isOverflow(code, msg string) bool {
+	if code == "context_length_exceeded" {
+		return true
+	}
+	msg = strings.ToLower(msg)
+	for _, s := range []string{"context_length_exceeded", "context length", "context window", "maximum context"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxRetryAfter caps a server's Retry-After, so that a bogus value cannot
+// overflow a time.Duration.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter reads retry-after-ms (milliseconds, OpenAI's) or Retry-After
+// (seconds or an HTTP date); 0 when neither is present and valid.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			return clampDuration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		return clampDuration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return clampDuration(float64(t.Sub(now)))
+	}
+	return 0
+}
+
+func clampDuration(d float64) time.Duration {
+	switch {
+	case math.IsNaN(d) || d <= 0:
+		return 0
+	case d >= float64(maxRetryAfter):
+		return maxRetryAfter
+	}
+	return time.Duration(d)
+}
+
+func statusOf(res *http.Response) int {
+	if res == nil {
+		return 0
+	}
+	return res.StatusCode
+}

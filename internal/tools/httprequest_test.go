@@ -1,0 +1,117 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestHTTPRequest(t *testing.T) {
+	t.Parallel()
+	s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/missing":
+			http.Error(w, "no such thing", http.StatusNotFound)
+		case "/broken":
+			http.Error(w, "oops", http.StatusBadGateway)
+		default:
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Set("Set-Cookie", "secret=1")
+			io.WriteString(w, r.Method+" "+r.Header.Get("X-Test"))
+		}
+	})
+	u, _ := url.Parse(s.URL)
+	tool := HTTPRequest([]string{u.Host}, s.Client())
+	call := func(args string) (json.RawMessage, error) {
+		c := testCall
+		c.Arguments = json.RawMessage(args)
+		return tool.Invoke(context.Background(), c)
+	}
+
+	raw, err := call(`{"method":"POST","url":"` + s.URL + `/ok","headers":{"X-Test":"yes"},"body":"hello"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct {
+		Status  int               `json:"status"`
+		Headers map[string]string `json:"headers"`
+		Body    string            `json:"body"`
+	}
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != 200 || res.Body != "POST yes" || res.Headers["Content-Type"] != "text/plain" || res.Headers["Set-Cookie"] != "" {
+		t.Errorf("result = %s", raw)
+	}
+	reqs := s.got()
+	if string(reqs[0].body) != "hello" || reqs[0].header.Get("Idempotency-Key") != testCall.IdempotencyKey {
+		t.Errorf("server got body %q headers %v", reqs[0].body, reqs[0].header)
+	}
+
+	// A GET without body carries no body and no chunked encoding.
+	if _, err := call(`{"method":"GET","url":"` + s.URL + `/ok"}`); err != nil {
+		t.Fatal(err)
+	}
+	if r := s.got()[1]; len(r.body) != 0 || r.header.Get("Transfer-Encoding") != "" || r.header.Get("Content-Length") != "" {
+		t.Errorf("GET sent a body: %q %v", r.body, r.header)
+	}
+
+	tests := []struct {
+		args string
+		kind ErrorKind
+		want string
+	}{
+		{`{"method":"GET","url":"` + s.URL + `/missing"}`, KindFinal, "404 Not Found: no such thing"},
+		{`{"method":"GET","url":"` + s.URL + `/broken"}`, KindTransient, "502"},
+		{`{"method":"GET","url":"http://example.com/"}`, KindFinal, `host "example.com" is not allowed`},
+		{`{"method":"GET","url":"http://127.0.0.1:1/"}`, KindFinal, "is not allowed"},
+		{`{"method":"GET","url":"http://localhost:` + u.Port() + `/"}`, KindFinal, "is not allowed"},
+		{`{"method":"GET","url":"file:///etc/passwd"}`, KindFinal, "not an absolute http or https URL"},
+		{`{"method":"TRACE","url":"` + s.URL + `"}`, KindFinal, "not allowed"},
+	}
+	for _, tt := range tests {
+		_, err := call(tt.args)
+		te, ok := err.(*Error)
+		if !ok || te.Kind != tt.kind || !strings.Contains(te.Message, tt.want) {
+			t.Errorf("%s: err = %v, want %s containing %q", tt.args, err, tt.kind, tt.want)
+		}
+	}
+	if n := len(s.got()); n != 4 {
+		t.Errorf("server saw %d requests, want 4 (refused ones never sent)", n)
+	}
+}
+
+func TestHTTPRequestAllowList(t *testing.T) {
+	t.Parallel()
+	tool := HTTPRequest([]string{"API.example.com", "10.0.0.1:8080", "[::1]:9000", "secure.example.com:443"}, nil).(*httpRequest)
+	tests := []struct {
+		url  string
+		want bool
+	}{
+		{"https://api.example.com/x", true},
+		{"http://api.example.com:1234/x", true},
+		{"https://API.EXAMPLE.COM/x", true},
+		{"https://evil.com/api.example.com", false},
+		{"https://api.example.com.evil.com/", false},
+		{"http://10.0.0.1:8080/", true},
+		{"http://10.0.0.1/", false},
+		{"http://10.0.0.1:8081/", false},
+		{"http://[::1]:9000/", true},
+		{"http://[::1]:9001/", false},
+		{"https://secure.example.com/", true},
+		{"http://secure.example.com/", false},
+	}
+	for _, tt := range tests {
+		u, err := url.Parse(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tool.allowed(u); got != tt.want {
+			t.Errorf("allowed(%s) = %v, want %v", tt.url, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package tools
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// namePattern is what OpenAI-compatible servers accept as a function name.
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+
+// Registry is the fixed set of tools a server offers, each with its compiled
+// argument schema. It is safe for concurrent use: it never changes after
+// NewRegistry.
+type Registry struct {
+	entries map[string]entry
+	names   []string // sorted
+}
+
+type entry struct {
+	tool   Tool
+	spec   Spec
+	schema *jsonschema.Schema
+}
+
+// NewRegistry checks each tool's Spec and compiles its parameters schema. It
+// fails on a duplicate or invalid name (names match ^[a-zA-Z0-9_-]{1,64}$), an
+// unknown effect, a negative limit, or a schema that is not a JSON object or
+// does not compile. The error lists every problem found.
+func NewRegistry(tools ...Tool) (*Registry, error) {
+	r := &Registry{entries: make(map[string]entry, len(tools))}
+	var errs []error
+	for i, t := range tools {
+		if t == nil {
+			errs = append(errs, fmt.Errorf("tool %d: nil", i))
+			continue
+		}
+		spec := t.Spec()
+		if err := checkSpec(spec); err != nil {
+			errs = append(errs, fmt.Errorf("tool %d (%q): %w", i, spec.Name, err))
+			continue
+		}
+		if _, dup := r.entries[spec.Name]; dup {
+			errs = append(errs, fmt.Errorf("tool %d: duplicate name %q", i, spec.Name))
+			continue
+		}
+		sch, err := compileSchema(spec.Name, spec.Parameters)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tool %d (%q): %w", i, spec.Name, err))
+			continue
+		}
+		r.entries[spec.Name] = entry{tool: t, spec: spec, schema: sch}
+		r.names = append(r.names, spec.Name)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("tool registry: %w", errors.Join(errs...))
+	}
+	slices.Sort(r.names)
+	return r, nil
+}
+
+// checkSpec checks the fields of spec other than its schema.
+func checkSpec(spec Spec) error {
+	switch {
+	case !namePattern.MatchString(spec.Name):
+		return fmt.Errorf("invalid name %q: want ^[a-zA-Z0-9_-]{1,64}$", spec.Name)
+	case !spec.Effect.Valid():
+		return fmt.Errorf("invalid effect %q: want %s, %s or %s", spec.Effect, ReadOnly, Idempotent, SideEffect)
+	case spec.Timeout < 0:
+		return fmt.Errorf("negative timeout %v", spec.Timeout)
+	case spec.MaxAttempts < 0:
+		return fmt.Errorf("negative max attempts %d", spec.MaxAttempts)
+	case spec.Backoff < 0:
+		return fmt.Errorf("negative backoff %v", spec.Backoff)
+	case spec.MaxResultBytes < 0:
+		return fmt.Errorf("negative max result bytes %d", spec.MaxResultBytes)
+	}
+	return nil
+}
+
+// compileSchema compiles a tool's parameters schema. The schema must be a
+// JSON object; it may not load anything from outside itself.
+func compileSchema(name string, params json.RawMessage) (*jsonschema.Schema, error) {
+	if len(bytes.TrimSpace(params)) == 0 {
+		return nil, errors.New("parameters schema is empty")
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(params))
+	if err != nil {
+		return nil, fmt.Errorf("parameters schema is not valid JSON: %w", err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, errors.New("parameters schema is not a JSON object")
+	}
+	if typ, ok := obj["type"]; ok && typ != "object" {
+		return nil, fmt.Errorf("parameters schema has type %v, want \"object\"", typ)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // no file or network references
+	url := "mem:///tools/" + name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, fmt.Errorf("parameters schema: %w", err)
+	}
+	sch, err := c.Compile(url)
+	if err != nil {
+		return nil, fmt.Errorf("parameters schema does not compile: %w", err)
+	}
+	return sch, nil
+}
+
+// Get returns the tool registered under name.
+func (r *Registry) Get(name string) (Tool, bool) {
+	e, ok := r.entries[name]
+	return e.tool, ok
+}
+
+// List returns the specs of all tools, sorted by name.
+func (r *Registry) List() []Spec {
+	specs := make([]Spec, 0, len(r.names))
+	for _, n := range r.names {
+		specs = append(specs, r.entries[n].spec)
+	}
+	return specs
+}
+
+// Names returns the names of all tools, sorted.
+func (r *Registry) Names() []string { return slices.Clone(r.names) }
+
+// Validate checks args against the named tool's parameters schema. Empty args
+// are read as {}. Every failure (unknown tool, invalid JSON, schema violation)
+// is an *Error of KindFinal whose Message is written for the model, for
+// example: invalid arguments for tool "calculator": argument "expression":
+// missing property.
+func (r *Registry) Validate(name string, args json.RawMessage) error {
+	e, ok := r.entries[name]
+	if !ok {
+		return &Error{Kind: KindFinal, Message: fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(r.names, ", "))}
+	}
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(args))
+	if err != nil {
+		return &Error{Kind: KindFinal, Message: fmt.Sprintf("invalid arguments for tool %q: not valid JSON: %v", name, err), Err: err}
+	}
+	err = e.schema.Validate(doc)
+	if err == nil {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if !errors.As(err, &verr) {
+		return &Error{Kind: KindFinal, Message: fmt.Sprintf("invalid arguments for tool %q: %v", name, err), Err: err}
+	}
+	return &Error{Kind: KindFinal, Message: fmt.Sprintf("invalid arguments for tool %q: %s", name, describe(verr)), Err: err}
+}
+
+// describe turns a validation error into short sentences, one per failed
+// leaf, that a model can act on.
+func describe(verr *jsonschema.ValidationError) string {
+	var msgs []string
+	var walk func(v *jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) > 0 {
+			for _, c := range v.Causes {
+				walk(c)
+			}
+			return
+		}
+		msgs = append(msgs, leafMessage(v)...)
+	}
+	walk(verr)
+	if len(msgs) == 0 {
+		msgs = []string{verr.Error()}
+	}
+	slices.Sort(msgs)
+	msgs = slices.Compact(msgs)
+	return strings.Join(msgs, "; ")
+}
+
+func leafMessage(v *jsonschema.ValidationError) []string {
+	loc := v.InstanceLocation
+	switch k := v.ErrorKind.(type) {
+	case *kind.Required:
+		out := make([]string, 0, len(k.Missing))
+		for _, m := range k.Missing {
+			out = append(out, fmt.Sprintf("%s: missing property", argument(append(slices.Clone(loc), m))))
+		}
+		return out
+	case *kind.AdditionalProperties:
+		out := make([]string, 0, len(k.Properties))
+		for _, p := range k.Properties {
+			out = append(out, fmt.Sprintf("%s: unknown property, not allowed", argument(append(slices.Clone(loc), p))))
+		}
+		return out
+	case *kind.Type:
+		return []string{fmt.Sprintf("%s: wrong type: got %s, want %s", argument(loc), k.Got, strings.Join(k.Want, " or "))}
+	}
+	// The library's own wording, without its location prefix.
+	s := v.Error()
+	if _, rest, ok := strings.Cut(s, ": "); ok && strings.HasPrefix(s, "at ") {
+		s = rest
+	}
+	return []string{fmt.Sprintf("%s: %s", argument(loc), s)}
+}
+
+// argument names a location in the arguments: "arguments" for the root,
+// else the path joined with dots, quoted.
+func argument(loc []string) string {
+	if len(loc) == 0 {
+		return "arguments"
+	}
+	return fmt.Sprintf("argument %q", strings.Join(loc, "."))
+}

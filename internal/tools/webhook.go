@@ -1,0 +1,368 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+)
+
+// maxWebhookBody caps how much of a webhook's answer is read.
+const maxWebhookBody = 4 << 20
+
+// maxWebhookAttempts caps max_attempts in a tools file.
+const maxWebhookAttempts = 10
+
+// WebhookConfig is one entry of a tools file: a tool run by POSTing to URL.
+type WebhookConfig struct {
+	Name          string            `json:"name"`
+	Description   string            `json:"description"`
+	Parameters    json.RawMessage   `json:"parameters"`
+	URL           string            `json:"url"`
+	Effect        Effect            `json:"effect"`
+	TimeoutMS     int               `json:"timeout_ms"`
+	Headers       map[string]string `json:"headers"`
+	MaxAttempts   int               `json:"max_attempts"`
+	NeedsApproval bool              `json:"needs_approval"`
+	ReconcileURL  string            `json:"reconcile_url"`
+}
+
+// LoadFile reads a tools file (see ParseWebhooks).
+func LoadFile(path string, client *http.Client) ([]Tool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("load tools file: %w", err)
+	}
+	tools, err := ParseWebhooks(data, client)
+	if err != nil {
+		return nil, fmt.Errorf("load tools file %s: %w", path, err)
+	}
+	return tools, nil
+}
+
+// ParseWebhooks reads a tools file, {"tools": [WebhookConfig...]}, strictly:
+// an unknown field, a missing name or url, a missing or unknown effect, a
+// URL that is not absolute http(s), a negative timeout, or a parameters
+// schema that does not compile is an error naming the entry by index and
+// name. All problems are reported together. A missing parameters schema
+// means an object with no properties. The tools use a copy of client (nil: a
+// zero http.Client) that does not follow redirects.
+func ParseWebhooks(data []byte, client *http.Client) ([]Tool, error) {
+	var file struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := decodeStrict(data, &file); err != nil {
+		return nil, fmt.Errorf("tools file: %w", err)
+	}
+	if file.Tools == nil {
+		return nil, errors.New(`tools file: missing "tools" array`)
+	}
+	c := noRedirects(client)
+	var (
+		tools []Tool
+		errs  []error
+		seen  = map[string]int{}
+	)
+	for i, raw := range file.Tools {
+		var cfg WebhookConfig
+		if err := decodeStrict(raw, &cfg); err != nil {
+			var loose struct {
+				Name string `json:"name"`
+			}
+			_ = json.Unmarshal(raw, &loose) // for the message only
+			errs = append(errs, fmt.Errorf("%s: %w", entryName(i, loose.Name), err))
+			continue
+		}
+		if j, dup := seen[cfg.Name]; dup && cfg.Name != "" {
+			errs = append(errs, fmt.Errorf("%s: duplicate name, already used by tools[%d]", entryName(i, cfg.Name), j))
+			continue
+		}
+		seen[cfg.Name] = i
+		t, err := NewWebhook(cfg, c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", entryName(i, cfg.Name), err))
+			continue
+		}
+		tools = append(tools, t)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return tools, nil
+}
+
+func entryName(i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("tools[%d]", i)
+	}
+	return fmt.Sprintf("tools[%d] (%q)", i, name)
+}
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields and
+// trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// NewWebhook checks cfg and returns the tool it describes. A nil client means
+// a zero http.Client; unlike ParseWebhooks, client is used as given, so it
+// should not follow redirects.
+func NewWebhook(cfg WebhookConfig, client *http.Client) (Tool, error) {
+	var errs []error
+	if !namePattern.MatchString(cfg.Name) {
+		errs = append(errs, fmt.Errorf("invalid or missing name %q: want ^[a-zA-Z0-9_-]{1,64}$", cfg.Name))
+	}
+	switch {
+	case cfg.Effect == "":
+		errs = append(errs, fmt.Errorf("missing effect: want %s, %s or %s", ReadOnly, Idempotent, SideEffect))
+	case !cfg.Effect.Valid():
+		errs = append(errs, fmt.Errorf("invalid effect %q: want %s, %s or %s", cfg.Effect, ReadOnly, Idempotent, SideEffect))
+	}
+	if cfg.URL == "" {
+		errs = append(errs, errors.New("missing url"))
+	} else if err := checkURL(cfg.URL); err != nil {
+		errs = append(errs, fmt.Errorf("url: %w", err))
+	}
+	if cfg.ReconcileURL != "" {
+		if err := checkURL(cfg.ReconcileURL); err != nil {
+			errs = append(errs, fmt.Errorf("reconcile_url: %w", err))
+		}
+	}
+	if cfg.TimeoutMS < 0 {
+		errs = append(errs, fmt.Errorf("negative timeout_ms %d", cfg.TimeoutMS))
+	}
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxWebhookAttempts {
+		errs = append(errs, fmt.Errorf("max_attempts %d out of range 0..%d", cfg.MaxAttempts, maxWebhookAttempts))
+	}
+	for k := range cfg.Headers {
+		if http.CanonicalHeaderKey(k) == "Content-Type" || http.CanonicalHeaderKey(k) == "Idempotency-Key" {
+			errs = append(errs, fmt.Errorf("headers: %s is set by the server", k))
+		}
+	}
+	params := cfg.Parameters
+	if len(bytes.TrimSpace(params)) == 0 || bytes.Equal(bytes.TrimSpace(params), []byte("null")) {
+		params = json.RawMessage(`{"type":"object","properties":{}}`)
+	} else if _, err := compileSchema(cfg.Name, params); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if client == nil {
+		client = &http.Client{}
+	}
+	return &webhook{
+		spec: Spec{
+			Name:          cfg.Name,
+			Description:   cfg.Description,
+			Parameters:    params,
+			Effect:        cfg.Effect,
+			Timeout:       time.Duration(cfg.TimeoutMS) * time.Millisecond,
+			MaxAttempts:   cfg.MaxAttempts,
+			NeedsApproval: cfg.NeedsApproval,
+		},
+		url:          cfg.URL,
+		reconcileURL: cfg.ReconcileURL,
+		headers:      cfg.Headers,
+		client:       client,
+	}, nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("scheme %q not supported: want http or https", u.Scheme)
+	}
+	if u.Host == "" {
+		return errors.New("missing host")
+	}
+	return nil
+}
+
+type webhook struct {
+	spec         Spec
+	url          string
+	reconcileURL string
+	headers      map[string]string
+	client       *http.Client
+}
+
+var _ Reconciler = (*webhook)(nil)
+
+func (w *webhook) Spec() Spec { return w.spec }
+
+// webhookRequest is the body POSTed to a webhook.
+type webhookRequest struct {
+	Arguments      json.RawMessage `json:"arguments"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	RunID          string          `json:"run_id"`
+	CallID         string          `json:"call_id"`
+	Attempt        int             `json:"attempt,omitempty"`
+}
+
+// post sends body to url and returns the 2xx answer, or a classified error.
+func (w *webhook) post(ctx context.Context, url, key string, body []byte) ([]byte, bool, error) {
+	req, err := newRequest(ctx, http.MethodPost, url, body)
+	if err != nil {
+		return nil, false, &Error{Kind: KindFinal, Message: "cannot build webhook request", Err: err}
+	}
+	for k, v := range w.headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := do(ctx, w.client, req, "webhook")
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	data, more, err := readBody(ctx, resp.Body, maxWebhookBody, "webhook")
+	if err != nil {
+		return nil, false, err
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, false, statusError(resp, data, "webhook")
+	}
+	return data, more, nil
+}
+
+// Invoke POSTs {"arguments", "idempotency_key", "run_id", "call_id",
+// "attempt"} to the webhook. A 2xx JSON body is the result; any other 2xx
+// body is returned as a JSON string, an empty one as null.
+func (w *webhook) Invoke(ctx context.Context, call Call) (json.RawMessage, error) {
+	args := call.Arguments
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	body, err := json.Marshal(webhookRequest{
+		Arguments:      args,
+		IdempotencyKey: call.IdempotencyKey,
+		RunID:          call.RunID,
+		CallID:         call.CallID,
+		Attempt:        call.Attempt,
+	})
+	if err != nil {
+		return nil, &Error{Kind: KindFinal, Message: "arguments are not valid JSON", Err: err}
+	}
+	data, more, err := w.post(ctx, w.url, call.IdempotencyKey, body)
+	if err != nil {
+		return nil, err
+	}
+	return asResult(data, more, w.spec.ResultLimit()), nil
+}
+
+// asResult turns a 2xx body into a JSON result. A body cut at
+// maxWebhookBody becomes a truncation object within limit.
+func asResult(data []byte, more bool, limit int) json.RawMessage {
+	if more {
+		return truncated(data, len(data), limit)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return json.RawMessage(`null`)
+	}
+	if json.Valid(trimmed) {
+		return json.RawMessage(trimmed)
+	}
+	s, _ := json.Marshal(string(bytes.ToValidUTF8(data, []byte("\uFFFD"))))
+	return s
+}
+
+// Outcome is what a reconciler found out about a call whose outcome was
+// unknown.
+type Outcome string
+
+// Outcomes of reconciliation.
+const (
+	// OutcomeSucceeded: the effect happened; Reconciliation.Result holds the
+	// result.
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeFailed: the call failed for good; Reconciliation.Message says why.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeNotApplied: the effect did not happen; the call may be retried
+	// with the same idempotency key.
+	OutcomeNotApplied Outcome = "not_applied"
+	// OutcomeUnknown: the reconciler cannot tell yet.
+	OutcomeUnknown Outcome = "unknown"
+)
+
+// Reconciliation is the answer of a Reconciler.
+type Reconciliation struct {
+	Outcome Outcome         `json:"status"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Message string          `json:"error,omitempty"`
+}
+
+// Reconciler is implemented by tools that can find out what became of a
+// side_effect call whose attempt ended with an unknown outcome. The engine
+// asserts it on a Tool.
+type Reconciler interface {
+	// Reconcile asks about call (by its idempotency key). An error means
+	// the question could not be answered; the outcome stays unknown.
+	Reconcile(ctx context.Context, call Call) (Reconciliation, error)
+	// CanReconcile reports whether this tool has a reconciler configured.
+	CanReconcile() bool
+}
+
+// CanReconcile reports whether the webhook has a reconcile_url.
+func (w *webhook) CanReconcile() bool { return w.reconcileURL != "" }
+
+// Reconcile POSTs the same body as Invoke to reconcile_url and expects a 2xx
+// JSON answer {"status": "succeeded"|"failed"|"not_applied"|"unknown",
+// "result"?: any, "error"?: string}.
+func (w *webhook) Reconcile(ctx context.Context, call Call) (Reconciliation, error) {
+	if w.reconcileURL == "" {
+		return Reconciliation{}, errors.New("webhook: no reconcile_url")
+	}
+	args := call.Arguments
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	body, err := json.Marshal(webhookRequest{
+		Arguments:      args,
+		IdempotencyKey: call.IdempotencyKey,
+		RunID:          call.RunID,
+		CallID:         call.CallID,
+	})
+	if err != nil {
+		return Reconciliation{}, fmt.Errorf("reconcile: %w", err)
+	}
+	data, _, err := w.post(ctx, w.reconcileURL, call.IdempotencyKey, body)
+	if err != nil {
+		return Reconciliation{}, fmt.Errorf("reconcile: %w", err)
+	}
+	var r Reconciliation
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Reconciliation{}, fmt.Errorf("reconcile: bad answer: %w", err)
+	}
+	switch r.Outcome {
+	case OutcomeSucceeded:
+		if len(r.Result) == 0 {
+			r.Result = json.RawMessage(`null`)
+		}
+	case OutcomeFailed, OutcomeNotApplied, OutcomeUnknown:
+	default:
+		return Reconciliation{}, fmt.Errorf("reconcile: unknown status %q", r.Outcome)
+	}
+	return r, nil
+}
