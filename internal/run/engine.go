@@ -1,0 +1,295 @@
+package run
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"agentd/internal/llm"
+	"agentd/internal/persist"
+	"agentd/internal/tools"
+)
+
+// Store is what the engine needs of persistence.
+type Store interface {
+	RunClaim(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
+	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (bool, error)
+	LeaseRelease(ctx context.Context, f persist.Fence) error
+	Exec(ctx context.Context, f persist.Fence, evs []persist.EventIn, ops ...persist.Op) (int64, error)
+	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
+	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
+}
+
+var _ Store = (*persist.Store)(nil)
+
+// Causes of a run's context ending; the executor branches on them.
+var (
+	ErrCancelRequested = errors.New("run cancelled by request")
+	ErrRunDeadline     = errors.New("run deadline exceeded")
+	ErrStepDeadline    = errors.New("step deadline exceeded")
+	ErrShutdown        = errors.New("instance shutting down")
+	errAbandoned       = errors.New("engine abandoned")
+)
+
+// Config configures an Engine. Zero values take the documented defaults.
+type Config struct {
+	Store   Store
+	Model   llm.Model
+	Tools   *tools.Registry
+	Logger  *slog.Logger
+	Metrics *Metrics
+
+	Workers      int           // runs executed at once on this instance; default 16
+	LeaseTTL     time.Duration // default 15s; the lease is extended every TTL/3
+	PollInterval time.Duration // fallback claim poll when no NOTIFY arrives; default 2s
+	WorkerID     string        // default host:pid:random
+
+	ModelAttempts int           // attempts of one model call before the step fails; default 4
+	ModelBackoff  time.Duration // wait before the second model attempt, doubling; default 500ms
+	ToolTimeout   time.Duration // per-attempt default when neither tool nor run says; default 60s
+	DeltaWindow   time.Duration // text deltas are coalesced over this window; default 50ms
+	DeltaMaxBytes int           // and flushed at this size; default 2048
+}
+
+// Engine claims and executes runs. Start it once; Stop it once (further
+// Stops are no-ops).
+type Engine struct {
+	cfg Config
+	log *slog.Logger
+	m   *Metrics
+
+	wake chan struct{}
+	sem  chan struct{}
+
+	mu     sync.Mutex
+	active map[string]*execution
+
+	ctx      context.Context // parent of every run's context
+	cancel   context.CancelCauseFunc
+	claiming context.Context // ends when intake stops
+	stopIn   context.CancelFunc
+	wg       sync.WaitGroup // dispatcher, listener
+	runs     sync.WaitGroup // executions
+	stopOnce sync.Once
+}
+
+// New returns an engine; it does nothing until Start.
+func New(cfg Config) *Engine {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 16
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 15 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 2 * time.Second
+	}
+	if cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		cfg.WorkerID = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), hex.EncodeToString(b))
+	}
+	if cfg.ModelAttempts <= 0 {
+		cfg.ModelAttempts = 4
+	}
+	if cfg.ModelBackoff <= 0 {
+		cfg.ModelBackoff = 500 * time.Millisecond
+	}
+	if cfg.ToolTimeout <= 0 {
+		cfg.ToolTimeout = 60 * time.Second
+	}
+	if cfg.DeltaWindow <= 0 {
+		cfg.DeltaWindow = 50 * time.Millisecond
+	}
+	if cfg.DeltaMaxBytes <= 0 {
+		cfg.DeltaMaxBytes = 2048
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(nil)
+	}
+	return &Engine{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		m:      cfg.Metrics,
+		wake:   make(chan struct{}, 1),
+		sem:    make(chan struct{}, cfg.Workers),
+		active: map[string]*execution{},
+	}
+}
+
+// WorkerID names this engine in leases and attempts.
+func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
+
+// Start begins listening for work and claiming runs. The engine's goroutines
+// run until Stop (or Abandon); ctx only bounds start-up.
+func (e *Engine) Start(ctx context.Context) error {
+	e.ctx, e.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	e.claiming, e.stopIn = context.WithCancel(e.ctx)
+	e.wg.Add(2)
+	go func() {
+		defer e.wg.Done()
+		_ = e.cfg.Store.Listen(e.ctx, []string{persist.ChannelRuns, persist.ChannelCancel}, e.Wake, e.onNotify)
+	}()
+	go func() {
+		defer e.wg.Done()
+		e.dispatch()
+	}()
+	return nil
+}
+
+// Wake makes the dispatcher look for claimable runs now.
+func (e *Engine) Wake() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (e *Engine) onNotify(channel, payload string) {
+	switch channel {
+	case persist.ChannelRuns:
+		e.Wake()
+	case persist.ChannelCancel:
+		e.mu.Lock()
+		x := e.active[payload]
+		e.mu.Unlock()
+		if x != nil {
+			x.cancel(ErrCancelRequested)
+		}
+	}
+}
+
+// dispatch claims runs while workers are free, waiting for a wake-up or the
+// poll interval when there is nothing to claim.
+func (e *Engine) dispatch() {
+	poll := time.NewTicker(e.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		// Wait for a free worker slot.
+		select {
+		case e.sem <- struct{}{}:
+		case <-e.claiming.Done():
+			return
+		}
+		claimed := e.claimOne()
+		if claimed {
+			continue // look for more at once
+		}
+		<-e.sem
+		select {
+		case <-e.claiming.Done():
+			return
+		case <-e.wake:
+		case <-poll.C:
+		}
+	}
+}
+
+// claimOne claims one run and starts executing it; it holds a slot of e.sem
+// and hands it to the execution when it claims something.
+func (e *Engine) claimOne() bool {
+	ctx, cancel := context.WithTimeout(e.claiming, 5*time.Second)
+	defer cancel()
+	c, err := e.cfg.Store.RunClaim(ctx, e.cfg.WorkerID, e.cfg.LeaseTTL)
+	switch {
+	case errors.Is(err, persist.ErrNotFound):
+		e.m.ClaimsAttempted.WithLabelValues("empty").Inc()
+		return false
+	case errors.Is(err, persist.ErrConflict):
+		// Two workers raced for runs of one conversation; the other won.
+		e.m.ClaimsAttempted.WithLabelValues("conflict").Inc()
+		e.Wake()
+		return false
+	case err != nil:
+		if e.claiming.Err() == nil {
+			e.m.ClaimsAttempted.WithLabelValues("error").Inc()
+			e.log.Error("claim run", "err", err)
+		}
+		return false
+	}
+	e.m.ClaimsAttempted.WithLabelValues("claimed").Inc()
+	if c.PrevStatus == persist.StatusRunning {
+		e.m.RunsRecovered.Inc()
+	}
+	x := e.newExecution(c)
+	e.mu.Lock()
+	e.active[c.ID] = x
+	e.mu.Unlock()
+	e.m.RunsActive.Inc()
+	e.runs.Add(1)
+	go func() {
+		defer e.runs.Done()
+		defer func() { <-e.sem }()
+		defer e.m.RunsActive.Dec()
+		defer func() {
+			e.mu.Lock()
+			delete(e.active, c.ID)
+			e.mu.Unlock()
+		}()
+		x.execute()
+	}()
+	return true
+}
+
+// Stop stops claiming, lets executing runs reach a step boundary until ctx
+// ends, then interrupts the rest and hands their leases back so that a peer
+// takes them over at once. It returns an error naming the runs handed back.
+func (e *Engine) Stop(ctx context.Context) error {
+	var err error
+	e.stopOnce.Do(func() {
+		if e.cancel == nil {
+			return
+		}
+		e.stopIn()
+		e.mu.Lock()
+		for _, x := range e.active {
+			x.draining.Store(true)
+		}
+		e.mu.Unlock()
+		done := make(chan struct{})
+		go func() { e.runs.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			e.mu.Lock()
+			n := len(e.active)
+			for _, x := range e.active {
+				x.cancel(ErrShutdown)
+			}
+			e.mu.Unlock()
+			<-done
+			err = fmt.Errorf("handed back %d runs at shutdown", n)
+		}
+		e.cancel(ErrShutdown)
+		e.wg.Wait()
+	})
+	return err
+}
+
+// Abandon stops the engine the way a crash would: every goroutine stops and
+// nothing more is written, leases are not released. Tests use it to stand in
+// for a killed process.
+func (e *Engine) Abandon() {
+	e.stopOnce.Do(func() {
+		e.stopIn()
+		e.mu.Lock()
+		for _, x := range e.active {
+			x.abandoned.Store(true)
+			x.cancel(errAbandoned)
+		}
+		e.mu.Unlock()
+		e.runs.Wait()
+		e.cancel(errAbandoned)
+		e.wg.Wait()
+	})
+}

@@ -1,0 +1,502 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"agentd/internal/llm"
+	"agentd/internal/persist"
+	"agentd/internal/tools"
+)
+
+// execution is one claim of one run on this instance.
+type execution struct {
+	e         *Engine
+	claim     persist.Claim
+	fence     persist.Fence
+	log       *slog.Logger
+	ctx       context.Context // the run's context: ends on cancel, deadline, lease loss, shutdown
+	cancel    context.CancelCauseFunc
+	draining  atomic.Bool // stop at the next step boundary (graceful shutdown)
+	abandoned atomic.Bool // write nothing more (crash stand-in)
+	first     bool        // the first pass of the loop in this claim
+}
+
+func (e *Engine) newExecution(c persist.Claim) *execution {
+	ctx, cancel := context.WithCancelCause(e.ctx)
+	return &execution{
+		e:      e,
+		claim:  c,
+		fence:  persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: e.cfg.WorkerID},
+		log:    e.log.With("run_id", c.ID, "epoch", c.Epoch),
+		ctx:    ctx,
+		cancel: cancel,
+		first:  true,
+	}
+}
+
+// write commits ops and events under the run's fence. Writes that must
+// survive the run's context ending (a tool result, a terminal status) pass a
+// context without cancel; nothing is written once the engine was abandoned.
+func (x *execution) write(ctx context.Context, evs []persist.EventIn, ops ...persist.Op) error {
+	if x.abandoned.Load() {
+		return errAbandoned
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := x.e.cfg.Store.Exec(wctx, x.fence, evs, ops...)
+	if errors.Is(err, persist.ErrLeaseLost) {
+		x.e.m.LeasesLost.Inc()
+		x.cancel(persist.ErrLeaseLost)
+	}
+	if err == nil {
+		x.e.m.EventsAppended.Add(float64(len(evs)))
+	}
+	return err
+}
+
+// durable returns a context for writes that must land even though the run's
+// context ended.
+func (x *execution) durable() context.Context { return context.WithoutCancel(x.ctx) }
+
+func (x *execution) execute() {
+	defer x.cancel(nil)
+	stopBeat := x.heartbeat()
+	defer stopBeat()
+	if x.claim.DeadlineAt != nil {
+		var cancel context.CancelFunc
+		x.ctx, cancel = context.WithDeadlineCause(x.ctx, *x.claim.DeadlineAt, ErrRunDeadline)
+		defer cancel()
+	}
+	if x.claim.CancelRequestedAt != nil {
+		x.cancel(ErrCancelRequested)
+	}
+	err := x.loop()
+	cause := context.Cause(x.ctx)
+	switch {
+	case err == nil:
+	case errors.Is(err, errAbandoned) || errors.Is(cause, errAbandoned):
+	case errors.Is(err, persist.ErrLeaseLost) || errors.Is(cause, persist.ErrLeaseLost):
+		x.log.Warn("lease lost; another worker owns the run")
+	case errors.Is(cause, ErrShutdown):
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), 5*time.Second)
+		defer cancel()
+		if err := x.e.cfg.Store.LeaseRelease(ctx, x.fence); err != nil {
+			x.log.Warn("release lease at shutdown", "err", err)
+		}
+	default:
+		x.log.Error("run execution failed", "err", err)
+	}
+}
+
+// heartbeat extends the lease every TTL/3 until the returned func is called; a
+// failed extension cancels the run at once.
+func (x *execution) heartbeat() func() {
+	ctx, stop := context.WithCancel(x.ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(x.e.cfg.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			c, cancel := context.WithTimeout(ctx, x.e.cfg.LeaseTTL/3)
+			cancelRequested, err := x.e.cfg.Store.LeaseExtend(c, x.fence, x.e.cfg.LeaseTTL)
+			cancel()
+			switch {
+			case errors.Is(err, persist.ErrLeaseLost):
+				x.e.m.LeasesLost.Inc()
+				x.cancel(persist.ErrLeaseLost)
+				return
+			case err != nil:
+				if ctx.Err() == nil {
+					x.log.Warn("extend lease", "err", err)
+				}
+			case cancelRequested:
+				x.cancel(ErrCancelRequested)
+			}
+		}
+	}()
+	return func() { stop(); wg.Wait() }
+}
+
+// loop drives the run from its committed state until it leaves the executor.
+func (x *execution) loop() error {
+	for {
+		st, err := x.load()
+		if err != nil {
+			return err
+		}
+		if x.first {
+			if err := x.announce(st); err != nil {
+				return err
+			}
+		}
+		if x.ctx.Err() != nil {
+			return x.stopFor(st, nil)
+		}
+		var last *persist.Step
+		if n := len(st.Steps); n > 0 {
+			last = &st.Steps[n-1]
+		}
+		switch {
+		case last == nil || last.Status == persist.StepCompleted:
+			if x.draining.Load() {
+				x.cancel(ErrShutdown)
+				return nil
+			}
+			if st.Run.StepCount >= st.Run.Params.MaxSteps {
+				return x.end(st, nil, persist.StatusCompleted, persist.ReasonMaxSteps, nil)
+			}
+			seq := 1
+			if last != nil {
+				seq = last.Seq + 1
+			}
+			step := persist.Step{ID: persist.NewID(), RunID: st.Run.ID, Seq: seq, Status: persist.StepRunning}
+			transition := ""
+			if last != nil {
+				transition = "tool_results"
+			}
+			if err := x.write(x.ctx, []persist.EventIn{{Type: "step.started", Step: seq, Data: map[string]any{"transition": nullable(transition)}}},
+				persist.StepInsert{ID: step.ID, RunID: st.Run.ID, Seq: seq, Transition: transition}); err != nil {
+				return x.stopFor(st, err)
+			}
+			st.Steps = append(st.Steps, step)
+			if done, err := x.modelPhase(st, &st.Steps[len(st.Steps)-1], false); err != nil || done {
+				return err
+			}
+		case last.Status == persist.StepRunning:
+			// The model's output for this step was never committed: ask again.
+			if done, err := x.modelPhase(st, last, true); err != nil || done {
+				return err
+			}
+		case last.Status == persist.StepActing:
+			done, err := x.toolPhase(st, last)
+			if err != nil || done {
+				return err
+			}
+		case len(st.Calls) > 0:
+			// A step that was cancelled, failed or timed out after its model
+			// output was committed, and then resumed: finish its tools.
+			done, err := x.toolPhase(st, last)
+			if err != nil || done {
+				return err
+			}
+		default:
+			// The same, before the model's output was committed: ask again.
+			if done, err := x.modelPhase(st, last, true); err != nil || done {
+				return err
+			}
+		}
+		x.first = false
+	}
+}
+
+func (x *execution) load() (persist.RunState, error) {
+	ctx, cancel := context.WithTimeout(x.durable(), 10*time.Second)
+	defer cancel()
+	return x.e.cfg.Store.RunStateLoad(ctx, x.fence.RunID)
+}
+
+// announce emits run.started on a run's first claim, run.resumed otherwise.
+func (x *execution) announce(st persist.RunState) error {
+	typ, data := "run.started", map[string]any{"epoch": x.fence.Epoch, "worker": x.fence.Worker}
+	if x.claim.Epoch > 1 {
+		typ = "run.resumed"
+		data["reason"] = "resumed"
+		if x.claim.PrevStatus == persist.StatusRunning {
+			data["reason"] = "recovered"
+		}
+	}
+	return x.write(x.ctx, []persist.EventIn{{Type: typ, Step: st.Run.StepCount, Data: data}})
+}
+
+// stopFor ends the run as its context's cause says (cancel, deadline), or
+// returns err for the caller to handle (lease lost, shutdown, abandon).
+func (x *execution) stopFor(st persist.RunState, err error) error {
+	cause := context.Cause(x.ctx)
+	var step *persist.Step
+	if n := len(st.Steps); n > 0 && st.Steps[n-1].Status != persist.StepCompleted {
+		step = &st.Steps[n-1]
+	}
+	switch {
+	case errors.Is(cause, ErrCancelRequested):
+		return x.end(st, step, persist.StatusCancelled, persist.ReasonCancelled, nil)
+	case errors.Is(cause, ErrRunDeadline):
+		return x.end(st, step, persist.StatusTimedOut, persist.ReasonTimedOutTotal, map[string]any{"message": "the run's total timeout elapsed"})
+	}
+	if err != nil {
+		return err
+	}
+	if cause != nil {
+		return cause
+	}
+	return context.Cause(x.ctx)
+}
+
+// end commits the run's last state and its terminal (or waiting) event in one
+// transaction. A step left unfinished is marked aborted (or failed).
+func (x *execution) end(st persist.RunState, step *persist.Step, status, reason string, runErr any) error {
+	return x.endWith(st, step, status, reason, runErr, nil, nil)
+}
+
+func (x *execution) endWith(st persist.RunState, step *persist.Step, status, reason string, runErr any, extraOps []persist.Op, extraEvs []persist.EventIn) error {
+	ops := append([]persist.Op{}, extraOps...)
+	evs := append([]persist.EventIn{}, extraEvs...)
+	stepSeq := st.Run.StepCount
+	if step != nil {
+		stepSeq = step.Seq
+	}
+	if step != nil && status != persist.StatusRequiresAction && step.Status != persist.StepCompleted {
+		stepStatus := persist.StepAborted
+		if status == persist.StatusFailed || status == persist.StatusTimedOut {
+			stepStatus = persist.StepFailed
+		}
+		ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: stepStatus, Error: runErr, Finished: true})
+	}
+	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: status, Reason: reason, Error: runErr})
+	data := map[string]any{"status": status, "reason": nullable(reason)}
+	if runErr != nil {
+		data["error"] = runErr
+	}
+	typ := "run." + status
+	if status == persist.StatusTimedOut {
+		typ = "run.timed_out"
+	}
+	evs = append(evs, persist.EventIn{Type: typ, Step: stepSeq, Data: data})
+	if err := x.write(x.durable(), evs, ops...); err != nil {
+		return err
+	}
+	x.e.m.RunsEnded.WithLabelValues(status, reason).Inc()
+	if status != persist.StatusRequiresAction {
+		x.e.m.RunDuration.Observe(time.Since(st.Run.CreatedAt).Seconds())
+	}
+	x.log.Info("run left executor", "status", status, "reason", reason)
+	return nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// stepContext bounds one step by the run's step timeout.
+func (x *execution) stepContext(st persist.RunState, step *persist.Step) (context.Context, context.CancelFunc) {
+	ms := st.Run.Params.Timeouts.StepMS
+	if ms <= 0 {
+		return context.WithCancel(x.ctx)
+	}
+	deadline := step.StartedAt.Add(time.Duration(ms) * time.Millisecond)
+	if step.StartedAt.IsZero() {
+		deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
+	}
+	return context.WithDeadlineCause(x.ctx, deadline, ErrStepDeadline)
+}
+
+// modelPhase asks the model for a step's output and commits it: the
+// assistant message with its planned tool calls (the step goes on to its
+// tools), or the final answer with the run's end.
+func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bool) (done bool, err error) {
+	started := time.Now()
+	ctx, cancel := x.stepContext(st, step)
+	defer cancel()
+	if reask {
+		// Recovery: what was streamed for this step is dropped.
+		if err := x.write(x.ctx, []persist.EventIn{{Type: "step.retracted", Step: step.Seq, Data: map[string]any{"reason": "recovered"}}},
+			persist.StepReask{ID: step.ID, Transition: "resumed"}); err != nil {
+			return true, x.stopFor(st, err)
+		}
+	}
+	req := llm.Request{Model: st.Run.Model, Messages: buildMessages(st), Tools: x.offered(st.Run.Params.Tools)}
+	idle := time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		co := newCoalescer(x, step.Seq, x.e.cfg.DeltaWindow, x.e.cfg.DeltaMaxBytes)
+		resp, err := x.callModel(ctx, req, idle, co)
+		if err == nil {
+			co.stop()
+			x.e.m.ModelRequests.WithLabelValues("ok").Inc()
+			x.countTokens(resp.Usage)
+			return x.commitModelOutput(st, step, resp, co.pending(), started)
+		}
+		co.stop()
+		kind := "error"
+		var me *llm.Error
+		if errors.As(err, &me) {
+			kind = string(me.Kind)
+		}
+		x.e.m.ModelRequests.WithLabelValues(kind).Inc()
+		if co.failed != nil {
+			return true, x.stopFor(st, co.failed)
+		}
+		if ctx.Err() != nil {
+			if errors.Is(context.Cause(ctx), ErrStepDeadline) && x.ctx.Err() == nil {
+				return true, x.end(st, step, persist.StatusTimedOut, persist.ReasonTimedOutStep, map[string]any{"message": "the step's timeout elapsed"})
+			}
+			return true, x.stopFor(st, err)
+		}
+		if llm.IsRetryable(err) && attempt < x.e.cfg.ModelAttempts {
+			wait := x.e.cfg.ModelBackoff << (attempt - 1)
+			if me != nil && me.RetryAfter > wait {
+				wait = me.RetryAfter
+			}
+			x.log.Warn("model call failed; retrying", "attempt", attempt, "err", err, "wait", wait)
+			evs := []persist.EventIn{}
+			if co.sent > 0 {
+				evs = append(evs, persist.EventIn{Type: "step.retracted", Step: step.Seq, Data: map[string]any{"reason": "model_retry"}})
+			}
+			if err := x.write(x.ctx, evs, persist.StepReask{ID: step.ID, Transition: "model_retry"}); err != nil {
+				return true, x.stopFor(st, err)
+			}
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				if errors.Is(context.Cause(ctx), ErrStepDeadline) && x.ctx.Err() == nil {
+					return true, x.end(st, step, persist.StatusTimedOut, persist.ReasonTimedOutStep, map[string]any{"message": "the step's timeout elapsed"})
+				}
+				return true, x.stopFor(st, nil)
+			}
+			continue
+		}
+		reason := persist.ReasonModelError
+		if me != nil && me.Kind == llm.KindContextOverflow {
+			reason = persist.ReasonContextOverflow
+		}
+		return true, x.end(st, step, persist.StatusFailed, reason, map[string]any{"message": modelErrorMessage(err), "kind": kind})
+	}
+}
+
+func modelErrorMessage(err error) string {
+	var me *llm.Error
+	if errors.As(err, &me) {
+		switch me.Kind {
+		case llm.KindRateLimited:
+			return "the model kept rate-limiting the request"
+		case llm.KindServer:
+			return "the model's server kept failing"
+		case llm.KindConnection, llm.KindIdle:
+			return "the connection to the model kept failing"
+		case llm.KindAuth:
+			return "the model refused the credentials"
+		case llm.KindContextOverflow:
+			return "the conversation is too long for the model"
+		case llm.KindBadRequest:
+			return "the model rejected the request"
+		}
+	}
+	return "the model call failed"
+}
+
+func (x *execution) callModel(ctx context.Context, req llm.Request, idle time.Duration, co *coalescer) (llm.Response, error) {
+	sent := time.Now()
+	first := true
+	req.IdleTimeout = idle
+	resp, err := x.e.cfg.Model.Stream(ctx, req, func(text string) {
+		if first {
+			first = false
+			x.e.m.TimeToFirstTok.Observe(time.Since(sent).Seconds())
+		}
+		co.add(text)
+	})
+	return resp, err
+}
+
+func (x *execution) countTokens(u llm.Usage) {
+	x.e.m.Tokens.WithLabelValues("input").Add(float64(u.InputTokens))
+	x.e.m.Tokens.WithLabelValues("output").Add(float64(u.OutputTokens))
+	x.e.m.Tokens.WithLabelValues("cached_input").Add(float64(u.CachedInputTokens))
+	x.e.m.Tokens.WithLabelValues("reasoning").Add(float64(u.ReasoningTokens))
+}
+
+// offered returns the tool specs offered to the model: the run's list, or all.
+func (x *execution) offered(names []string) []llm.ToolSpec {
+	var specs []tools.Spec
+	if names == nil {
+		specs = x.e.cfg.Tools.List()
+	} else {
+		for _, n := range names {
+			if t, ok := x.e.cfg.Tools.Get(n); ok {
+				specs = append(specs, t.Spec())
+			}
+		}
+	}
+	out := make([]llm.ToolSpec, len(specs))
+	for i, s := range specs {
+		out[i] = llm.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
+	}
+	return out
+}
+
+func usageOf(u llm.Usage) persist.Usage {
+	return persist.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens, ReasoningTokens: u.ReasoningTokens}
+}
+
+// commitModelOutput commits a step's model output in one transaction.
+func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, resp llm.Response, tail string, started time.Time) (done bool, err error) {
+	var evs []persist.EventIn
+	if tail != "" {
+		evs = append(evs, persist.EventIn{Type: "message.delta", Step: step.Seq, Data: map[string]any{"text": tail}})
+	}
+	msgID := persist.NewID()
+	var parts []persist.Part
+	if resp.Text != "" {
+		parts = append(parts, persist.Part{Type: "text", Text: resp.Text})
+	}
+	for _, c := range resp.ToolCalls {
+		parts = append(parts, persist.Part{Type: "tool_call", ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	if len(parts) == 0 {
+		parts = []persist.Part{{Type: "text", Text: ""}}
+	}
+	ops := []persist.Op{persist.MessageInsert{ID: msgID, ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+		Role: "assistant", Content: parts, Status: persist.MessageCompleted}}
+	evs = append(evs, persist.EventIn{Type: "message.completed", Step: step.Seq, Data: map[string]any{
+		"message_id": msgID, "role": "assistant", "content": parts, "finish_reason": resp.FinishReason,
+		"usage": usageOf(resp.Usage)}})
+	usage := usageOf(resp.Usage)
+	if len(resp.ToolCalls) == 0 {
+		ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepCompleted,
+			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
+		evs = append(evs, persist.EventIn{Type: "step.completed", Step: step.Seq, Data: map[string]any{"finish_reason": resp.FinishReason}})
+		x.e.m.StepDuration.Observe(time.Since(started).Seconds())
+		final := *step
+		final.Status = persist.StepCompleted
+		return true, x.endWith(st, &final, persist.StatusCompleted, persist.ReasonCompleted, nil, ops, evs)
+	}
+	ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepActing,
+		FinishReason: resp.FinishReason, Usage: usage})
+	for i, c := range resp.ToolCalls {
+		id := persist.NewID()
+		effect := string(tools.ReadOnly)
+		if t, ok := x.e.cfg.Tools.Get(c.Name); ok {
+			effect = string(t.Spec().Effect)
+		}
+		args := json.RawMessage(c.Arguments)
+		if !json.Valid(args) {
+			b, _ := json.Marshal(c.Arguments) // keep the model's text as a JSON string
+			args = b
+		}
+		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
+		ops = append(ops, persist.ToolCallInsert{ID: id, RunID: st.Run.ID, StepID: step.ID, Position: i,
+			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect})
+		evs = append(evs, persist.EventIn{Type: "tool_call.created", Step: step.Seq, Data: map[string]any{
+			"tool_call_id": id, "call_id": c.ID, "name": c.Name, "arguments": args, "effect": effect, "idempotency_key": key}})
+	}
+	if err := x.write(x.durable(), evs, ops...); err != nil {
+		return true, x.stopFor(st, err)
+	}
+	return false, nil
+}

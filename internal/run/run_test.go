@@ -1,0 +1,493 @@
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"agentd/internal/llm"
+	"agentd/internal/llm/fakellm"
+	"agentd/internal/persist"
+	"agentd/internal/persist/persisttest"
+	"agentd/internal/run"
+	"agentd/internal/tools"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// pgx pools and http keep-alive connections close asynchronously.
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+	)
+}
+
+// sink is a webhook server whose behaviour depends on the path; it counts
+// every idempotency key it sees.
+type sink struct {
+	srv *httptest.Server
+
+	mu        sync.Mutex
+	keys      map[string]int // path + key -> requests
+	cancelled map[string]int // path -> requests whose context ended before an answer
+	entered   chan string    // path of each request, as it arrives (buffered)
+	release   chan struct{}  // closed to let /block requests answer
+}
+
+func newSink(t *testing.T) *sink {
+	s := &sink{keys: map[string]int{}, cancelled: map[string]int{}, entered: make(chan string, 100), release: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body lets the server notice a client that goes away.
+		if _, err := io.ReadAll(r.Body); err != nil {
+			return
+		}
+		key := r.Header.Get("Idempotency-Key")
+		s.mu.Lock()
+		s.keys[r.URL.Path+" "+key]++
+		n := s.keys[r.URL.Path+" "+key]
+		s.mu.Unlock()
+		select {
+		case s.entered <- r.URL.Path:
+		default:
+		}
+		switch r.URL.Path {
+		case "/flaky": // fails twice per key, then succeeds
+			if n <= 2 {
+				http.Error(w, `{"error":"try again"}`, http.StatusInternalServerError)
+				return
+			}
+		case "/slow": // never answers in time
+			select {
+			case <-time.After(5 * time.Second):
+			case <-r.Context().Done():
+				s.mu.Lock()
+				s.cancelled[r.URL.Path]++
+				s.mu.Unlock()
+				return
+			}
+		case "/block": // answers once released; hangs the first time per key
+			if n == 1 {
+				select {
+				case <-s.release:
+				case <-r.Context().Done():
+					s.mu.Lock()
+					s.cancelled[r.URL.Path]++
+					s.mu.Unlock()
+					return
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"ok":true,"path":%q,"n":%d}`, r.URL.Path, n)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *sink) count(path string) (requests int, keys int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, n := range s.keys {
+		if strings.HasPrefix(k, path+" ") {
+			requests += n
+			keys++
+		}
+	}
+	return
+}
+
+func (s *sink) cancels(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cancelled[path]
+}
+
+type bundle struct {
+	store *persist.Store
+	url   string
+	fake  *fakellm.Server
+	model llm.Model
+	reg   *tools.Registry
+	sink  *sink
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	store, url := persisttest.New(t)
+	fake := fakellm.New()
+	fsrv := httptest.NewServer(fake)
+	t.Cleanup(fsrv.Close)
+	sk := newSink(t)
+	obj := json.RawMessage(`{"type":"object"}`)
+	var hooks []tools.Tool
+	for _, h := range []struct {
+		name, path string
+		effect     tools.Effect
+		timeoutMS  int
+	}{
+		{"flaky", "/flaky", tools.Idempotent, 2000},
+		{"slow_effect", "/slow", tools.SideEffect, 300},
+		{"effect", "/ok", tools.SideEffect, 2000},
+		{"blocker", "/block", tools.Idempotent, 30000},
+		{"block_effect", "/block", tools.SideEffect, 30000},
+	} {
+		tool, err := tools.NewWebhook(tools.WebhookConfig{Name: h.name, Description: h.name, Parameters: obj,
+			URL: sk.srv.URL + h.path, Effect: h.effect, TimeoutMS: h.timeoutMS}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hooks = append(hooks, tool)
+	}
+	reg, err := tools.NewRegistry(append(hooks, tools.Calculator(), tools.Clock())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "test"})
+	return &bundle{store: store, url: url, fake: fake, model: model, reg: reg, sink: sk}
+}
+
+func (b *bundle) engine(t *testing.T, ttl time.Duration) *run.Engine {
+	t.Helper()
+	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: b.reg, LeaseTTL: ttl, PollInterval: 200 * time.Millisecond,
+		ModelBackoff: 20 * time.Millisecond, Workers: 4})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx)
+	})
+	return e
+}
+
+func (b *bundle) create(t *testing.T, input string, p persist.RunParams) persist.Run {
+	t.Helper()
+	if p.MaxSteps == 0 {
+		p.MaxSteps = 10
+	}
+	r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{
+		TenantID: "default", Model: "fake", Params: p, Input: []persist.InputMessage{{Role: "user", Content: input}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// wait polls until the run leaves queued/running (or until cond holds).
+func (b *bundle) wait(t *testing.T, id string, cond func(persist.Run) bool) persist.Run {
+	t.Helper()
+	if cond == nil {
+		cond = func(r persist.Run) bool { return r.Status != persist.StatusQueued && r.Status != persist.StatusRunning }
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := b.store.RunGet(context.Background(), "default", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still %s", id, r.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *bundle) events(t *testing.T, id string) []persist.Event {
+	t.Helper()
+	evs, err := b.store.EventsAfter(context.Background(), id, 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("event seqs not gapless from 1: index %d has seq %d", i, e.Seq)
+		}
+		var env struct {
+			Seq   int64  `json:"seq"`
+			Type  string `json:"type"`
+			RunID string `json:"run_id"`
+		}
+		if err := json.Unmarshal(e.Data, &env); err != nil || env.Seq != e.Seq || env.Type != e.Type || env.RunID != id {
+			t.Fatalf("event %d envelope %s does not match its row (%v)", e.Seq, e.Data, err)
+		}
+	}
+	return evs
+}
+
+func countTypes(evs []persist.Event) map[string]int {
+	m := map[string]int{}
+	for _, e := range evs {
+		m[e.Type]++
+	}
+	return m
+}
+
+func TestRunTwoToolsThenOneCompletes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call calculator {\"expression\":\"1+2\"}\n/call clock {}\n/next\n/call calculator {\"expression\":\"2*3\"}\n/say done", persist.RunParams{})
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted || r.TerminalReason != persist.ReasonCompleted {
+		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+	}
+	ctx := context.Background()
+	steps, err := b.store.StepsList(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 3 || len(steps[0].Calls) != 2 || len(steps[1].Calls) != 1 || len(steps[2].Calls) != 0 {
+		t.Fatalf("steps: %d (calls per step not 2,1,0)", len(steps))
+	}
+	var sum persist.Usage
+	for i, s := range steps {
+		if s.Status != persist.StepCompleted || s.Seq != i+1 {
+			t.Fatalf("step %d: status %s seq %d", i, s.Status, s.Seq)
+		}
+		sum.InputTokens += s.Usage.InputTokens
+		sum.OutputTokens += s.Usage.OutputTokens
+		sum.CachedInputTokens += s.Usage.CachedInputTokens
+		sum.ReasoningTokens += s.Usage.ReasoningTokens
+		for _, c := range s.Calls {
+			if c.Status != persist.CallSucceeded || c.ToolCall.Attempts != 1 || len(c.Attempts) != 1 {
+				t.Fatalf("call %s: status %s attempts %d", c.Name, c.Status, c.ToolCall.Attempts)
+			}
+			if want := fmt.Sprintf("%s:%d:%s", r.ID, s.Seq, c.CallID); c.IdempotencyKey != want {
+				t.Fatalf("idempotency key %q, want %q", c.IdempotencyKey, want)
+			}
+		}
+	}
+	if got := steps[1].Calls[0].Result; !strings.Contains(string(got), "6") {
+		t.Fatalf("calculator result %s", got)
+	}
+	fu := b.fake.UsageTotal()
+	want := persist.Usage{InputTokens: fu.PromptTokens, OutputTokens: fu.CompletionTokens, CachedInputTokens: fu.CachedTokens, ReasoningTokens: fu.ReasoningTokens}
+	if r.Usage != want || sum != want || want.InputTokens == 0 || want.CachedInputTokens == 0 {
+		t.Fatalf("usage: run %+v, steps %+v, fake reported %+v", r.Usage, sum, want)
+	}
+	if b.fake.Calls() != 3 {
+		t.Fatalf("model calls %d, want 3", b.fake.Calls())
+	}
+	msgs, err := b.store.MessagesList(ctx, r.ConversationID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := make([]string, len(msgs))
+	for i, m := range msgs {
+		roles[i] = m.Role
+		if m.Seq != i+1 || m.Status != persist.MessageCompleted {
+			t.Fatalf("message %d: seq %d status %s", i, m.Seq, m.Status)
+		}
+	}
+	if got := strings.Join(roles, ","); got != "user,assistant,tool,tool,assistant,tool,assistant" {
+		t.Fatalf("message roles %s", got)
+	}
+	if last := msgs[len(msgs)-1]; last.Content[0].Text != "done" {
+		t.Fatalf("final answer %+v", last.Content)
+	}
+	evs := b.events(t, r.ID)
+	c := countTypes(evs)
+	if evs[0].Type != "run.created" || evs[len(evs)-1].Type != "run.completed" || c["run.started"] != 1 ||
+		c["step.started"] != 3 || c["step.completed"] != 3 || c["tool_call.created"] != 3 ||
+		c["tool_attempt.started"] != 3 || c["tool_call.completed"] != 3 || c["message.completed"] != 3 {
+		t.Fatalf("event counts %v", c)
+	}
+	if r.LastEventSeq != int64(len(evs)) {
+		t.Fatalf("run.last_event_seq %d, events %d", r.LastEventSeq, len(evs))
+	}
+}
+
+func TestIdempotentWebhookRetriedSideEffectTimeoutUnknown(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call flaky {}\n/next\n/call slow_effect {}\n/say never", persist.RunParams{})
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusRequiresAction {
+		t.Fatalf("run ended %s/%s, want requires_action", r.Status, r.TerminalReason)
+	}
+	var action struct {
+		Type       string `json:"type"`
+		ToolCallID string `json:"tool_call_id"`
+	}
+	if err := json.Unmarshal(r.RequiredAction, &action); err != nil || action.Type != "tool_outcome_unknown" {
+		t.Fatalf("required action %s", r.RequiredAction)
+	}
+	steps, err := b.store.StepsList(context.Background(), r.ID)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("steps %d %v", len(steps), err)
+	}
+	flaky := steps[0].Calls[0]
+	if flaky.Status != persist.CallSucceeded || len(flaky.Attempts) != 3 ||
+		flaky.Attempts[0].Status != persist.AttemptFailed || flaky.Attempts[1].Status != persist.AttemptFailed ||
+		flaky.Attempts[2].Status != persist.AttemptSucceeded {
+		t.Fatalf("flaky call: %s with %d attempts", flaky.Status, len(flaky.Attempts))
+	}
+	if reqs, keys := b.sink.count("/flaky"); reqs != 3 || keys != 1 {
+		t.Fatalf("sink saw /flaky %d times with %d keys, want 3 and 1", reqs, keys)
+	}
+	slow := steps[1].Calls[0]
+	if slow.Status != persist.CallUnknown || len(slow.Attempts) != 1 || slow.Attempts[0].Status != persist.AttemptUnknown || action.ToolCallID != slow.ID {
+		t.Fatalf("side-effect call: %s with %d attempts", slow.Status, len(slow.Attempts))
+	}
+	if reqs, _ := b.sink.count("/slow"); reqs != 1 {
+		t.Fatalf("side-effect webhook called %d times, want 1", reqs)
+	}
+	c := countTypes(b.events(t, r.ID))
+	if c["tool_attempt.failed"] != 3 || c["tool_call.unknown"] != 1 || c["run.requires_action"] != 1 {
+		t.Fatalf("event counts %v", c)
+	}
+}
+
+func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ttl := 600 * time.Millisecond
+	e1 := b.engine(t, ttl)
+	r := b.create(t, "/call calculator {\"expression\":\"2+2\"}\n/next\n/call effect {}\n/call blocker {}\n/say finished", persist.RunParams{})
+	// Wait until the first engine is inside the blocking tool of step 2:
+	// step 1 and the side effect of step 2 are committed by then.
+	waitPath(t, b.sink, "/block")
+	committed, err := b.store.RunGet(context.Background(), "default", r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modelCalls := b.fake.Calls()
+	if modelCalls != 2 {
+		t.Fatalf("model calls before the crash %d, want 2", modelCalls)
+	}
+	e1.Abandon() // the first engine dies: no more writes, no lease release
+	start := time.Now()
+	b.engine(t, ttl)
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted {
+		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+	}
+	t.Logf("taken over and finished %v after the crash", time.Since(start))
+	if r.Epoch != committed.Epoch+1 {
+		t.Fatalf("epoch %d, want %d", r.Epoch, committed.Epoch+1)
+	}
+	// One more model call: the final answer. Steps 1 and 2 were not re-asked.
+	if got := b.fake.Calls(); got != modelCalls+1 {
+		t.Fatalf("model calls %d, want %d", got, modelCalls+1)
+	}
+	if reqs, keys := b.sink.count("/ok"); reqs != 1 || keys != 1 {
+		t.Fatalf("side effect ran %d times (%d keys), want once", reqs, keys)
+	}
+	steps, err := b.store.StepsList(context.Background(), r.ID)
+	if err != nil || len(steps) != 3 {
+		t.Fatalf("steps %d %v", len(steps), err)
+	}
+	blocker := steps[1].Calls[1]
+	if blocker.Status != persist.CallSucceeded || len(blocker.Attempts) != 2 || blocker.Attempts[0].Status != persist.AttemptUnknown ||
+		blocker.Attempts[0].Epoch != committed.Epoch || blocker.Attempts[1].Epoch != r.Epoch {
+		t.Fatalf("blocking call: %s, %d attempts", blocker.Status, len(blocker.Attempts))
+	}
+	c := countTypes(b.events(t, r.ID))
+	if c["tool_call.reused"] != 1 || c["run.resumed"] != 1 {
+		t.Fatalf("event counts %v", c)
+	}
+	// The first engine's late write is refused.
+	_, err = b.store.Exec(context.Background(), persist.Fence{RunID: r.ID, Epoch: committed.Epoch, Worker: e1.WorkerID()},
+		[]persist.EventIn{{Type: "message.delta", Data: map[string]string{"text": "late"}}})
+	if err != persist.ErrLeaseLost {
+		t.Fatalf("late write of the dead worker: %v, want ErrLeaseLost", err)
+	}
+}
+
+func waitPath(t *testing.T, s *sink, path string) {
+	t.Helper()
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case p := <-s.entered:
+			if p == path {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no request to %s", path)
+		}
+	}
+}
+
+func TestCancelDuringTool(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call block_effect {}\n/say never", persist.RunParams{})
+	waitPath(t, b.sink, "/block")
+	start := time.Now()
+	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	r = b.wait(t, r.ID, nil)
+	elapsed := time.Since(start)
+	if r.Status != persist.StatusCancelled || r.TerminalReason != persist.ReasonCancelled {
+		t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
+	}
+	if elapsed > time.Second {
+		t.Fatalf("cancel took %v, want under 1s", elapsed)
+	}
+	for i := 0; i < 100 && b.sink.cancels("/block") != 1; i++ {
+		time.Sleep(10 * time.Millisecond) // the server notices the hang-up asynchronously
+	}
+	if b.sink.cancels("/block") != 1 {
+		t.Fatalf("the tool's request context was not cancelled")
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if len(steps) != 2 || steps[0].Calls[0].Status != persist.CallSucceeded || steps[1].Calls[0].Status != persist.CallUnknown {
+		t.Fatalf("committed results not kept: %d steps", len(steps))
+	}
+	if evs := b.events(t, r.ID); evs[len(evs)-1].Type != "run.cancelled" {
+		t.Fatalf("last event %s", evs[len(evs)-1].Type)
+	}
+}
+
+func TestCancelDuringStreamingModelCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/stream 200 20", persist.RunParams{})
+	// Wait until some text of step 2 is committed.
+	b.wait(t, r.ID, func(persist.Run) bool {
+		evs, _ := b.store.EventsAfter(context.Background(), r.ID, 0, 1000)
+		return countTypes(evs)["message.delta"] >= 2
+	})
+	start := time.Now()
+	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	r = b.wait(t, r.ID, nil)
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Fatalf("cancel took %v, want under 1s", elapsed)
+	}
+	if r.Status != persist.StatusCancelled {
+		t.Fatalf("run ended %s", r.Status)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for b.fake.Cancelled() != 1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b.fake.Cancelled() != 1 {
+		t.Fatalf("the model request's context was not cancelled")
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if len(steps) != 2 || steps[0].Status != persist.StepCompleted || steps[1].Status != persist.StepAborted {
+		t.Fatalf("steps after cancel: %+v", steps)
+	}
+}
