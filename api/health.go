@@ -1,0 +1,47 @@
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// readyTimeout caps the readiness check so that a hung database answers 503
+// rather than hanging the probe.
+const readyTimeout = 2 * time.Second
+
+type statusJSON struct {
+	Status string `json:"status"`
+}
+
+// livez answers 200 while the process serves HTTP at all.
+func (s *server) livez(w http.ResponseWriter, r *http.Request) {
+	s.writeJSON(w, r, http.StatusOK, statusJSON{Status: "ok"})
+}
+
+// readyz answers 200 when the server's dependencies answer, else 503. The
+// cause is logged, not shown.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := s.ready(ctx); err != nil {
+		s.log.WarnContext(r.Context(), "not ready", slog.String("error", err.Error()))
+		s.writeProblem(w, r, newProblem(newError(http.StatusServiceUnavailable, CodeNotReady, "Not ready",
+			"a dependency of the server does not answer")))
+		return
+	}
+	s.writeJSON(w, r, http.StatusOK, statusJSON{Status: "ready"})
+}
+
+// toolsList answers GET /tools: the registered tools, sorted by name.
+func (s *server) toolsList(w http.ResponseWriter, r *http.Request) error {
+	out := listJSON[toolJSON]{Data: []toolJSON{}}
+	if s.tools != nil {
+		for _, sp := range s.tools.List() {
+			out.Data = append(out.Data, toolView(sp))
+		}
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}

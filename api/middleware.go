@@ -1,0 +1,271 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"regexp"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"agentd/internal/persist"
+)
+
+type ctxKey int
+
+const (
+	keyRequestID ctxKey = iota
+	keyTenant
+	keyRun
+)
+
+// HeaderRequestID carries a request's id, taken from the client when it
+// sends a sane one, else made up; it is echoed on every response.
+const HeaderRequestID = "X-Request-ID"
+
+// HeaderTenant names the tenant a request acts for.
+const HeaderTenant = "X-Tenant-ID"
+
+// DefaultTenant is the tenant of requests without an X-Tenant-ID header.
+const DefaultTenant = "default"
+
+var (
+	requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:/+=-]{1,128}$`)
+	tenantPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+)
+
+// requestID gives each request an id, in its context and in the response.
+func requestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(HeaderRequestID)
+		if !requestIDPattern.MatchString(id) {
+			id = uuid.NewString()
+		}
+		w.Header().Set(HeaderRequestID, id)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRequestID, id)))
+	})
+}
+
+func requestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(keyRequestID).(string)
+	return id
+}
+
+// TenantFromContext returns the tenant of a request, set by the API before
+// it calls Config.Events or Config.StreamFunc.
+func TenantFromContext(ctx context.Context) string {
+	t, _ := ctx.Value(keyTenant).(string)
+	return t
+}
+
+// RunFromContext returns the run that the API read (for the request's
+// tenant) before calling Config.Events.
+func RunFromContext(ctx context.Context) (persist.Run, bool) {
+	r, ok := ctx.Value(keyRun).(persist.Run)
+	return r, ok
+}
+
+// statusWriter remembers the status and size of a response. It unwraps, so
+// http.ResponseController reaches the real writer (for SSE flushes and
+// deadlines).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Flush lets handlers that assert http.Flusher flush through the wrapper.
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// recoverer turns a panic into a 500 internal problem, logged with its
+// stack. When the handler had already started its answer, the connection is
+// aborted instead.
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw, ok := w.(*statusWriter)
+		if !ok {
+			sw = &statusWriter{ResponseWriter: w}
+		}
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.metrics.internalErrors.Inc()
+			s.log.ErrorContext(r.Context(), "panic in handler", slog.Any("panic", v),
+				slog.String("stack", string(debug.Stack())), slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.String("request_id", requestIDFrom(r.Context())))
+			if sw.status != 0 {
+				// Part of an answer (a stream, say) is out: break the
+				// connection so that the client sees it fail rather than end.
+				panic(http.ErrAbortHandler)
+			}
+			p, _ := problemFor(errors.New("panic"))
+			s.writeProblem(sw, r, p)
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// accessLog logs each request at debug level and counts it.
+func (s *server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		elapsed := time.Since(start)
+		s.metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Inc()
+		s.metrics.duration.WithLabelValues(r.Method, route).Observe(elapsed.Seconds())
+		s.log.DebugContext(r.Context(), "http request", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", sw.status),
+			slog.Int64("bytes", sw.bytes), slog.Duration("duration", elapsed),
+			slog.String("request_id", requestIDFrom(r.Context())), slog.String("tenant_id", TenantFromContext(r.Context())))
+	})
+}
+
+// tenant reads and checks X-Tenant-ID.
+func (s *server) tenant(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t := r.Header.Get(HeaderTenant)
+		if t == "" {
+			t = DefaultTenant
+		}
+		if !tenantPattern.MatchString(t) {
+			s.fail(w, r, fieldError(HeaderTenant, "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '.' and '-'"))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyTenant, t)))
+	})
+}
+
+// requireJSON refuses a request body that is not JSON. A request without a
+// Content-Type, or without a body, passes.
+func (s *server) requireJSON(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ct := r.Header.Get("Content-Type")
+		if ct != "" && r.ContentLength != 0 {
+			mt, _, err := mime.ParseMediaType(ct)
+			if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+				s.fail(w, r, newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Unsupported media type",
+					fmt.Sprintf("the request body must be application/json, not %q", ct)))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// loadRun reads the run named by {id} for the tenant (404 otherwise) and
+// puts it in the context, for handlers mounted from outside (Config.Events).
+func (s *server) loadRun(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		run, err := s.runFor(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRun, run)))
+	})
+}
+
+func (s *server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.fail(w, r, newError(http.StatusNotFound, CodeNotFound, "Not found", "no route for "+r.URL.Path))
+}
+
+// routeMethods are the methods that 405 answers list in Allow.
+var routeMethods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+func (s *server) methodNotAllowed(mux *chi.Mux) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var allowed []string
+		for _, m := range routeMethods {
+			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allowed = append(allowed, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		s.fail(w, r, newError(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "Method not allowed",
+			fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", "))))
+	}
+}
+
+// httpMetrics are the API's request metrics.
+type httpMetrics struct {
+	requests       *prometheus.CounterVec
+	duration       *prometheus.HistogramVec
+	internalErrors prometheus.Counter
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	return &httpMetrics{
+		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentd_http_requests_total",
+			Help: "HTTP requests answered, by method, route pattern and status.",
+		}, []string{"method", "route", "status"})),
+		duration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentd_http_request_duration_seconds",
+			Help:    "Time to answer HTTP requests (for streams: until the stream ends), by method and route pattern.",
+			Buckets: prometheus.DefBuckets,
+		}, []string{"method", "route"})),
+		internalErrors: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_http_internal_errors_total",
+			Help: "Requests answered 500 internal (errors and panics), each logged with its request id.",
+		})),
+	}
+}
+
+// register registers c, or returns the equal collector registered before.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if old, ok := are.ExistingCollector.(C); ok {
+				return old
+			}
+		}
+		panic(fmt.Sprintf("api: register metric: %v", err))
+	}
+	return c
+}

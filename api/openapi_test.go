@@ -1,0 +1,115 @@
+package api_test
+
+import (
+	"bufio"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"agentd/api"
+	"agentd/internal/persist"
+)
+
+// specOperations reads "METHOD /path" of every operation under the top-level
+// paths: key of openapi.yaml. It is a line parser for the file as written
+// (two-space indents, paths at indent 2, methods at indent 4), not a YAML
+// parser; specShape checks that the file keeps that form.
+func specOperations(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	methods := []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+	var ops []string
+	var inPaths bool
+	var path string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		trimmed := strings.TrimSpace(line)
+		if trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		indent := len(line) - len(strings.TrimLeft(line, " "))
+		switch {
+		case indent == 0:
+			inPaths = trimmed == "paths:"
+		case !inPaths:
+		case indent == 2:
+			if !strings.HasPrefix(trimmed, "/") || !strings.HasSuffix(trimmed, ":") {
+				t.Fatalf("openapi.yaml: unexpected key under paths: %q", line)
+			}
+			path = strings.TrimSuffix(trimmed, ":")
+		case indent == 4:
+			key := strings.TrimSuffix(trimmed, ":")
+			if slices.Contains(methods, key) {
+				ops = append(ops, strings.ToUpper(key)+" "+path)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ops
+}
+
+// TestOpenAPICoversRoutes checks that openapi.yaml and the router agree:
+// every route is described and every described operation is routed.
+func TestOpenAPICoversRoutes(t *testing.T) {
+	t.Parallel()
+	spec := specOperations(t, "openapi.yaml")
+	if len(spec) < 10 {
+		t.Fatalf("found only %d operations in openapi.yaml: %v", len(spec), spec)
+	}
+	h := api.New(api.Config{
+		Store:      &persist.Store{}, // never called: the router is only walked
+		Registerer: prometheus.NewRegistry(),
+		Events:     http.NotFoundHandler(), // mount the optional routes too
+	})
+	routes, ok := h.(chi.Routes)
+	if !ok {
+		t.Fatalf("New returned %T, not a chi router", h)
+	}
+	var routed []string
+	err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		routed = append(routed, method+" "+route)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range routed {
+		if !slices.Contains(spec, op) {
+			t.Errorf("route %s is not in openapi.yaml", op)
+		}
+	}
+	for _, op := range spec {
+		if !slices.Contains(routed, op) {
+			t.Errorf("openapi.yaml describes %s, which is not routed", op)
+		}
+	}
+	for _, code := range []string{api.CodeInvalidJSON, api.CodeInvalidField, api.CodeBodyTooLarge,
+		api.CodeUnsupportedMediaType, api.CodeNotFound, api.CodeRunNotFound, api.CodeConversationNotFound,
+		api.CodeUnknownTool, api.CodeConversationBusy, api.CodeIdempotencyKeyReused, api.CodeRunFinished,
+		api.CodeRunCompleted, api.CodeMethodNotAllowed, api.CodeStreamingUnavailable, api.CodeNotReady, api.CodeInternal} {
+		if !specHas(t, "            - "+code) {
+			t.Errorf("openapi.yaml: code %s is not in the Problem schema's enum", code)
+		}
+	}
+}
+
+func specHas(t *testing.T, line string) bool {
+	t.Helper()
+	b, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.Contains(strings.Split(string(b), "\n"), line)
+}

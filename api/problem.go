@@ -1,0 +1,207 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"agentd/internal/persist"
+)
+
+// Codes are the stable values of a problem's "code" member. Clients branch on
+// them; the titles and details are for people and may change.
+const (
+	CodeInvalidJSON          = "invalid_json"           // 400: the body is not one JSON value
+	CodeInvalidField         = "invalid_field"          // 422: a field, parameter or header is wrong; "field" names it
+	CodeBodyTooLarge         = "body_too_large"         // 413
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body that is not application/json
+	CodeNotFound             = "not_found"              // 404: no such route
+	CodeRunNotFound          = "run_not_found"          // 404: no such run for this tenant
+	CodeConversationNotFound = "conversation_not_found" // 404: no such conversation for this tenant
+	CodeUnknownTool          = "unknown_tool"           // 422: "tools" names a tool that is not registered; "tool" names it
+	CodeConversationBusy     = "conversation_busy"      // 409: "busy_run_id" is the run in the way
+	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422: the key was used for another request
+	CodeRunFinished          = "run_finished"           // 409: cancel of a run that already ended
+	CodeRunCompleted         = "run_completed"          // 409: resume of a completed run
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405
+	CodeStreamingUnavailable = "streaming_unavailable"  // 501: "stream": true without a stream hook
+	CodeNotReady             = "not_ready"              // 503: GET /readyz when a dependency is down
+	CodeInternal             = "internal"               // 500: logged on the server, never detailed
+)
+
+// typeBase prefixes a problem's "type" URI; the code follows it.
+const typeBase = "https://agentd.dev/problems/"
+
+// problem is an RFC 9457 problem details body, with agentd's "code" and a
+// few optional extension members.
+type problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Code      string `json:"code"`
+	Instance  string `json:"instance,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	Field     string `json:"field,omitempty"`
+	Tool      string `json:"tool,omitempty"`
+	BusyRunID string `json:"busy_run_id,omitempty"`
+}
+
+// apiError is an error that is already a problem: a handler's verdict on the
+// request.
+type apiError struct {
+	status int
+	code   string
+	title  string
+	detail string
+	field  string
+	tool   string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.detail }
+
+func newError(status int, code, title, detail string) *apiError {
+	return &apiError{status: status, code: code, title: title, detail: detail}
+}
+
+// fieldError says that one field of the request is wrong.
+func fieldError(field, format string, args ...any) *apiError {
+	e := newError(http.StatusUnprocessableEntity, CodeInvalidField, "Invalid field",
+		field+": "+fmt.Sprintf(format, args...))
+	e.field = field
+	return e
+}
+
+// op says what a handler asked of the store, so that problemFor can tell
+// which resource a persist.ErrNotFound or persist.ErrConflict is about.
+type op int
+
+const (
+	opRead     op = iota // a read of a run
+	opConvRead           // a read of a conversation
+	opCreate             // RunCreate
+	opCancel             // RunCancel
+	opResume             // RunResume
+)
+
+// storeError is an error from the store, with what was asked.
+type storeError struct {
+	op  op
+	err error
+}
+
+func (e *storeError) Error() string { return e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// storeErr wraps a store error (nil stays nil).
+func storeErr(o op, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &storeError{op: o, err: err}
+}
+
+var errRunNotFound = newError(http.StatusNotFound, CodeRunNotFound, "Run not found", "no run with this id")
+
+var errConversationNotFound = newError(http.StatusNotFound, CodeConversationNotFound, "Conversation not found",
+	"no conversation with this id")
+
+// problemFor maps any error a handler returns to the problem the client
+// sees. It is the only place that does. internal is true for an error the
+// client is not told about, which the caller logs.
+func problemFor(err error) (p problem, internal bool) {
+	var ae *apiError
+	var busy *persist.BusyError
+	var tooLarge *http.MaxBytesError
+	var se *storeError
+	errors.As(err, &se)
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &tooLarge):
+		ae = newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "Body too large",
+			fmt.Sprintf("the request body exceeds %d bytes", tooLarge.Limit))
+	case errors.As(err, &busy):
+		p := newProblem(newError(http.StatusConflict, CodeConversationBusy, "Conversation busy",
+			"the conversation has a run in flight; retry when it ends, or send if_busy: enqueue or interrupt"))
+		p.BusyRunID = busy.RunID
+		return p, false
+	case errors.Is(err, persist.ErrIdempotencyMismatch):
+		ae = newError(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "Idempotency key reused",
+			"this Idempotency-Key was already used with a different request")
+	case se != nil && errors.Is(err, persist.ErrNotFound):
+		ae = errRunNotFound
+		if se.op == opConvRead || se.op == opCreate {
+			ae = errConversationNotFound
+		}
+	case se != nil && se.op == opCancel && errors.Is(err, persist.ErrConflict):
+		ae = newError(http.StatusConflict, CodeRunFinished, "Run finished", "the run has already finished")
+	case se != nil && se.op == opResume && errors.Is(err, persist.ErrConflict):
+		ae = newError(http.StatusConflict, CodeRunCompleted, "Run completed", "a completed run cannot be resumed")
+	default:
+		return newProblem(newError(http.StatusInternalServerError, CodeInternal, "Internal error",
+			"the server could not answer; the error is logged with this request's id")), true
+	}
+	return newProblem(ae), false
+}
+
+func newProblem(e *apiError) problem {
+	return problem{
+		Type:   typeBase + e.code,
+		Title:  e.title,
+		Status: e.status,
+		Detail: e.detail,
+		Code:   e.code,
+		Field:  e.field,
+		Tool:   e.tool,
+	}
+}
+
+// fail answers r with the problem for err, logging internal errors once.
+func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p, internal := problemFor(err)
+	if internal && errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away; nobody reads the answer and nothing failed.
+		s.log.DebugContext(r.Context(), "request cancelled by client", slog.String("request_id", requestIDFrom(r.Context())))
+	} else if internal {
+		s.metrics.internalErrors.Inc()
+		s.log.ErrorContext(r.Context(), "internal error", slog.String("error", err.Error()),
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.String("request_id", requestIDFrom(r.Context())))
+	}
+	s.writeProblem(w, r, p)
+}
+
+// writeProblem writes p as application/problem+json.
+func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
+	p.Instance = r.URL.Path
+	p.RequestID = requestIDFrom(r.Context())
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeJSON writes v as JSON with status.
+func (s *server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("encode response: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// handle adapts a handler that returns an error.
+func (s *server) handle(h func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.fail(w, r, err)
+		}
+	}
+}

@@ -1,0 +1,384 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"agentd/internal/persist"
+)
+
+// Limits of a POST /runs body beyond its overall size.
+const (
+	maxMetadataBytes = 16 << 10
+	maxTimeoutMS     = 24 * 60 * 60 * 1000
+	maxModelLen      = 256
+	maxKeyLen        = 255
+)
+
+// createRunRequest is the body of POST /runs. Pointers tell an absent field
+// from a zero one.
+type createRunRequest struct {
+	ConversationID *string          `json:"conversation_id"`
+	Input          json.RawMessage  `json:"input"`
+	Model          *string          `json:"model"`
+	Instructions   *string          `json:"instructions"`
+	Tools          *[]string        `json:"tools"`
+	MaxSteps       *int             `json:"max_steps"`
+	Timeouts       *timeoutsRequest `json:"timeouts"`
+	Stream         *bool            `json:"stream"`
+	OnDisconnect   *string          `json:"on_disconnect"`
+	IfBusy         *string          `json:"if_busy"`
+	Metadata       json.RawMessage  `json:"metadata"`
+}
+
+type timeoutsRequest struct {
+	TotalMS *int64 `json:"total_ms"`
+	StepMS  *int64 `json:"step_ms"`
+	IdleMS  *int64 `json:"idle_ms"`
+	ToolMS  *int64 `json:"tool_ms"`
+}
+
+// inputMessage is one element of an "input" array.
+type inputMessage struct {
+	Role    *string `json:"role"`
+	Content *string `json:"content"`
+}
+
+// readBody reads a request body of at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, err
+		}
+		return nil, newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body could not be read")
+	}
+	return body, nil
+}
+
+// decodeStrict decodes exactly one JSON value from data into v, refusing
+// fields that v does not have. prefix names where data sits in the body,
+// for error messages ("" for the body itself).
+func decodeStrict(data []byte, v any, prefix string) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body is empty")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, prefix)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body must hold one JSON value")
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into a problem.
+func jsonError(err error, prefix string) error {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syntax):
+		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON",
+			fmt.Sprintf("the request body is not valid JSON (at byte %d)", syntax.Offset))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body is truncated JSON")
+	case errors.As(err, &typ):
+		field := joinField(prefix, typ.Field)
+		if field == "" {
+			return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body must be a JSON object")
+		}
+		return fieldError(field, "must be %s, not %s", jsonType(typ.Type), typ.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		field := joinField(prefix, strings.Trim(name, `"`))
+		return fieldError(field, "is not a known field")
+	}
+	return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body could not be decoded")
+}
+
+func joinField(prefix, field string) string {
+	switch {
+	case prefix == "":
+		return field
+	case field == "":
+		return prefix
+	}
+	return prefix + "." + field
+}
+
+// jsonType names the JSON type that a Go type decodes from.
+func jsonType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// runParams checks a decoded request and fills in the defaults. It returns
+// the create parameters (without tenant and idempotency key) and whether the
+// client asked for a stream.
+func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool, error) {
+	var p persist.RunCreateParams
+	var err error
+	if req.ConversationID != nil {
+		id, err := uuid.Parse(*req.ConversationID)
+		if err != nil {
+			return p, false, fieldError("conversation_id", "must be a UUID")
+		}
+		p.ConversationID = id.String()
+	}
+	if p.Input, err = parseInput(req.Input); err != nil {
+		return p, false, err
+	}
+	if p.Model, err = s.model(req.Model); err != nil {
+		return p, false, err
+	}
+	if req.Instructions != nil {
+		p.Params.Instructions = *req.Instructions
+	}
+	if p.Params.Tools, err = s.toolNames(req.Tools); err != nil {
+		return p, false, err
+	}
+	p.Params.MaxSteps = s.defaults.MaxSteps
+	if req.MaxSteps != nil {
+		if *req.MaxSteps < 1 || *req.MaxSteps > s.defaults.MaxStepsLimit {
+			return p, false, fieldError("max_steps", "must be between 1 and %d", s.defaults.MaxStepsLimit)
+		}
+		p.Params.MaxSteps = *req.MaxSteps
+	}
+	if p.Params.Timeouts, err = s.timeouts(req.Timeouts); err != nil {
+		return p, false, err
+	}
+	if p.Params.OnDisconnect, err = oneOf("on_disconnect", req.OnDisconnect, "continue", "interrupt"); err != nil {
+		return p, false, err
+	}
+	if p.Params.IfBusy, err = oneOf("if_busy", req.IfBusy, "reject", "enqueue", "interrupt"); err != nil {
+		return p, false, err
+	}
+	if p.Params.Metadata, err = parseMetadata(req.Metadata); err != nil {
+		return p, false, err
+	}
+	return p, req.Stream != nil && *req.Stream, nil
+}
+
+// isNull reports whether raw is absent or JSON null.
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || bytes.Equal(t, []byte("null"))
+}
+
+// parseInput reads "input": a non-empty string (one user message) or a
+// non-empty array of messages.
+func parseInput(raw json.RawMessage) ([]persist.InputMessage, error) {
+	if isNull(raw) {
+		return nil, fieldError("input", "is required: a non-empty string or a non-empty array of messages")
+	}
+	raw = bytes.TrimSpace(raw)
+	switch raw[0] {
+	case '"':
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, fieldError("input", "must be a string or an array of messages")
+		}
+		if strings.TrimSpace(text) == "" {
+			return nil, fieldError("input", "must not be empty")
+		}
+		return []persist.InputMessage{{Role: "user", Content: text}}, nil
+	case '[':
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, fieldError("input", "must be a string or an array of messages")
+		}
+		if len(items) == 0 {
+			return nil, fieldError("input", "must not be an empty array")
+		}
+		out := make([]persist.InputMessage, 0, len(items))
+		for i, item := range items {
+			m, err := parseInputMessage(item, fmt.Sprintf("input[%d]", i))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, m)
+		}
+		return out, nil
+	}
+	return nil, fieldError("input", "must be a string or an array of messages")
+}
+
+func parseInputMessage(raw json.RawMessage, field string) (persist.InputMessage, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return persist.InputMessage{}, fieldError(field, "must be an object with role and content")
+	}
+	var m inputMessage
+	if err := decodeStrict(raw, &m, field); err != nil {
+		return persist.InputMessage{}, err
+	}
+	if m.Role == nil {
+		return persist.InputMessage{}, fieldError(field+".role", "is required")
+	}
+	switch *m.Role {
+	case "user", "assistant", "system":
+	default:
+		return persist.InputMessage{}, fieldError(field+".role", "must be user, assistant or system, not %q", *m.Role)
+	}
+	if m.Content == nil || *m.Content == "" {
+		return persist.InputMessage{}, fieldError(field+".content", "is required: a non-empty string")
+	}
+	return persist.InputMessage{Role: *m.Role, Content: *m.Content}, nil
+}
+
+func (s *server) model(m *string) (string, error) {
+	if m == nil {
+		if s.defaults.Model == "" {
+			return "", fieldError("model", "is required: the server has no default model")
+		}
+		return s.defaults.Model, nil
+	}
+	if strings.TrimSpace(*m) == "" || len(*m) > maxModelLen {
+		return "", fieldError("model", "must be a non-empty string of at most %d bytes", maxModelLen)
+	}
+	return *m, nil
+}
+
+// toolNames checks the requested tools: nil (absent) means every registered
+// tool, an empty list none.
+func (s *server) toolNames(names *[]string) ([]string, error) {
+	if names == nil {
+		return nil, nil
+	}
+	out := make([]string, 0, len(*names))
+	for _, n := range *names {
+		known := false
+		if s.tools != nil {
+			_, known = s.tools.Get(n)
+		}
+		if !known {
+			e := newError(http.StatusUnprocessableEntity, CodeUnknownTool, "Unknown tool",
+				fmt.Sprintf("tools: no tool named %q is registered (see GET /tools)", n))
+			e.field, e.tool = "tools", n
+			return nil, e
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (s *server) timeouts(t *timeoutsRequest) (persist.Timeouts, error) {
+	out := s.defaults.Timeouts
+	if t == nil {
+		return out, nil
+	}
+	for _, f := range []struct {
+		name string
+		in   *int64
+		out  *int64
+	}{
+		{"timeouts.total_ms", t.TotalMS, &out.TotalMS},
+		{"timeouts.step_ms", t.StepMS, &out.StepMS},
+		{"timeouts.idle_ms", t.IdleMS, &out.IdleMS},
+		{"timeouts.tool_ms", t.ToolMS, &out.ToolMS},
+	} {
+		if f.in == nil {
+			continue
+		}
+		if *f.in < 0 || *f.in > maxTimeoutMS {
+			return out, fieldError(f.name, "must be between 0 (none) and %d (24 h)", maxTimeoutMS)
+		}
+		*f.out = *f.in
+	}
+	return out, nil
+}
+
+// oneOf checks an optional enum field; absent gives the first value.
+func oneOf(field string, v *string, values ...string) (string, error) {
+	if v == nil {
+		return values[0], nil
+	}
+	if slices.Contains(values, *v) {
+		return *v, nil
+	}
+	return "", fieldError(field, "must be one of %s, not %q", strings.Join(values, ", "), *v)
+}
+
+func parseMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	raw = bytes.TrimSpace(raw)
+	if raw[0] != '{' {
+		return nil, fieldError("metadata", "must be a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, fieldError("metadata", "must be a JSON object")
+	}
+	if buf.Len() > maxMetadataBytes {
+		return nil, fieldError("metadata", "must be at most %d bytes of JSON", maxMetadataBytes)
+	}
+	return buf.Bytes(), nil
+}
+
+// validKey reports whether an Idempotency-Key is 1 to 255 printable ASCII
+// characters.
+func validKey(k string) bool {
+	if k == "" || len(k) > maxKeyLen {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// fingerprint identifies a POST /runs request for its idempotency key: the
+// SHA-256 of the tenant and the body in canonical form (keys sorted, no
+// insignificant space, numbers kept as written), so that a retry that
+// re-encodes the same JSON still matches. The body was decoded successfully
+// before, so it is one valid JSON value.
+func fingerprint(tenant string, body []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("canonicalise body: %w", err)
+	}
+	canon, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("canonicalise body: %w", err)
+	}
+	h := sha256.New()
+	h.Write([]byte("agentd/runs/v1\x00" + tenant + "\x00"))
+	h.Write(canon)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,229 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+
+	"agentd/internal/persist"
+)
+
+// Headers of POST /runs.
+const (
+	HeaderIdempotencyKey     = "Idempotency-Key"
+	HeaderIdempotentReplayed = "Idempotent-Replayed"
+)
+
+// Paging of GET /runs.
+const (
+	defaultRunLimit = 20
+	maxRunLimit     = 100
+)
+
+var runStatuses = []string{
+	persist.StatusQueued, persist.StatusRunning, persist.StatusRequiresAction, persist.StatusInterrupted,
+	persist.StatusCompleted, persist.StatusFailed, persist.StatusCancelled, persist.StatusTimedOut,
+}
+
+// runCreate answers POST /runs: 202 and the new run, or 200 and the first
+// run for a repeated Idempotency-Key.
+func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	tenant := TenantFromContext(ctx)
+	key := r.Header.Get(HeaderIdempotencyKey)
+	if key != "" && !validKey(key) {
+		return fieldError(HeaderIdempotencyKey, "must be 1 to %d printable ASCII characters", maxKeyLen)
+	}
+	body, err := readBody(w, r, s.maxBody)
+	if err != nil {
+		return err
+	}
+	var req createRunRequest
+	if err := decodeStrict(body, &req, ""); err != nil {
+		return err
+	}
+	p, stream, err := s.runParams(req)
+	if err != nil {
+		return err
+	}
+	if stream && s.stream == nil {
+		return newError(http.StatusNotImplemented, CodeStreamingUnavailable, "Streaming unavailable",
+			`this server cannot stream a run from POST /runs; send "stream": false and follow GET /runs/{id}`)
+	}
+	p.TenantID = tenant
+	if key != "" {
+		p.IdempotencyKey = key
+		if p.RequestHash, err = fingerprint(tenant, body); err != nil {
+			return err
+		}
+	}
+	run, created, err := s.store.RunCreate(ctx, p)
+	if err != nil {
+		return storeErr(opCreate, err)
+	}
+	w.Header().Set("Location", "/runs/"+run.ID)
+	if !created {
+		w.Header().Set(HeaderIdempotentReplayed, "true")
+	}
+	if stream {
+		s.stream(w, r, run)
+		return nil
+	}
+	status := http.StatusAccepted
+	if !created {
+		status = http.StatusOK
+	}
+	s.writeJSON(w, r, status, runView(run))
+	return nil
+}
+
+// runID reads the {id} of the path; a malformed id names no run.
+func runID(r *http.Request) (string, error) {
+	id, err := uuid.Parse(chi.URLParam(r, "id"))
+	if err != nil {
+		return "", errRunNotFound
+	}
+	return id.String(), nil
+}
+
+// runFor reads the run named by the path, for the request's tenant.
+func (s *server) runFor(r *http.Request) (persist.Run, error) {
+	id, err := runID(r)
+	if err != nil {
+		return persist.Run{}, err
+	}
+	run, err := s.store.RunGet(r.Context(), TenantFromContext(r.Context()), id)
+	return run, storeErr(opRead, err)
+}
+
+func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.runFor(r)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, runView(run))
+	return nil
+}
+
+// runList answers GET /runs: the tenant's runs, newest first, a page at a
+// time.
+func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	p := persist.RunListParams{TenantID: TenantFromContext(r.Context())}
+	if v := q.Get("conversation_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return fieldError("conversation_id", "must be a UUID")
+		}
+		p.ConversationID = id.String()
+	}
+	if v := q.Get("status"); v != "" {
+		if !slices.Contains(runStatuses, v) {
+			return fieldError("status", "must be one of %v, not %q", runStatuses, v)
+		}
+		p.Status = v
+	}
+	limit, err := intParam(q, "limit", defaultRunLimit, 1, maxRunLimit)
+	if err != nil {
+		return err
+	}
+	if v := q.Get("cursor"); v != "" {
+		if p.Before, err = decodeCursor(v); err != nil {
+			return err
+		}
+	}
+	p.Limit = limit + 1 // one more tells whether there is a next page
+	runs, err := s.store.RunList(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	out := runListJSON{Data: make([]runJSON, 0, min(len(runs), limit))}
+	if len(runs) > limit {
+		runs = runs[:limit]
+		c := encodeCursor(runs[limit-1].ID)
+		out.NextCursor = &c
+	}
+	for _, run := range runs {
+		out.Data = append(out.Data, runView(run))
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// encodeCursor makes the opaque cursor that follows the run with id.
+func encodeCursor(id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(id))
+}
+
+func decodeCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", fieldError("cursor", "is not a cursor given by this API")
+	}
+	id, err := uuid.Parse(string(b))
+	if err != nil {
+		return "", fieldError("cursor", "is not a cursor given by this API")
+	}
+	return id.String(), nil
+}
+
+// intParam reads an optional integer query parameter within [lo, hi].
+func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, fieldError(name, "must be an integer between %d and %d", lo, hi)
+	}
+	return n, nil
+}
+
+// stepsList answers GET /runs/{id}/steps: the run's steps with their tool
+// calls and attempts.
+func (s *server) stepsList(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.runFor(r)
+	if err != nil {
+		return err
+	}
+	steps, err := s.store.StepsList(r.Context(), run.ID)
+	if err != nil {
+		return err
+	}
+	out := listJSON[stepJSON]{Data: make([]stepJSON, 0, len(steps))}
+	for _, st := range steps {
+		out.Data = append(out.Data, stepView(st))
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+func (s *server) runCancel(w http.ResponseWriter, r *http.Request) error {
+	return s.runChange(w, r, opCancel, s.store.RunCancel)
+}
+
+func (s *server) runResume(w http.ResponseWriter, r *http.Request) error {
+	return s.runChange(w, r, opResume, s.store.RunResume)
+}
+
+// runChange applies a cancel or a resume and answers with the run.
+func (s *server) runChange(w http.ResponseWriter, r *http.Request, o op,
+	change func(ctx context.Context, tenantID, id string) (persist.Run, error)) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	run, err := change(r.Context(), TenantFromContext(r.Context()), id)
+	if err != nil {
+		return storeErr(o, err)
+	}
+	s.writeJSON(w, r, http.StatusOK, runView(run))
+	return nil
+}

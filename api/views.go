@@ -1,0 +1,281 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"agentd/internal/persist"
+	"agentd/internal/tools"
+)
+
+// The JSON shapes of responses. Field names are snake_case; absent values
+// are null rather than missing, so that every object of a kind has the same
+// keys.
+
+type runJSON struct {
+	ID             string           `json:"id"`
+	Object         string           `json:"object"`
+	TenantID       string           `json:"tenant_id"`
+	ConversationID string           `json:"conversation_id"`
+	Status         string           `json:"status"`
+	TerminalReason *string          `json:"terminal_reason"`
+	Model          string           `json:"model"`
+	Instructions   *string          `json:"instructions"`
+	Tools          []string         `json:"tools"` // null: every registered tool
+	MaxSteps       int              `json:"max_steps"`
+	Timeouts       persist.Timeouts `json:"timeouts"`
+	OnDisconnect   string           `json:"on_disconnect"`
+	IfBusy         string           `json:"if_busy"`
+	Metadata       json.RawMessage  `json:"metadata"`
+	Usage          persist.Usage    `json:"usage"`
+	StepCount      int              `json:"step_count"`
+	LastEventSeq   int64            `json:"last_event_seq"`
+	RequiredAction json.RawMessage  `json:"required_action"`
+	Error          json.RawMessage  `json:"error"`
+	CreatedAt      time.Time        `json:"created_at"`
+	StartedAt      *time.Time       `json:"started_at"`
+	FinishedAt     *time.Time       `json:"finished_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+	DeadlineAt     *time.Time       `json:"deadline_at"`
+}
+
+func runView(r persist.Run) runJSON {
+	md := r.Params.Metadata
+	if len(md) == 0 {
+		md = json.RawMessage(`{}`)
+	}
+	return runJSON{
+		ID:             r.ID,
+		Object:         "run",
+		TenantID:       r.TenantID,
+		ConversationID: r.ConversationID,
+		Status:         r.Status,
+		TerminalReason: nullString(r.TerminalReason),
+		Model:          r.Model,
+		Instructions:   nullString(r.Params.Instructions),
+		Tools:          r.Params.Tools,
+		MaxSteps:       r.Params.MaxSteps,
+		Timeouts:       r.Params.Timeouts,
+		OnDisconnect:   r.Params.OnDisconnect,
+		IfBusy:         r.Params.IfBusy,
+		Metadata:       md,
+		Usage:          r.Usage,
+		StepCount:      r.StepCount,
+		LastEventSeq:   r.LastEventSeq,
+		RequiredAction: nullRaw(r.RequiredAction),
+		Error:          nullRaw(r.Error),
+		CreatedAt:      r.CreatedAt.UTC(),
+		StartedAt:      utc(r.StartedAt),
+		FinishedAt:     utc(r.FinishedAt),
+		UpdatedAt:      r.UpdatedAt.UTC(),
+		DeadlineAt:     utc(r.DeadlineAt),
+	}
+}
+
+type stepJSON struct {
+	ID            string          `json:"id"`
+	Seq           int             `json:"seq"`
+	Status        string          `json:"status"`
+	FinishReason  *string         `json:"finish_reason"`
+	Transition    *string         `json:"transition"`
+	ModelAttempts int             `json:"model_attempts"`
+	Usage         persist.Usage   `json:"usage"`
+	Error         json.RawMessage `json:"error"`
+	StartedAt     time.Time       `json:"started_at"`
+	FinishedAt    *time.Time      `json:"finished_at"`
+	ToolCalls     []toolCallJSON  `json:"tool_calls"`
+}
+
+type toolCallJSON struct {
+	ID             string          `json:"id"`
+	CallID         string          `json:"call_id"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Effect         string          `json:"effect"`
+	Status         string          `json:"status"`
+	Result         json.RawMessage `json:"result"`
+	Error          json.RawMessage `json:"error"`
+	Attempts       int             `json:"attempts"`
+	AttemptLog     []attemptJSON   `json:"attempt_log"`
+	CreatedAt      time.Time       `json:"created_at"`
+	FinishedAt     *time.Time      `json:"finished_at"`
+}
+
+type attemptJSON struct {
+	N          int             `json:"n"`
+	Status     string          `json:"status"`
+	Error      json.RawMessage `json:"error"`
+	Worker     string          `json:"worker"`
+	Epoch      int64           `json:"epoch"`
+	StartedAt  time.Time       `json:"started_at"`
+	FinishedAt *time.Time      `json:"finished_at"`
+}
+
+func stepView(st persist.StepDetail) stepJSON {
+	out := stepJSON{
+		ID:            st.ID,
+		Seq:           st.Seq,
+		Status:        st.Status,
+		FinishReason:  nullString(st.FinishReason),
+		Transition:    nullString(st.Transition),
+		ModelAttempts: st.ModelAttempts,
+		Usage:         st.Usage,
+		Error:         nullRaw(st.Error),
+		StartedAt:     st.StartedAt.UTC(),
+		FinishedAt:    utc(st.FinishedAt),
+		ToolCalls:     make([]toolCallJSON, 0, len(st.Calls)),
+	}
+	for _, c := range st.Calls {
+		tc := toolCallJSON{
+			ID:             c.ID,
+			CallID:         c.CallID,
+			Name:           c.Name,
+			Arguments:      nullRaw(c.Arguments),
+			IdempotencyKey: c.IdempotencyKey,
+			Effect:         c.Effect,
+			Status:         c.Status,
+			Result:         nullRaw(c.Result),
+			Error:          nullRaw(c.Error),
+			Attempts:       c.ToolCall.Attempts,
+			AttemptLog:     make([]attemptJSON, 0, len(c.Attempts)),
+			CreatedAt:      c.CreatedAt.UTC(),
+			FinishedAt:     utc(c.FinishedAt),
+		}
+		for _, a := range c.Attempts {
+			tc.AttemptLog = append(tc.AttemptLog, attemptJSON{
+				N:          a.N,
+				Status:     a.Status,
+				Error:      nullRaw(a.Error),
+				Worker:     a.Worker,
+				Epoch:      a.Epoch,
+				StartedAt:  a.StartedAt.UTC(),
+				FinishedAt: utc(a.FinishedAt),
+			})
+		}
+		out.ToolCalls = append(out.ToolCalls, tc)
+	}
+	return out
+}
+
+type conversationJSON struct {
+	ID        string          `json:"id"`
+	Object    string          `json:"object"`
+	TenantID  string          `json:"tenant_id"`
+	Title     string          `json:"title"`
+	Metadata  json.RawMessage `json:"metadata"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+func conversationView(c persist.Conversation) conversationJSON {
+	md := c.Metadata
+	if len(md) == 0 {
+		md = json.RawMessage(`{}`)
+	}
+	return conversationJSON{
+		ID:        c.ID,
+		Object:    "conversation",
+		TenantID:  c.TenantID,
+		Title:     c.Title,
+		Metadata:  md,
+		CreatedAt: c.CreatedAt.UTC(),
+		UpdatedAt: c.UpdatedAt.UTC(),
+	}
+}
+
+type messageJSON struct {
+	ID             string         `json:"id"`
+	Object         string         `json:"object"`
+	ConversationID string         `json:"conversation_id"`
+	RunID          *string        `json:"run_id"`
+	Seq            int            `json:"seq"`
+	Role           string         `json:"role"`
+	Content        []persist.Part `json:"content"`
+	Status         string         `json:"status"`
+	CreatedAt      time.Time      `json:"created_at"`
+}
+
+func messageView(m persist.Message) messageJSON {
+	content := m.Content
+	if content == nil {
+		content = []persist.Part{}
+	}
+	return messageJSON{
+		ID:             m.ID,
+		Object:         "message",
+		ConversationID: m.ConversationID,
+		RunID:          nullString(m.RunID),
+		Seq:            m.Seq,
+		Role:           m.Role,
+		Content:        content,
+		Status:         m.Status,
+		CreatedAt:      m.CreatedAt.UTC(),
+	}
+}
+
+type toolJSON struct {
+	Name          string          `json:"name"`
+	Description   string          `json:"description"`
+	Parameters    json.RawMessage `json:"parameters"`
+	Effect        string          `json:"effect"`
+	TimeoutMS     *int64          `json:"timeout_ms"` // null: the run's tool timeout
+	NeedsApproval bool            `json:"needs_approval"`
+}
+
+func toolView(sp tools.Spec) toolJSON {
+	var timeout *int64
+	if sp.Timeout > 0 {
+		ms := sp.Timeout.Milliseconds()
+		timeout = &ms
+	}
+	return toolJSON{
+		Name:          sp.Name,
+		Description:   sp.Description,
+		Parameters:    nullRaw(sp.Parameters),
+		Effect:        string(sp.Effect),
+		TimeoutMS:     timeout,
+		NeedsApproval: sp.NeedsApproval,
+	}
+}
+
+// listJSON is the envelope of the lists that are not paged.
+type listJSON[T any] struct {
+	Data []T `json:"data"`
+}
+
+// runListJSON is a page of runs; next_cursor is null on the last page.
+type runListJSON struct {
+	Data       []runJSON `json:"data"`
+	NextCursor *string   `json:"next_cursor"`
+}
+
+// messageListJSON is a page of messages; next_after, the seq to pass as
+// "after" for the next page, is null on the last page.
+type messageListJSON struct {
+	Data      []messageJSON `json:"data"`
+	NextAfter *int          `json:"next_after"`
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// nullRaw makes an absent JSON value a JSON null.
+func nullRaw(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
