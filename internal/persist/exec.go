@@ -14,15 +14,10 @@ import (
 // conversation has nothing else in flight, or a running run whose lease
 // expired. It bumps the run's epoch, sets the lease and, on the first claim,
 // the run's deadline from its total timeout. ErrNotFound: nothing to claim.
-func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) (Run, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, `UPDATE runs SET status = 'running', epoch = epoch + 1, lease_owner = $1,
-			lease_expires_at = now() + $2 * interval '1 millisecond',
-			started_at = coalesce(started_at, now()),
-			deadline_at = coalesce(deadline_at, CASE WHEN (params->'timeouts'->>'total_ms')::bigint > 0
-				THEN now() + (params->'timeouts'->>'total_ms')::bigint * interval '1 millisecond' END),
-			updated_at = now()
-		WHERE id = (
-			SELECT q.id FROM runs q
+func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
+	var c Claim
+	row := s.pool.QueryRow(ctx, `WITH prev AS (
+			SELECT q.id AS prev_id, q.status AS prev_status FROM runs q
 			WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_expires_at < now()))
 			AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
 				AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
@@ -30,8 +25,24 @@ func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) 
 			LIMIT 1
 			FOR UPDATE SKIP LOCKED
 		)
-		RETURNING `+runColumns, worker, ttl.Milliseconds()))
-	return r, err
+		UPDATE runs SET status = 'running', epoch = epoch + 1, lease_owner = $1,
+			lease_expires_at = now() + $2 * interval '1 millisecond',
+			started_at = coalesce(started_at, now()),
+			deadline_at = coalesce(deadline_at, CASE WHEN (params->'timeouts'->>'total_ms')::bigint > 0
+				THEN now() + (params->'timeouts'->>'total_ms')::bigint * interval '1 millisecond' END),
+			updated_at = now()
+		FROM prev WHERE id = prev.prev_id
+		RETURNING prev.prev_status, `+runColumns, worker, ttl.Milliseconds())
+	r, err := scanRun(scanPrefix{row, &c.PrevStatus})
+	c.Run = r
+	return c, err
+}
+
+// Claim is a run just claimed, with the status it had before the claim
+// (queued for a new or resumed run, running for one taken over).
+type Claim struct {
+	Run
+	PrevStatus string
 }
 
 // LeaseExtend extends the lease of the run held under f and reports whether a

@@ -66,3 +66,12 @@ func (s *Store) Notify(ctx context.Context, channel, payload string) error {
 	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
 	return translate(err)
 }
+
+// NotifyMany sends one notification per payload on channel, in one statement.
+func (s *Store) NotifyMany(ctx context.Context, channel string, payloads []string) error {
+	if len(payloads) == 0 {
+		return nil
+	}
+	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`, channel, payloads)
+	return translate(err)
+}

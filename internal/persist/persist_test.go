@@ -49,7 +49,7 @@ func TestClaimFenceAndLeaseLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := s.RunClaim(ctx, "w2", time.Minute)
-	if err != nil || b.Epoch != 2 {
+	if err != nil || b.Epoch != 2 || b.PrevStatus != persist.StatusRunning {
 		t.Fatalf("takeover: %v epoch %d", err, b.Epoch)
 	}
 	_, err = s.Exec(ctx, f1, []persist.EventIn{{Type: "late"}}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 2})

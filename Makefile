@@ -1,0 +1,26 @@
+# agentd: run `make help` for the targets.
+.DEFAULT_GOAL := help
+GO ?= go
+
+.PHONY: help run fakellm test test-short lint build bench
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+run: ## run the server against the local PostgreSQL (the fake model unless OPENAI_API_KEY is set)
+	$(GO) run ./cmd/server
+
+fakellm: ## run the fake OpenAI-compatible model alone on 127.0.0.1:8090
+	$(GO) run ./cmd/fakellm
+
+test: ## run every test with the race detector (needs the local PostgreSQL)
+	$(GO) test -race -count=1 ./...
+
+lint: ## gofmt, go vet, and staticcheck when installed
+	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
+	$(GO) vet ./...
+	@if command -v staticcheck >/dev/null; then staticcheck ./...; else echo "staticcheck not installed: skipped"; fi
+
+build: ## build the server and the fake model into bin/
+	$(GO) build -o bin/agentd ./cmd/server
+	$(GO) build -o bin/fakellm ./cmd/fakellm

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"agentd/api"
+	"agentd/internal/llm"
+	"agentd/internal/llm/fakellm"
+	"agentd/internal/persist"
+	engine "agentd/internal/run"
+	"agentd/internal/tools"
+)
+
+// run starts agentd and serves until ctx ends, then shuts down in order:
+// stop claiming and drain runs (handing back what did not reach a step
+// boundary), close the streams, stop the HTTP server, close the pool. When
+// ready is not nil it is called with the bound address once serving.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+
+	startCtx, cancelStart := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelStart()
+	if err := persist.EnsureDatabase(startCtx, cfg.DatabaseURL); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	if cfg.Migrate {
+		if err := persist.Migrate(startCtx, cfg.DatabaseURL); err != nil {
+			return err
+		}
+	}
+	store, err := persist.Open(startCtx, cfg.DatabaseURL, int32(cfg.MaxConns))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	registry, err := buildTools(cfg)
+	if err != nil {
+		return fmt.Errorf("tools: %w", err)
+	}
+
+	model, modelName, stopModel, err := buildModel(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer stopModel()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	eng := engine.New(engine.Config{
+		Store: store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
+		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
+	})
+	handler := api.New(api.Config{
+		Store: store, Tools: registry, Logger: log, Registerer: reg,
+		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Defaults:     api.RunDefaults{Model: modelName},
+		MaxBodyBytes: cfg.MaxBodyBytes,
+	})
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	if err := eng.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("agentd serving", "addr", ln.Addr().String(), "worker", eng.WorkerID(), "workers", cfg.Workers,
+		"lease_ttl", cfg.LeaseTTL.String(), "model", modelName)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-serveErr:
+		runErr = fmt.Errorf("serve: %w", runErr)
+	}
+	log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
+	graceCtx, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	defer cancelGrace()
+	if err := eng.Stop(graceCtx); err != nil {
+		log.Warn("engine stop", "err", err)
+	}
+	httpCtx, cancelHTTP := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelHTTP()
+	if err := srv.Shutdown(httpCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+		srv.Close()
+	}
+	log.Info("stopped")
+	return runErr
+}
+
+func buildTools(cfg config) (*tools.Registry, error) {
+	list := []tools.Tool{tools.Calculator(), tools.Clock()}
+	if len(cfg.HTTPAllowHosts) > 0 {
+		list = append(list, tools.HTTPRequest(cfg.HTTPAllowHosts, nil))
+	}
+	if cfg.ToolsFile != "" {
+		hooks, err := tools.LoadFile(cfg.ToolsFile, nil)
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, hooks...)
+	}
+	return tools.NewRegistry(list...)
+}
+
+// buildModel returns the model adapter: the configured OpenAI-compatible
+// endpoint, or, without an API key, the built-in fake served on a loopback
+// port so that the real client code runs.
+func buildModel(cfg config, log *slog.Logger) (llm.Model, string, func(), error) {
+	name := cfg.Model
+	if cfg.OpenAIKey != "" {
+		if name == "" {
+			name = "gpt-4o-mini"
+		}
+		return llm.NewOpenAI(llm.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey}), name, func() {}, nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("fake model listen: %w", err)
+	}
+	srv := &http.Server{Handler: fakellm.New(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String() + "/v1"
+	if name == "" {
+		name = "fake"
+	}
+	log.Info("OPENAI_API_KEY is not set: using the built-in fake model; see README for its directives", "fake_base_url", base)
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+	return llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "fake"}), name, stop, nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"agentd/internal/persist/persisttest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	)
+}
+
+// TestServerEndToEnd starts the real server (fake model, migrations on a
+// fresh database), runs a tool-calling run over HTTP, and shuts down cleanly.
+func TestServerEndToEnd(t *testing.T) {
+	url := persisttest.NewDatabase(t)
+	env := map[string]string{"DATABASE_URL": url, "AGENTD_LOG_LEVEL": "warn"}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	var logs bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-migrate=true"}, func(k string) string { return env[k] },
+			&logs, io.Discard, func(a string) { addrc <- a })
+	}()
+	var base string
+	select {
+	case a := <-addrc:
+		base = "http://" + a
+	case err := <-done:
+		t.Fatalf("server exited: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("server did not start")
+	}
+
+	body := `{"input":"/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."}`
+	resp, err := http.Post(base+"/runs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	json.NewDecoder(resp.Body).Decode(&created)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") != "/runs/"+created.ID {
+		t.Fatalf("POST /runs: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	var got struct {
+		Status string `json:"status"`
+		Usage  struct {
+			InputTokens int `json:"input_tokens"`
+		} `json:"usage"`
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for got.Status != "completed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("run still %q", got.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+		r, err := http.Get(base + "/runs/" + created.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(r.Body).Decode(&got)
+		r.Body.Close()
+	}
+	if got.Usage.InputTokens == 0 {
+		t.Fatal("completed run reports no usage")
+	}
+	r, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	for _, series := range []string{`agentd_runs_total{reason="completed",status="completed"} 1`, `agentd_tool_attempts_total{outcome="succeeded",tool="calculator"} 1`} {
+		if !strings.Contains(string(metrics), series) {
+			t.Fatalf("metrics lack %s", series)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("server stopped with %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not stop")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	_, err := parseConfig([]string{"-workers", "0", "-lease-ttl", "soon"}, func(string) string { return "" }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "workers") || !strings.Contains(err.Error(), "lease-ttl") {
+		t.Fatalf("bad config accepted or not explained: %v", err)
+	}
+	c, err := parseConfig(nil, func(k string) string {
+		return map[string]string{"AGENTD_ADDR": "0.0.0.0:9999", "AGENTD_WORKERS": "3"}[k]
+	}, io.Discard)
+	if err != nil || c.Addr != "0.0.0.0:9999" || c.Workers != 3 || c.DatabaseURL != defaultDatabaseURL || c.LeaseTTL != 15*time.Second {
+		t.Fatalf("env config: %+v %v", c, err)
+	}
+}
