@@ -1,0 +1,124 @@
+package run_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+)
+
+func TestModelFaultsAreRetriedAndPartialTextRetracted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	// Step 1 fails with a 500 once; step 2's stream is cut after half its text.
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/fault 500@0\n/fault truncate@1\n/say a fairly long final answer", persist.RunParams{})
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted {
+		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+	}
+	steps, err := b.store.StepsList(context.Background(), r.ID)
+	if err != nil || len(steps) != 2 {
+		t.Fatalf("steps %d %v", len(steps), err)
+	}
+	if steps[0].ModelAttempts != 2 || steps[1].ModelAttempts != 2 || steps[1].Transition != "model_retry" {
+		t.Fatalf("model attempts %d and %d, transition %q", steps[0].ModelAttempts, steps[1].ModelAttempts, steps[1].Transition)
+	}
+	if b.fake.Calls() != 4 {
+		t.Fatalf("model calls %d, want 4", b.fake.Calls())
+	}
+	evs := b.events(t, r.ID)
+	c := countTypes(evs)
+	if c["step.retracted"] != 1 {
+		t.Fatalf("event counts %v", c)
+	}
+	// The retraction follows the cut text and precedes the re-asked text.
+	var sawDelta, sawRetract bool
+	for _, e := range evs {
+		switch {
+		case e.Type == "message.delta" && !sawRetract:
+			sawDelta = true
+		case e.Type == "step.retracted":
+			sawRetract = true
+		}
+	}
+	if !sawDelta || !sawRetract {
+		t.Fatal("no streamed text before the retraction")
+	}
+}
+
+func TestMaxStepsEndsRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call calculator {\"expression\":\"2\"}\n/say never", persist.RunParams{MaxSteps: 1})
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted || r.TerminalReason != persist.ReasonMaxSteps || r.StepCount != 1 {
+		t.Fatalf("run ended %s/%s after %d steps", r.Status, r.TerminalReason, r.StepCount)
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	total := b.create(t, "/stream 100 50", persist.RunParams{Timeouts: persist.Timeouts{TotalMS: 300}})
+	step := b.create(t, "/call blocker {}\n/say never", persist.RunParams{Timeouts: persist.Timeouts{StepMS: 300}})
+	for _, c := range []struct {
+		id     string
+		reason string
+	}{{total.ID, persist.ReasonTimedOutTotal}, {step.ID, persist.ReasonTimedOutStep}} {
+		r := b.wait(t, c.id, nil)
+		if r.Status != persist.StatusTimedOut || r.TerminalReason != c.reason {
+			t.Fatalf("run ended %s/%s, want timed_out/%s", r.Status, r.TerminalReason, c.reason)
+		}
+		if evs := b.events(t, c.id); evs[len(evs)-1].Type != "run.timed_out" {
+			t.Fatalf("last event %s", evs[len(evs)-1].Type)
+		}
+	}
+}
+
+func TestInvalidArgumentsGoBackToTheModel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call calculator {\"expr\":1}\n/call no_such_tool {}\n/say repaired", persist.RunParams{})
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted {
+		t.Fatalf("run ended %s", r.Status)
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	for _, c := range steps[0].Calls {
+		if c.Status != persist.CallFailed || len(c.Attempts) != 0 || len(c.Error) == 0 {
+			t.Fatalf("call %s: %s with %d attempts, error %s", c.Name, c.Status, len(c.Attempts), c.Error)
+		}
+	}
+	msgs, _ := b.store.MessagesList(context.Background(), r.ConversationID, 0, 100)
+	if len(msgs) != 5 || !msgs[2].Content[0].IsError || !msgs[3].Content[0].IsError {
+		t.Fatalf("tool errors not given to the model: %d messages", len(msgs))
+	}
+}
+
+func TestShutdownHandsRunsBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ttl := 30 * time.Second // a takeover must not wait for the TTL
+	e1 := b.engine(t, ttl)
+	r := b.create(t, "/call blocker {}\n/say finished", persist.RunParams{})
+	waitPath(t, b.sink, "/block")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := e1.Stop(ctx); err == nil {
+		t.Fatal("stop reported no run handed back")
+	}
+	start := time.Now()
+	b.engine(t, ttl)
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted || r.Epoch != 2 {
+		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
+	}
+	if waited := time.Since(start); waited > ttl/2 {
+		t.Fatalf("takeover waited %v: the lease was not handed back", waited)
+	}
+}
