@@ -45,16 +45,25 @@ type Claim struct {
 	PrevStatus string
 }
 
-// LeaseExtend extends the lease of the run held under f and reports whether a
-// cancel was requested. ErrLeaseLost: the run moved on to another epoch.
-func (s *Store) LeaseExtend(ctx context.Context, f Fence, ttl time.Duration) (cancelRequested bool, err error) {
-	err = s.pool.QueryRow(ctx, `UPDATE runs SET lease_expires_at = now() + $3 * interval '1 millisecond'
-		WHERE id = $1 AND epoch = $2 AND status = 'running' RETURNING cancel_requested_at IS NOT NULL`,
-		f.RunID, f.Epoch, ttl.Milliseconds()).Scan(&cancelRequested)
+// LeaseState is what a lease extension learns of the run.
+type LeaseState struct {
+	CancelRequested    bool
+	InterruptRequested bool
+}
+
+// LeaseExtend extends the lease of the run held under f and reports whether
+// a cancel or an interrupt was requested. ErrLeaseLost: the run moved on to
+// another epoch.
+func (s *Store) LeaseExtend(ctx context.Context, f Fence, ttl time.Duration) (LeaseState, error) {
+	var st LeaseState
+	err := s.pool.QueryRow(ctx, `UPDATE runs SET lease_expires_at = now() + $3 * interval '1 millisecond'
+		WHERE id = $1 AND epoch = $2 AND status = 'running'
+		RETURNING cancel_requested_at IS NOT NULL, interrupt_requested_at IS NOT NULL`,
+		f.RunID, f.Epoch, ttl.Milliseconds()).Scan(&st.CancelRequested, &st.InterruptRequested)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, ErrLeaseLost
+		return st, ErrLeaseLost
 	}
-	return cancelRequested, translate(err)
+	return st, translate(err)
 }
 
 // LeaseRelease hands a running run back so that a peer can claim it at once.
@@ -318,7 +327,7 @@ func (o RunEnd) apply(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	_, err = tx.Exec(ctx, `UPDATE runs SET status = $2, terminal_reason = nullif($3, ''), error = $4, required_action = $5,
-		lease_owner = NULL, lease_expires_at = NULL,
+		lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL,
 		finished_at = CASE WHEN $2 IN ('completed', 'failed', 'cancelled', 'timed_out', 'interrupted') THEN now() END
 		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action)
 	if err != nil {

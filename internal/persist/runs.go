@@ -20,7 +20,7 @@ const (
 
 const runColumns = `id, tenant_id, conversation_id, status, coalesce(terminal_reason, ''), model, params,
 	coalesce(idempotency_key, ''), epoch, coalesce(lease_owner, ''), lease_expires_at, deadline_at,
-	cancel_requested_at, required_action, last_event_seq, step_count,
+	cancel_requested_at, interrupt_requested_at, required_action, last_event_seq, step_count,
 	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error,
 	created_at, started_at, finished_at, updated_at`
 
@@ -29,7 +29,7 @@ func scanRun(row pgx.Row) (Run, error) {
 	var params []byte
 	err := row.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.Status, &r.TerminalReason, &r.Model, &params,
 		&r.IdempotencyKey, &r.Epoch, &r.LeaseOwner, &r.LeaseExpiresAt, &r.DeadlineAt,
-		&r.CancelRequestedAt, &r.RequiredAction, &r.LastEventSeq, &r.StepCount,
+		&r.CancelRequestedAt, &r.InterruptRequestedAt, &r.RequiredAction, &r.LastEventSeq, &r.StepCount,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CachedInputTokens, &r.Usage.ReasoningTokens, &r.Error,
 		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt)
 	if err != nil {
@@ -315,7 +315,7 @@ func (s *Store) RunResume(ctx context.Context, tenantID, id string) (Run, error)
 			return fmt.Errorf("run is completed: %w", ErrConflict)
 		}
 		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', terminal_reason = NULL, error = NULL,
-			deadline_at = NULL, cancel_requested_at = NULL, finished_at = NULL, updated_at = now()
+			deadline_at = NULL, cancel_requested_at = NULL, interrupt_requested_at = NULL, finished_at = NULL, updated_at = now()
 			WHERE id = $1`, id); err != nil {
 			return err
 		}
@@ -326,6 +326,50 @@ func (s *Store) RunResume(ctx context.Context, tenantID, id string) (Run, error)
 		return Run{}, err
 	}
 	return s.RunGet(ctx, tenantID, id)
+}
+
+// InterruptPayload marks a ChannelCancel notification that asks for an
+// interrupt rather than a cancel: "<run id>:interrupt".
+const InterruptPayload = ":interrupt"
+
+// RunInterrupt asks a run to stop at its next safe point with status
+// interrupted (its client went away and it asked for that). A queued run is
+// interrupted at once; a running one is flagged and its executor told through
+// NOTIFY; a run in any other state is left as it is. It returns the run.
+func (s *Store) RunInterrupt(ctx context.Context, id string) (Run, error) {
+	var lastSeq int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		switch r.Status {
+		case StatusRunning:
+			if _, err := tx.Exec(ctx, `UPDATE runs SET interrupt_requested_at = coalesce(interrupt_requested_at, now()),
+				updated_at = now() WHERE id = $1`, id); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, id+InterruptPayload)
+			return err
+		case StatusQueued:
+			lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []EventIn{{Type: "run.interrupted", Step: r.StepCount,
+				Data: map[string]any{"status": StatusInterrupted, "reason": ReasonInterrupted}}})
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE runs SET status = 'interrupted', terminal_reason = 'interrupted',
+				finished_at = now(), updated_at = now(), last_event_seq = $2 WHERE id = $1`, id, lastSeq)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	if lastSeq > 0 && s.OnCommit != nil {
+		s.OnCommit(id, lastSeq)
+	}
+	return s.RunByID(ctx, id)
 }
 
 // newID returns a new UUIDv7.

@@ -82,6 +82,9 @@ type Run struct {
 	LeaseExpiresAt    *time.Time
 	DeadlineAt        *time.Time
 	CancelRequestedAt *time.Time
+	// InterruptRequestedAt is set when the run's stream client went away
+	// and the run asked to be interrupted then.
+	InterruptRequestedAt *time.Time
 	RequiredAction    json.RawMessage
 	LastEventSeq      int64
 	StepCount         int

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 // Store is what the engine needs of persistence.
 type Store interface {
 	RunClaim(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
-	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (bool, error)
+	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	Exec(ctx context.Context, f persist.Fence, evs []persist.EventIn, ops ...persist.Op) (int64, error)
 	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
@@ -30,7 +31,8 @@ var _ Store = (*persist.Store)(nil)
 
 // Causes of a run's context ending; the executor branches on them.
 var (
-	ErrCancelRequested = errors.New("run cancelled by request")
+	ErrCancelRequested    = errors.New("run cancelled by request")
+	ErrInterruptRequested = errors.New("run interrupted: its client went away")
 	ErrRunDeadline     = errors.New("run deadline exceeded")
 	ErrStepDeadline    = errors.New("step deadline exceeded")
 	ErrShutdown        = errors.New("instance shutting down")
@@ -160,10 +162,15 @@ func (e *Engine) onNotify(channel, payload string) {
 	case persist.ChannelRuns:
 		e.Wake()
 	case persist.ChannelCancel:
+		id, interrupt := strings.CutSuffix(payload, persist.InterruptPayload)
 		e.mu.Lock()
-		x := e.active[payload]
+		x := e.active[id]
 		e.mu.Unlock()
-		if x != nil {
+		switch {
+		case x == nil:
+		case interrupt:
+			x.interrupt()
+		default:
 			x.cancel(ErrCancelRequested)
 		}
 	}

@@ -25,6 +25,12 @@ type execution struct {
 	cancel    context.CancelCauseFunc
 	draining  atomic.Bool // stop at the next step boundary (graceful shutdown)
 	abandoned atomic.Bool // write nothing more (crash stand-in)
+	// interrupted: stop at the next safe point (a step boundary, or before
+	// the next tool attempt); a model call under way is cut, since its step
+	// is simply asked again on resume.
+	interrupted atomic.Bool
+	modelMu     sync.Mutex
+	modelCancel context.CancelCauseFunc
 	first     bool        // the first pass of the loop in this claim
 }
 
@@ -61,6 +67,16 @@ func (x *execution) write(ctx context.Context, evs []persist.EventIn, ops ...per
 	return err
 }
 
+// interrupt asks the run to stop at its next safe point.
+func (x *execution) interrupt() {
+	x.interrupted.Store(true)
+	x.modelMu.Lock()
+	if x.modelCancel != nil {
+		x.modelCancel(ErrInterruptRequested)
+	}
+	x.modelMu.Unlock()
+}
+
 // durable returns a context for writes that must land even though the run's
 // context ended.
 func (x *execution) durable() context.Context { return context.WithoutCancel(x.ctx) }
@@ -76,6 +92,9 @@ func (x *execution) execute() {
 	}
 	if x.claim.CancelRequestedAt != nil {
 		x.cancel(ErrCancelRequested)
+	}
+	if x.claim.InterruptRequestedAt != nil {
+		x.interrupt()
 	}
 	err := x.loop()
 	cause := context.Cause(x.ctx)
@@ -112,7 +131,7 @@ func (x *execution) heartbeat() func() {
 			case <-t.C:
 			}
 			c, cancel := context.WithTimeout(ctx, x.e.cfg.LeaseTTL/3)
-			cancelRequested, err := x.e.cfg.Store.LeaseExtend(c, x.fence, x.e.cfg.LeaseTTL)
+			state, err := x.e.cfg.Store.LeaseExtend(c, x.fence, x.e.cfg.LeaseTTL)
 			cancel()
 			switch {
 			case errors.Is(err, persist.ErrLeaseLost):
@@ -123,8 +142,10 @@ func (x *execution) heartbeat() func() {
 				if ctx.Err() == nil {
 					x.log.Warn("extend lease", "err", err)
 				}
-			case cancelRequested:
+			case state.CancelRequested:
 				x.cancel(ErrCancelRequested)
+			case state.InterruptRequested:
+				x.interrupt()
 			}
 		}
 	}()
@@ -149,6 +170,9 @@ func (x *execution) loop() error {
 		var last *persist.Step
 		if n := len(st.Steps); n > 0 {
 			last = &st.Steps[n-1]
+		}
+		if x.interrupted.Load() {
+			return x.end(st, last, persist.StatusInterrupted, persist.ReasonInterrupted, nil)
 		}
 		switch {
 		case last == nil || last.Status == persist.StepCompleted:
@@ -341,6 +365,9 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 		if co.failed != nil {
 			return true, x.stopFor(st, co.failed)
 		}
+		if x.interrupted.Load() && x.ctx.Err() == nil {
+			return true, x.end(st, step, persist.StatusInterrupted, persist.ReasonInterrupted, nil)
+		}
 		if ctx.Err() != nil {
 			if errors.Is(context.Cause(ctx), ErrStepDeadline) && x.ctx.Err() == nil {
 				return true, x.end(st, step, persist.StatusTimedOut, persist.ReasonTimedOutStep, map[string]any{"message": "the step's timeout elapsed"})
@@ -403,6 +430,19 @@ func (x *execution) callModel(ctx context.Context, req llm.Request, idle time.Du
 	sent := time.Now()
 	first := true
 	req.IdleTimeout = idle
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	x.modelMu.Lock()
+	x.modelCancel = cancel
+	x.modelMu.Unlock()
+	defer func() {
+		x.modelMu.Lock()
+		x.modelCancel = nil
+		x.modelMu.Unlock()
+	}()
+	if x.interrupted.Load() {
+		cancel(ErrInterruptRequested)
+	}
 	resp, err := x.e.cfg.Model.Stream(ctx, req, func(text string) {
 		if first {
 			first = false

@@ -122,3 +122,41 @@ func TestShutdownHandsRunsBack(t *testing.T) {
 		t.Fatalf("takeover waited %v: the lease was not handed back", waited)
 	}
 }
+
+func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call effect {}\n/next\n/stream 100 20", persist.RunParams{OnDisconnect: "interrupt"})
+	// Interrupt while step 2 streams its answer.
+	b.wait(t, r.ID, func(persist.Run) bool {
+		evs, _ := b.store.EventsAfter(context.Background(), r.ID, 0, 1000)
+		return countTypes(evs)["message.delta"] >= 2
+	})
+	if _, err := b.store.RunInterrupt(context.Background(), r.ID); err != nil {
+		t.Fatal(err)
+	}
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusInterrupted || r.TerminalReason != persist.ReasonInterrupted {
+		t.Fatalf("run ended %s/%s, want interrupted", r.Status, r.TerminalReason)
+	}
+	before := b.events(t, r.ID)
+	if before[len(before)-1].Type != "run.interrupted" {
+		t.Fatalf("last event %s", before[len(before)-1].Type)
+	}
+	if _, err := b.store.RunResume(context.Background(), "default", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusCompleted || r.Status == persist.StatusFailed })
+	if r.Status != persist.StatusCompleted {
+		t.Fatalf("resumed run ended %s/%s", r.Status, r.TerminalReason)
+	}
+	if reqs, keys := b.sink.count("/ok"); reqs != 1 || keys != 1 {
+		t.Fatalf("side effect ran %d times, want once", reqs)
+	}
+	after := b.events(t, r.ID) // gapless from 1, so the resumed stream continued the same seq
+	c := countTypes(after[len(before):])
+	if c["run.resumed"] != 1 || c["step.retracted"] != 1 || c["run.completed"] != 1 {
+		t.Fatalf("events after resume %v", c)
+	}
+}

@@ -43,7 +43,7 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 		wg.Wait()
 	} else {
 		for _, i := range pending {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || x.interrupted.Load() {
 				break
 			}
 			x.runCall(ctx, st, step, &calls[i])
@@ -58,6 +58,14 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 	for _, c := range calls {
 		if c.Status == persist.CallUnknown {
 			return true, x.requireOutcome(st, step, c)
+		}
+	}
+	if x.interrupted.Load() {
+		for _, c := range calls {
+			if c.Status == persist.CallPlanned || c.Status == persist.CallRunning {
+				// The rest of the step runs when the run is resumed.
+				return true, x.end(st, step, persist.StatusInterrupted, persist.ReasonInterrupted, nil)
+			}
 		}
 	}
 	if ctx.Err() != nil {
@@ -164,6 +172,9 @@ func (x *execution) runCall(ctx context.Context, st persist.RunState, step *pers
 	}
 	for {
 		n := c.Attempts + 1
+		if n > 1 && x.interrupted.Load() {
+			return // attempted again when the run is resumed
+		}
 		attemptID := persist.NewID()
 		if err := x.write(ctx, []persist.EventIn{{Type: "tool_attempt.started", Step: step.Seq, Data: map[string]any{
 			"tool_call_id": c.ID, "call_id": c.CallID, "name": c.Name, "attempt": n}}},
