@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 GO ?= go
 
-.PHONY: help run fakellm test test-short lint build bench
+.PHONY: help run fakellm test lint build chaos bench
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,3 +24,6 @@ lint: ## gofmt, go vet, and staticcheck when installed
 build: ## build the server and the fake model into bin/
 	$(GO) build -o bin/agentd ./cmd/server
 	$(GO) build -o bin/fakellm ./cmd/fakellm
+
+chaos: ## a longer SIGKILL chaos run: 200 runs, 10 kills of real server processes
+	AGENTD_CHAOS_RUNS=200 AGENTD_CHAOS_KILLS=10 $(GO) test -count=1 -run TestChaosKill -v ./cmd/server/
