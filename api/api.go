@@ -34,6 +34,7 @@ type Store interface {
 	// RunResume re-queues a run: persist.ErrNotFound, or persist.ErrConflict
 	// when the run is completed.
 	RunResume(ctx context.Context, tenantID, id string) (persist.Run, error)
+	RunResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
 	// StepsList returns a run's steps with their tool calls and attempts.
 	StepsList(ctx context.Context, runID string) ([]persist.StepDetail, error)
 	// ConversationGet returns a tenant's conversation, or persist.ErrNotFound.
@@ -198,6 +199,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.Get("/runs/{id}/steps", s.handle(s.stepsList))
 		r.With(s.requireJSON).Post("/runs/{id}/cancel", s.handle(s.runCancel))
 		r.With(s.requireJSON).Post("/runs/{id}/resume", s.handle(s.runResume))
+		r.With(s.requireJSON).Post("/runs/{id}/actions", s.handle(s.runAction))
 		if cfg.Events != nil {
 			r.With(s.loadRun).Method(http.MethodGet, "/runs/{id}/events", cfg.Events)
 		}

@@ -26,6 +26,8 @@ const (
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422: the key was used for another request
 	CodeRunFinished          = "run_finished"           // 409: cancel of a run that already ended
 	CodeRunCompleted         = "run_completed"          // 409: resume of a completed run
+	CodeRunNotWaiting        = "run_not_waiting"        // 409: an action for a run that is not requires_action
+	CodeActionMismatch       = "action_mismatch"        // 409: the run waits for an action about another tool call
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405
 	CodeStreamingUnavailable = "streaming_unavailable"  // 501: "stream": true without a stream hook
 	CodeNotReady             = "not_ready"              // 503: GET /readyz when a dependency is down
@@ -85,6 +87,7 @@ const (
 	opCreate             // RunCreate
 	opCancel             // RunCancel
 	opResume             // RunResume
+	opAction             // RunResolveAction
 )
 
 // storeError is an error from the store, with what was asked.
@@ -138,6 +141,11 @@ func problemFor(err error) (p problem, internal bool) {
 		}
 	case se != nil && se.op == opCancel && errors.Is(err, persist.ErrConflict):
 		ae = newError(http.StatusConflict, CodeRunFinished, "Run finished", "the run has already finished")
+	case errors.Is(err, persist.ErrNotWaiting):
+		ae = newError(http.StatusConflict, CodeRunNotWaiting, "Run not waiting", "the run is not waiting for an action")
+	case errors.Is(err, persist.ErrActionMismatch):
+		ae = newError(http.StatusConflict, CodeActionMismatch, "Action mismatch",
+			"the run waits for an action about another tool call; see its required_action")
 	case se != nil && se.op == opResume && errors.Is(err, persist.ErrConflict):
 		ae = newError(http.StatusConflict, CodeRunCompleted, "Run completed", "a completed run cannot be resumed")
 	default:

@@ -75,6 +75,10 @@ func newSink(t *testing.T) *sink {
 				s.mu.Unlock()
 				return
 			}
+		case "/reconcile": // the effect happened
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"status":"succeeded","result":{"reconciled":true}}`)
+			return
 		case "/block": // answers once released; hangs the first time per key
 			if n == 1 {
 				select {
@@ -134,15 +138,22 @@ func setup(t *testing.T) *bundle {
 		name, path string
 		effect     tools.Effect
 		timeoutMS  int
+		reconcile  string
 	}{
-		{"flaky", "/flaky", tools.Idempotent, 2000},
-		{"slow_effect", "/slow", tools.SideEffect, 300},
-		{"effect", "/ok", tools.SideEffect, 2000},
-		{"blocker", "/block", tools.Idempotent, 30000},
-		{"block_effect", "/block", tools.SideEffect, 30000},
+		{"reconciled_effect", "/slow", tools.SideEffect, 300, "/reconcile"},
+		{"retry_effect", "/block", tools.SideEffect, 300, ""},
+		{"flaky", "/flaky", tools.Idempotent, 2000, ""},
+		{"slow_effect", "/slow", tools.SideEffect, 300, ""},
+		{"effect", "/ok", tools.SideEffect, 2000, ""},
+		{"blocker", "/block", tools.Idempotent, 30000, ""},
+		{"block_effect", "/block", tools.SideEffect, 30000, ""},
 	} {
+		var reconcile string
+		if h.reconcile != "" {
+			reconcile = sk.srv.URL + h.reconcile
+		}
 		tool, err := tools.NewWebhook(tools.WebhookConfig{Name: h.name, Description: h.name, Parameters: obj,
-			URL: sk.srv.URL + h.path, Effect: h.effect, TimeoutMS: h.timeoutMS}, nil)
+			URL: sk.srv.URL + h.path, Effect: h.effect, TimeoutMS: h.timeoutMS, ReconcileURL: reconcile}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

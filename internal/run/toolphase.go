@@ -55,6 +55,14 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 	if x.ctx.Err() != nil {
 		return true, x.stopFor(st, nil)
 	}
+	for i := range calls {
+		if calls[i].Status == persist.CallUnknown && x.ctx.Err() == nil {
+			x.reconcile(ctx, st, step, &calls[i])
+		}
+	}
+	if x.ctx.Err() != nil {
+		return true, x.stopFor(st, nil)
+	}
 	for _, c := range calls {
 		if c.Status == persist.CallUnknown {
 			return true, x.requireOutcome(st, step, c)
@@ -280,6 +288,52 @@ func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, status s
 	if errData != nil {
 		b, _ := json.Marshal(errData)
 		c.Error = b
+	}
+}
+
+// reconcile asks the tool's reconciler, when it has one, what became of a
+// call whose outcome is unknown: it happened (its result is recorded), it
+// failed, it did not happen (it is attempted again with the same key), or
+// nobody knows (the call stays unknown and a client decides).
+func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *persist.Step, c *persist.ToolCall) {
+	tool, ok := x.e.cfg.Tools.Get(c.Name)
+	if !ok {
+		return
+	}
+	rec, ok := tool.(tools.Reconciler)
+	if !ok || !rec.CanReconcile() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, tool.Spec().AttemptTimeout(x.e.cfg.ToolTimeout))
+	res, err := rec.Reconcile(rctx, tools.Call{RunID: st.Run.ID, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
+		Attempt: c.Attempts, Arguments: c.Arguments})
+	cancel()
+	if err != nil {
+		x.log.Warn("reconcile tool call", "tool_call_id", c.ID, "err", err)
+		return
+	}
+	x.e.m.ToolAttempts.WithLabelValues(c.Name, "reconciled_"+string(res.Outcome)).Inc()
+	switch res.Outcome {
+	case tools.OutcomeSucceeded:
+		result := res.Result
+		if len(result) == 0 {
+			result = json.RawMessage(`null`)
+		}
+		x.finishCall(step, c, persist.CallSucceeded, tools.Truncate(result, tool.Spec().ResultLimit()), nil, nil)
+	case tools.OutcomeFailed:
+		msg := res.Message
+		if msg == "" {
+			msg = "the tool call failed (reported by its reconciler)"
+		}
+		x.finishCall(step, c, persist.CallFailed, nil, map[string]any{"message": msg, "kind": "reconciled"}, nil)
+	case tools.OutcomeNotApplied:
+		if err := x.write(x.durable(), []persist.EventIn{{Type: "tool_call.retry_allowed", Step: step.Seq, Data: map[string]any{
+			"tool_call_id": c.ID, "status": persist.CallRunning, "retry": true, "resolved_by": "reconciler"}}},
+			persist.ToolCallFinish{ID: c.ID, Status: persist.CallRunning}); err != nil {
+			return
+		}
+		c.Status = persist.CallRunning
+		x.runCall(ctx, st, step, c)
 	}
 }
 

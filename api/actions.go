@@ -1,0 +1,71 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"agentd/internal/persist"
+)
+
+// actionRequest is the body of POST /runs/{id}/actions: a client's decision
+// on the tool call whose outcome a requires_action run asks about.
+type actionRequest struct {
+	ToolCallID *string         `json:"tool_call_id"`
+	Decision   *string         `json:"decision"`
+	Result     json.RawMessage `json:"result"`
+	Error      *string         `json:"error"`
+}
+
+func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	body, err := readBody(w, r, s.maxBody)
+	if err != nil {
+		return err
+	}
+	var req actionRequest
+	if err := decodeStrict(body, &req, ""); err != nil {
+		return err
+	}
+	if req.ToolCallID == nil || uuid.Validate(*req.ToolCallID) != nil {
+		return fieldError("tool_call_id", "is required: the tool_call_id of the run's required_action")
+	}
+	if req.Decision == nil {
+		return fieldError("decision", "is required: one of result, retry, fail")
+	}
+	decision, err := oneOf("decision", req.Decision, persist.DecisionResult, persist.DecisionRetry, persist.DecisionFail)
+	if err != nil {
+		return err
+	}
+	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: *req.ToolCallID, Decision: decision}
+	switch decision {
+	case persist.DecisionResult:
+		if len(req.Result) == 0 {
+			return fieldError("result", "is required with decision result: the tool's result as JSON")
+		}
+		p.Result = req.Result
+	default:
+		if len(req.Result) > 0 {
+			return fieldError("result", "is only allowed with decision result")
+		}
+	}
+	if req.Error != nil {
+		if decision != persist.DecisionFail {
+			return fieldError("error", "is only allowed with decision fail")
+		}
+		if len(*req.Error) > 4096 {
+			return fieldError("error", "must be at most 4096 bytes")
+		}
+		p.Message = *req.Error
+	}
+	run, err := s.store.RunResolveAction(r.Context(), p)
+	if err != nil {
+		return storeErr(opAction, err)
+	}
+	s.writeJSON(w, r, http.StatusOK, runView(run))
+	return nil
+}

@@ -1,0 +1,71 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+)
+
+// waitingRun makes a run that waits for a decision on a side-effect call, as
+// the engine leaves one, and returns it with the call's id.
+func waitingRun(t *testing.T, b *bundle) (runID, callID string) {
+	t.Helper()
+	ctx := context.Background()
+	created := b.createRun(`{"input":"charge the card"}`)
+	c, err := b.store.RunClaim(ctx, "w", time.Minute)
+	if err != nil || c.ID != created.ID {
+		t.Fatalf("claim: %v", err)
+	}
+	f := persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}
+	stepID, callID := persist.NewID(), persist.NewID()
+	_, err = b.store.Exec(ctx, f, nil,
+		persist.StepInsert{ID: stepID, RunID: c.ID, Seq: 1},
+		persist.ToolCallInsert{ID: callID, RunID: c.ID, StepID: stepID, CallID: "call_1", Name: "charge",
+			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:call_1", Effect: "side_effect"},
+		persist.ToolCallFinish{ID: callID, Status: persist.CallUnknown},
+		persist.RunEnd{ID: c.ID, Status: persist.StatusRequiresAction,
+			RequiredAction: map[string]any{"type": "tool_outcome_unknown", "tool_call_id": callID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.ID, callID
+}
+
+func TestResolveAction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, callID := waitingRun(t, b)
+	path := "/runs/" + id + "/actions"
+	for _, c := range []struct{ body, field string }{
+		{`{"decision":"retry"}`, "tool_call_id"},
+		{fmt.Sprintf(`{"tool_call_id":%q}`, callID), "decision"},
+		{fmt.Sprintf(`{"tool_call_id":%q,"decision":"maybe"}`, callID), "decision"},
+		{fmt.Sprintf(`{"tool_call_id":%q,"decision":"result"}`, callID), "result"},
+		{fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry","result":1}`, callID), "result"},
+		{fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry","error":"x"}`, callID), "error"},
+	} {
+		p := wantProblem(t, b.do(http.MethodPost, path, c.body), http.StatusUnprocessableEntity, "invalid_field")
+		if p.Field != c.field {
+			t.Fatalf("%s: field %q, want %q", c.body, p.Field, c.field)
+		}
+	}
+	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, persist.NewID())),
+		http.StatusConflict, "action_mismatch")
+	wantProblem(t, b.do(http.MethodPost, "/runs/"+persist.NewID()+"/actions", fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
+		http.StatusNotFound, "run_not_found")
+	run := want[runBody](t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"result","result":{"charged":true}}`, callID)), http.StatusOK)
+	if run.Status != "queued" {
+		t.Fatalf("status %s after the decision", run.Status)
+	}
+	steps, err := b.store.StepsList(context.Background(), id)
+	if err != nil || steps[0].Calls[0].Status != persist.CallSucceeded || string(steps[0].Calls[0].Result) != `{"charged": true}` {
+		t.Fatalf("call after the decision: %v %+v", err, steps)
+	}
+	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
+		http.StatusConflict, "run_not_waiting")
+}

@@ -1,0 +1,103 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Errors of RunResolveAction.
+var (
+	// ErrNotWaiting: the run is not in requires_action.
+	ErrNotWaiting = errors.New("run is not waiting for an action")
+	// ErrActionMismatch: the run waits for an action about another tool call.
+	ErrActionMismatch = errors.New("the run waits for an action about another tool call")
+)
+
+// Decisions a client may take on a tool call whose outcome is unknown.
+const (
+	DecisionResult = "result" // it happened; here is its result
+	DecisionRetry  = "retry"  // it did not happen; attempt it again with the same key
+	DecisionFail   = "fail"   // give up on it; the model sees an error
+)
+
+// ActionParams resolve what a requires_action run waits for.
+type ActionParams struct {
+	TenantID, RunID, ToolCallID string
+	Decision                    string
+	Result                      json.RawMessage // for DecisionResult
+	Message                     string          // for DecisionFail: what the model is told
+}
+
+// RunResolveAction records a client's decision on the tool call a waiting run
+// asks about and queues the run again. ErrNotFound, ErrNotWaiting and
+// ErrActionMismatch say why nothing changed.
+func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, error) {
+	var lastSeq int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+			p.RunID, p.TenantID))
+		if err != nil {
+			return err
+		}
+		if r.Status != StatusRequiresAction {
+			return fmt.Errorf("run is %s: %w", r.Status, ErrNotWaiting)
+		}
+		var action struct {
+			ToolCallID string `json:"tool_call_id"`
+		}
+		_ = json.Unmarshal(r.RequiredAction, &action)
+		if action.ToolCallID != p.ToolCallID {
+			return ErrActionMismatch
+		}
+		var data map[string]any
+		switch p.Decision {
+		case DecisionResult:
+			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
+				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
+			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallSucceeded, "result": p.Result, "resolved_by": "client"}
+		case DecisionFail:
+			msg := p.Message
+			if msg == "" {
+				msg = "the tool call was failed by the client"
+			}
+			errData := map[string]any{"message": msg, "kind": "client"}
+			b, _ := json.Marshal(errData)
+			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'failed', error = $2, finished_at = now()
+				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, b)
+			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallFailed, "error": errData, "resolved_by": "client"}
+		case DecisionRetry:
+			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', error = NULL WHERE id = $1 AND status = 'unknown'`, p.ToolCallID)
+			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallRunning, "retry": true, "resolved_by": "client"}
+		default:
+			return fmt.Errorf("unknown decision %q", p.Decision)
+		}
+		if err != nil {
+			return fmt.Errorf("resolve tool call: %w", err)
+		}
+		typ := "tool_call.completed"
+		if p.Decision == DecisionRetry {
+			typ = "tool_call.retry_allowed"
+		}
+		lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []EventIn{{Type: typ, Step: r.StepCount, Data: data}})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', required_action = NULL, last_event_seq = $2,
+			updated_at = now() WHERE id = $1`, r.ID, lastSeq); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, r.ID)
+		return err
+	})
+	if err != nil {
+		return Run{}, err
+	}
+	if s.OnCommit != nil {
+		s.OnCommit(p.RunID, lastSeq)
+	}
+	return s.RunGet(ctx, p.TenantID, p.RunID)
+}

@@ -1,0 +1,79 @@
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+)
+
+func TestReconcilerDecidesUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call reconciled_effect {}\n/say done", persist.RunParams{})
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted {
+		t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	c := steps[0].Calls[0]
+	if c.Status != persist.CallSucceeded || !strings.Contains(string(c.Result), "reconciled") || len(c.Attempts) != 1 || c.Attempts[0].Status != persist.AttemptUnknown {
+		t.Fatalf("call %s result %s, %d attempts", c.Status, c.Result, len(c.Attempts))
+	}
+	if reqs, _ := b.sink.count("/slow"); reqs != 1 {
+		t.Fatalf("effect called %d times", reqs)
+	}
+	if reqs, _ := b.sink.count("/reconcile"); reqs != 1 {
+		t.Fatalf("reconciler called %d times", reqs)
+	}
+}
+
+func TestClientResolvesUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	ctx := context.Background()
+	for _, decision := range []string{persist.DecisionRetry, persist.DecisionResult, persist.DecisionFail} {
+		r := b.create(t, "/call retry_effect {}\n/say done", persist.RunParams{})
+		r = b.wait(t, r.ID, nil)
+		if r.Status != persist.StatusRequiresAction {
+			t.Fatalf("run ended %s, want requires_action", r.Status)
+		}
+		var action struct {
+			ToolCallID string `json:"tool_call_id"`
+		}
+		json.Unmarshal(r.RequiredAction, &action)
+		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
+			ToolCallID: persist.NewID(), Decision: decision}); err != persist.ErrActionMismatch {
+			t.Fatalf("resolving another call: %v", err)
+		}
+		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
+			ToolCallID: action.ToolCallID, Decision: decision, Result: json.RawMessage(`{"done":"by hand"}`)}); err != nil {
+			t.Fatal(err)
+		}
+		r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusCompleted || r.Status == persist.StatusFailed })
+		if r.Status != persist.StatusCompleted {
+			t.Fatalf("%s: run ended %s/%s", decision, r.Status, r.TerminalReason)
+		}
+		steps, _ := b.store.StepsList(ctx, r.ID)
+		c := steps[0].Calls[0]
+		want := map[string]string{persist.DecisionRetry: persist.CallSucceeded, persist.DecisionResult: persist.CallSucceeded,
+			persist.DecisionFail: persist.CallFailed}[decision]
+		attempts := map[string]int{persist.DecisionRetry: 2, persist.DecisionResult: 1, persist.DecisionFail: 1}[decision]
+		if c.Status != want || len(c.Attempts) != attempts {
+			t.Fatalf("%s: call %s with %d attempts", decision, c.Status, len(c.Attempts))
+		}
+		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
+			ToolCallID: action.ToolCallID, Decision: decision}); err == nil {
+			t.Fatalf("%s: resolving a finished run succeeded", decision)
+		}
+	}
+	// Only the explicit retry sent the key a second time.
+	if reqs, keys := b.sink.count("/block"); reqs != 4 || keys != 3 {
+		t.Fatalf("sink saw %d requests with %d keys, want 4 and 3", reqs, keys)
+	}
+}
