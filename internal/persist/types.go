@@ -85,15 +85,15 @@ type Run struct {
 	// InterruptRequestedAt is set when the run's stream client went away
 	// and the run asked to be interrupted then.
 	InterruptRequestedAt *time.Time
-	RequiredAction    json.RawMessage
-	LastEventSeq      int64
-	StepCount         int
-	Usage             Usage
-	Error             json.RawMessage
-	CreatedAt         time.Time
-	StartedAt         *time.Time
-	FinishedAt        *time.Time
-	UpdatedAt         time.Time
+	RequiredAction       json.RawMessage
+	LastEventSeq         int64
+	StepCount            int
+	Usage                Usage
+	Error                json.RawMessage
+	CreatedAt            time.Time
+	StartedAt            *time.Time
+	FinishedAt           *time.Time
+	UpdatedAt            time.Time
 }
 
 // Conversation is a row of conversations.

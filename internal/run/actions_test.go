@@ -55,7 +55,9 @@ func TestClientResolvesUnknownOutcome(t *testing.T) {
 			ToolCallID: action.ToolCallID, Decision: decision, Result: json.RawMessage(`{"done":"by hand"}`)}); err != nil {
 			t.Fatal(err)
 		}
-		r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusCompleted || r.Status == persist.StatusFailed })
+		r = b.wait(t, r.ID, func(r persist.Run) bool {
+			return r.Status == persist.StatusCompleted || r.Status == persist.StatusFailed
+		})
 		if r.Status != persist.StatusCompleted {
 			t.Fatalf("%s: run ended %s/%s", decision, r.Status, r.TerminalReason)
 		}

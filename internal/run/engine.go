@@ -33,10 +33,10 @@ var _ Store = (*persist.Store)(nil)
 var (
 	ErrCancelRequested    = errors.New("run cancelled by request")
 	ErrInterruptRequested = errors.New("run interrupted: its client went away")
-	ErrRunDeadline     = errors.New("run deadline exceeded")
-	ErrStepDeadline    = errors.New("step deadline exceeded")
-	ErrShutdown        = errors.New("instance shutting down")
-	errAbandoned       = errors.New("engine abandoned")
+	ErrRunDeadline        = errors.New("run deadline exceeded")
+	ErrStepDeadline       = errors.New("step deadline exceeded")
+	ErrShutdown           = errors.New("instance shutting down")
+	errAbandoned          = errors.New("engine abandoned")
 )
 
 // Config configures an Engine. Zero values take the documented defaults.

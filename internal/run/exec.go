@@ -31,7 +31,7 @@ type execution struct {
 	interrupted atomic.Bool
 	modelMu     sync.Mutex
 	modelCancel context.CancelCauseFunc
-	first     bool        // the first pass of the loop in this claim
+	first       bool // the first pass of the loop in this claim
 }
 
 func (e *Engine) newExecution(c persist.Claim) *execution {

@@ -147,7 +147,9 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 	if _, err := b.store.RunResume(context.Background(), "default", r.ID); err != nil {
 		t.Fatal(err)
 	}
-	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusCompleted || r.Status == persist.StatusFailed })
+	r = b.wait(t, r.ID, func(r persist.Run) bool {
+		return r.Status == persist.StatusCompleted || r.Status == persist.StatusFailed
+	})
 	if r.Status != persist.StatusCompleted {
 		t.Fatalf("resumed run ended %s/%s", r.Status, r.TerminalReason)
 	}
