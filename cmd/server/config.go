@@ -29,6 +29,7 @@ type config struct {
 	LogLevel       slog.Level
 	MaxBodyBytes   int64
 	MaxConns       int
+	Committers     int
 }
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/agentd?sslmode=disable"
@@ -60,6 +61,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.OpenAIBaseURL, "openai-base-url", env("OPENAI_BASE_URL", ""), "OpenAI-compatible API root (OPENAI_BASE_URL)")
 	fs.StringVar(&level, "log-level", env("AGENTD_LOG_LEVEL", "info"), "debug, info, warn or error (AGENTD_LOG_LEVEL)")
 	maxBody := fs.String("max-body-bytes", env("AGENTD_MAX_BODY_BYTES", "1048576"), "largest accepted request body (AGENTD_MAX_BODY_BYTES)")
+	committers := fs.String("committers", env("AGENTD_COMMITTERS", "2"), "group-commit workers: executor writes of concurrent runs share their transactions (AGENTD_COMMITTERS)")
 	maxConns := fs.String("db-max-conns", env("AGENTD_DB_MAX_CONNS", "0"), "database pool size; 0 means workers+16 (AGENTD_DB_MAX_CONNS)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -82,6 +84,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	c.Workers = atoi("workers", *workers, 1)
 	c.MaxConns = atoi("db-max-conns", *maxConns, 0)
+	c.Committers = atoi("committers", *committers, 1)
 	c.MaxBodyBytes = int64(atoi("max-body-bytes", *maxBody, 1024))
 	c.LeaseTTL = dur("lease-ttl", *lease)
 	c.PollInterval = dur("poll-interval", *poll)

@@ -52,6 +52,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer store.Close()
+	store.StartGroupCommit(cfg.Committers, 64)
+	defer store.StopGroupCommit() // after the engine stopped (deferred calls run last-in first-out)
 
 	registry, err := buildTools(cfg)
 	if err != nil {

@@ -90,6 +90,14 @@ type Op interface {
 // that event seqs stay gapless), and commits nothing otherwise (ErrLeaseLost).
 // It returns the run's last event seq.
 func (s *Store) Exec(ctx context.Context, f Fence, evs []EventIn, ops ...Op) (int64, error) {
+	if c := s.group.Load(); c != nil {
+		return s.execGrouped(ctx, c, f, evs, ops)
+	}
+	return s.execOne(ctx, f, evs, ops)
+}
+
+// execOne commits one executor write in a transaction of its own.
+func (s *Store) execOne(ctx context.Context, f Fence, evs []EventIn, ops []Op) (int64, error) {
 	var last int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `UPDATE runs SET last_event_seq = last_event_seq + $3, updated_at = now()
@@ -111,6 +119,8 @@ func (s *Store) Exec(ctx context.Context, f Fence, evs []EventIn, ops ...Op) (in
 	if err != nil {
 		return 0, err
 	}
+	s.execTx.Add(1)
+	s.execReqs.Add(1)
 	if len(evs) > 0 && s.OnCommit != nil {
 		s.OnCommit(f.RunID, last)
 	}

@@ -397,29 +397,57 @@ func envelope(seq int64, typ, runID string, step int, at time.Time, data any) ([
 	return b, nil
 }
 
-// appendEvents inserts evs after seq last and returns the new last seq. The
-// caller holds the run's row lock and updates runs.last_event_seq.
-func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs []EventIn) (int64, error) {
-	if len(evs) == 0 {
-		return last, nil
-	}
-	now := time.Now()
-	seqs := make([]int64, len(evs))
-	types := make([]string, len(evs))
-	datas := make([]string, len(evs))
+// eventRow is an event ready to insert.
+type eventRow struct {
+	runID string
+	seq   int64
+	typ   string
+	data  string
+}
+
+// buildEvents numbers evs after seq last and wraps them in their envelopes.
+func buildEvents(rows []eventRow, runID string, last int64, evs []EventIn, now time.Time) ([]eventRow, error) {
 	for i, ev := range evs {
 		seq := last + int64(i) + 1
 		b, err := envelope(seq, ev.Type, runID, ev.Step, now, ev.Data)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		seqs[i], types[i], datas[i] = seq, ev.Type, string(b)
+		rows = append(rows, eventRow{runID: runID, seq: seq, typ: ev.Type, data: string(b)})
+	}
+	return rows, nil
+}
+
+// insertEvents inserts rows, of one run or many, in one statement.
+func insertEvents(ctx context.Context, tx pgx.Tx, rows []eventRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	ids := make([]string, len(rows))
+	seqs := make([]int64, len(rows))
+	types := make([]string, len(rows))
+	datas := make([]string, len(rows))
+	for i, r := range rows {
+		ids[i], seqs[i], types[i], datas[i] = r.runID, r.seq, r.typ, r.data
 	}
 	_, err := tx.Exec(ctx, `INSERT INTO run_events (run_id, seq, type, data)
-		SELECT $1, s, t, d::json FROM unnest($2::bigint[], $3::text[], $4::text[]) AS e(s, t, d)`,
-		runID, seqs, types, datas)
+		SELECT r, s, t, d::json FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[]) AS e(r, s, t, d)`,
+		ids, seqs, types, datas)
 	if err != nil {
-		return 0, fmt.Errorf("append events: %w", err)
+		return fmt.Errorf("append events: %w", err)
+	}
+	return nil
+}
+
+// appendEvents inserts evs after seq last and returns the new last seq. The
+// caller holds the run's row lock and updates runs.last_event_seq.
+func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs []EventIn) (int64, error) {
+	rows, err := buildEvents(nil, runID, last, evs, time.Now())
+	if err != nil {
+		return 0, err
+	}
+	if err := insertEvents(ctx, tx, rows); err != nil {
+		return 0, err
 	}
 	return last + int64(len(evs)), nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,10 @@ type Store struct {
 	// OnCommit, when set, is called after each commit that appended events to
 	// a run, with the run and its last event seq. It must not block.
 	OnCommit func(runID string, lastSeq int64)
+
+	group    atomic.Pointer[committer] // set while group commit is on
+	execTx   atomic.Int64              // executor transactions committed
+	execReqs atomic.Int64              // executor writes committed
 }
 
 // Open connects to the database at url.

@@ -128,6 +128,8 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	store, url := persisttest.New(t)
+	store.StartGroupCommit(2, 64)
+	t.Cleanup(store.StopGroupCommit) // after the engines stop (cleanups run last-in first-out)
 	fake := fakellm.New()
 	fsrv := httptest.NewServer(fake)
 	t.Cleanup(fsrv.Close)
