@@ -248,4 +248,3 @@ func (s *Store) commitShared(ctx context.Context, live []*execReq) (map[string]i
 	}
 	return lasts, nil
 }
-
