@@ -20,6 +20,7 @@ type config struct {
 	LeaseTTL       time.Duration
 	PollInterval   time.Duration
 	Heartbeat      time.Duration
+	SSERetry       time.Duration
 	ShutdownGrace  time.Duration
 	ToolsFile      string
 	HTTPAllowHosts []string
@@ -54,6 +55,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	lease := fs.String("lease-ttl", env("AGENTD_LEASE_TTL", "15s"), "run lease TTL; a dead instance's runs move after it (AGENTD_LEASE_TTL)")
 	poll := fs.String("poll-interval", env("AGENTD_POLL_INTERVAL", "2s"), "fallback claim poll when no notification arrives (AGENTD_POLL_INTERVAL)")
 	heartbeat := fs.String("heartbeat", env("AGENTD_HEARTBEAT", "15s"), "SSE heartbeat interval (AGENTD_HEARTBEAT)")
+	sseRetry := fs.String("sse-retry", env("AGENTD_SSE_RETRY", "2s"), "reconnect delay advised to SSE clients in the retry: field (AGENTD_SSE_RETRY)")
 	grace := fs.String("shutdown-grace", env("AGENTD_SHUTDOWN_GRACE", "10s"), "how long runs may take to reach a step boundary at shutdown (AGENTD_SHUTDOWN_GRACE)")
 	fs.StringVar(&c.ToolsFile, "tools-file", env("AGENTD_TOOLS_FILE", ""), "JSON file declaring webhook tools (AGENTD_TOOLS_FILE)")
 	fs.StringVar(&allow, "http-allow-hosts", env("AGENTD_HTTP_ALLOW_HOSTS", ""), "comma-separated hosts the http_request tool may call; empty disables the tool (AGENTD_HTTP_ALLOW_HOSTS)")
@@ -89,6 +91,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.LeaseTTL = dur("lease-ttl", *lease)
 	c.PollInterval = dur("poll-interval", *poll)
 	c.Heartbeat = dur("heartbeat", *heartbeat)
+	c.SSERetry = dur("sse-retry", *sseRetry)
 	c.ShutdownGrace = dur("shutdown-grace", *grace)
 	switch strings.ToLower(migrate) {
 	case "true", "1", "yes":

@@ -20,6 +20,7 @@ import (
 	"agentd/internal/llm/fakellm"
 	"agentd/internal/persist"
 	engine "agentd/internal/run"
+	"agentd/internal/stream"
 	"agentd/internal/tools"
 )
 
@@ -69,6 +70,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	hub := stream.New(stream.Config{Store: store, Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: reg})
+	store.OnCommit = hub.Published // committed events reach this instance's streams at once, and peers by NOTIFY
+	if err := hub.Start(ctx); err != nil {
+		return err
+	}
+	defer hub.Stop(context.WithoutCancel(ctx))
+
 	eng := engine.New(engine.Config{
 		Store: store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
@@ -78,6 +86,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Defaults:     api.RunDefaults{Model: modelName},
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		Events:       hub,
+		StreamFunc: func(w http.ResponseWriter, r *http.Request, run persist.Run) {
+			clientLeft := hub.StreamRun(w, r, run.ID, 0)
+			if clientLeft && run.Params.OnDisconnect == "interrupt" {
+				ictx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+				defer cancel()
+				if _, err := store.RunInterrupt(ictx, run.ID); err != nil {
+					log.Error("interrupt run after its client left", "run_id", run.ID, "err", err)
+				}
+			}
+		},
 	})
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -109,6 +128,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer cancelGrace()
 	if err := eng.Stop(graceCtx); err != nil {
 		log.Warn("engine stop", "err", err)
+	}
+	streamCtx, cancelStream := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancelStream()
+	if err := hub.Stop(streamCtx); err != nil { // closes the open event streams
+		log.Warn("stream stop", "err", err)
 	}
 	httpCtx, cancelHTTP := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancelHTTP()

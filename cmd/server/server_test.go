@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -26,26 +25,7 @@ func TestMain(m *testing.M) {
 // TestServerEndToEnd starts the real server (fake model, migrations on a
 // fresh database), runs a tool-calling run over HTTP, and shuts down cleanly.
 func TestServerEndToEnd(t *testing.T) {
-	url := persisttest.NewDatabase(t)
-	env := map[string]string{"DATABASE_URL": url, "AGENTD_LOG_LEVEL": "warn"}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	var logs bytes.Buffer
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-migrate=true"}, func(k string) string { return env[k] },
-			&logs, io.Discard, func(a string) { addrc <- a })
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a
-	case err := <-done:
-		t.Fatalf("server exited: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not start")
-	}
-
+	base, stop := startServer(t, map[string]string{})
 	body := `{"input":"/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."}`
 	resp, err := http.Post(base+"/runs", "application/json", strings.NewReader(body))
 	if err != nil {
@@ -93,15 +73,52 @@ func TestServerEndToEnd(t *testing.T) {
 			t.Fatalf("metrics lack %s", series)
 		}
 	}
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("server stopped with %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("server did not stop")
+	stop()
+}
+
+// startServer runs the server in-process on a fresh database with env
+// added to its environment; stop shuts it down and checks it stopped cleanly.
+func startServer(t *testing.T, extra map[string]string) (base string, stop func()) {
+	t.Helper()
+	env := map[string]string{"DATABASE_URL": persisttest.NewDatabase(t), "AGENTD_LOG_LEVEL": "warn"}
+	for k, v := range extra {
+		env[k] = v
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, func(k string) string { return env[k] },
+			io.Discard, io.Discard, func(a string) { addrc <- a })
+	}()
+	select {
+	case a := <-addrc:
+		base = "http://" + a
+	case err := <-done:
+		cancel()
+		t.Fatalf("server exited: %v", err)
+	case <-time.After(30 * time.Second):
+		cancel()
+		t.Fatal("server did not start")
+	}
+	var once bool
+	stop = func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("server stopped with %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("server did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return base, stop
 }
 
 func TestConfigErrors(t *testing.T) {

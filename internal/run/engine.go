@@ -57,6 +57,11 @@ type Config struct {
 	ToolTimeout   time.Duration // per-attempt default when neither tool nor run says; default 60s
 	DeltaWindow   time.Duration // text deltas are coalesced over this window; default 50ms
 	DeltaMaxBytes int           // and flushed at this size; default 2048
+
+	// OnEndFunc, when set, is called after a run left this engine's executor
+	// with its status committed (a terminal status, interrupted or
+	// requires_action). It must not block.
+	OnEndFunc func(runID, status string)
 }
 
 // Engine claims and executes runs. Start it once; Stop it once (further

@@ -303,6 +303,9 @@ func (x *execution) endWith(st persist.RunState, step *persist.Step, status, rea
 		return err
 	}
 	x.e.m.RunsEnded.WithLabelValues(status, reason).Inc()
+	if f := x.e.cfg.OnEndFunc; f != nil {
+		f(st.Run.ID, status)
+	}
 	if status != persist.StatusRequiresAction {
 		x.e.m.RunDuration.Observe(time.Since(st.Run.CreatedAt).Seconds())
 	}

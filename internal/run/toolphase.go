@@ -147,6 +147,9 @@ func (x *execution) requireOutcome(st persist.RunState, step *persist.Step, c pe
 		return err
 	}
 	x.e.m.RunsEnded.WithLabelValues(persist.StatusRequiresAction, "").Inc()
+	if f := x.e.cfg.OnEndFunc; f != nil {
+		f(st.Run.ID, persist.StatusRequiresAction)
+	}
 	x.log.Info("run requires action", "tool_call_id", c.ID)
 	return nil
 }

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sseEvent is one event as a client sees it.
+type sseEvent struct {
+	ID    string `json:"id"`
+	Event string `json:"event"`
+	Data  string `json:"data"`
+}
+
+// readEvents reads events from an SSE body until stop says so or the body
+// ends; heartbeats are left out.
+func readEvents(t *testing.T, body io.Reader, stop func(sseEvent) bool) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	var cur sseEvent
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.Event != "" && cur.Event != "heartbeat" {
+				out = append(out, cur)
+				if stop != nil && stop(cur) {
+					return out
+				}
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.ID = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			cur.Event = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			cur.Data = line[6:]
+		}
+	}
+	return out
+}
+
+func terminalEvent(e sseEvent) bool {
+	switch e.Event {
+	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+		return true
+	}
+	return false
+}
+
+func postStream(t *testing.T, base, body string) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.Post(base+"/runs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST /runs stream: %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return resp, strings.TrimPrefix(resp.Header.Get("Location"), "/runs/")
+}
+
+func getEvents(t *testing.T, base, id, lastID string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/runs/"+id+"/events", nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// checkTranscript compares what a client received with a full replay of the
+// ended run: the same (id, event, data), byte for byte, ids 1, 2, 3...
+func checkTranscript(t *testing.T, base, id string, got []sseEvent) {
+	t.Helper()
+	// A stream closes after each terminal event; read on until the server
+	// says there is nothing more (204).
+	var full []sseEvent
+	for {
+		last := ""
+		if len(full) > 0 {
+			last = full[len(full)-1].ID
+		}
+		resp := getEvents(t, base, id, last)
+		evs := readEvents(t, resp.Body, nil)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNoContent {
+			break
+		}
+		if len(evs) == 0 {
+			t.Fatalf("replay after %q: status %d and no events", last, resp.StatusCode)
+		}
+		full = append(full, evs...)
+	}
+	if len(got) != len(full) {
+		t.Fatalf("client received %d events, the replay has %d", len(got), len(full))
+	}
+	for i := range full {
+		if full[i].ID != strconv.Itoa(i+1) {
+			t.Fatalf("replay event %d has id %s", i, full[i].ID)
+		}
+		if got[i] != full[i] {
+			t.Fatalf("event %d differs:\n got %+v\nwant %+v", i, got[i], full[i])
+		}
+	}
+}
+
+func TestStreamFromPostThenResumeWithLastEventID(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, nil)
+	resp, id := postStream(t, base, `{"stream": true, "input": "/call calculator {\"expression\":\"2+2\"}\n/stream 30 10"}`)
+	if resp.Header.Get("Cache-Control") != "no-cache" || resp.Header.Get("X-Accel-Buffering") != "no" {
+		t.Fatalf("stream headers %v", resp.Header)
+	}
+	first := readEvents(t, resp.Body, func(e sseEvent) bool { return e.Event == "message.delta" })
+	resp.Body.Close() // the client drops; the run goes on (on_disconnect: continue)
+	if len(first) == 0 || first[0].ID != "1" || first[0].Event != "run.created" {
+		t.Fatalf("stream did not start with event 1: %+v", first)
+	}
+	resp = getEvents(t, base, id, first[len(first)-1].ID)
+	rest := readEvents(t, resp.Body, nil) // the server closes after the terminal event
+	resp.Body.Close()
+	if len(rest) == 0 || rest[len(rest)-1].Event != "run.completed" {
+		t.Fatalf("resumed stream did not end with run.completed: %+v", rest)
+	}
+	checkTranscript(t, base, id, append(first, rest...))
+	// Nothing after the terminal event: 204, so that EventSource stops.
+	resp = getEvents(t, base, id, rest[len(rest)-1].ID)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("reconnect after the end: %d", resp.StatusCode)
+	}
+}
+
+func TestStreamDisconnectInterruptsAndResumeContinues(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"charged":true}`)
+	}))
+	defer sink.Close()
+	toolsFile := filepath.Join(t.TempDir(), "tools.json")
+	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"charge","description":"charge a card",
+		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":5000}]}`, sink.URL)), 0o600)
+	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
+
+	resp, id := postStream(t, base, `{"stream": true, "on_disconnect": "interrupt", "input": "/call charge {}\n/next\n/stream 100 20"}`)
+	first := readEvents(t, resp.Body, func(e sseEvent) bool { return e.Event == "message.delta" })
+	resp.Body.Close()
+	var run struct {
+		Status string `json:"status"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for run.Status != "interrupted" {
+		if time.Now().After(deadline) {
+			t.Fatalf("run is %s after its client left, want interrupted", run.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+		r, err := http.Get(base + "/runs/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(r.Body).Decode(&run)
+		r.Body.Close()
+	}
+	r, err := http.Post(base+"/runs/"+id+"/resume", "application/json", nil)
+	if err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("resume: %v %d", err, r.StatusCode)
+	}
+	r.Body.Close()
+	// The client reconnects with the last id it saw; a stream closes after
+	// each terminal event (here run.interrupted first), so it reconnects
+	// until the run completes.
+	var rest []sseEvent
+	for len(rest) == 0 || rest[len(rest)-1].Event != "run.completed" {
+		last := first[len(first)-1].ID
+		if len(rest) > 0 {
+			last = rest[len(rest)-1].ID
+		}
+		resp = getEvents(t, base, id, last)
+		got := readEvents(t, resp.Body, nil)
+		resp.Body.Close()
+		if len(got) == 0 {
+			t.Fatalf("no events after %s (status %d)", last, resp.StatusCode)
+		}
+		rest = append(rest, got...)
+	}
+	want, _ := strconv.Atoi(first[len(first)-1].ID)
+	if len(rest) == 0 || rest[0].ID != strconv.Itoa(want+1) {
+		t.Fatalf("the resumed stream does not continue the seq after %d: %+v", want, rest)
+	}
+	types := map[string]int{}
+	for _, e := range append(first, rest...) {
+		types[e.Event]++
+	}
+	if types["run.interrupted"] != 1 || types["run.resumed"] != 1 || types["run.completed"] != 1 {
+		t.Fatalf("event types %v", types)
+	}
+	checkTranscript(t, base, id, append(first, rest...))
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 {
+		t.Fatalf("side effect keys %v", seen)
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Fatalf("side effect %s ran %d times", k, n)
+		}
+	}
+}
+
+// cuttingProxy forwards TCP connections to target, cutting each one after
+// it has passed budget bytes to the client, so that an SSE client must
+// reconnect with Last-Event-ID mid-run.
+func cuttingProxy(t *testing.T, target string, budget int64) (addr string, cuts func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	n := 0
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(s, c); s.Close() }()
+			go func() {
+				defer wg.Done()
+				copied, _ := io.CopyN(c, s, budget)
+				if copied == budget {
+					mu.Lock()
+					n++
+					mu.Unlock()
+				}
+				c.Close()
+				s.Close()
+			}()
+		}
+	}()
+	return ln.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// TestEventSourceClientResumes reads a run with the eventsource package
+// under Node.js (a WHATWG EventSource with its own reconnect) through a
+// proxy that cuts the connection mid-run, again and again.
+func TestEventSourceClientResumes(t *testing.T) {
+	t.Parallel()
+	dir, _ := filepath.Abs("../../test/eventsource")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "eventsource")); err != nil {
+		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
+			t.Fatalf("test/eventsource has no node_modules (run npm ci there): %v", err)
+		}
+		t.Skip("test/eventsource/node_modules is missing; `make test` installs it")
+	}
+	base, _ := startServer(t, map[string]string{"AGENTD_SSE_RETRY": "50ms"})
+	body := `{"input": "/call calculator {\"expression\":\"2+2\"}\n/stream 60 15"}`
+	r, err := http.Post(base+"/runs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct{ ID string }
+	json.NewDecoder(r.Body).Decode(&run)
+	r.Body.Close()
+	proxy, cuts := cuttingProxy(t, strings.TrimPrefix(base, "http://"), 2500)
+	cmd := exec.Command("node", "client.mjs", "http://"+proxy+"/runs/"+run.ID+"/events")
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node client: %v\n%s", err, stderr.String())
+	}
+	var got []sseEvent
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var e sseEvent
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("client output %q: %v", line, err)
+		}
+		got = append(got, e)
+	}
+	if cuts() < 2 {
+		t.Fatalf("the proxy cut %d connections; the test needs at least 2", cuts())
+	}
+	t.Logf("EventSource read %d events over %d cut connections (%s)", len(got), cuts(), strings.TrimSpace(stderr.String()))
+	checkTranscript(t, base, run.ID, got)
+}

@@ -1,0 +1,187 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"agentd/internal/persist"
+)
+
+// batch is what a feed hands its subscribers after one read: the events it
+// read (shared, read-only) and the seq up to which it has read everything.
+// A batch without events only moves upTo (the feed's starting position).
+type batch struct {
+	events []persist.Event
+	upTo   int64
+}
+
+// subscriber is one stream's subscription to a run's feed.
+type subscriber struct {
+	feed *feed
+	ch   chan batch
+	gone chan struct{} // closed when the Hub drops the subscriber for falling behind
+}
+
+// feed reads one run's new events once per wake-up for every subscriber of
+// the run on this instance. Its goroutine runs while the run has
+// subscribers.
+type feed struct {
+	runID string
+	subs  map[*subscriber]struct{} // under Hub.mu
+	wakeC chan struct{}            // capacity 1: wake-ups coalesce
+	quit  chan struct{}            // closed under Hub.mu when the last subscriber leaves
+	want  atomic.Int64             // the highest seq known to be committed
+	force atomic.Bool              // read even when want says there is nothing new
+}
+
+// notify says that events up to seq are committed.
+func (f *feed) notify(seq int64) {
+	for {
+		cur := f.want.Load()
+		if seq <= cur || f.want.CompareAndSwap(cur, seq) {
+			break
+		}
+	}
+	f.signal()
+}
+
+func (f *feed) signal() {
+	select {
+	case f.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+// subscribeLocked subscribes to runID's feed, starting the feed if it is the
+// first subscriber. The caller holds h.mu and has checked !h.stopped.
+func (h *Hub) subscribeLocked(runID string) *subscriber {
+	f := h.feeds[runID]
+	if f == nil {
+		f = &feed{
+			runID: runID,
+			subs:  map[*subscriber]struct{}{},
+			wakeC: make(chan struct{}, 1),
+			quit:  make(chan struct{}),
+		}
+		h.feeds[runID] = f
+		h.wg.Add(1)
+		go h.runFeed(f)
+	}
+	s := &subscriber{feed: f, ch: make(chan batch, subscriberBuffer), gone: make(chan struct{})}
+	f.subs[s] = struct{}{}
+	h.subscribers++
+	return s
+}
+
+// removeLocked ends a subscription, and the feed with its last subscriber.
+// It reports whether s was still subscribed. The caller holds h.mu.
+func (h *Hub) removeLocked(s *subscriber) bool {
+	f := s.feed
+	if _, ok := f.subs[s]; !ok {
+		return false
+	}
+	delete(f.subs, s)
+	h.subscribers--
+	if len(f.subs) == 0 {
+		close(f.quit)
+		if h.feeds[f.runID] == f {
+			delete(h.feeds, f.runID)
+		}
+	}
+	return true
+}
+
+// fanOut hands b to every subscriber of f. A subscriber whose buffer is full
+// is dropped rather than waited for: it must not slow the feed or the others.
+func (h *Hub) fanOut(f *feed, b batch) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range f.subs {
+		select {
+		case s.ch <- b:
+		default:
+			h.removeLocked(s)
+			close(s.gone)
+			h.countDrop(dropSlow)
+		}
+	}
+}
+
+// runFeed is the goroutine of a feed. It first learns the run's last seq
+// (events before it are the subscribers' own replay), then reads new events
+// on each wake-up, and on each poll in case a notification was lost.
+func (h *Hub) runFeed(f *feed) {
+	defer h.wg.Done()
+	ticker := time.NewTicker(h.poll)
+	defer ticker.Stop()
+	last := int64(-1) // not positioned yet
+	poll := false
+	for {
+		switch {
+		case last < 0:
+			last = h.position(f)
+		case poll || f.force.Swap(false) || f.want.Load() > last:
+			last = h.read(f, last)
+		}
+		poll = false
+		select {
+		case <-f.quit:
+			return
+		case <-h.ctx.Done():
+			return
+		case <-f.wakeC:
+		case <-ticker.C:
+			poll = true
+		}
+	}
+}
+
+// position returns the run's last committed seq, and tells the subscribers,
+// so that one whose replay ended before it reads the difference itself. It
+// returns -1 when the database could not say.
+func (h *Hub) position(f *feed) int64 {
+	ctx, cancel := context.WithTimeout(h.ctx, dbTimeout)
+	defer cancel()
+	run, err := h.store.RunByID(ctx, f.runID)
+	switch {
+	case errors.Is(err, persist.ErrNotFound):
+		return 0
+	case err != nil:
+		if h.ctx.Err() == nil {
+			h.log.WarnContext(ctx, "stream feed: read run", "run_id", f.runID, "error", err)
+		}
+		return -1
+	}
+	h.fanOut(f, batch{upTo: run.LastEventSeq})
+	return run.LastEventSeq
+}
+
+// read reads the run's events after last, a page at a time, hands them to
+// the subscribers, and returns the new last seq.
+func (h *Hub) read(f *feed, last int64) int64 {
+	for {
+		ctx, cancel := context.WithTimeout(h.ctx, dbTimeout)
+		evs, err := h.store.EventsAfter(ctx, f.runID, last, pageSize)
+		cancel()
+		if err != nil {
+			if h.ctx.Err() == nil {
+				h.log.WarnContext(h.ctx, "stream feed: read events", "run_id", f.runID, "error", err)
+			}
+			return last
+		}
+		if len(evs) > 0 {
+			last = evs[len(evs)-1].Seq
+			h.fanOut(f, batch{events: evs, upTo: last})
+		}
+		if len(evs) < pageSize {
+			return last
+		}
+		select {
+		case <-f.quit:
+			return last
+		default:
+		}
+	}
+}

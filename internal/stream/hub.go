@@ -1,0 +1,309 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"agentd/internal/persist"
+)
+
+// Store is what the Hub needs of persistence.
+type Store interface {
+	// EventsAfter returns up to limit events of a run after seq, in order.
+	EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error)
+	// RunByID returns a run; persist.ErrNotFound when there is none.
+	RunByID(ctx context.Context, id string) (persist.Run, error)
+	// Listen calls fn for each notification on channels, reconnecting until
+	// ctx ends, and onConnect after each (re)connection. It returns ctx's error.
+	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
+	// NotifyMany sends one notification per payload on channel, in one statement.
+	NotifyMany(ctx context.Context, channel string, payloads []string) error
+}
+
+var _ Store = (*persist.Store)(nil)
+
+// Defaults of Config.
+const (
+	DefaultHeartbeat    = 15 * time.Second
+	DefaultWriteTimeout = 10 * time.Second
+	DefaultPoll         = 2 * time.Second
+	DefaultNotifyDelay  = 5 * time.Millisecond
+	DefaultRetry        = 2 * time.Second
+)
+
+const (
+	// pageSize is how many events one database read returns, for replays
+	// and for feeds.
+	pageSize = 1000
+	// subscriberBuffer is how many feed batches a subscriber may have
+	// waiting before it is dropped. A batch is one feed read (one commit, or
+	// one page), shared by every subscriber of the run, so the buffer costs
+	// slice headers, not copies of events.
+	subscriberBuffer = 128
+	// dbTimeout caps each database call the Hub makes.
+	dbTimeout = 10 * time.Second
+)
+
+// ErrStopped is the cause of the Hub's context once Stop was called.
+var ErrStopped = errors.New("stream hub stopped")
+
+// Config configures a Hub. Zero durations take the defaults above.
+type Config struct {
+	Store  Store
+	Logger *slog.Logger // nil: discard
+	// Heartbeat is the interval of the un-stored heartbeat event.
+	Heartbeat time.Duration
+	// WriteTimeout is the deadline of each write to a client; a client that
+	// does not take the bytes in time is dropped.
+	WriteTimeout time.Duration
+	// Poll is how often a feed reads its run even without a wake-up, so that
+	// a lost notification only delays.
+	Poll time.Duration
+	// NotifyDelay is the window over which outgoing notifications are
+	// coalesced (one per run, the highest seq).
+	NotifyDelay time.Duration
+	// Registerer receives the Hub's metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Retry is the reconnection delay suggested to clients (SSE "retry:").
+	Retry time.Duration
+}
+
+// Stats counts what a Hub holds now, for tests and debugging.
+type Stats struct {
+	Feeds       int   // runs with a feed on this instance
+	Subscribers int   // subscriptions across all feeds
+	Streams     int   // open SSE responses
+	Dropped     int64 // streams ended by the Hub because the client could not keep up, since New
+}
+
+// Hub fans a run's committed events out to its SSE clients on this instance.
+// Its background goroutines (the listener, the notifier and one feed per
+// subscribed run) run from Start, or from the first subscription for feeds,
+// until Stop.
+type Hub struct {
+	store     Store
+	log       *slog.Logger
+	metrics   *metrics
+	heartbeat time.Duration
+	writeTO   time.Duration
+	poll      time.Duration
+	delay     time.Duration
+	retry     time.Duration
+
+	ctx    context.Context // ends at Stop
+	cancel context.CancelCauseFunc
+
+	mu          sync.Mutex
+	started     bool
+	stopped     bool
+	feeds       map[string]*feed
+	subscribers int
+	streams     int
+	stopStart   func() bool    // releases Start's context.AfterFunc
+	wg          sync.WaitGroup // listener, notifier, feeds, streams; Add only under mu while !stopped
+	dropped     atomic.Int64
+
+	nmu     sync.Mutex
+	pending map[string]int64 // run id -> highest seq to announce
+	nwake   chan struct{}
+}
+
+// New returns a Hub. It panics when cfg.Store is nil, which is a wiring
+// mistake.
+func New(cfg Config) *Hub {
+	if cfg.Store == nil {
+		panic("stream: Config.Store is nil")
+	}
+	h := &Hub{
+		store:     cfg.Store,
+		log:       cfg.Logger,
+		metrics:   newMetrics(cfg.Registerer),
+		heartbeat: orDefault(cfg.Heartbeat, DefaultHeartbeat),
+		writeTO:   orDefault(cfg.WriteTimeout, DefaultWriteTimeout),
+		poll:      orDefault(cfg.Poll, DefaultPoll),
+		delay:     orDefault(cfg.NotifyDelay, DefaultNotifyDelay),
+		retry:     orDefault(cfg.Retry, DefaultRetry),
+		feeds:     map[string]*feed{},
+		pending:   map[string]int64{},
+		nwake:     make(chan struct{}, 1),
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	h.ctx, h.cancel = context.WithCancelCause(context.Background())
+	return h
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Start starts the listener and the notifier. The Hub runs until Stop, or
+// until ctx ends. Starting twice, or after Stop, is an error.
+func (h *Hub) Start(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return ErrStopped
+	}
+	if h.started {
+		return errors.New("stream hub already started")
+	}
+	h.started = true
+	h.stopStart = context.AfterFunc(ctx, func() { h.cancel(context.Cause(ctx)) })
+	h.wg.Add(2)
+	go h.listen()
+	go h.notifier()
+	return nil
+}
+
+// Stop closes every open stream, stops every goroutine of the Hub and waits
+// for them until ctx ends (then it returns ctx's error). Notifications still
+// queued are sent first. Stopping twice is safe.
+func (h *Hub) Stop(ctx context.Context) error {
+	h.mu.Lock()
+	if !h.stopped {
+		h.stopped = true
+		if h.stopStart != nil {
+			h.stopStart()
+		}
+		h.cancel(ErrStopped)
+	}
+	h.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		h.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Stats returns what the Hub holds now.
+func (h *Hub) Stats() Stats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return Stats{Feeds: len(h.feeds), Subscribers: h.subscribers, Streams: h.streams, Dropped: h.dropped.Load()}
+}
+
+// SubscriberCount returns how many subscriptions the Hub holds now.
+func (h *Hub) SubscriberCount() int { return h.Stats().Subscribers }
+
+// Published tells the Hub that a commit on this instance appended a run's
+// events up to lastSeq: the run's subscribers here are woken at once, and the
+// other instances are told by a NOTIFY sent shortly after, coalesced with
+// others. It never blocks; it is meant for persist.Store.OnCommit.
+func (h *Hub) Published(runID string, lastSeq int64) {
+	h.wake(runID, lastSeq)
+	if h.ctx.Err() != nil {
+		return // stopped: nobody would send it
+	}
+	h.nmu.Lock()
+	if h.pending[runID] < lastSeq {
+		h.pending[runID] = lastSeq
+	}
+	h.nmu.Unlock()
+	select {
+	case h.nwake <- struct{}{}:
+	default:
+	}
+}
+
+// wake wakes the feed of runID, if this instance has one, because events up
+// to seq exist.
+func (h *Hub) wake(runID string, seq int64) {
+	h.mu.Lock()
+	f := h.feeds[runID]
+	h.mu.Unlock()
+	if f != nil {
+		f.notify(seq)
+	}
+}
+
+// wakeAll wakes every feed to read whatever there is: after a (re)connection
+// of the listener, notifications may have been missed.
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range h.feeds {
+		f.force.Store(true)
+		f.signal()
+	}
+}
+
+// listen holds the Hub's one LISTEN connection until the Hub stops.
+func (h *Hub) listen() {
+	defer h.wg.Done()
+	err := h.store.Listen(h.ctx, []string{persist.ChannelEvents}, h.wakeAll, func(_, payload string) {
+		runID, seqText, ok := strings.Cut(payload, ":")
+		seq, err := strconv.ParseInt(seqText, 10, 64)
+		if !ok || err != nil {
+			h.log.WarnContext(h.ctx, "bad event notification", "payload", payload)
+			return
+		}
+		h.wake(runID, seq)
+	})
+	if err != nil && h.ctx.Err() == nil {
+		h.log.ErrorContext(h.ctx, "event listener ended", "error", err)
+	}
+}
+
+// notifier sends the queued notifications, at most one per run per window,
+// in one statement, until the Hub stops; then it sends what is left.
+func (h *Hub) notifier() {
+	defer h.wg.Done()
+	timer := time.NewTimer(h.delay)
+	timer.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), time.Second)
+			h.flushNotify(ctx)
+			cancel()
+			return
+		case <-h.nwake:
+		}
+		timer.Reset(h.delay)
+		select {
+		case <-h.ctx.Done():
+		case <-timer.C:
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), dbTimeout)
+		h.flushNotify(ctx)
+		cancel()
+	}
+}
+
+func (h *Hub) flushNotify(ctx context.Context) {
+	h.nmu.Lock()
+	pending := h.pending
+	if len(pending) == 0 {
+		h.nmu.Unlock()
+		return
+	}
+	h.pending = map[string]int64{}
+	h.nmu.Unlock()
+	payloads := make([]string, 0, len(pending))
+	for runID, seq := range pending {
+		payloads = append(payloads, runID+":"+strconv.FormatInt(seq, 10))
+	}
+	// A lost notification only delays the other instances until their poll.
+	if err := h.store.NotifyMany(ctx, persist.ChannelEvents, payloads); err != nil {
+		h.log.WarnContext(ctx, "notify events", "error", err, "runs", len(payloads))
+	}
+}

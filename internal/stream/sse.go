@@ -1,0 +1,382 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"agentd/internal/persist"
+)
+
+// terminal reports whether an event type ends a run's stream.
+func terminal(typ string) bool {
+	switch typ {
+	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+		return true
+	}
+	return false
+}
+
+// ServeHTTP serves GET /runs/{id}/events: the run's events after the
+// Last-Event-ID header, or else the "after" query parameter (absent or 0:
+// from the first event). The caller has checked that the run exists and
+// belongs to the tenant.
+func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	after, field, ok := parseAfter(r)
+	if !ok {
+		writeProblem(w, http.StatusUnprocessableEntity, "invalid_field", field,
+			field+" must be a non-negative event id")
+		return
+	}
+	h.StreamRun(w, r, chi.URLParam(r, "id"), after)
+}
+
+func parseAfter(r *http.Request) (after int64, field string, ok bool) {
+	field, v := "Last-Event-ID", r.Header.Get("Last-Event-ID")
+	if v == "" {
+		field, v = "after", r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, field, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, field, false
+	}
+	return n, field, true
+}
+
+// Stream serves the events of runID after seq after as an SSE response, as
+// StreamRun does, for callers that do not care why it ended.
+func (h *Hub) Stream(w http.ResponseWriter, r *http.Request, runID string, after int64) {
+	h.StreamRun(w, r, runID, after)
+}
+
+// StreamRun serves the events of runID after seq after as an SSE response:
+// it subscribes to the run's live events, replays the stored ones from the
+// database, then tails the live ones, with no gap and no duplicate, until
+// the run's terminal event, the client's departure, or Stop. It reports
+// whether the stream ended before the terminal event because of the client:
+// it went away, its connection broke, or it could not keep up and was
+// dropped (then it may come back with Last-Event-ID). Hub shutdown and
+// database errors are not the client's doing.
+func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool) {
+	if after > 0 && h.ended(r.Context(), runID, after) {
+		// EventSource reconnects after the server closes a stream; 204 is
+		// the standard way to tell it that nothing more will come.
+		w.WriteHeader(http.StatusNoContent)
+		return false
+	}
+	h.mu.Lock()
+	if h.stopped || h.ctx.Err() != nil {
+		h.mu.Unlock()
+		writeProblem(w, http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down; retry")
+		return false
+	}
+	sub := h.subscribeLocked(runID) // before the replay, so that nothing falls between the two
+	h.streams++
+	h.wg.Add(1)
+	h.mu.Unlock()
+	h.metrics.clients.Inc()
+	defer func() {
+		h.mu.Lock()
+		h.removeLocked(sub)
+		h.streams--
+		h.mu.Unlock()
+		h.metrics.clients.Dec()
+		h.wg.Done()
+	}()
+
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.ctx, cancel)()
+
+	s := &sse{hub: h, w: w, rc: http.NewResponseController(w), ctx: ctx, client: r.Context(), runID: runID, last: after}
+	end := s.serve(sub)
+	switch end {
+	case endWriteTimeout:
+		h.countDrop(dropWriteTimeout)
+	case endError:
+		h.log.ErrorContext(ctx, "event stream ended on a database error", "run_id", runID, "last_event_id", s.last)
+	}
+	return end == endClient || end == endWriteTimeout || end == endWriteError || end == endDropped
+}
+
+// ended reports whether the run has ended (or was interrupted) and has no
+// event after seq after. On a database error it says no: the stream then
+// goes on as for a live run.
+func (h *Hub) ended(ctx context.Context, runID string, after int64) bool {
+	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
+	defer cancel()
+	run, err := h.store.RunByID(ctx, runID)
+	if err != nil {
+		return false
+	}
+	return (persist.Terminal(run.Status) || run.Status == persist.StatusInterrupted) && run.LastEventSeq <= after
+}
+
+// end says why a stream ended.
+type end int
+
+const (
+	endNone         end = iota // not ended
+	endTerminal                // the run's terminal event was sent
+	endClient                  // the request's context ended
+	endStopped                 // the Hub stopped
+	endDropped                 // the client fell behind the feed
+	endWriteTimeout            // a write missed its deadline
+	endWriteError              // a write failed otherwise (the connection broke)
+	endError                   // the database failed
+)
+
+// sse is one event stream being served.
+type sse struct {
+	hub     *Hub
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	ctx     context.Context // ends with the client's request or the Hub
+	client  context.Context // the request's
+	runID   string
+	last    int64     // the seq of the last event sent
+	movedAt time.Time // when the write deadline was last moved
+	scratch [64]byte  // for "id:" and "event:" lines
+}
+
+func (s *sse) serve(sub *subscriber) end {
+	hdr := s.w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	line := strconv.AppendInt(append(s.scratch[:0], "retry: "...), s.hub.retry.Milliseconds(), 10)
+	if e := s.write(append(line, "\n\n"...)); e != endNone {
+		return e
+	}
+	if e := s.flush(); e != endNone {
+		return e
+	}
+	if e := s.catchUp(); e != endNone {
+		return e
+	}
+	hb := time.NewTicker(s.hub.heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return s.ctxEnd()
+		case <-sub.gone:
+			return endDropped
+		case b := <-sub.ch:
+			if e := s.deliver(b); e != endNone {
+				return e
+			}
+		case <-hb.C:
+			if e := s.heartbeat(); e != endNone {
+				return e
+			}
+		}
+	}
+}
+
+func (s *sse) ctxEnd() end {
+	if s.client.Err() != nil {
+		return endClient
+	}
+	return endStopped
+}
+
+// catchUp sends every stored event after s.last, a page at a time.
+func (s *sse) catchUp() end {
+	for {
+		ctx, cancel := context.WithTimeout(s.ctx, dbTimeout)
+		evs, err := s.hub.store.EventsAfter(ctx, s.runID, s.last, pageSize)
+		cancel()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return s.ctxEnd()
+			}
+			s.hub.log.ErrorContext(s.ctx, "replay events", "run_id", s.runID, "error", err)
+			return endError
+		}
+		for _, ev := range evs {
+			if e := s.event(ev, false); e != endNone {
+				return e
+			}
+		}
+		if e := s.flush(); e != endNone {
+			return e
+		}
+		if len(evs) < pageSize {
+			return endNone
+		}
+	}
+}
+
+// deliver sends what a live batch adds to what was sent: events at or
+// below s.last are dropped, and a gap before the batch (or up to its upTo)
+// is read from the database first.
+func (s *sse) deliver(b batch) end {
+	for _, ev := range b.events {
+		if ev.Seq <= s.last {
+			continue
+		}
+		if ev.Seq > s.last+1 {
+			if e := s.catchUp(); e != endNone {
+				return e
+			}
+			if ev.Seq <= s.last {
+				continue
+			}
+		}
+		if e := s.event(ev, true); e != endNone {
+			return e
+		}
+	}
+	if b.upTo > s.last {
+		return s.catchUp() // it flushes
+	}
+	return s.flush()
+}
+
+// event writes one stored event; after a terminal one it flushes and
+// returns endTerminal.
+func (s *sse) event(ev persist.Event, live bool) end {
+	b := strconv.AppendInt(append(s.scratch[:0], "id: "...), ev.Seq, 10)
+	b = append(append(append(b, "\nevent: "...), ev.Type...), '\n')
+	if e := s.write(b); e != endNone {
+		return e
+	}
+	if e := s.data(ev.Data); e != endNone {
+		return e
+	}
+	s.last = ev.Seq
+	s.hub.metrics.sent.Inc()
+	if live {
+		s.hub.metrics.lag.Observe(time.Since(ev.CreatedAt).Seconds())
+	}
+	if terminal(ev.Type) {
+		if e := s.flush(); e != endNone {
+			return e
+		}
+		return endTerminal
+	}
+	return endNone
+}
+
+// data writes a "data:" field and the blank line that ends the event. JSON
+// text has no raw newline, but a line of its own per newline keeps the
+// bytes a client reassembles the same if one ever appears.
+func (s *sse) data(d []byte) end {
+	for {
+		line, rest, more := bytes.Cut(d, []byte("\n"))
+		if e := s.write(append(s.scratch[:0], "data: "...)); e != endNone {
+			return e
+		}
+		if e := s.write(line); e != endNone {
+			return e
+		}
+		if !more {
+			return s.write([]byte("\n\n"))
+		}
+		if e := s.write([]byte("\n")); e != endNone {
+			return e
+		}
+		d = rest
+	}
+}
+
+// heartbeat writes the un-stored heartbeat event. A failed read of the run
+// skips one beat.
+func (s *sse) heartbeat() end {
+	ctx, cancel := context.WithTimeout(s.ctx, dbTimeout)
+	run, err := s.hub.store.RunByID(ctx, s.runID)
+	cancel()
+	if err != nil {
+		if s.ctx.Err() != nil {
+			return s.ctxEnd()
+		}
+		s.hub.log.WarnContext(s.ctx, "heartbeat: read run", "run_id", s.runID, "error", err)
+		return endNone
+	}
+	data, err := json.Marshal(struct {
+		Status    string    `json:"status"`
+		Step      int       `json:"step"`
+		UpdatedAt time.Time `json:"updated_at"`
+	}{run.Status, run.StepCount, run.UpdatedAt.UTC()})
+	if err != nil {
+		return endError // cannot happen for these types
+	}
+	if e := s.write([]byte("event: heartbeat\n")); e != endNone {
+		return e
+	}
+	if e := s.data(data); e != endNone {
+		return e
+	}
+	return s.flush()
+}
+
+// write writes p under a write deadline. The response buffers small
+// writes; the deadline bounds the ones that reach the connection.
+func (s *sse) write(p []byte) end {
+	if e := s.deadline(); e != endNone {
+		return e
+	}
+	if _, err := s.w.Write(p); err != nil {
+		return writeEnd(err)
+	}
+	return endNone
+}
+
+func (s *sse) flush() end {
+	if e := s.deadline(); e != endNone {
+		return e
+	}
+	if err := s.rc.Flush(); err != nil {
+		return writeEnd(err)
+	}
+	return endNone
+}
+
+// deadline moves the write deadline to WriteTimeout from now. Events take
+// several small writes, so it moves only when a tenth of the timeout has
+// passed since the last move: a blocked write gets 90 to 100% of it.
+func (s *sse) deadline() end {
+	now := time.Now()
+	if now.Sub(s.movedAt) < s.hub.writeTO/10 {
+		return endNone
+	}
+	s.movedAt = now
+	err := s.rc.SetWriteDeadline(now.Add(s.hub.writeTO))
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return endWriteError
+	}
+	return endNone
+}
+
+func writeEnd(err error) end {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return endWriteTimeout
+	}
+	return endWriteError
+}
+
+// writeProblem writes an RFC 9457 problem; only before a stream starts.
+func writeProblem(w http.ResponseWriter, status int, code, field, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail,omitempty"`
+		Code   string `json:"code"`
+		Field  string `json:"field,omitempty"`
+	}{"about:blank", http.StatusText(status), status, detail, code, field})
+}

@@ -1,0 +1,742 @@
+package stream_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"agentd/internal/persist"
+	"agentd/internal/persist/persisttest"
+	"agentd/internal/stream"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// pgx pools close their health checker asynchronously.
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+	)
+}
+
+// instance is one agentd "instance": a Hub and an HTTP server mounting it.
+type instance struct {
+	hub *stream.Hub
+	srv *httptest.Server
+}
+
+// newInstance starts a Hub on store behind GET /runs/{id}/events. Both stop
+// when t ends, the Hub first so that its streams end.
+func newInstance(t *testing.T, store stream.Store, cfg stream.Config, wrap func(net.Listener) net.Listener) *instance {
+	t.Helper()
+	cfg.Store = store
+	hub := stream.New(cfg)
+	r := chi.NewRouter()
+	r.Method(http.MethodGet, "/runs/{id}/events", hub)
+	srv := httptest.NewUnstartedServer(r)
+	if wrap != nil {
+		srv.Listener = wrap(srv.Listener)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	if err := hub.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := hub.Stop(ctx); err != nil {
+			t.Errorf("stop hub: %v", err)
+		}
+	})
+	return &instance{hub: hub, srv: srv}
+}
+
+// newRun creates a run and claims it, so that events can be appended under
+// the returned fence.
+func newRun(t *testing.T, store *persist.Store) persist.Fence {
+	t.Helper()
+	ctx := context.Background()
+	r, _, err := store.RunCreate(ctx, persist.RunCreateParams{
+		TenantID: "t1", Model: "m", Input: []persist.InputMessage{{Role: "user", Content: "hi"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.RunClaim(ctx, "w", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID != r.ID {
+		t.Fatalf("claimed %s, want %s", c.ID, r.ID)
+	}
+	return persist.Fence{RunID: r.ID, Epoch: c.Epoch, Worker: "w"}
+}
+
+// appendEvents appends n message.delta events with text of size bytes, in
+// commits of at most per events.
+func appendEvents(t testing.TB, store *persist.Store, f persist.Fence, n, per, size int) {
+	t.Helper()
+	text := strings.Repeat("x", size)
+	for n > 0 {
+		k := min(n, per)
+		evs := make([]persist.EventIn, k)
+		for i := range evs {
+			evs[i] = persist.EventIn{Type: "message.delta", Step: 1, Data: map[string]any{"text": text}}
+		}
+		if _, err := store.Exec(context.Background(), f, evs); err != nil {
+			t.Error(err)
+			return
+		}
+		n -= k
+	}
+}
+
+func complete(t testing.TB, store *persist.Store, f persist.Fence) {
+	t.Helper()
+	_, err := store.Exec(context.Background(), f, []persist.EventIn{{Type: "run.completed", Step: 1, Data: map[string]any{"status": "completed"}}},
+		persist.RunEnd{ID: f.RunID, Status: persist.StatusCompleted, Reason: persist.ReasonCompleted})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// transcript is the full replay of a run read from the database, as the
+// (id, event, data) lines a client sees.
+func transcript(t *testing.T, store *persist.Store, runID string) string {
+	t.Helper()
+	evs, err := store.EventsAfter(context.Background(), runID, 0, 1_000_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, ev := range evs {
+		b.WriteString(event{ID: strconv.FormatInt(ev.Seq, 10), HasID: true, Type: ev.Type, Data: string(ev.Data)}.line())
+	}
+	return b.String()
+}
+
+// event is one SSE event as a client parses it.
+type event struct {
+	ID    string
+	HasID bool
+	Type  string
+	Data  string
+}
+
+func (e event) line() string { return e.ID + "\n" + e.Type + "\n" + e.Data + "\n" }
+
+// sseReader parses an SSE body; blocks without data (the retry hint) are
+// skipped.
+type sseReader struct{ r *bufio.Reader }
+
+func (s *sseReader) next() (event, error) {
+	var ev event
+	var data []string
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return event{}, err
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" {
+			if data != nil {
+				ev.Data = strings.Join(data, "\n")
+				return ev, nil
+			}
+			ev = event{}
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			ev.ID, ev.HasID = value, true
+		case "event":
+			ev.Type = value
+		case "data":
+			data = append(data, value)
+		}
+	}
+}
+
+// client is a plain HTTP client without keep-alives, closed when t ends.
+func client(t *testing.T) *http.Client {
+	tr := &http.Transport{DisableKeepAlives: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// get sends a GET; on failure it reports the error and returns nil (it may
+// run on any goroutine).
+func get(t testing.TB, c *http.Client, url string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	return resp
+}
+
+// readAll reads a stream to its end and returns its events; it reports
+// errors with t.Error (it may run on any goroutine).
+func readAll(t testing.TB, resp *http.Response) []event {
+	t.Helper()
+	if resp == nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("status %d", resp.StatusCode)
+		return nil
+	}
+	r := &sseReader{bufio.NewReader(resp.Body)}
+	var out []event
+	for {
+		ev, err := r.next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Error(err)
+			return out
+		}
+		out = append(out, ev)
+	}
+}
+
+// waitFor polls cond until it holds or d passes.
+func waitFor(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func isTerminal(typ string) bool {
+	switch typ {
+	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+		return true
+	}
+	return false
+}
+
+// TestTranscriptIdentity: clients that leave and rejoin at random points,
+// on either of two instances, each end with exactly the stored transcript.
+func TestTranscriptIdentity(t *testing.T) {
+	t.Parallel()
+	storeA, url := persisttest.New(t)
+	storeB, err := persist.Open(context.Background(), url, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(storeB.Close)
+	a := newInstance(t, storeA, stream.Config{}, nil)
+	// B polls too rarely to matter: it learns of A's commits by NOTIFY.
+	b := newInstance(t, storeB, stream.Config{Poll: time.Hour}, nil)
+	storeA.OnCommit = a.hub.Published
+	storeB.OnCommit = b.hub.Published
+	f := newRun(t, storeA)
+	hc := client(t)
+	var connects, viaB atomic.Int64
+
+	const clients = 8
+	got := make([]string, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			var tr strings.Builder
+			last := 0
+			for {
+				inst := a
+				if rng.IntN(2) == 0 {
+					inst = b
+					viaB.Add(1)
+				}
+				connects.Add(1)
+				u := inst.srv.URL + "/runs/" + f.RunID + "/events"
+				header := map[string]string{}
+				if last > 0 {
+					if rng.IntN(2) == 0 {
+						header["Last-Event-ID"] = strconv.Itoa(last)
+					} else {
+						u += "?after=" + strconv.Itoa(last)
+					}
+				}
+				resp := get(t, hc, u, header)
+				if resp == nil {
+					return
+				}
+				if resp.StatusCode != http.StatusOK {
+					t.Errorf("client %d: status %d", i, resp.StatusCode)
+					resp.Body.Close()
+					return
+				}
+				r := &sseReader{bufio.NewReader(resp.Body)}
+				done := false
+				for k := rng.IntN(40); k > 0 && !done; k-- {
+					ev, err := r.next()
+					if err != nil {
+						t.Errorf("client %d after %d: %v", i, last, err)
+						resp.Body.Close()
+						return
+					}
+					if !ev.HasID {
+						continue // heartbeat
+					}
+					if ev.ID != strconv.Itoa(last+1) {
+						t.Errorf("client %d: id %s after %d", i, ev.ID, last)
+						resp.Body.Close()
+						return
+					}
+					last++
+					tr.WriteString(ev.line())
+					done = isTerminal(ev.Type)
+				}
+				resp.Body.Close() // a disconnect at a random point
+				if done {
+					got[i] = tr.String()
+					return
+				}
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+			}
+		})
+	}
+
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 150 {
+		appendEvents(t, storeA, f, 1+rng.IntN(4), 8, 1+rng.IntN(200))
+		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+	}
+	complete(t, storeA, f)
+	wg.Wait()
+
+	t.Logf("%d connections, %d through B", connects.Load(), viaB.Load())
+	want := transcript(t, storeA, f.RunID)
+	for i, g := range got {
+		if g != want {
+			t.Errorf("client %d: transcript differs from the replay (%d bytes, want %d)", i, len(g), len(want))
+		}
+	}
+}
+
+// TestEndedRun: a run that already ended replays in full and closes, from
+// the start, after ?after=N or after Last-Event-ID.
+func TestEndedRun(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	inst := newInstance(t, store, stream.Config{}, nil)
+	f := newRun(t, store)
+	appendEvents(t, store, f, 5, 2, 10)
+	complete(t, store, f) // events 1 (run.created) to 7 (run.completed)
+	hc := client(t)
+	base := inst.srv.URL + "/runs/" + f.RunID + "/events"
+
+	resp := get(t, hc, base, nil)
+	if resp == nil {
+		t.FailNow()
+	}
+	for k, v := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no"} {
+		if got := resp.Header.Get(k); got != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	all := readAll(t, resp)
+	var b strings.Builder
+	for _, ev := range all {
+		b.WriteString(ev.line())
+	}
+	if want := transcript(t, store, f.RunID); b.String() != want {
+		t.Errorf("full replay:\n%s\nwant:\n%s", b.String(), want)
+	}
+	if len(all) != 7 || all[6].Type != "run.completed" {
+		t.Fatalf("got %d events, last %+v", len(all), all[len(all)-1])
+	}
+
+	for _, tc := range []struct {
+		name   string
+		url    string
+		header map[string]string
+		first  string
+	}{
+		{"after", base + "?after=3", nil, "4"},
+		{"last-event-id", base, map[string]string{"Last-Event-ID": "5"}, "6"},
+		{"header wins", base + "?after=1", map[string]string{"Last-Event-ID": "2"}, "3"},
+		{"after=0", base + "?after=0", nil, "1"},
+	} {
+		evs := readAll(t, get(t, hc, tc.url, tc.header))
+		if len(evs) == 0 || evs[0].ID != tc.first || evs[len(evs)-1].ID != "7" {
+			t.Errorf("%s: got %+v, want %s..7", tc.name, evs, tc.first)
+		}
+	}
+
+	// Nothing after the terminal event: 204 tells EventSource to stop.
+	resp = get(t, hc, base, map[string]string{"Last-Event-ID": "7"})
+	if resp == nil {
+		t.FailNow()
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Errorf("after the terminal event: status %d, want 204", resp.StatusCode)
+	}
+
+	for _, tc := range []struct{ url, header, field string }{
+		{base, "abc", "Last-Event-ID"},
+		{base, "-1", "Last-Event-ID"},
+		{base + "?after=x", "", "after"},
+	} {
+		h := map[string]string{}
+		if tc.header != "" {
+			h["Last-Event-ID"] = tc.header
+		}
+		resp := get(t, hc, tc.url, h)
+		if resp == nil {
+			t.FailNow()
+		}
+		var p struct {
+			Type, Title, Detail, Code, Field string
+			Status                           int
+		}
+		err := json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusUnprocessableEntity || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			p.Type != "about:blank" || p.Status != 422 || p.Code != "invalid_field" || p.Field != tc.field || p.Title == "" || p.Detail == "" {
+			t.Errorf("%q %q: status %d %q %+v", tc.url, tc.header, resp.StatusCode, resp.Header.Get("Content-Type"), p)
+		}
+	}
+}
+
+// TestHeartbeat: a live run's stream carries heartbeats with the run's
+// status and no id.
+func TestHeartbeat(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	inst := newInstance(t, store, stream.Config{Heartbeat: 50 * time.Millisecond}, nil)
+	f := newRun(t, store)
+	resp := get(t, client(t), inst.srv.URL+"/runs/"+f.RunID+"/events", nil)
+	if resp == nil {
+		t.FailNow()
+	}
+	defer resp.Body.Close()
+	r := &sseReader{bufio.NewReader(resp.Body)}
+	for {
+		ev, err := r.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != "heartbeat" {
+			continue
+		}
+		if ev.HasID {
+			t.Errorf("heartbeat has an id: %+v", ev)
+		}
+		var hb struct {
+			Status    string    `json:"status"`
+			Step      *int      `json:"step"`
+			UpdatedAt time.Time `json:"updated_at"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &hb); err != nil {
+			t.Fatal(err)
+		}
+		if hb.Status != persist.StatusRunning || hb.Step == nil || hb.UpdatedAt.IsZero() {
+			t.Errorf("heartbeat %s", ev.Data)
+		}
+		return
+	}
+}
+
+// TestCrossInstance: a client of instance B sees the events committed
+// through a store that tells only instance A, by LISTEN/NOTIFY alone (B's
+// poll is too slow to matter).
+func TestCrossInstance(t *testing.T) {
+	t.Parallel()
+	storeA, url := persisttest.New(t)
+	storeB, err := persist.Open(context.Background(), url, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(storeB.Close)
+	a := newInstance(t, storeA, stream.Config{}, nil)
+	b := newInstance(t, storeB, stream.Config{Poll: time.Hour}, nil)
+	storeA.OnCommit = a.hub.Published
+	f := newRun(t, storeA)
+
+	resp := get(t, client(t), b.srv.URL+"/runs/"+f.RunID+"/events", nil)
+	done := make(chan []event)
+	go func() { done <- readAll(t, resp) }()
+	if !waitFor(5*time.Second, func() bool { return b.hub.SubscriberCount() == 1 }) {
+		t.Fatal("no subscriber on B")
+	}
+	for range 5 {
+		appendEvents(t, storeA, f, 3, 3, 20)
+		time.Sleep(20 * time.Millisecond)
+	}
+	complete(t, storeA, f)
+	select {
+	case evs := <-done:
+		if len(evs) != 17 || evs[16].Type != "run.completed" {
+			t.Errorf("got %d events", len(evs))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("B's client did not get the run's events")
+	}
+	if s := a.hub.Stats(); s.Subscribers != 0 {
+		t.Errorf("A has subscribers: %+v", s)
+	}
+}
+
+// smallBuffers makes accepted connections' send buffers small, so that a
+// slow reader blocks the server's writes after little data.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(8 << 10)
+	}
+	return c, err
+}
+
+// TestSlowReader: a client that reads one byte a second does not delay
+// another client of the same run, and is dropped within twice the write
+// deadline.
+func TestSlowReader(t *testing.T) {
+	store, _ := persisttest.New(t)
+	const writeTimeout = 300 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	inst := newInstance(t, store, stream.Config{WriteTimeout: writeTimeout, Heartbeat: time.Hour, Registerer: reg},
+		func(l net.Listener) net.Listener { return smallBuffers{l} })
+	store.OnCommit = inst.hub.Published
+	f := newRun(t, store)
+	path := "/runs/" + f.RunID + "/events"
+
+	// The slow reader: raw TCP with a small receive buffer.
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		return c.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
+	}}
+	conn, err := d.Dial("tcp", inst.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: test\r\n\r\n", path); err != nil {
+		t.Fatal(err)
+	}
+	slowDone := make(chan struct{})
+	go func() {
+		defer close(slowDone)
+		buf := make([]byte, 1)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	defer func() { conn.Close(); <-slowDone }()
+	if !waitFor(5*time.Second, func() bool { return inst.hub.SubscriberCount() == 1 }) {
+		t.Fatal("slow reader did not subscribe")
+	}
+
+	// The fast reader.
+	resp := get(t, client(t), inst.srv.URL+path, nil)
+	if resp == nil {
+		t.FailNow()
+	}
+	caughtUp, fastDone := make(chan time.Time, 1), make(chan time.Time, 1)
+	go func() {
+		defer resp.Body.Close()
+		defer close(fastDone)
+		r := &sseReader{bufio.NewReader(resp.Body)}
+		for {
+			ev, err := r.next()
+			if err != nil {
+				t.Errorf("fast reader: %v", err)
+				return
+			}
+			switch {
+			case ev.ID == "201":
+				caughtUp <- time.Now()
+			case ev.Type == "run.completed":
+				fastDone <- time.Now()
+				return
+			}
+		}
+	}()
+	if !waitFor(5*time.Second, func() bool { return inst.hub.SubscriberCount() == 2 }) {
+		t.Fatal("fast reader did not subscribe")
+	}
+
+	// 200 KB in one commit, far more than the socket buffers: the slow
+	// reader's stream blocks at once.
+	appendEvents(t, store, f, 200, 200, 1000)
+	t1 := time.Now()
+	select {
+	case at := <-caughtUp:
+		t.Logf("fast reader had the commit %v after it", at.Sub(t1))
+		if at.Sub(t1) > writeTimeout {
+			t.Errorf("fast reader waited %v, as long as the slow reader's write deadline", at.Sub(t1))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("fast reader did not get the commit")
+	}
+	const slack = 400 * time.Millisecond
+	if !waitFor(2*writeTimeout+slack-time.Since(t1), func() bool {
+		s := inst.hub.Stats()
+		return s.Dropped == 1 && s.Subscribers == 1 && s.Streams == 1
+	}) {
+		t.Fatalf("slow reader not dropped within 2×%v: %+v", writeTimeout, inst.hub.Stats())
+	}
+	t.Logf("slow reader dropped by %v after the commit", time.Since(t1))
+
+	// The run goes on for the fast reader alone.
+	appendEvents(t, store, f, 1000, 100, 1000)
+	complete(t, store, f)
+	select {
+	case _, ok := <-fastDone:
+		if !ok {
+			t.Fatal("fast reader failed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("fast reader did not get the terminal event")
+	}
+	if !waitFor(5*time.Second, func() bool { return inst.hub.Stats() == stream.Stats{Dropped: 1} }) {
+		t.Fatalf("after the run: %+v", inst.hub.Stats())
+	}
+	if n := counter(t, reg, "agentd_sse_clients_dropped_total"); n != 1 {
+		t.Errorf("agentd_sse_clients_dropped_total = %v", n)
+	}
+	if n := counter(t, reg, "agentd_sse_clients"); n != 0 {
+		t.Errorf("agentd_sse_clients = %v", n)
+	}
+}
+
+// counter sums a metric's samples in reg.
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+// TestConnectDisconnectCycles: goroutines and subscriptions come back to
+// where they started after 1,000 clients came and went. Not parallel: it
+// counts the process's goroutines.
+func TestConnectDisconnectCycles(t *testing.T) {
+	store, _ := persisttest.New(t)
+	inst := newInstance(t, store, stream.Config{}, nil)
+	f := newRun(t, store)
+	hc := client(t)
+	u := inst.srv.URL + "/runs/" + f.RunID + "/events"
+	cycle := func(i int) {
+		resp := get(t, hc, u, nil)
+		if resp == nil {
+			return
+		}
+		if i%2 == 0 { // else leave right after the headers
+			if ev, err := (&sseReader{bufio.NewReader(resp.Body)}).next(); err != nil || ev.ID != "1" {
+				t.Errorf("cycle %d: %+v %v", i, ev, err)
+			}
+		}
+		resp.Body.Close()
+	}
+	settled := func(base int) bool {
+		s := inst.hub.Stats()
+		return runtime.NumGoroutine() <= base && s.Feeds == 0 && s.Subscribers == 0 && s.Streams == 0
+	}
+	cycle(0)
+	if !waitFor(5*time.Second, func() bool { return settled(1 << 30) }) {
+		t.Fatalf("warm-up did not settle: %+v", inst.hub.Stats())
+	}
+	base := runtime.NumGoroutine()
+
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 250 {
+				cycle(w*250 + i)
+			}
+		})
+	}
+	wg.Wait()
+	if !waitFor(10*time.Second, func() bool { return settled(base) }) {
+		t.Fatalf("after 1,000 cycles: %d goroutines (started with %d), %+v", runtime.NumGoroutine(), base, inst.hub.Stats())
+	}
+}
+
+// TestStop: Stop closes open streams and is safe twice.
+func TestStop(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	inst := newInstance(t, store, stream.Config{}, nil)
+	f := newRun(t, store)
+	resp := get(t, client(t), inst.srv.URL+"/runs/"+f.RunID+"/events", nil)
+	if resp == nil {
+		t.FailNow()
+	}
+	defer resp.Body.Close()
+	r := &sseReader{bufio.NewReader(resp.Body)}
+	if ev, err := r.next(); err != nil || ev.ID != "1" {
+		t.Fatalf("first event %+v, %v", ev, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for range 2 {
+		if err := inst.hub.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ev, err := r.next(); !errors.Is(err, io.EOF) {
+		t.Errorf("after Stop: %+v, %v", ev, err)
+	}
+	if s := inst.hub.Stats(); s != (stream.Stats{}) {
+		t.Errorf("after Stop: %+v", s)
+	}
+}
