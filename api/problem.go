@@ -31,6 +31,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405
 	CodeStreamingUnavailable = "streaming_unavailable"  // 501: "stream": true without a stream hook
 	CodeNotReady             = "not_ready"              // 503: GET /readyz when a dependency is down
+	CodeShuttingDown         = "shutting_down"          // 503: a new event stream while the server shuts down
 	CodeInternal             = "internal"               // 500: logged on the server, never detailed
 )
 
