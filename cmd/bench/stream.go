@@ -1,0 +1,386 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"agentd/api"
+	"agentd/internal/llm"
+	"agentd/internal/persist"
+	"agentd/internal/run"
+	"agentd/internal/stream"
+	"agentd/internal/tools"
+)
+
+// stack is agentd assembled in this process, as cmd/server assembles it, on
+// a loopback port.
+type stack struct {
+	store *persist.Store
+	hub   *stream.Hub
+	eng   *run.Engine
+	base  string
+	close func()
+}
+
+func newStack(ctx context.Context, o options, fake, name string, workers int) (*stack, error) {
+	url, drop, err := newDatabase(ctx, o.admin, name)
+	if err != nil {
+		return nil, err
+	}
+	store, err := persist.Open(ctx, url, int32(workers+32))
+	if err != nil {
+		drop()
+		return nil, err
+	}
+	store.StartGroupCommit(2, 64)
+	reg, _ := tools.NewRegistry(tools.Calculator())
+	hub := stream.New(stream.Config{Store: store})
+	store.OnCommit = hub.Published
+	if err := hub.Start(ctx); err != nil {
+		return nil, err
+	}
+	eng := run.New(run.Config{Store: store, Tools: reg, Workers: workers,
+		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake, APIKey: "bench"})})
+	if err := eng.Start(ctx); err != nil {
+		return nil, err
+	}
+	handler := api.New(api.Config{Store: store, Tools: reg, Events: hub, Registerer: prometheus.NewRegistry(),
+		Defaults: api.RunDefaults{Model: "fake"},
+		StreamFunc: func(w http.ResponseWriter, r *http.Request, run persist.Run) {
+			hub.StreamRun(w, r, run.ID, 0)
+		}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	s := &stack{store: store, hub: hub, eng: eng, base: "http://" + ln.Addr().String()}
+	s.close = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		eng.Stop(sctx)
+		hub.Stop(sctx)
+		srv.Shutdown(sctx)
+		store.StopGroupCommit()
+		store.Close()
+		drop()
+	}
+	return s, nil
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
+
+// follow reads an SSE body to its terminal event, calling seen for each
+// event with its envelope's "at" time.
+func follow(body io.Reader, seen func(typ string, at time.Time)) (events int, err error) {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var typ string
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) > 7 && string(line[:7]) == "event: ":
+			typ = string(line[7:])
+		case len(line) > 6 && string(line[:6]) == "data: ":
+			if typ == "heartbeat" {
+				continue
+			}
+			events++
+			if seen != nil {
+				var env struct {
+					At time.Time `json:"at"`
+				}
+				json.Unmarshal(line[6:], &env)
+				seen(typ, env.At)
+			}
+			switch typ {
+			case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+				return events, nil
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return events, err
+	}
+	return events, io.ErrUnexpectedEOF
+}
+
+func postRun(base, input string, streamIt bool) (*http.Response, error) {
+	body, _ := json.Marshal(map[string]any{"input": input, "stream": streamIt})
+	return client.Post(base+"/runs", "application/json", strings.NewReader(string(body)))
+}
+
+// benchHTTP measures whole runs over HTTP (POST /runs with stream: true,
+// followed to the terminal event) at 1, 16 and 64 concurrent clients, and
+// the start latency: an uncontended POST /runs to its first SSE event.
+func benchHTTP(ctx context.Context, o options, fake string) error {
+	s, err := newStack(ctx, o, fake, "http", 64)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
+	fmt.Fprintln(o.out, "http: whole runs (POST /runs with stream: true, read to the terminal event; one tool call, two model calls)")
+	var at16 float64
+	for _, clients := range []int{1, 16, 64} {
+		var lat []time.Duration
+		var mu sync.Mutex
+		var failed atomic.Int64
+		deadline := time.Now().Add(o.duration)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					t0 := time.Now()
+					resp, err := postRun(s.base, input, true)
+					if err != nil {
+						failed.Add(1)
+						return
+					}
+					_, err = follow(resp.Body, nil)
+					resp.Body.Close()
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					mu.Lock()
+					lat = append(lat, time.Since(t0))
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		rps := float64(len(lat)) / time.Since(start).Seconds()
+		p50, p99 := percentiles(lat)
+		extra := ""
+		if clients == 16 {
+			at16 = rps
+		}
+		if clients == 64 && at16 > 0 {
+			extra = fmt.Sprintf(" (%.2fx the figure at 16)", rps/at16)
+		}
+		fmt.Fprintf(o.out, "  %2d clients: %.0f runs/s%s, run latency p50 %s p99 %s, %d failed\n", clients, rps, extra, ms(p50), ms(p99), failed.Load())
+	}
+	// Start latency: one client at a time.
+	n := 300
+	if o.quick {
+		n = 50
+	}
+	var lat []time.Duration
+	for range n {
+		t0 := time.Now()
+		resp, err := postRun(s.base, "/say hi", true)
+		if err != nil {
+			return err
+		}
+		r := bufio.NewReader(resp.Body)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				resp.Body.Close()
+				return fmt.Errorf("start latency: %w", err)
+			}
+			if strings.HasPrefix(line, "id: ") {
+				lat = append(lat, time.Since(t0))
+				break
+			}
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	p50, p99 := percentiles(lat)
+	fmt.Fprintf(o.out, "  start latency (POST /runs to the first SSE event, uncontended, %d runs): p50 %s p99 %s\n\n", n, ms(p50), ms(p99))
+	return nil
+}
+
+// benchStream measures the event stream: appends and deliveries with 16
+// streaming runs and 1 or 100 subscribers each, the replay of a 10,000-event
+// run, and the memory of 1,000 open connections.
+func benchStream(ctx context.Context, o options, fake string) error {
+	s, err := newStack(ctx, o, fake, "stream", 16)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	fmt.Fprintln(o.out, "stream: 16 concurrent runs, the fake model streaming 200 chunks 5 ms apart")
+	subsList := []int{1, 100}
+	if o.quick {
+		subsList = []int{1, 10}
+	}
+	for _, subs := range subsList {
+		var lat []time.Duration
+		var mu sync.Mutex
+		var events, runs atomic.Int64
+		gc0 := s.store.GroupCommitStats()
+		deadline := time.Now().Add(o.duration)
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Now().Before(deadline) && ctx.Err() == nil {
+					resp, err := postRun(s.base, "/stream 200 5", false)
+					if err != nil {
+						return
+					}
+					var created struct {
+						ID string `json:"id"`
+					}
+					json.NewDecoder(resp.Body).Decode(&created)
+					resp.Body.Close()
+					var rw sync.WaitGroup
+					for k := range subs {
+						rw.Add(1)
+						go func() {
+							defer rw.Done()
+							r, err := client.Get(s.base + "/runs/" + created.ID + "/events")
+							if err != nil {
+								return
+							}
+							defer r.Body.Close()
+							var local []time.Duration
+							n, _ := follow(r.Body, func(typ string, at time.Time) {
+								if typ == "message.delta" {
+									local = append(local, time.Since(at))
+								}
+							})
+							mu.Lock()
+							lat = append(lat, local...)
+							mu.Unlock()
+							if k == 0 {
+								events.Add(int64(n))
+								runs.Add(1)
+							}
+						}()
+					}
+					rw.Wait()
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		gc1 := s.store.GroupCommitStats()
+		p50, p99 := percentiles(lat)
+		fmt.Fprintf(o.out, "  %3d subscribers per run: %d runs, %.0f events appended/s, %.2f write transactions per event, delivery (append to client) p50 %s p99 %s\n",
+			subs, runs.Load(), float64(events.Load())/elapsed.Seconds(),
+			float64(gc1.Transactions-gc0.Transactions)/float64(max(1, events.Load())), ms(p50), ms(p99))
+	}
+	if err := benchReplay(ctx, o, s); err != nil {
+		return err
+	}
+	return benchConnections(ctx, o, s)
+}
+
+// benchReplay appends a 10,000-event run and times a client reading it all.
+func benchReplay(ctx context.Context, o options, s *stack) error {
+	const total = 10000
+	// The engine stops here, so that the run stays ours to write.
+	s.eng.Stop(ctx)
+	r, _, err := s.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
+		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "/say replay"}}})
+	if err != nil {
+		return err
+	}
+	c, err := s.store.RunClaim(ctx, "bench", time.Hour)
+	if err != nil || c.ID != r.ID {
+		return fmt.Errorf("claim the replay run: %v", err)
+	}
+	f := persist.Fence{RunID: r.ID, Epoch: c.Epoch, Worker: "bench"}
+	text := strings.Repeat("token ", 10)
+	for n := 1; n < total-1; {
+		k := min(500, total-1-n)
+		evs := make([]persist.EventIn, k)
+		for i := range evs {
+			evs[i] = persist.EventIn{Type: "message.delta", Step: 1, Data: map[string]string{"text": text}}
+		}
+		if _, err := s.store.Exec(ctx, f, evs); err != nil {
+			return err
+		}
+		n += k
+	}
+	if _, err := s.store.Exec(ctx, f, []persist.EventIn{{Type: "run.completed", Step: 1, Data: map[string]string{"status": "completed"}}},
+		persist.RunEnd{ID: r.ID, Status: persist.StatusCompleted, Reason: persist.ReasonCompleted}); err != nil {
+		return err
+	}
+	best := time.Duration(1 << 62)
+	for range 3 {
+		start := time.Now()
+		resp, err := client.Get(s.base + "/runs/" + r.ID + "/events")
+		if err != nil {
+			return err
+		}
+		n, err := follow(resp.Body, nil)
+		resp.Body.Close()
+		if err != nil || n != total {
+			return fmt.Errorf("replay read %d of %d events: %v", n, total, err)
+		}
+		best = min(best, time.Since(start))
+	}
+	fmt.Fprintf(o.out, "  replay of a %d-event run: %.0f events/s (best of 3: %s)\n", total, total/best.Seconds(), ms(best))
+	return nil
+}
+
+// benchConnections opens 1,000 SSE connections to a run that stays queued
+// (the engine is stopped) and reports the memory they cost this process.
+func benchConnections(ctx context.Context, o options, s *stack) error {
+	const conns = 1000
+	r, _, err := s.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
+		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "/say idle"}}})
+	if err != nil {
+		return err
+	}
+	addr := strings.TrimPrefix(s.base, "http://")
+	mem := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse + m.StackInuse
+	}
+	before := mem()
+	open := make([]net.Conn, 0, conns)
+	defer func() {
+		for _, c := range open {
+			c.Close()
+		}
+	}()
+	req := "GET /runs/" + r.ID + "/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n"
+	buf := make([]byte, 4096)
+	for range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		open = append(open, c)
+		if _, err := io.WriteString(c, req); err != nil {
+			return err
+		}
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(buf); err != nil { // the response headers: the stream is open
+			return err
+		}
+	}
+	for s.hub.Stats().Streams < conns {
+		time.Sleep(10 * time.Millisecond)
+	}
+	after := mem()
+	per := float64(after-before) / conns
+	fmt.Fprintf(o.out, "  %d open SSE connections: %.1f KiB each (heap and stacks of this process, client sockets included)\n\n", conns, per/1024)
+	return nil
+}
