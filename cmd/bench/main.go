@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,7 @@ func runBench(args []string, out io.Writer) error {
 	what := fs.String("what", "floor,steps,http,stream", "benchmarks to run, comma-separated: floor, steps, http, stream")
 	duration := fs.Duration("duration", 10*time.Second, "measuring time of each throughput benchmark")
 	quick := fs.Bool("quick", false, "a short configuration (2s, fewer clients and events) for a smoke run")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmarks to this file")
 	serveFake := fs.Bool("serve-fake", false, "internal: serve the fake model on a loopback port and print its address")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -53,6 +55,17 @@ func runBench(args []string, out io.Writer) error {
 	}
 	for _, w := range strings.Split(*what, ",") {
 		o.what[strings.TrimSpace(w)] = true
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
