@@ -30,4 +30,4 @@ chaos: ## a longer SIGKILL chaos run: 200 runs, 10 kills of real server processe
 	AGENTD_CHAOS_RUNS=200 AGENTD_CHAOS_KILLS=10 $(GO) test -count=1 -run TestChaosKill -v ./cmd/server/
 
 bench: ## print agentd's figures on this machine (about 2 minutes; see docs/benchmarks.md)
-	$(GO) build -o bin/bench ./cmd/bench && ./bin/bench
+	$(GO) build -o bin/agentbench ./cmd/agentbench && ./bin/agentbench

@@ -1,4 +1,4 @@
-// Command bench measures agentd on this machine and prints its figures:
+// Command agentbench measures agentd on this machine and prints its figures:
 //
 //   - floor: what PostgreSQL itself sustains here, 16 connections committing
 //     transactions of 5 single-row inserts (200-byte jsonb);
@@ -15,5 +15,5 @@
 //
 // The fake model runs in a child process, so that the CPU measured is
 // agentd's. Each benchmark uses a database of its own, dropped at the end.
-// `bench -quick` is a short configuration for a smoke run.
+// `agentbench -quick` is a short configuration for a smoke run.
 package main

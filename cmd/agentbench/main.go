@@ -21,7 +21,7 @@ import (
 
 func main() {
 	if err := runBench(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+		fmt.Fprintln(os.Stderr, "agentbench:", err)
 		os.Exit(1)
 	}
 }
@@ -35,7 +35,7 @@ type options struct {
 }
 
 func runBench(args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("agentbench", flag.ContinueOnError)
 	admin := fs.String("database-url", envOr("AGENTD_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		"PostgreSQL server; each benchmark creates and drops a database of its own")
 	what := fs.String("what", "floor,steps,http,stream", "benchmarks to run, comma-separated: floor, steps, http, stream")
