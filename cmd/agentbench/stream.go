@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,11 +30,12 @@ import (
 // stack is agentd assembled in this process, as cmd/server assembles it, on
 // a loopback port.
 type stack struct {
-	store *persist.Store
-	hub   *stream.Hub
-	eng   *run.Engine
-	base  string
-	close func()
+	commits *commitLog
+	store   *persist.Store
+	hub     *stream.Hub
+	eng     *run.Engine
+	base    string
+	close   func()
 }
 
 func newStack(ctx context.Context, o options, fake, name string, workers int) (*stack, error) {
@@ -48,7 +51,11 @@ func newStack(ctx context.Context, o options, fake, name string, workers int) (*
 	store.StartGroupCommit(2, 64)
 	reg, _ := tools.NewRegistry(tools.Calculator())
 	hub := stream.New(stream.Config{Store: store})
-	store.OnCommit = hub.Published
+	commits := &commitLog{runs: map[string][]commitMark{}}
+	store.OnCommit = func(runID string, lastSeq int64) {
+		commits.add(runID, lastSeq)
+		hub.Published(runID, lastSeq)
+	}
 	if err := hub.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -68,7 +75,7 @@ func newStack(ctx context.Context, o options, fake, name string, workers int) (*
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	s := &stack{store: store, hub: hub, eng: eng, base: "http://" + ln.Addr().String()}
+	s := &stack{store: store, hub: hub, eng: eng, commits: commits, base: "http://" + ln.Addr().String()}
 	s.close = func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -82,17 +89,51 @@ func newStack(ctx context.Context, o options, fake, name string, workers int) (*
 	return s, nil
 }
 
+// commitLog remembers when each run's events were committed (the time the
+// store reported the commit), so that delivery is measured from the commit.
+type commitLog struct {
+	mu   sync.Mutex
+	runs map[string][]commitMark
+}
+
+type commitMark struct {
+	upTo int64
+	at   time.Time
+}
+
+func (l *commitLog) add(runID string, upTo int64) {
+	now := time.Now()
+	l.mu.Lock()
+	l.runs[runID] = append(l.runs[runID], commitMark{upTo, now})
+	l.mu.Unlock()
+}
+
+// at returns when the event seq of runID was committed.
+func (l *commitLog) at(runID string, seq int64) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.runs[runID] {
+		if m.upTo >= seq {
+			return m.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
 
 // follow reads an SSE body to its terminal event, calling seen for each
 // event with its envelope's "at" time.
-func follow(body io.Reader, seen func(typ string, at time.Time)) (events int, err error) {
+func follow(body io.Reader, seen func(typ string, seq int64)) (events int, err error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	var typ string
+	var seq int64
 	for sc.Scan() {
 		line := sc.Bytes()
 		switch {
+		case len(line) > 4 && string(line[:4]) == "id: ":
+			seq, _ = strconv.ParseInt(string(line[4:]), 10, 64)
 		case len(line) > 7 && string(line[:7]) == "event: ":
 			typ = string(line[7:])
 		case len(line) > 6 && string(line[:6]) == "data: ":
@@ -101,7 +142,7 @@ func follow(body io.Reader, seen func(typ string, at time.Time)) (events int, er
 			}
 			events++
 			if seen != nil {
-				seen(typ, envelopeAt(line[6:]))
+				seen(typ, seq)
 			}
 			switch typ {
 			case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
@@ -113,22 +154,6 @@ func follow(body io.Reader, seen func(typ string, at time.Time)) (events int, er
 		return events, err
 	}
 	return events, io.ErrUnexpectedEOF
-}
-
-// envelopeAt reads the "at" of an event envelope without decoding the rest
-// (the client must stay cheap: it shares the machine with the server).
-func envelopeAt(data []byte) time.Time {
-	i := bytes.Index(data, []byte(`"at":"`))
-	if i < 0 {
-		return time.Time{}
-	}
-	rest := data[i+6:]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return time.Time{}
-	}
-	t, _ := time.Parse(time.RFC3339Nano, string(rest[:j]))
-	return t
 }
 
 func postRun(base, input string, streamIt bool) (*http.Response, error) {
@@ -233,6 +258,13 @@ func benchStream(ctx context.Context, o options, fake string) error {
 	defer s.close()
 	fmt.Fprintln(o.out, "stream: 16 concurrent runs, the fake model streaming 200 chunks 5 ms apart")
 	subsList := []int{1, 100}
+	if v := os.Getenv("AGENTBENCH_SUBSCRIBERS"); v != "" {
+		subsList = nil
+		for _, f := range strings.Split(v, ",") {
+			n, _ := strconv.Atoi(f)
+			subsList = append(subsList, n)
+		}
+	}
 	if o.quick {
 		subsList = []int{1, 10}
 	}
@@ -263,21 +295,26 @@ func benchStream(ctx context.Context, o options, fake string) error {
 						rw.Add(1)
 						go func() {
 							defer rw.Done()
+							if k >= 10 {
+								// Latency is sampled on 10 subscribers of each run; the
+								// others read raw bytes, as cheaply as a client can.
+								drain(s.base, created.ID)
+								return
+							}
 							r, err := client.Get(s.base + "/runs/" + created.ID + "/events")
 							if err != nil {
 								return
 							}
 							defer r.Body.Close()
 							var local []time.Duration
-							var seen func(string, time.Time)
-							if k < 10 { // latency is sampled on up to 10 subscribers of each run
-								seen = func(typ string, at time.Time) {
-									if typ == "message.delta" {
-										local = append(local, time.Since(at))
-									}
+							n, _ := follow(r.Body, func(typ string, seq int64) {
+								if typ != "message.delta" {
+									return
 								}
-							}
-							n, _ := follow(r.Body, seen)
+								if at, ok := s.commits.at(created.ID, seq); ok {
+									local = append(local, time.Since(at))
+								}
+							})
 							mu.Lock()
 							lat = append(lat, local...)
 							mu.Unlock()
@@ -295,7 +332,7 @@ func benchStream(ctx context.Context, o options, fake string) error {
 		elapsed := time.Since(start)
 		gc1 := s.store.GroupCommitStats()
 		p50, p99 := percentiles(lat)
-		fmt.Fprintf(o.out, "  %3d subscribers per run: %d runs, %.0f events appended/s, %.2f write transactions per event, delivery (append to client) p50 %s p99 %s\n",
+		fmt.Fprintf(o.out, "  %3d subscribers per run: %d runs, %.0f events appended/s, %.2f write transactions per event, delivery (commit to client) p50 %s p99 %s\n",
 			subs, runs.Load(), float64(events.Load())/elapsed.Seconds(),
 			float64(gc1.Transactions-gc0.Transactions)/float64(max(1, events.Load())), ms(p50), ms(p99))
 	}
@@ -303,6 +340,36 @@ func benchStream(ctx context.Context, o options, fake string) error {
 		return err
 	}
 	return benchConnections(ctx, o, s)
+}
+
+// drain reads a run's event stream over a raw connection until its terminal
+// event, without decoding it.
+func drain(base, runID string) {
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /runs/"+runID+"/events HTTP/1.1\r\nHost: bench\r\n\r\n"); err != nil {
+		return
+	}
+	buf := make([]byte, 32<<10)
+	var tail []byte
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			chunk := append(tail, buf[:n]...)
+			for _, t := range []string{"event: run.completed", "event: run.failed", "event: run.cancelled", "event: run.timed_out"} {
+				if bytes.Contains(chunk, []byte(t)) {
+					return
+				}
+			}
+			tail = append(tail[:0], chunk[max(0, len(chunk)-32):]...)
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // benchReplay appends a 10,000-event run and times a client reading it all.
