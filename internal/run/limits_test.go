@@ -2,10 +2,16 @@ package run_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"agentd/internal/llm"
 	"agentd/internal/persist"
+	"agentd/internal/run"
 )
 
 func TestModelFaultsAreRetriedAndPartialTextRetracted(t *testing.T) {
@@ -160,5 +166,70 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 	c := countTypes(after[len(before):])
 	if c["run.resumed"] != 1 || c["step.retracted"] != 1 || c["run.completed"] != 1 {
 		t.Fatalf("events after resume %v", c)
+	}
+}
+
+func TestRateLimitAndHangingStreamAreRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	// Step 1 answers 429 (Retry-After: 1) once; step 2's stream hangs once
+	// and is cut by the 300 ms idle timeout.
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/fault 429@0\n/fault hang@1\n/say done",
+		persist.RunParams{Timeouts: persist.Timeouts{IdleMS: 300}})
+	start := time.Now()
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted {
+		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+	}
+	if elapsed := time.Since(start); elapsed < time.Second {
+		t.Fatalf("run took %v: Retry-After of 1 s was not honoured", elapsed)
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if len(steps) != 2 || steps[0].ModelAttempts != 2 || steps[1].ModelAttempts != 2 {
+		t.Fatalf("model attempts per step: %+v", steps)
+	}
+	if b.fake.Cancelled() != 1 {
+		t.Fatalf("the hanging request was not cut (cancelled %d)", b.fake.Cancelled())
+	}
+}
+
+func TestFinalModelErrorsEndTheRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, c := range []struct {
+		status int
+		body   string
+		reason string
+	}{
+		{401, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`, persist.ReasonModelError},
+		{400, `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`, persist.ReasonContextOverflow},
+	} {
+		var calls atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(c.status)
+			io.WriteString(w, c.body)
+		}))
+		e := run.New(run.Config{Store: b.store, Tools: b.reg, LeaseTTL: 5 * time.Second, PollInterval: 200 * time.Millisecond,
+			ModelBackoff: 10 * time.Millisecond, Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: srv.URL + "/v1", APIKey: "k"})})
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		r := b.create(t, "hello", persist.RunParams{})
+		r = b.wait(t, r.ID, nil)
+		e.Stop(context.Background())
+		srv.Close()
+		if r.Status != persist.StatusFailed || r.TerminalReason != c.reason {
+			t.Fatalf("status %d: run ended %s/%s, want failed/%s", c.status, r.Status, r.TerminalReason, c.reason)
+		}
+		if calls.Load() != 1 {
+			t.Fatalf("status %d: the model was asked %d times; a final error is not retried", c.status, calls.Load())
+		}
+		steps, _ := b.store.StepsList(context.Background(), r.ID)
+		if len(steps) != 1 || steps[0].Status != persist.StepFailed || len(steps[0].Error) == 0 {
+			t.Fatalf("status %d: step %+v", c.status, steps)
+		}
 	}
 }
