@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +69,39 @@ func TestResolveAction(t *testing.T) {
 	}
 	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
 		http.StatusConflict, "run_not_waiting")
+}
+
+func TestIdempotentChanges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := b.createRun(`{"input":"hi"}`)
+	path := "/runs/" + run.ID
+	first := want[runBody](t, b.do(http.MethodPost, path+"/cancel", "", "Idempotency-Key", "c1"), http.StatusOK)
+	if first.Status != "cancelled" {
+		t.Fatalf("cancel: %s", first.Status)
+	}
+	// The run moves on (resumed), yet a repeat of the cancel with its key
+	// answers as the first time, and does not cancel again.
+	want[runBody](t, b.do(http.MethodPost, path+"/resume", ""), http.StatusOK)
+	again := b.do(http.MethodPost, path+"/cancel", "", "Idempotency-Key", "c1")
+	replayed := want[runBody](t, again, http.StatusOK)
+	if again.header.Get("Idempotent-Replayed") != "true" || replayed.Status != "cancelled" || replayed.UpdatedAt != first.UpdatedAt {
+		t.Fatalf("repeat: replayed %q, status %s", again.header.Get("Idempotent-Replayed"), replayed.Status)
+	}
+	now := want[runBody](t, b.do(http.MethodGet, path, ""), http.StatusOK)
+	if now.Status != "queued" {
+		t.Fatalf("the repeated cancel changed the run: %s", now.Status)
+	}
+	// The same key on another request.
+	wantProblem(t, b.do(http.MethodPost, path+"/resume", "", "Idempotency-Key", "c1"), http.StatusUnprocessableEntity, "idempotency_key_reused")
+	wantProblem(t, b.do(http.MethodPost, path+"/actions", `{"decision":"retry","tool_call_id":"`+run.ID+`"}`, "Idempotency-Key", "a1"),
+		http.StatusConflict, "run_not_waiting")
+	wantProblem(t, b.do(http.MethodPost, path+"/actions", `{"decision":"fail","tool_call_id":"`+run.ID+`"}`, "Idempotency-Key", "a1"),
+		http.StatusUnprocessableEntity, "idempotency_key_reused")
+	// A stored problem is replayed too.
+	p := b.do(http.MethodPost, path+"/actions", `{"decision":"retry","tool_call_id":"`+run.ID+`"}`, "Idempotency-Key", "a1")
+	if wantProblem(t, p, http.StatusConflict, "run_not_waiting"); p.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatal("the stored problem was not replayed")
+	}
+	wantProblem(t, b.do(http.MethodPost, path+"/cancel", "", "Idempotency-Key", strings.Repeat("k", 300)), http.StatusUnprocessableEntity, "invalid_field")
 }

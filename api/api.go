@@ -35,6 +35,9 @@ type Store interface {
 	// when the run is completed.
 	RunResume(ctx context.Context, tenantID, id string) (persist.Run, error)
 	RunResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
+	IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (persist.IdempotencyRecord, bool, error)
+	IdempotencyFinish(ctx context.Context, tenantID, key string, status int, contentType string, body []byte) error
+	IdempotencyAbandon(ctx context.Context, tenantID, key string) error
 	// StepsList returns a run's steps with their tool calls and attempts.
 	StepsList(ctx context.Context, runID string) ([]persist.StepDetail, error)
 	// ConversationGet returns a tenant's conversation, or persist.ErrNotFound.
@@ -197,9 +200,9 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.Get("/runs", s.handle(s.runList))
 		r.Get("/runs/{id}", s.handle(s.runGet))
 		r.Get("/runs/{id}/steps", s.handle(s.stepsList))
-		r.With(s.requireJSON).Post("/runs/{id}/cancel", s.handle(s.runCancel))
-		r.With(s.requireJSON).Post("/runs/{id}/resume", s.handle(s.runResume))
-		r.With(s.requireJSON).Post("/runs/{id}/actions", s.handle(s.runAction))
+		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/cancel", s.handle(s.runCancel))
+		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
+		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
 		if cfg.Events != nil {
 			r.With(s.loadRun).Method(http.MethodGet, "/runs/{id}/events", cfg.Events)
 		}

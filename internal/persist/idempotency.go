@@ -1,0 +1,65 @@
+package persist
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// IdempotencyRecord is what a key stored: the fingerprint of its first
+// request and, once that request finished, its response.
+type IdempotencyRecord struct {
+	RequestHash string
+	Done        bool
+	Status      int
+	ContentType string
+	Response    []byte
+}
+
+// IdempotencyBegin claims key for a request with fingerprint hash. fresh is
+// true when the key was unused: the caller runs the request, then calls
+// IdempotencyFinish (or IdempotencyAbandon). Otherwise rec is what the key
+// holds (its response, or Done false while the first request is in flight).
+func (s *Store) IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec IdempotencyRecord, fresh bool, err error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO idempotency_keys (tenant_id, key, request_hash) VALUES ($1, $2, $3)
+		ON CONFLICT (tenant_id, key) DO NOTHING`, tenantID, key, hash)
+	if err != nil {
+		return rec, false, translate(err)
+	}
+	if tag.RowsAffected() == 1 {
+		return IdempotencyRecord{RequestHash: hash}, true, nil
+	}
+	var status *int32
+	var ct *string
+	err = s.pool.QueryRow(ctx, `SELECT request_hash, status, content_type, response FROM idempotency_keys
+		WHERE tenant_id = $1 AND key = $2`, tenantID, key).Scan(&rec.RequestHash, &status, &ct, &rec.Response)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Abandoned between the two statements: the caller may try again.
+		return rec, false, ErrConflict
+	}
+	if err != nil {
+		return rec, false, translate(err)
+	}
+	if status != nil {
+		rec.Done, rec.Status = true, int(*status)
+	}
+	if ct != nil {
+		rec.ContentType = *ct
+	}
+	return rec, false, nil
+}
+
+// IdempotencyFinish stores the response of the request that claimed key.
+func (s *Store) IdempotencyFinish(ctx context.Context, tenantID, key string, status int, contentType string, body []byte) error {
+	_, err := s.pool.Exec(ctx, `UPDATE idempotency_keys SET status = $3, content_type = $4, response = $5
+		WHERE tenant_id = $1 AND key = $2`, tenantID, key, status, contentType, body)
+	return translate(err)
+}
+
+// IdempotencyAbandon frees key after its request failed in a way worth
+// retrying (a server error), so that a retry runs the request again.
+func (s *Store) IdempotencyAbandon(ctx context.Context, tenantID, key string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2 AND status IS NULL`, tenantID, key)
+	return translate(err)
+}
