@@ -51,8 +51,14 @@ func scanMessage(row pgx.Row) (Message, error) {
 	return m, nil
 }
 
-func queryAll[T any](ctx context.Context, s *Store, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// queryAll runs a query and scans every row with scan.
+func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -84,12 +90,12 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 	if st.Run, err = s.RunByID(ctx, runID); err != nil {
 		return st, err
 	}
-	st.Messages, err = queryAll(ctx, s, scanMessage, `SELECT `+messageColumns+` FROM messages
+	st.Messages, err = queryAll(ctx, s.pool, scanMessage, `SELECT `+messageColumns+` FROM messages
 		WHERE conversation_id = $1 AND status = 'completed' ORDER BY seq`, st.Run.ConversationID)
 	if err != nil {
 		return st, fmt.Errorf("load messages: %w", err)
 	}
-	st.Steps, err = queryAll(ctx, s, scanStep, `SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
+	st.Steps, err = queryAll(ctx, s.pool, scanStep, `SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
 	if err != nil {
 		return st, fmt.Errorf("load steps: %w", err)
 	}
@@ -97,11 +103,11 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 		return st, nil
 	}
 	last := st.Steps[len(st.Steps)-1].ID
-	st.Calls, err = queryAll(ctx, s, scanCall, `SELECT `+callColumns+` FROM tool_calls WHERE step_id = $1 ORDER BY position`, last)
+	st.Calls, err = queryAll(ctx, s.pool, scanCall, `SELECT `+callColumns+` FROM tool_calls WHERE step_id = $1 ORDER BY position`, last)
 	if err != nil {
 		return st, fmt.Errorf("load tool calls: %w", err)
 	}
-	st.Attempts, err = queryAll(ctx, s, scanAttempt, `SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch,
+	st.Attempts, err = queryAll(ctx, s.pool, scanAttempt, `SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch,
 		a.started_at, a.finished_at FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
 		WHERE c.step_id = $1 ORDER BY c.position, a.n`, last)
 	if err != nil {
@@ -129,15 +135,15 @@ type CallDetail struct {
 
 // StepsList returns a run's steps with their calls and attempts, in order.
 func (s *Store) StepsList(ctx context.Context, runID string) ([]StepDetail, error) {
-	steps, err := queryAll(ctx, s, scanStep, `SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
+	steps, err := queryAll(ctx, s.pool, scanStep, `SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list steps: %w", err)
 	}
-	calls, err := queryAll(ctx, s, scanCall, `SELECT `+callColumns+` FROM tool_calls WHERE run_id = $1 ORDER BY created_at, position`, runID)
+	calls, err := queryAll(ctx, s.pool, scanCall, `SELECT `+callColumns+` FROM tool_calls WHERE run_id = $1 ORDER BY created_at, position`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list tool calls: %w", err)
 	}
-	attempts, err := queryAll(ctx, s, scanAttempt, `SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch,
+	attempts, err := queryAll(ctx, s.pool, scanAttempt, `SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch,
 		a.started_at, a.finished_at FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
 		WHERE c.run_id = $1 ORDER BY a.n`, runID)
 	if err != nil {
@@ -168,13 +174,13 @@ func (s *Store) ConversationGet(ctx context.Context, tenantID, id string) (Conve
 
 // MessagesList returns a conversation's messages after seq, in order.
 func (s *Store) MessagesList(ctx context.Context, conversationID string, after, limit int) ([]Message, error) {
-	return queryAll(ctx, s, scanMessage, `SELECT `+messageColumns+` FROM messages
+	return queryAll(ctx, s.pool, scanMessage, `SELECT `+messageColumns+` FROM messages
 		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, conversationID, after, limit)
 }
 
 // EventsAfter returns up to limit events of a run after seq, in order.
 func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
-	return queryAll(ctx, s, func(row pgx.Row) (Event, error) {
+	return queryAll(ctx, s.pool, func(row pgx.Row) (Event, error) {
 		var e Event
 		var data string
 		err := row.Scan(&e.RunID, &e.Seq, &e.Type, &data, &e.CreatedAt)

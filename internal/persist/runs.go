@@ -86,7 +86,9 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 		return Run{}, false, fmt.Errorf("encode params: %w", err)
 	}
 	dup := errors.New("duplicate")
+	cancelled := map[string]int64{} // runs ended by if_busy: interrupt, and their last seq
 	err = s.tx(ctx, func(tx pgx.Tx) error {
+		clear(cancelled)
 		convID := p.ConversationID
 		if convID == "" {
 			convID = newID()
@@ -109,13 +111,21 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 				return fmt.Errorf("busy check: %w", err)
 			case p.Params.IfBusy == "enqueue":
 			case p.Params.IfBusy == "interrupt":
-				if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()),
-					updated_at = now() WHERE conversation_id = $1 AND status IN ('queued', 'running', 'requires_action')`, convID); err != nil {
-					return fmt.Errorf("interrupt busy run: %w", err)
+				// Cancel every run of the conversation in flight; the new
+				// run starts when the last of them has stopped.
+				busyRuns, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs WHERE conversation_id = $1
+					AND status IN ('queued', 'running', 'requires_action') ORDER BY id FOR UPDATE`, convID)
+				if err != nil {
+					return fmt.Errorf("interrupt busy runs: %w", err)
 				}
-				if _, err := tx.Exec(ctx, `SELECT pg_notify($1, id::text) FROM runs WHERE conversation_id = $2
-					AND status IN ('queued', 'running', 'requires_action')`, ChannelCancel, convID); err != nil {
-					return fmt.Errorf("notify cancel: %w", err)
+				for _, b := range busyRuns {
+					last, err := cancelLocked(ctx, tx, b)
+					if err != nil {
+						return fmt.Errorf("interrupt run %s: %w", b.ID, err)
+					}
+					if last > 0 {
+						cancelled[b.ID] = last
+					}
 				}
 			default:
 				return &BusyError{RunID: busy}
@@ -167,6 +177,11 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 	}
 	if err != nil {
 		return Run{}, false, err
+	}
+	if s.OnCommit != nil {
+		for id, last := range cancelled {
+			s.OnCommit(id, last)
+		}
 	}
 	run, err = s.RunGet(ctx, p.TenantID, runID)
 	if err == nil && s.OnCommit != nil {
@@ -268,24 +283,8 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 			return nil
 		case StatusCompleted, StatusFailed, StatusTimedOut:
 			return fmt.Errorf("run is %s: %w", r.Status, ErrConflict)
-		case StatusRunning:
-			if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
-				WHERE id = $1`, id); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, id)
-			return err
 		}
-		// queued, interrupted, requires_action: nobody executes it; end it here.
-		lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []EventIn{{Type: "run.cancelled", Step: r.StepCount,
-			Data: map[string]any{"status": StatusCancelled, "reason": ReasonCancelled}}})
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE runs SET status = 'cancelled', terminal_reason = 'cancelled',
-			cancel_requested_at = coalesce(cancel_requested_at, now()), required_action = NULL,
-			finished_at = now(), updated_at = now(), last_event_seq = $2, lease_owner = NULL, lease_expires_at = NULL
-			WHERE id = $1`, id, lastSeq)
+		lastSeq, err = cancelLocked(ctx, tx, r)
 		return err
 	})
 	if err != nil {
@@ -295,6 +294,50 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 		s.OnCommit(id, lastSeq)
 	}
 	return s.RunGet(ctx, tenantID, id)
+}
+
+// cancelLocked cancels r, whose row the caller has locked: a running run is
+// flagged and its executor told; any other run nobody executes is ended here.
+// A run waiting on a decision about a tool call has that call rejected, so
+// that nothing waits on it any more. It returns the run's new last event seq
+// when it appended events, else 0.
+func cancelLocked(ctx context.Context, tx pgx.Tx, r Run) (int64, error) {
+	if r.Status == StatusRunning {
+		if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
+			WHERE id = $1`, r.ID); err != nil {
+			return 0, err
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, r.ID)
+		return 0, err
+	}
+	var evs []EventIn
+	if r.Status == StatusRequiresAction {
+		var action struct {
+			ToolCallID string `json:"tool_call_id"`
+		}
+		_ = json.Unmarshal(r.RequiredAction, &action)
+		if action.ToolCallID != "" {
+			errData := map[string]any{"message": "the run was cancelled while waiting for a decision on this call", "kind": "cancelled"}
+			b, _ := json.Marshal(errData)
+			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
+				WHERE id = $1 AND status = 'unknown'`, action.ToolCallID, b); err != nil {
+				return 0, fmt.Errorf("reject tool call: %w", err)
+			}
+			evs = append(evs, EventIn{Type: "tool_call.completed", Step: r.StepCount, Data: map[string]any{
+				"tool_call_id": action.ToolCallID, "status": "rejected", "error": errData, "resolved_by": "cancel"}})
+		}
+	}
+	evs = append(evs, EventIn{Type: "run.cancelled", Step: r.StepCount,
+		Data: map[string]any{"status": StatusCancelled, "reason": ReasonCancelled}})
+	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
+	if err != nil {
+		return 0, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE runs SET status = 'cancelled', terminal_reason = 'cancelled',
+		cancel_requested_at = coalesce(cancel_requested_at, now()), required_action = NULL,
+		finished_at = now(), updated_at = now(), last_event_seq = $2, lease_owner = NULL, lease_expires_at = NULL
+		WHERE id = $1`, r.ID, lastSeq)
+	return lastSeq, err
 }
 
 // RunResume re-queues a run that is interrupted, failed, timed out or

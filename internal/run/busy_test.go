@@ -1,0 +1,166 @@
+package run_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+)
+
+func (b *bundle) createOn(t *testing.T, conv, input, ifBusy string) (persist.Run, error) {
+	t.Helper()
+	r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake",
+		ConversationID: conv, Params: persist.RunParams{MaxSteps: 10, IfBusy: ifBusy},
+		Input: []persist.InputMessage{{Role: "user", Content: input}}})
+	return r, err
+}
+
+func TestIfBusyRejectUnderConcurrentRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.create(t, "/say first", persist.RunParams{}) // queued: the conversation is busy
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var created, busy int
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := b.createOn(t, first.ConversationID, "/say again", "reject")
+			var be *persist.BusyError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errors.As(err, &be) && be.RunID == first.ID:
+				busy++
+			default:
+				t.Errorf("create: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if created != 0 || busy != 10 {
+		t.Fatalf("%d created, %d refused as busy; want 0 and 10", created, busy)
+	}
+	// Once the conversation is idle, exactly one of many concurrent requests wins.
+	if _, err := b.store.RunCancel(context.Background(), "default", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	created, busy = 0, 0
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := b.createOn(t, first.ConversationID, "/say race", "reject")
+			var be *persist.BusyError
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				created++
+			case errors.As(err, &be):
+				busy++
+			default:
+				t.Errorf("create: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if created != 1 || busy != 9 {
+		t.Fatalf("idle conversation: %d created, %d refused; want 1 and 9", created, busy)
+	}
+}
+
+func TestIfBusyEnqueueRunsOneAtATime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.create(t, "/stream 4 30", persist.RunParams{})
+	var wg sync.WaitGroup
+	ids := make(chan string, 5)
+	for range 5 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := b.createOn(t, first.ConversationID, "/stream 4 30", "enqueue")
+			if err != nil {
+				t.Errorf("enqueue: %v", err)
+				return
+			}
+			ids <- r.ID
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	b.engine(t, 5*time.Second)
+	all := []persist.Run{b.wait(t, first.ID, nil)}
+	for id := range ids {
+		all = append(all, b.wait(t, id, nil))
+	}
+	for _, r := range all {
+		if r.Status != persist.StatusCompleted {
+			t.Fatalf("run %s ended %s", r.ID, r.Status)
+		}
+	}
+	// No two runs of the conversation overlapped.
+	for i, a := range all {
+		for _, c := range all[i+1:] {
+			if a.StartedAt.Before(*c.FinishedAt) && c.StartedAt.Before(*a.FinishedAt) {
+				t.Fatalf("runs %s and %s overlapped", a.ID, c.ID)
+			}
+		}
+	}
+	msgs, _ := b.store.MessagesList(context.Background(), first.ConversationID, 0, 100)
+	if len(msgs) != 12 {
+		t.Fatalf("conversation has %d messages, want 12 (6 questions, 6 answers)", len(msgs))
+	}
+}
+
+func TestIfBusyInterruptCancelsTheBusyRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	busy := b.create(t, "/call blocker {}\n/say never", persist.RunParams{})
+	waitPath(t, b.sink, "/block")
+	next, err := b.createOn(t, busy.ConversationID, "/say next", "interrupt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.wait(t, busy.ID, nil); r.Status != persist.StatusCancelled {
+		t.Fatalf("busy run ended %s, want cancelled", r.Status)
+	}
+	if r := b.wait(t, next.ID, nil); r.Status != persist.StatusCompleted {
+		t.Fatalf("new run ended %s", r.Status)
+	}
+}
+
+func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	r := b.create(t, "/call slow_effect {}\n/say never", persist.RunParams{})
+	if r = b.wait(t, r.ID, nil); r.Status != persist.StatusRequiresAction {
+		t.Fatalf("run is %s, want requires_action", r.Status)
+	}
+	if _, err := b.createOn(t, r.ConversationID, "/say blocked", "reject"); err == nil {
+		t.Fatal("a run waiting on an action did not keep its conversation busy")
+	}
+	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if c := steps[0].Calls[0]; c.Status != "rejected" {
+		t.Fatalf("the awaited call is %s, want rejected", c.Status)
+	}
+	next, err := b.createOn(t, r.ConversationID, "/say free again", "reject")
+	if err != nil {
+		t.Fatalf("conversation still wedged: %v", err)
+	}
+	if n := b.wait(t, next.ID, nil); n.Status != persist.StatusCompleted {
+		t.Fatalf("next run ended %s", n.Status)
+	}
+}
