@@ -1,0 +1,213 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+	"agentd/internal/persist/persisttest"
+)
+
+// effectSink is a webhook whose side effect happens (it counts the key) and
+// then hangs before it answers, so that a process can be killed between the
+// effect and the commit of its result. Its reconcile endpoint says the
+// effect happened when it saw the key.
+type effectSink struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	seen    map[string]int
+	entered chan string
+}
+
+func newEffectSink(t *testing.T) *effectSink {
+	s := &effectSink{seen: map[string]int{}, entered: make(chan string, 16)}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		key := r.Header.Get("Idempotency-Key")
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/reconcile" {
+			s.mu.Lock()
+			n := s.seen[key]
+			s.mu.Unlock()
+			if n > 0 {
+				io.WriteString(w, `{"status":"succeeded","result":{"charged":true,"reconciled":true}}`)
+			} else {
+				io.WriteString(w, `{"status":"not_applied"}`)
+			}
+			return
+		}
+		s.mu.Lock()
+		s.seen[key]++
+		first := s.seen[key] == 1
+		s.mu.Unlock()
+		if first {
+			s.entered <- key
+			<-r.Context().Done() // the effect happened; the answer never comes
+			return
+		}
+		io.WriteString(w, `{"charged":true}`)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *effectSink) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[key]
+}
+
+func waitRun(t *testing.T, store *persist.Store, id string, ok func(persist.Run) bool) persist.Run {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := store.RunByID(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %s", id, r.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestKillBetweenEffectAndCommit kills the server process while a
+// side-effect webhook has done its effect but not answered. Without a
+// reconciler the run waits for a client (tool_outcome_unknown) and completes
+// once told, the effect still done once; with one it completes by itself.
+func TestKillBetweenEffectAndCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	for _, withReconciler := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reconciler=%v", withReconciler), func(t *testing.T) {
+			sink := newEffectSink(t)
+			reconcile := ""
+			if withReconciler {
+				reconcile = fmt.Sprintf(`,"reconcile_url":%q`, sink.srv.URL+"/reconcile")
+			}
+			toolsFile := filepath.Join(t.TempDir(), "tools.json")
+			os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"charge","description":"charge a card",
+				"parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":60000%s}]}`, sink.srv.URL+"/charge", reconcile)), 0o600)
+			dbURL := persisttest.NewDatabase(t)
+			env := []string{"DATABASE_URL=" + dbURL, "AGENTD_TOOLS_FILE=" + toolsFile, "AGENTD_LEASE_TTL=1s",
+				"AGENTD_POLL_INTERVAL=100ms", "AGENTD_LOG_LEVEL=info"}
+			a := startChild(t, env)
+			resp, err := http.Post("http://"+a.addr+"/runs", "application/json", strings.NewReader(`{"input":"/call charge {}\n/say charged"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var run struct{ ID string }
+			json.NewDecoder(resp.Body).Decode(&run)
+			resp.Body.Close()
+			var key string
+			select {
+			case key = <-sink.entered:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the webhook was not called")
+			}
+			a.kill(t)
+			killed := time.Now()
+			b := startChild(t, env)
+			store, err := persist.Open(context.Background(), dbURL, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer store.Close()
+			r := waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Epoch >= 2 })
+			t.Logf("taken over %v after the SIGKILL (lease TTL 1s)", time.Since(killed).Round(time.Millisecond))
+			if !withReconciler {
+				r = waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Status != persist.StatusRunning && r.Status != persist.StatusQueued })
+				var action struct {
+					Type       string `json:"type"`
+					ToolCallID string `json:"tool_call_id"`
+				}
+				json.Unmarshal(r.RequiredAction, &action)
+				if r.Status != persist.StatusRequiresAction || action.Type != "tool_outcome_unknown" {
+					t.Fatalf("run is %s with %s, want requires_action tool_outcome_unknown", r.Status, r.RequiredAction)
+				}
+				body := fmt.Sprintf(`{"tool_call_id":%q,"decision":"result","result":{"charged":true}}`, action.ToolCallID)
+				resp, err := http.Post("http://"+b.addr+"/runs/"+run.ID+"/actions", "application/json", strings.NewReader(body))
+				if err != nil || resp.StatusCode != http.StatusOK {
+					t.Fatalf("resolve: %v %v", err, resp.Status)
+				}
+				resp.Body.Close()
+			}
+			r = waitRun(t, store, run.ID, func(r persist.Run) bool { return persist.Terminal(r.Status) })
+			if r.Status != persist.StatusCompleted {
+				t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
+			}
+			if n := sink.count(key); n != 1 {
+				t.Fatalf("the side effect ran %d times, want 1", n)
+			}
+			steps, _ := store.StepsList(context.Background(), run.ID)
+			call := steps[0].Calls[0]
+			if call.Status != persist.CallSucceeded || len(call.Attempts) != 1 || call.Attempts[0].Status != persist.AttemptUnknown {
+				t.Fatalf("call %s with %d attempts", call.Status, len(call.Attempts))
+			}
+		})
+	}
+}
+
+// TestConcurrentIdempotentCreateAcrossInstances sends 50 concurrent POST
+// /runs with one Idempotency-Key to two server processes: one run.
+func TestConcurrentIdempotentCreateAcrossInstances(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	dbURL := persisttest.NewDatabase(t)
+	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_LOG_LEVEL=info"}
+	servers := []*child{startChild(t, env), startChild(t, env)}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ids := map[string]int{}
+	statuses := map[int]int{}
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest(http.MethodPost, "http://"+servers[i%2].addr+"/runs", strings.NewReader(`{"input":"/say once"}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", "order-42")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("POST: %v", err)
+				return
+			}
+			var r struct{ ID string }
+			json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			mu.Lock()
+			ids[r.ID]++
+			statuses[resp.StatusCode]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(ids) != 1 || statuses[http.StatusAccepted] != 1 || statuses[http.StatusOK] != 49 {
+		t.Fatalf("runs %v, statuses %v; want one run, one 202 and 49 replays", ids, statuses)
+	}
+	store, err := persist.Open(context.Background(), dbURL, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: "default", Limit: 100})
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("%d runs stored (%v)", len(runs), err)
+	}
+}
