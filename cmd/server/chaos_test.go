@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"math/rand/v2"
+	"slices"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -94,29 +96,38 @@ func (c *child) kill(t *testing.T) {
 	<-c.done
 }
 
-// TestChaosKill starts two server processes on one database, starts runs
-// whose tools have effects, SIGKILLs one process in the middle, and checks
-// that every run reaches an end (completed, or waiting on a client for a
-// side effect whose outcome the dead process took with it), that no side
-// effect ran twice, and that every run's events are gapless.
-// AGENTD_CHAOS_RUNS and AGENTD_CHAOS_KILLS make it longer.
+// TestChaosKill is the chaos harness (`make chaos` runs a long one): three
+// server processes on one database, a webhook sink counting executions per
+// idempotency key, runs flowing (tool calls, streamed answers, SSE readers
+// that reconnect with Last-Event-ID to whichever instance is up), while a
+// random instance is killed with SIGKILL (sometimes stopped with SIGTERM)
+// and restarted, and optionally PostgreSQL is restarted. Then every run must
+// end (completed, or waiting for a decision on a side effect, which the
+// harness then gives as a client would), no side effect may have run twice,
+// no completed run may have skipped one, and every SSE transcript must equal
+// the stored log. It logs one summary line of figures.
+//
+// AGENTD_CHAOS_KILLS (default 12), AGENTD_CHAOS_PG_RESTARTS (default 0: a
+// restart disturbs every other test using the same server) and
+// AGENTD_CHAOS_PROCS (default 3) set its size.
 func TestChaosKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test starts server processes")
 	}
-	runs := envInt("AGENTD_CHAOS_RUNS", 12)
-	kills := envInt("AGENTD_CHAOS_KILLS", 1)
+	kills := envInt("AGENTD_CHAOS_KILLS", 12)
+	pgRestarts := envInt("AGENTD_CHAOS_PG_RESTARTS", 0)
+	procs := envInt("AGENTD_CHAOS_PROCS", 3)
 
 	var mu sync.Mutex
-	seen := map[string]int{} // path + idempotency key -> requests
+	seen := map[string]int{} // "charge " + idempotency key -> executions
 	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		mu.Lock()
-		seen[r.URL.Path+" "+r.Header.Get("Idempotency-Key")]++
+		seen[strings.TrimPrefix(r.URL.Path, "/")+" "+r.Header.Get("Idempotency-Key")]++
 		mu.Unlock()
-		if r.URL.Path == "/slow" {
+		if r.URL.Path == "/lookup" {
 			select {
-			case <-time.After(300 * time.Millisecond):
+			case <-time.After(time.Duration(50+rand.IntN(200)) * time.Millisecond):
 			case <-r.Context().Done():
 				return
 			}
@@ -127,51 +138,126 @@ func TestChaosKill(t *testing.T) {
 	defer sink.Close()
 	toolsFile := filepath.Join(t.TempDir(), "tools.json")
 	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[
-		{"name":"charge","description":"a side effect","parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":5000},
-		{"name":"lookup","description":"an idempotent call","parameters":{"type":"object"},"url":%q,"effect":"idempotent","timeout_ms":5000}]}`,
-		sink.URL+"/charge", sink.URL+"/slow")), 0o600)
+		{"name":"charge","description":"a side effect","parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":10000},
+		{"name":"lookup","description":"an idempotent call","parameters":{"type":"object"},"url":%q,"effect":"idempotent","timeout_ms":10000}]}`,
+		sink.URL+"/charge", sink.URL+"/lookup")), 0o600)
 
 	dbURL := persisttest.NewDatabase(t)
 	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_TOOLS_FILE=" + toolsFile, "AGENTD_LEASE_TTL=1s",
-		"AGENTD_POLL_INTERVAL=200ms", "AGENTD_LOG_LEVEL=info", "AGENTD_WORKERS=8"}
-	a := startChild(t, env)
-	b := startChild(t, env)
-
-	ids := make([]string, runs)
-	for i := range ids {
-		input := "/call lookup {}\n/next\n/call charge {}\n/call lookup {\"n\":2}\n/next\n/stream 20 10"
-		body, _ := json.Marshal(map[string]any{"input": input})
-		target := a
-		if i%2 == 1 {
-			target = b
-		}
-		resp, err := http.Post("http://"+target.addr+"/runs", "application/json", strings.NewReader(string(body)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var r struct{ ID string }
-		json.NewDecoder(resp.Body).Decode(&r)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("POST /runs: %d", resp.StatusCode)
-		}
-		ids[i] = r.ID
-	}
-	victim, survivor := a, b
-	for k := 0; k < kills; k++ {
-		time.Sleep(400 * time.Millisecond) // let the runs get into their tools
-		victim.kill(t)
-		victim = startChild(t, env) // a restarted instance joins the survivor
-		victim, survivor = survivor, victim
-	}
-
+		"AGENTD_POLL_INTERVAL=200ms", "AGENTD_LOG_LEVEL=info", "AGENTD_WORKERS=8", "AGENTD_SHUTDOWN_GRACE=300ms",
+		"AGENTD_SSE_RETRY=50ms", "AGENTD_HEARTBEAT=1s"}
 	store, err := persist.Open(context.Background(), dbURL, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	var completed, waiting, recovered int
+
+	var pmu sync.Mutex
+	live := make([]*child, procs)
+	for i := range live {
+		live[i] = startChild(t, env)
+	}
+	anyAddr := func() string {
+		pmu.Lock()
+		defer pmu.Unlock()
+		return live[rand.IntN(len(live))].addr
+	}
+
+	// Runs flow until the kills are done, each created through a random
+	// instance; every third one has an SSE reader.
+	ctx, stopFlow := context.WithCancel(context.Background())
+	var flow sync.WaitGroup
+	var rmu sync.Mutex
+	var ids []string
+	transcripts := map[string]*[]sseEvent{}
+	var readers sync.WaitGroup
+	readCtx, stopReaders := context.WithCancel(context.Background())
+	defer stopReaders()
+	flow.Add(1)
+	go func() {
+		defer flow.Done()
+		for n := 0; ctx.Err() == nil; n++ {
+			body := `{"input":"/call lookup {}\n/next\n/call charge {}\n/call lookup {\"n\":2}\n/next\n/stream 20 10"}`
+			resp, err := http.Post("http://"+anyAddr()+"/runs", "application/json", strings.NewReader(body))
+			if err != nil { // the instance was just killed: another one takes the next
+				continue
+			}
+			var r struct{ ID string }
+			json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				continue
+			}
+			rmu.Lock()
+			ids = append(ids, r.ID)
+			if n%3 == 0 {
+				tr := &[]sseEvent{}
+				transcripts[r.ID] = tr
+				readers.Add(1)
+				go func() {
+					defer readers.Done()
+					chaosRead(readCtx, anyAddr, r.ID, tr)
+				}()
+			}
+			rmu.Unlock()
+			time.Sleep(30 * time.Millisecond)
+		}
+	}()
+
+	// Kills, terms and PostgreSQL restarts, at random moments.
+	var takeovers, handovers []time.Duration
+	var tmu sync.Mutex
+	var watchers sync.WaitGroup
+	terms := 0
+	for k := 0; k < kills; k++ {
+		time.Sleep(time.Duration(200+rand.IntN(500)) * time.Millisecond)
+		if pgRestarts > 0 && k%max(1, kills/pgRestarts) == 0 {
+			out, err := exec.Command("pg_ctlcluster", "--skip-systemctl-redirect", pgCluster(), "main", "restart", "-m", "fast").CombinedOutput()
+			if err != nil {
+				t.Fatalf("restart PostgreSQL: %v %s", err, out)
+			}
+			pgRestarts--
+		}
+		pmu.Lock()
+		i := rand.IntN(len(live))
+		victim := live[i]
+		pmu.Unlock()
+		owned := runsOwnedBy(store, victim.cmd.Process.Pid)
+		term := rand.IntN(5) == 0
+		start := time.Now()
+		if term {
+			terms++
+			victim.cmd.Process.Signal(syscall.SIGTERM)
+			<-victim.done
+		} else {
+			victim.kill(t)
+		}
+		watchers.Add(1)
+		go func() {
+			defer watchers.Done()
+			for _, d := range watchTakeover(store, owned, start) {
+				tmu.Lock()
+				if term {
+					handovers = append(handovers, d)
+				} else {
+					takeovers = append(takeovers, d)
+				}
+				tmu.Unlock()
+			}
+		}()
+		restarted := startChild(t, env)
+		pmu.Lock()
+		live[i] = restarted
+		pmu.Unlock()
+	}
+	stopFlow()
+	flow.Wait()
+	watchers.Wait()
+
+	// Every run ends; a side effect left unknown is resolved as a client
+	// would: it happened if the sink saw its key, else it is retried.
+	deadline := time.Now().Add(90 * time.Second)
+	var completed, resolved int
 	for _, id := range ids {
 		for {
 			r, err := store.RunByID(context.Background(), id)
@@ -180,49 +266,190 @@ func TestChaosKill(t *testing.T) {
 			}
 			if r.Status == persist.StatusCompleted {
 				completed++
-				if r.Epoch > 1 {
-					recovered++
-				}
 				break
 			}
 			if r.Status == persist.StatusRequiresAction {
-				if !strings.Contains(string(r.RequiredAction), "tool_outcome_unknown") {
-					t.Fatalf("run %s waits on %s", id, r.RequiredAction)
+				var action struct {
+					ToolCallID     string `json:"tool_call_id"`
+					IdempotencyKey string `json:"idempotency_key"`
 				}
-				waiting++
-				break
-			}
-			if r.Status != persist.StatusQueued && r.Status != persist.StatusRunning {
+				json.Unmarshal(r.RequiredAction, &action)
+				mu.Lock()
+				happened := seen["charge "+action.IdempotencyKey] > 0
+				mu.Unlock()
+				decision := `"decision":"retry"`
+				if happened {
+					decision = `"decision":"result","result":{"ok":true}`
+				}
+				resp, err := http.Post("http://"+anyAddr()+"/runs/"+id+"/actions", "application/json",
+					strings.NewReader(fmt.Sprintf(`{"tool_call_id":%q,%s}`, action.ToolCallID, decision)))
+				if err == nil {
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						resolved++
+					}
+				}
+			} else if r.Status != persist.StatusQueued && r.Status != persist.StatusRunning {
 				t.Fatalf("run %s ended %s/%s: %s", id, r.Status, r.TerminalReason, r.Error)
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("run %s still %s after the kill", id, r.Status)
+				t.Fatalf("run %s still %s", id, r.Status)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+	readersDone := make(chan struct{})
+	go func() { readers.Wait(); close(readersDone) }()
+	select {
+	case <-readersDone:
+	case <-time.After(30 * time.Second):
+		t.Fatal("SSE readers did not reach their runs' ends")
+	}
+
+	// Checks.
+	duplicates, skipped, lostEvents := 0, 0, 0
+	mu.Lock()
+	for k, n := range seen {
+		if strings.HasPrefix(k, "charge ") && n > 1 {
+			duplicates++
+			t.Errorf("side effect %s ran %d times", k, n)
+		}
+	}
+	for _, id := range ids {
+		steps, err := store.StepsList(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			for _, c := range st.Calls {
+				if c.Name == "charge" && seen["charge "+c.IdempotencyKey] == 0 {
+					skipped++
+					t.Errorf("run %s completed without its side effect %s", id, c.IdempotencyKey)
+				}
+			}
+		}
+	}
+	mu.Unlock()
+	for id, tr := range transcripts {
 		evs, err := store.EventsAfter(context.Background(), id, 0, 100000)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, e := range evs {
 			if e.Seq != int64(i+1) {
-				t.Fatalf("run %s: event %d has seq %d", id, i, e.Seq)
+				lostEvents++
+				t.Errorf("run %s: stored event %d has seq %d", id, i, e.Seq)
+				break
+			}
+		}
+		if len(*tr) != len(evs) {
+			lostEvents++
+			t.Errorf("run %s: the SSE reader got %d events, the log has %d", id, len(*tr), len(evs))
+			continue
+		}
+		for i, e := range evs {
+			got := (*tr)[i]
+			if got.ID != fmt.Sprint(e.Seq) || got.Event != e.Type || got.Data != string(e.Data) {
+				lostEvents++
+				t.Errorf("run %s: SSE event %d differs from the stored one", id, i)
+				break
 			}
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for k, n := range seen {
-		if strings.HasPrefix(k, "/charge ") && n != 1 {
-			t.Fatalf("side effect %s ran %d times", k, n)
+	p50 := func(ds []time.Duration) string {
+		if len(ds) == 0 {
+			return "n/a"
+		}
+		slices.Sort(ds)
+		return fmt.Sprintf("p50 %v max %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+	}
+	t.Logf("chaos: %d runs (%d completed, %d resolved by a client action), %d SIGKILLs, %d SIGTERMs, %d PostgreSQL restarts, "+
+		"%d SSE transcripts; %d duplicate executions, %d skipped side effects, %d lost or differing events; "+
+		"SIGKILL to takeover %s (%d runs); SIGTERM to hand-over %s (%d runs)",
+		len(ids), completed, resolved, kills-terms, terms, envInt("AGENTD_CHAOS_PG_RESTARTS", 0), len(transcripts),
+		duplicates, skipped, lostEvents, p50(takeovers), len(takeovers), p50(handovers), len(handovers))
+	if len(takeovers)+len(handovers) == 0 {
+		t.Fatal("no kill caught a run in flight: the test proved nothing")
+	}
+}
+
+// chaosRead follows a run's events like an EventSource: it reconnects with
+// Last-Event-ID to any instance whenever the connection breaks, until the
+// run's terminal event (the harness's runs end completed).
+func chaosRead(ctx context.Context, addr func() string, id string, tr *[]sseEvent) {
+	for ctx.Err() == nil {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr()+"/runs/"+id+"/events", nil)
+		if n := len(*tr); n > 0 {
+			req.Header.Set("Last-Event-ID", (*tr)[n-1].ID)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if resp.StatusCode == http.StatusNoContent {
+			resp.Body.Close()
+			return
+		}
+		done := false
+		readEventsInto(resp.Body, func(e sseEvent) bool {
+			*tr = append(*tr, e)
+			done = e.Event == "run.completed"
+			return done
+		})
+		resp.Body.Close()
+		if done {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// runsOwnedBy returns the epochs of the running runs whose lease the process
+// pid holds.
+func runsOwnedBy(store *persist.Store, pid int) map[string]int64 {
+	runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: "default", Status: persist.StatusRunning, Limit: 100})
+	if err != nil {
+		return nil
+	}
+	owned := map[string]int64{}
+	for _, r := range runs {
+		if strings.Contains(r.LeaseOwner, fmt.Sprintf(":%d:", pid)) {
+			owned[r.ID] = r.Epoch
 		}
 	}
-	t.Logf("%d runs: %d completed (%d of them taken over from a killed process), %d waiting on an unknown side effect, after %d kills",
-		runs, completed, recovered, waiting, kills)
-	if recovered+waiting == 0 {
-		t.Fatal("the kill caught no run in flight: the test proved nothing")
+	return owned
+}
+
+// watchTakeover reports, for each run, how long after start another worker
+// claimed it (its epoch moved on).
+func watchTakeover(store *persist.Store, owned map[string]int64, start time.Time) []time.Duration {
+	var out []time.Duration
+	deadline := time.Now().Add(15 * time.Second)
+	for len(owned) > 0 && time.Now().Before(deadline) {
+		for id, epoch := range owned {
+			r, err := store.RunByID(context.Background(), id)
+			if err != nil {
+				continue
+			}
+			if r.Epoch > epoch || persist.Terminal(r.Status) {
+				if r.Epoch > epoch {
+					out = append(out, time.Since(start))
+				}
+				delete(owned, id)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	_ = survivor
+	return out
+}
+
+func pgCluster() string {
+	entries, err := os.ReadDir("/etc/postgresql")
+	if err != nil || len(entries) == 0 {
+		return "15"
+	}
+	return entries[len(entries)-1].Name()
 }
 
 func envInt(key string, def int) int {

@@ -31,6 +31,16 @@ type sseEvent struct {
 func readEvents(t *testing.T, body io.Reader, stop func(sseEvent) bool) []sseEvent {
 	t.Helper()
 	var out []sseEvent
+	readEventsInto(body, func(e sseEvent) bool {
+		out = append(out, e)
+		return stop != nil && stop(e)
+	})
+	return out
+}
+
+// readEventsInto calls add for each event read from an SSE body (heartbeats
+// left out) until add returns true or the body ends.
+func readEventsInto(body io.Reader, add func(sseEvent) bool) {
 	var cur sseEvent
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -39,9 +49,8 @@ func readEvents(t *testing.T, body io.Reader, stop func(sseEvent) bool) []sseEve
 		switch {
 		case line == "":
 			if cur.Event != "" && cur.Event != "heartbeat" {
-				out = append(out, cur)
-				if stop != nil && stop(cur) {
-					return out
+				if add(cur) {
+					return
 				}
 			}
 			cur = sseEvent{}
@@ -53,7 +62,6 @@ func readEvents(t *testing.T, body io.Reader, stop func(sseEvent) bool) []sseEve
 			cur.Data = line[6:]
 		}
 	}
-	return out
 }
 
 func terminalEvent(e sseEvent) bool {

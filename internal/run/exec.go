@@ -99,17 +99,18 @@ func (x *execution) execute() {
 	err := x.loop()
 	cause := context.Cause(x.ctx)
 	switch {
-	case err == nil:
 	case errors.Is(err, errAbandoned) || errors.Is(cause, errAbandoned):
 	case errors.Is(err, persist.ErrLeaseLost) || errors.Is(cause, persist.ErrLeaseLost):
 		x.log.Warn("lease lost; another worker owns the run")
 	case errors.Is(cause, ErrShutdown):
+		// Stopped at a step boundary, or cut when the grace period ended:
+		// hand the run back so that a peer claims it at once.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), 5*time.Second)
 		defer cancel()
-		if err := x.e.cfg.Store.LeaseRelease(ctx, x.fence); err != nil {
+		if err := x.e.cfg.Store.LeaseRelease(ctx, x.fence); err != nil && !errors.Is(err, persist.ErrLeaseLost) {
 			x.log.Warn("release lease at shutdown", "err", err)
 		}
-	default:
+	case err != nil:
 		x.log.Error("run execution failed", "err", err)
 	}
 }

@@ -233,3 +233,38 @@ func TestFinalModelErrorsEndTheRun(t *testing.T) {
 		}
 	}
 }
+
+func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ttl := 30 * time.Second // a takeover must not wait for the TTL
+	e1 := b.engine(t, ttl)
+	// Each model response takes about 300 ms; there are three.
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call calculator {\"expression\":\"2\"}\n/stream 6 50", persist.RunParams{})
+	b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusRunning })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopped := time.Now()
+	if err := e1.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v (the run should have reached a step boundary within the grace period)", err)
+	}
+	if d := time.Since(stopped); d > 5*time.Second {
+		t.Fatalf("stop took %v", d)
+	}
+	mid, _ := b.store.RunGet(context.Background(), "default", r.ID)
+	if mid.Status != persist.StatusRunning || mid.LeaseOwner != "" {
+		t.Fatalf("after stop the run is %s with lease owner %q; want running and handed back", mid.Status, mid.LeaseOwner)
+	}
+	start := time.Now()
+	b.engine(t, ttl)
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted || r.Epoch != 2 {
+		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
+	}
+	if waited := time.Since(start); waited > ttl/2 {
+		t.Fatalf("takeover waited %v: the lease was not handed back", waited)
+	}
+	if c := countTypes(b.events(t, r.ID)); c["step.retracted"] != 0 {
+		t.Fatalf("a step was re-asked: %v", c)
+	}
+}
