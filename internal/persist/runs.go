@@ -119,7 +119,7 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 					return fmt.Errorf("interrupt busy runs: %w", err)
 				}
 				for _, b := range busyRuns {
-					last, err := cancelLocked(ctx, tx, b)
+					last, err := endLocked(ctx, tx, b, StatusCancelled, ReasonCancelled)
 					if err != nil {
 						return fmt.Errorf("interrupt run %s: %w", b.ID, err)
 					}
@@ -284,7 +284,7 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 		case StatusCompleted, StatusFailed, StatusTimedOut:
 			return fmt.Errorf("run is %s: %w", r.Status, ErrConflict)
 		}
-		lastSeq, err = cancelLocked(ctx, tx, r)
+		lastSeq, err = endLocked(ctx, tx, r, StatusCancelled, ReasonCancelled)
 		return err
 	})
 	if err != nil {
@@ -296,12 +296,13 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 	return s.RunGet(ctx, tenantID, id)
 }
 
-// cancelLocked cancels r, whose row the caller has locked: a running run is
-// flagged and its executor told; any other run nobody executes is ended here.
-// A run waiting on a decision about a tool call has that call rejected, so
-// that nothing waits on it any more. It returns the run's new last event seq
-// when it appended events, else 0.
-func cancelLocked(ctx context.Context, tx pgx.Tx, r Run) (int64, error) {
+// endLocked cancels (or times out) r, whose row the caller has locked: a
+// running run is flagged and its executor told; any other run nobody
+// executes is ended here with status and reason. A run waiting on a decision
+// about a tool call has that call rejected, so that nothing waits on it any
+// more. It returns the run's new last event seq when it appended events,
+// else 0.
+func endLocked(ctx context.Context, tx pgx.Tx, r Run, status, reason string) (int64, error) {
 	if r.Status == StatusRunning {
 		if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
 			WHERE id = $1`, r.ID); err != nil {
@@ -317,27 +318,63 @@ func cancelLocked(ctx context.Context, tx pgx.Tx, r Run) (int64, error) {
 		}
 		_ = json.Unmarshal(r.RequiredAction, &action)
 		if action.ToolCallID != "" {
-			errData := map[string]any{"message": "the run was cancelled while waiting for a decision on this call", "kind": "cancelled"}
+			errData := map[string]any{"message": "the run ended (" + reason + ") while waiting for a decision on this call", "kind": reason}
 			b, _ := json.Marshal(errData)
 			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
 				WHERE id = $1 AND status = 'unknown'`, action.ToolCallID, b); err != nil {
 				return 0, fmt.Errorf("reject tool call: %w", err)
 			}
 			evs = append(evs, EventIn{Type: "tool_call.completed", Step: r.StepCount, Data: map[string]any{
-				"tool_call_id": action.ToolCallID, "status": "rejected", "error": errData, "resolved_by": "cancel"}})
+				"tool_call_id": action.ToolCallID, "status": "rejected", "error": errData, "resolved_by": reason}})
 		}
 	}
-	evs = append(evs, EventIn{Type: "run.cancelled", Step: r.StepCount,
-		Data: map[string]any{"status": StatusCancelled, "reason": ReasonCancelled}})
+	evs = append(evs, EventIn{Type: "run." + status, Step: r.StepCount,
+		Data: map[string]any{"status": status, "reason": reason}})
 	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
 	if err != nil {
 		return 0, err
 	}
-	_, err = tx.Exec(ctx, `UPDATE runs SET status = 'cancelled', terminal_reason = 'cancelled',
-		cancel_requested_at = coalesce(cancel_requested_at, now()), required_action = NULL,
-		finished_at = now(), updated_at = now(), last_event_seq = $2, lease_owner = NULL, lease_expires_at = NULL
-		WHERE id = $1`, r.ID, lastSeq)
+	_, err = tx.Exec(ctx, `UPDATE runs SET status = $3, terminal_reason = $4,
+		cancel_requested_at = CASE WHEN $3 = 'cancelled' THEN coalesce(cancel_requested_at, now()) ELSE cancel_requested_at END,
+		required_action = NULL, finished_at = now(), updated_at = now(), last_event_seq = $2,
+		lease_owner = NULL, lease_expires_at = NULL
+		WHERE id = $1`, r.ID, lastSeq, status, reason)
 	return lastSeq, err
+}
+
+// RunsSweep ends runs that wait for a client past their deadline: they time
+// out (timed_out_total) and the awaited call is rejected, so that no run
+// waits forever and its conversation is freed. (Runs left running by a dead
+// worker need no sweeper: any worker claims them once their lease expires.)
+// It returns how many it ended.
+func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
+	ended := map[string]int64{}
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		clear(ended)
+		runs, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs
+			WHERE status = 'requires_action' AND deadline_at < now()
+			ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			last, err := endLocked(ctx, tx, r, StatusTimedOut, ReasonTimedOutTotal)
+			if err != nil {
+				return fmt.Errorf("sweep run %s: %w", r.ID, err)
+			}
+			ended[r.ID] = last
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if s.OnCommit != nil {
+		for id, last := range ended {
+			s.OnCommit(id, last)
+		}
+	}
+	return len(ended), nil
 }
 
 // RunResume re-queues a run that is interrupted, failed, timed out or

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"agentd/internal/persist"
+	"agentd/internal/run"
 )
 
 func (b *bundle) createOn(t *testing.T, conv, input, ifBusy string) (persist.Run, error) {
@@ -162,5 +163,32 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 	}
 	if n := b.wait(t, next.ID, nil); n.Status != persist.StatusCompleted {
 		t.Fatalf("next run ended %s", n.Status)
+	}
+}
+
+func TestSweeperTimesOutRunWaitingPastDeadline(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: b.reg, LeaseTTL: 5 * time.Second,
+		PollInterval: 200 * time.Millisecond, SweepInterval: 100 * time.Millisecond})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	r := b.create(t, "/call slow_effect {}\n/say never", persist.RunParams{Timeouts: persist.Timeouts{TotalMS: 1500}})
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != persist.StatusQueued && r.Status != persist.StatusRunning })
+	if r.Status != persist.StatusRequiresAction {
+		t.Fatalf("run is %s, want requires_action first", r.Status)
+	}
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != persist.StatusRequiresAction })
+	if r.Status != persist.StatusTimedOut || r.TerminalReason != persist.ReasonTimedOutTotal {
+		t.Fatalf("run ended %s/%s, want timed_out/timed_out_total", r.Status, r.TerminalReason)
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if c := steps[0].Calls[0]; c.Status != "rejected" {
+		t.Fatalf("awaited call is %s", c.Status)
+	}
+	if evs := b.events(t, r.ID); evs[len(evs)-1].Type != "run.timed_out" {
+		t.Fatalf("last event %s", evs[len(evs)-1].Type)
 	}
 }

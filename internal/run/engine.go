@@ -25,6 +25,7 @@ type Store interface {
 	Exec(ctx context.Context, f persist.Fence, evs []persist.EventIn, ops ...persist.Op) (int64, error)
 	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
+	RunsSweep(ctx context.Context, limit int) (int, error)
 }
 
 var _ Store = (*persist.Store)(nil)
@@ -50,6 +51,9 @@ type Config struct {
 	Workers      int           // runs executed at once on this instance; default 16
 	LeaseTTL     time.Duration // default 15s; the lease is extended every TTL/3
 	PollInterval time.Duration // fallback claim poll when no NOTIFY arrives; default 2s
+	// SweepInterval is how often runs waiting for a client past their
+	// deadline are timed out; default 10s.
+	SweepInterval time.Duration
 	WorkerID     string        // default host:pid:random
 
 	ModelAttempts int           // attempts of one model call before the step fails; default 4
@@ -97,6 +101,9 @@ func New(cfg Config) *Engine {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 2 * time.Second
 	}
+	if cfg.SweepInterval <= 0 {
+		cfg.SweepInterval = 10 * time.Second
+	}
 	if cfg.WorkerID == "" {
 		host, _ := os.Hostname()
 		b := make([]byte, 4)
@@ -142,10 +149,14 @@ func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
 func (e *Engine) Start(ctx context.Context) error {
 	e.ctx, e.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	e.claiming, e.stopIn = context.WithCancel(e.ctx)
-	e.wg.Add(2)
+	e.wg.Add(3)
 	go func() {
 		defer e.wg.Done()
 		_ = e.cfg.Store.Listen(e.ctx, []string{persist.ChannelRuns, persist.ChannelCancel}, e.Wake, e.onNotify)
+	}()
+	go func() {
+		defer e.wg.Done()
+		e.sweep()
 	}()
 	go func() {
 		defer e.wg.Done()
@@ -203,6 +214,30 @@ func (e *Engine) dispatch() {
 			return
 		case <-e.wake:
 		case <-poll.C:
+		}
+	}
+}
+
+// sweep times out, now and then, the runs that wait for a client past their
+// deadline, so that every accepted run ends.
+func (e *Engine) sweep() {
+	t := time.NewTicker(e.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.claiming.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(e.claiming, 10*time.Second)
+		n, err := e.cfg.Store.RunsSweep(ctx, 100)
+		cancel()
+		switch {
+		case err != nil && e.claiming.Err() == nil:
+			e.log.Warn("sweep runs waiting past their deadline", "err", err)
+		case n > 0:
+			e.m.RunsEnded.WithLabelValues(persist.StatusTimedOut, persist.ReasonTimedOutTotal).Add(float64(n))
+			e.log.Info("timed out runs that waited for a client past their deadline", "runs", n)
 		}
 	}
 }
