@@ -54,7 +54,7 @@ type Config struct {
 	// SweepInterval is how often runs waiting for a client past their
 	// deadline are timed out; default 10s.
 	SweepInterval time.Duration
-	WorkerID     string        // default host:pid:random
+	WorkerID      string // default host:pid:random
 
 	ModelAttempts int           // attempts of one model call before the step fails; default 4
 	ModelBackoff  time.Duration // wait before the second model attempt, doubling; default 500ms
