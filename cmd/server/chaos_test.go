@@ -107,14 +107,14 @@ func (c *child) kill(t *testing.T) {
 // no completed run may have skipped one, and every SSE transcript must equal
 // the stored log. It logs one summary line of figures.
 //
-// AGENTD_CHAOS_KILLS (default 12), AGENTD_CHAOS_PG_RESTARTS (default 0: a
+// AGENTD_CHAOS_KILLS (default 24), AGENTD_CHAOS_PG_RESTARTS (default 0: a
 // restart disturbs every other test using the same server) and
 // AGENTD_CHAOS_PROCS (default 3) set its size.
 func TestChaosKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos test starts server processes")
 	}
-	kills := envInt("AGENTD_CHAOS_KILLS", 12)
+	kills := envInt("AGENTD_CHAOS_KILLS", 24)
 	pgRestarts := envInt("AGENTD_CHAOS_PG_RESTARTS", 0)
 	procs := envInt("AGENTD_CHAOS_PROCS", 3)
 
@@ -200,7 +200,7 @@ func TestChaosKill(t *testing.T) {
 				}()
 			}
 			rmu.Unlock()
-			time.Sleep(30 * time.Millisecond)
+			time.Sleep(80 * time.Millisecond) // about 12 runs/s: within what three instances of 8 workers sustain here
 		}
 	}()
 

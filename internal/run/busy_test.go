@@ -19,25 +19,25 @@ func (b *bundle) createOn(t *testing.T, conv, input, ifBusy string) (persist.Run
 	return r, err
 }
 
-func TestIfBusyRejectUnderConcurrentRequests(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
-	first := b.create(t, "/say first", persist.RunParams{}) // queued: the conversation is busy
+// raceCreate sends n concurrent creates on conv with if_busy reject and
+// counts the runs created and the ones refused because busyRun (or, when
+// busyRun is empty, any run) was in the way.
+func (b *bundle) raceCreate(t *testing.T, conv, busyRun string, n int) (created, busy int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var created, busy int
-	for range 10 {
+	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := b.createOn(t, first.ConversationID, "/say again", "reject")
+			_, err := b.createOn(t, conv, "/say again", "reject")
 			var be *persist.BusyError
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				created++
-			case errors.As(err, &be) && be.RunID == first.ID:
+			case errors.As(err, &be) && (busyRun == "" || be.RunID == busyRun):
 				busy++
 			default:
 				t.Errorf("create: %v", err)
@@ -45,34 +45,21 @@ func TestIfBusyRejectUnderConcurrentRequests(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if created != 0 || busy != 10 {
+	return created, busy
+}
+
+func TestIfBusyRejectUnderConcurrentRequests(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.create(t, "/say first", persist.RunParams{}) // queued: the conversation is busy
+	if created, busy := b.raceCreate(t, first.ConversationID, first.ID, 10); created != 0 || busy != 10 {
 		t.Fatalf("%d created, %d refused as busy; want 0 and 10", created, busy)
 	}
 	// Once the conversation is idle, exactly one of many concurrent requests wins.
 	if _, err := b.store.RunCancel(context.Background(), "default", first.ID); err != nil {
 		t.Fatal(err)
 	}
-	created, busy = 0, 0
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := b.createOn(t, first.ConversationID, "/say race", "reject")
-			var be *persist.BusyError
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err == nil:
-				created++
-			case errors.As(err, &be):
-				busy++
-			default:
-				t.Errorf("create: %v", err)
-			}
-		}()
-	}
-	wg.Wait()
-	if created != 1 || busy != 9 {
+	if created, busy := b.raceCreate(t, first.ConversationID, "", 10); created != 1 || busy != 9 {
 		t.Fatalf("idle conversation: %d created, %d refused; want 1 and 9", created, busy)
 	}
 }

@@ -321,17 +321,16 @@ func nullable(s string) any {
 	return s
 }
 
-// stepContext bounds one step by the run's step timeout.
-func (x *execution) stepContext(st persist.RunState, step *persist.Step) (context.Context, context.CancelFunc) {
+// stepContext bounds one phase of a step (its model call, or its tools) by
+// the run's step timeout, counted from now: time the run spent waiting for a
+// worker (after a crash, an interrupt or a shutdown) does not count against
+// its step; the total timeout bounds the whole run.
+func (x *execution) stepContext(st persist.RunState, _ *persist.Step) (context.Context, context.CancelFunc) {
 	ms := st.Run.Params.Timeouts.StepMS
 	if ms <= 0 {
 		return context.WithCancel(x.ctx)
 	}
-	deadline := step.StartedAt.Add(time.Duration(ms) * time.Millisecond)
-	if step.StartedAt.IsZero() {
-		deadline = time.Now().Add(time.Duration(ms) * time.Millisecond)
-	}
-	return context.WithDeadlineCause(x.ctx, deadline, ErrStepDeadline)
+	return context.WithTimeoutCause(x.ctx, time.Duration(ms)*time.Millisecond, ErrStepDeadline)
 }
 
 // modelPhase asks the model for a step's output and commits it: the
