@@ -26,8 +26,8 @@ build: ## build the server and the fake model into bin/
 	$(GO) build -o bin/agentd ./cmd/server
 	$(GO) build -o bin/fakellm ./cmd/fakellm
 
-chaos: ## the full chaos run: 3 server processes, 360 kills (a fifth of them SIGTERM), 10 PostgreSQL restarts (restarts the local server!)
-	AGENTD_CHAOS_KILLS=360 AGENTD_CHAOS_PG_RESTARTS=10 $(GO) test -count=1 -timeout 30m -run TestChaosKill -v ./cmd/server/
+chaos: ## the full chaos run: 3 server processes, 400 kills (a fifth of them SIGTERM), 10 PostgreSQL restarts (restarts the local server!)
+	AGENTD_CHAOS_KILLS=400 AGENTD_CHAOS_PG_RESTARTS=10 $(GO) test -count=1 -timeout 30m -run TestChaosKill -v ./cmd/server/
 
 bench: ## print agentd's figures on this machine (about 2 minutes; see docs/benchmarks.md)
 	$(GO) build -o bin/agentbench ./cmd/agentbench && ./bin/agentbench
