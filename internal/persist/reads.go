@@ -59,6 +59,12 @@ type querier interface {
 // queryAll runs a query and scans every row with scan.
 func queryAll[T any](ctx context.Context, q querier, scan func(pgx.Row) (T, error), sql string, args ...any) ([]T, error) {
 	rows, err := q.Query(ctx, sql, args...)
+	return collectRows(rows, err, scan)
+}
+
+// collectRows scans every row of rows (the result of a query that returned
+// err) with scan, and closes rows.
+func collectRows[T any](rows pgx.Rows, err error, scan func(pgx.Row) (T, error)) ([]T, error) {
 	if err != nil {
 		return nil, translate(err)
 	}
@@ -83,37 +89,45 @@ type RunState struct {
 	Attempts []Attempt  // the attempts of those calls
 }
 
-// RunStateLoad reads the committed state of a run.
+// RunStateLoad reads the committed state of a run, in one round trip and
+// one snapshot.
 func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error) {
+	const lastStep = `(SELECT id FROM steps WHERE run_id = $1 ORDER BY seq DESC LIMIT 1)`
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+runColumns+` FROM runs WHERE id = $1`, runID)
+	b.Queue(`SELECT `+messageColumns+` FROM messages WHERE conversation_id = (SELECT conversation_id FROM runs WHERE id = $1)
+		AND status = 'completed' ORDER BY seq`, runID)
+	b.Queue(`SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
+	b.Queue(`SELECT `+callColumns+` FROM tool_calls WHERE step_id = `+lastStep+` ORDER BY position`, runID)
+	b.Queue(`SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch, a.started_at, a.finished_at
+		FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
+		WHERE c.step_id = `+lastStep+` ORDER BY c.position, a.n`, runID)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
 	var st RunState
 	var err error
-	if st.Run, err = s.RunByID(ctx, runID); err != nil {
+	if st.Run, err = scanRun(br.QueryRow()); err != nil {
 		return st, err
 	}
-	st.Messages, err = queryAll(ctx, s.pool, scanMessage, `SELECT `+messageColumns+` FROM messages
-		WHERE conversation_id = $1 AND status = 'completed' ORDER BY seq`, st.Run.ConversationID)
-	if err != nil {
+	if st.Messages, err = scanAll(br, scanMessage); err != nil {
 		return st, fmt.Errorf("load messages: %w", err)
 	}
-	st.Steps, err = queryAll(ctx, s.pool, scanStep, `SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
-	if err != nil {
+	if st.Steps, err = scanAll(br, scanStep); err != nil {
 		return st, fmt.Errorf("load steps: %w", err)
 	}
-	if len(st.Steps) == 0 {
-		return st, nil
-	}
-	last := st.Steps[len(st.Steps)-1].ID
-	st.Calls, err = queryAll(ctx, s.pool, scanCall, `SELECT `+callColumns+` FROM tool_calls WHERE step_id = $1 ORDER BY position`, last)
-	if err != nil {
+	if st.Calls, err = scanAll(br, scanCall); err != nil {
 		return st, fmt.Errorf("load tool calls: %w", err)
 	}
-	st.Attempts, err = queryAll(ctx, s.pool, scanAttempt, `SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch,
-		a.started_at, a.finished_at FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
-		WHERE c.step_id = $1 ORDER BY c.position, a.n`, last)
-	if err != nil {
+	if st.Attempts, err = scanAll(br, scanAttempt); err != nil {
 		return st, fmt.Errorf("load attempts: %w", err)
 	}
 	return st, nil
+}
+
+// scanAll reads the next result of a batch with scan.
+func scanAll[T any](br pgx.BatchResults, scan func(pgx.Row) (T, error)) ([]T, error) {
+	rows, err := br.Query()
+	return collectRows(rows, err, scan)
 }
 
 // ToolCallByKey returns the tool call with an idempotency key.

@@ -32,6 +32,11 @@ type execution struct {
 	modelMu     sync.Mutex
 	modelCancel context.CancelCauseFunc
 	first       bool // the first pass of the loop in this claim
+
+	// pending holds events that go out with the next write (run.started or
+	// run.resumed, so that a claim costs no transaction of its own).
+	pendingMu sync.Mutex
+	pending   []persist.EventIn
 }
 
 func (e *Engine) newExecution(c persist.Claim) *execution {
@@ -53,6 +58,13 @@ func (e *Engine) newExecution(c persist.Claim) *execution {
 func (x *execution) write(ctx context.Context, evs []persist.EventIn, ops ...persist.Op) error {
 	if x.abandoned.Load() {
 		return errAbandoned
+	}
+	x.pendingMu.Lock()
+	pending := x.pending
+	x.pending = nil
+	x.pendingMu.Unlock()
+	if len(pending) > 0 {
+		evs = append(pending, evs...)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -161,9 +173,7 @@ func (x *execution) loop() error {
 			return err
 		}
 		if x.first {
-			if err := x.announce(st); err != nil {
-				return err
-			}
+			x.announce(st)
 		}
 		if x.ctx.Err() != nil {
 			return x.stopFor(st, nil)
@@ -234,8 +244,9 @@ func (x *execution) load() (persist.RunState, error) {
 	return x.e.cfg.Store.RunStateLoad(ctx, x.fence.RunID)
 }
 
-// announce emits run.started on a run's first claim, run.resumed otherwise.
-func (x *execution) announce(st persist.RunState) error {
+// announce emits run.started on a run's first claim, run.resumed otherwise,
+// with the claim's first write.
+func (x *execution) announce(st persist.RunState) {
 	typ, data := "run.started", map[string]any{"epoch": x.fence.Epoch, "worker": x.fence.Worker}
 	if x.claim.Epoch > 1 {
 		typ = "run.resumed"
@@ -244,7 +255,9 @@ func (x *execution) announce(st persist.RunState) error {
 			data["reason"] = "recovered"
 		}
 	}
-	return x.write(x.ctx, []persist.EventIn{{Type: typ, Step: st.Run.StepCount, Data: data}})
+	x.pendingMu.Lock()
+	x.pending = append(x.pending, persist.EventIn{Type: typ, Step: st.Run.StepCount, Data: data})
+	x.pendingMu.Unlock()
 }
 
 // stopFor ends the run as its context's cause says (cancel, deadline), or
