@@ -295,26 +295,19 @@ func benchStream(ctx context.Context, o options, fake string) error {
 						rw.Add(1)
 						go func() {
 							defer rw.Done()
-							if k >= 10 {
-								// Latency is sampled on 10 subscribers of each run; the
-								// others read raw bytes, as cheaply as a client can.
-								drain(s.base, created.ID)
-								return
-							}
-							r, err := client.Get(s.base + "/runs/" + created.ID + "/events")
-							if err != nil {
-								return
-							}
-							defer r.Body.Close()
+							var seen func(string, int64)
 							var local []time.Duration
-							n, _ := follow(r.Body, func(typ string, seq int64) {
-								if typ != "message.delta" {
-									return
+							if k < 10 { // latency is sampled on up to 10 subscribers of each run
+								seen = func(typ string, seq int64) {
+									if typ != "message.delta" {
+										return
+									}
+									if at, ok := s.commits.at(created.ID, seq); ok {
+										local = append(local, time.Since(at))
+									}
 								}
-								if at, ok := s.commits.at(created.ID, seq); ok {
-									local = append(local, time.Since(at))
-								}
-							})
+							}
+							n := rawFollow(s.base, created.ID, seen)
 							mu.Lock()
 							lat = append(lat, local...)
 							mu.Unlock()
@@ -342,32 +335,54 @@ func benchStream(ctx context.Context, o options, fake string) error {
 	return benchConnections(ctx, o, s)
 }
 
-// drain reads a run's event stream over a raw connection until its terminal
-// event, without decoding it.
-func drain(base, runID string) {
+// rawFollow reads a run's event stream over a raw connection, as cheaply as
+// a client can (the readers share the machine with the server), until its
+// terminal event. When seen is set it is called with each event's type and
+// id; the HTTP framing (headers, chunk sizes) matches no SSE field and is
+// skipped.
+func rawFollow(base, runID string, seen func(typ string, seq int64)) (events int) {
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
-		return
+		return 0
 	}
 	defer c.Close()
 	if _, err := io.WriteString(c, "GET /runs/"+runID+"/events HTTP/1.1\r\nHost: bench\r\n\r\n"); err != nil {
-		return
+		return 0
 	}
 	buf := make([]byte, 32<<10)
-	var tail []byte
+	var carry []byte
+	var seq int64
 	for {
 		n, err := c.Read(buf)
-		if n > 0 {
-			chunk := append(tail, buf[:n]...)
-			for _, t := range []string{"event: run.completed", "event: run.failed", "event: run.cancelled", "event: run.timed_out"} {
-				if bytes.Contains(chunk, []byte(t)) {
-					return
+		data := append(carry, buf[:n]...)
+		for {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				break
+			}
+			line := bytes.TrimSuffix(data[:i], []byte("\r"))
+			data = data[i+1:]
+			switch {
+			case bytes.HasPrefix(line, []byte("id: ")):
+				seq, _ = strconv.ParseInt(string(line[4:]), 10, 64)
+			case bytes.HasPrefix(line, []byte("event: ")):
+				typ := string(line[7:])
+				if typ == "heartbeat" {
+					continue
+				}
+				events++
+				if seen != nil {
+					seen(typ, seq)
+				}
+				switch typ {
+				case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+					return events
 				}
 			}
-			tail = append(tail[:0], chunk[max(0, len(chunk)-32):]...)
 		}
+		carry = append(carry[:0], data...)
 		if err != nil {
-			return
+			return events
 		}
 	}
 }
