@@ -64,14 +64,6 @@ func readEventsInto(body io.Reader, add func(sseEvent) bool) {
 	}
 }
 
-func terminalEvent(e sseEvent) bool {
-	switch e.Event {
-	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
-		return true
-	}
-	return false
-}
-
 func postStream(t *testing.T, base, body string) (*http.Response, string) {
 	t.Helper()
 	resp, err := http.Post(base+"/runs", "application/json", strings.NewReader(body))

@@ -29,7 +29,8 @@ func scanCall(row pgx.Row) (ToolCall, error) {
 	return c, translate(err)
 }
 
-const attemptColumns = `id, tool_call_id, n, status, error, worker, epoch, started_at, finished_at`
+// attemptColumns are read from tool_attempts aliased a (joined with tool_calls c).
+const attemptColumns = `a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch, a.started_at, a.finished_at`
 
 func scanAttempt(row pgx.Row) (Attempt, error) {
 	var a Attempt
@@ -99,7 +100,7 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 		AND status = 'completed' ORDER BY seq`, runID)
 	b.Queue(`SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
 	b.Queue(`SELECT `+callColumns+` FROM tool_calls WHERE step_id = `+lastStep+` ORDER BY position`, runID)
-	b.Queue(`SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch, a.started_at, a.finished_at
+	b.Queue(`SELECT `+attemptColumns+`
 		FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
 		WHERE c.step_id = `+lastStep+` ORDER BY c.position, a.n`, runID)
 	br := s.pool.SendBatch(ctx, b)
@@ -157,8 +158,7 @@ func (s *Store) StepsList(ctx context.Context, runID string) ([]StepDetail, erro
 	if err != nil {
 		return nil, fmt.Errorf("list tool calls: %w", err)
 	}
-	attempts, err := queryAll(ctx, s.pool, scanAttempt, `SELECT a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch,
-		a.started_at, a.finished_at FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
+	attempts, err := queryAll(ctx, s.pool, scanAttempt, `SELECT `+attemptColumns+` FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
 		WHERE c.run_id = $1 ORDER BY a.n`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
