@@ -3,8 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"time"
@@ -39,12 +37,11 @@ func (s *server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 		tenant := TenantFromContext(r.Context())
-		h := sha256.New()
-		for _, part := range []string{"agentd/idempotency/v1", tenant, r.Method, r.URL.Path} {
-			h.Write([]byte(part + "\x00"))
+		hash, err := fingerprint(tenant, r.Method+" "+r.URL.Path, body)
+		if err != nil {
+			s.fail(w, r, newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body is not valid JSON"))
+			return
 		}
-		h.Write(bytes.TrimSpace(body))
-		hash := hex.EncodeToString(h.Sum(nil))
 
 		var rec persist.IdempotencyRecord
 		var fresh bool

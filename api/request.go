@@ -361,24 +361,25 @@ func validKey(k string) bool {
 	return true
 }
 
-// fingerprint identifies a POST /runs request for its idempotency key: the
-// SHA-256 of the tenant and the body in canonical form (keys sorted, no
-// insignificant space, numbers kept as written), so that a retry that
-// re-encodes the same JSON still matches. The body was decoded successfully
-// before, so it is one valid JSON value.
-func fingerprint(tenant string, body []byte) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return "", fmt.Errorf("canonicalise body: %w", err)
-	}
-	canon, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("canonicalise body: %w", err)
-	}
+// fingerprint identifies a request for an idempotency key: the tenant, the
+// request's scope (what it acts on) and its body as canonical JSON (keys
+// sorted, spacing dropped), so that a client re-encoding the same request
+// still matches. An empty body is its own value.
+func fingerprint(tenant, scope string, body []byte) (string, error) {
 	h := sha256.New()
-	h.Write([]byte("agentd/runs/v1\x00" + tenant + "\x00"))
-	h.Write(canon)
+	h.Write([]byte("agentd/v1\x00" + tenant + "\x00" + scope + "\x00"))
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return "", fmt.Errorf("canonicalise body: %w", err)
+		}
+		canon, err := json.Marshal(v)
+		if err != nil {
+			return "", fmt.Errorf("canonicalise body: %w", err)
+		}
+		h.Write(canon)
+	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -59,7 +59,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	p.TenantID = tenant
 	if key != "" {
 		p.IdempotencyKey = key
-		if p.RequestHash, err = fingerprint(tenant, body); err != nil {
+		if p.RequestHash, err = fingerprint(tenant, "POST /runs", body); err != nil {
 			return err
 		}
 	}
