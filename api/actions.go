@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -10,7 +12,9 @@ import (
 )
 
 // actionRequest is the body of POST /runs/{id}/actions: a client's decision
-// on the tool call whose outcome a requires_action run asks about.
+// on the tool call a requires_action run asks about: whether a call that
+// needs approval may run, or what became of a side effect whose outcome is
+// unknown.
 type actionRequest struct {
 	ToolCallID *string         `json:"tool_call_id"`
 	Decision   *string         `json:"decision"`
@@ -35,9 +39,10 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		return fieldError("tool_call_id", "is required: the tool_call_id of the run's required_action")
 	}
 	if req.Decision == nil {
-		return fieldError("decision", "is required: one of result, retry, fail")
+		return fieldError("decision", "is required: approve or reject (an approval); result, retry or fail (an unknown outcome)")
 	}
-	decision, err := oneOf("decision", req.Decision, persist.DecisionResult, persist.DecisionRetry, persist.DecisionFail)
+	decision, err := oneOf("decision", req.Decision, persist.DecisionApprove, persist.DecisionReject,
+		persist.DecisionResult, persist.DecisionRetry, persist.DecisionFail)
 	if err != nil {
 		return err
 	}
@@ -54,8 +59,8 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if req.Error != nil {
-		if decision != persist.DecisionFail {
-			return fieldError("error", "is only allowed with decision fail")
+		if decision != persist.DecisionFail && decision != persist.DecisionReject {
+			return fieldError("error", "is only allowed with decision fail or reject")
 		}
 		if len(*req.Error) > 4096 {
 			return fieldError("error", "must be at most 4096 bytes")
@@ -63,6 +68,10 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		p.Message = *req.Error
 	}
 	run, err := s.store.RunResolveAction(r.Context(), p)
+	if errors.Is(err, persist.ErrDecisionInvalid) {
+		return fieldError("decision", "does not answer what the run asks (%s): approve or reject an approval; result, retry or fail an unknown outcome",
+			strings.TrimPrefix(err.Error(), persist.ErrDecisionInvalid.Error()+": "))
+	}
 	if err != nil {
 		return storeErr(opAction, err)
 	}

@@ -57,6 +57,10 @@ func TestResolveAction(t *testing.T) {
 	}
 	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, persist.NewID())),
 		http.StatusConflict, "action_mismatch")
+	if p := wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"approve"}`, callID)),
+		http.StatusUnprocessableEntity, "invalid_field"); p.Field != "decision" || !strings.Contains(p.Detail, "tool_outcome_unknown") {
+		t.Fatalf("approve of an unknown outcome: %+v", p)
+	}
 	wantProblem(t, b.do(http.MethodPost, "/runs/"+persist.NewID()+"/actions", fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
 		http.StatusNotFound, "run_not_found")
 	run := want[runBody](t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"result","result":{"charged":true}}`, callID)), http.StatusOK)

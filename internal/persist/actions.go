@@ -15,6 +15,15 @@ var (
 	ErrNotWaiting = errors.New("run is not waiting for an action")
 	// ErrActionMismatch: the run waits for an action about another tool call.
 	ErrActionMismatch = errors.New("the run waits for an action about another tool call")
+	// ErrDecisionInvalid: the decision does not answer what the run asks
+	// (approve or reject an approval; result, retry or fail an unknown outcome).
+	ErrDecisionInvalid = errors.New("the decision does not answer what the run asks")
+)
+
+// Kinds of required action.
+const (
+	ActionToolOutcomeUnknown = "tool_outcome_unknown"
+	ActionToolApproval       = "tool_approval"
 )
 
 // Decisions a client may take on a tool call whose outcome is unknown.
@@ -22,6 +31,9 @@ const (
 	DecisionResult = "result" // it happened; here is its result
 	DecisionRetry  = "retry"  // it did not happen; attempt it again with the same key
 	DecisionFail   = "fail"   // give up on it; the model sees an error
+
+	DecisionApprove = "approve" // an approval: run the call
+	DecisionReject  = "reject"  // an approval: do not; the model sees an error
 )
 
 // ActionParams resolve what a requires_action run waits for.
@@ -29,7 +41,7 @@ type ActionParams struct {
 	TenantID, RunID, ToolCallID string
 	Decision                    string
 	Result                      json.RawMessage // for DecisionResult
-	Message                     string          // for DecisionFail: what the model is told
+	Message                     string          // for DecisionFail and DecisionReject: what the model is told
 }
 
 // RunResolveAction records a client's decision on the tool call a waiting run
@@ -47,14 +59,32 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 			return fmt.Errorf("run is %s: %w", r.Status, ErrNotWaiting)
 		}
 		var action struct {
+			Type       string `json:"type"`
 			ToolCallID string `json:"tool_call_id"`
 		}
 		_ = json.Unmarshal(r.RequiredAction, &action)
 		if action.ToolCallID != p.ToolCallID {
 			return ErrActionMismatch
 		}
+		approval := p.Decision == DecisionApprove || p.Decision == DecisionReject
+		if approval != (action.Type == ActionToolApproval) {
+			return fmt.Errorf("%w: the run asks for %s", ErrDecisionInvalid, action.Type)
+		}
 		var data map[string]any
 		switch p.Decision {
+		case DecisionApprove:
+			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'planned' WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID)
+			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallPlanned, "resolved_by": "client"}
+		case DecisionReject:
+			msg := p.Message
+			if msg == "" {
+				msg = "the call was rejected by the client"
+			}
+			errData := map[string]any{"message": msg, "kind": "rejected"}
+			b, _ := json.Marshal(errData)
+			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
+				WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID, b)
+			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallRejected, "error": errData, "resolved_by": "client"}
 		case DecisionResult:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
 				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
@@ -79,8 +109,11 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 			return fmt.Errorf("resolve tool call: %w", err)
 		}
 		typ := "tool_call.completed"
-		if p.Decision == DecisionRetry {
+		switch p.Decision {
+		case DecisionRetry:
 			typ = "tool_call.retry_allowed"
+		case DecisionApprove:
+			typ = "tool_call.approved"
 		}
 		lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []EventIn{{Type: typ, Step: r.StepCount, Data: data}})
 		if err != nil {

@@ -240,12 +240,17 @@ type ToolCallInsert struct {
 	Arguments         json.RawMessage
 	IdempotencyKey    string
 	Effect            string
+	Status            string // planned (the default) or awaiting_approval
 }
 
 func (o ToolCallInsert) apply(ctx context.Context, tx pgx.Tx) error {
+	status := o.Status
+	if status == "" {
+		status = CallPlanned
+	}
 	_, err := tx.Exec(ctx, `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
-		idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'planned')`,
-		o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect)
+		idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect, status)
 	if err != nil {
 		return fmt.Errorf("insert tool call: %w", err)
 	}

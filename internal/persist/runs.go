@@ -321,7 +321,7 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status, reason string) (in
 			errData := map[string]any{"message": "the run ended (" + reason + ") while waiting for a decision on this call", "kind": reason}
 			b, _ := json.Marshal(errData)
 			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
-				WHERE id = $1 AND status = 'unknown'`, action.ToolCallID, b); err != nil {
+				WHERE id = $1 AND status IN ('unknown', 'awaiting_approval')`, action.ToolCallID, b); err != nil {
 				return 0, fmt.Errorf("reject tool call: %w", err)
 			}
 			evs = append(evs, EventIn{Type: "tool_call.completed", Step: r.StepCount, Data: map[string]any{

@@ -168,6 +168,11 @@ const (
 	CallSucceeded = "succeeded"
 	CallFailed    = "failed"
 	CallUnknown   = "unknown"
+	// CallAwaitingApproval: the tool needs a client's approval before it runs.
+	CallAwaitingApproval = "awaiting_approval"
+	// CallRejected: a client rejected the call, or its run ended while the
+	// call waited for a decision.
+	CallRejected = "rejected"
 )
 
 // ToolCall is a row of tool_calls.

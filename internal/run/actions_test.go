@@ -3,6 +3,7 @@ package run_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +78,49 @@ func TestClientResolvesUnknownOutcome(t *testing.T) {
 	// Only the explicit retry sent the key a second time.
 	if reqs, keys := b.sink.count("/block"); reqs != 4 || keys != 3 {
 		t.Fatalf("sink saw %d requests with %d keys, want 4 and 3", reqs, keys)
+	}
+}
+
+func TestApprovalGatesTheCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	ctx := context.Background()
+	for _, decision := range []string{persist.DecisionApprove, persist.DecisionReject} {
+		r := b.create(t, "/call guarded {}\n/call calculator {\"expression\":\"1+1\"}\n/say done", persist.RunParams{})
+		r = b.wait(t, r.ID, nil)
+		var action struct {
+			Type       string `json:"type"`
+			ToolCallID string `json:"tool_call_id"`
+		}
+		json.Unmarshal(r.RequiredAction, &action)
+		if r.Status != persist.StatusRequiresAction || action.Type != persist.ActionToolApproval {
+			t.Fatalf("run is %s with %s, want requires_action tool_approval", r.Status, r.RequiredAction)
+		}
+		steps, _ := b.store.StepsList(ctx, r.ID)
+		if steps[0].Calls[1].Status != persist.CallSucceeded || steps[0].Calls[0].Status != persist.CallAwaitingApproval {
+			t.Fatalf("before the decision: %s and %s", steps[0].Calls[0].Status, steps[0].Calls[1].Status)
+		}
+		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
+			ToolCallID: action.ToolCallID, Decision: persist.DecisionRetry}); !errors.Is(err, persist.ErrDecisionInvalid) {
+			t.Fatalf("retry of an approval: %v", err)
+		}
+		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
+			ToolCallID: action.ToolCallID, Decision: decision, Message: "not today"}); err != nil {
+			t.Fatal(err)
+		}
+		r = b.wait(t, r.ID, func(r persist.Run) bool { return persist.Terminal(r.Status) })
+		if r.Status != persist.StatusCompleted {
+			t.Fatalf("%s: run ended %s", decision, r.Status)
+		}
+		steps, _ = b.store.StepsList(ctx, r.ID)
+		want := map[string]string{persist.DecisionApprove: persist.CallSucceeded, persist.DecisionReject: persist.CallRejected}[decision]
+		if c := steps[0].Calls[0]; c.Status != want {
+			t.Fatalf("%s: guarded call is %s, want %s", decision, c.Status, want)
+		}
+	}
+	// Only the approved call reached the tool.
+	if reqs, keys := b.sink.count("/guarded"); reqs != 1 || keys != 1 {
+		t.Fatalf("guarded tool called %d times with %d keys, want once", reqs, keys)
 	}
 }

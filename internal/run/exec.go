@@ -536,9 +536,12 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 		FinishReason: resp.FinishReason, Usage: usage})
 	for i, c := range resp.ToolCalls {
 		id := persist.NewID()
-		effect := string(tools.ReadOnly)
+		effect, status := string(tools.ReadOnly), persist.CallPlanned
 		if t, ok := x.e.cfg.Tools.Get(c.Name); ok {
 			effect = string(t.Spec().Effect)
+			if t.Spec().NeedsApproval && offered(st.Run.Params.Tools, c.Name) {
+				status = persist.CallAwaitingApproval
+			}
 		}
 		args := json.RawMessage(c.Arguments)
 		if !json.Valid(args) {
@@ -547,9 +550,10 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 		}
 		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
 		ops = append(ops, persist.ToolCallInsert{ID: id, RunID: st.Run.ID, StepID: step.ID, Position: i,
-			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect})
+			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status})
 		evs = append(evs, persist.EventIn{Type: "tool_call.created", Step: step.Seq, Data: map[string]any{
-			"tool_call_id": id, "call_id": c.ID, "name": c.Name, "arguments": args, "effect": effect, "idempotency_key": key}})
+			"tool_call_id": id, "call_id": c.ID, "name": c.Name, "arguments": args, "effect": effect, "idempotency_key": key,
+			"status": status}})
 	}
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return true, x.stopFor(st, err)

@@ -143,6 +143,7 @@ func setup(t *testing.T) *bundle {
 		reconcile  string
 	}{
 		{"reconciled_effect", "/slow", tools.SideEffect, 300, "/reconcile"},
+		{"guarded", "/guarded", tools.SideEffect, 2000, ""},
 		{"retry_effect", "/block", tools.SideEffect, 300, ""},
 		{"flaky", "/flaky", tools.Idempotent, 2000, ""},
 		{"slow_effect", "/slow", tools.SideEffect, 300, ""},
@@ -155,7 +156,8 @@ func setup(t *testing.T) *bundle {
 			reconcile = sk.srv.URL + h.reconcile
 		}
 		tool, err := tools.NewWebhook(tools.WebhookConfig{Name: h.name, Description: h.name, Parameters: obj,
-			URL: sk.srv.URL + h.path, Effect: h.effect, TimeoutMS: h.timeoutMS, ReconcileURL: reconcile}, nil)
+			URL: sk.srv.URL + h.path, Effect: h.effect, TimeoutMS: h.timeoutMS, ReconcileURL: reconcile,
+			NeedsApproval: h.name == "guarded"}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,7 +65,12 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 	}
 	for _, c := range calls {
 		if c.Status == persist.CallUnknown {
-			return true, x.requireOutcome(st, step, c)
+			return true, x.requireAction(st, step, c, persist.ActionToolOutcomeUnknown)
+		}
+	}
+	for _, c := range calls {
+		if c.Status == persist.CallAwaitingApproval {
+			return true, x.requireAction(st, step, c, persist.ActionToolApproval)
 		}
 	}
 	if x.interrupted.Load() {
@@ -136,10 +141,11 @@ func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls 
 	return x.write(x.ctx, evs, ops...)
 }
 
-// requireOutcome stops the run until a client says what happened to a
-// side-effect call whose outcome is unknown.
-func (x *execution) requireOutcome(st persist.RunState, step *persist.Step, c persist.ToolCall) error {
-	action := map[string]any{"type": "tool_outcome_unknown", "tool_call_id": c.ID, "call_id": c.CallID,
+// requireAction stops the run until a client decides about call c: what
+// happened to a side-effect call whose outcome is unknown, or whether a call
+// that needs approval may run.
+func (x *execution) requireAction(st persist.RunState, step *persist.Step, c persist.ToolCall, kind string) error {
+	action := map[string]any{"type": kind, "tool_call_id": c.ID, "call_id": c.CallID,
 		"name": c.Name, "idempotency_key": c.IdempotencyKey, "arguments": c.Arguments, "step": step.Seq}
 	ops := []persist.Op{persist.RunEnd{ID: st.Run.ID, Status: persist.StatusRequiresAction, RequiredAction: action}}
 	evs := []persist.EventIn{{Type: "run.requires_action", Step: step.Seq, Data: map[string]any{"required_action": action}}}
@@ -150,7 +156,7 @@ func (x *execution) requireOutcome(st persist.RunState, step *persist.Step, c pe
 	if f := x.e.cfg.OnEndFunc; f != nil {
 		f(st.Run.ID, persist.StatusRequiresAction)
 	}
-	x.log.Info("run requires action", "tool_call_id", c.ID)
+	x.log.Info("run requires action", "type", kind, "tool_call_id", c.ID)
 	return nil
 }
 
