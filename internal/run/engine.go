@@ -81,13 +81,14 @@ type Engine struct {
 	mu     sync.Mutex
 	active map[string]*execution
 
-	ctx      context.Context // parent of every run's context
-	cancel   context.CancelCauseFunc
-	claiming context.Context // ends when intake stops
-	stopIn   context.CancelFunc
-	wg       sync.WaitGroup // dispatcher, listener
-	runs     sync.WaitGroup // executions
-	stopOnce sync.Once
+	ctx        context.Context // parent of every run's context
+	cancel     context.CancelCauseFunc
+	claiming   context.Context // ends when intake stops
+	stopIn     context.CancelFunc
+	wg         sync.WaitGroup // dispatcher, listener, sweeper
+	runs       sync.WaitGroup // executions
+	dispatched chan struct{}  // closed when the dispatcher returned: no claim is under way
+	stopOnce   sync.Once
 }
 
 // New returns an engine; it does nothing until Start.
@@ -149,6 +150,7 @@ func (e *Engine) WorkerID() string { return e.cfg.WorkerID }
 func (e *Engine) Start(ctx context.Context) error {
 	e.ctx, e.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	e.claiming, e.stopIn = context.WithCancel(e.ctx)
+	e.dispatched = make(chan struct{})
 	e.wg.Add(3)
 	go func() {
 		defer e.wg.Done()
@@ -160,6 +162,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	}()
 	go func() {
 		defer e.wg.Done()
+		defer close(e.dispatched)
 		e.dispatch()
 	}()
 	return nil
@@ -298,6 +301,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 			return
 		}
 		e.stopIn()
+		<-e.dispatched // every run claimed so far is in e.active and e.runs
 		e.mu.Lock()
 		for _, x := range e.active {
 			x.draining.Store(true)
@@ -329,6 +333,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 func (e *Engine) Abandon() {
 	e.stopOnce.Do(func() {
 		e.stopIn()
+		<-e.dispatched
 		e.mu.Lock()
 		for _, x := range e.active {
 			x.abandoned.Store(true)
