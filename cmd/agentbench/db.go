@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sort"
@@ -103,3 +104,33 @@ func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+// walBreakdown prints what the WAL between two positions is made of, by
+// record type (pg_walinspect, where the server has it).
+func walBreakdown(ctx context.Context, out io.Writer, url, from, to string, perUnit float64, unit string) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		fmt.Fprintf(out, "  (no WAL breakdown: %v)\n", err)
+		return
+	}
+	rows, err := conn.Query(ctx, `SELECT "resource_manager/record_type", count, combined_size
+		FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 ORDER BY combined_size DESC LIMIT 8`, from, to)
+	if err != nil {
+		fmt.Fprintf(out, "  (no WAL breakdown: %v)\n", err)
+		return
+	}
+	defer rows.Close()
+	fmt.Fprintf(out, "  WAL by record type, per %s:", unit)
+	for rows.Next() {
+		var typ string
+		var count, size int64
+		if rows.Scan(&typ, &count, &size) == nil {
+			fmt.Fprintf(out, " %s %.0f B (%.1f records);", typ, float64(size)/perUnit, float64(count)/perUnit)
+		}
+	}
+	fmt.Fprintln(out)
+}

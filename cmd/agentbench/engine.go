@@ -175,6 +175,7 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) e
 		float64(gcAfter.Transactions-gcBefore.Transactions)/steps, gcAfter.Requests-gcBefore.Requests, gcAfter.Transactions-gcBefore.Transactions)
 	fmt.Fprintf(o.out, "  all commits per step (run creation, claims and reads included): %.2f\n", float64(after.commits-before.commits)/steps)
 	fmt.Fprintf(o.out, "  WAL per step: %.0f bytes\n", float64(wal)/steps)
+	walBreakdown(ctx, o.out, url, before.wal, after.wal, steps, "step")
 	fmt.Fprintf(o.out, "  agentd CPU per step: %.3f ms (engine, store and load driver; the model runs in another process)\n\n",
 		float64((cpuAfter-cpuBefore).Microseconds())/1000/steps)
 	return nil
