@@ -267,13 +267,16 @@ type AttemptStart struct {
 }
 
 func (o AttemptStart) apply(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO tool_attempts (id, tool_call_id, n, status, worker, epoch)
-		VALUES ($1, $2, $3, 'running', $4, $5)`, o.ID, o.ToolCallID, o.N, o.Worker, o.Epoch); err != nil {
-		return fmt.Errorf("insert attempt: %w", err)
-	}
+	// The call is updated before the attempt is inserted: the attempt's
+	// foreign key then finds the call already locked by this transaction
+	// and writes no lock record of its own.
 	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', attempts = $2 WHERE id = $1`,
 		o.ToolCallID, o.N); err != nil {
 		return fmt.Errorf("mark call running: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO tool_attempts (id, tool_call_id, n, status, worker, epoch)
+		VALUES ($1, $2, $3, 'running', $4, $5)`, o.ID, o.ToolCallID, o.N, o.Worker, o.Epoch); err != nil {
+		return fmt.Errorf("insert attempt: %w", err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -167,32 +168,51 @@ func (s *Store) commitBatch(batch []*execReq) {
 // commitShared commits live in one transaction and sets each request's
 // outcome; it returns the last event seq of each run that got events.
 func (s *Store) commitShared(ctx context.Context, live []*execReq) (map[string]int64, error) {
-	ids := make([]string, 0, len(live))
-	for _, r := range live {
-		ids = append(ids, r.f.RunID)
+	// One fence per run and epoch, with the number of events the batch
+	// appends under it; sorted by run, so that committers lock runs in the
+	// same order.
+	type fence struct {
+		id    string
+		epoch int64
 	}
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	type state struct {
-		epoch, last int64
-		events      bool
+	count := map[fence]int64{}
+	for _, r := range live {
+		count[fence{r.f.RunID, r.f.Epoch}] += int64(len(r.evs))
+	}
+	keys := make([]fence, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b fence) int { return strings.Compare(a.id, b.id) })
+	ids := make([]string, len(keys))
+	epochs := make([]int64, len(keys))
+	ns := make([]int64, len(keys))
+	for i, k := range keys {
+		ids[i], epochs[i], ns[i] = k.id, k.epoch, count[k]
 	}
 	var lasts map[string]int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		// Lock the runs in id order, so that committers never deadlock.
-		rows, err := tx.Query(ctx, `SELECT id, epoch, last_event_seq FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`, ids)
+		// The fence of every run at once: a run whose epoch moved on is not
+		// updated (and its writes are refused); the others get their event
+		// seqs reserved under their row lock.
+		rows, err := tx.Query(ctx, `UPDATE runs SET last_event_seq = runs.last_event_seq + v.n, updated_at = now()
+			FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS v(id, epoch, n)
+			WHERE runs.id = v.id AND runs.epoch = v.epoch
+			RETURNING runs.id, runs.epoch, runs.last_event_seq`, ids, epochs, ns)
 		if err != nil {
 			return fmt.Errorf("fence: %w", err)
 		}
-		runs := map[string]*state{}
+		epochOf := map[string]int64{} // the epoch that fenced each run
+		next := map[string]int64{}    // the last seq taken so far, per fenced run
 		for rows.Next() {
 			var id string
-			var st state
-			if err := rows.Scan(&id, &st.epoch, &st.last); err != nil {
+			var epoch, last int64
+			if err := rows.Scan(&id, &epoch, &last); err != nil {
 				rows.Close()
 				return err
 			}
-			runs[id] = &st
+			epochOf[id] = epoch
+			next[id] = last - count[fence{id, epoch}] // the seq before this batch's events
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -200,37 +220,27 @@ func (s *Store) commitShared(ctx context.Context, live []*execReq) (map[string]i
 		}
 		now := time.Now()
 		var evRows []eventRow
+		lasts = map[string]int64{}
 		for _, r := range live {
-			st := runs[r.f.RunID]
-			if st == nil || st.epoch != r.f.Epoch {
+			epoch, ok := epochOf[r.f.RunID]
+			if !ok || epoch != r.f.Epoch {
 				r.err = ErrLeaseLost
 				continue
 			}
+			last := next[r.f.RunID]
 			for _, op := range r.ops {
 				if err := op.apply(ctx, tx); err != nil {
 					return err
 				}
 			}
-			if evRows, err = buildEvents(evRows, r.f.RunID, st.last, r.evs, now); err != nil {
+			if evRows, err = buildEvents(evRows, r.f.RunID, last, r.evs, now); err != nil {
 				return err
 			}
-			st.last += int64(len(r.evs))
-			st.events = st.events || len(r.evs) > 0
-			r.last, r.err = st.last, nil
-		}
-		var upd []string
-		var updLast []int64
-		lasts = map[string]int64{}
-		for id, st := range runs {
-			upd = append(upd, id)
-			updLast = append(updLast, st.last)
-			if st.events {
-				lasts[id] = st.last
+			next[r.f.RunID] = last + int64(len(r.evs))
+			r.last, r.err = next[r.f.RunID], nil
+			if len(r.evs) > 0 {
+				lasts[r.f.RunID] = r.last
 			}
-		}
-		if _, err := tx.Exec(ctx, `UPDATE runs SET last_event_seq = v.last, updated_at = now()
-			FROM unnest($1::uuid[], $2::bigint[]) AS v(id, last) WHERE runs.id = v.id`, upd, updLast); err != nil {
-			return fmt.Errorf("advance event seqs: %w", err)
 		}
 		return insertEvents(ctx, tx, evRows)
 	})

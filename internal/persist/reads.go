@@ -154,12 +154,13 @@ func (s *Store) StepsList(ctx context.Context, runID string) ([]StepDetail, erro
 	if err != nil {
 		return nil, fmt.Errorf("list steps: %w", err)
 	}
-	calls, err := queryAll(ctx, s.pool, scanCall, `SELECT `+callColumns+` FROM tool_calls WHERE run_id = $1 ORDER BY created_at, position`, runID)
+	calls, err := queryAll(ctx, s.pool, scanCall, `SELECT `+callColumns+` FROM tool_calls
+		WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) ORDER BY created_at, position`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list tool calls: %w", err)
 	}
 	attempts, err := queryAll(ctx, s.pool, scanAttempt, `SELECT `+attemptColumns+` FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
-		WHERE c.run_id = $1 ORDER BY a.n`, runID)
+		WHERE c.step_id IN (SELECT id FROM steps WHERE run_id = $1) ORDER BY a.n`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
 	}
