@@ -31,6 +31,7 @@ type options struct {
 	what     map[string]bool
 	duration time.Duration
 	quick    bool
+	floorTPS float64
 	out      io.Writer
 }
 
@@ -41,6 +42,7 @@ func runBench(args []string, out io.Writer) error {
 	what := fs.String("what", "floor,steps,http,stream", "benchmarks to run, comma-separated: floor, steps, http, stream")
 	duration := fs.Duration("duration", 10*time.Second, "measuring time of each throughput benchmark")
 	quick := fs.Bool("quick", false, "a short configuration (2s, fewer clients and events) for a smoke run")
+	floor := fs.Float64("floor", 0, "the floor in transactions/s, when known: steps then skips measuring it")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmarks to this file")
 	serveFake := fs.Bool("serve-fake", false, "internal: serve the fake model on a loopback port and print its address")
 	if err := fs.Parse(args); err != nil {
@@ -49,7 +51,7 @@ func runBench(args []string, out io.Writer) error {
 	if *serveFake {
 		return serveFakeModel(out)
 	}
-	o := options{admin: *admin, what: map[string]bool{}, duration: *duration, quick: *quick, out: out}
+	o := options{admin: *admin, what: map[string]bool{}, duration: *duration, quick: *quick, floorTPS: *floor, out: out}
 	if o.quick {
 		o.duration = 2 * time.Second
 	}
@@ -75,8 +77,8 @@ func runBench(args []string, out io.Writer) error {
 	}
 	defer stopFake()
 	fmt.Fprintf(out, "agentd benchmarks (%d CPUs; fake model in a child process at %s)\n\n", numCPU(), fake)
-	var floorTPS float64
-	if o.what["floor"] || o.what["steps"] {
+	floorTPS := o.floorTPS
+	if o.what["floor"] || (o.what["steps"] && o.floorTPS == 0) {
 		if floorTPS, err = benchFloor(ctx, o); err != nil {
 			return fmt.Errorf("floor: %w", err)
 		}
