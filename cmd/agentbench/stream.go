@@ -256,7 +256,11 @@ func benchStream(ctx context.Context, o options, fake string) error {
 		return err
 	}
 	defer s.close()
-	fmt.Fprintln(o.out, "stream: 16 concurrent runs, the fake model streaming 200 chunks 5 ms apart")
+	concurrent := 16
+	if n, err := strconv.Atoi(os.Getenv("AGENTBENCH_STREAM_RUNS")); err == nil && n > 0 {
+		concurrent = n
+	}
+	fmt.Fprintf(o.out, "stream: %d concurrent runs, the fake model streaming 200 chunks 5 ms apart\n", concurrent)
 	subsList := []int{1, 100}
 	if v := os.Getenv("AGENTBENCH_SUBSCRIBERS"); v != "" {
 		subsList = nil
@@ -276,7 +280,7 @@ func benchStream(ctx context.Context, o options, fake string) error {
 		deadline := time.Now().Add(o.duration)
 		start := time.Now()
 		var wg sync.WaitGroup
-		for range 16 {
+		for range concurrent {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
