@@ -84,6 +84,14 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 	if ctx.Err() != nil {
 		return true, x.end(st, step, persist.StatusTimedOut, persist.ReasonTimedOutStep, map[string]any{"message": "the step's timeout elapsed"})
 	}
+	for _, c := range calls {
+		if c.Status == persist.CallPlanned || c.Status == persist.CallRunning {
+			// A write failed (the database, not the lease): what the tool did
+			// is not committed, so the step must not complete on a guess. The
+			// run is left to its lease; whoever claims it next recovers the call.
+			return true, errors.New("tool call " + c.ID + " has no committed outcome")
+		}
+	}
 	ops := make([]persist.Op, 0, len(calls)+1)
 	for _, c := range calls {
 		content, isErr := resultText(c)
