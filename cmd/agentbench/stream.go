@@ -122,32 +122,20 @@ func (l *commitLog) at(runID string, seq int64) (time.Time, bool) {
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
 
-// follow reads an SSE body to its terminal event, calling seen for each
-// event with its envelope's "at" time.
-func follow(body io.Reader, seen func(typ string, seq int64)) (events int, err error) {
+// follow reads an SSE body (of net/http's client) to its terminal event and
+// counts the events.
+func follow(body io.Reader) (events int, err error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	var typ string
-	var seq int64
 	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) > 4 && string(line[:4]) == "id: ":
-			seq, _ = strconv.ParseInt(string(line[4:]), 10, 64)
-		case len(line) > 7 && string(line[:7]) == "event: ":
-			typ = string(line[7:])
-		case len(line) > 6 && string(line[:6]) == "data: ":
-			if typ == "heartbeat" {
-				continue
-			}
-			events++
-			if seen != nil {
-				seen(typ, seq)
-			}
-			switch typ {
-			case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
-				return events, nil
-			}
+		typ, ok := strings.CutPrefix(sc.Text(), "event: ")
+		if !ok || typ == "heartbeat" {
+			continue
+		}
+		events++
+		switch typ {
+		case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+			return events, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -191,7 +179,7 @@ func benchHTTP(ctx context.Context, o options, fake string) error {
 						failed.Add(1)
 						return
 					}
-					_, err = follow(resp.Body, nil)
+					_, err = follow(resp.Body)
 					resp.Body.Close()
 					if err != nil {
 						failed.Add(1)
@@ -429,7 +417,7 @@ func benchReplay(ctx context.Context, o options, s *stack) error {
 		if err != nil {
 			return err
 		}
-		n, err := follow(resp.Body, nil)
+		n, err := follow(resp.Body)
 		resp.Body.Close()
 		if err != nil || n != total {
 			return fmt.Errorf("replay read %d of %d events: %v", n, total, err)
