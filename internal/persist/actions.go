@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -76,29 +77,15 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'planned' WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID)
 			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallPlanned, "resolved_by": "client"}
 		case DecisionReject:
-			msg := p.Message
-			if msg == "" {
-				msg = "the call was rejected by the client"
-			}
-			errData := map[string]any{"message": msg, "kind": "rejected"}
-			b, _ := json.Marshal(errData)
-			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
-				WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID, b)
-			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallRejected, "error": errData, "resolved_by": "client"}
+			data, err = endCall(ctx, tx, p.ToolCallID, CallAwaitingApproval, CallRejected, "rejected",
+				cmp.Or(p.Message, "the call was rejected by the client"))
 		case DecisionResult:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
 				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
 			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallSucceeded, "result": p.Result, "resolved_by": "client"}
 		case DecisionFail:
-			msg := p.Message
-			if msg == "" {
-				msg = "the tool call was failed by the client"
-			}
-			errData := map[string]any{"message": msg, "kind": "client"}
-			b, _ := json.Marshal(errData)
-			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'failed', error = $2, finished_at = now()
-				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, b)
-			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallFailed, "error": errData, "resolved_by": "client"}
+			data, err = endCall(ctx, tx, p.ToolCallID, CallUnknown, CallFailed, "client",
+				cmp.Or(p.Message, "the tool call was failed by the client"))
 		case DecisionRetry:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', error = NULL WHERE id = $1 AND status = 'unknown'`, p.ToolCallID)
 			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallRunning, "retry": true, "resolved_by": "client"}
@@ -133,4 +120,17 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 		s.OnCommit(p.RunID, lastSeq)
 	}
 	return s.RunGet(ctx, p.TenantID, p.RunID)
+}
+
+// endCall moves a call waiting for a client's decision (from) to a final
+// status (to) with an error the model is told, and returns the event data.
+func endCall(ctx context.Context, tx pgx.Tx, id, from, to, kind, msg string) (map[string]any, error) {
+	errData := map[string]any{"message": msg, "kind": kind}
+	b, err := json.Marshal(errData)
+	if err != nil {
+		return nil, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = $3, error = $4, finished_at = now()
+		WHERE id = $1 AND status = $2`, id, from, to, b)
+	return map[string]any{"tool_call_id": id, "status": to, "error": errData, "resolved_by": "client"}, err
 }
