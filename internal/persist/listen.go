@@ -61,12 +61,6 @@ func (s *Store) listenOnce(ctx context.Context, channels []string, onConnect fun
 	}
 }
 
-// Notify sends a notification on channel.
-func (s *Store) Notify(ctx context.Context, channel, payload string) error {
-	_, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, channel, payload)
-	return translate(err)
-}
-
 // NotifyMany sends one notification per payload on channel, in one statement.
 func (s *Store) NotifyMany(ctx context.Context, channel string, payloads []string) error {
 	if len(payloads) == 0 {

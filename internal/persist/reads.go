@@ -131,11 +131,6 @@ func scanAll[T any](br pgx.BatchResults, scan func(pgx.Row) (T, error)) ([]T, er
 	return collectRows(rows, err, scan)
 }
 
-// ToolCallByKey returns the tool call with an idempotency key.
-func (s *Store) ToolCallByKey(ctx context.Context, key string) (ToolCall, error) {
-	return scanCall(s.pool.QueryRow(ctx, `SELECT `+callColumns+` FROM tool_calls WHERE idempotency_key = $1`, key))
-}
-
 // StepDetail is a step with its tool calls and their attempts.
 type StepDetail struct {
 	Step

@@ -277,10 +277,7 @@ func (x *execution) stopFor(st persist.RunState, err error) error {
 	if err != nil {
 		return err
 	}
-	if cause != nil {
-		return cause
-	}
-	return context.Cause(x.ctx)
+	return cause
 }
 
 // end commits the run's last state and its terminal (or waiting) event in one

@@ -53,12 +53,6 @@ func parseAfter(r *http.Request) (after int64, field string, ok bool) {
 	return n, field, true
 }
 
-// Stream serves the events of runID after seq after as an SSE response, as
-// StreamRun does, for callers that do not care why it ended.
-func (h *Hub) Stream(w http.ResponseWriter, r *http.Request, runID string, after int64) {
-	h.StreamRun(w, r, runID, after)
-}
-
 // StreamRun serves the events of runID after seq after as an SSE response:
 // it subscribes to the run's live events, replays the stored ones from the
 // database, then tails the live ones, with no gap and no duplicate, until
