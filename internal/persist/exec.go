@@ -82,49 +82,23 @@ func (s *Store) LeaseRelease(ctx context.Context, f Fence) error {
 
 // Op is one write of an executor transaction (see Exec).
 type Op interface {
-	apply(ctx context.Context, tx pgx.Tx) error
+	queue(b *batch) error
 }
 
-// Exec runs ops and appends evs in one transaction fenced by f: it first
+// Exec runs ops and appends evs in one transaction fenced by f: the fence
 // checks that the run's epoch is still f.Epoch (holding the run's row lock, so
-// that event seqs stay gapless), and commits nothing otherwise (ErrLeaseLost).
-// It returns the run's last event seq.
+// that event seqs stay gapless), and nothing commits otherwise (ErrLeaseLost).
+// The transaction is one pipelined round trip (see commitPipelined). It
+// returns the run's last event seq.
 func (s *Store) Exec(ctx context.Context, f Fence, evs []EventIn, ops ...Op) (int64, error) {
 	if c := s.group.Load(); c != nil {
 		return s.execGrouped(ctx, c, f, evs, ops)
 	}
-	return s.execOne(ctx, f, evs, ops)
-}
-
-// execOne commits one executor write in a transaction of its own.
-func (s *Store) execOne(ctx context.Context, f Fence, evs []EventIn, ops []Op) (int64, error) {
-	var last int64
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `UPDATE runs SET last_event_seq = last_event_seq + $3, updated_at = now()
-			WHERE id = $1 AND epoch = $2 RETURNING last_event_seq`, f.RunID, f.Epoch, len(evs)).Scan(&last)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrLeaseLost
-		}
-		if err != nil {
-			return fmt.Errorf("fence: %w", err)
-		}
-		for _, op := range ops {
-			if err := op.apply(ctx, tx); err != nil {
-				return err
-			}
-		}
-		_, err = appendEvents(ctx, tx, f.RunID, last-int64(len(evs)), evs)
-		return err
-	})
-	if err != nil {
+	r := &execReq{f: f, evs: evs, ops: ops}
+	if err := s.commitPipelined(ctx, []*execReq{r}); err != nil {
 		return 0, err
 	}
-	s.execTx.Add(1)
-	s.execReqs.Add(1)
-	if len(evs) > 0 && s.OnCommit != nil {
-		s.OnCommit(f.RunID, last)
-	}
-	return last, nil
+	return r.last, nil
 }
 
 // StepInsert starts a step (status running).
@@ -134,14 +108,13 @@ type StepInsert struct {
 	Transition string
 }
 
-func (o StepInsert) apply(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO steps (id, run_id, seq, status, transition, model_attempts)
-		VALUES ($1, $2, $3, 'running', nullif($4, ''), 1)`, o.ID, o.RunID, o.Seq, o.Transition); err != nil {
-		return fmt.Errorf("insert step: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE runs SET step_count = greatest(step_count, $2) WHERE id = $1`, o.RunID, o.Seq); err != nil {
-		return fmt.Errorf("count step: %w", err)
-	}
+func (o StepInsert) queue(b *batch) error {
+	b.exec("insert step", `WITH s AS (
+			INSERT INTO steps (id, run_id, seq, status, transition, model_attempts)
+			VALUES ($1, $2, $3, 'running', nullif($4, ''), 1) RETURNING run_id, seq
+		)
+		UPDATE runs SET step_count = greatest(step_count, s.seq) FROM s WHERE runs.id = s.run_id`,
+		o.ID, o.RunID, o.Seq, o.Transition)
 	return nil
 }
 
@@ -152,12 +125,9 @@ type StepReask struct {
 	Transition string
 }
 
-func (o StepReask) apply(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `UPDATE steps SET transition = $2, model_attempts = model_attempts + 1, status = 'running'
+func (o StepReask) queue(b *batch) error {
+	b.exec("re-ask step", `UPDATE steps SET transition = $2, model_attempts = model_attempts + 1, status = 'running'
 		WHERE id = $1`, o.ID, o.Transition)
-	if err != nil {
-		return fmt.Errorf("re-ask step: %w", err)
-	}
 	return nil
 }
 
@@ -173,32 +143,22 @@ type StepUpdate struct {
 	Finished     bool
 }
 
-func (o StepUpdate) apply(ctx context.Context, tx pgx.Tx) error {
-	var errJSON []byte
-	if o.Error != nil {
-		b, err := json.Marshal(o.Error)
-		if err != nil {
-			return fmt.Errorf("encode step error: %w", err)
-		}
-		errJSON = b
+func (o StepUpdate) queue(b *batch) error {
+	errJSON, err := marshalNullable(o.Error)
+	if err != nil {
+		return fmt.Errorf("encode step error: %w", err)
 	}
-	_, err := tx.Exec(ctx, `UPDATE steps SET status = $2,
+	b.exec("update step", `UPDATE steps SET status = $2,
 		finish_reason = coalesce(nullif($3, ''), finish_reason), transition = coalesce(nullif($4, ''), transition),
 		input_tokens = input_tokens + $5, output_tokens = output_tokens + $6,
 		cached_input_tokens = cached_input_tokens + $7, reasoning_tokens = reasoning_tokens + $8,
 		error = coalesce($9::jsonb, error), finished_at = CASE WHEN $10 THEN now() ELSE finished_at END
 		WHERE id = $1`, o.ID, o.Status, o.FinishReason, o.Transition,
 		o.Usage.InputTokens, o.Usage.OutputTokens, o.Usage.CachedInputTokens, o.Usage.ReasoningTokens, errJSON, o.Finished)
-	if err != nil {
-		return fmt.Errorf("update step: %w", err)
-	}
 	if o.Usage != (Usage{}) {
-		_, err = tx.Exec(ctx, `UPDATE runs SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
+		b.exec("add run usage", `UPDATE runs SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
 			cached_input_tokens = cached_input_tokens + $4, reasoning_tokens = reasoning_tokens + $5 WHERE id = $1`,
 			o.RunID, o.Usage.InputTokens, o.Usage.OutputTokens, o.Usage.CachedInputTokens, o.Usage.ReasoningTokens)
-		if err != nil {
-			return fmt.Errorf("add run usage: %w", err)
-		}
 	}
 	return nil
 }
@@ -212,7 +172,7 @@ type MessageInsert struct {
 	Status                    string
 }
 
-func (o MessageInsert) apply(ctx context.Context, tx pgx.Tx) error {
+func (o MessageInsert) queue(b *batch) error {
 	content, err := json.Marshal(o.Content)
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
@@ -221,14 +181,11 @@ func (o MessageInsert) apply(ctx context.Context, tx pgx.Tx) error {
 	if o.RunID != "" {
 		runID = &o.RunID
 	}
-	_, err = tx.Exec(ctx, `WITH n AS (
+	b.exec("insert message", `WITH n AS (
 			UPDATE conversations SET next_seq = next_seq + 1, updated_at = now() WHERE id = $2 RETURNING next_seq - 1 AS seq
 		)
 		INSERT INTO messages (id, conversation_id, run_id, seq, role, content, status)
 		SELECT $1, $2, $3, n.seq, $4, $5, $6 FROM n`, o.ID, o.ConversationID, runID, o.Role, content, o.Status)
-	if err != nil {
-		return fmt.Errorf("insert message: %w", err)
-	}
 	return nil
 }
 
@@ -243,17 +200,14 @@ type ToolCallInsert struct {
 	Status            string // planned (the default) or awaiting_approval
 }
 
-func (o ToolCallInsert) apply(ctx context.Context, tx pgx.Tx) error {
+func (o ToolCallInsert) queue(b *batch) error {
 	status := o.Status
 	if status == "" {
 		status = CallPlanned
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
+	b.exec("insert tool call", `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
 		idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect, status)
-	if err != nil {
-		return fmt.Errorf("insert tool call: %w", err)
-	}
 	return nil
 }
 
@@ -266,18 +220,15 @@ type AttemptStart struct {
 	Epoch          int64
 }
 
-func (o AttemptStart) apply(ctx context.Context, tx pgx.Tx) error {
+func (o AttemptStart) queue(b *batch) error {
 	// The call is updated before the attempt is inserted: the attempt's
 	// foreign key then finds the call already locked by this transaction
 	// and writes no lock record of its own.
-	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', attempts = $2 WHERE id = $1`,
-		o.ToolCallID, o.N); err != nil {
-		return fmt.Errorf("mark call running: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO tool_attempts (id, tool_call_id, n, status, worker, epoch)
-		VALUES ($1, $2, $3, 'running', $4, $5)`, o.ID, o.ToolCallID, o.N, o.Worker, o.Epoch); err != nil {
-		return fmt.Errorf("insert attempt: %w", err)
-	}
+	b.exec("start attempt", `WITH c AS (
+			UPDATE tool_calls SET status = 'running', attempts = $3 WHERE id = $2 RETURNING id
+		)
+		INSERT INTO tool_attempts (id, tool_call_id, n, status, worker, epoch)
+		SELECT $1, c.id, $3, 'running', $4, $5 FROM c`, o.ID, o.ToolCallID, o.N, o.Worker, o.Epoch)
 	return nil
 }
 
@@ -288,15 +239,13 @@ type AttemptFinish struct {
 	Error  any
 }
 
-func (o AttemptFinish) apply(ctx context.Context, tx pgx.Tx) error {
+func (o AttemptFinish) queue(b *batch) error {
 	errJSON, err := marshalNullable(o.Error)
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE tool_attempts SET status = $2, error = $3, finished_at = now() WHERE id = $1`,
-		o.ID, o.Status, errJSON); err != nil {
-		return fmt.Errorf("finish attempt: %w", err)
-	}
+	b.exec("finish attempt", `UPDATE tool_attempts SET status = $2, error = $3, finished_at = now() WHERE id = $1`,
+		o.ID, o.Status, errJSON)
 	return nil
 }
 
@@ -308,7 +257,7 @@ type ToolCallFinish struct {
 	Error  any
 }
 
-func (o ToolCallFinish) apply(ctx context.Context, tx pgx.Tx) error {
+func (o ToolCallFinish) queue(b *batch) error {
 	errJSON, err := marshalNullable(o.Error)
 	if err != nil {
 		return err
@@ -317,11 +266,9 @@ func (o ToolCallFinish) apply(ctx context.Context, tx pgx.Tx) error {
 	if len(o.Result) > 0 {
 		result = o.Result
 	}
-	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = $2, result = $3, error = $4,
+	b.exec("finish tool call", `UPDATE tool_calls SET status = $2, result = $3, error = $4,
 		finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'rejected') THEN now() END WHERE id = $1`,
-		o.ID, o.Status, result, errJSON); err != nil {
-		return fmt.Errorf("finish tool call: %w", err)
-	}
+		o.ID, o.Status, result, errJSON)
 	return nil
 }
 
@@ -335,7 +282,7 @@ type RunEnd struct {
 	RequiredAction any
 }
 
-func (o RunEnd) apply(ctx context.Context, tx pgx.Tx) error {
+func (o RunEnd) queue(b *batch) error {
 	errJSON, err := marshalNullable(o.Error)
 	if err != nil {
 		return err
@@ -344,13 +291,10 @@ func (o RunEnd) apply(ctx context.Context, tx pgx.Tx) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `UPDATE runs SET status = $2, terminal_reason = nullif($3, ''), error = $4, required_action = $5,
+	b.exec("end run", `UPDATE runs SET status = $2, terminal_reason = nullif($3, ''), error = $4, required_action = $5,
 		lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL,
 		finished_at = CASE WHEN $2 IN ('completed', 'failed', 'cancelled', 'timed_out', 'interrupted') THEN now() END
 		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action)
-	if err != nil {
-		return fmt.Errorf("end run: %w", err)
-	}
 	return nil
 }
 

@@ -1,14 +1,18 @@
 package persist
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Group commit: executor writes (Exec) from many runs in flight share
@@ -140,17 +144,30 @@ func (s *Store) commitBatch(batch []*execReq) {
 	}
 	if len(live) == 1 {
 		r := live[0]
-		r.last, r.err = s.execOne(r.ctx, r.f, r.evs, r.ops)
+		r.err = s.commitPipelined(r.ctx, live)
 		close(r.done)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	lasts, err := s.commitShared(ctx, live)
-	if err != nil {
-		// Isolate the failure: one transaction per request.
+	if err := s.commitPipelined(ctx, live); err != nil {
+		var pgErr *pgconn.PgError
+		if !errors.Is(err, ErrLeaseLost) && !errors.As(err, &pgErr) {
+			// Not an answer of the server (a lost connection): whether the
+			// transaction committed is unknown, so committing again could
+			// apply the requests twice. Each fails; its run goes on from what
+			// the database holds, under its lease.
+			for _, r := range live {
+				r.err = err
+				close(r.done)
+			}
+			return
+		}
+		// The server refused the transaction (a stale fence, a constraint):
+		// nothing of it applied. Isolate the failure, one transaction per
+		// request, so that one request's error never becomes another's.
 		for _, r := range live {
-			r.last, r.err = s.execOne(r.ctx, r.f, r.evs, r.ops)
+			r.err = s.commitPipelined(r.ctx, []*execReq{r})
 			close(r.done)
 		}
 		return
@@ -158,16 +175,16 @@ func (s *Store) commitBatch(batch []*execReq) {
 	for _, r := range live {
 		close(r.done)
 	}
-	if s.OnCommit != nil {
-		for id, last := range lasts {
-			s.OnCommit(id, last)
-		}
-	}
 }
 
-// commitShared commits live in one transaction and sets each request's
-// outcome; it returns the last event seq of each run that got events.
-func (s *Store) commitShared(ctx context.Context, live []*execReq) (map[string]int64, error) {
+// commitPipelined commits reqs in one transaction, sent as one pipelined
+// batch (one round trip; the statements between its start and its Sync are
+// one implicit transaction): the fence of every run involved, then every
+// request's ops in order, then all their events in one insert. The fence
+// fails as a whole when any run's epoch moved on (agentd_fence raises), so
+// nothing queued after it is applied; the caller then isolates the requests.
+// On success it sets each request's last event seq.
+func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 	// One fence per run and epoch, with the number of events the batch
 	// appends under it; sorted by run, so that committers lock runs in the
 	// same order.
@@ -176,85 +193,135 @@ func (s *Store) commitShared(ctx context.Context, live []*execReq) (map[string]i
 		epoch int64
 	}
 	count := map[fence]int64{}
-	for _, r := range live {
+	for _, r := range reqs {
 		count[fence{r.f.RunID, r.f.Epoch}] += int64(len(r.evs))
 	}
-	keys := make([]fence, 0, len(count))
-	for k := range count {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b fence) int { return strings.Compare(a.id, b.id) })
+	keys := slices.SortedFunc(maps.Keys(count), func(a, b fence) int {
+		return cmp.Or(strings.Compare(a.id, b.id), cmp.Compare(a.epoch, b.epoch))
+	})
 	ids := make([]string, len(keys))
 	epochs := make([]int64, len(keys))
 	ns := make([]int64, len(keys))
 	for i, k := range keys {
 		ids[i], epochs[i], ns[i] = k.id, k.epoch, count[k]
 	}
-	var lasts map[string]int64
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		// The fence of every run at once: a run whose epoch moved on is not
-		// updated (and its writes are refused); the others get their event
-		// seqs reserved under their row lock.
-		rows, err := tx.Query(ctx, `UPDATE runs SET last_event_seq = runs.last_event_seq + v.n, updated_at = now()
-			FROM unnest($1::uuid[], $2::bigint[], $3::bigint[]) AS v(id, epoch, n)
-			WHERE runs.id = v.id AND runs.epoch = v.epoch
-			RETURNING runs.id, runs.epoch, runs.last_event_seq`, ids, epochs, ns)
-		if err != nil {
-			return fmt.Errorf("fence: %w", err)
-		}
-		epochOf := map[string]int64{} // the epoch that fenced each run
-		next := map[string]int64{}    // the last seq taken so far, per fenced run
-		for rows.Next() {
+	var b batch
+	last := make(map[string]int64, len(keys)) // each run's last event seq after the commit
+	b.query("fence", `SELECT fenced_run, fenced_seq FROM agentd_fence($1::uuid[], $2::bigint[], $3::bigint[])`,
+		[]any{ids, epochs, ns}, func(rows pgx.Rows) error {
 			var id string
-			var epoch, last int64
-			if err := rows.Scan(&id, &epoch, &last); err != nil {
-				rows.Close()
-				return err
-			}
-			epochOf[id] = epoch
-			next[id] = last - count[fence{id, epoch}] // the seq before this batch's events
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			var seq int64
+			_, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
+				last[id] = seq
+				return nil
+			})
 			return err
-		}
-		now := time.Now()
-		var evRows []eventRow
-		lasts = map[string]int64{}
-		for _, r := range live {
-			epoch, ok := epochOf[r.f.RunID]
-			if !ok || epoch != r.f.Epoch {
-				r.err = ErrLeaseLost
-				continue
-			}
-			last := next[r.f.RunID]
-			for _, op := range r.ops {
-				if err := op.apply(ctx, tx); err != nil {
-					return err
-				}
-			}
-			if evRows, err = buildEvents(evRows, r.f.RunID, last, r.evs, now); err != nil {
+		})
+	for _, r := range reqs {
+		for _, op := range r.ops {
+			if err := op.queue(&b); err != nil {
 				return err
 			}
-			next[r.f.RunID] = last + int64(len(r.evs))
-			r.last, r.err = next[r.f.RunID], nil
-			if len(r.evs) > 0 {
-				lasts[r.f.RunID] = r.last
+		}
+	}
+	// Events are numbered in SQL, after the seqs the fence reserved: the
+	// k-th of a run's n events in this batch gets last_event_seq - n + k.
+	var evIDs, evTypes, evTails []string
+	var evNs, evKs []int64
+	now := time.Now()
+	k := map[string]int64{}
+	for _, r := range reqs {
+		for _, ev := range r.evs {
+			tail, err := envelopeTail(ev.Type, r.f.RunID, ev.Step, now, ev.Data)
+			if err != nil {
+				return err
 			}
+			k[r.f.RunID]++
+			evIDs = append(evIDs, r.f.RunID)
+			evNs = append(evNs, count[fence{r.f.RunID, r.f.Epoch}])
+			evKs = append(evKs, k[r.f.RunID])
+			evTypes = append(evTypes, ev.Type)
+			evTails = append(evTails, string(tail))
 		}
-		return insertEvents(ctx, tx, evRows)
-	})
-	if err != nil {
-		for _, r := range live {
-			r.err, r.last = nil, 0
-		}
-		return nil, err
+	}
+	if len(evIDs) > 0 {
+		b.exec("append events", `INSERT INTO run_events (run_id, seq, type, data)
+			SELECT e.r, l.seq, e.t, ('{"seq":' || l.seq || ',' || e.d)::json
+			FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]) AS e(r, n, k, t, d)
+			CROSS JOIN LATERAL (SELECT last_event_seq - e.n + e.k AS seq FROM runs WHERE id = e.r) AS l`, evIDs, evNs, evKs, evTypes, evTails)
+	}
+	if err := b.send(ctx, s.pool); err != nil {
+		return translate(err)
 	}
 	s.execTx.Add(1)
-	for _, r := range live {
-		if r.err == nil {
-			s.execReqs.Add(1)
+	s.execReqs.Add(int64(len(reqs)))
+	// Each request's last seq: the run's seqs were taken in request order.
+	next := make(map[string]int64, len(keys))
+	for _, key := range keys {
+		next[key.id] = last[key.id] - count[key]
+	}
+	for _, r := range reqs {
+		next[r.f.RunID] += int64(len(r.evs))
+		r.last = next[r.f.RunID]
+	}
+	if s.OnCommit != nil {
+		for _, key := range keys {
+			if count[key] > 0 {
+				s.OnCommit(key.id, last[key.id])
+			}
 		}
 	}
-	return lasts, nil
+	return nil
+}
+
+// batch is the statements of one transaction, queued to be sent in one
+// round trip; each has its own way of reading its result.
+type batch struct {
+	b     pgx.Batch
+	reads []func(pgx.BatchResults) error
+}
+
+// exec queues a statement whose result is only its success; label names it
+// in an error.
+func (b *batch) exec(label, sql string, args ...any) {
+	b.b.Queue(sql, args...)
+	b.reads = append(b.reads, func(br pgx.BatchResults) error {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		return nil
+	})
+}
+
+// query queues a statement whose rows scan reads.
+func (b *batch) query(label, sql string, args []any, scan func(pgx.Rows) error) {
+	b.b.Queue(sql, args...)
+	b.reads = append(b.reads, func(br pgx.BatchResults) error {
+		rows, err := br.Query()
+		if err == nil {
+			err = scan(rows)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		return nil
+	})
+}
+
+// send sends the batch on q (a pool: the batch is one implicit transaction;
+// a transaction: it is part of it) and reads every result in order.
+func (b *batch) send(ctx context.Context, q interface {
+	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+}) error {
+	if b.b.Len() == 0 {
+		return nil
+	}
+	br := q.SendBatch(ctx, &b.b)
+	for _, read := range b.reads {
+		if err := read(br); err != nil {
+			br.Close()
+			return err
+		}
+	}
+	return br.Close()
 }

@@ -2,7 +2,10 @@ package persist_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,6 +80,16 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 		for i, e := range evs {
 			if e.Seq != int64(i+1) || (i > 0 && e.Type != "message.delta") {
 				t.Fatalf("run %s: event %d is seq %d %s", f.RunID, i, e.Seq, e.Type)
+			}
+			// The envelope, numbered in SQL, agrees with the row.
+			var env struct {
+				Seq   int64  `json:"seq"`
+				Type  string `json:"type"`
+				RunID string `json:"run_id"`
+			}
+			if err := json.Unmarshal(e.Data, &env); err != nil || env.Seq != e.Seq || env.Type != e.Type || env.RunID != f.RunID ||
+				!strings.HasPrefix(string(e.Data), fmt.Sprintf(`{"seq":%d,"type":`, e.Seq)) {
+				t.Fatalf("run %s: event %d has envelope %s (%v)", f.RunID, e.Seq, e.Data, err)
 			}
 		}
 	}

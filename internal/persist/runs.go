@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -146,10 +147,13 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 		if tag.RowsAffected() == 0 {
 			return dup
 		}
+		// The input messages, the first event and the wake-up of idle
+		// workers go in one round trip.
+		var b batch
 		for _, m := range p.Input {
 			op := MessageInsert{ID: newID(), ConversationID: convID, RunID: runID, Role: m.Role,
 				Content: []Part{{Type: "text", Text: m.Content}}, Status: MessageCompleted}
-			if err := op.apply(ctx, tx); err != nil {
+			if err := op.queue(&b); err != nil {
 				return err
 			}
 		}
@@ -159,14 +163,10 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO run_events (run_id, seq, type, data) VALUES ($1, 1, 'run.created', $2)`,
-			runID, string(data)); err != nil {
-			return fmt.Errorf("insert event: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, runID); err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-		return nil
+		b.exec("insert event", `INSERT INTO run_events (run_id, seq, type, data) VALUES ($1, 1, 'run.created', $2)`,
+			runID, string(data))
+		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, runID)
+		return b.send(ctx, tx)
 	})
 	if errors.Is(err, dup) {
 		r, ok, err := s.runByKey(ctx, p)
@@ -460,21 +460,34 @@ func NewID() string { return newID() }
 
 // envelope builds the JSON text of an event as clients receive it.
 func envelope(seq int64, typ, runID string, step int, at time.Time, data any) ([]byte, error) {
+	tail, err := envelopeTail(typ, runID, step, at, data)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(tail)+24)
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, ',')
+	return append(b, tail...), nil
+}
+
+// envelopeTail is an event's envelope without its opening `{"seq":N,`, for
+// writers that learn the seq in SQL (see commitPipelined).
+func envelopeTail(typ, runID string, step int, at time.Time, data any) ([]byte, error) {
 	if data == nil {
 		data = struct{}{}
 	}
 	b, err := json.Marshal(struct {
-		Seq   int64  `json:"seq"`
 		Type  string `json:"type"`
 		RunID string `json:"run_id"`
 		Step  int    `json:"step"`
 		At    string `json:"at"`
 		Data  any    `json:"data"`
-	}{seq, typ, runID, step, at.UTC().Format(time.RFC3339Nano), data})
+	}{typ, runID, step, at.UTC().Format(time.RFC3339Nano), data})
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s: %w", typ, err)
 	}
-	return b, nil
+	return b[1:], nil
 }
 
 // eventRow is an event ready to insert.

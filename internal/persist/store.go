@@ -181,6 +181,8 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
 		case "22P02": // invalid_text_representation (a malformed uuid)
 			return ErrNotFound
+		case "AD001": // raised by agentd_fence: a run's epoch moved on
+			return ErrLeaseLost
 		}
 	}
 	return err
