@@ -32,6 +32,11 @@ type execution struct {
 	modelMu     sync.Mutex
 	modelCancel context.CancelCauseFunc
 	first       bool // the first pass of the loop in this claim
+	// next is the run's state as the last pass of the loop committed it,
+	// when that pass went on normally: the next pass starts from it instead
+	// of reading back what this execution itself wrote under its fence (no
+	// one else writes a running run's steps, calls or conversation).
+	next *persist.RunState
 
 	// pending holds events that go out with the next write (run.started or
 	// run.resumed, so that a claim costs no transaction of its own).
@@ -168,7 +173,7 @@ func (x *execution) heartbeat() func() {
 // loop drives the run from its committed state until it leaves the executor.
 func (x *execution) loop() error {
 	for {
-		st, err := x.load()
+		st, err := x.state()
 		if err != nil {
 			return err
 		}
@@ -207,6 +212,7 @@ func (x *execution) loop() error {
 				persist.StepInsert{ID: step.ID, RunID: st.Run.ID, Seq: seq, Transition: transition}); err != nil {
 				return x.stopFor(st, err)
 			}
+			st.Run.StepCount = max(st.Run.StepCount, seq)
 			st.Steps = append(st.Steps, step)
 			if done, err := x.modelPhase(st, &st.Steps[len(st.Steps)-1], false); err != nil || done {
 				return err
@@ -236,6 +242,39 @@ func (x *execution) loop() error {
 		}
 		x.first = false
 	}
+}
+
+// state returns the run's committed state: what the last pass of the loop
+// left, else read from the database.
+func (x *execution) state() (persist.RunState, error) {
+	if st := x.next; st != nil {
+		x.next = nil
+		return *st, nil
+	}
+	return x.load()
+}
+
+// carry keeps st, just committed, for the next pass of the loop.
+func (x *execution) carry(st persist.RunState) { x.next = &st }
+
+// setStep replaces the step of st with step's id by step.
+func setStep(st *persist.RunState, step persist.Step) {
+	for i := range st.Steps {
+		if st.Steps[i].ID == step.ID {
+			st.Steps[i] = step
+		}
+	}
+}
+
+// appendMessage adds a message just committed to st, numbered as the
+// database numbered it (after the conversation's last message).
+func appendMessage(st *persist.RunState, m persist.MessageInsert) {
+	seq := 1
+	if n := len(st.Messages); n > 0 {
+		seq = st.Messages[n-1].Seq + 1
+	}
+	st.Messages = append(st.Messages, persist.Message{ID: m.ID, ConversationID: m.ConversationID, RunID: m.RunID,
+		Seq: seq, Role: m.Role, Content: m.Content, Status: m.Status})
 }
 
 func (x *execution) load() (persist.RunState, error) {
@@ -514,8 +553,9 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 	if len(parts) == 0 {
 		parts = []persist.Part{{Type: "text", Text: ""}}
 	}
-	ops := []persist.Op{persist.MessageInsert{ID: msgID, ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
-		Role: "assistant", Content: parts, Status: persist.MessageCompleted}}
+	msg := persist.MessageInsert{ID: msgID, ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+		Role: "assistant", Content: parts, Status: persist.MessageCompleted}
+	ops := []persist.Op{msg}
 	evs = append(evs, persist.EventIn{Type: "message.completed", Step: step.Seq, Data: map[string]any{
 		"message_id": msgID, "role": "assistant", "content": parts, "finish_reason": resp.FinishReason,
 		"usage": usageOf(resp.Usage)}})
@@ -531,6 +571,7 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 	}
 	ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepActing,
 		FinishReason: resp.FinishReason, Usage: usage})
+	calls := make([]persist.ToolCall, 0, len(resp.ToolCalls))
 	for i, c := range resp.ToolCalls {
 		id := persist.NewID()
 		effect, status := string(tools.ReadOnly), persist.CallPlanned
@@ -548,6 +589,8 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
 		ops = append(ops, persist.ToolCallInsert{ID: id, RunID: st.Run.ID, StepID: step.ID, Position: i,
 			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status})
+		calls = append(calls, persist.ToolCall{ID: id, RunID: st.Run.ID, StepID: step.ID, Position: i,
+			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status})
 		evs = append(evs, persist.EventIn{Type: "tool_call.created", Step: step.Seq, Data: map[string]any{
 			"tool_call_id": id, "call_id": c.ID, "name": c.Name, "arguments": args, "effect": effect, "idempotency_key": key,
 			"status": status}})
@@ -555,5 +598,17 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return true, x.stopFor(st, err)
 	}
+	acting := *step
+	acting.Status, acting.FinishReason, acting.Usage = persist.StepActing, resp.FinishReason, addUsage(acting.Usage, usage)
+	setStep(&st, acting)
+	appendMessage(&st, msg)
+	st.Run.Usage = addUsage(st.Run.Usage, usage)
+	st.Calls, st.Attempts = calls, nil
+	x.carry(st)
 	return false, nil
+}
+
+func addUsage(a, b persist.Usage) persist.Usage {
+	return persist.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+		CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens, ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens}
 }

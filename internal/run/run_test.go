@@ -298,6 +298,28 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 	if b.fake.Calls() != 3 {
 		t.Fatalf("model calls %d, want 3", b.fake.Calls())
 	}
+	// Each model call saw the whole conversation so far, tool results
+	// included: steps after the first start from the state the execution
+	// kept, not from a read.
+	var sent []string
+	for _, req := range b.fake.Requests() {
+		var roles []string
+		for _, m := range req.Sent {
+			var msg struct {
+				Role    string `json:"role"`
+				Content string `json:"content"`
+			}
+			json.Unmarshal(m, &msg)
+			if msg.Role == "tool" && strings.Contains(msg.Content, "did not complete") {
+				msg.Role = "unanswered"
+			}
+			roles = append(roles, msg.Role)
+		}
+		sent = append(sent, strings.Join(roles, ","))
+	}
+	if want := "[user user,assistant,tool,tool user,assistant,tool,tool,assistant,tool]"; fmt.Sprint(sent) != want {
+		t.Fatalf("messages sent to the model per call: %v, want %v", sent, want)
+	}
 	msgs, err := b.store.MessagesList(ctx, r.ConversationID, 0, 100)
 	if err != nil {
 		t.Fatal(err)

@@ -93,11 +93,14 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 		}
 	}
 	ops := make([]persist.Op, 0, len(calls)+1)
+	msgs := make([]persist.MessageInsert, 0, len(calls))
 	for _, c := range calls {
 		content, isErr := resultText(c)
-		ops = append(ops, persist.MessageInsert{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+		m := persist.MessageInsert{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
 			Role: "tool", Status: persist.MessageCompleted,
-			Content: []persist.Part{{Type: "tool_result", ToolCallID: c.CallID, Content: content, IsError: isErr}}})
+			Content: []persist.Part{{Type: "tool_result", ToolCallID: c.CallID, Content: content, IsError: isErr}}}
+		msgs = append(msgs, m)
+		ops = append(ops, m)
 	}
 	ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepCompleted, Finished: true})
 	evs := []persist.EventIn{{Type: "step.completed", Step: step.Seq, Data: map[string]any{"finish_reason": "tool_calls", "tool_calls": len(calls)}}}
@@ -105,6 +108,14 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 		return true, x.stopFor(st, err)
 	}
 	x.e.m.StepDuration.Observe(time.Since(started).Seconds())
+	completed := *step
+	completed.Status = persist.StepCompleted
+	setStep(&st, completed)
+	for _, m := range msgs {
+		appendMessage(&st, m)
+	}
+	st.Calls, st.Attempts = calls, nil
+	x.carry(st)
 	return false, nil
 }
 

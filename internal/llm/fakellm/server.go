@@ -46,6 +46,8 @@ type Request struct {
 	Seq       int    // 1-based order of arrival
 	Model     string // as sent
 	Messages  int    // number of messages sent
+	// Sent is the messages as sent, each as its JSON text.
+	Sent []json.RawMessage
 	Step      int    // the step answered (see the package doc)
 	Stream    bool   // the client asked for a stream
 	Status    int    // HTTP status sent
@@ -180,7 +182,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, rec.Status, "invalid_request_error", "", "invalid JSON body: "+err.Error())
 		return
 	}
-	rec.Model, rec.Messages, rec.Stream = req.Model, len(req.Messages), req.Stream
+	rec.Model, rec.Messages, rec.Sent, rec.Stream = req.Model, len(req.Messages), req.Messages, req.Stream
 
 	a, err := plan(req)
 	if err != nil {
