@@ -29,5 +29,5 @@ build: ## build the server and the fake model into bin/
 chaos: ## the full chaos run: 3 server processes, 400 kills (a fifth of them SIGTERM), 10 PostgreSQL restarts (restarts the local server!)
 	AGENTD_CHAOS_KILLS=400 AGENTD_CHAOS_PG_RESTARTS=10 $(GO) test -count=1 -timeout 30m -run TestChaosKill -v ./cmd/server/
 
-bench: ## print agentd's figures on this machine (about 2 minutes; see docs/benchmarks.md)
-	$(GO) build -o bin/agentbench ./cmd/agentbench && ./bin/agentbench
+bench: ## print agentd's figures on this machine, 3 repetitions (about 5 minutes; docs/benchmarks.md), all in bin/agentbench.json
+	$(GO) build -o bin/agentbench ./cmd/agentbench && ./bin/agentbench -json bin/agentbench.json

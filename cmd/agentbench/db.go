@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"sort"
 	"syscall"
 	"time"
@@ -55,8 +54,16 @@ func newDatabase(ctx context.Context, admin, name string) (string, func(), error
 
 // dbCounters are server-side counters read before and after a measurement.
 type dbCounters struct {
-	commits int64
+	// xid is the next transaction id to assign. Only transactions that write
+	// get one, so the difference of two readings counts write transactions:
+	// the whole cluster's, like the WAL position (the benchmark's own
+	// database has the server to itself, as long as nothing else runs).
+	xid     int64
+	commits int64 // this database's commits, read-only ones included
 	wal     string
+	// others are the commits of the other databases: were there any during
+	// a measurement, the cluster-wide figures include work not agentd's.
+	others int64
 }
 
 func readCounters(ctx context.Context, url string) (dbCounters, error) {
@@ -68,20 +75,60 @@ func readCounters(ctx context.Context, url string) (dbCounters, error) {
 	var c dbCounters
 	// Statistics are flushed by backends at most once a second.
 	time.Sleep(1100 * time.Millisecond)
-	err = conn.QueryRow(ctx, `SELECT xact_commit, pg_current_wal_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).
-		Scan(&c.commits, &c.wal)
+	err = conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_current_wal_lsn()::text,
+			sum(xact_commit) FILTER (WHERE datname = current_database()),
+			coalesce(sum(xact_commit) FILTER (WHERE datname IS DISTINCT FROM current_database()), 0)
+		FROM pg_stat_database`).Scan(&c.xid, &c.wal, &c.commits, &c.others)
 	return c, err
 }
 
-func walBytes(ctx context.Context, url, from, to string) (int64, error) {
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		return 0, err
+// dbCost is what the server did between two readings.
+type dbCost struct{ writeTx, commits, wal, otherCommits int64 }
+
+// warnShared says when the server was not the benchmark's alone.
+func (c dbCost) warnShared(out io.Writer, phase string) {
+	if c.otherCommits > 0 {
+		fmt.Fprintf(out, "  %s: WARNING: other databases committed %d transactions meanwhile; write transactions and WAL include their work\n",
+			phase, c.otherCommits)
 	}
-	defer conn.Close(ctx)
-	var n int64
-	err = conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint`, to, from).Scan(&n)
-	return n, err
+}
+
+func (c dbCounters) since(before dbCounters) (dbCost, error) {
+	to, err := parseLSN(c.wal)
+	if err != nil {
+		return dbCost{}, err
+	}
+	from, err := parseLSN(before.wal)
+	if err != nil {
+		return dbCost{}, err
+	}
+	return dbCost{writeTx: c.xid - before.xid, commits: c.commits - before.commits, wal: int64(to - from),
+		otherCommits: c.others - before.others}, nil
+}
+
+// parseLSN reads a WAL position as PostgreSQL prints it: two hex numbers,
+// the high and low 32 bits.
+func parseLSN(s string) (uint64, error) {
+	var hi, lo uint32
+	if _, err := fmt.Sscanf(s, "%X/%X", &hi, &lo); err != nil {
+		return 0, fmt.Errorf("WAL position %q: %w", s, err)
+	}
+	return uint64(hi)<<32 | uint64(lo), nil
+}
+
+// costTargets are the targets of the per-unit figures, where there are.
+type costTargets struct{ writeTx, wal, cpu *target }
+
+// perUnit gives what each of n units of work cost: on the server (c), and
+// in this process's CPU (agentd and the load driver).
+func perUnit(phase, unit string, n float64, c dbCost, cpu time.Duration, t costTargets) []metric {
+	n = max(n, 1)
+	return []metric{
+		{phase, "write transactions per " + unit, "tx", float64(c.writeTx) / n, t.writeTx},
+		{phase, "commits per " + unit, "commits", float64(c.commits) / n, nil},
+		{phase, "WAL per " + unit, "B", float64(c.wal) / n, t.wal},
+		{phase, "agentd CPU per " + unit, "ms", msOf(cpu) / n, t.cpu},
+	}
 }
 
 // cpuTime is this process's user+system CPU time.
@@ -90,8 +137,6 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-func numCPU() int { return runtime.NumCPU() }
 
 // percentiles returns the p50 and p99 of ds.
 func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
@@ -103,34 +148,41 @@ func percentiles(ds []time.Duration) (p50, p99 time.Duration) {
 	return at(0.50), at(0.99)
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // walBreakdown prints what the WAL between two positions is made of, by
 // record type (pg_walinspect, where the server has it).
-func walBreakdown(ctx context.Context, out io.Writer, url, from, to string, perUnit float64, unit string) {
+func walBreakdown(ctx context.Context, out io.Writer, url, from, to string, units float64, unit string) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
-		fmt.Fprintf(out, "  (no WAL breakdown: %v)\n", err)
+		fmt.Fprintf(out, "    (no WAL breakdown: %v)\n", err)
 		return
 	}
+	// pg_walinspect reads no further than the WAL flushed to disk, which may
+	// lag behind the position written.
 	rows, err := conn.Query(ctx, `SELECT "resource_manager/record_type", count, combined_size
-		FROM pg_get_wal_stats($1::pg_lsn, $2::pg_lsn, true) WHERE count > 0 ORDER BY combined_size DESC LIMIT 8`, from, to)
+		FROM pg_get_wal_stats($1::pg_lsn, least($2::pg_lsn, pg_current_wal_flush_lsn()), true)
+		WHERE count > 0 ORDER BY combined_size DESC LIMIT 8`, from, to)
 	if err != nil {
-		fmt.Fprintf(out, "  (no WAL breakdown: %v)\n", err)
+		fmt.Fprintf(out, "    (no WAL breakdown: %v)\n", err)
 		return
 	}
 	defer rows.Close()
-	fmt.Fprintf(out, "  WAL by record type, per %s:", unit)
+	fmt.Fprintf(out, "    WAL by record type, per %s:", unit)
 	for rows.Next() {
 		var typ string
 		var count, size int64
 		if rows.Scan(&typ, &count, &size) == nil {
-			fmt.Fprintf(out, " %s %.0f B (%.1f records);", typ, float64(size)/perUnit, float64(count)/perUnit)
+			fmt.Fprintf(out, " %s %.0f B (%.1f records);", typ, float64(size)/units, float64(count)/units)
 		}
+	}
+	if err := rows.Err(); err != nil {
+		fmt.Fprintf(out, " (%v)", err)
 	}
 	fmt.Fprintln(out)
 }

@@ -13,6 +13,29 @@
 //     100 subscribers per run, replay speed of a 10,000-event run, and the
 //     memory of 1,000 open SSE connections.
 //
+// Each of -reps repetitions (3 by default) runs every selected benchmark
+// once, so that drift of the machine spreads across them; the steps ratio is
+// to the floor of the same repetition. The command then prints a table, one
+// row per figure: its median and range over the repetitions, its target and
+// whether the median meets it. -json writes every repetition's figures, the
+// machine and the options to a file.
+//
+// Per unit of work (step, run, event), write transactions are the
+// transaction ids PostgreSQL assigned (pg_current_snapshot), commits those
+// of the benchmark's database (pg_stat_database), WAL the bytes between two
+// positions (pg_current_wal_lsn), and CPU this process's (getrusage). Ids and
+// WAL are the whole cluster's: agentbench warns when other databases were
+// busy meanwhile.
+//
+// The benchmarks run agentd as cmd/server does, group commit included, and
+// check it kept its guarantees: after the steps and http benchmarks, a sample
+// of the runs that ended is read back (event seqs 1..N, one terminal event,
+// last and agreeing with the run's status; each tool call succeeded at most
+// once, and exactly once in a completed run, under a key of its own; usage
+// the sum of the steps'), and the SSE transcripts of a few runs must be the
+// stored events byte for byte. A violation is printed and counted, and makes
+// the command exit non-zero.
+//
 // The fake model runs in a child process, so that the CPU measured is
 // agentd's. Each benchmark uses a database of its own, dropped at the end.
 // `agentbench -quick` is a short configuration for a smoke run.

@@ -19,24 +19,24 @@ import (
 
 // benchFloor measures what PostgreSQL sustains here: 16 connections, each
 // committing transactions of 5 single-row inserts of a 200-byte jsonb.
-func benchFloor(ctx context.Context, o options) (float64, error) {
+func benchFloor(ctx context.Context, o options) ([]metric, error) {
 	url, drop, err := newDatabase(ctx, o.admin, "floor")
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer drop()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	cfg.MaxConns = 16
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer pool.Close()
 	if _, err := pool.Exec(ctx, `CREATE TABLE floor (id bigserial PRIMARY KEY, data jsonb NOT NULL)`); err != nil {
-		return 0, err
+		return nil, err
 	}
 	doc := fmt.Sprintf(`{"text":%q}`, strings.Repeat("x", 188)) // 200 bytes
 	var count atomic.Int64
@@ -68,32 +68,35 @@ func benchFloor(ctx context.Context, o options) (float64, error) {
 	wg.Wait()
 	close(errc)
 	if err := <-errc; err != nil {
-		return 0, err
+		return nil, err
 	}
 	tps := float64(count.Load()) / time.Since(start).Seconds()
-	fmt.Fprintf(o.out, "floor: 16 connections, 5 inserts (200-byte jsonb) per transaction\n  %.0f transactions/s\n\n", tps)
-	return tps, nil
+	fmt.Fprintf(o.out, "  floor: %.0f transactions/s (16 connections, 5 inserts of a 200-byte jsonb each)\n", tps)
+	return []metric{{"floor", "transactions/s", "tx/s", tps, nil}}, nil
 }
 
 // benchSteps drives 16 concurrent runs of 3 durable steps each through the
-// engine: the model asks for a tool, the tool runs, the model answers.
-func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) error {
+// engine: the model asks for a tool, the tool runs, the model answers. The
+// ratio is to floorTPS, the floor of the same repetition.
+func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) ([]metric, error) {
 	url, drop, err := newDatabase(ctx, o.admin, "steps")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer drop()
 	const concurrency = 16
 	store, err := persist.Open(ctx, url, 48)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer store.Close()
+	// Group commit is on, as in cmd/server: the guarantees are checked in
+	// the configuration that is measured.
 	store.StartGroupCommit(2, 64)
 	defer store.StopGroupCommit()
 	reg, err := tools.NewRegistry(tools.Calculator())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	slots := make(chan struct{}, concurrency)
 	var ended atomic.Int64
@@ -108,7 +111,7 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) e
 			<-slots
 		}})
 	if err := eng.Start(ctx); err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -125,6 +128,8 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) e
 	}
 	stop := make(chan struct{})
 	var producer sync.WaitGroup
+	stopProducer := sync.OnceFunc(func() { close(stop); producer.Wait() })
+	defer stopProducer()
 	producer.Add(1)
 	errc := make(chan error, 1)
 	go func() {
@@ -144,39 +149,46 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) e
 	time.Sleep(time.Second) // warm up
 	before, err := readCounters(ctx, url)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	gcBefore, cpuBefore, endedBefore := store.GroupCommitStats(), cpuTime(), ended.Load()
+	gcBefore, cpuBefore, endedBefore, failedBefore := store.GroupCommitStats(), cpuTime(), ended.Load(), failed.Load()
 	start := time.Now()
 	time.Sleep(o.duration)
 	elapsed := time.Since(start)
-	runs := ended.Load() - endedBefore
-	gcAfter, cpuAfter := store.GroupCommitStats(), cpuTime()
-	close(stop)
-	producer.Wait()
+	runs, notCompleted := ended.Load()-endedBefore, failed.Load()-failedBefore
+	gcAfter, cpu := store.GroupCommitStats(), cpuTime()-cpuBefore
+	stopProducer()
 	select {
 	case err := <-errc:
-		return err
+		return nil, err
 	default:
 	}
 	after, err := readCounters(ctx, url) // counts the runs still finishing; a small overestimate
 	if err != nil {
-		return err
+		return nil, err
 	}
-	wal, err := walBytes(ctx, url, before.wal, after.wal)
+	cost, err := after.since(before)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	cost.warnShared(o.out, "steps")
 	steps := float64(runs * 3)
 	stepsPerSec := steps / elapsed.Seconds()
-	fmt.Fprintf(o.out, "steps: %d concurrent runs of 3 durable steps (model asks for a tool, the tool runs, the model answers)\n", concurrency)
-	fmt.Fprintf(o.out, "  %d runs in %.1fs (%d not completed): %.0f steps/s, %.2fx the floor\n", runs, elapsed.Seconds(), failed.Load(), stepsPerSec, stepsPerSec/floorTPS)
-	fmt.Fprintf(o.out, "  executor write transactions per step: %.2f (%d writes shared %d transactions)\n",
-		float64(gcAfter.Transactions-gcBefore.Transactions)/steps, gcAfter.Requests-gcBefore.Requests, gcAfter.Transactions-gcBefore.Transactions)
-	fmt.Fprintf(o.out, "  all commits per step (run creation, claims and reads included): %.2f\n", float64(after.commits-before.commits)/steps)
-	fmt.Fprintf(o.out, "  WAL per step: %.0f bytes\n", float64(wal)/steps)
+	fmt.Fprintf(o.out, "  steps: %d runs of 3 steps in %.1fs, %d not completed: %.0f steps/s, %.2fx the floor; executor writes: %d in %d transactions\n",
+		runs, elapsed.Seconds(), notCompleted, stepsPerSec, stepsPerSec/floorTPS,
+		gcAfter.Requests-gcBefore.Requests, gcAfter.Transactions-gcBefore.Transactions)
 	walBreakdown(ctx, o.out, url, before.wal, after.wal, steps, "step")
-	fmt.Fprintf(o.out, "  agentd CPU per step: %.3f ms (engine, store and load driver; the model runs in another process)\n\n",
-		float64((cpuAfter-cpuBefore).Microseconds())/1000/steps)
-	return nil
+	ms := []metric{
+		{"steps", "steps/s", "steps/s", stepsPerSec, nil},
+		{"steps", "steps/s to the floor", "x", stepsPerSec / floorTPS, atLeast(1)},
+		{"steps", "runs not completed", "runs", float64(notCompleted), nil},
+	}
+	ms = append(ms, perUnit("steps", "step", steps, cost, cpu, costTargets{writeTx: atMost(1), wal: atMost(2500), cpu: atMost(0.15)})...)
+	ms = append(ms, metric{"steps", "executor write transactions per step", "tx",
+		float64(gcAfter.Transactions-gcBefore.Transactions) / max(steps, 1), nil})
+	violations, err := checkRuns(ctx, o.out, "steps", store, url, nil)
+	if err != nil {
+		return nil, fmt.Errorf("check runs: %w", err)
+	}
+	return append(ms, violations), nil
 }

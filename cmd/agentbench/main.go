@@ -11,10 +11,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"agentd/internal/llm/fakellm"
 )
@@ -27,22 +32,30 @@ func main() {
 }
 
 type options struct {
-	admin    string
-	what     map[string]bool
-	duration time.Duration
-	quick    bool
-	floorTPS float64
-	out      io.Writer
+	admin       string
+	what        []string
+	reps        int
+	duration    time.Duration
+	quick       bool
+	floorTPS    float64 // given with -floor: the floor is not measured
+	streamRuns  int
+	subscribers []int
+	out         io.Writer
 }
+
+// phases are the benchmarks, in the order each repetition runs them.
+var phases = []string{"floor", "steps", "http", "stream"}
 
 func runBench(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("agentbench", flag.ContinueOnError)
 	admin := fs.String("database-url", envOr("AGENTD_BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
 		"PostgreSQL server; each benchmark creates and drops a database of its own")
-	what := fs.String("what", "floor,steps,http,stream", "benchmarks to run, comma-separated: floor, steps, http, stream")
+	what := fs.String("what", strings.Join(phases, ","), "benchmarks to run, comma-separated: "+strings.Join(phases, ", "))
+	reps := fs.Int("reps", 3, "repetitions; each runs every benchmark once, so that drift of the machine spreads across them")
 	duration := fs.Duration("duration", 10*time.Second, "measuring time of each throughput benchmark")
-	quick := fs.Bool("quick", false, "a short configuration (2s, fewer clients and events) for a smoke run")
-	floor := fs.Float64("floor", 0, "the floor in transactions/s, when known: steps then skips measuring it")
+	quick := fs.Bool("quick", false, "a short configuration (2s unless -duration is given, fewer clients and events) for a smoke run")
+	floor := fs.Float64("floor", 0, "the floor in transactions/s, when known: it is then not measured")
+	jsonPath := fs.String("json", "agentbench.json", "write the figures of every repetition to this file (empty: none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmarks to this file")
 	serveFake := fs.Bool("serve-fake", false, "internal: serve the fake model on a loopback port and print its address")
 	if err := fs.Parse(args); err != nil {
@@ -51,12 +64,30 @@ func runBench(args []string, out io.Writer) error {
 	if *serveFake {
 		return serveFakeModel(out)
 	}
-	o := options{admin: *admin, what: map[string]bool{}, duration: *duration, quick: *quick, floorTPS: *floor, out: out}
+	o := options{admin: *admin, reps: *reps, duration: *duration, quick: *quick, floorTPS: *floor,
+		streamRuns: 16, subscribers: []int{1, 100}, out: out}
 	if o.quick {
-		o.duration = 2 * time.Second
+		o.subscribers = []int{1, 10}
+		if !flagGiven(fs, "duration") {
+			o.duration = 2 * time.Second
+		}
 	}
-	for _, w := range strings.Split(*what, ",") {
-		o.what[strings.TrimSpace(w)] = true
+	if err := o.fromEnv(); err != nil {
+		return err
+	}
+	if o.reps < 1 {
+		return fmt.Errorf("-reps %d: at least 1", o.reps)
+	}
+	selected := strings.Split(*what, ",")
+	for i, w := range selected {
+		if selected[i] = strings.TrimSpace(w); !slices.Contains(phases, selected[i]) {
+			return fmt.Errorf("-what: no benchmark %q", w)
+		}
+	}
+	for _, p := range phases { // in their order, whatever the order given
+		if slices.Contains(selected, p) {
+			o.what = append(o.what, p)
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -71,34 +102,136 @@ func runBench(args []string, out io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	m, err := describeMachine(ctx, o.admin)
+	if err != nil {
+		return err
+	}
 	fake, stopFake, err := startFake()
 	if err != nil {
 		return err
 	}
 	defer stopFake()
-	fmt.Fprintf(out, "agentd benchmarks (%d CPUs; fake model in a child process at %s)\n\n", numCPU(), fake)
+	fmt.Fprintf(out, "agentd benchmarks: %s of %s (%d CPUs, %s/%s, %s; PostgreSQL %s, synchronous_commit %s; fake model in a child process at %s)\n",
+		plural(o.reps, "repetition"), strings.Join(o.what, ", "), m.CPUs, m.GOOS, m.GOARCH, m.Go, m.PostgreSQL, m.SynchronousCommit, fake)
+	start := time.Now()
+	var all []metric
+	for rep := 1; rep <= o.reps; rep++ {
+		fmt.Fprintf(out, "\nrepetition %d of %d\n", rep, o.reps)
+		ms, err := o.repetition(ctx, fake)
+		if err != nil {
+			return err
+		}
+		all = append(all, ms...)
+	}
+	results := summarize(all)
+	fmt.Fprintln(out)
+	printTable(out, results)
+	fmt.Fprintf(out, "\nWrite transactions are the transaction ids the whole PostgreSQL cluster assigned, WAL its bytes written;\n"+
+		"agentd CPU is this process's (the load driver included, the fake model not). %s in %s.\n",
+		plural(o.reps, "repetition"), time.Since(start).Round(time.Second))
+	if *jsonPath != "" {
+		if err := writeReport(*jsonPath, report{Date: start.UTC(), Machine: m, Options: o.report(), Metrics: results}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Figures of every repetition in %s.\n", *jsonPath)
+	}
+	var violations float64
+	for _, s := range results {
+		if s.Name == violationsMetric {
+			for _, v := range s.Values {
+				violations += v
+			}
+		}
+	}
+	if violations > 0 {
+		return fmt.Errorf("%.0f guarantee violations (see above)", violations)
+	}
+	return nil
+}
+
+// repetition runs each selected benchmark once.
+func (o options) repetition(ctx context.Context, fake string) ([]metric, error) {
+	var all []metric
 	floorTPS := o.floorTPS
-	if o.what["floor"] || (o.what["steps"] && o.floorTPS == 0) {
-		if floorTPS, err = benchFloor(ctx, o); err != nil {
-			return fmt.Errorf("floor: %w", err)
+	for _, phase := range o.what {
+		var ms []metric
+		var err error
+		switch phase {
+		case "floor":
+			if o.floorTPS > 0 {
+				fmt.Fprintf(o.out, "  floor: %.0f transactions/s, as given\n", o.floorTPS)
+				continue
+			}
+			if ms, err = benchFloor(ctx, o); err == nil {
+				floorTPS = ms[0].Value
+			}
+		case "steps":
+			if floorTPS == 0 { // steps alone: its ratio needs the floor all the same
+				floorMS, err := benchFloor(ctx, o)
+				if err != nil {
+					return nil, fmt.Errorf("floor: %w", err)
+				}
+				all, floorTPS = append(all, floorMS...), floorMS[0].Value
+			}
+			ms, err = benchSteps(ctx, o, fake, floorTPS)
+		case "http":
+			ms, err = benchHTTP(ctx, o, fake)
+		case "stream":
+			ms, err = benchStream(ctx, o, fake)
 		}
-	}
-	if o.what["steps"] {
-		if err := benchSteps(ctx, o, fake, floorTPS); err != nil {
-			return fmt.Errorf("steps: %w", err)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", phase, err)
 		}
+		all = append(all, ms...)
 	}
-	if o.what["http"] {
-		if err := benchHTTP(ctx, o, fake); err != nil {
-			return fmt.Errorf("http: %w", err)
+	return all, nil
+}
+
+// fromEnv reads AGENTBENCH_STREAM_RUNS (streaming runs at once in the stream
+// benchmark) and AGENTBENCH_SUBSCRIBERS (comma-separated subscribers per
+// run, one measurement each).
+func (o *options) fromEnv() error {
+	if v := os.Getenv("AGENTBENCH_STREAM_RUNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("AGENTBENCH_STREAM_RUNS=%q: want a positive number", v)
 		}
+		o.streamRuns = n
 	}
-	if o.what["stream"] {
-		if err := benchStream(ctx, o, fake); err != nil {
-			return fmt.Errorf("stream: %w", err)
+	if v := os.Getenv("AGENTBENCH_SUBSCRIBERS"); v != "" {
+		o.subscribers = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("AGENTBENCH_SUBSCRIBERS=%q: want positive numbers, comma-separated", v)
+			}
+			o.subscribers = append(o.subscribers, n)
 		}
 	}
 	return nil
+}
+
+func (o options) report() reportOptions {
+	return reportOptions{What: o.what, Reps: o.reps, Duration: o.duration.String(), Quick: o.quick, Floor: o.floorTPS,
+		StreamRuns: o.streamRuns, Subscribers: o.subscribers}
+}
+
+func flagGiven(fs *flag.FlagSet, name string) (given bool) {
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// describeMachine says what the figures come from.
+func describeMachine(ctx context.Context, admin string) (machine, error) {
+	m := machine{CPUs: runtime.NumCPU(), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Go: runtime.Version()}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return m, err
+	}
+	defer conn.Close(ctx)
+	err = conn.QueryRow(ctx, `SELECT current_setting('server_version'), current_setting('synchronous_commit')`).
+		Scan(&m.PostgreSQL, &m.SynchronousCommit)
+	return m, err
 }
 
 func envOr(key, def string) string {

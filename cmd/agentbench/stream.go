@@ -9,7 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
+	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -34,37 +34,68 @@ type stack struct {
 	store   *persist.Store
 	hub     *stream.Hub
 	eng     *run.Engine
-	base    string
+	url     string // the database's
+	base    string // the server's
 	close   func()
 }
 
-func newStack(ctx context.Context, o options, fake, name string, workers int) (*stack, error) {
+// newStack assembles agentd on a database of its own. Group commit is on, as
+// in cmd/server.
+func newStack(ctx context.Context, o options, fake, name string, workers int) (_ *stack, err error) {
 	url, drop, err := newDatabase(ctx, o.admin, name)
 	if err != nil {
 		return nil, err
 	}
+	s := &stack{commits: &commitLog{runs: map[string][]commitMark{}}, url: url}
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
+	// close stops what was started, on failure half way too.
+	s.close = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if s.eng != nil {
+			s.eng.Stop(sctx)
+		}
+		if s.hub != nil {
+			s.hub.Stop(sctx) // it ends the streams, which Shutdown would wait for
+		}
+		srv.Shutdown(sctx)
+		if s.store != nil {
+			s.store.StopGroupCommit()
+			s.store.Close()
+		}
+		drop()
+	}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
 	store, err := persist.Open(ctx, url, int32(workers+32))
 	if err != nil {
-		drop()
 		return nil, err
 	}
 	store.StartGroupCommit(2, 64)
-	reg, _ := tools.NewRegistry(tools.Calculator())
+	s.store = store
+	reg, err := tools.NewRegistry(tools.Calculator())
+	if err != nil {
+		return nil, err
+	}
 	hub := stream.New(stream.Config{Store: store})
-	commits := &commitLog{runs: map[string][]commitMark{}}
 	store.OnCommit = func(runID string, lastSeq int64) {
-		commits.add(runID, lastSeq)
+		s.commits.add(runID, lastSeq)
 		hub.Published(runID, lastSeq)
 	}
 	if err := hub.Start(ctx); err != nil {
 		return nil, err
 	}
+	s.hub = hub
 	eng := run.New(run.Config{Store: store, Tools: reg, Workers: workers,
 		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake, APIKey: "bench"})})
 	if err := eng.Start(ctx); err != nil {
 		return nil, err
 	}
-	handler := api.New(api.Config{Store: store, Tools: reg, Events: hub, Registerer: prometheus.NewRegistry(),
+	s.eng = eng
+	srv.Handler = api.New(api.Config{Store: store, Tools: reg, Events: hub, Registerer: prometheus.NewRegistry(),
 		Defaults: api.RunDefaults{Model: "fake"},
 		StreamFunc: func(w http.ResponseWriter, r *http.Request, run persist.Run) {
 			hub.StreamRun(w, r, run.ID, 0)
@@ -73,19 +104,8 @@ func newStack(ctx context.Context, o options, fake, name string, workers int) (*
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
-	s := &stack{store: store, hub: hub, eng: eng, commits: commits, base: "http://" + ln.Addr().String()}
-	s.close = func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		eng.Stop(sctx)
-		hub.Stop(sctx)
-		srv.Shutdown(sctx)
-		store.StopGroupCommit()
-		store.Close()
-		drop()
-	}
+	s.base = "http://" + ln.Addr().String()
 	return s, nil
 }
 
@@ -122,20 +142,55 @@ func (l *commitLog) at(runID string, seq int64) (time.Time, bool) {
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
 
+// sseEvent is an event as a client reads it off the wire.
+type sseEvent struct{ ID, Event, Data string }
+
+// terminalEvent reports whether an event of type typ ends a run's stream.
+func terminalEvent(typ string) bool {
+	switch typ {
+	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+		return true
+	}
+	return false
+}
+
 // follow reads an SSE body (of net/http's client) to its terminal event and
-// counts the events.
-func follow(body io.Reader) (events int, err error) {
+// counts the events, heartbeats aside. keep, when set, is given each of
+// them; otherwise their ids and data are skipped unread.
+func follow(body io.Reader, keep func(sseEvent)) (events int, err error) {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	var ev sseEvent
+	var data []string
 	for sc.Scan() {
-		typ, ok := strings.CutPrefix(sc.Text(), "event: ")
-		if !ok || typ == "heartbeat" {
+		line := sc.Bytes()
+		if len(line) == 0 { // the end of an event
+			if ev.Event != "" && ev.Event != "heartbeat" {
+				events++
+				if keep != nil {
+					ev.Data = strings.Join(data, "\n")
+					keep(ev)
+				}
+				if terminalEvent(ev.Event) {
+					return events, nil
+				}
+			}
+			ev, data = sseEvent{}, data[:0]
 			continue
 		}
-		events++
-		switch typ {
-		case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
-			return events, nil
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "event":
+			ev.Event = string(value)
+		case "id":
+			if keep != nil {
+				ev.ID = string(value)
+			}
+		case "data":
+			if keep != nil {
+				data = append(data, string(value))
+			}
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -149,78 +204,143 @@ func postRun(base, input string, streamIt bool) (*http.Response, error) {
 	return client.Post(base+"/runs", "application/json", strings.NewReader(string(body)))
 }
 
+// transcriptsPerLevel is how many runs of each concurrency the http phase
+// records the SSE transcript of, to compare with the stored events.
+const transcriptsPerLevel = 5
+
 // benchHTTP measures whole runs over HTTP (POST /runs with stream: true,
 // followed to the terminal event) at 1, 16 and 64 concurrent clients, and
 // the start latency: an uncontended POST /runs to its first SSE event.
-func benchHTTP(ctx context.Context, o options, fake string) error {
+func benchHTTP(ctx context.Context, o options, fake string) ([]metric, error) {
 	s, err := newStack(ctx, o, fake, "http", 64)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.close()
-	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
-	fmt.Fprintln(o.out, "http: whole runs (POST /runs with stream: true, read to the terminal event; one tool call, two model calls)")
+	defer client.CloseIdleConnections()
+	var ms []metric
+	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"http", name, unit, v, t}) }
+	before, err := readCounters(ctx, s.url)
+	if err != nil {
+		return nil, err
+	}
+	cpu0 := cpuTime()
+	transcripts := map[string][]sseEvent{}
+	var runs, failed int
+	var perLevel []string
 	var at16 float64
 	for _, clients := range []int{1, 16, 64} {
-		var lat []time.Duration
-		var mu sync.Mutex
-		var failed atomic.Int64
-		deadline := time.Now().Add(o.duration)
 		start := time.Now()
-		var wg sync.WaitGroup
-		for range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(deadline) && ctx.Err() == nil {
-					t0 := time.Now()
-					resp, err := postRun(s.base, input, true)
-					if err != nil {
-						failed.Add(1)
-						return
-					}
-					_, err = follow(resp.Body)
-					resp.Body.Close()
-					if err != nil {
-						failed.Add(1)
-						continue
-					}
-					mu.Lock()
-					lat = append(lat, time.Since(t0))
-					mu.Unlock()
-				}
-			}()
-		}
-		wg.Wait()
+		lat, nfailed := wholeRuns(ctx, s.base, clients, o.duration, transcripts)
 		rps := float64(len(lat)) / time.Since(start).Seconds()
+		runs, failed = runs+len(lat), failed+nfailed
 		p50, p99 := percentiles(lat)
-		extra := ""
-		if clients == 16 {
+		level := ", " + plural(clients, "client")
+		add("runs/s"+level, "runs/s", rps, nil)
+		add("run latency p50"+level, "ms", msOf(p50), nil)
+		add("run latency p99"+level, "ms", msOf(p99), nil)
+		perLevel = append(perLevel, fmt.Sprintf("%.0f", rps))
+		switch clients {
+		case 16:
 			at16 = rps
+		case 64:
+			add("runs/s at 64 clients to 16", "x", rps/max(at16, 1e-9), atLeast(0.8))
 		}
-		if clients == 64 && at16 > 0 {
-			extra = fmt.Sprintf(" (%.2fx the figure at 16)", rps/at16)
-		}
-		fmt.Fprintf(o.out, "  %2d clients: %.0f runs/s%s, run latency p50 %s p99 %s, %d failed\n", clients, rps, extra, ms(p50), ms(p99), failed.Load())
 	}
-	// Start latency: one client at a time.
+	cpu := cpuTime() - cpu0
+	after, err := readCounters(ctx, s.url)
+	if err != nil {
+		return nil, err
+	}
+	cost, err := after.since(before)
+	if err != nil {
+		return nil, err
+	}
+	cost.warnShared(o.out, "http")
+	add("failed runs", "runs", float64(failed), nil)
+	ms = append(ms, perUnit("http", "run", float64(runs), cost, cpu, costTargets{})...)
 	n := 300
 	if o.quick {
 		n = 50
 	}
+	lat, err := startLatency(s.base, n)
+	if err != nil {
+		return nil, fmt.Errorf("start latency: %w", err)
+	}
+	p50, p99 := percentiles(lat)
+	add("start latency p50", "ms", msOf(p50), atMost(5))
+	add("start latency p99", "ms", msOf(p99), nil)
+	fmt.Fprintf(o.out, "  http: 1 / 16 / 64 clients: %s runs/s, %d failed; start latency p50 %.2f ms (%d runs)\n",
+		strings.Join(perLevel, " / "), failed, msOf(p50), n)
+	violations, err := checkRuns(ctx, o.out, "http", s.store, s.url, transcripts)
+	if err != nil {
+		return nil, fmt.Errorf("check runs: %w", err)
+	}
+	return append(ms, violations), nil
+}
+
+// wholeRuns has clients concurrent clients post runs and follow each to its
+// terminal event, for d. It returns the latencies of the runs that ended and
+// how many failed, and adds the SSE transcripts of the first few runs to
+// transcripts.
+func wholeRuns(ctx context.Context, base string, clients int, d time.Duration, transcripts map[string][]sseEvent) (lat []time.Duration, failed int) {
+	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
+	var mu sync.Mutex
+	var started atomic.Int64
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				var seen []sseEvent
+				var keep func(sseEvent)
+				if started.Add(1) <= transcriptsPerLevel {
+					keep = func(ev sseEvent) { seen = append(seen, ev) }
+				}
+				t0 := time.Now()
+				resp, err := postRun(base, input, true)
+				if err != nil {
+					mu.Lock()
+					failed++
+					mu.Unlock()
+					return
+				}
+				_, err = follow(resp.Body, keep)
+				resp.Body.Close()
+				took := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					failed++
+				} else {
+					lat = append(lat, took)
+					if keep != nil {
+						transcripts[path.Base(resp.Header.Get("Location"))] = seen
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return lat, failed
+}
+
+// startLatency posts n runs one at a time and times each to its first SSE
+// event on the client.
+func startLatency(base string, n int) ([]time.Duration, error) {
 	var lat []time.Duration
 	for range n {
 		t0 := time.Now()
-		resp, err := postRun(s.base, "/say hi", true)
+		resp, err := postRun(base, "/say hi", true)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		r := bufio.NewReader(resp.Body)
 		for {
 			line, err := r.ReadString('\n')
 			if err != nil {
 				resp.Body.Close()
-				return fmt.Errorf("start latency: %w", err)
+				return nil, err
 			}
 			if strings.HasPrefix(line, "id: ") {
 				lat = append(lat, time.Since(t0))
@@ -230,101 +350,117 @@ func benchHTTP(ctx context.Context, o options, fake string) error {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	p50, p99 := percentiles(lat)
-	fmt.Fprintf(o.out, "  start latency (POST /runs to the first SSE event, uncontended, %d runs): p50 %s p99 %s\n\n", n, ms(p50), ms(p99))
-	return nil
+	return lat, nil
 }
 
-// benchStream measures the event stream: appends and deliveries with 16
-// streaming runs and 1 or 100 subscribers each, the replay of a 10,000-event
-// run, and the memory of 1,000 open connections.
-func benchStream(ctx context.Context, o options, fake string) error {
+// benchStream measures the event stream: appends and deliveries with
+// o.streamRuns streaming runs and each of o.subscribers subscribers per run,
+// the replay of a 10,000-event run, and the memory of 1,000 open
+// connections.
+func benchStream(ctx context.Context, o options, fake string) ([]metric, error) {
 	s, err := newStack(ctx, o, fake, "stream", 16)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer s.close()
-	concurrent := 16
-	if n, err := strconv.Atoi(os.Getenv("AGENTBENCH_STREAM_RUNS")); err == nil && n > 0 {
-		concurrent = n
+	defer client.CloseIdleConnections()
+	var ms []metric
+	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"stream", name, unit, v, t}) }
+	// Each level's counters start where the previous level's end: one wait
+	// for the statistics to settle per level, not two.
+	before, err := readCounters(ctx, s.url)
+	if err != nil {
+		return nil, err
 	}
-	fmt.Fprintf(o.out, "stream: %d concurrent runs, the fake model streaming 200 chunks 5 ms apart\n", concurrent)
-	subsList := []int{1, 100}
-	if v := os.Getenv("AGENTBENCH_SUBSCRIBERS"); v != "" {
-		subsList = nil
-		for _, f := range strings.Split(v, ",") {
-			n, _ := strconv.Atoi(f)
-			subsList = append(subsList, n)
+	for _, subs := range o.subscribers {
+		gc0, cpu0, start := s.store.GroupCommitStats(), cpuTime(), time.Now()
+		lat, events, runs := streamRuns(ctx, s, o.streamRuns, subs, o.duration)
+		elapsed, cpu, gc1 := time.Since(start), cpuTime()-cpu0, s.store.GroupCommitStats()
+		after, err := readCounters(ctx, s.url)
+		if err != nil {
+			return nil, err
 		}
+		cost, err := after.since(before)
+		if err != nil {
+			return nil, err
+		}
+		before = after
+		cost.warnShared(o.out, "stream")
+		p50, p99 := percentiles(lat)
+		level := ", " + plural(subs, "subscriber")
+		add("events appended/s"+level, "events/s", float64(events)/elapsed.Seconds(), nil)
+		add("delivery p50"+level, "ms", msOf(p50), nil)
+		add("delivery p99"+level, "ms", msOf(p99), atMost(25))
+		ms = append(ms, perUnit("stream", "event"+level, float64(events), cost, cpu, costTargets{})...)
+		add("executor write transactions per event"+level, "tx", float64(gc1.Transactions-gc0.Transactions)/float64(max(1, events)), nil)
+		fmt.Fprintf(o.out, "  stream: %d runs streaming 200 chunks 5 ms apart, %s each: %d runs, %.0f events/s, delivery (commit to client) p50 %.2f ms p99 %.2f ms\n",
+			o.streamRuns, plural(subs, "subscriber"), runs, float64(events)/elapsed.Seconds(), msOf(p50), msOf(p99))
 	}
-	if o.quick {
-		subsList = []int{1, 10}
+	replay, err := benchReplay(ctx, s)
+	if err != nil {
+		return nil, err
 	}
-	for _, subs := range subsList {
-		var lat []time.Duration
-		var mu sync.Mutex
-		var events, runs atomic.Int64
-		gc0 := s.store.GroupCommitStats()
-		deadline := time.Now().Add(o.duration)
-		start := time.Now()
-		var wg sync.WaitGroup
-		for range concurrent {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for time.Now().Before(deadline) && ctx.Err() == nil {
-					resp, err := postRun(s.base, "/stream 200 5", false)
-					if err != nil {
-						return
-					}
-					var created struct {
-						ID string `json:"id"`
-					}
-					json.NewDecoder(resp.Body).Decode(&created)
-					resp.Body.Close()
-					var rw sync.WaitGroup
-					for k := range subs {
-						rw.Add(1)
-						go func() {
-							defer rw.Done()
-							var seen func(string, int64)
-							var local []time.Duration
-							if k < 10 { // latency is sampled on up to 10 subscribers of each run
-								seen = func(typ string, seq int64) {
-									if typ != "message.delta" {
-										return
-									}
-									if at, ok := s.commits.at(created.ID, seq); ok {
-										local = append(local, time.Since(at))
-									}
+	add("replay of a 10,000-event run", "events/s", replay, atLeast(100_000))
+	perConn, err := benchConnections(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	add("memory per open SSE connection (1,000 open)", "KiB", perConn, below(64))
+	fmt.Fprintf(o.out, "  stream: replay %.0f events/s; 1,000 open SSE connections %.1f KiB each\n", replay, perConn)
+	return ms, nil
+}
+
+// streamRuns has concurrent clients post streaming runs for d, each followed
+// by subs subscribers. It returns the delivery latencies (from the commit to
+// the client) sampled on up to 10 subscribers per run, the events appended
+// and the runs.
+func streamRuns(ctx context.Context, s *stack, concurrent, subs int, d time.Duration) (lat []time.Duration, events, runs int64) {
+	var mu sync.Mutex
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range concurrent {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				resp, err := postRun(s.base, "/stream 200 5", false)
+				if err != nil {
+					return
+				}
+				var created struct {
+					ID string `json:"id"`
+				}
+				json.NewDecoder(resp.Body).Decode(&created)
+				resp.Body.Close()
+				var rw sync.WaitGroup
+				for k := range subs {
+					rw.Go(func() {
+						var seen func(string, int64)
+						var local []time.Duration
+						if k < 10 {
+							seen = func(typ string, seq int64) {
+								if typ != "message.delta" {
+									return
+								}
+								if at, ok := s.commits.at(created.ID, seq); ok {
+									local = append(local, time.Since(at))
 								}
 							}
-							n := rawFollow(s.base, created.ID, seen)
-							mu.Lock()
-							lat = append(lat, local...)
-							mu.Unlock()
-							if k == 0 {
-								events.Add(int64(n))
-								runs.Add(1)
-							}
-						}()
-					}
-					rw.Wait()
+						}
+						n := rawFollow(s.base, created.ID, seen)
+						mu.Lock()
+						defer mu.Unlock()
+						lat = append(lat, local...)
+						if k == 0 {
+							events += int64(n)
+							runs++
+						}
+					})
 				}
-			}()
-		}
-		wg.Wait()
-		elapsed := time.Since(start)
-		gc1 := s.store.GroupCommitStats()
-		p50, p99 := percentiles(lat)
-		fmt.Fprintf(o.out, "  %3d subscribers per run: %d runs, %.0f events appended/s, %.2f write transactions per event, delivery (commit to client) p50 %s p99 %s\n",
-			subs, runs.Load(), float64(events.Load())/elapsed.Seconds(),
-			float64(gc1.Transactions-gc0.Transactions)/float64(max(1, events.Load())), ms(p50), ms(p99))
+				rw.Wait()
+			}
+		})
 	}
-	if err := benchReplay(ctx, o, s); err != nil {
-		return err
-	}
-	return benchConnections(ctx, o, s)
+	wg.Wait()
+	return lat, events, runs
 }
 
 // rawFollow reads a run's event stream over a raw connection, as cheaply as
@@ -366,8 +502,7 @@ func rawFollow(base, runID string, seen func(typ string, seq int64)) (events int
 				if seen != nil {
 					seen(typ, seq)
 				}
-				switch typ {
-				case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+				if terminalEvent(typ) {
 					return events
 				}
 			}
@@ -380,18 +515,18 @@ func rawFollow(base, runID string, seen func(typ string, seq int64)) (events int
 }
 
 // benchReplay appends a 10,000-event run and times a client reading it all.
-func benchReplay(ctx context.Context, o options, s *stack) error {
+func benchReplay(ctx context.Context, s *stack) (eventsPerSec float64, err error) {
 	const total = 10000
 	// The engine stops here, so that the run stays ours to write.
 	s.eng.Stop(ctx)
 	r, _, err := s.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
 		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "/say replay"}}})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	c, err := s.store.RunClaim(ctx, "bench", time.Hour)
 	if err != nil || c.ID != r.ID {
-		return fmt.Errorf("claim the replay run: %v", err)
+		return 0, fmt.Errorf("claim the replay run: %v", err)
 	}
 	f := persist.Fence{RunID: r.ID, Epoch: c.Epoch, Worker: "bench"}
 	text := strings.Repeat("token ", 10)
@@ -402,40 +537,40 @@ func benchReplay(ctx context.Context, o options, s *stack) error {
 			evs[i] = persist.EventIn{Type: "message.delta", Step: 1, Data: map[string]string{"text": text}}
 		}
 		if _, err := s.store.Exec(ctx, f, evs); err != nil {
-			return err
+			return 0, err
 		}
 		n += k
 	}
 	if _, err := s.store.Exec(ctx, f, []persist.EventIn{{Type: "run.completed", Step: 1, Data: map[string]string{"status": "completed"}}},
 		persist.RunEnd{ID: r.ID, Status: persist.StatusCompleted, Reason: persist.ReasonCompleted}); err != nil {
-		return err
+		return 0, err
 	}
 	best := time.Duration(1 << 62)
 	for range 3 {
 		start := time.Now()
 		resp, err := client.Get(s.base + "/runs/" + r.ID + "/events")
 		if err != nil {
-			return err
+			return 0, err
 		}
-		n, err := follow(resp.Body)
+		n, err := follow(resp.Body, nil)
 		resp.Body.Close()
 		if err != nil || n != total {
-			return fmt.Errorf("replay read %d of %d events: %v", n, total, err)
+			return 0, fmt.Errorf("replay read %d of %d events: %v", n, total, err)
 		}
 		best = min(best, time.Since(start))
 	}
-	fmt.Fprintf(o.out, "  replay of a %d-event run: %.0f events/s (best of 3: %s)\n", total, total/best.Seconds(), ms(best))
-	return nil
+	return total / best.Seconds(), nil
 }
 
 // benchConnections opens 1,000 SSE connections to a run that stays queued
-// (the engine is stopped) and reports the memory they cost this process.
-func benchConnections(ctx context.Context, o options, s *stack) error {
+// (the engine is stopped) and returns the memory each costs this process, in
+// KiB (heap and stacks, client sockets included).
+func benchConnections(ctx context.Context, s *stack) (float64, error) {
 	const conns = 1000
 	r, _, err := s.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
 		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "/say idle"}}})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	addr := strings.TrimPrefix(s.base, "http://")
 	mem := func() uint64 {
@@ -456,22 +591,30 @@ func benchConnections(ctx context.Context, o options, s *stack) error {
 	for range conns {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		open = append(open, c)
 		if _, err := io.WriteString(c, req); err != nil {
-			return err
+			return 0, err
 		}
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		if _, err := c.Read(buf); err != nil { // the response headers: the stream is open
-			return err
+			return 0, err
 		}
 	}
-	for s.hub.Stats().Streams < conns {
-		time.Sleep(10 * time.Millisecond)
+	for deadline := time.Now().Add(10 * time.Second); s.hub.Stats().Streams < conns; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d of %d streams open", s.hub.Stats().Streams, conns)
+		}
 	}
 	after := mem()
-	per := float64(after-before) / conns
-	fmt.Fprintf(o.out, "  %d open SSE connections: %.1f KiB each (heap and stacks of this process, client sockets included)\n\n", conns, per/1024)
-	return nil
+	return float64(int64(after)-int64(before)) / conns / 1024, nil
+}
+
+// plural is "1 client", "16 clients".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

@@ -1,0 +1,284 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"agentd/internal/persist"
+	"agentd/internal/persist/persisttest"
+)
+
+func TestMain(m *testing.M) {
+	// The benchmark runs the fake model in a child process of its own
+	// binary: here, the test binary.
+	if len(os.Args) == 2 && os.Args[1] == "-serve-fake" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestSummarize(t *testing.T) {
+	ms := []metric{
+		{"steps", "steps/s", "steps/s", 300, nil},
+		{"steps", "ratio", "x", 0.9, atLeast(1)},
+		{"steps", "violations", "", 0, noneEver()},
+		{"steps", "steps/s", "steps/s", 100, nil},
+		{"steps", "ratio", "x", 1.2, atLeast(1)},
+		{"steps", "violations", "", 1, noneEver()},
+		{"http", "runs/s", "runs/s", 7, nil},
+		{"steps", "steps/s", "steps/s", 200, nil},
+		{"steps", "ratio", "x", 1.1, atLeast(1)},
+		{"steps", "violations", "", 0, noneEver()},
+		{"http", "runs/s", "runs/s", 5, nil},
+	}
+	got := summarize(ms)
+	var names []string
+	for _, s := range got {
+		names = append(names, s.Phase+" "+s.Name)
+	}
+	if want := []string{"steps steps/s", "steps ratio", "steps violations", "http runs/s"}; !slices.Equal(names, want) {
+		t.Fatalf("metrics %q, want %q in the order they first appear", names, want)
+	}
+	check := func(s summary, values []float64, median, lo, hi float64, met *bool) {
+		t.Helper()
+		if !slices.Equal(s.Values, values) || s.Median != median || s.Min != lo || s.Max != hi {
+			t.Errorf("%s: values %v median %v min %v max %v, want %v %v %v %v", s.Name, s.Values, s.Median, s.Min, s.Max, values, median, lo, hi)
+		}
+		if (s.Met == nil) != (met == nil) || met != nil && *s.Met != *met {
+			t.Errorf("%s: met %v, want %v", s.Name, s.Met, met)
+		}
+	}
+	yes, no := true, false
+	check(got[0], []float64{300, 100, 200}, 200, 100, 300, nil)
+	check(got[1], []float64{0.9, 1.2, 1.1}, 1.1, 0.9, 1.2, &yes)    // the median meets it, one repetition does not
+	check(got[2], []float64{0, 1, 0}, 0, 0, 1, &no)                 // a count of faults: each repetition must meet it
+	check(got[3], []float64{7, 5}, 6, 5, 7, nil)                    // an even count: the mean of the middle two
+	check(summarize(ms[:1])[0], []float64{300}, 300, 300, 300, nil) // one repetition
+}
+
+func TestTargetMeets(t *testing.T) {
+	for _, c := range []struct {
+		t    *target
+		v    float64
+		want bool
+	}{
+		{atLeast(1), 1, true}, {atLeast(1), 0.99, false},
+		{atMost(2500), 2500, true}, {atMost(2500), 2501, false},
+		{below(64), 63.9, true}, {below(64), 64, false},
+	} {
+		if got := c.t.meets(c.v); got != c.want {
+			t.Errorf("%s meets %v: %v, want %v", c.t, c.v, got, c.want)
+		}
+	}
+}
+
+func TestReportJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bench.json")
+	r := report{Date: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		Machine: machine{CPUs: 2, GOOS: "linux", GOARCH: "amd64", Go: "go1.26", PostgreSQL: "15.0", SynchronousCommit: "on"},
+		Options: reportOptions{What: []string{"steps"}, Reps: 2, Duration: "2s", StreamRuns: 16, Subscribers: []int{1, 10}},
+		Metrics: summarize([]metric{
+			{"steps", "WAL per step", "B", 3000, atMost(2500)}, {"steps", "commits per step", "commits", 3, nil},
+			{"steps", "WAL per step", "B", 2000, atMost(2500)}, {"steps", "commits per step", "commits", 4, nil},
+		})}
+	if err := writeReport(path, r); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"date": "2026-01-02T03:04:05Z",
+		"machine": map[string]any{"cpus": 2.0, "goos": "linux", "goarch": "amd64", "go": "go1.26",
+			"postgresql": "15.0", "synchronous_commit": "on"},
+		"options": map[string]any{"what": []any{"steps"}, "reps": 2.0, "duration": "2s", "quick": false,
+			"stream_runs": 16.0, "subscribers": []any{1.0, 10.0}},
+		"metrics": []any{
+			map[string]any{"phase": "steps", "name": "WAL per step", "unit": "B", "values": []any{3000.0, 2000.0},
+				"median": 2500.0, "min": 2000.0, "max": 3000.0, "target": map[string]any{"op": "<=", "value": 2500.0}, "met": true},
+			map[string]any{"phase": "steps", "name": "commits per step", "unit": "commits", "values": []any{3.0, 4.0},
+				"median": 3.5, "min": 3.0, "max": 4.0},
+		},
+	}
+	gotJSON, _ := json.Marshal(got)
+	wantJSON, _ := json.Marshal(want)
+	if !bytes.Equal(gotJSON, wantJSON) {
+		t.Errorf("report\n%s\nwant\n%s", gotJSON, wantJSON)
+	}
+}
+
+func TestFollow(t *testing.T) {
+	body := ": comment\n\nid: 1\nevent: run.created\ndata: {\"seq\":1}\n\n" +
+		"event: heartbeat\ndata: {}\n\n" +
+		"id: 2\nevent: message.delta\ndata: a\ndata: b\n\n" +
+		"id: 3\nevent: run.completed\ndata: {\"seq\":3}\n\n" +
+		"id: 4\nevent: never.read\ndata: {}\n\n"
+	var seen []sseEvent
+	n, err := follow(strings.NewReader(body), func(ev sseEvent) { seen = append(seen, ev) })
+	want := []sseEvent{{"1", "run.created", `{"seq":1}`}, {"2", "message.delta", "a\nb"}, {"3", "run.completed", `{"seq":3}`}}
+	if err != nil || n != 3 || !slices.Equal(seen, want) {
+		t.Errorf("follow: %d events %q, %v; want 3 %q", n, seen, err, want)
+	}
+	if n, err := follow(strings.NewReader(body[:strings.Index(body, "id: 3")]), nil); n != 2 || err == nil {
+		t.Errorf("follow of a stream cut short: %d events, %v; want 2 and an error", n, err)
+	}
+}
+
+// goodRun is a completed run of 2 steps with one tool call, as the store
+// keeps it.
+func goodRun() runRecord {
+	id := "r1"
+	ev := func(seq int64, typ string) persist.Event {
+		b, _ := json.Marshal(map[string]any{"seq": seq, "type": typ, "run_id": id, "step": 1})
+		return persist.Event{RunID: id, Seq: seq, Type: typ, Data: b}
+	}
+	call := persist.CallDetail{
+		ToolCall: persist.ToolCall{ID: "c1", IdempotencyKey: "k1", Status: persist.CallSucceeded},
+		Attempts: []persist.Attempt{{N: 1, Status: persist.AttemptFailed}, {N: 2, Status: persist.AttemptSucceeded}},
+	}
+	return runRecord{
+		run: persist.Run{ID: id, Status: persist.StatusCompleted, LastEventSeq: 4,
+			Usage: persist.Usage{InputTokens: 30, OutputTokens: 7}},
+		events: []persist.Event{ev(1, "run.created"), ev(2, "tool_call.completed"), ev(3, "message.completed"), ev(4, "run.completed")},
+		steps: []persist.StepDetail{
+			{Step: persist.Step{Seq: 1, Status: persist.StepCompleted, Usage: persist.Usage{InputTokens: 10, OutputTokens: 3}},
+				Calls: []persist.CallDetail{call}},
+			{Step: persist.Step{Seq: 2, Status: persist.StepCompleted, Usage: persist.Usage{InputTokens: 20, OutputTokens: 4}}},
+		},
+	}
+}
+
+func TestViolations(t *testing.T) {
+	if v := goodRun().violations(map[string]string{}); v != nil {
+		t.Fatalf("a good run: %q", v)
+	}
+	for name, c := range map[string]struct {
+		breakIt func(*runRecord)
+		want    string
+	}{
+		"gap":              {func(r *runRecord) { r.events[1].Seq = 3 }, "seq 3 where 2 was due"},
+		"duplicate":        {func(r *runRecord) { r.events[2] = r.events[1] }, "seq 2 where 3 was due"},
+		"envelope":         {func(r *runRecord) { r.events[1].Data = r.events[2].Data }, "does not match"},
+		"no terminal":      {func(r *runRecord) { r.events = r.events[:3]; r.run.LastEventSeq = 3 }, "0 terminal events"},
+		"not last":         {func(r *runRecord) { r.events[2].Type, r.events[3].Type = "run.completed", "message.completed" }, "is not the last"},
+		"status":           {func(r *runRecord) { r.run.Status = persist.StatusFailed }, "terminal event run.completed for a run failed"},
+		"last_event_seq":   {func(r *runRecord) { r.run.LastEventSeq = 5 }, "4 events stored, last_event_seq 5"},
+		"ran twice":        {func(r *runRecord) { r.steps[0].Calls[0].Attempts[0].Status = persist.AttemptSucceeded }, "succeeded 2 times"},
+		"no key":           {func(r *runRecord) { r.steps[0].Calls[0].IdempotencyKey = "" }, "no idempotency key"},
+		"call not done":    {func(r *runRecord) { r.steps[0].Calls[0].Status = persist.CallUnknown }, "is unknown with 1 succeeded attempts"},
+		"step not done":    {func(r *runRecord) { r.steps[0].Status = persist.StepActing }, "in a step acting"},
+		"usage":            {func(r *runRecord) { r.run.Usage.OutputTokens++ }, "its steps' sum"},
+		"terminal missing": {func(r *runRecord) { r.events[3].Type = "run.failed" }, "terminal event run.failed for a run completed"},
+	} {
+		rec := goodRun()
+		c.breakIt(&rec)
+		v := rec.violations(map[string]string{})
+		if !slices.ContainsFunc(v, func(s string) bool { return strings.Contains(s, c.want) }) {
+			t.Errorf("%s: violations %q, want one with %q", name, v, c.want)
+		}
+	}
+	// An idempotency key is a call's own across runs too.
+	keys := map[string]string{}
+	goodRun().violations(keys)
+	other := goodRun()
+	other.steps[0].Calls[0].ID = "c2"
+	if v := other.violations(keys); len(v) != 1 || !strings.Contains(v[0], "share the idempotency key k1") {
+		t.Errorf("a key of two calls: %q", v)
+	}
+	// A failed run's call need not have succeeded.
+	failed := goodRun()
+	failed.run.Status, failed.events[3].Type = persist.StatusFailed, "run.failed"
+	failed.events[3].Data = []byte(strings.Replace(string(failed.events[3].Data), "run.completed", "run.failed", 1))
+	failed.steps[0].Calls[0].Status, failed.steps[0].Calls[0].Attempts = persist.CallFailed, nil
+	if v := failed.violations(map[string]string{}); v != nil {
+		t.Errorf("a failed run: %q", v)
+	}
+}
+
+func TestTranscriptViolation(t *testing.T) {
+	stored := goodRun().events
+	var seen []sseEvent
+	for _, ev := range stored {
+		seen = append(seen, sseEvent{ID: strconv.FormatInt(ev.Seq, 10), Event: ev.Type, Data: string(ev.Data)})
+	}
+	if v := transcriptViolation(seen, stored); v != "" {
+		t.Fatalf("the same events: %s", v)
+	}
+	altered := slices.Clone(seen)
+	altered[1].Data = strings.Replace(altered[1].Data, `"step":1`, `"step": 1`, 1) // one byte off
+	for name, c := range map[string]struct {
+		seen []sseEvent
+		want string
+	}{
+		"not stored":   {append(slices.Clone(seen), sseEvent{"5", "message.delta", "{}"}), "beyond the 4 stored"},
+		"not all seen": {seen[:3], "shown 3 events, 4 are stored"},
+		"reordered":    {[]sseEvent{seen[0], seen[2], seen[1], seen[3]}, "event 2 (id 3"},
+		"other bytes":  {altered, "event 2 (id 2"},
+	} {
+		if v := transcriptViolation(c.seen, stored); !strings.Contains(v, c.want) {
+			t.Errorf("%s: %q, want %q", name, v, c.want)
+		}
+	}
+}
+
+// TestQuick runs the command briefly against the local PostgreSQL.
+func TestQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs benchmarks")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, persisttest.AdminURL())
+	if err != nil {
+		t.Skipf("no PostgreSQL at AGENTD_TEST_DATABASE_URL or the default: %v", err)
+	}
+	conn.Close(ctx)
+	path := filepath.Join(t.TempDir(), "bench.json")
+	var out bytes.Buffer
+	err = runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", "floor,steps", "-reps", "1",
+		"-duration", "1s", "-json", path}, &out)
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]summary{}
+	for _, s := range r.Metrics {
+		got[s.Phase+" "+s.Name] = s
+	}
+	for _, name := range []string{"floor transactions/s", "steps steps/s", "steps write transactions per step",
+		"steps WAL per step", "steps agentd CPU per step"} {
+		if s, ok := got[name]; !ok || len(s.Values) != 1 || s.Median <= 0 {
+			t.Errorf("%s: %+v, want one positive value", name, s)
+		}
+	}
+	if s := got["steps "+violationsMetric]; s.Met == nil || !*s.Met {
+		t.Errorf("guarantee violations: %+v", s)
+	}
+	if !strings.Contains(out.String(), "steps  guarantee violations") {
+		t.Error("no table row for the guarantee violations")
+	}
+}
