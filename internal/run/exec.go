@@ -38,10 +38,13 @@ type execution struct {
 	// one else writes a running run's steps, calls or conversation).
 	next *persist.RunState
 
-	// pending holds events that go out with the next write (run.started or
-	// run.resumed, so that a claim costs no transaction of its own).
-	pendingMu sync.Mutex
-	pending   []persist.EventIn
+	// pending holds what goes out with the next write: run.started or
+	// run.resumed, so that a claim costs no transaction of its own, and the
+	// completion of a step whose tool results are all committed, which the
+	// next step's start (or the run's end) carries.
+	pendingMu  sync.Mutex
+	pending    []persist.EventIn
+	pendingOps []persist.Op
 }
 
 func (e *Engine) newExecution(c persist.Claim) *execution {
@@ -65,11 +68,14 @@ func (x *execution) write(ctx context.Context, evs []persist.EventIn, ops ...per
 		return errAbandoned
 	}
 	x.pendingMu.Lock()
-	pending := x.pending
-	x.pending = nil
+	pending, pendingOps := x.pending, x.pendingOps
+	x.pending, x.pendingOps = nil, nil
 	x.pendingMu.Unlock()
 	if len(pending) > 0 {
 		evs = append(pending, evs...)
+	}
+	if len(pendingOps) > 0 {
+		ops = append(pendingOps, ops...)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -82,6 +88,26 @@ func (x *execution) write(ctx context.Context, evs []persist.EventIn, ops ...per
 		x.e.m.EventsAppended.Add(float64(len(evs)))
 	}
 	return err
+}
+
+// later queues evs and ops to go out with the next write.
+func (x *execution) later(evs []persist.EventIn, ops ...persist.Op) {
+	x.pendingMu.Lock()
+	x.pending = append(x.pending, evs...)
+	x.pendingOps = append(x.pendingOps, ops...)
+	x.pendingMu.Unlock()
+}
+
+// flush commits what is pending, if anything, before the execution hands
+// the run back.
+func (x *execution) flush() error {
+	x.pendingMu.Lock()
+	n := len(x.pending) + len(x.pendingOps)
+	x.pendingMu.Unlock()
+	if n == 0 {
+		return nil
+	}
+	return x.write(x.durable(), nil)
 }
 
 // interrupt asks the run to stop at its next safe point.
@@ -124,6 +150,9 @@ func (x *execution) execute() {
 		// hand the run back so that a peer claims it at once.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(x.ctx), 5*time.Second)
 		defer cancel()
+		if err := x.flush(); err != nil && !errors.Is(err, errAbandoned) {
+			x.log.Warn("commit pending writes at shutdown", "err", err)
+		}
 		if err := x.e.cfg.Store.LeaseRelease(ctx, x.fence); err != nil && !errors.Is(err, persist.ErrLeaseLost) {
 			x.log.Warn("release lease at shutdown", "err", err)
 		}
@@ -193,7 +222,7 @@ func (x *execution) loop() error {
 		switch {
 		case last == nil || last.Status == persist.StepCompleted:
 			if x.draining.Load() {
-				x.cancel(ErrShutdown)
+				x.cancel(ErrShutdown) // execute commits what is pending, then hands the run back
 				return nil
 			}
 			if st.Run.StepCount >= st.Run.Params.MaxSteps {
@@ -294,9 +323,7 @@ func (x *execution) announce(st persist.RunState) {
 			data["reason"] = "recovered"
 		}
 	}
-	x.pendingMu.Lock()
-	x.pending = append(x.pending, persist.EventIn{Type: typ, Step: st.Run.StepCount, Data: data})
-	x.pendingMu.Unlock()
+	x.later([]persist.EventIn{{Type: typ, Step: st.Run.StepCount, Data: data}})
 }
 
 // stopFor ends the run as its context's cause says (cancel, deadline), or

@@ -241,7 +241,14 @@ func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
 	e1 := b.engine(t, ttl)
 	// Each model response takes about 300 ms; there are three.
 	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call calculator {\"expression\":\"2\"}\n/stream 6 50", persist.RunParams{})
-	b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusRunning })
+	// Stop once a tool result is in: the run then stops at a boundary after
+	// a step with tools.
+	for deadline := time.Now().Add(5 * time.Second); countTypes(b.events(t, r.ID))["tool_call.completed"] == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no tool call completed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stopped := time.Now()
@@ -255,6 +262,16 @@ func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
 	if mid.Status != persist.StatusRunning || mid.LeaseOwner != "" {
 		t.Fatalf("after stop the run is %s with lease owner %q; want running and handed back", mid.Status, mid.LeaseOwner)
 	}
+	// The boundary it stopped at is committed: no step is left open.
+	steps, err := b.store.StepsList(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		if s.Status != persist.StepCompleted {
+			t.Fatalf("step %d is %s at hand-back", s.Seq, s.Status)
+		}
+	}
 	start := time.Now()
 	b.engine(t, ttl)
 	r = b.wait(t, r.ID, nil)
@@ -264,7 +281,7 @@ func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
 	if waited := time.Since(start); waited > ttl/2 {
 		t.Fatalf("takeover waited %v: the lease was not handed back", waited)
 	}
-	if c := countTypes(b.events(t, r.ID)); c["step.retracted"] != 0 {
-		t.Fatalf("a step was re-asked: %v", c)
+	if c := countTypes(b.events(t, r.ID)); c["step.retracted"] != 0 || c["tool_call.reused"] != 0 {
+		t.Fatalf("a step was re-asked or a call recovered: %v", c)
 	}
 }

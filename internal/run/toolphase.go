@@ -104,9 +104,12 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 	}
 	ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepCompleted, Finished: true})
 	evs := []persist.EventIn{{Type: "step.completed", Step: step.Seq, Data: map[string]any{"finish_reason": "tool_calls", "tool_calls": len(calls)}}}
-	if err := x.write(x.durable(), evs, ops...); err != nil {
-		return true, x.stopFor(st, err)
-	}
+	// Every tool result is committed already; the step's completion (its
+	// tool messages) goes out with the next write, which follows at once:
+	// the next step's start, or the run's end. Should the execution stop
+	// before, the next claim finds the step acting with every call settled,
+	// and completes it then.
+	x.later(evs, ops...)
 	x.e.m.StepDuration.Observe(time.Since(started).Seconds())
 	completed := *step
 	completed.Status = persist.StepCompleted

@@ -43,11 +43,11 @@ func (u Usage) Add(v Usage) Usage {
 
 // Request is the record of one request the fake handled.
 type Request struct {
-	Seq       int    // 1-based order of arrival
-	Model     string // as sent
-	Messages  int    // number of messages sent
+	Seq      int    // 1-based order of arrival
+	Model    string // as sent
+	Messages int    // number of messages sent
 	// Sent is the messages as sent, each as its JSON text.
-	Sent []json.RawMessage
+	Sent      []json.RawMessage
 	Step      int    // the step answered (see the package doc)
 	Stream    bool   // the client asked for a stream
 	Status    int    // HTTP status sent
