@@ -37,6 +37,10 @@ type execution struct {
 	// of reading back what this execution itself wrote under its fence (no
 	// one else writes a running run's steps, calls or conversation).
 	next *persist.RunState
+	// started maps calls of the step in hand whose first attempt this
+	// execution committed with the model's output to that attempt's id:
+	// the tool is invoked without a write of its own.
+	started map[string]string
 
 	// pending holds what goes out with the next write: run.started or
 	// run.resumed, so that a claim costs no transaction of its own, and the
@@ -280,6 +284,7 @@ func (x *execution) state() (persist.RunState, error) {
 		x.next = nil
 		return *st, nil
 	}
+	x.started = nil
 	return x.load()
 }
 
@@ -599,6 +604,8 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 	ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepActing,
 		FinishReason: resp.FinishReason, Usage: usage})
 	calls := make([]persist.ToolCall, 0, len(resp.ToolCalls))
+	begun := map[string]string{}
+	var startEvs []persist.EventIn
 	for i, c := range resp.ToolCalls {
 		id := persist.NewID()
 		effect, status := string(tools.ReadOnly), persist.CallPlanned
@@ -621,10 +628,24 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 		evs = append(evs, persist.EventIn{Type: "tool_call.created", Step: step.Seq, Data: map[string]any{
 			"tool_call_id": id, "call_id": c.ID, "name": c.Name, "arguments": args, "effect": effect, "idempotency_key": key,
 			"status": status}})
+		if x.startsWithOutput(st, c.Name, effect, status, args) {
+			// Its first attempt is committed with the model's output, so
+			// the tool runs without a write of its own. Only for tools that
+			// may run again: were the execution to die before invoking it,
+			// the attempt found running would be made again.
+			a := persist.AttemptStart{ID: persist.NewID(), ToolCallID: id, N: 1, Worker: x.fence.Worker, Epoch: x.fence.Epoch}
+			ops = append(ops, a)
+			startEvs = append(startEvs, persist.EventIn{Type: "tool_attempt.started", Step: step.Seq, Data: map[string]any{
+				"tool_call_id": id, "call_id": c.ID, "name": c.Name, "attempt": 1}})
+			begun[id] = a.ID
+			calls[i].Status, calls[i].Attempts = persist.CallRunning, 1
+		}
 	}
+	evs = append(evs, startEvs...)
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return true, x.stopFor(st, err)
 	}
+	x.started = begun
 	acting := *step
 	acting.Status, acting.FinishReason, acting.Usage = persist.StepActing, resp.FinishReason, addUsage(acting.Usage, usage)
 	setStep(&st, acting)
@@ -633,6 +654,19 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 	st.Calls, st.Attempts = calls, nil
 	x.carry(st)
 	return false, nil
+}
+
+// startsWithOutput reports whether a call's first attempt may be committed
+// with the model's output: a valid call of a read_only or idempotent tool
+// offered to the run, that needs no approval, in a run not interrupted.
+func (x *execution) startsWithOutput(st persist.RunState, name, effect, status string, args json.RawMessage) bool {
+	if status != persist.CallPlanned || effect == string(tools.SideEffect) || x.interrupted.Load() {
+		return false
+	}
+	if _, ok := x.e.cfg.Tools.Get(name); !ok || !offered(st.Run.Params.Tools, name) {
+		return false
+	}
+	return x.e.cfg.Tools.Validate(name, args) == nil
 }
 
 func addUsage(a, b persist.Usage) persist.Usage {

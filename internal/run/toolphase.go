@@ -187,12 +187,15 @@ func (x *execution) requireAction(st persist.RunState, step *persist.Step, c per
 // result right after. It updates c to what was committed.
 func (x *execution) runCall(ctx context.Context, st persist.RunState, step *persist.Step, c *persist.ToolCall) {
 	tool, ok := x.e.cfg.Tools.Get(c.Name)
+	startedID, started := x.started[c.ID] // validated, and its attempt 1 committed
 	var verr error
-	if !ok {
+	switch {
+	case started:
+	case !ok:
 		verr = &tools.Error{Kind: tools.KindFinal, Message: "unknown tool " + c.Name}
-	} else if !offered(st.Run.Params.Tools, c.Name) {
+	case !offered(st.Run.Params.Tools, c.Name):
 		verr = &tools.Error{Kind: tools.KindFinal, Message: "tool " + c.Name + " is not offered to this run"}
-	} else {
+	default:
 		verr = x.e.cfg.Tools.Validate(c.Name, c.Arguments)
 	}
 	if verr != nil {
@@ -210,15 +213,18 @@ func (x *execution) runCall(ctx context.Context, st persist.RunState, step *pers
 		timeout = time.Duration(ms) * time.Millisecond
 	}
 	for {
-		n := c.Attempts + 1
-		if n > 1 && x.interrupted.Load() {
-			return // attempted again when the run is resumed
-		}
-		attemptID := persist.NewID()
-		if err := x.write(ctx, []persist.EventIn{{Type: "tool_attempt.started", Step: step.Seq, Data: map[string]any{
-			"tool_call_id": c.ID, "call_id": c.CallID, "name": c.Name, "attempt": n}}},
-			persist.AttemptStart{ID: attemptID, ToolCallID: c.ID, N: n, Worker: x.fence.Worker, Epoch: x.fence.Epoch}); err != nil {
-			return
+		n, attemptID := c.Attempts+1, persist.NewID()
+		if started {
+			n, attemptID, started = c.Attempts, startedID, false
+		} else {
+			if n > 1 && x.interrupted.Load() {
+				return // attempted again when the run is resumed
+			}
+			if err := x.write(ctx, []persist.EventIn{{Type: "tool_attempt.started", Step: step.Seq, Data: map[string]any{
+				"tool_call_id": c.ID, "call_id": c.CallID, "name": c.Name, "attempt": n}}},
+				persist.AttemptStart{ID: attemptID, ToolCallID: c.ID, N: n, Worker: x.fence.Worker, Epoch: x.fence.Epoch}); err != nil {
+				return
+			}
 		}
 		c.Attempts, c.Status = n, persist.CallRunning
 		actx, cancel := context.WithTimeout(ctx, timeout)
