@@ -93,6 +93,21 @@ func (c dbCost) warnShared(out io.Writer, phase string) {
 	}
 }
 
+// costSince reads the counters again and returns them with what the server
+// did since before, warning when the server was not the benchmark's alone.
+func costSince(ctx context.Context, out io.Writer, phase, url string, before dbCounters) (dbCounters, dbCost, error) {
+	after, err := readCounters(ctx, url)
+	if err != nil {
+		return after, dbCost{}, err
+	}
+	cost, err := after.since(before)
+	if err != nil {
+		return after, dbCost{}, err
+	}
+	cost.warnShared(out, phase)
+	return after, cost, nil
+}
+
 func (c dbCounters) since(before dbCounters) (dbCost, error) {
 	to, err := parseLSN(c.wal)
 	if err != nil {

@@ -163,15 +163,10 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 		return nil, err
 	default:
 	}
-	after, err := readCounters(ctx, url) // counts the runs still finishing; a small overestimate
+	after, cost, err := costSince(ctx, o.out, "steps", url, before) // counts the runs still finishing; a small overestimate
 	if err != nil {
 		return nil, err
 	}
-	cost, err := after.since(before)
-	if err != nil {
-		return nil, err
-	}
-	cost.warnShared(o.out, "steps")
 	steps := float64(runs * 3)
 	stepsPerSec := steps / elapsed.Seconds()
 	fmt.Fprintf(o.out, "  steps: %d runs of 3 steps in %.1fs, %d not completed: %.0f steps/s, %.2fx the floor; executor writes: %d in %d transactions\n",

@@ -248,15 +248,10 @@ func benchHTTP(ctx context.Context, o options, fake string) ([]metric, error) {
 		}
 	}
 	cpu := cpuTime() - cpu0
-	after, err := readCounters(ctx, s.url)
+	_, cost, err := costSince(ctx, o.out, "http", s.url, before)
 	if err != nil {
 		return nil, err
 	}
-	cost, err := after.since(before)
-	if err != nil {
-		return nil, err
-	}
-	cost.warnShared(o.out, "http")
 	add("failed runs", "runs", float64(failed), nil)
 	ms = append(ms, perUnit("http", "run", float64(runs), cost, cpu, costTargets{})...)
 	n := 300
@@ -376,16 +371,11 @@ func benchStream(ctx context.Context, o options, fake string) ([]metric, error) 
 		gc0, cpu0, start := s.store.GroupCommitStats(), cpuTime(), time.Now()
 		lat, events, runs := streamRuns(ctx, s, o.streamRuns, subs, o.duration)
 		elapsed, cpu, gc1 := time.Since(start), cpuTime()-cpu0, s.store.GroupCommitStats()
-		after, err := readCounters(ctx, s.url)
-		if err != nil {
-			return nil, err
-		}
-		cost, err := after.since(before)
+		after, cost, err := costSince(ctx, o.out, "stream", s.url, before)
 		if err != nil {
 			return nil, err
 		}
 		before = after
-		cost.warnShared(o.out, "stream")
 		p50, p99 := percentiles(lat)
 		level := ", " + plural(subs, "subscriber")
 		add("events appended/s"+level, "events/s", float64(events)/elapsed.Seconds(), nil)
