@@ -510,7 +510,7 @@ func TestStepsEmptyAndNested(t *testing.T) {
 		persist.AttemptStart{ID: a2, ToolCallID: callID, N: 2, Worker: "w1", Epoch: f.Epoch},
 		persist.AttemptFinish{ID: a2, Status: "succeeded"},
 		persist.ToolCallFinish{ID: callID, Status: "succeeded", Result: json.RawMessage(`{"result":4}`)},
-		persist.StepUpdate{ID: stepID, RunID: run.ID, Status: "completed", FinishReason: "tool_calls",
+		persist.StepUpdate{ID: stepID, Status: "completed", FinishReason: "tool_calls",
 			Usage: persist.Usage{InputTokens: 10, OutputTokens: 3}, Finished: true},
 	)
 	if err != nil {

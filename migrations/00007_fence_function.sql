@@ -1,29 +1,47 @@
 -- +goose Up
 -- The fence of an executor write, as one statement that fails when any run's
--- epoch moved on. An executor write is then one pipelined round trip (the
--- fence, its rows, its events, and the implicit commit): a stale fence raises
+-- epoch moved on. An executor write is then one pipelined round trip (this
+-- call, the write's own rows, and the implicit commit): a stale fence raises
 -- SQLSTATE AD001, which aborts everything queued after it, so a worker that
--- lost its lease commits nothing. For each run fenced it reserves n event
--- seqs under the run's row lock and returns the run's new last seq.
+-- lost its lease commits nothing.
+--
+-- For each run (sorted by id, so that concurrent writers lock runs in the
+-- same order) it takes the run's row lock with one indexed update that
+-- reserves run_ns[i] event seqs and moves the run's counters: its step count
+-- up to at least run_steps[i], and its token usage by the add_* amounts. Then
+-- it appends the events: event j belongs to run ev_run[j] (an index into
+-- run_ids), is the ev_k[j]-th of that run's events in this write, and its
+-- data is ev_tail[j], the envelope without its opening {"seq":N, which is
+-- written here, once the seq is known. It returns each run's new last seq.
 -- +goose StatementBegin
-CREATE FUNCTION agentd_fence(ids uuid[], epochs bigint[], ns bigint[])
+CREATE FUNCTION agentd_fence(run_ids uuid[], run_epochs bigint[], run_ns bigint[], run_steps int[],
+    add_input bigint[], add_output bigint[], add_cached bigint[], add_reasoning bigint[],
+    ev_run int[], ev_k bigint[], ev_type text[], ev_tail text[])
 RETURNS TABLE (fenced_run uuid, fenced_seq bigint)
 LANGUAGE plpgsql AS $$
+DECLARE
+    firsts bigint[] := '{}'; -- per run: the seq before this write's events
 BEGIN
-    -- One indexed update per run, in the caller's order (sorted by id, so
-    -- that concurrent writers lock runs in the same order).
-    FOR i IN 1 .. cardinality(ids) LOOP
-        UPDATE runs r SET last_event_seq = r.last_event_seq + ns[i], updated_at = now()
-            WHERE r.id = ids[i] AND r.epoch = epochs[i]
+    FOR i IN 1 .. cardinality(run_ids) LOOP
+        UPDATE runs r SET last_event_seq = r.last_event_seq + run_ns[i], updated_at = now(),
+                step_count = greatest(r.step_count, run_steps[i]),
+                input_tokens = r.input_tokens + add_input[i], output_tokens = r.output_tokens + add_output[i],
+                cached_input_tokens = r.cached_input_tokens + add_cached[i],
+                reasoning_tokens = r.reasoning_tokens + add_reasoning[i]
+            WHERE r.id = run_ids[i] AND r.epoch = run_epochs[i]
             RETURNING r.id, r.last_event_seq INTO fenced_run, fenced_seq;
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'lease lost: run % is past epoch %', ids[i], epochs[i] USING ERRCODE = 'AD001';
+            RAISE EXCEPTION 'lease lost: run % is past epoch %', run_ids[i], run_epochs[i] USING ERRCODE = 'AD001';
         END IF;
+        firsts := firsts || (fenced_seq - run_ns[i]);
         RETURN NEXT;
     END LOOP;
+    INSERT INTO run_events (run_id, seq, type, data)
+        SELECT run_ids[e.i], firsts[e.i] + e.k, e.t, ('{"seq":' || (firsts[e.i] + e.k) || ',' || e.d)::json
+        FROM unnest(ev_run, ev_k, ev_type, ev_tail) AS e(i, k, t, d);
 END
 $$;
 -- +goose StatementEnd
 
 -- +goose Down
-DROP FUNCTION agentd_fence(uuid[], bigint[], bigint[]);
+DROP FUNCTION agentd_fence(uuid[], bigint[], bigint[], int[], bigint[], bigint[], bigint[], bigint[], int[], bigint[], text[], text[]);

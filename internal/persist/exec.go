@@ -85,6 +85,12 @@ type Op interface {
 	queue(b *batch) error
 }
 
+// runCounter is an op that also moves its run's counters (step count,
+// usage); the fence applies them, so that a write updates the run's row once.
+type runCounter interface {
+	counts() (step int, usage Usage)
+}
+
 // Exec runs ops and appends evs in one transaction fenced by f: the fence
 // checks that the run's epoch is still f.Epoch (holding the run's row lock, so
 // that event seqs stay gapless), and nothing commits otherwise (ErrLeaseLost).
@@ -109,14 +115,13 @@ type StepInsert struct {
 }
 
 func (o StepInsert) queue(b *batch) error {
-	b.exec("insert step", `WITH s AS (
-			INSERT INTO steps (id, run_id, seq, status, transition, model_attempts)
-			VALUES ($1, $2, $3, 'running', nullif($4, ''), 1) RETURNING run_id, seq
-		)
-		UPDATE runs SET step_count = greatest(step_count, s.seq) FROM s WHERE runs.id = s.run_id`,
-		o.ID, o.RunID, o.Seq, o.Transition)
+	b.exec("insert step", `INSERT INTO steps (id, run_id, seq, status, transition, model_attempts)
+		VALUES ($1, $2, $3, 'running', nullif($4, ''), 1)`, o.ID, o.RunID, o.Seq, o.Transition)
 	return nil
 }
+
+// counts: the run's step count goes up to the step's seq.
+func (o StepInsert) counts() (int, Usage) { return o.Seq, Usage{} }
 
 // StepReask records that a step's model call is made again (after a retry or
 // a recovery), with why.
@@ -132,9 +137,9 @@ func (o StepReask) queue(b *batch) error {
 }
 
 // StepUpdate sets a step's status and what came with it. Usage is added to
-// the step's and the run's counters.
+// the step's counters, and to its run's (by the fence of the write).
 type StepUpdate struct {
-	ID, RunID    string
+	ID           string
 	Status       string
 	FinishReason string // kept when empty
 	Transition   string // kept when empty
@@ -155,13 +160,11 @@ func (o StepUpdate) queue(b *batch) error {
 		error = coalesce($9::jsonb, error), finished_at = CASE WHEN $10 THEN now() ELSE finished_at END
 		WHERE id = $1`, o.ID, o.Status, o.FinishReason, o.Transition,
 		o.Usage.InputTokens, o.Usage.OutputTokens, o.Usage.CachedInputTokens, o.Usage.ReasoningTokens, errJSON, o.Finished)
-	if o.Usage != (Usage{}) {
-		b.exec("add run usage", `UPDATE runs SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
-			cached_input_tokens = cached_input_tokens + $4, reasoning_tokens = reasoning_tokens + $5 WHERE id = $1`,
-			o.RunID, o.Usage.InputTokens, o.Usage.OutputTokens, o.Usage.CachedInputTokens, o.Usage.ReasoningTokens)
-	}
 	return nil
 }
+
+// counts: the step's usage is added to the run's.
+func (o StepUpdate) counts() (int, Usage) { return 0, o.Usage }
 
 // MessageInsert appends a message to a conversation, numbering it after the
 // conversation's last one.

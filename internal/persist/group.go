@@ -179,36 +179,68 @@ func (s *Store) commitBatch(batch []*execReq) {
 
 // commitPipelined commits reqs in one transaction, sent as one pipelined
 // batch (one round trip; the statements between its start and its Sync are
-// one implicit transaction): the fence of every run involved, then every
-// request's ops in order, then all their events in one insert. The fence
-// fails as a whole when any run's epoch moved on (agentd_fence raises), so
-// nothing queued after it is applied; the caller then isolates the requests.
-// On success it sets each request's last event seq.
+// one implicit transaction): agentd_fence, which fences every run involved,
+// moves their counters and appends all the events, then every request's ops
+// in order. The fence fails as a whole when any run's epoch moved on (it
+// raises), so nothing queued after it is applied; the caller then isolates
+// the requests. On success it sets each request's last event seq.
 func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
-	// One fence per run and epoch, with the number of events the batch
-	// appends under it; sorted by run, so that committers lock runs in the
-	// same order.
+	// One fence per run and epoch, sorted by run, so that committers lock
+	// runs in the same order.
 	type fence struct {
 		id    string
 		epoch int64
 	}
-	count := map[fence]int64{}
+	index := map[fence]int{}
 	for _, r := range reqs {
-		count[fence{r.f.RunID, r.f.Epoch}] += int64(len(r.evs))
+		index[fence{r.f.RunID, r.f.Epoch}] = 0
 	}
-	keys := slices.SortedFunc(maps.Keys(count), func(a, b fence) int {
+	keys := slices.SortedFunc(maps.Keys(index), func(a, b fence) int {
 		return cmp.Or(strings.Compare(a.id, b.id), cmp.Compare(a.epoch, b.epoch))
 	})
-	ids := make([]string, len(keys))
-	epochs := make([]int64, len(keys))
-	ns := make([]int64, len(keys))
+	n := len(keys)
+	ids, epochs := make([]string, n), make([]int64, n)
+	ns, steps := make([]int64, n), make([]int32, n)
+	in, out, cached, reasoning := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, k := range keys {
-		ids[i], epochs[i], ns[i] = k.id, k.epoch, count[k]
+		index[k] = i
+		ids[i], epochs[i] = k.id, k.epoch
+	}
+	// Events are numbered in SQL, after the seqs the fence reserved: the
+	// k-th of a run's events in this write follows the run's last seq.
+	var evRun []int32
+	var evK []int64
+	var evType, evTail []string
+	now := time.Now()
+	for _, r := range reqs {
+		i := index[fence{r.f.RunID, r.f.Epoch}]
+		for _, op := range r.ops {
+			if c, ok := op.(runCounter); ok {
+				step, u := c.counts()
+				steps[i] = max(steps[i], int32(step))
+				in[i] += u.InputTokens
+				out[i] += u.OutputTokens
+				cached[i] += u.CachedInputTokens
+				reasoning[i] += u.ReasoningTokens
+			}
+		}
+		for _, ev := range r.evs {
+			tail, err := envelopeTail(ev.Type, r.f.RunID, ev.Step, now, ev.Data)
+			if err != nil {
+				return err
+			}
+			ns[i]++
+			evRun = append(evRun, int32(i+1))
+			evK = append(evK, ns[i])
+			evType = append(evType, ev.Type)
+			evTail = append(evTail, string(tail))
+		}
 	}
 	var b batch
-	last := make(map[string]int64, len(keys)) // each run's last event seq after the commit
-	b.query("fence", `SELECT fenced_run, fenced_seq FROM agentd_fence($1::uuid[], $2::bigint[], $3::bigint[])`,
-		[]any{ids, epochs, ns}, func(rows pgx.Rows) error {
+	last := make(map[string]int64, n) // each run's last event seq after the commit
+	b.query("fence", `SELECT fenced_run, fenced_seq FROM agentd_fence($1::uuid[], $2::bigint[], $3::bigint[], $4::int[],
+			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::int[], $10::bigint[], $11::text[], $12::text[])`,
+		[]any{ids, epochs, ns, steps, in, out, cached, reasoning, evRun, evK, evType, evTail}, func(rows pgx.Rows) error {
 			var id string
 			var seq int64
 			_, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
@@ -224,49 +256,23 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 			}
 		}
 	}
-	// Events are numbered in SQL, after the seqs the fence reserved: the
-	// k-th of a run's n events in this batch gets last_event_seq - n + k.
-	var evIDs, evTypes, evTails []string
-	var evNs, evKs []int64
-	now := time.Now()
-	k := map[string]int64{}
-	for _, r := range reqs {
-		for _, ev := range r.evs {
-			tail, err := envelopeTail(ev.Type, r.f.RunID, ev.Step, now, ev.Data)
-			if err != nil {
-				return err
-			}
-			k[r.f.RunID]++
-			evIDs = append(evIDs, r.f.RunID)
-			evNs = append(evNs, count[fence{r.f.RunID, r.f.Epoch}])
-			evKs = append(evKs, k[r.f.RunID])
-			evTypes = append(evTypes, ev.Type)
-			evTails = append(evTails, string(tail))
-		}
-	}
-	if len(evIDs) > 0 {
-		b.exec("append events", `INSERT INTO run_events (run_id, seq, type, data)
-			SELECT e.r, l.seq, e.t, ('{"seq":' || l.seq || ',' || e.d)::json
-			FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::text[], $5::text[]) AS e(r, n, k, t, d)
-			CROSS JOIN LATERAL (SELECT last_event_seq - e.n + e.k AS seq FROM runs WHERE id = e.r) AS l`, evIDs, evNs, evKs, evTypes, evTails)
-	}
 	if err := b.send(ctx, s.pool); err != nil {
 		return translate(err)
 	}
 	s.execTx.Add(1)
 	s.execReqs.Add(int64(len(reqs)))
 	// Each request's last seq: the run's seqs were taken in request order.
-	next := make(map[string]int64, len(keys))
-	for _, key := range keys {
-		next[key.id] = last[key.id] - count[key]
+	next := make(map[string]int64, n)
+	for i, key := range keys {
+		next[key.id] = last[key.id] - ns[i]
 	}
 	for _, r := range reqs {
 		next[r.f.RunID] += int64(len(r.evs))
 		r.last = next[r.f.RunID]
 	}
 	if s.OnCommit != nil {
-		for _, key := range keys {
-			if count[key] > 0 {
+		for i, key := range keys {
+			if ns[i] > 0 {
 				s.OnCommit(key.id, last[key.id])
 			}
 		}

@@ -369,7 +369,7 @@ func (x *execution) endWith(st persist.RunState, step *persist.Step, status, rea
 		if status == persist.StatusFailed || status == persist.StatusTimedOut {
 			stepStatus = persist.StepFailed
 		}
-		ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: stepStatus, Error: runErr, Finished: true})
+		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: stepStatus, Error: runErr, Finished: true})
 	}
 	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: status, Reason: reason, Error: runErr})
 	data := map[string]any{"status": status, "reason": nullable(reason)}
@@ -593,7 +593,7 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 		"usage": usageOf(resp.Usage)}})
 	usage := usageOf(resp.Usage)
 	if len(resp.ToolCalls) == 0 {
-		ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepCompleted,
+		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: persist.StepCompleted,
 			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
 		evs = append(evs, persist.EventIn{Type: "step.completed", Step: step.Seq, Data: map[string]any{"finish_reason": resp.FinishReason}})
 		x.e.m.StepDuration.Observe(time.Since(started).Seconds())
@@ -601,7 +601,7 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 		final.Status = persist.StepCompleted
 		return true, x.endWith(st, &final, persist.StatusCompleted, persist.ReasonCompleted, nil, ops, evs)
 	}
-	ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepActing,
+	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: persist.StepActing,
 		FinishReason: resp.FinishReason, Usage: usage})
 	calls := make([]persist.ToolCall, 0, len(resp.ToolCalls))
 	begun := map[string]string{}

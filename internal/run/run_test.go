@@ -269,6 +269,9 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 	if len(steps) != 3 || len(steps[0].Calls) != 2 || len(steps[1].Calls) != 1 || len(steps[2].Calls) != 0 {
 		t.Fatalf("steps: %d (calls per step not 2,1,0)", len(steps))
 	}
+	if r.StepCount != 3 {
+		t.Fatalf("run step_count %d, want 3", r.StepCount)
+	}
 	var sum persist.Usage
 	for i, s := range steps {
 		if s.Status != persist.StepCompleted || s.Seq != i+1 {

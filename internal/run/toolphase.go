@@ -102,7 +102,7 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 		msgs = append(msgs, m)
 		ops = append(ops, m)
 	}
-	ops = append(ops, persist.StepUpdate{ID: step.ID, RunID: st.Run.ID, Status: persist.StepCompleted, Finished: true})
+	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: persist.StepCompleted, Finished: true})
 	evs := []persist.EventIn{{Type: "step.completed", Step: step.Seq, Data: map[string]any{"finish_reason": "tool_calls", "tool_calls": len(calls)}}}
 	// Every tool result is committed already; the step's completion (its
 	// tool messages) goes out with the next write, which follows at once:
