@@ -92,7 +92,7 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	defer store.Close()
 	// Group commit is on, as in cmd/server: the guarantees are checked in
 	// the configuration that is measured.
-	store.StartGroupCommit(2, 64)
+	store.StartGroupCommit(1, 64) // the server's default
 	defer store.StopGroupCommit()
 	reg, err := tools.NewRegistry(tools.Calculator())
 	if err != nil {

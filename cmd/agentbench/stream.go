@@ -74,7 +74,7 @@ func newStack(ctx context.Context, o options, fake, name string, workers int) (_
 	if err != nil {
 		return nil, err
 	}
-	store.StartGroupCommit(2, 64)
+	store.StartGroupCommit(1, 64) // the server's default
 	s.store = store
 	reg, err := tools.NewRegistry(tools.Calculator())
 	if err != nil {

@@ -63,7 +63,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.OpenAIBaseURL, "openai-base-url", env("OPENAI_BASE_URL", ""), "OpenAI-compatible API root (OPENAI_BASE_URL)")
 	fs.StringVar(&level, "log-level", env("AGENTD_LOG_LEVEL", "info"), "debug, info, warn or error (AGENTD_LOG_LEVEL)")
 	maxBody := fs.String("max-body-bytes", env("AGENTD_MAX_BODY_BYTES", "1048576"), "largest accepted request body (AGENTD_MAX_BODY_BYTES)")
-	committers := fs.String("committers", env("AGENTD_COMMITTERS", "2"), "group-commit workers: executor writes of concurrent runs share their transactions (AGENTD_COMMITTERS)")
+	committers := fs.String("committers", env("AGENTD_COMMITTERS", "1"), "group-commit workers: executor writes of concurrent runs share their transactions (AGENTD_COMMITTERS)")
 	maxConns := fs.String("db-max-conns", env("AGENTD_DB_MAX_CONNS", "0"), "database pool size; 0 means workers+16 (AGENTD_DB_MAX_CONNS)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

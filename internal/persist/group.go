@@ -54,7 +54,7 @@ type GroupCommitStats struct {
 // StopGroupCommit after the engine stopped.
 func (s *Store) StartGroupCommit(workers, maxBatch int) {
 	if workers <= 0 {
-		workers = 2
+		workers = 1
 	}
 	if maxBatch <= 0 {
 		maxBatch = 64
