@@ -16,33 +16,83 @@ import (
 // the run's deadline from its total timeout. ErrNotFound: nothing to claim.
 func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
 	var c Claim
-	row := s.pool.QueryRow(ctx, `WITH prev AS (
-			SELECT q.id AS prev_id, q.status AS prev_status FROM runs q
-			WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_expires_at < now()))
-			AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
-				AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
-			ORDER BY q.created_at
-			LIMIT 1
-			FOR UPDATE SKIP LOCKED
+	row := s.pool.QueryRow(ctx, `WITH `+claimCTE+` SELECT prev_status, `+runColumns+` FROM claimed`, worker, ttl.Milliseconds(), false)
+	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus}})
+	c.Run = r
+	return c, err
+}
+
+// RunClaimStart is RunClaim that, on a run's first claim, also starts its
+// first step in the same transaction: the step's row (running) and the
+// run.started and step.started events, which the executor would otherwise
+// commit in a write of its own right after. Claim.StartedStep names the step.
+func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
+	at := time.Now()
+	started, err := envelopeAround("run.started", 0, at, map[string]any{"epoch": 1, "worker": worker})
+	if err != nil {
+		return Claim{}, err
+	}
+	step, err := envelopeAround("step.started", 1, at, map[string]any{"transition": nil})
+	if err != nil {
+		return Claim{}, err
+	}
+	var c Claim
+	row := s.pool.QueryRow(ctx, `WITH `+claimCTE+`,
+		step AS (
+			INSERT INTO steps (id, run_id, seq, status, model_attempts)
+			SELECT $4, id, 1, 'running', 1 FROM claimed WHERE fresh
+			RETURNING id
+		),
+		events AS (
+			INSERT INTO run_events (run_id, seq, type, data)
+			SELECT id, last_event_seq - 1, 'run.started', ('{"seq":' || (last_event_seq - 1) || ',' || $5 || id || $6)::json
+			FROM claimed WHERE fresh
+			UNION ALL
+			SELECT id, last_event_seq, 'step.started', ('{"seq":' || last_event_seq || ',' || $7 || id || $8)::json
+			FROM claimed WHERE fresh
 		)
+		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), `+runColumns+` FROM claimed`,
+		worker, ttl.Milliseconds(), true, newID(), started[0], started[1], step[0], step[1])
+	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus, &c.StartedStep}})
+	c.Run = r
+	return c, err
+}
+
+// claimCTE claims a run ($1 worker, $2 lease TTL in ms) as the CTE claimed,
+// with the run's columns, its status before (prev_status), and fresh: $3 asks
+// to start the first step of a run claimed for the first time (epoch 0, at
+// least one step allowed), and the run's step count and event seq are then
+// moved for the step and its two events.
+const claimCTE = `prev AS (
+		SELECT q.id AS prev_id, q.status AS prev_status FROM runs q
+		WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_expires_at < now()))
+		AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
+			AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
+		ORDER BY q.created_at
+		LIMIT 1
+		FOR UPDATE SKIP LOCKED
+	),
+	claimed AS (
 		UPDATE runs SET status = 'running', epoch = epoch + 1, lease_owner = $1,
 			lease_expires_at = now() + $2 * interval '1 millisecond',
 			started_at = coalesce(started_at, now()),
 			deadline_at = coalesce(deadline_at, CASE WHEN (params->'timeouts'->>'total_ms')::bigint > 0
 				THEN now() + (params->'timeouts'->>'total_ms')::bigint * interval '1 millisecond' END),
+			step_count = CASE WHEN $3 AND epoch = 0 AND (params->>'max_steps')::int > 0 THEN 1 ELSE step_count END,
+			last_event_seq = last_event_seq + CASE WHEN $3 AND epoch = 0 AND (params->>'max_steps')::int > 0 THEN 2 ELSE 0 END,
 			updated_at = now()
 		FROM prev WHERE id = prev.prev_id
-		RETURNING prev.prev_status, `+runColumns, worker, ttl.Milliseconds())
-	r, err := scanRun(scanPrefix{row, &c.PrevStatus})
-	c.Run = r
-	return c, err
-}
+		RETURNING runs.*, prev.prev_status, $3 AND epoch = 1 AND step_count = 1 AND (params->>'max_steps')::int > 0 AS fresh
+	)`
 
 // Claim is a run just claimed, with the status it had before the claim
 // (queued for a new or resumed run, running for one taken over).
 type Claim struct {
 	Run
 	PrevStatus string
+	// StartedStep is the id of the first step, when RunClaimStart started
+	// it with the claim.
+	StartedStep string
 }
 
 // LeaseState is what a lease extension learns of the run.

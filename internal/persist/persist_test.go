@@ -3,6 +3,7 @@ package persist_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -116,5 +117,45 @@ func TestBusyConversationRejects(t *testing.T) {
 	var busy *persist.BusyError
 	if !errors.As(err, &busy) || busy.RunID != r.ID {
 		t.Fatalf("busy: %v", err)
+	}
+}
+
+func TestClaimStartStartsTheFirstStepOnce(t *testing.T) {
+	t.Parallel()
+	s, _ := persisttest.New(t)
+	ctx := context.Background()
+	r := createRun(t, s, "")
+	a, err := s.RunClaimStart(ctx, "w1", time.Minute)
+	if err != nil || a.ID != r.ID || a.Epoch != 1 || a.StartedStep == "" || a.StepCount != 1 || a.LastEventSeq != 3 {
+		t.Fatalf("claim: %v %+v", err, a)
+	}
+	st, err := s.RunStateLoad(ctx, r.ID)
+	if err != nil || len(st.Steps) != 1 || st.Steps[0].ID != a.StartedStep || st.Steps[0].Seq != 1 || st.Steps[0].Status != persist.StepRunning {
+		t.Fatalf("state: %v %+v", err, st.Steps)
+	}
+	evs, err := s.EventsAfter(ctx, r.ID, 0, 100)
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("events: %v %d", err, len(evs))
+	}
+	want := []string{
+		`{"seq":2,"type":"run.started","run_id":"` + r.ID + `","step":0,"at":"`,
+		`{"seq":3,"type":"step.started","run_id":"` + r.ID + `","step":1,"at":"`,
+	}
+	wantData := []string{`"data":{"epoch":1,"worker":"w1"}}`, `"data":{"transition":null}}`}
+	for i, e := range evs[1:] {
+		if e.Seq != int64(i+2) || !strings.HasPrefix(string(e.Data), want[i]) || !strings.HasSuffix(string(e.Data), wantData[i]) {
+			t.Fatalf("event %d: seq %d %s", i+2, e.Seq, e.Data)
+		}
+	}
+	// Taken over (or resumed), the run is not new: the claim starts nothing.
+	if err := s.LeaseRelease(ctx, persist.Fence{RunID: r.ID, Epoch: a.Epoch, Worker: "w1"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.RunClaimStart(ctx, "w2", time.Minute)
+	if err != nil || b.Epoch != 2 || b.StartedStep != "" || b.StepCount != 1 || b.LastEventSeq != 3 {
+		t.Fatalf("second claim: %v %+v", err, b)
+	}
+	if evs, _ := s.EventsAfter(ctx, r.ID, 0, 100); len(evs) != 3 {
+		t.Fatalf("events after the second claim: %d", len(evs))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -194,7 +195,7 @@ func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, err
 	var hash string
 	row := s.pool.QueryRow(ctx, `SELECT coalesce(request_hash, ''), `+runColumns+` FROM runs
 		WHERE tenant_id = $1 AND idempotency_key = $2`, p.TenantID, p.IdempotencyKey)
-	r, err := scanRun(scanPrefix{row, &hash})
+	r, err := scanRun(scanPrefix{row, []any{&hash}})
 	if errors.Is(err, ErrNotFound) {
 		return Run{}, false, nil
 	}
@@ -210,11 +211,11 @@ func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, err
 // scanPrefix scans one leading column into dst, then the rest as a run.
 type scanPrefix struct {
 	row pgx.Row
-	dst any
+	dst []any
 }
 
 func (s scanPrefix) Scan(dest ...any) error {
-	return s.row.Scan(append([]any{s.dst}, dest...)...)
+	return s.row.Scan(append(s.dst, dest...)...)
 }
 
 // RunGet returns a run of the tenant; ErrNotFound when there is none.
@@ -469,6 +470,18 @@ func envelope(seq int64, typ, runID string, step int, at time.Time, data any) ([
 	b = strconv.AppendInt(b, seq, 10)
 	b = append(b, ',')
 	return append(b, tail...), nil
+}
+
+// envelopeAround is the envelope of an event of a run that SQL names: its
+// tail (see envelopeTail) cut where the run's id goes.
+func envelopeAround(typ string, step int, at time.Time, data any) ([2]string, error) {
+	const mark = "00000000-0000-0000-0000-000000000000" // the first occurrence is the run_id field
+	tail, err := envelopeTail(typ, mark, step, at, data)
+	if err != nil {
+		return [2]string{}, err
+	}
+	before, after, _ := strings.Cut(string(tail), mark)
+	return [2]string{before, after}, nil
 }
 
 // envelopeTail is an event's envelope without its opening `{"seq":N,`, for

@@ -19,7 +19,7 @@ import (
 
 // Store is what the engine needs of persistence.
 type Store interface {
-	RunClaim(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
+	RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	Exec(ctx context.Context, f persist.Fence, evs []persist.EventIn, ops ...persist.Op) (int64, error)
@@ -250,7 +250,7 @@ func (e *Engine) sweep() {
 func (e *Engine) claimOne() bool {
 	ctx, cancel := context.WithTimeout(e.claiming, 5*time.Second)
 	defer cancel()
-	c, err := e.cfg.Store.RunClaim(ctx, e.cfg.WorkerID, e.cfg.LeaseTTL)
+	c, err := e.cfg.Store.RunClaimStart(ctx, e.cfg.WorkerID, e.cfg.LeaseTTL)
 	switch {
 	case errors.Is(err, persist.ErrNotFound):
 		e.m.ClaimsAttempted.WithLabelValues("empty").Inc()

@@ -250,6 +250,11 @@ func (x *execution) loop() error {
 			if done, err := x.modelPhase(st, &st.Steps[len(st.Steps)-1], false); err != nil || done {
 				return err
 			}
+		case last.Status == persist.StepRunning && x.first && last.ID == x.claim.StartedStep:
+			// The claim started the run's first step: ask the model.
+			if done, err := x.modelPhase(st, last, false); err != nil || done {
+				return err
+			}
 		case last.Status == persist.StepRunning:
 			// The model's output for this step was never committed: ask again.
 			if done, err := x.modelPhase(st, last, true); err != nil || done {
@@ -318,8 +323,12 @@ func (x *execution) load() (persist.RunState, error) {
 }
 
 // announce emits run.started on a run's first claim, run.resumed otherwise,
-// with the claim's first write.
+// with the claim's first write; a claim that started the run's first step
+// committed run.started with it.
 func (x *execution) announce(st persist.RunState) {
+	if x.claim.StartedStep != "" {
+		return
+	}
 	typ, data := "run.started", map[string]any{"epoch": x.fence.Epoch, "worker": x.fence.Worker}
 	if x.claim.Epoch > 1 {
 		typ = "run.resumed"
