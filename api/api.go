@@ -99,6 +99,10 @@ type Config struct {
 	Defaults RunDefaults
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
+	// CreateFunc commits the run of a POST /runs; nil means Store.RunCreate.
+	// The server passes its engine's Create, which starts the run on a free
+	// worker of this instance in the same transaction.
+	CreateFunc func(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error)
 }
 
 // Default values of Config and RunDefaults.
@@ -120,6 +124,7 @@ type server struct {
 	metrics  *httpMetrics
 	ready    func(ctx context.Context) error
 	stream   func(w http.ResponseWriter, r *http.Request, run persist.Run)
+	create   func(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error)
 	defaults RunDefaults
 	maxBody  int64
 }
@@ -141,11 +146,15 @@ func newServer(cfg Config) *server {
 		log:      cfg.Logger,
 		ready:    cfg.ReadyFunc,
 		stream:   cfg.StreamFunc,
+		create:   cfg.CreateFunc,
 		defaults: cfg.Defaults,
 		maxBody:  cfg.MaxBodyBytes,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.create == nil {
+		s.create = s.store.RunCreate
 	}
 	if s.ready == nil {
 		s.ready = cfg.Store.Ping

@@ -63,7 +63,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	run, created, err := s.store.RunCreate(ctx, p)
+	run, created, err := s.create(ctx, p)
 	if err != nil {
 		return storeErr(opCreate, err)
 	}

@@ -120,7 +120,7 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	}()
 	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
 	create := func() error {
-		_, _, err := store.RunCreate(ctx, persist.RunCreateParams{TenantID: "bench", Model: "fake",
+		_, _, err := eng.Create(ctx, persist.RunCreateParams{TenantID: "bench", Model: "fake",
 			Params: persist.RunParams{MaxSteps: 4, OnDisconnect: "continue", IfBusy: "reject",
 				Timeouts: persist.Timeouts{TotalMS: 60000, StepMS: 30000, IdleMS: 30000, ToolMS: 30000}},
 			Input: []persist.InputMessage{{Role: "user", Content: input}}})

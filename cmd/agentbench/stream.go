@@ -96,7 +96,7 @@ func newStack(ctx context.Context, o options, fake, name string, workers int) (_
 	}
 	s.eng = eng
 	srv.Handler = api.New(api.Config{Store: store, Tools: reg, Events: hub, Registerer: prometheus.NewRegistry(),
-		Defaults: api.RunDefaults{Model: "fake"},
+		Defaults: api.RunDefaults{Model: "fake"}, CreateFunc: eng.Create,
 		StreamFunc: func(w http.ResponseWriter, r *http.Request, run persist.Run) {
 			hub.StreamRun(w, r, run.ID, 0)
 		}})

@@ -86,6 +86,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Defaults:     api.RunDefaults{Model: modelName},
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		CreateFunc:   eng.Create,
 		Events:       hub,
 		StreamFunc: func(w http.ResponseWriter, r *http.Request, run persist.Run) {
 			clientLeft := hub.StreamRun(w, r, run.ID, 0)

@@ -58,6 +58,20 @@ type RunCreateParams struct {
 	Input          []InputMessage
 	IdempotencyKey string // optional
 	RequestHash    string // fingerprint of the request, compared on a repeated key
+	// ClaimFor, when set, claims the new run for a worker in the same
+	// transaction, if it can start at once (its conversation has nothing
+	// else in flight): the run is created running at epoch 1 with the
+	// worker's lease, and its first step started (see RunClaimStart), so
+	// that no claim follows. The run returned then has status running and
+	// the worker as its lease owner.
+	ClaimFor *ClaimFor
+}
+
+// ClaimFor is a worker that takes a new run at creation.
+type ClaimFor struct {
+	Worker string
+	TTL    time.Duration
+	StepID string // the id of the run's first step
 }
 
 // BusyError says that a conversation already has a run in flight.
@@ -91,6 +105,7 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 	cancelled := map[string]int64{} // runs ended by if_busy: interrupt, and their last seq
 	err = s.tx(ctx, func(tx pgx.Tx) error {
 		clear(cancelled)
+		idle := true // the conversation has no run in flight
 		convID := p.ConversationID
 		if convID == "" {
 			convID = newID()
@@ -107,8 +122,9 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 			var busy string
 			err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
 				AND status IN ('queued', 'running', 'requires_action') ORDER BY id LIMIT 1`, convID).Scan(&busy)
+			idle = errors.Is(err, pgx.ErrNoRows)
 			switch {
-			case errors.Is(err, pgx.ErrNoRows):
+			case idle:
 			case err != nil:
 				return fmt.Errorf("busy check: %w", err)
 			case p.Params.IfBusy == "enqueue":
@@ -137,16 +153,30 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 		if p.IdempotencyKey != "" {
 			key, hash = &p.IdempotencyKey, &p.RequestHash
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
-			idempotency_key, request_hash, last_event_seq)
-			VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1)
-			ON CONFLICT (tenant_id, idempotency_key) DO NOTHING`,
-			runID, p.TenantID, convID, p.Model, params, key, hash)
-		if err != nil {
-			return fmt.Errorf("insert run: %w", err)
+		claimed := p.ClaimFor != nil && idle && p.Params.MaxSteps > 0
+		var row pgx.Row
+		if claimed {
+			// As RunClaimStart would leave it: running at epoch 1 under the
+			// worker's lease, with its first step and three events.
+			row = tx.QueryRow(ctx, `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
+				idempotency_key, request_hash, last_event_seq, epoch, lease_owner, lease_expires_at, started_at,
+				deadline_at, step_count)
+				VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, 3, 1, $8, now() + $9 * interval '1 millisecond', now(),
+				CASE WHEN $10::bigint > 0 THEN now() + $10::bigint * interval '1 millisecond' END, 1)
+				ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING `+runColumns,
+				runID, p.TenantID, convID, p.Model, params, key, hash,
+				p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS)
+		} else {
+			row = tx.QueryRow(ctx, `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
+				idempotency_key, request_hash, last_event_seq)
+				VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1)
+				ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING `+runColumns,
+				runID, p.TenantID, convID, p.Model, params, key, hash)
 		}
-		if tag.RowsAffected() == 0 {
-			return dup
+		if run, err = scanRun(row); errors.Is(err, ErrNotFound) {
+			return dup // the idempotency key was taken meanwhile
+		} else if err != nil {
+			return fmt.Errorf("insert run: %w", err)
 		}
 		// The input messages, the first event and the wake-up of idle
 		// workers go in one round trip.
@@ -166,7 +196,23 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 		}
 		b.exec("insert event", `INSERT INTO run_events (run_id, seq, type, data) VALUES ($1, 1, 'run.created', $2)`,
 			runID, string(data))
-		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, runID)
+		if !claimed {
+			b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, runID)
+			return b.send(ctx, tx)
+		}
+		now := time.Now()
+		started, err := envelope(2, "run.started", runID, 0, now, map[string]any{"epoch": 1, "worker": p.ClaimFor.Worker})
+		if err != nil {
+			return err
+		}
+		step, err := envelope(3, "step.started", runID, 1, now, map[string]any{"transition": nil})
+		if err != nil {
+			return err
+		}
+		b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
+			p.ClaimFor.StepID, runID)
+		b.exec("insert events", `INSERT INTO run_events (run_id, seq, type, data)
+			VALUES ($1, 2, 'run.started', $2), ($1, 3, 'step.started', $3)`, runID, string(started), string(step))
 		return b.send(ctx, tx)
 	})
 	if errors.Is(err, dup) {
@@ -184,11 +230,10 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 			s.OnCommit(id, last)
 		}
 	}
-	run, err = s.RunGet(ctx, p.TenantID, runID)
-	if err == nil && s.OnCommit != nil {
-		s.OnCommit(runID, 1)
+	if s.OnCommit != nil {
+		s.OnCommit(runID, run.LastEventSeq)
 	}
-	return run, err == nil, err
+	return run, true, nil
 }
 
 func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, error) {
@@ -208,7 +253,7 @@ func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, err
 	return r, true, nil
 }
 
-// scanPrefix scans one leading column into dst, then the rest as a run.
+// scanPrefix scans the leading columns into dst, then the rest as a run.
 type scanPrefix struct {
 	row pgx.Row
 	dst []any

@@ -19,6 +19,7 @@ import (
 
 // Store is what the engine needs of persistence.
 type Store interface {
+	RunCreate(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error)
 	RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
@@ -271,12 +272,61 @@ func (e *Engine) claimOne() bool {
 	if c.PrevStatus == persist.StatusRunning {
 		e.m.RunsRecovered.Inc()
 	}
+	e.launch(c, false)
+	return true
+}
+
+// Create commits a new run, as Store.RunCreate does. When this instance has
+// a free worker and the run can start at once (its conversation has nothing
+// else in flight), that worker claims it in the same transaction and it
+// starts executing here: no claim, and no wake-up of other instances.
+func (e *Engine) Create(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error) {
+	reserved := false
+	if e.claiming != nil && e.claiming.Err() == nil {
+		select {
+		case e.sem <- struct{}{}:
+			reserved = true
+		default:
+		}
+	}
+	if !reserved {
+		return e.cfg.Store.RunCreate(ctx, p)
+	}
+	p.ClaimFor = &persist.ClaimFor{Worker: e.cfg.WorkerID, TTL: e.cfg.LeaseTTL, StepID: persist.NewID()}
+	run, created, err := e.cfg.Store.RunCreate(ctx, p)
+	if err != nil || !created || run.Status != persist.StatusRunning || run.LeaseOwner != e.cfg.WorkerID {
+		<-e.sem // not claimed here: queued, or an earlier run found by its key
+		return run, created, err
+	}
+	e.m.ClaimsAttempted.WithLabelValues("at_creation").Inc()
+	if !e.launch(persist.Claim{Run: run, PrevStatus: persist.StatusQueued, StartedStep: p.ClaimFor.StepID}, true) {
+		// The engine began stopping meanwhile: hand the run back at once.
+		<-e.sem
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := e.cfg.Store.LeaseRelease(rctx, persist.Fence{RunID: run.ID, Epoch: run.Epoch, Worker: e.cfg.WorkerID}); err != nil {
+			e.log.Warn("hand back a run created while stopping", "run_id", run.ID, "err", err)
+		}
+	}
+	return run, true, nil
+}
+
+// launch executes claim c in the worker slot of e.sem its caller holds,
+// which the execution releases when it ends. With unlessStopping it launches
+// nothing once the engine stops claiming, and reports false (the slot is
+// still the caller's); the dispatcher's own claims are always launched, since
+// Stop waits for the dispatcher before it waits for the runs.
+func (e *Engine) launch(c persist.Claim, unlessStopping bool) bool {
 	x := e.newExecution(c)
 	e.mu.Lock()
+	if unlessStopping && e.claiming.Err() != nil {
+		e.mu.Unlock()
+		return false
+	}
 	e.active[c.ID] = x
+	e.runs.Add(1) // under e.mu: Stop waits for e.runs only after it stopped claiming
 	e.mu.Unlock()
 	e.m.RunsActive.Inc()
-	e.runs.Add(1)
 	go func() {
 		defer e.runs.Done()
 		defer func() { <-e.sem }()

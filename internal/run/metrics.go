@@ -57,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "agentd_runs_active", Help: "Runs executing on this instance now.",
 		}),
 		ClaimsAttempted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentd_claims_total", Help: "Claim attempts by result (claimed, empty, conflict, error).",
+			Name: "agentd_claims_total", Help: "Claim attempts by result (claimed, empty, conflict, error), and runs claimed as they were created (at_creation).",
 		}, []string{"result"}),
 	}
 	if reg != nil {

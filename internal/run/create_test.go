@@ -1,0 +1,86 @@
+package run_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+)
+
+func createVia(t *testing.T, create func(context.Context, persist.RunCreateParams) (persist.Run, bool, error), conv, input string, ifBusy string) persist.Run {
+	t.Helper()
+	r, created, err := create(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake", ConversationID: conv,
+		Params: persist.RunParams{MaxSteps: 10, IfBusy: ifBusy}, Input: []persist.InputMessage{{Role: "user", Content: input}}})
+	if err != nil || !created {
+		t.Fatalf("create: %v (created %v)", err, created)
+	}
+	return r
+}
+
+// A run created through an engine with a free worker starts there at once:
+// it is created running at epoch 1 with its first step started, and no claim
+// ever takes it.
+func TestCreateOnAFreeWorkerStartsWithoutAClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.engine(t, 5*time.Second)
+	r := createVia(t, e.Create, "", "/call calculator {\"expression\":\"6*7\"}\n/say 42", "")
+	if r.Status != persist.StatusRunning || r.Epoch != 1 || r.LeaseOwner == "" || r.StepCount != 1 || r.LastEventSeq != 3 {
+		t.Fatalf("created: status %s epoch %d owner %q steps %d last seq %d", r.Status, r.Epoch, r.LeaseOwner, r.StepCount, r.LastEventSeq)
+	}
+	r = b.wait(t, r.ID, nil)
+	if r.Status != persist.StatusCompleted || r.Epoch != 1 {
+		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
+	}
+	evs := b.events(t, r.ID)
+	var types []string
+	for _, ev := range evs[:4] {
+		types = append(types, ev.Type)
+	}
+	c := countTypes(evs)
+	if types[0] != "run.created" || types[1] != "run.started" || types[2] != "step.started" || types[3] == "step.retracted" ||
+		c["run.started"] != 1 || c["step.started"] != 2 || c["step.retracted"] != 0 || c["tool_call.completed"] != 1 {
+		t.Fatalf("events %v, counts %v", types, c)
+	}
+	steps, err := b.store.StepsList(context.Background(), r.ID)
+	if err != nil || len(steps) != 2 || steps[0].ModelAttempts != 1 {
+		t.Fatalf("steps: %v %+v", err, steps)
+	}
+}
+
+// A run that must wait (its conversation is busy, or every worker is) is
+// created queued, as without the engine, and a worker claims it later.
+func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := b.engine(t, 5*time.Second)
+	first := createVia(t, e.Create, "", "/stream 10 30", "")
+	next := createVia(t, e.Create, first.ConversationID, "/say next", "enqueue")
+	if first.Status != persist.StatusRunning || next.Status != persist.StatusQueued || next.Epoch != 0 {
+		t.Fatalf("first %s, enqueued %s at epoch %d", first.Status, next.Status, next.Epoch)
+	}
+	// Four workers: three more runs take them, the fifth waits.
+	var busy []persist.Run
+	for range 3 {
+		busy = append(busy, createVia(t, e.Create, "", "/stream 10 30", ""))
+	}
+	extra := createVia(t, e.Create, "", "/say extra", "")
+	if extra.Status != persist.StatusQueued {
+		t.Fatalf("with every worker busy the run is %s", extra.Status)
+	}
+	for _, r := range append(busy, first, next, extra) {
+		if r = b.wait(t, r.ID, nil); r.Status != persist.StatusCompleted {
+			t.Fatalf("run %s ended %s", r.ID, r.Status)
+		}
+	}
+	// Once the engine stops, a run is only created.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if late := createVia(t, e.Create, "", "/say late", ""); late.Status != persist.StatusQueued {
+		t.Fatalf("created by a stopped engine: %s", late.Status)
+	}
+}
