@@ -2,6 +2,7 @@ package run_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,5 +83,44 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	}
 	if late := createVia(t, e.Create, "", "/say late", ""); late.Status != persist.StatusQueued {
 		t.Fatalf("created by a stopped engine: %s", late.Status)
+	}
+}
+
+// A call whose first attempt was committed with the model's output, but
+// whose tool the run never invoked (it was cancelled first), is left with no
+// attempt running: the attempt fails as not begun and the call is planned
+// again.
+func TestCancelBeforeAPrestartedAttemptBeginsClosesIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.engine(t, 5*time.Second)
+	// A side-effect call makes the step's calls run one by one; the
+	// calculator's attempt was committed with the model's output.
+	r := b.create(t, "/call block_effect {}\n/call calculator {\"expression\":\"1\"}\n/say never", persist.RunParams{})
+	waitPath(t, b.sink, "/block")
+	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	if r = b.wait(t, r.ID, nil); r.Status != persist.StatusCancelled {
+		t.Fatalf("run ended %s", r.Status)
+	}
+	steps, err := b.store.StepsList(context.Background(), r.ID)
+	if err != nil || len(steps) != 1 || len(steps[0].Calls) != 2 {
+		t.Fatalf("steps: %v %+v", err, steps)
+	}
+	calc := steps[0].Calls[1]
+	if calc.Name != "calculator" || calc.Status != persist.CallPlanned || len(calc.Attempts) != 1 ||
+		calc.Attempts[0].Status != persist.AttemptFailed || !strings.Contains(string(calc.Attempts[0].Error), "not_begun") {
+		t.Fatalf("calculator call %s with attempts %+v", calc.Status, calc.Attempts)
+	}
+	for _, c := range steps[0].Calls {
+		for _, a := range c.Attempts {
+			if a.Status == persist.AttemptRunning {
+				t.Fatalf("call %s has an attempt still running in a cancelled run", c.Name)
+			}
+		}
+	}
+	if c := countTypes(b.events(t, r.ID)); c["tool_attempt.started"] != 2 || c["tool_attempt.failed"] != 2 || c["tool_call.unknown"] != 1 {
+		t.Fatalf("events %v", c)
 	}
 }

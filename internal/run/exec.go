@@ -37,10 +37,10 @@ type execution struct {
 	// of reading back what this execution itself wrote under its fence (no
 	// one else writes a running run's steps, calls or conversation).
 	next *persist.RunState
-	// started maps calls of the step in hand whose first attempt this
-	// execution committed with the model's output to that attempt's id:
-	// the tool is invoked without a write of its own.
-	started map[string]string
+	// started holds the calls of the step in hand whose first attempt this
+	// execution committed with the model's output: the tool is invoked
+	// without a write of its own.
+	started prestarted
 
 	// pending holds what goes out with the next write: run.started or
 	// run.resumed, so that a claim costs no transaction of its own, and the
@@ -105,6 +105,8 @@ func (x *execution) later(evs []persist.EventIn, ops ...persist.Op) {
 // flush commits what is pending, if anything, before the execution hands
 // the run back.
 func (x *execution) flush() error {
+	ops, evs := x.started.unbegun()
+	x.later(evs, ops...)
 	x.pendingMu.Lock()
 	n := len(x.pending) + len(x.pendingOps)
 	x.pendingMu.Unlock()
@@ -289,7 +291,7 @@ func (x *execution) state() (persist.RunState, error) {
 		x.next = nil
 		return *st, nil
 	}
-	x.started = nil
+	x.started.set(nil)
 	return x.load()
 }
 
@@ -367,8 +369,9 @@ func (x *execution) end(st persist.RunState, step *persist.Step, status, reason 
 }
 
 func (x *execution) endWith(st persist.RunState, step *persist.Step, status, reason string, runErr any, extraOps []persist.Op, extraEvs []persist.EventIn) error {
-	ops := append([]persist.Op{}, extraOps...)
-	evs := append([]persist.EventIn{}, extraEvs...)
+	ops, evs := x.started.unbegun()
+	ops = append(ops, extraOps...)
+	evs = append(evs, extraEvs...)
 	stepSeq := st.Run.StepCount
 	if step != nil {
 		stepSeq = step.Seq
@@ -613,7 +616,7 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: persist.StepActing,
 		FinishReason: resp.FinishReason, Usage: usage})
 	calls := make([]persist.ToolCall, 0, len(resp.ToolCalls))
-	begun := map[string]string{}
+	begun := map[string]prestart{}
 	var startEvs []persist.EventIn
 	for i, c := range resp.ToolCalls {
 		id := persist.NewID()
@@ -646,7 +649,7 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 			ops = append(ops, a)
 			startEvs = append(startEvs, persist.EventIn{Type: "tool_attempt.started", Step: step.Seq, Data: map[string]any{
 				"tool_call_id": id, "call_id": c.ID, "name": c.Name, "attempt": 1}})
-			begun[id] = a.ID
+			begun[id] = prestart{attemptID: a.ID, callID: c.ID, name: c.Name, step: step.Seq}
 			calls[i].Status, calls[i].Attempts = persist.CallRunning, 1
 		}
 	}
@@ -654,7 +657,7 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return true, x.stopFor(st, err)
 	}
-	x.started = begun
+	x.started.set(begun)
 	acting := *step
 	acting.Status, acting.FinishReason, acting.Usage = persist.StepActing, resp.FinishReason, addUsage(acting.Usage, usage)
 	setStep(&st, acting)

@@ -169,8 +169,9 @@ func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls 
 func (x *execution) requireAction(st persist.RunState, step *persist.Step, c persist.ToolCall, kind string) error {
 	action := map[string]any{"type": kind, "tool_call_id": c.ID, "call_id": c.CallID,
 		"name": c.Name, "idempotency_key": c.IdempotencyKey, "arguments": c.Arguments, "step": step.Seq}
-	ops := []persist.Op{persist.RunEnd{ID: st.Run.ID, Status: persist.StatusRequiresAction, RequiredAction: action}}
-	evs := []persist.EventIn{{Type: "run.requires_action", Step: step.Seq, Data: map[string]any{"required_action": action}}}
+	ops, evs := x.started.unbegun()
+	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: persist.StatusRequiresAction, RequiredAction: action})
+	evs = append(evs, persist.EventIn{Type: "run.requires_action", Step: step.Seq, Data: map[string]any{"required_action": action}})
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func (x *execution) requireAction(st persist.RunState, step *persist.Step, c per
 // result right after. It updates c to what was committed.
 func (x *execution) runCall(ctx context.Context, st persist.RunState, step *persist.Step, c *persist.ToolCall) {
 	tool, ok := x.e.cfg.Tools.Get(c.Name)
-	startedID, started := x.started[c.ID] // validated, and its attempt 1 committed
+	startedID, started := x.started.take(c.ID) // validated, and its attempt 1 committed
 	var verr error
 	switch {
 	case started:

@@ -1,0 +1,58 @@
+package run
+
+import (
+	"sync"
+
+	"agentd/internal/persist"
+)
+
+// prestarted holds the first attempts committed with a step's model output
+// (see startsWithOutput) until the tool is invoked. Calls run in parallel
+// take theirs concurrently.
+type prestarted struct {
+	mu    sync.Mutex
+	calls map[string]prestart // by tool call id
+}
+
+type prestart struct {
+	attemptID, callID, name string
+	step                    int
+}
+
+// set replaces what is held by calls.
+func (p *prestarted) set(calls map[string]prestart) {
+	p.mu.Lock()
+	p.calls = calls
+	p.mu.Unlock()
+}
+
+// take returns the attempt committed for the call, if any, and forgets it:
+// the caller invokes the tool under it.
+func (p *prestarted) take(toolCallID string) (attemptID string, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s, ok := p.calls[toolCallID]
+	delete(p.calls, toolCallID)
+	return s.attemptID, ok
+}
+
+// unbegun closes the attempts never invoked (the run stops first: cancel,
+// interrupt, deadline, shutdown), so that none is left running: each
+// attempt fails as not begun and its call is planned again, to be attempted
+// when the run goes on. It returns the ops and events that say so.
+func (p *prestarted) unbegun() ([]persist.Op, []persist.EventIn) {
+	p.mu.Lock()
+	calls := p.calls
+	p.calls = nil
+	p.mu.Unlock()
+	var ops []persist.Op
+	var evs []persist.EventIn
+	for id, s := range calls {
+		errData := map[string]any{"message": "the run stopped before the attempt began", "kind": "not_begun"}
+		ops = append(ops, persist.AttemptFinish{ID: s.attemptID, Status: persist.AttemptFailed, Error: errData},
+			persist.ToolCallFinish{ID: id, Status: persist.CallPlanned})
+		evs = append(evs, persist.EventIn{Type: "tool_attempt.failed", Step: s.step, Data: map[string]any{
+			"tool_call_id": id, "call_id": s.callID, "name": s.name, "attempt": 1, "error": errData, "will_retry": false}})
+	}
+	return ops, evs
+}
