@@ -649,7 +649,7 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 			ops = append(ops, a)
 			startEvs = append(startEvs, persist.EventIn{Type: "tool_attempt.started", Step: step.Seq, Data: map[string]any{
 				"tool_call_id": id, "call_id": c.ID, "name": c.Name, "attempt": 1}})
-			begun[id] = prestart{attemptID: a.ID, callID: c.ID, name: c.Name, step: step.Seq}
+			begun[id] = prestart{attemptID: a.ID, callID: c.ID, name: c.Name, step: step.Seq, position: i}
 			calls[i].Status, calls[i].Attempts = persist.CallRunning, 1
 		}
 	}

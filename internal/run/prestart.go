@@ -1,6 +1,8 @@
 package run
 
 import (
+	"maps"
+	"slices"
 	"sync"
 
 	"agentd/internal/persist"
@@ -16,7 +18,7 @@ type prestarted struct {
 
 type prestart struct {
 	attemptID, callID, name string
-	step                    int
+	step, position          int
 }
 
 // set replaces what is held by calls.
@@ -45,9 +47,11 @@ func (p *prestarted) unbegun() ([]persist.Op, []persist.EventIn) {
 	calls := p.calls
 	p.calls = nil
 	p.mu.Unlock()
+	ids := slices.SortedFunc(maps.Keys(calls), func(a, b string) int { return calls[a].position - calls[b].position })
 	var ops []persist.Op
 	var evs []persist.EventIn
-	for id, s := range calls {
+	for _, id := range ids {
+		s := calls[id]
 		errData := map[string]any{"message": "the run stopped before the attempt began", "kind": "not_begun"}
 		ops = append(ops, persist.AttemptFinish{ID: s.attemptID, Status: persist.AttemptFailed, Error: errData},
 			persist.ToolCallFinish{ID: id, Status: persist.CallPlanned})
