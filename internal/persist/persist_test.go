@@ -159,3 +159,36 @@ func TestClaimStartStartsTheFirstStepOnce(t *testing.T) {
 		t.Fatalf("events after the second claim: %d", len(evs))
 	}
 }
+
+// What RunCreateState says of a new run is what a read of it finds.
+func TestRunCreateStateMatchesTheStore(t *testing.T) {
+	t.Parallel()
+	s, _ := persisttest.New(t)
+	ctx := context.Background()
+	st, created, err := s.RunCreateState(ctx, persist.RunCreateParams{TenantID: "default", Model: "m",
+		Params:   persist.RunParams{MaxSteps: 4, IfBusy: "reject"},
+		Input:    []persist.InputMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}},
+		ClaimFor: &persist.ClaimFor{Worker: "w1", TTL: time.Minute, StepID: persist.NewID()}})
+	if err != nil || !created || st.Run.Status != persist.StatusRunning || st.Run.LeaseOwner != "w1" {
+		t.Fatalf("create: %v %v %+v", err, created, st.Run)
+	}
+	got, err := s.RunStateLoad(ctx, st.Run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Messages) != 2 || len(st.Messages) != 2 || len(got.Steps) != 1 || len(st.Steps) != 1 {
+		t.Fatalf("messages %d/%d steps %d/%d", len(st.Messages), len(got.Messages), len(st.Steps), len(got.Steps))
+	}
+	for i, m := range got.Messages {
+		k := st.Messages[i]
+		if k.ID != m.ID || k.Seq != m.Seq || k.Role != m.Role || k.Status != m.Status || len(k.Content) != 1 || k.Content[0] != m.Content[0] {
+			t.Fatalf("message %d: created %+v, stored %+v", i, k, m)
+		}
+	}
+	if k, g := st.Steps[0], got.Steps[0]; k.ID != g.ID || k.Seq != g.Seq || k.Status != g.Status || k.ModelAttempts != g.ModelAttempts {
+		t.Fatalf("step: created %+v, stored %+v", k, g)
+	}
+	if st.Run.StepCount != got.Run.StepCount || st.Run.LastEventSeq != got.Run.LastEventSeq || st.Run.Epoch != got.Run.Epoch {
+		t.Fatalf("run: created %+v, stored %+v", st.Run, got.Run)
+	}
+}

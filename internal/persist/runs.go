@@ -91,20 +91,32 @@ var ErrIdempotencyMismatch = errors.New("idempotency key reused with a different
 // and created=false; for another request, ErrIdempotencyMismatch. A busy
 // conversation gives a *BusyError when IfBusy is "reject" (or empty).
 func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, created bool, err error) {
+	st, created, err := s.RunCreateState(ctx, p)
+	return st.Run, created, err
+}
+
+// RunCreateState is RunCreate that also returns what it knows of the new
+// run's state without reading it back: the conversation's messages when it
+// started the conversation (nil when the conversation existed), and the first
+// step when p.ClaimFor claimed the run. A run found by its idempotency key
+// comes with its row only.
+func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunState, created bool, err error) {
 	if p.IdempotencyKey != "" {
 		if r, ok, err := s.runByKey(ctx, p); ok || err != nil {
-			return r, false, err
+			return RunState{Run: r}, false, err
 		}
 	}
+	var run Run
 	runID := newID()
 	params, err := json.Marshal(p.Params)
 	if err != nil {
-		return Run{}, false, fmt.Errorf("encode params: %w", err)
+		return RunState{}, false, fmt.Errorf("encode params: %w", err)
 	}
 	dup := errors.New("duplicate")
 	cancelled := map[string]int64{} // runs ended by if_busy: interrupt, and their last seq
 	err = s.tx(ctx, func(tx pgx.Tx) error {
 		clear(cancelled)
+		st = RunState{}
 		idle := true // the conversation has no run in flight
 		convID := p.ConversationID
 		if convID == "" {
@@ -181,11 +193,15 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 		// The input messages, the first event and the wake-up of idle
 		// workers go in one round trip.
 		var b batch
-		for _, m := range p.Input {
+		for i, m := range p.Input {
 			op := MessageInsert{ID: newID(), ConversationID: convID, RunID: runID, Role: m.Role,
 				Content: []Part{{Type: "text", Text: m.Content}}, Status: MessageCompleted}
 			if err := op.queue(&b); err != nil {
 				return err
+			}
+			if p.ConversationID == "" { // a new conversation's messages are numbered from 1
+				st.Messages = append(st.Messages, Message{ID: op.ID, ConversationID: convID, RunID: runID, Seq: i + 1,
+					Role: op.Role, Content: op.Content, Status: op.Status})
 			}
 		}
 		data, err := envelope(1, "run.created", runID, 0, time.Now(), map[string]any{
@@ -211,6 +227,7 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 		}
 		b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
 			p.ClaimFor.StepID, runID)
+		st.Steps = []Step{{ID: p.ClaimFor.StepID, RunID: runID, Seq: 1, Status: StepRunning, ModelAttempts: 1, StartedAt: now}}
 		b.exec("insert events", `INSERT INTO run_events (run_id, seq, type, data)
 			VALUES ($1, 2, 'run.started', $2), ($1, 3, 'step.started', $3)`, runID, string(started), string(step))
 		return b.send(ctx, tx)
@@ -220,20 +237,19 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 		if err == nil && !ok {
 			err = fmt.Errorf("run with idempotency key vanished: %w", ErrConflict)
 		}
-		return r, false, err
+		return RunState{Run: r}, false, err
 	}
 	if err != nil {
-		return Run{}, false, err
+		return RunState{}, false, err
 	}
 	if s.OnCommit != nil {
 		for id, last := range cancelled {
 			s.OnCommit(id, last)
 		}
-	}
-	if s.OnCommit != nil {
 		s.OnCommit(runID, run.LastEventSeq)
 	}
-	return run, true, nil
+	st.Run = run
+	return st, true, nil
 }
 
 func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, error) {

@@ -48,6 +48,15 @@ func TestCreateOnAFreeWorkerStartsWithoutAClaim(t *testing.T) {
 	if err != nil || len(steps) != 2 || steps[0].ModelAttempts != 1 {
 		t.Fatalf("steps: %v %+v", err, steps)
 	}
+	// The execution started from the state the creation knew, not from a
+	// read: the model saw the input, then the tool's result.
+	var sent []int
+	for _, req := range b.fake.Requests() {
+		sent = append(sent, len(req.Sent))
+	}
+	if len(sent) != 2 || sent[0] != 1 || sent[1] != 3 || !strings.Contains(string(b.fake.Requests()[0].Sent[0]), "6*7") {
+		t.Fatalf("messages sent per model call %v", sent)
+	}
 }
 
 // A run that must wait (its conversation is busy, or every worker is) is

@@ -19,7 +19,7 @@ import (
 
 // Store is what the engine needs of persistence.
 type Store interface {
-	RunCreate(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error)
+	RunCreateState(ctx context.Context, p persist.RunCreateParams) (persist.RunState, bool, error)
 	RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
@@ -272,7 +272,7 @@ func (e *Engine) claimOne() bool {
 	if c.PrevStatus == persist.StatusRunning {
 		e.m.RunsRecovered.Inc()
 	}
-	e.launch(c, false)
+	e.launch(c, nil, false)
 	return true
 }
 
@@ -290,16 +290,24 @@ func (e *Engine) Create(ctx context.Context, p persist.RunCreateParams) (persist
 		}
 	}
 	if !reserved {
-		return e.cfg.Store.RunCreate(ctx, p)
+		st, created, err := e.cfg.Store.RunCreateState(ctx, p)
+		return st.Run, created, err
 	}
 	p.ClaimFor = &persist.ClaimFor{Worker: e.cfg.WorkerID, TTL: e.cfg.LeaseTTL, StepID: persist.NewID()}
-	run, created, err := e.cfg.Store.RunCreate(ctx, p)
+	st, created, err := e.cfg.Store.RunCreateState(ctx, p)
+	run := st.Run
 	if err != nil || !created || run.Status != persist.StatusRunning || run.LeaseOwner != e.cfg.WorkerID {
 		<-e.sem // not claimed here: queued, or an earlier run found by its key
 		return run, created, err
 	}
 	e.m.ClaimsAttempted.WithLabelValues("at_creation").Inc()
-	if !e.launch(persist.Claim{Run: run, PrevStatus: persist.StatusQueued, StartedStep: p.ClaimFor.StepID}, true) {
+	var known *persist.RunState
+	if p.ConversationID == "" {
+		// A new conversation: the creation knows the run's whole state, so
+		// the execution need not read it back.
+		known = &st
+	}
+	if !e.launch(persist.Claim{Run: run, PrevStatus: persist.StatusQueued, StartedStep: p.ClaimFor.StepID}, known, true) {
 		// The engine began stopping meanwhile: hand the run back at once.
 		<-e.sem
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -311,13 +319,14 @@ func (e *Engine) Create(ctx context.Context, p persist.RunCreateParams) (persist
 	return run, true, nil
 }
 
-// launch executes claim c in the worker slot of e.sem its caller holds,
-// which the execution releases when it ends. With unlessStopping it launches
+// launch executes claim c, from state st when it is known, in the worker
+// slot of e.sem its caller holds, which the execution releases when it ends. With unlessStopping it launches
 // nothing once the engine stops claiming, and reports false (the slot is
 // still the caller's); the dispatcher's own claims are always launched, since
 // Stop waits for the dispatcher before it waits for the runs.
-func (e *Engine) launch(c persist.Claim, unlessStopping bool) bool {
+func (e *Engine) launch(c persist.Claim, st *persist.RunState, unlessStopping bool) bool {
 	x := e.newExecution(c)
+	x.next = st // nil: the execution reads the run's state
 	e.mu.Lock()
 	if unlessStopping && e.claiming.Err() != nil {
 		e.mu.Unlock()
