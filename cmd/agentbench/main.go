@@ -41,6 +41,17 @@ type options struct {
 	streamRuns  int
 	subscribers []int
 	out         io.Writer
+	// remote is a running agentd to measure instead of one in this process
+	// (the http phase only); nil: in-process.
+	remote *remote
+}
+
+// remote is an agentd server run by someone else: its base URL, its
+// database (for the counters and the guarantee checks), and its process, for
+// its CPU time.
+type remote struct {
+	base, database string
+	pid            int
 }
 
 // phases are the benchmarks, in the order each repetition runs them.
@@ -58,6 +69,10 @@ func runBench(args []string, out io.Writer) error {
 	jsonPath := fs.String("json", "agentbench.json", "write the figures of every repetition to this file (empty: none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmarks to this file")
 	serveFake := fs.Bool("serve-fake", false, "internal: serve the fake model on a loopback port and print its address")
+	url := fs.String("url", "", "measure the agentd server at this base URL instead of one in this process (http phase only; "+
+		"the server must use the fake model); needs -url-database")
+	urlDatabase := fs.String("url-database", "", "with -url: the server's database, for write transactions, WAL and the guarantee checks")
+	pid := fs.Int("pid", 0, "with -url: the server's process id, for its CPU time (Linux)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,6 +87,15 @@ func runBench(args []string, out io.Writer) error {
 			o.duration = 2 * time.Second
 		}
 	}
+	if *url != "" {
+		if *urlDatabase == "" {
+			return fmt.Errorf("-url needs -url-database: the server's database, for its counters and the guarantee checks")
+		}
+		o.remote = &remote{base: strings.TrimSuffix(*url, "/"), database: *urlDatabase, pid: *pid}
+		if !flagGiven(fs, "what") {
+			*what = "floor,http"
+		}
+	}
 	if err := o.fromEnv(); err != nil {
 		return err
 	}
@@ -82,6 +106,9 @@ func runBench(args []string, out io.Writer) error {
 	for i, w := range selected {
 		if selected[i] = strings.TrimSpace(w); !slices.Contains(phases, selected[i]) {
 			return fmt.Errorf("-what: no benchmark %q", w)
+		}
+		if o.remote != nil && (selected[i] == "steps" || selected[i] == "stream") {
+			return fmt.Errorf("-what %s: measured in this process only (with -url: floor, http)", selected[i])
 		}
 	}
 	for _, p := range phases { // in their order, whatever the order given
@@ -106,13 +133,19 @@ func runBench(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fake, stopFake, err := startFake()
-	if err != nil {
-		return err
+	fake, where := "", "agentd at "
+	if o.remote != nil {
+		where += o.remote.base
+	} else {
+		var stopFake func()
+		if fake, stopFake, err = startFake(); err != nil {
+			return err
+		}
+		defer stopFake()
+		where = "agentd in this process, the fake model in a child process at " + fake
 	}
-	defer stopFake()
-	fmt.Fprintf(out, "agentd benchmarks: %s of %s (%d CPUs, %s/%s, %s; PostgreSQL %s, synchronous_commit %s; fake model in a child process at %s)\n",
-		plural(o.reps, "repetition"), strings.Join(o.what, ", "), m.CPUs, m.GOOS, m.GOARCH, m.Go, m.PostgreSQL, m.SynchronousCommit, fake)
+	fmt.Fprintf(out, "agentd benchmarks: %s of %s (%d CPUs, %s/%s, %s; PostgreSQL %s, synchronous_commit %s; %s)\n",
+		plural(o.reps, "repetition"), strings.Join(o.what, ", "), m.CPUs, m.GOOS, m.GOARCH, m.Go, m.PostgreSQL, m.SynchronousCommit, where)
 	start := time.Now()
 	var all []metric
 	for rep := 1; rep <= o.reps; rep++ {
@@ -126,9 +159,12 @@ func runBench(args []string, out io.Writer) error {
 	results := summarize(all)
 	fmt.Fprintln(out)
 	printTable(out, results)
+	cpuNote := "this process's (the load driver included, the fake model not)"
+	if o.remote != nil {
+		cpuNote = "the server process's, given with -pid (its built-in fake model included)"
+	}
 	fmt.Fprintf(out, "\nWrite transactions are the transaction ids the whole PostgreSQL cluster assigned, WAL its bytes written;\n"+
-		"agentd CPU is this process's (the load driver included, the fake model not). %s in %s.\n",
-		plural(o.reps, "repetition"), time.Since(start).Round(time.Second))
+		"agentd CPU is %s. %s in %s.\n", cpuNote, plural(o.reps, "repetition"), time.Since(start).Round(time.Second))
 	if *jsonPath != "" {
 		if err := writeReport(*jsonPath, report{Date: start.UTC(), Machine: m, Options: o.report(), Metrics: results}); err != nil {
 			return err
@@ -212,8 +248,12 @@ func (o *options) fromEnv() error {
 }
 
 func (o options) report() reportOptions {
-	return reportOptions{What: o.what, Reps: o.reps, Duration: o.duration.String(), Quick: o.quick, Floor: o.floorTPS,
+	r := reportOptions{What: o.what, Reps: o.reps, Duration: o.duration.String(), Quick: o.quick, Floor: o.floorTPS,
 		StreamRuns: o.streamRuns, Subscribers: o.subscribers}
+	if o.remote != nil {
+		r.URL = o.remote.base
+	}
+	return r
 }
 
 func flagGiven(fs *flag.FlagSet, name string) (given bool) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"agentd/internal/llm/fakellm"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 )
@@ -280,5 +282,46 @@ func TestQuick(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "steps  guarantee violations") {
 		t.Error("no table row for the guarantee violations")
+	}
+}
+
+// With -url the http phase measures a server that runs elsewhere (here, an
+// agentd assembled by the test), with its database for the counters and the
+// checks, and its process for CPU.
+func TestRemoteServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs benchmarks")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, persisttest.AdminURL())
+	if err != nil {
+		t.Skipf("no PostgreSQL at AGENTD_TEST_DATABASE_URL or the default: %v", err)
+	}
+	conn.Close(ctx)
+	fake := httptest.NewServer(fakellm.New(fakellm.WithMaxHistory(1)))
+	defer fake.Close()
+	s, err := newStack(context.Background(), options{admin: persisttest.AdminURL()}, fake.URL+"/v1", "remote", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	var out bytes.Buffer
+	err = runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-reps", "1", "-duration", "1s", "-json", "",
+		"-url", s.base, "-url-database", s.url, "-pid", strconv.Itoa(os.Getpid())}, &out)
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{"floor  transactions/s", "http   runs/s, 16 clients", "http   agentd CPU per run", "http   guarantee violations"} {
+		if !strings.Contains(out.String(), row) {
+			t.Errorf("no row %q", row)
+		}
+	}
+	if strings.Contains(out.String(), "steps ") {
+		t.Error("the steps phase ran against a remote server")
+	}
+	if err := runBench([]string{"-url", s.base, "-url-database", s.url, "-what", "steps"}, &out); err == nil {
+		t.Error("-what steps with -url: no error")
 	}
 }

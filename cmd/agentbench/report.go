@@ -155,6 +155,7 @@ type reportOptions struct {
 	Duration    string   `json:"duration"`
 	Quick       bool     `json:"quick"`
 	Floor       float64  `json:"floor,omitempty"` // given with -floor, not measured
+	URL         string   `json:"url,omitempty"`   // the server measured, when not in this process
 	StreamRuns  int      `json:"stream_runs"`
 	Subscribers []int    `json:"subscribers"`
 }

@@ -212,11 +212,23 @@ const transcriptsPerLevel = 5
 // followed to the terminal event) at 1, 16 and 64 concurrent clients, and
 // the start latency: an uncontended POST /runs to its first SSE event.
 func benchHTTP(ctx context.Context, o options, fake string) ([]metric, error) {
-	s, err := newStack(ctx, o, fake, "http", 64)
-	if err != nil {
-		return nil, err
+	var s *stack
+	cpuTime := cpuTime
+	if t := o.remote; t != nil {
+		store, err := persist.Open(ctx, t.database, 4)
+		if err != nil {
+			return nil, fmt.Errorf("the server's database: %w", err)
+		}
+		defer store.Close()
+		s = &stack{store: store, url: t.database, base: t.base}
+		cpuTime = func() time.Duration { return processCPU(t.pid) }
+	} else {
+		var err error
+		if s, err = newStack(ctx, o, fake, "http", 64); err != nil {
+			return nil, err
+		}
+		defer s.close()
 	}
-	defer s.close()
 	defer client.CloseIdleConnections()
 	var ms []metric
 	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"http", name, unit, v, t}) }
