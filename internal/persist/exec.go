@@ -27,12 +27,12 @@ func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) 
 // run.started and step.started events, which the executor would otherwise
 // commit in a write of its own right after. Claim.StartedStep names the step.
 func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
-	at := time.Now()
-	started, err := envelopeAround("run.started", 0, at, map[string]any{"epoch": 1, "worker": worker})
+	at := eventTime()
+	started, err := newEventRow("", 0, EventIn{Type: "run.started", Data: map[string]any{"epoch": 1, "worker": worker}}, at)
 	if err != nil {
 		return Claim{}, err
 	}
-	step, err := envelopeAround("step.started", 1, at, map[string]any{"transition": nil})
+	step, err := newEventRow("", 0, EventIn{Type: "step.started", Step: 1, Data: map[string]any{"transition": nil}}, at)
 	if err != nil {
 		return Claim{}, err
 	}
@@ -44,15 +44,13 @@ func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Durat
 			RETURNING id
 		),
 		events AS (
-			INSERT INTO run_events (run_id, seq, type, data)
-			SELECT id, last_event_seq - 1, 'run.started', ('{"seq":' || (last_event_seq - 1) || ',' || $5 || id || $6)::json
-			FROM claimed WHERE fresh
+			INSERT INTO run_events (run_id, seq, type, step, data, created_at)
+			SELECT id, last_event_seq - 1, 'run.started', 0, $5::json, $7::timestamptz FROM claimed WHERE fresh
 			UNION ALL
-			SELECT id, last_event_seq, 'step.started', ('{"seq":' || last_event_seq || ',' || $7 || id || $8)::json
-			FROM claimed WHERE fresh
+			SELECT id, last_event_seq, 'step.started', 1, $6::json, $7::timestamptz FROM claimed WHERE fresh
 		)
 		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), `+runColumns+` FROM claimed`,
-		worker, ttl.Milliseconds(), true, newID(), started[0], started[1], step[0], step[1])
+		worker, ttl.Milliseconds(), true, newID(), started.data, step.data, at)
 	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus, &c.StartedStep}})
 	c.Run = r
 	return c, err

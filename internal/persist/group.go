@@ -208,10 +208,11 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 	}
 	// Events are numbered in SQL, after the seqs the fence reserved: the
 	// k-th of a run's events in this write follows the run's last seq.
-	var evRun []int32
+	var evRun, evStep []int32
 	var evK []int64
-	var evType, evTail []string
-	now := time.Now()
+	var evType, evData []string
+	var evAt []time.Time
+	at := eventTime()
 	for _, r := range reqs {
 		i := index[fence{r.f.RunID, r.f.Epoch}]
 		for _, op := range r.ops {
@@ -225,22 +226,25 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 			}
 		}
 		for _, ev := range r.evs {
-			tail, err := envelopeTail(ev.Type, r.f.RunID, ev.Step, now, ev.Data)
+			row, err := newEventRow(r.f.RunID, 0, ev, at)
 			if err != nil {
 				return err
 			}
 			ns[i]++
 			evRun = append(evRun, int32(i+1))
 			evK = append(evK, ns[i])
-			evType = append(evType, ev.Type)
-			evTail = append(evTail, string(tail))
+			evType = append(evType, row.typ)
+			evStep = append(evStep, int32(row.step))
+			evData = append(evData, row.data)
+			evAt = append(evAt, row.at)
 		}
 	}
 	var b batch
 	last := make(map[string]int64, n) // each run's last event seq after the commit
 	b.query("fence", `SELECT fenced_run, fenced_seq FROM agentd_fence($1::uuid[], $2::bigint[], $3::bigint[], $4::int[],
-			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::int[], $10::bigint[], $11::text[], $12::text[])`,
-		[]any{ids, epochs, ns, steps, in, out, cached, reasoning, evRun, evK, evType, evTail}, func(rows pgx.Rows) error {
+			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::int[], $10::bigint[], $11::text[], $12::int[],
+			$13::text[], $14::timestamptz[])`,
+		[]any{ids, epochs, ns, steps, in, out, cached, reasoning, evRun, evK, evType, evStep, evData, evAt}, func(rows pgx.Rows) error {
 			var id string
 			var seq int64
 			_, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {

@@ -188,14 +188,3 @@ func (s *Store) MessagesList(ctx context.Context, conversationID string, after, 
 		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, conversationID, after, limit)
 }
 
-// EventsAfter returns up to limit events of a run after seq, in order.
-func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
-	return queryAll(ctx, s.pool, func(row pgx.Row) (Event, error) {
-		var e Event
-		var data string
-		err := row.Scan(&e.RunID, &e.Seq, &e.Type, &data, &e.CreatedAt)
-		e.Data = json.RawMessage(data)
-		return e, translate(err)
-	}, `SELECT run_id, seq, type, data, created_at FROM run_events
-		WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, after, limit)
-}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -204,32 +202,24 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 					Role: op.Role, Content: op.Content, Status: op.Status})
 			}
 		}
-		data, err := envelope(1, "run.created", runID, 0, time.Now(), map[string]any{
-			"conversation_id": convID, "model": p.Model, "status": StatusQueued,
-		})
-		if err != nil {
-			return err
-		}
-		b.exec("insert event", `INSERT INTO run_events (run_id, seq, type, data) VALUES ($1, 1, 'run.created', $2)`,
-			runID, string(data))
-		if !claimed {
+		// run.created, and when the run is claimed here, its start.
+		at := eventTime()
+		evs := []EventIn{{Type: "run.created", Data: map[string]any{
+			"conversation_id": convID, "model": p.Model, "status": StatusQueued}}}
+		if claimed {
+			evs = append(evs, EventIn{Type: "run.started", Data: map[string]any{"epoch": 1, "worker": p.ClaimFor.Worker}},
+				EventIn{Type: "step.started", Step: 1, Data: map[string]any{"transition": nil}})
+			b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
+				p.ClaimFor.StepID, runID)
+			st.Steps = []Step{{ID: p.ClaimFor.StepID, RunID: runID, Seq: 1, Status: StepRunning, ModelAttempts: 1, StartedAt: at}}
+		} else {
 			b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, runID)
-			return b.send(ctx, tx)
 		}
-		now := time.Now()
-		started, err := envelope(2, "run.started", runID, 0, now, map[string]any{"epoch": 1, "worker": p.ClaimFor.Worker})
+		rows, err := buildEvents(nil, runID, 0, evs, at)
 		if err != nil {
 			return err
 		}
-		step, err := envelope(3, "step.started", runID, 1, now, map[string]any{"transition": nil})
-		if err != nil {
-			return err
-		}
-		b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
-			p.ClaimFor.StepID, runID)
-		st.Steps = []Step{{ID: p.ClaimFor.StepID, RunID: runID, Seq: 1, Status: StepRunning, ModelAttempts: 1, StartedAt: now}}
-		b.exec("insert events", `INSERT INTO run_events (run_id, seq, type, data)
-			VALUES ($1, 2, 'run.started', $2), ($1, 3, 'step.started', $3)`, runID, string(started), string(step))
+		queueEvents(&b, rows)
 		return b.send(ctx, tx)
 	})
 	if errors.Is(err, dup) {
@@ -520,101 +510,3 @@ func newID() string { return uuid.Must(uuid.NewV7()).String() }
 // NewID returns a new time-ordered id (UUIDv7) for rows the caller names.
 func NewID() string { return newID() }
 
-// envelope builds the JSON text of an event as clients receive it.
-func envelope(seq int64, typ, runID string, step int, at time.Time, data any) ([]byte, error) {
-	tail, err := envelopeTail(typ, runID, step, at, data)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(tail)+24)
-	b = append(b, `{"seq":`...)
-	b = strconv.AppendInt(b, seq, 10)
-	b = append(b, ',')
-	return append(b, tail...), nil
-}
-
-// envelopeAround is the envelope of an event of a run that SQL names: its
-// tail (see envelopeTail) cut where the run's id goes.
-func envelopeAround(typ string, step int, at time.Time, data any) ([2]string, error) {
-	const mark = "00000000-0000-0000-0000-000000000000" // the first occurrence is the run_id field
-	tail, err := envelopeTail(typ, mark, step, at, data)
-	if err != nil {
-		return [2]string{}, err
-	}
-	before, after, _ := strings.Cut(string(tail), mark)
-	return [2]string{before, after}, nil
-}
-
-// envelopeTail is an event's envelope without its opening `{"seq":N,`, for
-// writers that learn the seq in SQL (see commitPipelined).
-func envelopeTail(typ, runID string, step int, at time.Time, data any) ([]byte, error) {
-	if data == nil {
-		data = struct{}{}
-	}
-	b, err := json.Marshal(struct {
-		Type  string `json:"type"`
-		RunID string `json:"run_id"`
-		Step  int    `json:"step"`
-		At    string `json:"at"`
-		Data  any    `json:"data"`
-	}{typ, runID, step, at.UTC().Format(time.RFC3339Nano), data})
-	if err != nil {
-		return nil, fmt.Errorf("encode event %s: %w", typ, err)
-	}
-	return b[1:], nil
-}
-
-// eventRow is an event ready to insert.
-type eventRow struct {
-	runID string
-	seq   int64
-	typ   string
-	data  string
-}
-
-// buildEvents numbers evs after seq last and wraps them in their envelopes.
-func buildEvents(rows []eventRow, runID string, last int64, evs []EventIn, now time.Time) ([]eventRow, error) {
-	for i, ev := range evs {
-		seq := last + int64(i) + 1
-		b, err := envelope(seq, ev.Type, runID, ev.Step, now, ev.Data)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, eventRow{runID: runID, seq: seq, typ: ev.Type, data: string(b)})
-	}
-	return rows, nil
-}
-
-// insertEvents inserts rows, of one run or many, in one statement.
-func insertEvents(ctx context.Context, tx pgx.Tx, rows []eventRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	ids := make([]string, len(rows))
-	seqs := make([]int64, len(rows))
-	types := make([]string, len(rows))
-	datas := make([]string, len(rows))
-	for i, r := range rows {
-		ids[i], seqs[i], types[i], datas[i] = r.runID, r.seq, r.typ, r.data
-	}
-	_, err := tx.Exec(ctx, `INSERT INTO run_events (run_id, seq, type, data)
-		SELECT r, s, t, d::json FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[]) AS e(r, s, t, d)`,
-		ids, seqs, types, datas)
-	if err != nil {
-		return fmt.Errorf("append events: %w", err)
-	}
-	return nil
-}
-
-// appendEvents inserts evs after seq last and returns the new last seq. The
-// caller holds the run's row lock and updates runs.last_event_seq.
-func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs []EventIn) (int64, error) {
-	rows, err := buildEvents(nil, runID, last, evs, time.Now())
-	if err != nil {
-		return 0, err
-	}
-	if err := insertEvents(ctx, tx, rows); err != nil {
-		return 0, err
-	}
-	return last + int64(len(evs)), nil
-}
