@@ -65,15 +65,20 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	e := b.engine(t, 5*time.Second)
-	first := createVia(t, e.Create, "", "/stream 10 30", "")
+	first := createVia(t, e.Create, "", "/stream 20 30", "")
 	next := createVia(t, e.Create, first.ConversationID, "/say next", "enqueue")
 	if first.Status != persist.StatusRunning || next.Status != persist.StatusQueued || next.Epoch != 0 {
 		t.Fatalf("first %s, enqueued %s at epoch %d", first.Status, next.Status, next.Epoch)
 	}
-	// Four workers: three more runs take them, the fifth waits.
+	// Four workers: three more runs take them (one created while the
+	// dispatcher held a slot for a moment waits for its claim), and then
+	// the fifth waits.
 	var busy []persist.Run
 	for range 3 {
-		busy = append(busy, createVia(t, e.Create, "", "/stream 10 30", ""))
+		busy = append(busy, createVia(t, e.Create, "", "/stream 20 30", ""))
+	}
+	for _, r := range busy {
+		b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusRunning })
 	}
 	extra := createVia(t, e.Create, "", "/say extra", "")
 	if extra.Status != persist.StatusQueued {
