@@ -173,14 +173,14 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 				deadline_at, step_count)
 				VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, 3, 1, $8, now() + $9 * interval '1 millisecond', now(),
 				CASE WHEN $10::bigint > 0 THEN now() + $10::bigint * interval '1 millisecond' END, 1)
-				ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING `+runColumns,
+				ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING `+runColumns,
 				runID, p.TenantID, convID, p.Model, params, key, hash,
 				p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS)
 		} else {
 			row = tx.QueryRow(ctx, `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
 				idempotency_key, request_hash, last_event_seq)
 				VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1)
-				ON CONFLICT (tenant_id, idempotency_key) DO NOTHING RETURNING `+runColumns,
+				ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING `+runColumns,
 				runID, p.TenantID, convID, p.Model, params, key, hash)
 		}
 		if run, err = scanRun(row); errors.Is(err, ErrNotFound) {
