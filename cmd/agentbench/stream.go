@@ -435,14 +435,19 @@ func streamRuns(ctx context.Context, s *stack, concurrent, subs int, d time.Dura
 				var rw sync.WaitGroup
 				for k := range subs {
 					rw.Go(func() {
-						var seen func(string, int64)
+						var seen func(string, int64, time.Time)
 						var local []time.Duration
 						if k < 10 {
-							seen = func(typ string, seq int64) {
+							// Delivery is measured on live events: those
+							// committed once the stream was open. What was
+							// committed before is replayed, and its wait
+							// says when the client came, not how fast
+							// events are delivered.
+							seen = func(typ string, seq int64, opened time.Time) {
 								if typ != "message.delta" {
 									return
 								}
-								if at, ok := s.commits.at(created.ID, seq); ok {
+								if at, ok := s.commits.at(created.ID, seq); ok && at.After(opened) {
 									local = append(local, time.Since(at))
 								}
 							}
@@ -468,9 +473,10 @@ func streamRuns(ctx context.Context, s *stack, concurrent, subs int, d time.Dura
 // rawFollow reads a run's event stream over a raw connection, as cheaply as
 // a client can (the readers share the machine with the server), until its
 // terminal event. When seen is set it is called with each event's type and
-// id; the HTTP framing (headers, chunk sizes) matches no SSE field and is
-// skipped.
-func rawFollow(base, runID string, seen func(typ string, seq int64)) (events int) {
+// id, and when the stream was open (its headers arrived: the server
+// subscribes before it sends them); the HTTP framing (headers, chunk sizes)
+// matches no SSE field and is skipped.
+func rawFollow(base, runID string, seen func(typ string, seq int64, opened time.Time)) (events int) {
 	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
 		return 0
@@ -482,8 +488,12 @@ func rawFollow(base, runID string, seen func(typ string, seq int64)) (events int
 	buf := make([]byte, 32<<10)
 	var carry []byte
 	var seq int64
+	var opened time.Time
 	for {
 		n, err := c.Read(buf)
+		if opened.IsZero() {
+			opened = time.Now()
+		}
 		data := append(carry, buf[:n]...)
 		for {
 			i := bytes.IndexByte(data, '\n')
@@ -502,7 +512,7 @@ func rawFollow(base, runID string, seen func(typ string, seq int64)) (events int
 				}
 				events++
 				if seen != nil {
-					seen(typ, seq)
+					seen(typ, seq, opened)
 				}
 				if terminalEvent(typ) {
 					return events
