@@ -240,7 +240,10 @@ func TestTranscriptViolation(t *testing.T) {
 }
 
 // TestQuick runs the command briefly against the local PostgreSQL.
-func TestQuick(t *testing.T) {
+// needPostgres skips a test that runs benchmarks in -short mode, or when
+// PostgreSQL cannot be reached.
+func needPostgres(t *testing.T) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs benchmarks")
 	}
@@ -251,9 +254,13 @@ func TestQuick(t *testing.T) {
 		t.Skipf("no PostgreSQL at AGENTD_TEST_DATABASE_URL or the default: %v", err)
 	}
 	conn.Close(ctx)
+}
+
+func TestQuick(t *testing.T) {
+	needPostgres(t)
 	path := filepath.Join(t.TempDir(), "bench.json")
 	var out bytes.Buffer
-	err = runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", "floor,steps", "-reps", "1",
+	err := runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", "floor,steps", "-reps", "1",
 		"-duration", "1s", "-json", path}, &out)
 	t.Log(out.String())
 	if err != nil {
@@ -289,16 +296,7 @@ func TestQuick(t *testing.T) {
 // agentd assembled by the test), with its database for the counters and the
 // checks, and its process for CPU.
 func TestRemoteServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs benchmarks")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, persisttest.AdminURL())
-	if err != nil {
-		t.Skipf("no PostgreSQL at AGENTD_TEST_DATABASE_URL or the default: %v", err)
-	}
-	conn.Close(ctx)
+	needPostgres(t)
 	fake := httptest.NewServer(fakellm.New(fakellm.WithMaxHistory(1)))
 	defer fake.Close()
 	s, err := newStack(context.Background(), options{admin: persisttest.AdminURL()}, fake.URL+"/v1", "remote", 16)
