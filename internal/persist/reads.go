@@ -187,4 +187,3 @@ func (s *Store) MessagesList(ctx context.Context, conversationID string, after, 
 	return queryAll(ctx, s.pool, scanMessage, `SELECT `+messageColumns+` FROM messages
 		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, conversationID, after, limit)
 }
-

@@ -509,4 +509,3 @@ func newID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // NewID returns a new time-ordered id (UUIDv7) for rows the caller names.
 func NewID() string { return newID() }
-
