@@ -217,6 +217,16 @@ type webhookRequest struct {
 	Attempt        int             `json:"attempt,omitempty"`
 }
 
+// requestBody is the JSON body sent for call; attempt 0 leaves it out.
+func requestBody(call Call, attempt int) ([]byte, error) {
+	args := call.Arguments
+	if len(bytes.TrimSpace(args)) == 0 {
+		args = json.RawMessage(`{}`)
+	}
+	return json.Marshal(webhookRequest{Arguments: args, IdempotencyKey: call.IdempotencyKey,
+		RunID: call.RunID, CallID: call.CallID, Attempt: attempt})
+}
+
 // post sends body to url and returns the 2xx answer, or a classified error.
 func (w *webhook) post(ctx context.Context, url, key string, body []byte) ([]byte, bool, error) {
 	req, err := newRequest(ctx, http.MethodPost, url, body)
@@ -250,17 +260,7 @@ func (w *webhook) post(ctx context.Context, url, key string, body []byte) ([]byt
 // "attempt"} to the webhook. A 2xx JSON body is the result; any other 2xx
 // body is returned as a JSON string, an empty one as null.
 func (w *webhook) Invoke(ctx context.Context, call Call) (json.RawMessage, error) {
-	args := call.Arguments
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = json.RawMessage(`{}`)
-	}
-	body, err := json.Marshal(webhookRequest{
-		Arguments:      args,
-		IdempotencyKey: call.IdempotencyKey,
-		RunID:          call.RunID,
-		CallID:         call.CallID,
-		Attempt:        call.Attempt,
-	})
+	body, err := requestBody(call, call.Attempt)
 	if err != nil {
 		return nil, &Error{Kind: KindFinal, Message: "arguments are not valid JSON", Err: err}
 	}
@@ -327,23 +327,14 @@ type Reconciler interface {
 // CanReconcile reports whether the webhook has a reconcile_url.
 func (w *webhook) CanReconcile() bool { return w.reconcileURL != "" }
 
-// Reconcile POSTs the same body as Invoke to reconcile_url and expects a 2xx
+// Reconcile POSTs the body of Invoke, without the attempt, to reconcile_url and expects a 2xx
 // JSON answer {"status": "succeeded"|"failed"|"not_applied"|"unknown",
 // "result"?: any, "error"?: string}.
 func (w *webhook) Reconcile(ctx context.Context, call Call) (Reconciliation, error) {
 	if w.reconcileURL == "" {
 		return Reconciliation{}, errors.New("webhook: no reconcile_url")
 	}
-	args := call.Arguments
-	if len(bytes.TrimSpace(args)) == 0 {
-		args = json.RawMessage(`{}`)
-	}
-	body, err := json.Marshal(webhookRequest{
-		Arguments:      args,
-		IdempotencyKey: call.IdempotencyKey,
-		RunID:          call.RunID,
-		CallID:         call.CallID,
-	})
+	body, err := requestBody(call, 0) // no attempt: it asks about the call
 	if err != nil {
 		return Reconciliation{}, fmt.Errorf("reconcile: %w", err)
 	}
