@@ -134,10 +134,7 @@ func (rec runRecord) violations(keys map[string]string) []string {
 	}
 	var sum persist.Usage
 	for _, st := range rec.steps {
-		sum.InputTokens += st.Usage.InputTokens
-		sum.OutputTokens += st.Usage.OutputTokens
-		sum.CachedInputTokens += st.Usage.CachedInputTokens
-		sum.ReasoningTokens += st.Usage.ReasoningTokens
+		sum = sum.Add(st.Usage)
 		for _, c := range st.Calls {
 			succeeded := 0
 			for _, a := range c.Attempts {

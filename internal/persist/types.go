@@ -48,6 +48,12 @@ type Usage struct {
 	ReasoningTokens   int64 `json:"reasoning_tokens"`
 }
 
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens, ReasoningTokens: u.ReasoningTokens + v.ReasoningTokens}
+}
+
 // Timeouts of a run, in milliseconds; 0 means none.
 type Timeouts struct {
 	TotalMS int64 `json:"total_ms"`

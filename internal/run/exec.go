@@ -659,10 +659,10 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 	}
 	x.started.set(begun)
 	acting := *step
-	acting.Status, acting.FinishReason, acting.Usage = persist.StepActing, resp.FinishReason, addUsage(acting.Usage, usage)
+	acting.Status, acting.FinishReason, acting.Usage = persist.StepActing, resp.FinishReason, acting.Usage.Add(usage)
 	setStep(&st, acting)
 	appendMessage(&st, msg)
-	st.Run.Usage = addUsage(st.Run.Usage, usage)
+	st.Run.Usage = st.Run.Usage.Add(usage)
 	st.Calls, st.Attempts = calls, nil
 	x.carry(st)
 	return false, nil
@@ -679,9 +679,4 @@ func (x *execution) startsWithOutput(st persist.RunState, name, effect, status s
 		return false
 	}
 	return x.e.cfg.Tools.Validate(name, args) == nil
-}
-
-func addUsage(a, b persist.Usage) persist.Usage {
-	return persist.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
-		CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens, ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens}
 }

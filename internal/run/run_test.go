@@ -277,10 +277,7 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 		if s.Status != persist.StepCompleted || s.Seq != i+1 {
 			t.Fatalf("step %d: status %s seq %d", i, s.Status, s.Seq)
 		}
-		sum.InputTokens += s.Usage.InputTokens
-		sum.OutputTokens += s.Usage.OutputTokens
-		sum.CachedInputTokens += s.Usage.CachedInputTokens
-		sum.ReasoningTokens += s.Usage.ReasoningTokens
+		sum = sum.Add(s.Usage)
 		for _, c := range s.Calls {
 			if c.Status != persist.CallSucceeded || c.ToolCall.Attempts != 1 || len(c.Attempts) != 1 {
 				t.Fatalf("call %s: status %s attempts %d", c.Name, c.Status, c.ToolCall.Attempts)
