@@ -129,13 +129,13 @@ func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limi
 	return queryAll(ctx, s.pool, func(row pgx.Row) (Event, error) {
 		var e Event
 		var step int
-		var legacyAt, data string
-		err := row.Scan(&e.RunID, &e.Seq, &e.Type, &step, &legacyAt, &data, &e.CreatedAt)
-		at := legacyAt
-		if at == "" {
+		var at string
+		var data []byte
+		err := row.Scan(&e.RunID, &e.Seq, &e.Type, &step, &at, &data, &e.CreatedAt)
+		if at == "" { // not a row from before migration 00007
 			at = formatEventTime(e.CreatedAt)
 		}
-		e.Data = envelope(e.Seq, e.Type, e.RunID, step, at, []byte(data))
+		e.Data = envelope(e.Seq, e.Type, e.RunID, step, at, data)
 		return e, translate(err)
 	}, `SELECT run_id, seq, type, step, coalesce(legacy_at, ''), data, created_at FROM run_events
 		WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, after, limit)
