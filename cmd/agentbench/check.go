@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"agentd/internal/persist"
+	"agentd/internal/stream"
 )
 
 // sampleSize is how many finished runs each check reads back.
@@ -115,7 +116,7 @@ func (rec runRecord) violations(keys map[string]string) []string {
 		if err := json.Unmarshal(ev.Data, &env); err != nil || env.Seq != ev.Seq || env.Type != ev.Type || env.RunID != r.ID {
 			bad("event %d (%s): its data %s does not match it", ev.Seq, ev.Type, ev.Data)
 		}
-		if !terminalEvent(ev.Type) {
+		if !stream.Terminal(ev.Type) {
 			continue
 		}
 		terminals++

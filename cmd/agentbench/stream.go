@@ -145,15 +145,6 @@ var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, 
 // sseEvent is an event as a client reads it off the wire.
 type sseEvent struct{ ID, Event, Data string }
 
-// terminalEvent reports whether an event of type typ ends a run's stream.
-func terminalEvent(typ string) bool {
-	switch typ {
-	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
-		return true
-	}
-	return false
-}
-
 // follow reads an SSE body (of net/http's client) to its terminal event and
 // counts the events, heartbeats aside. keep, when set, is given each of
 // them; otherwise their ids and data are skipped unread.
@@ -171,7 +162,7 @@ func follow(body io.Reader, keep func(sseEvent)) (events int, err error) {
 					ev.Data = strings.Join(data, "\n")
 					keep(ev)
 				}
-				if terminalEvent(ev.Event) {
+				if stream.Terminal(ev.Event) {
 					return events, nil
 				}
 			}
@@ -514,7 +505,7 @@ func rawFollow(base, runID string, seen func(typ string, seq int64, opened time.
 				if seen != nil {
 					seen(typ, seq, opened)
 				}
-				if terminalEvent(typ) {
+				if stream.Terminal(typ) {
 					return events
 				}
 			}

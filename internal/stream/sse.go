@@ -15,8 +15,8 @@ import (
 	"agentd/internal/persist"
 )
 
-// terminal reports whether an event type ends a run's stream.
-func terminal(typ string) bool {
+// Terminal reports whether an event type ends a run's stream.
+func Terminal(typ string) bool {
 	switch typ {
 	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
 		return true
@@ -255,7 +255,7 @@ func (s *sse) event(ev persist.Event, live bool) end {
 	if live {
 		s.hub.metrics.lag.Observe(time.Since(ev.CreatedAt).Seconds())
 	}
-	if terminal(ev.Type) {
+	if Terminal(ev.Type) {
 		if e := s.flush(); e != endNone {
 			return e
 		}
