@@ -88,7 +88,7 @@ type Config struct {
 	ReadyFunc func(ctx context.Context) error
 	// Events, when set, serves GET /runs/{id}/events. The API checks the
 	// tenant and that the run exists before calling it; the handler finds the
-	// run with RunFromContext.
+	// run's id with RunIDFromContext.
 	Events http.Handler
 	// StreamFunc, when set, answers a POST /runs with "stream": true once the
 	// run is committed (or found again by its idempotency key), by streaming
@@ -127,6 +127,7 @@ type server struct {
 	create   func(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error)
 	defaults RunDefaults
 	maxBody  int64
+	known    knownRuns // runs found for a tenant, for event streams
 }
 
 // New returns the API's http.Handler. It panics when cfg.Store is nil, which
@@ -213,7 +214,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
 		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
 		if cfg.Events != nil {
-			r.With(s.loadRun).Method(http.MethodGet, "/runs/{id}/events", cfg.Events)
+			r.With(s.findRun).Method(http.MethodGet, "/runs/{id}/events", cfg.Events)
 		}
 		r.Get("/conversations/{id}", s.handle(s.conversationGet))
 		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))

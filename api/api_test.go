@@ -731,11 +731,11 @@ func TestEventsAndStreamHooks(t *testing.T) {
 	var streamed, followed atomic.Value // run ids, written by the server's goroutines
 	b := setup(t, func(c *api.Config) {
 		c.Events = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			run, ok := api.RunFromContext(r.Context())
+			id, ok := api.RunIDFromContext(r.Context())
 			if !ok || api.TenantFromContext(r.Context()) != "default" {
 				t.Error("events handler without a run or tenant")
 			}
-			followed.Store(run.ID)
+			followed.Store(id)
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, ": ok\n\n")
 		})
@@ -760,6 +760,61 @@ func TestEventsAndStreamHooks(t *testing.T) {
 	wantProblem(t, b.do("GET", "/runs/"+id+"/events", "", "X-Tenant-ID", "acme"), http.StatusNotFound, "run_not_found")
 	if followed.Load() != "" {
 		t.Fatal("events handler called for another tenant's run")
+	}
+}
+
+// countingStore counts the reads of single runs.
+type countingStore struct {
+	*persist.Store
+	gets atomic.Int64
+}
+
+func (c *countingStore) RunGet(ctx context.Context, tenantID, id string) (persist.Run, error) {
+	c.gets.Add(1)
+	return c.Store.RunGet(ctx, tenantID, id)
+}
+
+// TestEventsCheckARunOnce: the event streams of a run this instance created
+// or already found do not read the run again; another tenant's request, or
+// an unknown run, is read (and refused) each time.
+func TestEventsCheckARunOnce(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	counting := &countingStore{Store: store}
+	b := setupWith(t, store, counting, func(c *api.Config) {
+		c.Events = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+		})
+	})
+	created := b.createRun(`{"input": "hi"}`).ID
+	foreign, _, err := store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "acme", Model: "m",
+		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "theirs"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting.gets.Store(0)
+	for range 3 {
+		if r := b.do("GET", "/runs/"+created+"/events", ""); r.status != http.StatusOK {
+			t.Fatalf("events of a created run: %d %s", r.status, r.body)
+		}
+	}
+	if n := counting.gets.Load(); n != 0 {
+		t.Fatalf("events of a run created here read it %d times, want 0", n)
+	}
+	for range 3 {
+		if r := b.do("GET", "/runs/"+foreign.ID+"/events", "", "X-Tenant-ID", "acme"); r.status != http.StatusOK {
+			t.Fatalf("events of a run created elsewhere: %d %s", r.status, r.body)
+		}
+	}
+	if n := counting.gets.Load(); n != 1 {
+		t.Fatalf("events of a run created elsewhere read it %d times, want 1", n)
+	}
+	for range 2 {
+		wantProblem(t, b.do("GET", "/runs/"+foreign.ID+"/events", ""), http.StatusNotFound, "run_not_found")
+		wantProblem(t, b.do("GET", "/runs/"+uuid.NewString()+"/events", ""), http.StatusNotFound, "run_not_found")
+	}
+	if n := counting.gets.Load(); n != 5 {
+		t.Fatalf("refused requests read the run %d times in all, want 5 (1 + 4)", n)
 	}
 }
 

@@ -16,8 +16,6 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"agentd/internal/persist"
 )
 
 type ctxKey int
@@ -67,11 +65,11 @@ func TenantFromContext(ctx context.Context) string {
 	return t
 }
 
-// RunFromContext returns the run that the API read (for the request's
-// tenant) before calling Config.Events.
-func RunFromContext(ctx context.Context) (persist.Run, bool) {
-	r, ok := ctx.Value(keyRun).(persist.Run)
-	return r, ok
+// RunIDFromContext returns the id of the run that the API found for the
+// request's tenant before calling Config.Events.
+func RunIDFromContext(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(keyRun).(string)
+	return id, ok
 }
 
 // statusWriter remembers the status and size of a response. It unwraps, so
@@ -197,16 +195,25 @@ func (s *server) requireJSON(next http.Handler) http.Handler {
 	})
 }
 
-// loadRun reads the run named by {id} for the tenant (404 otherwise) and
-// puts it in the context, for handlers mounted from outside (Config.Events).
-func (s *server) loadRun(next http.Handler) http.Handler {
+// findRun checks that the run named by {id} exists for the tenant (404
+// otherwise) and puts its id in the context, for handlers mounted from
+// outside (Config.Events). A run this instance knows of is not read again.
+func (s *server) findRun(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		run, err := s.runFor(r)
+		id, err := runID(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRun, run)))
+		tenant := TenantFromContext(r.Context())
+		if !s.known.has(tenant, id) {
+			if _, err := s.store.RunGet(r.Context(), tenant, id); err != nil {
+				s.fail(w, r, storeErr(opRead, err))
+				return
+			}
+			s.known.add(tenant, id)
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRun, id)))
 	})
 }
 

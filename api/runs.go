@@ -67,6 +67,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeErr(opCreate, err)
 	}
+	s.known.add(tenant, run.ID)
 	w.Header().Set("Location", "/runs/"+run.ID)
 	if !created {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
