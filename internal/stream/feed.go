@@ -34,6 +34,12 @@ type feed struct {
 	quit  chan struct{}            // closed under Hub.mu when the last subscriber leaves
 	want  atomic.Int64             // the highest seq known to be committed
 	force atomic.Bool              // read even when want says there is nothing new
+
+	// recent keeps the run's latest events this instance read, so that a
+	// stream joining the run replays them from memory: subscribers of one
+	// run mostly arrive together, and each replaying from the database
+	// would read the same rows once per subscriber.
+	recent recent
 }
 
 // notify says that events up to seq are committed.
@@ -65,6 +71,7 @@ func (h *Hub) subscribeLocked(runID string) *subscriber {
 			wakeC: make(chan struct{}, 1),
 			quit:  make(chan struct{}),
 		}
+		f.recent.told = -1
 		h.feeds[runID] = f
 		h.wg.Add(1)
 		go h.runFeed(f)
@@ -98,6 +105,7 @@ func (h *Hub) removeLocked(s *subscriber) bool {
 func (h *Hub) fanOut(f *feed, b batch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	f.recent.add(b.events, b.upTo)
 	for s := range f.subs {
 		select {
 		case s.ch <- b:

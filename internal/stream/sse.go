@@ -92,7 +92,7 @@ func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, af
 	defer cancel()
 	defer context.AfterFunc(h.ctx, cancel)()
 
-	s := &sse{hub: h, w: w, rc: http.NewResponseController(w), ctx: ctx, client: r.Context(), runID: runID, last: after}
+	s := &sse{hub: h, w: w, rc: http.NewResponseController(w), ctx: ctx, client: r.Context(), runID: runID, last: after, feed: sub.feed}
 	end := s.serve(sub)
 	switch end {
 	case endWriteTimeout:
@@ -138,6 +138,7 @@ type sse struct {
 	ctx     context.Context // ends with the client's request or the Hub
 	client  context.Context // the request's
 	runID   string
+	feed    *feed     // the run's, which the stream is subscribed to
 	last    int64     // the seq of the last event sent
 	movedAt time.Time // when the write deadline was last moved
 	scratch [64]byte  // for "id:" and "event:" lines
@@ -168,7 +169,7 @@ func (s *sse) serve(sub *subscriber) end {
 		case <-sub.gone:
 			return endDropped
 		case b := <-sub.ch:
-			if e := s.deliver(b); e != endNone {
+			if e := s.deliverPending(sub, b); e != endNone {
 				return e
 			}
 		case <-hb.C:
@@ -186,11 +187,12 @@ func (s *sse) ctxEnd() end {
 	return endStopped
 }
 
-// catchUp sends every stored event after s.last, a page at a time.
+// catchUp sends the stored events after s.last that the feed will not
+// bring, a page at a time.
 func (s *sse) catchUp() end {
 	for {
 		ctx, cancel := context.WithTimeout(s.ctx, dbTimeout)
-		evs, err := s.hub.store.EventsAfter(ctx, s.runID, s.last, pageSize)
+		evs, more, err := s.feed.recent.eventsAfter(ctx, s.hub.store, s.runID, s.last, pageSize)
 		cancel()
 		if err != nil {
 			if s.ctx.Err() != nil {
@@ -207,15 +209,31 @@ func (s *sse) catchUp() end {
 		if e := s.flush(); e != endNone {
 			return e
 		}
-		if len(evs) < pageSize {
+		if !more {
 			return endNone
 		}
 	}
 }
 
-// deliver sends what a live batch adds to what was sent: events at or
+// deliverPending delivers b and the batches that are waiting behind it,
+// then flushes: a client that fell behind gets what it missed in one write.
+func (s *sse) deliverPending(sub *subscriber, b batch) end {
+	for {
+		if e := s.deliver(b); e != endNone {
+			return e
+		}
+		select {
+		case b = <-sub.ch:
+			continue
+		default:
+		}
+		return s.flush()
+	}
+}
+
+// deliver writes what a live batch adds to what was sent: events at or
 // below s.last are dropped, and a gap before the batch (or up to its upTo)
-// is read from the database first.
+// is replayed first.
 func (s *sse) deliver(b batch) end {
 	for _, ev := range b.events {
 		if ev.Seq <= s.last {
@@ -234,9 +252,9 @@ func (s *sse) deliver(b batch) end {
 		}
 	}
 	if b.upTo > s.last {
-		return s.catchUp() // it flushes
+		return s.catchUp()
 	}
-	return s.flush()
+	return endNone
 }
 
 // event writes one stored event; after a terminal one it flushes and

@@ -521,6 +521,59 @@ func TestCrossInstance(t *testing.T) {
 	}
 }
 
+// replayCounter counts the database reads of a run's events from its start.
+type replayCounter struct {
+	*persist.Store
+	fromStart atomic.Int64
+}
+
+func (c *replayCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
+	if after == 0 {
+		c.fromStart.Add(1)
+	}
+	return c.Store.EventsAfter(ctx, runID, after, limit)
+}
+
+// TestJoiningStreamsShareTheReplay: streams that join a run together replay
+// its stored events from one database read, and every one of them still
+// gets the run's exact transcript.
+func TestJoiningStreamsShareTheReplay(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	counter := &replayCounter{Store: store}
+	inst := newInstance(t, counter, stream.Config{}, nil)
+	store.OnCommit = inst.hub.Published
+	f := newRun(t, store)
+	appendEvents(t, store, f, 30, 5, 40)
+
+	const streams = 40
+	c := client(t)
+	got := make([]chan []event, streams)
+	for i := range got {
+		got[i] = make(chan []event, 1)
+		resp := get(t, c, inst.srv.URL+"/runs/"+f.RunID+"/events", nil)
+		go func() { got[i] <- readAll(t, resp) }()
+	}
+	if !waitFor(10*time.Second, func() bool { return inst.hub.SubscriberCount() == streams }) {
+		t.Fatalf("subscribers: %+v", inst.hub.Stats())
+	}
+	appendEvents(t, store, f, 10, 5, 40)
+	complete(t, store, f)
+	want := transcript(t, store, f.RunID)
+	for i, ch := range got {
+		var b strings.Builder
+		for _, ev := range <-ch {
+			b.WriteString(ev.line())
+		}
+		if b.String() != want {
+			t.Fatalf("stream %d differs from the stored run:\n%s\nwant:\n%s", i, b.String(), want)
+		}
+	}
+	if n := counter.fromStart.Load(); n != 1 {
+		t.Fatalf("%d streams replaying from the start read the database %d times, want once", streams, n)
+	}
+}
+
 // smallBuffers makes accepted connections' send buffers small, so that a
 // slow reader blocks the server's writes after little data.
 type smallBuffers struct{ net.Listener }

@@ -1,0 +1,133 @@
+package stream
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"agentd/internal/persist"
+)
+
+// recentBytes caps the event data a feed keeps in memory; above it, the
+// oldest events go until half of it is left. A run's subscribers mostly
+// join together, at its start, and replay the same first events; a client
+// rejoining far behind reads the database as before.
+const recentBytes = 32 << 10
+
+// recent is what a feed remembers for the streams that join its run: the
+// latest contiguous events it or a replay read, and the seq up to which the
+// feed has told its subscribers about every event. A joining stream replays
+// from it what it holds, and otherwise from one database read shared by the
+// streams that need events it lacks at the same time.
+//
+// Events are never modified once read, so a slice handed out stays valid
+// however recent changes later: it replaces its slice, or appends past the
+// end of every slice it handed out.
+type recent struct {
+	mu      sync.Mutex
+	events  []persist.Event // contiguous seqs, ascending
+	bytes   int             // of the events' data
+	told    int64           // every event up to told went to the subscribers through the feed; -1: none yet
+	loading chan struct{}   // closed when the database read in flight ends; nil: none
+}
+
+// add records what the feed handed its subscribers: events (contiguous and
+// ascending), and that every event up to upTo was told. The caller holds
+// Hub.mu, so a stream subscribes either before this (and gets the batch) or
+// after it (and finds it here).
+func (r *recent) add(events []persist.Event, upTo int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.merge(events)
+	r.told = max(r.told, upTo)
+}
+
+// merge adds contiguous ascending events: they join the held ones when the
+// two overlap or touch, and replace them when they hold them or are newer.
+// Older, separate events are not kept. The caller holds r.mu.
+func (r *recent) merge(evs []persist.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	first, last := evs[0].Seq, evs[len(evs)-1].Seq
+	switch {
+	case len(r.events) == 0, first <= r.lo() && last >= r.hi(), first > r.hi()+1:
+		r.events = slices.Clone(evs)
+	case first <= r.hi()+1 && last > r.hi(): // extends the end
+		r.events = append(r.events, evs[r.hi()+1-first:]...)
+	case first < r.lo() && last+1 >= r.lo(): // extends the front
+		r.events = slices.Concat(evs[:r.lo()-first], r.events)
+	default:
+		return
+	}
+	r.bytes = 0
+	for _, ev := range r.events {
+		r.bytes += len(ev.Data)
+	}
+	if r.bytes <= recentBytes {
+		return
+	}
+	k := 0
+	for ; k < len(r.events)-1 && r.bytes > recentBytes/2; k++ {
+		r.bytes -= len(r.events[k].Data)
+	}
+	// A copy, so that the dropped events are not kept alive by the array.
+	r.events = slices.Clone(r.events[k:])
+}
+
+func (r *recent) lo() int64 { return r.events[0].Seq }
+func (r *recent) hi() int64 { return r.events[len(r.events)-1].Seq }
+
+// held returns up to limit held events after seq after, whether it could
+// answer, and whether the stream must ask again after the last of them for
+// events it may not get from the feed. It can answer when it holds the
+// event after after, or when the feed has told its subscribers every event
+// up to after: the later ones reach a subscribed stream through the feed.
+// The caller holds r.mu.
+func (r *recent) held(after int64, limit int) (evs []persist.Event, ok, more bool) {
+	if len(r.events) > 0 && r.lo() <= after+1 && after < r.hi() {
+		evs = r.events[after+1-r.lo():]
+		evs = evs[:min(len(evs), limit)]
+		return evs, true, len(evs) == limit || evs[len(evs)-1].Seq < r.told
+	}
+	if r.told >= 0 && after >= r.told && (len(r.events) == 0 || after >= r.hi()) {
+		return nil, true, false
+	}
+	return nil, false, false
+}
+
+// eventsAfter returns up to limit stored events of the run after seq after,
+// for the replay of a stream subscribed to the feed, and whether the stream
+// must ask again after the last of them. They come from memory when recent
+// holds them, and otherwise from the database: one read at a time per run,
+// which the streams waiting for it then try first.
+func (r *recent) eventsAfter(ctx context.Context, store Store, runID string, after int64, limit int) (evs []persist.Event, more bool, err error) {
+	for {
+		r.mu.Lock()
+		if evs, ok, more := r.held(after, limit); ok {
+			r.mu.Unlock()
+			return evs, more, nil
+		}
+		if wait := r.loading; wait != nil {
+			r.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, false, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		r.loading = done
+		r.mu.Unlock()
+		evs, err := store.EventsAfter(ctx, runID, after, limit)
+		r.mu.Lock()
+		r.loading = nil
+		close(done)
+		if err == nil {
+			r.merge(evs)
+		}
+		r.mu.Unlock()
+		return evs, len(evs) == limit, err
+	}
+}
