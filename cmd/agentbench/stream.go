@@ -215,7 +215,7 @@ func benchHTTP(ctx context.Context, o options, fake string) ([]metric, error) {
 		cpuTime = func() time.Duration { return processCPU(t.pid) }
 	} else {
 		var err error
-		if s, err = newStack(ctx, o, fake, "http", 64); err != nil {
+		if s, err = newStack(ctx, o, fake, "http", run.DefaultWorkers); err != nil {
 			return nil, err
 		}
 		defer s.close()
@@ -356,7 +356,7 @@ func startLatency(base string, n int) ([]time.Duration, error) {
 // the replay of a 10,000-event run, and the memory of 1,000 open
 // connections.
 func benchStream(ctx context.Context, o options, fake string) ([]metric, error) {
-	s, err := newStack(ctx, o, fake, "stream", 16)
+	s, err := newStack(ctx, o, fake, "stream", run.DefaultWorkers)
 	if err != nil {
 		return nil, err
 	}

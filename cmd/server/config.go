@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	engine "agentd/internal/run"
 )
 
 // config is the server's configuration.
@@ -51,7 +53,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL; the database is created if missing (DATABASE_URL)")
 	fs.StringVar(&c.Addr, "addr", env("AGENTD_ADDR", "127.0.0.1:8080"), "listen address (AGENTD_ADDR)")
 	fs.StringVar(&migrate, "migrate", env("AGENTD_MIGRATE", "true"), "apply migrations at start-up (AGENTD_MIGRATE)")
-	workers := fs.String("workers", env("AGENTD_WORKERS", "16"), "runs executed at once by this instance (AGENTD_WORKERS)")
+	workers := fs.String("workers", env("AGENTD_WORKERS", strconv.Itoa(engine.DefaultWorkers)), "runs executed at once by this instance (AGENTD_WORKERS)")
 	lease := fs.String("lease-ttl", env("AGENTD_LEASE_TTL", "15s"), "run lease TTL; a dead instance's runs move after it (AGENTD_LEASE_TTL)")
 	poll := fs.String("poll-interval", env("AGENTD_POLL_INTERVAL", "2s"), "fallback claim poll when no notification arrives (AGENTD_POLL_INTERVAL)")
 	heartbeat := fs.String("heartbeat", env("AGENTD_HEARTBEAT", "15s"), "SSE heartbeat interval (AGENTD_HEARTBEAT)")

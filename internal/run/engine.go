@@ -49,7 +49,7 @@ type Config struct {
 	Logger  *slog.Logger
 	Metrics *Metrics
 
-	Workers      int           // runs executed at once on this instance; default 16
+	Workers      int           // runs executed at once on this instance; default DefaultWorkers
 	LeaseTTL     time.Duration // default 15s; the lease is extended every TTL/3
 	PollInterval time.Duration // fallback claim poll when no NOTIFY arrives; default 2s
 	// SweepInterval is how often runs waiting for a client past their
@@ -92,10 +92,15 @@ type Engine struct {
 	stopOnce   sync.Once
 }
 
+// DefaultWorkers is how many runs an instance executes at once unless told
+// otherwise. More runs in flight than this on a small machine only add
+// contention: they wait queued, in order, instead.
+const DefaultWorkers = 16
+
 // New returns an engine; it does nothing until Start.
 func New(cfg Config) *Engine {
 	if cfg.Workers <= 0 {
-		cfg.Workers = 16
+		cfg.Workers = DefaultWorkers
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 15 * time.Second
