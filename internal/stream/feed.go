@@ -78,6 +78,7 @@ func (h *Hub) subscribeLocked(runID string) *subscriber {
 	}
 	s := &subscriber{feed: f, ch: make(chan batch, subscriberBuffer), gone: make(chan struct{})}
 	f.subs[s] = struct{}{}
+	f.recent.share(len(f.subs) > 1)
 	h.subscribers++
 	return s
 }
@@ -90,6 +91,7 @@ func (h *Hub) removeLocked(s *subscriber) bool {
 		return false
 	}
 	delete(f.subs, s)
+	f.recent.share(len(f.subs) > 1)
 	h.subscribers--
 	if len(f.subs) == 0 {
 		close(f.quit)

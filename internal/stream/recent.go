@@ -11,7 +11,9 @@ import (
 // recentBytes caps the event data a feed keeps in memory; above it, the
 // oldest events go until half of it is left. A run's subscribers mostly
 // join together, at its start, and replay the same first events; a client
-// rejoining far behind reads the database as before.
+// rejoining far behind reads the database as before. A feed keeps events
+// only while it has more than one subscriber: a run's only stream would
+// never read them again.
 const recentBytes = 32 << 10
 
 // recent is what a feed remembers for the streams that join its run: the
@@ -29,6 +31,18 @@ type recent struct {
 	bytes   int             // of the events' data
 	told    int64           // every event up to told went to the subscribers through the feed; -1: none yet
 	loading chan struct{}   // closed when the database read in flight ends; nil: none
+	shared  bool            // the feed has more than one subscriber: events are kept
+}
+
+// share says whether the feed has more than one subscriber; the events held
+// go when it has not. The caller holds Hub.mu.
+func (r *recent) share(shared bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.shared = shared
+	if !shared {
+		r.events, r.bytes = nil, 0
+	}
 }
 
 // add records what the feed handed its subscribers: events (contiguous and
@@ -42,11 +56,12 @@ func (r *recent) add(events []persist.Event, upTo int64) {
 	r.told = max(r.told, upTo)
 }
 
-// merge adds contiguous ascending events: they join the held ones when the
-// two overlap or touch, and replace them when they hold them or are newer.
-// Older, separate events are not kept. The caller holds r.mu.
+// merge adds contiguous ascending events, while the feed is shared: they
+// join the held ones when the two overlap or touch, and replace them when
+// they hold them or are newer. Older, separate events are not kept. The
+// caller holds r.mu.
 func (r *recent) merge(evs []persist.Event) {
-	if len(evs) == 0 {
+	if len(evs) == 0 || !r.shared {
 		return
 	}
 	first, last := evs[0].Seq, evs[len(evs)-1].Seq

@@ -42,7 +42,7 @@ func TestRecentMerge(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := &recent{told: -1}
+			r := &recent{told: -1, shared: true}
 			if c.held != ([2]int64{}) {
 				r.merge(evs(c.held[0], c.held[1], 10))
 			}
@@ -63,7 +63,7 @@ func TestRecentMerge(t *testing.T) {
 }
 
 func TestRecentKeepsTheNewestWithinItsCap(t *testing.T) {
-	r := &recent{told: -1}
+	r := &recent{told: -1, shared: true}
 	const size = 1000
 	r.merge(evs(1, 100, size)) // 100,000 bytes: over the cap
 	if r.bytes > recentBytes/2 || r.hi() != 100 {
@@ -89,7 +89,7 @@ func TestRecentKeepsTheNewestWithinItsCap(t *testing.T) {
 }
 
 func TestRecentHeld(t *testing.T) {
-	r := &recent{told: -1}
+	r := &recent{told: -1, shared: true}
 	if _, ok, _ := r.held(0, 10); ok {
 		t.Fatal("answered before the feed told or held anything")
 	}
@@ -117,5 +117,25 @@ func TestRecentHeld(t *testing.T) {
 	}
 	if got, ok, more := r.held(9, 10); !ok || len(got) != 0 || more {
 		t.Fatalf("past everything: %v %v %v", got, ok, more)
+	}
+}
+
+func TestRecentKeepsNothingForOneSubscriber(t *testing.T) {
+	r := &recent{told: -1}
+	r.add(evs(1, 5, 10), 5)
+	if len(r.events) != 0 {
+		t.Fatalf("kept %v for a feed with one subscriber", span(r))
+	}
+	if _, ok, _ := r.held(5, 10); !ok {
+		t.Fatal("a stream at the feed's position must still be answered")
+	}
+	r.share(true)
+	r.add(evs(6, 8, 10), 8)
+	if span(r) != [2]int64{6, 8} {
+		t.Fatalf("shared feed holds %v, want 6-8", span(r))
+	}
+	r.share(false)
+	if len(r.events) != 0 || r.bytes != 0 {
+		t.Fatalf("kept %v after going back to one subscriber", span(r))
 	}
 }

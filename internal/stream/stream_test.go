@@ -535,8 +535,8 @@ func (c *replayCounter) EventsAfter(ctx context.Context, runID string, after int
 }
 
 // TestJoiningStreamsShareTheReplay: streams that join a run together replay
-// its stored events from one database read, and every one of them still
-// gets the run's exact transcript.
+// its stored events from memory, not one database read each, and every one
+// of them still gets the run's exact transcript.
 func TestJoiningStreamsShareTheReplay(t *testing.T) {
 	t.Parallel()
 	store, _ := persisttest.New(t)
@@ -569,8 +569,10 @@ func TestJoiningStreamsShareTheReplay(t *testing.T) {
 			t.Fatalf("stream %d differs from the stored run:\n%s\nwant:\n%s", i, b.String(), want)
 		}
 	}
-	if n := counter.fromStart.Load(); n != 1 {
-		t.Fatalf("%d streams replaying from the start read the database %d times, want once", streams, n)
+	// The first stream, alone on the feed, keeps nothing; the first one to
+	// join it reads again, and the feed keeps what it read for the others.
+	if n := counter.fromStart.Load(); n > 2 {
+		t.Fatalf("%d streams replaying from the start read the database %d times, want at most 2", streams, n)
 	}
 }
 
