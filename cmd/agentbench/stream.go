@@ -394,12 +394,18 @@ func benchStream(ctx context.Context, o options, fake string) ([]metric, error) 
 		return nil, err
 	}
 	add("replay of a 10,000-event run", "events/s", replay, atLeast(100_000))
-	perConn, err := benchConnections(ctx, s)
+	perConn, err := benchConnections(ctx, s, false)
 	if err != nil {
 		return nil, err
 	}
 	add("memory per open SSE connection (1,000 open)", "KiB", perConn, below(64))
-	fmt.Fprintf(o.out, "  stream: replay %.0f events/s; 1,000 open SSE connections %.1f KiB each\n", replay, perConn)
+	perRun, err := benchConnections(ctx, s, true)
+	if err != nil {
+		return nil, err
+	}
+	add("memory per open SSE connection (1,000 runs, 1 each)", "KiB", perRun, below(64))
+	fmt.Fprintf(o.out, "  stream: replay %.0f events/s; 1,000 open SSE connections %.1f KiB each (one run), %.1f KiB each (one per run)\n",
+		replay, perConn, perRun)
 	return ms, nil
 }
 
@@ -565,15 +571,30 @@ func benchReplay(ctx context.Context, s *stack) (eventsPerSec float64, err error
 	return total / best.Seconds(), nil
 }
 
-// benchConnections opens 1,000 SSE connections to a run that stays queued
-// (the engine is stopped) and returns the memory each costs this process, in
-// KiB (heap and stacks, client sockets included).
-func benchConnections(ctx context.Context, s *stack) (float64, error) {
+// benchConnections opens 1,000 SSE connections to runs that stay queued
+// (the engine is stopped), all to one run or each to a run of its own
+// (then each has a feed of its own too), and returns the memory each costs
+// this process, in KiB (heap and stacks, client sockets included).
+func benchConnections(ctx context.Context, s *stack, runEach bool) (float64, error) {
 	const conns = 1000
-	r, _, err := s.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
-		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "/say idle"}}})
-	if err != nil {
-		return 0, err
+	runs := 1
+	if runEach {
+		runs = conns
+	}
+	ids := make([]string, runs)
+	for i := range ids {
+		r, _, err := s.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
+			Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "/say idle"}}})
+		if err != nil {
+			return 0, err
+		}
+		ids[i] = r.ID
+	}
+	// The streams of an earlier measurement end as their connections close.
+	for deadline := time.Now().Add(10 * time.Second); s.hub.Stats().Streams > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d streams still open", s.hub.Stats().Streams)
+		}
 	}
 	addr := strings.TrimPrefix(s.base, "http://")
 	mem := func() uint64 {
@@ -589,9 +610,9 @@ func benchConnections(ctx context.Context, s *stack) (float64, error) {
 			c.Close()
 		}
 	}()
-	req := "GET /runs/" + r.ID + "/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n"
 	buf := make([]byte, 4096)
-	for range conns {
+	for i := range conns {
+		req := "GET /runs/" + ids[i%runs] + "/events HTTP/1.1\r\nHost: bench\r\nAccept: text/event-stream\r\n\r\n"
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			return 0, err
