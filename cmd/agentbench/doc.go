@@ -11,7 +11,7 @@
 //     (POST /runs to the first SSE event);
 //   - stream: event append rate, commit-to-client delivery latency with 1 and
 //     100 subscribers per run, replay speed of a 10,000-event run, and the
-//     memory of 1,000 open SSE connections.
+//     memory of 1,000 open SSE connections (to one run, and to 1,000 runs).
 //
 // Each of -reps repetitions (3 by default) runs every selected benchmark
 // once, so that drift of the machine spreads across them; the steps ratio is
