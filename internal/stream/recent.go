@@ -19,19 +19,19 @@ const recentBytes = 32 << 10
 // recent is what a feed remembers for the streams that join its run: the
 // latest contiguous events it or a replay read, and the seq up to which the
 // feed has told its subscribers about every event. A joining stream replays
-// from it what it holds, and otherwise from one database read shared by the
-// streams that need events it lacks at the same time.
+// from it what it holds, and otherwise from the database, in one read for
+// the streams that need the same events at the same time.
 //
 // Events are never modified once read, so a slice handed out stays valid
 // however recent changes later: it replaces its slice, or appends past the
 // end of every slice it handed out.
 type recent struct {
-	mu      sync.Mutex
-	events  []persist.Event // contiguous seqs, ascending
-	bytes   int             // of the events' data
-	told    int64           // every event up to told went to the subscribers through the feed; -1: none yet
-	loading chan struct{}   // closed when the database read in flight ends; nil: none
-	shared  bool            // the feed has more than one subscriber: events are kept
+	mu     sync.Mutex
+	events []persist.Event   // contiguous seqs, ascending
+	bytes  int               // of the events' data
+	told   int64             // every event up to told went to the subscribers through the feed; -1: none yet
+	loads  map[pageKey]*load // database reads in flight
+	shared bool              // the feed has more than one subscriber: events are kept
 }
 
 // share says whether the feed has more than one subscriber; the events held
@@ -114,35 +114,67 @@ func (r *recent) held(after int64, limit int) (evs []persist.Event, ok, more boo
 // eventsAfter returns up to limit stored events of the run after seq after,
 // for the replay of a stream subscribed to the feed, and whether the stream
 // must ask again after the last of them. They come from memory when recent
-// holds them, and otherwise from the database: one read at a time per run,
-// which the streams waiting for it then try first.
+// holds them, and otherwise from the database; streams that need the same
+// page at the same time share one read of it.
 func (r *recent) eventsAfter(ctx context.Context, store Store, runID string, after int64, limit int) (evs []persist.Event, more bool, err error) {
+	key := pageKey{after, limit}
 	for {
 		r.mu.Lock()
 		if evs, ok, more := r.held(after, limit); ok {
 			r.mu.Unlock()
 			return evs, more, nil
 		}
-		if wait := r.loading; wait != nil {
+		if l := r.loads[key]; l != nil {
 			r.mu.Unlock()
 			select {
-			case <-wait:
-				continue
+			case <-l.done:
 			case <-ctx.Done():
 				return nil, false, ctx.Err()
 			}
+			if l.err != nil {
+				continue // the reader's failure (it may have left): try again
+			}
+			// The read may have begun before this stream subscribed: what
+			// the feed told its subscribers since then is read again.
+			r.mu.Lock()
+			last := after
+			if len(l.evs) > 0 {
+				last = l.evs[len(l.evs)-1].Seq
+			}
+			more := len(l.evs) == limit || last < r.told
+			r.mu.Unlock()
+			return l.evs, more, nil
 		}
-		done := make(chan struct{})
-		r.loading = done
+		l := &load{done: make(chan struct{})}
+		if r.loads == nil {
+			r.loads = map[pageKey]*load{}
+		}
+		r.loads[key] = l
 		r.mu.Unlock()
-		evs, err := store.EventsAfter(ctx, runID, after, limit)
+		// This read begins after the stream subscribed: whatever it misses
+		// reaches the stream through the feed.
+		l.evs, l.err = store.EventsAfter(ctx, runID, after, limit)
 		r.mu.Lock()
-		r.loading = nil
-		close(done)
-		if err == nil {
-			r.merge(evs)
+		delete(r.loads, key)
+		close(l.done)
+		if l.err == nil {
+			r.merge(l.evs)
 		}
 		r.mu.Unlock()
-		return evs, len(evs) == limit, err
+		return l.evs, len(l.evs) == limit, l.err
 	}
+}
+
+// pageKey names a database read of a run's events.
+type pageKey struct {
+	after int64
+	limit int
+}
+
+// load is a database read of a run's events in flight; evs and err are set
+// when done is closed.
+type load struct {
+	done chan struct{}
+	evs  []persist.Event
+	err  error
 }

@@ -576,6 +576,49 @@ func TestJoiningStreamsShareTheReplay(t *testing.T) {
 	}
 }
 
+// TestJoiningALongRun: streams that join a run of several pages of events
+// at once, from its start or from anywhere in it, while it goes on, each get
+// exactly the stored events after the id they gave, though the feed keeps
+// only the latest of them and the streams share their reads.
+func TestJoiningALongRun(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	inst := newInstance(t, store, stream.Config{}, nil)
+	store.OnCommit = inst.hub.Published
+	f := newRun(t, store)
+	appendEvents(t, store, f, 2500, 250, 100) // 3 pages, far more than a feed keeps
+
+	const streams = 40
+	c := client(t)
+	afters := make([]int, streams)
+	got := make([]chan []event, streams)
+	var opened sync.WaitGroup
+	for i := range got {
+		if i >= streams/2 {
+			afters[i] = rand.IntN(2500)
+		}
+		got[i] = make(chan []event, 1)
+		opened.Go(func() {
+			resp := get(t, c, inst.srv.URL+"/runs/"+f.RunID+"/events", map[string]string{"Last-Event-ID": strconv.Itoa(afters[i])})
+			go func() { got[i] <- readAll(t, resp) }()
+		})
+	}
+	opened.Wait()
+	appendEvents(t, store, f, 20, 5, 100)
+	complete(t, store, f)
+	full := strings.SplitAfter(transcript(t, store, f.RunID), "\n")
+	for i, ch := range got {
+		var b strings.Builder
+		for _, ev := range <-ch {
+			b.WriteString(ev.line())
+		}
+		// Each event is 3 lines: id, type, data.
+		if want := strings.Join(full[3*afters[i]:], ""); b.String() != want {
+			t.Fatalf("stream %d (after %d) differs from the stored run: got %d bytes, want %d", i, afters[i], b.Len(), len(want))
+		}
+	}
+}
+
 // smallBuffers makes accepted connections' send buffers small, so that a
 // slow reader blocks the server's writes after little data.
 type smallBuffers struct{ net.Listener }
