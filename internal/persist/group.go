@@ -212,6 +212,10 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 	var evK []int64
 	var evType, evData []string
 	var evAt []time.Time
+	var evOf [][]int // evOf[i]: the indexes of run i's events, when OnCommitEvents is set
+	if s.OnCommitEvents != nil {
+		evOf = make([][]int, n)
+	}
 	at := eventTime()
 	for _, r := range reqs {
 		i := index[fence{r.f.RunID, r.f.Epoch}]
@@ -231,6 +235,9 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 				return err
 			}
 			ns[i]++
+			if evOf != nil {
+				evOf[i] = append(evOf[i], len(evRun))
+			}
 			evRun = append(evRun, int32(i+1))
 			evK = append(evK, ns[i])
 			evType = append(evType, row.typ)
@@ -274,7 +281,23 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 		next[r.f.RunID] += int64(len(r.evs))
 		r.last = next[r.f.RunID]
 	}
-	if s.OnCommit != nil {
+	switch {
+	case evOf != nil:
+		// The run's events, as EventsAfter puts them together from their rows.
+		atText := formatEventTime(at)
+		for i, key := range keys {
+			if ns[i] == 0 {
+				continue
+			}
+			evs := make([]Event, len(evOf[i]))
+			for k, j := range evOf[i] {
+				seq := last[key.id] - ns[i] + int64(k) + 1
+				evs[k] = Event{RunID: key.id, Seq: seq, Type: evType[j], CreatedAt: at,
+					Data: envelope(seq, evType[j], key.id, int(evStep[j]), atText, []byte(evData[j]))}
+			}
+			s.OnCommitEvents(key.id, evs)
+		}
+	case s.OnCommit != nil:
 		for i, key := range keys {
 			if ns[i] > 0 {
 				s.OnCommit(key.id, last[key.id])

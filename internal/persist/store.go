@@ -37,6 +37,11 @@ type Store struct {
 	// OnCommit, when set, is called after each commit that appended events to
 	// a run, with the run and its last event seq. It must not block.
 	OnCommit func(runID string, lastSeq int64)
+	// OnCommitEvents, when set, is called instead of OnCommit after a commit
+	// of the executor's writes (Exec), with the events it appended to a run,
+	// in order, exactly as EventsAfter reads them back. It must not block,
+	// and must not modify them.
+	OnCommitEvents func(runID string, events []Event)
 
 	group    atomic.Pointer[committer] // set while group commit is on
 	execTx   atomic.Int64              // executor transactions committed
