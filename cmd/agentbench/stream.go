@@ -85,6 +85,10 @@ func newStack(ctx context.Context, o options, fake, name string, workers int) (_
 		s.commits.add(runID, lastSeq)
 		hub.Published(runID, lastSeq)
 	}
+	store.OnCommitEvents = func(runID string, evs []persist.Event) {
+		s.commits.add(runID, evs[len(evs)-1].Seq)
+		hub.PublishedEvents(runID, evs)
+	}
 	if err := hub.Start(ctx); err != nil {
 		return nil, err
 	}

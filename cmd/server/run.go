@@ -71,7 +71,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	hub := stream.New(stream.Config{Store: store, Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: reg})
-	store.OnCommit = hub.Published // committed events reach this instance's streams at once, and peers by NOTIFY
+	// Committed events reach this instance's streams at once (the executor's
+	// without being read back), and peers by NOTIFY.
+	store.OnCommit = hub.Published
+	store.OnCommitEvents = hub.PublishedEvents
 	if err := hub.Start(ctx); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,6 +36,9 @@ type feed struct {
 	want  atomic.Int64             // the highest seq known to be committed
 	force atomic.Bool              // read even when want says there is nothing new
 
+	hmu    sync.Mutex
+	handed []persist.Event // committed events handed over by this instance's commits, not read yet
+
 	// recent keeps the run's latest events this instance read, so that a
 	// stream joining the run replays them from memory: subscribers of one
 	// run mostly arrive together, and each replaying from the database
@@ -51,6 +55,39 @@ func (f *feed) notify(seq int64) {
 		}
 	}
 	f.signal()
+}
+
+// maxHanded caps the events waiting in a feed's hand-over; beyond it they
+// are dropped and read from the database instead.
+const maxHanded = 1024
+
+// hand gives the feed events this instance just committed, so that it need
+// not read them back.
+func (f *feed) hand(evs []persist.Event) {
+	f.hmu.Lock()
+	defer f.hmu.Unlock()
+	if len(f.handed)+len(evs) > maxHanded {
+		f.handed = nil
+		return
+	}
+	f.handed = append(f.handed, evs...)
+}
+
+// takeHanded returns the handed events that follow seq last without a gap,
+// and forgets them all.
+func (f *feed) takeHanded(last int64) []persist.Event {
+	f.hmu.Lock()
+	evs := f.handed
+	f.handed = nil
+	f.hmu.Unlock()
+	for len(evs) > 0 && evs[0].Seq <= last {
+		evs = evs[1:]
+	}
+	n := 0
+	for n < len(evs) && evs[n].Seq == last+1+int64(n) {
+		n++
+	}
+	return evs[:n]
 }
 
 func (f *feed) signal() {
@@ -132,8 +169,11 @@ func (h *Hub) runFeed(f *feed) {
 		switch {
 		case last < 0:
 			last = h.position(f)
-		case poll || f.force.Swap(false) || f.want.Load() > last:
-			last = h.read(f, last)
+		default:
+			mustRead := poll || f.force.Swap(false)
+			if mustRead || f.want.Load() > last {
+				last = h.read(f, last, mustRead)
+			}
 		}
 		poll = false
 		select {
@@ -168,9 +208,18 @@ func (h *Hub) position(f *feed) int64 {
 	return run.LastEventSeq
 }
 
-// read reads the run's events after last, a page at a time, hands them to
-// the subscribers, and returns the new last seq.
-func (h *Hub) read(f *feed, last int64) int64 {
+// read hands the subscribers the run's events after last: those this
+// instance's commits handed over, then, when more are known to be committed
+// (or mustRead), those it reads from the database, a page at a time. It
+// returns the new last seq.
+func (h *Hub) read(f *feed, last int64, mustRead bool) int64 {
+	if evs := f.takeHanded(last); len(evs) > 0 {
+		last = evs[len(evs)-1].Seq
+		h.fanOut(f, batch{events: evs, upTo: last})
+		if !mustRead && f.want.Load() <= last {
+			return last
+		}
+	}
 	for {
 		ctx, cancel := context.WithTimeout(h.ctx, dbTimeout)
 		evs, err := h.store.EventsAfter(ctx, f.runID, last, pageSize)

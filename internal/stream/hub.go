@@ -224,6 +224,23 @@ func (h *Hub) Published(runID string, lastSeq int64) {
 	}
 }
 
+// PublishedEvents is Published with the committed events in hand (in
+// order, not to be modified): the run's feed on this instance hands them to
+// its subscribers without reading them back. It never blocks; it is meant
+// for persist.Store.OnCommitEvents.
+func (h *Hub) PublishedEvents(runID string, evs []persist.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	f := h.feeds[runID]
+	h.mu.Unlock()
+	if f != nil {
+		f.hand(evs)
+	}
+	h.Published(runID, evs[len(evs)-1].Seq)
+}
+
 // wake wakes the feed of runID, if this instance has one, because events up
 // to seq exist.
 func (h *Hub) wake(runID string, seq int64) {

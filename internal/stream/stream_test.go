@@ -266,7 +266,9 @@ func TestTranscriptIdentity(t *testing.T) {
 	a := newInstance(t, storeA, stream.Config{}, nil)
 	// B polls too rarely to matter: it learns of A's commits by NOTIFY.
 	b := newInstance(t, storeB, stream.Config{Poll: time.Hour}, nil)
+	// A's streams get A's commits handed over; B reads them back.
 	storeA.OnCommit = a.hub.Published
+	storeA.OnCommitEvents = a.hub.PublishedEvents
 	storeB.OnCommit = b.hub.Published
 	f := newRun(t, storeA)
 	hc := client(t)
@@ -616,6 +618,62 @@ func TestJoiningALongRun(t *testing.T) {
 		if want := strings.Join(full[3*afters[i]:], ""); b.String() != want {
 			t.Fatalf("stream %d (after %d) differs from the stored run: got %d bytes, want %d", i, afters[i], b.Len(), len(want))
 		}
+	}
+}
+
+// readCounter counts the database reads of events.
+type readCounter struct {
+	*persist.Store
+	reads atomic.Int64
+}
+
+func (c *readCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
+	c.reads.Add(1)
+	return c.Store.EventsAfter(ctx, runID, after, limit)
+}
+
+// TestCommittedEventsAreNotReadBack: events committed by this instance's
+// executor writes reach its streams as handed over by the store, without a
+// database read per commit, and the streams still get the stored bytes.
+func TestCommittedEventsAreNotReadBack(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	counter := &readCounter{Store: store}
+	inst := newInstance(t, counter, stream.Config{Poll: time.Hour}, nil)
+	store.OnCommit = inst.hub.Published
+	store.OnCommitEvents = inst.hub.PublishedEvents
+	f := newRun(t, store)
+	const streams = 3
+	c := client(t)
+	got := make([]chan []event, streams)
+	for i := range got {
+		got[i] = make(chan []event, 1)
+		resp := get(t, c, inst.srv.URL+"/runs/"+f.RunID+"/events", nil)
+		go func() { got[i] <- readAll(t, resp) }()
+	}
+	if !waitFor(10*time.Second, func() bool { return inst.hub.SubscriberCount() == streams }) {
+		t.Fatalf("subscribers: %+v", inst.hub.Stats())
+	}
+	// Let the replays and the feed's first position settle.
+	time.Sleep(100 * time.Millisecond)
+	before := counter.reads.Load()
+	for range 20 {
+		appendEvents(t, store, f, 2, 2, 30)
+		time.Sleep(5 * time.Millisecond)
+	}
+	complete(t, store, f)
+	want := transcript(t, store, f.RunID)
+	for i, ch := range got {
+		var b strings.Builder
+		for _, ev := range <-ch {
+			b.WriteString(ev.line())
+		}
+		if b.String() != want {
+			t.Fatalf("stream %d differs from the stored run:\n%s\nwant:\n%s", i, b.String(), want)
+		}
+	}
+	if n := counter.reads.Load() - before; n != 0 {
+		t.Fatalf("21 commits made while streaming were read back %d times, want 0", n)
 	}
 }
 
