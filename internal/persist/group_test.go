@@ -19,15 +19,7 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 	s, _ := persisttest.New(t)
 	ctx := context.Background()
 	const runs, writers, writes = 8, 4, 25
-	fences := make([]persist.Fence, runs)
-	for i := range fences {
-		createRun(t, s, "")
-		c, err := s.RunClaim(ctx, "w", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fences[i] = persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}
-	}
+	fences := claimedRuns(t, s, runs)
 	stale := fences[0]
 	stale.Epoch-- // a worker that lost run 0
 	s.StartGroupCommit(2, 64)
@@ -109,15 +101,7 @@ func TestOnCommitEventsMatchTheStoredEvents(t *testing.T) {
 	s, _ := persisttest.New(t)
 	ctx := context.Background()
 	const runs, writes = 6, 20
-	fences := make([]persist.Fence, runs)
-	for i := range fences {
-		createRun(t, s, "")
-		c, err := s.RunClaim(ctx, "w", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fences[i] = persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}
-	}
+	fences := claimedRuns(t, s, runs)
 	var mu sync.Mutex
 	handed := map[string][]persist.Event{}
 	s.OnCommitEvents = func(runID string, evs []persist.Event) {
@@ -161,4 +145,19 @@ func TestOnCommitEventsMatchTheStoredEvents(t *testing.T) {
 			}
 		}
 	}
+}
+
+// claimedRuns creates n runs and claims them for worker "w".
+func claimedRuns(t *testing.T, s *persist.Store, n int) []persist.Fence {
+	t.Helper()
+	fences := make([]persist.Fence, n)
+	for i := range fences {
+		createRun(t, s, "")
+		c, err := s.RunClaim(context.Background(), "w", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fences[i] = persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}
+	}
+	return fences
 }

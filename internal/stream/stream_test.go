@@ -523,45 +523,42 @@ func TestCrossInstance(t *testing.T) {
 	}
 }
 
-// replayCounter counts the database reads of a run's events from its start.
-type replayCounter struct {
+// readCounter counts the database reads of events, and those from a run's
+// start.
+type readCounter struct {
 	*persist.Store
-	fromStart atomic.Int64
+	reads, fromStart atomic.Int64
 }
 
-func (c *replayCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
+func (c *readCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
+	c.reads.Add(1)
 	if after == 0 {
 		c.fromStart.Add(1)
 	}
 	return c.Store.EventsAfter(ctx, runID, after, limit)
 }
 
-// TestJoiningStreamsShareTheReplay: streams that join a run together replay
-// its stored events from memory, not one database read each, and every one
-// of them still gets the run's exact transcript.
-func TestJoiningStreamsShareTheReplay(t *testing.T) {
-	t.Parallel()
-	store, _ := persisttest.New(t)
-	counter := &replayCounter{Store: store}
-	inst := newInstance(t, counter, stream.Config{}, nil)
-	store.OnCommit = inst.hub.Published
-	f := newRun(t, store)
-	appendEvents(t, store, f, 30, 5, 40)
-
-	const streams = 40
+// openStreams opens n streams of a run from its start and waits until all
+// are subscribed; each channel gets its stream's events when it ends.
+func openStreams(t *testing.T, inst *instance, runID string, n int) []chan []event {
+	t.Helper()
 	c := client(t)
-	got := make([]chan []event, streams)
+	got := make([]chan []event, n)
 	for i := range got {
 		got[i] = make(chan []event, 1)
-		resp := get(t, c, inst.srv.URL+"/runs/"+f.RunID+"/events", nil)
+		resp := get(t, c, inst.srv.URL+"/runs/"+runID+"/events", nil)
 		go func() { got[i] <- readAll(t, resp) }()
 	}
-	if !waitFor(10*time.Second, func() bool { return inst.hub.SubscriberCount() == streams }) {
+	if !waitFor(10*time.Second, func() bool { return inst.hub.SubscriberCount() == n }) {
 		t.Fatalf("subscribers: %+v", inst.hub.Stats())
 	}
-	appendEvents(t, store, f, 10, 5, 40)
-	complete(t, store, f)
-	want := transcript(t, store, f.RunID)
+	return got
+}
+
+// wantTranscripts checks that every stream got the run's stored events.
+func wantTranscripts(t *testing.T, store *persist.Store, runID string, got []chan []event) {
+	t.Helper()
+	want := transcript(t, store, runID)
 	for i, ch := range got {
 		var b strings.Builder
 		for _, ev := range <-ch {
@@ -571,6 +568,25 @@ func TestJoiningStreamsShareTheReplay(t *testing.T) {
 			t.Fatalf("stream %d differs from the stored run:\n%s\nwant:\n%s", i, b.String(), want)
 		}
 	}
+}
+
+// TestJoiningStreamsShareTheReplay: streams that join a run together replay
+// its stored events from memory, not one database read each, and every one
+// of them still gets the run's exact transcript.
+func TestJoiningStreamsShareTheReplay(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	counter := &readCounter{Store: store}
+	inst := newInstance(t, counter, stream.Config{}, nil)
+	store.OnCommit = inst.hub.Published
+	f := newRun(t, store)
+	appendEvents(t, store, f, 30, 5, 40)
+
+	const streams = 40
+	got := openStreams(t, inst, f.RunID, streams)
+	appendEvents(t, store, f, 10, 5, 40)
+	complete(t, store, f)
+	wantTranscripts(t, store, f.RunID, got)
 	// The first stream, alone on the feed, keeps nothing; the first one to
 	// join it reads again, and the feed keeps what it read for the others.
 	if n := counter.fromStart.Load(); n > 2 {
@@ -621,17 +637,6 @@ func TestJoiningALongRun(t *testing.T) {
 	}
 }
 
-// readCounter counts the database reads of events.
-type readCounter struct {
-	*persist.Store
-	reads atomic.Int64
-}
-
-func (c *readCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
-	c.reads.Add(1)
-	return c.Store.EventsAfter(ctx, runID, after, limit)
-}
-
 // TestCommittedEventsAreNotReadBack: events committed by this instance's
 // executor writes reach its streams as handed over by the store, without a
 // database read per commit, and the streams still get the stored bytes.
@@ -643,17 +648,7 @@ func TestCommittedEventsAreNotReadBack(t *testing.T) {
 	store.OnCommit = inst.hub.Published
 	store.OnCommitEvents = inst.hub.PublishedEvents
 	f := newRun(t, store)
-	const streams = 3
-	c := client(t)
-	got := make([]chan []event, streams)
-	for i := range got {
-		got[i] = make(chan []event, 1)
-		resp := get(t, c, inst.srv.URL+"/runs/"+f.RunID+"/events", nil)
-		go func() { got[i] <- readAll(t, resp) }()
-	}
-	if !waitFor(10*time.Second, func() bool { return inst.hub.SubscriberCount() == streams }) {
-		t.Fatalf("subscribers: %+v", inst.hub.Stats())
-	}
+	got := openStreams(t, inst, f.RunID, 3)
 	// Let the replays and the feed's first position settle.
 	time.Sleep(100 * time.Millisecond)
 	before := counter.reads.Load()
@@ -662,16 +657,7 @@ func TestCommittedEventsAreNotReadBack(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	complete(t, store, f)
-	want := transcript(t, store, f.RunID)
-	for i, ch := range got {
-		var b strings.Builder
-		for _, ev := range <-ch {
-			b.WriteString(ev.line())
-		}
-		if b.String() != want {
-			t.Fatalf("stream %d differs from the stored run:\n%s\nwant:\n%s", i, b.String(), want)
-		}
-	}
+	wantTranscripts(t, store, f.RunID, got)
 	if n := counter.reads.Load() - before; n != 0 {
 		t.Fatalf("21 commits made while streaming were read back %d times, want 0", n)
 	}
