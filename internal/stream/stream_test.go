@@ -649,17 +649,19 @@ func TestCommittedEventsAreNotReadBack(t *testing.T) {
 	store.OnCommitEvents = inst.hub.PublishedEvents
 	f := newRun(t, store)
 	got := openStreams(t, inst, f.RunID, 3)
-	// Let the replays and the feed's first position settle.
-	time.Sleep(100 * time.Millisecond)
-	before := counter.reads.Load()
+	// The streams' replays read from the start; a feed reads after it.
+	later := func() int64 { return counter.reads.Load() - counter.fromStart.Load() }
+	before := later()
 	for range 20 {
 		appendEvents(t, store, f, 2, 2, 30)
 		time.Sleep(5 * time.Millisecond)
 	}
 	complete(t, store, f)
 	wantTranscripts(t, store, f.RunID, got)
-	if n := counter.reads.Load() - before; n != 0 {
-		t.Fatalf("21 commits made while streaming were read back %d times, want 0", n)
+	// One read is allowed: a commit that lands while the new feed learns
+	// the run's last seq is read back by the streams behind it.
+	if n := later() - before; n > 1 {
+		t.Fatalf("21 commits made while streaming were read back %d times, want at most 1", n)
 	}
 }
 
