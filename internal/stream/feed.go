@@ -39,6 +39,8 @@ type feed struct {
 	hmu    sync.Mutex
 	handed []persist.Event // committed events handed over by this instance's commits, not read yet
 
+	beat beat // the run as the streams' heartbeats last read it
+
 	// recent keeps the run's latest events this instance read, so that a
 	// stream joining the run replays them from memory: subscribers of one
 	// run mostly arrive together, and each replaying from the database
@@ -242,5 +244,48 @@ func (h *Hub) read(f *feed, last int64, mustRead bool) int64 {
 			return last
 		default:
 		}
+	}
+}
+
+// beat is a run read for heartbeats, shared by the streams of the run whose
+// heartbeats fall close together: they read it once, not once each.
+type beat struct {
+	mu      sync.Mutex
+	run     persist.Run
+	at      time.Time     // when run was read; zero: never
+	loading chan struct{} // closed when the read in flight ends; nil: none
+}
+
+// get returns the run as read at most maxAge ago, reading it when it must;
+// streams that need it while it is read wait for that read.
+func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.Duration) (persist.Run, error) {
+	for {
+		b.mu.Lock()
+		if !b.at.IsZero() && time.Since(b.at) <= maxAge {
+			run := b.run
+			b.mu.Unlock()
+			return run, nil
+		}
+		if wait := b.loading; wait != nil {
+			b.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return persist.Run{}, ctx.Err()
+			}
+		}
+		done := make(chan struct{})
+		b.loading = done
+		b.mu.Unlock()
+		run, err := store.RunByID(ctx, runID)
+		b.mu.Lock()
+		b.loading = nil
+		close(done)
+		if err == nil {
+			b.run, b.at = run, time.Now()
+		}
+		b.mu.Unlock()
+		return run, err
 	}
 }

@@ -304,11 +304,12 @@ func (s *sse) data(d []byte) end {
 	}
 }
 
-// heartbeat writes the un-stored heartbeat event. A failed read of the run
-// skips one beat.
+// heartbeat writes the un-stored heartbeat event, with the run as read for
+// the run's streams at most half a heartbeat (and at most a second) ago. A
+// failed read of the run skips one beat.
 func (s *sse) heartbeat() end {
 	ctx, cancel := context.WithTimeout(s.ctx, dbTimeout)
-	run, err := s.hub.store.RunByID(ctx, s.runID)
+	run, err := s.feed.beat.get(ctx, s.hub.store, s.runID, min(s.hub.heartbeat/2, time.Second))
 	cancel()
 	if err != nil {
 		if s.ctx.Err() != nil {

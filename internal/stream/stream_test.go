@@ -665,6 +665,67 @@ func TestCommittedEventsAreNotReadBack(t *testing.T) {
 	}
 }
 
+// runReadCounter counts the reads of runs.
+type runReadCounter struct {
+	*persist.Store
+	runReads atomic.Int64
+}
+
+func (c *runReadCounter) RunByID(ctx context.Context, id string) (persist.Run, error) {
+	c.runReads.Add(1)
+	return c.Store.RunByID(ctx, id)
+}
+
+// TestHeartbeatsShareTheRunRead: the heartbeats of a run's streams that
+// fall close together read the run once, not once per stream.
+func TestHeartbeatsShareTheRunRead(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	counter := &runReadCounter{Store: store}
+	const beat, streams = 400 * time.Millisecond, 20
+	inst := newInstance(t, counter, stream.Config{Heartbeat: beat}, nil)
+	f := newRun(t, store)
+	c := client(t)
+	beats := make(chan struct{}, 10*streams)
+	var opened, readers sync.WaitGroup
+	for range streams { // opened at once
+		opened.Go(func() {
+			resp := get(t, c, inst.srv.URL+"/runs/"+f.RunID+"/events", nil)
+			if resp == nil {
+				return
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			readers.Go(func() {
+				r := &sseReader{bufio.NewReader(resp.Body)}
+				for {
+					ev, err := r.next()
+					if err != nil {
+						return
+					}
+					if ev.Type == "heartbeat" {
+						beats <- struct{}{}
+					}
+				}
+			})
+		})
+	}
+	opened.Wait()
+	before := counter.runReads.Load()
+	for range 3 * streams { // three beats of every stream
+		select {
+		case <-beats:
+		case <-time.After(10 * time.Second):
+			t.Fatal("heartbeats stopped")
+		}
+	}
+	// The streams opened at once, well within half a beat of each other,
+	// so each round of beats reads the run about once; one read per beat
+	// would be 60.
+	if n := counter.runReads.Load() - before; n > 3*4 {
+		t.Fatalf("60 heartbeats of %d streams read the run %d times, want a few per round", streams, n)
+	}
+}
+
 // smallBuffers makes accepted connections' send buffers small, so that a
 // slow reader blocks the server's writes after little data.
 type smallBuffers struct{ net.Listener }
