@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -251,11 +252,15 @@ type ToolCallInsert struct {
 	Status            string // planned (the default) or awaiting_approval
 }
 
+// Call is the tool call as the insert stores it (its time aside), for a
+// RunState kept in memory.
+func (o ToolCallInsert) Call() ToolCall {
+	return ToolCall{ID: o.ID, RunID: o.RunID, StepID: o.StepID, Position: o.Position, CallID: o.CallID, Name: o.Name,
+		Arguments: o.Arguments, IdempotencyKey: o.IdempotencyKey, Effect: o.Effect, Status: cmp.Or(o.Status, CallPlanned)}
+}
+
 func (o ToolCallInsert) queue(b *batch) error {
-	status := o.Status
-	if status == "" {
-		status = CallPlanned
-	}
+	status := cmp.Or(o.Status, CallPlanned)
 	b.exec("insert tool call", `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
 		idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect, status)

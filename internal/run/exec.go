@@ -633,10 +633,10 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, r
 			args = b
 		}
 		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
-		ops = append(ops, persist.ToolCallInsert{ID: id, RunID: st.Run.ID, StepID: step.ID, Position: i,
-			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status})
-		calls = append(calls, persist.ToolCall{ID: id, RunID: st.Run.ID, StepID: step.ID, Position: i,
-			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status})
+		call := persist.ToolCallInsert{ID: id, RunID: st.Run.ID, StepID: step.ID, Position: i,
+			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status}
+		ops = append(ops, call)
+		calls = append(calls, call.Call())
 		evs = append(evs, persist.EventIn{Type: "tool_call.created", Step: step.Seq, Data: map[string]any{
 			"tool_call_id": id, "call_id": c.ID, "name": c.Name, "arguments": args, "effect": effect, "idempotency_key": key,
 			"status": status}})
