@@ -299,7 +299,7 @@ func TestRemoteServer(t *testing.T) {
 	needPostgres(t)
 	fake := httptest.NewServer(fakellm.New(fakellm.WithMaxHistory(1)))
 	defer fake.Close()
-	s, err := newStack(context.Background(), options{admin: persisttest.AdminURL()}, fake.URL+"/v1", "remote", 16)
+	s, err := newStack(context.Background(), options{admin: persisttest.AdminURL()}, fake.URL+"/v1", "remote")
 	if err != nil {
 		t.Fatal(err)
 	}

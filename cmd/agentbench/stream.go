@@ -39,9 +39,10 @@ type stack struct {
 	close   func()
 }
 
-// newStack assembles agentd on a database of its own. Group commit is on, as
-// in cmd/server.
-func newStack(ctx context.Context, o options, fake, name string, workers int) (_ *stack, err error) {
+// newStack assembles agentd on a database of its own, with the server's
+// default worker count. Group commit is on, as in cmd/server.
+func newStack(ctx context.Context, o options, fake, name string) (_ *stack, err error) {
+	workers := run.DefaultWorkers
 	url, drop, err := newDatabase(ctx, o.admin, name)
 	if err != nil {
 		return nil, err
@@ -219,7 +220,7 @@ func benchHTTP(ctx context.Context, o options, fake string) ([]metric, error) {
 		cpuTime = func() time.Duration { return processCPU(t.pid) }
 	} else {
 		var err error
-		if s, err = newStack(ctx, o, fake, "http", run.DefaultWorkers); err != nil {
+		if s, err = newStack(ctx, o, fake, "http"); err != nil {
 			return nil, err
 		}
 		defer s.close()
@@ -360,7 +361,7 @@ func startLatency(base string, n int) ([]time.Duration, error) {
 // the replay of a 10,000-event run, and the memory of 1,000 open
 // connections.
 func benchStream(ctx context.Context, o options, fake string) ([]metric, error) {
-	s, err := newStack(ctx, o, fake, "stream", run.DefaultWorkers)
+	s, err := newStack(ctx, o, fake, "stream")
 	if err != nil {
 		return nil, err
 	}
