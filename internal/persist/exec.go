@@ -224,6 +224,13 @@ type MessageInsert struct {
 	Status                    string
 }
 
+// Message is the message as the insert stores it, numbered seq in its
+// conversation (its time aside), for a RunState kept in memory.
+func (o MessageInsert) Message(seq int) Message {
+	return Message{ID: o.ID, ConversationID: o.ConversationID, RunID: o.RunID, Seq: seq, Role: o.Role,
+		Content: o.Content, Status: o.Status}
+}
+
 func (o MessageInsert) queue(b *batch) error {
 	content, err := json.Marshal(o.Content)
 	if err != nil {

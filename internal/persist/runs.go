@@ -198,8 +198,7 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 				return err
 			}
 			if p.ConversationID == "" { // a new conversation's messages are numbered from 1
-				st.Messages = append(st.Messages, Message{ID: op.ID, ConversationID: convID, RunID: runID, Seq: i + 1,
-					Role: op.Role, Content: op.Content, Status: op.Status})
+				st.Messages = append(st.Messages, op.Message(i+1))
 			}
 		}
 		// run.created, and when the run is claimed here, its start.

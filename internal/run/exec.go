@@ -314,8 +314,7 @@ func appendMessage(st *persist.RunState, m persist.MessageInsert) {
 	if n := len(st.Messages); n > 0 {
 		seq = st.Messages[n-1].Seq + 1
 	}
-	st.Messages = append(st.Messages, persist.Message{ID: m.ID, ConversationID: m.ConversationID, RunID: m.RunID,
-		Seq: seq, Role: m.Role, Content: m.Content, Status: m.Status})
+	st.Messages = append(st.Messages, m.Message(seq))
 }
 
 func (x *execution) load() (persist.RunState, error) {
