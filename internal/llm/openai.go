@@ -14,6 +14,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 )
@@ -102,7 +103,14 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 		res = resp
 		return resp, err
 	}
-	stream := m.client.Chat.Completions.NewStreaming(sctx, params, option.WithMiddleware(capture))
+	// This is what Chat.Completions.NewStreaming does, but the chunks are
+	// decoded into chunk, which holds only what the adapter reads: the SDK's
+	// ChatCompletionChunk keeps every field's raw JSON and took three
+	// quarters of a streamed call's CPU.
+	var raw *http.Response
+	err = m.client.Post(sctx, "chat/completions", params, &raw,
+		option.WithJSONSet("stream", true), option.WithMiddleware(capture))
+	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 
 	var acc assembler
@@ -170,20 +178,113 @@ func chatParams(req Request) (openai.ChatCompletionNewParams, error) {
 		}
 	}
 	for _, t := range req.Tools {
-		def := shared.FunctionDefinitionParam{Name: t.Name}
-		if t.Description != "" {
-			def.Description = openai.String(t.Description)
+		// A tool's JSON is written once, with its schema as it is, rather
+		// than decoded into the SDK's map and encoded again by reflection.
+		if len(t.Parameters) > 0 && !json.Valid(t.Parameters) {
+			return p, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
 		}
-		if len(t.Parameters) > 0 {
-			var schema shared.FunctionParameters
-			if err := json.Unmarshal(t.Parameters, &schema); err != nil {
-				return p, fmt.Errorf("tool %s: parameters: %w", t.Name, err)
-			}
-			def.Parameters = schema
+		raw, err := json.Marshal(functionTool{Type: "function",
+			Function: functionDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+		if err != nil {
+			return p, fmt.Errorf("tool %s: %w", t.Name, err)
 		}
-		p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(def))
+		fn := param.Override[openai.ChatCompletionFunctionToolParam](json.RawMessage(raw))
+		p.Tools = append(p.Tools, openai.ChatCompletionToolUnionParam{OfFunction: &fn})
 	}
 	return p, nil
+}
+
+// functionTool is a function tool of a Chat Completions request.
+type functionTool struct {
+	Type     string      `json:"type"`
+	Function functionDef `json:"function"`
+}
+
+type functionDef struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// chunk is the part of a Chat Completions stream chunk that the assembler
+// reads. A chunk that does not decode into it (a field of another JSON type
+// than the API's) is decoded by the SDK's ChatCompletionChunk, which is
+// lenient about types, as it was before chunk.
+type chunk struct {
+	Choices []chunkChoice `json:"choices"`
+	Usage   *chunkUsage   `json:"usage"`
+}
+
+type chunkChoice struct {
+	Index int64 `json:"index"`
+	Delta struct {
+		Content   string          `json:"content"`
+		ToolCalls []chunkToolCall `json:"tool_calls"`
+	} `json:"delta"`
+	FinishReason string `json:"finish_reason"`
+}
+
+type chunkToolCall struct {
+	Index    int64  `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type chunkUsage struct {
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+func (c *chunk) UnmarshalJSON(data []byte) error {
+	type plain chunk
+	var p plain
+	err := json.Unmarshal(data, &p)
+	if err == nil {
+		*c = chunk(p)
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	if !errors.As(err, &typeErr) {
+		return err
+	}
+	var sdk openai.ChatCompletionChunk
+	if err := json.Unmarshal(data, &sdk); err != nil {
+		return err
+	}
+	*c = chunkOf(sdk)
+	return nil
+}
+
+// chunkOf copies what chunk holds out of the SDK's chunk.
+func chunkOf(sdk openai.ChatCompletionChunk) chunk {
+	var c chunk
+	for _, ch := range sdk.Choices {
+		cc := chunkChoice{Index: ch.Index, FinishReason: ch.FinishReason}
+		cc.Delta.Content = ch.Delta.Content
+		for _, tc := range ch.Delta.ToolCalls {
+			t := chunkToolCall{Index: tc.Index, ID: tc.ID}
+			t.Function.Name = tc.Function.Name
+			t.Function.Arguments = tc.Function.Arguments
+			cc.Delta.ToolCalls = append(cc.Delta.ToolCalls, t)
+		}
+		c.Choices = append(c.Choices, cc)
+	}
+	if sdk.JSON.Usage.Valid() {
+		u := sdk.Usage
+		c.Usage = &chunkUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+		c.Usage.PromptTokensDetails.CachedTokens = u.PromptTokensDetails.CachedTokens
+		c.Usage.CompletionTokensDetails.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+	}
+	return c
 }
 
 // assembler builds a Response from stream chunks. Tool calls are keyed by
@@ -196,7 +297,7 @@ type assembler struct {
 	usage  Usage
 }
 
-func (a *assembler) add(c openai.ChatCompletionChunk, onDelta func(string)) {
+func (a *assembler) add(c chunk, onDelta func(string)) {
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue // we never ask for n > 1
@@ -228,8 +329,7 @@ func (a *assembler) add(c openai.ChatCompletionChunk, onDelta func(string)) {
 			a.finish = ch.FinishReason
 		}
 	}
-	if c.JSON.Usage.Valid() {
-		u := c.Usage
+	if u := c.Usage; u != nil {
 		a.usage = Usage{
 			InputTokens:       u.PromptTokens,
 			OutputTokens:      u.CompletionTokens,

@@ -528,3 +528,80 @@ func TestOpenAIBadToolSchema(t *testing.T) {
 		t.Fatalf("error = %v", err)
 	}
 }
+
+// A compatible server that sends a field with another JSON type than the
+// API's (numbers as strings, a null choice list) still gets its answer read.
+func TestOpenAILooseChunkTypes(t *testing.T) {
+	t.Parallel()
+	body := `data: {"choices":[{"index":"0","delta":{"content":"for","tool_calls":null},"finish_reason":null}]}` + "\n\n" +
+		`data: {"choices":[{"index":0,"delta":{"content":"ty-two"},"finish_reason":"stop"}]}` + "\n\n" +
+		`data: {"choices":null,"usage":{"prompt_tokens":"7","completion_tokens":3,"prompt_tokens_details":null}}` + "\n\n" +
+		"data: [DONE]\n\n"
+	m := statusServer(t, 200, map[string]string{"Content-Type": "text/event-stream"}, body)
+	var deltas []string
+	resp, err := m.Stream(t.Context(), user("hi"), func(d string) { deltas = append(deltas, d) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Text != "forty-two" || resp.FinishReason != "stop" || !slices.Equal(deltas, []string{"for", "ty-two"}) {
+		t.Fatalf("response %+v, deltas %q", resp, deltas)
+	}
+	if resp.Usage.OutputTokens != 3 {
+		t.Fatalf("usage %+v", resp.Usage)
+	}
+}
+
+// The request is a streaming Chat Completions request with the key as a
+// bearer token, and each tool's schema is sent as the tool gave it.
+func TestOpenAIRequest(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		path, auth string
+		body       []byte
+	}
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- seen{r.URL.Path, r.Header.Get("Authorization"), body}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"ok"},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	}))
+	m := newModel(t, srv, 0)
+	req := user("hi")
+	req.Tools = []llm.ToolSpec{
+		{Name: "get_weather", Description: "Weather now", Parameters: json.RawMessage(`{"type": "object", "properties": {"city": {"type": "string"}}}`)},
+		{Name: "lookup"},
+	}
+	if _, err := m.Stream(t.Context(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := <-got
+	if s.path != "/v1/chat/completions" || s.auth != "Bearer test-key" {
+		t.Fatalf("path %q, authorization %q", s.path, s.auth)
+	}
+	var body struct {
+		Model         string            `json:"model"`
+		Stream        bool              `json:"stream"`
+		StreamOptions map[string]bool   `json:"stream_options"`
+		Messages      []json.RawMessage `json:"messages"`
+		Tools         []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(s.body, &body); err != nil {
+		t.Fatalf("body %s: %v", s.body, err)
+	}
+	if body.Model != "fake-1" || !body.Stream || !body.StreamOptions["include_usage"] || len(body.Messages) != 1 {
+		t.Fatalf("body %s", s.body)
+	}
+	want := []string{
+		`{"type":"function","function":{"name":"get_weather","description":"Weather now","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}`,
+		`{"type":"function","function":{"name":"lookup"}}`,
+	}
+	if len(body.Tools) != len(want) {
+		t.Fatalf("tools %s", s.body)
+	}
+	for i, w := range want {
+		if string(body.Tools[i]) != w {
+			t.Errorf("tool %d = %s, want %s", i, body.Tools[i], w)
+		}
+	}
+}
