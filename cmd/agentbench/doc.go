@@ -25,7 +25,11 @@
 // of the benchmark's database (pg_stat_database), WAL the bytes between two
 // positions (pg_current_wal_lsn), and CPU this process's (getrusage). Ids and
 // WAL are the whole cluster's: agentbench warns when other databases were
-// busy meanwhile.
+// busy meanwhile. The floor and steps benchmarks also give where the
+// machine's CPU went per unit, read from /proc: the fake model's process,
+// PostgreSQL's processes (when it runs on this machine), and the whole
+// machine's busy time, so that a step's cost can be set against a floor
+// transaction's.
 //
 // The benchmarks run agentd as cmd/server does, group commit included, and
 // check it kept its guarantees: after the steps and http benchmarks, a sample

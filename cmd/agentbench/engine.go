@@ -43,6 +43,7 @@ func benchFloor(ctx context.Context, o options) ([]metric, error) {
 	deadline := time.Now().Add(o.duration)
 	var wg sync.WaitGroup
 	errc := make(chan error, 16)
+	cpuBefore := o.cpu.read()
 	start := time.Now()
 	for range 16 {
 		wg.Add(1)
@@ -71,8 +72,13 @@ func benchFloor(ctx context.Context, o options) ([]metric, error) {
 		return nil, err
 	}
 	tps := float64(count.Load()) / time.Since(start).Seconds()
+	cpuAfter := o.cpu.read()
 	fmt.Fprintf(o.out, "  floor: %.0f transactions/s (16 connections, 5 inserts of a 200-byte jsonb each)\n", tps)
-	return []metric{{"floor", "transactions/s", "tx/s", tps, nil}}, nil
+	ms := []metric{{"floor", "transactions/s", "tx/s", tps, nil}}
+	n := float64(count.Load())
+	ms = append(ms, metric{"floor", "load driver CPU per transaction", "ms", msOf(cpuAfter.self-cpuBefore.self) / max(n, 1), nil})
+	noFake := machineCPU{postmaster: o.cpu.postmaster} // the floor does not use the model
+	return append(ms, noFake.metrics("floor", "transaction", n, cpuBefore, cpuAfter)...), nil
 }
 
 // benchSteps drives 16 concurrent runs of 3 durable steps each through the
@@ -151,12 +157,13 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	if err != nil {
 		return nil, err
 	}
-	gcBefore, cpuBefore, endedBefore, failedBefore := store.GroupCommitStats(), cpuTime(), ended.Load(), failed.Load()
+	gcBefore, cpuBefore, endedBefore, failedBefore := store.GroupCommitStats(), o.cpu.read(), ended.Load(), failed.Load()
 	start := time.Now()
 	time.Sleep(o.duration)
 	elapsed := time.Since(start)
 	runs, notCompleted := ended.Load()-endedBefore, failed.Load()-failedBefore
-	gcAfter, cpu := store.GroupCommitStats(), cpuTime()-cpuBefore
+	gcAfter, cpuAfter := store.GroupCommitStats(), o.cpu.read()
+	cpu := cpuAfter.self - cpuBefore.self
 	stopProducer()
 	select {
 	case err := <-errc:
@@ -181,6 +188,7 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	ms = append(ms, perUnit("steps", "step", steps, cost, cpu, costTargets{writeTx: atMost(1), wal: atMost(2500), cpu: atMost(0.15)})...)
 	ms = append(ms, metric{"steps", "executor write transactions per step", "tx",
 		float64(gcAfter.Transactions-gcBefore.Transactions) / max(steps, 1), nil})
+	ms = append(ms, o.cpu.metrics("steps", "step", steps, cpuBefore, cpuAfter)...)
 	violations, err := checkRuns(ctx, o.out, "steps", store, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("check runs: %w", err)

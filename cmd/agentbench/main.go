@@ -41,6 +41,9 @@ type options struct {
 	streamRuns  int
 	subscribers []int
 	out         io.Writer
+	// cpu reads the CPU time of the machine's parts: the fake model's and
+	// PostgreSQL's processes, when they are readable here.
+	cpu machineCPU
 	// remote is a running agentd to measure instead of one in this process
 	// (the http phase only); nil: in-process.
 	remote *remote
@@ -133,12 +136,13 @@ func runBench(args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	o.cpu.postmaster = findPostmaster(ctx, o.admin)
 	fake, where := "", "agentd at "
 	if o.remote != nil {
 		where += o.remote.base
 	} else {
 		var stopFake func()
-		if fake, stopFake, err = startFake(); err != nil {
+		if fake, o.cpu.fakePID, stopFake, err = startFake(); err != nil {
 			return err
 		}
 		defer stopFake()
@@ -296,26 +300,26 @@ func serveFakeModel(out io.Writer) error {
 }
 
 // startFake runs the fake model in a child process (this binary with
-// -serve-fake) and returns its base URL.
-func startFake() (string, func(), error) {
+// -serve-fake) and returns its base URL and process id.
+func startFake() (string, int, func(), error) {
 	cmd := exec.Command(os.Args[0], "-serve-fake")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return "", nil, fmt.Errorf("fake model did not start: %w", err)
+		return "", 0, nil, fmt.Errorf("fake model did not start: %w", err)
 	}
 	stop := func() {
 		stdin.Close()
@@ -328,5 +332,5 @@ func startFake() (string, func(), error) {
 			<-done
 		}
 	}
-	return strings.TrimSpace(line), stop, nil
+	return strings.TrimSpace(line), cmd.Process.Pid, stop, nil
 }

@@ -323,3 +323,43 @@ func TestRemoteServer(t *testing.T) {
 		t.Error("-what steps with -url: no error")
 	}
 }
+
+// The CPU readings see this process, its parent, the machine, and the local
+// PostgreSQL's processes.
+func TestMachineCPU(t *testing.T) {
+	self, ok := procStat(os.Getpid())
+	if !ok || self.ppid != os.Getppid() || self.comm == "" {
+		t.Fatalf("procStat(self) = %+v, %v; parent %d", self, ok, os.Getppid())
+	}
+	if _, ok := procStat(-1); ok {
+		t.Fatal("procStat(-1) read something")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for cpuTime() < 20*time.Millisecond && time.Now().Before(deadline) {
+		for i := range 1_000_000 {
+			_ = i * i
+		}
+	}
+	if busy := machineBusy(); busy < cpuTime()-clockTick {
+		t.Fatalf("machine busy %v, less than this process's %v", busy, cpuTime())
+	}
+	pm := findPostmaster(context.Background(), persisttest.AdminURL())
+	if pm == 0 {
+		t.Fatal("no postmaster found for the local PostgreSQL")
+	}
+	before := machineCPU{postmaster: pm}.read()
+	conn, err := pgx.Connect(context.Background(), persisttest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	// Keep a backend busy until PostgreSQL's processes have used 50 ms more.
+	for time.Now().Before(deadline) && processTree(pm)-before.postgres < 50*time.Millisecond {
+		if _, err := conn.Exec(context.Background(), `SELECT count(*) FROM generate_series(1, 200000)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if used := processTree(pm) - before.postgres; used < 50*time.Millisecond {
+		t.Fatalf("PostgreSQL's processes used %v while a query ran for 5s", used)
+	}
+}
