@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 )
@@ -191,4 +193,37 @@ func TestRunCreateStateMatchesTheStore(t *testing.T) {
 	if st.Run.StepCount != got.Run.StepCount || st.Run.LastEventSeq != got.Run.LastEventSeq || st.Run.Epoch != got.Run.Epoch {
 		t.Fatalf("run: created %+v, stored %+v", st.Run, got.Run)
 	}
+}
+
+// A run created with its conversation is one implicit transaction: when a
+// statement of it fails (here, an input message of a role the table refuses,
+// after the conversation and the run were sent), nothing of it is kept.
+func TestRunCreateIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	s, url := persisttest.New(t)
+	ctx := context.Background()
+	for _, claim := range []*persist.ClaimFor{nil, {Worker: "w1", TTL: time.Minute, StepID: persist.NewID()}} {
+		_, _, err := s.RunCreateState(ctx, persist.RunCreateParams{TenantID: "t1", Model: "m",
+			Params:   persist.RunParams{MaxSteps: 4, IfBusy: "reject"},
+			Input:    []persist.InputMessage{{Role: "user", Content: "hi"}, {Role: "robot", Content: "beep"}},
+			ClaimFor: claim})
+		if err == nil {
+			t.Fatalf("claim %v: a message of role robot was stored", claim)
+		}
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM conversations) + (SELECT count(*) FROM runs)
+		+ (SELECT count(*) FROM messages) + (SELECT count(*) FROM steps) + (SELECT count(*) FROM run_events)`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d rows kept of failed creations", n)
+	}
+	// The store is still usable.
+	createRun(t, s, "")
 }

@@ -112,89 +112,39 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 	}
 	dup := errors.New("duplicate")
 	cancelled := map[string]int64{} // runs ended by if_busy: interrupt, and their last seq
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		clear(cancelled)
+	var key, hash *string
+	if p.IdempotencyKey != "" {
+		key, hash = &p.IdempotencyKey, &p.RequestHash
+	}
+	// queueRun queues the run's row, read back into run (dup when its
+	// idempotency key was taken meanwhile), its input messages, its first
+	// events, and its first step when it is claimed here (else the wake-up of
+	// idle workers). idle says that the conversation has no run in flight.
+	queueRun := func(b *batch, convID string, idle bool) error {
 		st = RunState{}
-		idle := true // the conversation has no run in flight
-		convID := p.ConversationID
-		if convID == "" {
-			convID = newID()
-			if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, convID, p.TenantID); err != nil {
-				return fmt.Errorf("insert conversation: %w", err)
-			}
-		} else {
-			var id string
-			err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
-				convID, p.TenantID).Scan(&id)
-			if err != nil {
-				return fmt.Errorf("lock conversation: %w", translate(err))
-			}
-			var busy string
-			err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
-				AND status IN ('queued', 'running', 'requires_action') ORDER BY id LIMIT 1`, convID).Scan(&busy)
-			idle = errors.Is(err, pgx.ErrNoRows)
-			switch {
-			case idle:
-			case err != nil:
-				return fmt.Errorf("busy check: %w", err)
-			case p.Params.IfBusy == "enqueue":
-			case p.Params.IfBusy == "interrupt":
-				// Cancel every run of the conversation in flight; the new
-				// run starts when the last of them has stopped.
-				busyRuns, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs WHERE conversation_id = $1
-					AND status IN ('queued', 'running', 'requires_action') ORDER BY id FOR UPDATE`, convID)
-				if err != nil {
-					return fmt.Errorf("interrupt busy runs: %w", err)
-				}
-				for _, b := range busyRuns {
-					last, err := endLocked(ctx, tx, b, StatusCancelled, ReasonCancelled)
-					if err != nil {
-						return fmt.Errorf("interrupt run %s: %w", b.ID, err)
-					}
-					if last > 0 {
-						cancelled[b.ID] = last
-					}
-				}
-			default:
-				return &BusyError{RunID: busy}
-			}
-		}
-		var key, hash *string
-		if p.IdempotencyKey != "" {
-			key, hash = &p.IdempotencyKey, &p.RequestHash
-		}
 		claimed := p.ClaimFor != nil && idle && p.Params.MaxSteps > 0
-		var row pgx.Row
 		if claimed {
 			// As RunClaimStart would leave it: running at epoch 1 under the
 			// worker's lease, with its first step and three events.
-			row = tx.QueryRow(ctx, `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
+			b.query("insert run", `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
 				idempotency_key, request_hash, last_event_seq, epoch, lease_owner, lease_expires_at, started_at,
 				deadline_at, step_count)
 				VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, 3, 1, $8, now() + $9 * interval '1 millisecond', now(),
 				CASE WHEN $10::bigint > 0 THEN now() + $10::bigint * interval '1 millisecond' END, 1)
 				ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING `+runColumns,
-				runID, p.TenantID, convID, p.Model, params, key, hash,
-				p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS)
+				[]any{runID, p.TenantID, convID, p.Model, params, key, hash,
+					p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS}, scanNewRun(&run, dup))
 		} else {
-			row = tx.QueryRow(ctx, `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
+			b.query("insert run", `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
 				idempotency_key, request_hash, last_event_seq)
 				VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1)
 				ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING `+runColumns,
-				runID, p.TenantID, convID, p.Model, params, key, hash)
+				[]any{runID, p.TenantID, convID, p.Model, params, key, hash}, scanNewRun(&run, dup))
 		}
-		if run, err = scanRun(row); errors.Is(err, ErrNotFound) {
-			return dup // the idempotency key was taken meanwhile
-		} else if err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		// The input messages, the first event and the wake-up of idle
-		// workers go in one round trip.
-		var b batch
 		for i, m := range p.Input {
 			op := MessageInsert{ID: newID(), ConversationID: convID, RunID: runID, Role: m.Role,
 				Content: []Part{{Type: "text", Text: m.Content}}, Status: MessageCompleted}
-			if err := op.queue(&b); err != nil {
+			if err := op.queue(b); err != nil {
 				return err
 			}
 			if p.ConversationID == "" { // a new conversation's messages are numbered from 1
@@ -218,9 +168,73 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 		if err != nil {
 			return err
 		}
-		queueEvents(&b, rows)
-		return b.send(ctx, tx)
-	})
+		queueEvents(b, rows)
+		return nil
+	}
+	if p.ConversationID == "" && p.IdempotencyKey == "" {
+		// A new conversation has nothing in flight, and a run without a key
+		// conflicts with none: the whole creation is one pipelined round
+		// trip, one implicit transaction.
+		var b batch
+		convID := newID()
+		b.exec("insert conversation", `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, convID, p.TenantID)
+		if err = queueRun(&b, convID, true); err == nil {
+			err = translate(b.send(ctx, s.pool))
+		}
+	} else {
+		err = s.tx(ctx, func(tx pgx.Tx) error {
+			clear(cancelled)
+			idle := true // the conversation has no run in flight
+			convID := p.ConversationID
+			if convID == "" {
+				convID = newID()
+				if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, convID, p.TenantID); err != nil {
+					return fmt.Errorf("insert conversation: %w", err)
+				}
+			} else {
+				var id string
+				err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+					convID, p.TenantID).Scan(&id)
+				if err != nil {
+					return fmt.Errorf("lock conversation: %w", translate(err))
+				}
+				var busy string
+				err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
+					AND status IN ('queued', 'running', 'requires_action') ORDER BY id LIMIT 1`, convID).Scan(&busy)
+				idle = errors.Is(err, pgx.ErrNoRows)
+				switch {
+				case idle:
+				case err != nil:
+					return fmt.Errorf("busy check: %w", err)
+				case p.Params.IfBusy == "enqueue":
+				case p.Params.IfBusy == "interrupt":
+					// Cancel every run of the conversation in flight; the new
+					// run starts when the last of them has stopped.
+					busyRuns, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs WHERE conversation_id = $1
+						AND status IN ('queued', 'running', 'requires_action') ORDER BY id FOR UPDATE`, convID)
+					if err != nil {
+						return fmt.Errorf("interrupt busy runs: %w", err)
+					}
+					for _, b := range busyRuns {
+						last, err := endLocked(ctx, tx, b, StatusCancelled, ReasonCancelled)
+						if err != nil {
+							return fmt.Errorf("interrupt run %s: %w", b.ID, err)
+						}
+						if last > 0 {
+							cancelled[b.ID] = last
+						}
+					}
+				default:
+					return &BusyError{RunID: busy}
+				}
+			}
+			var b batch
+			if err := queueRun(&b, convID, idle); err != nil {
+				return err
+			}
+			return b.send(ctx, tx)
+		})
+	}
 	if errors.Is(err, dup) {
 		r, ok, err := s.runByKey(ctx, p)
 		if err == nil && !ok {
@@ -239,6 +253,27 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 	}
 	st.Run = run
 	return st, true, nil
+}
+
+// scanNewRun reads the row of an inserted run into run; dup when there is
+// none: its idempotency key was taken meanwhile.
+func scanNewRun(run *Run, dup error) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		defer rows.Close()
+		if !rows.Next() {
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return dup
+		}
+		r, err := scanRun(rows)
+		if err != nil {
+			return err
+		}
+		*run = r
+		rows.Close()
+		return rows.Err()
+	}
 }
 
 func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, error) {
