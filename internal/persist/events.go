@@ -104,8 +104,9 @@ func queueEvents(b *batch, rows []eventRow) {
 	for i, r := range rows {
 		ids[i], seqs[i], types[i], steps[i], datas[i], ats[i] = r.runID, r.seq, r.typ, int32(r.step), r.data, r.at
 	}
+	// The run ids go as text[], as in commitPipelined.
 	b.exec("append events", `INSERT INTO run_events (run_id, seq, type, step, data, created_at)
-		SELECT r, s, t, n, d::json, a FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::timestamptz[])
+		SELECT r, s, t, n, d::json, a FROM unnest($1::text[]::uuid[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::timestamptz[])
 		AS e(r, s, t, n, d, a)`, ids, seqs, types, steps, datas, ats)
 }
 
