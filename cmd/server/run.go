@@ -172,7 +172,8 @@ func buildModel(cfg config, log *slog.Logger) (llm.Model, string, func(), error)
 		if name == "" {
 			name = "gpt-4o-mini"
 		}
-		return llm.NewOpenAI(llm.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey}), name, func() {}, nil
+		m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey})
+		return m, name, m.CloseIdleConnections, nil
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -185,10 +186,12 @@ func buildModel(cfg config, log *slog.Logger) (llm.Model, string, func(), error)
 		name = "fake"
 	}
 	log.Info("OPENAI_API_KEY is not set: using the built-in fake model; see README for its directives", "fake_base_url", base)
+	m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "fake"})
 	stop := func() {
+		m.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}
-	return llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "fake"}), name, stop, nil
+	return m, name, stop, nil
 }

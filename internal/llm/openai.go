@@ -35,15 +35,24 @@ type OpenAIConfig struct {
 	IdleTimeout time.Duration
 	// HTTPClient sends the requests; nil means a new client without a
 	// timeout (a stream lasts as long as the model writes; IdleTimeout and
-	// the caller's context bound it).
+	// the caller's context bound it) whose transport keeps up to
+	// DefaultIdleConns connections open for reuse.
 	HTTPClient *http.Client
 }
+
+// DefaultIdleConns is how many idle connections to the model's host the
+// adapter's own HTTP client keeps for reuse. net/http's default, 2, is far
+// below the model calls a server makes at once: every call beyond two then
+// opened a connection of its own (a TLS handshake, against a real
+// provider), and closed it after.
+const DefaultIdleConns = 256
 
 // OpenAI is a Model that speaks to an OpenAI-compatible Chat Completions
 // endpoint through the openai-go SDK, always streaming. The SDK's own retries
 // are off: every retry is the caller's decision.
 type OpenAI struct {
 	client openai.Client
+	http   *http.Client
 	idle   time.Duration
 }
 
@@ -51,7 +60,10 @@ type OpenAI struct {
 func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns = DefaultIdleConns
+		tr.MaxIdleConnsPerHost = DefaultIdleConns
+		hc = &http.Client{Transport: tr}
 	}
 	opts := []option.RequestOption{
 		option.WithHTTPClient(hc),
@@ -63,7 +75,13 @@ func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
-	return &OpenAI{client: openai.NewClient(opts...), idle: cfg.IdleTimeout}
+	return &OpenAI{client: openai.NewClient(opts...), http: hc, idle: cfg.IdleTimeout}
+}
+
+// CloseIdleConnections closes the connections the adapter's HTTP client
+// keeps for reuse (for a shutdown); calls after it open new ones.
+func (m *OpenAI) CloseIdleConnections() {
+	m.http.CloseIdleConnections()
 }
 
 // errIdle is the cancel cause set when the idle timer fires.

@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -603,5 +605,46 @@ func TestOpenAIRequest(t *testing.T) {
 		if string(body.Tools[i]) != w {
 			t.Errorf("tool %d = %s, want %s", i, body.Tools[i], w)
 		}
+	}
+}
+
+// The adapter's own HTTP client keeps a connection per concurrent caller:
+// 5 rounds of 8 concurrent calls open 8 connections, not the 32 of
+// net/http's default transport, which keeps 2 and opens 6 anew each round.
+func TestOpenAIReusesConnections(t *testing.T) {
+	t.Parallel()
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(fakellm.New())
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: srv.URL + "/v1", APIKey: "k"})
+	defer m.CloseIdleConnections()
+	const callers, rounds = 8, 5
+	for range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, callers)
+		for range callers {
+			wg.Go(func() {
+				if _, err := m.Stream(t.Context(), user("hi\n/stream 3 1"), nil); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		// A connection goes back to the pool just after its response ends.
+		time.Sleep(20 * time.Millisecond)
+	}
+	// A little slack: a call may start before a connection is back.
+	if n := opened.Load(); n > 2*callers {
+		t.Fatalf("%d connections opened for %d rounds of %d concurrent calls", n, rounds, callers)
 	}
 }
