@@ -9,13 +9,29 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 )
 
-// noRedirects returns a copy of client (or of a zero client) that hands
-// redirects back instead of following them: a redirect of a call with
-// effects must not be replayed to another place.
+// idleConnsPerHost is how many idle connections to one host the tools'
+// default transport keeps for reuse. net/http's default, 2, is below the
+// calls that concurrent runs make to one webhook: each call beyond two
+// opened a connection (a TLS handshake) and closed it after.
+const idleConnsPerHost = 64
+
+// pooledTransport is the transport of tools given no client: net/http's
+// default, keeping more idle connections per host.
+var pooledTransport = sync.OnceValue(func() *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 4 * idleConnsPerHost
+	tr.MaxIdleConnsPerHost = idleConnsPerHost
+	return tr
+})
+
+// noRedirects returns a copy of client (or of a client over
+// pooledTransport) that hands redirects back instead of following them: a
+// redirect of a call with effects must not be replayed to another place.
 func noRedirects(client *http.Client) *http.Client {
-	var c http.Client
+	c := http.Client{Transport: pooledTransport()}
 	if client != nil {
 		c = *client
 	}

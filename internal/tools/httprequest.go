@@ -22,9 +22,9 @@ import (
 // result. A 4xx is a KindFinal error, a 5xx KindTransient, a timeout
 // KindTimeout, a lost connection KindConnection.
 //
-// A nil client means a zero http.Client; the tool uses a copy of client that
-// does not follow redirects. The server registers this tool only when
-// allowHosts is not empty.
+// A nil client means a client over the tools' pooled transport; the tool
+// uses a copy of client that does not follow redirects. The server registers
+// this tool only when allowHosts is not empty.
 func HTTPRequest(allowHosts []string, client *http.Client) Tool {
 	t := &httpRequest{allow: make(map[string]bool, len(allowHosts)), client: noRedirects(client)}
 	for _, h := range allowHosts {

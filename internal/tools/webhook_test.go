@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -353,5 +355,45 @@ func TestLoadFile(t *testing.T) {
 	}
 	if _, err := LoadFile(filepath.Join(dir, "missing.json"), nil); err == nil {
 		t.Error("LoadFile(missing) succeeded")
+	}
+}
+
+// Webhooks reuse their connections: 5 rounds of 8 concurrent calls open 8,
+// not the 32 of net/http's default transport, which keeps 2 per host.
+func TestWebhookReusesConnections(t *testing.T) {
+	t.Parallel()
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"sent": true}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	tool := webhookTool(t, srv.URL, "")
+	const callers, rounds = 8, 5
+	for range rounds {
+		var wg sync.WaitGroup
+		errs := make(chan error, callers)
+		for range callers {
+			wg.Go(func() {
+				if _, err := tool.Invoke(context.Background(), testCall); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond) // a connection goes back to the pool just after its response
+	}
+	if n := opened.Load(); n > 2*callers {
+		t.Fatalf("%d connections opened for %d rounds of %d concurrent calls", n, rounds, callers)
 	}
 }
