@@ -71,6 +71,7 @@ func runBench(args []string, out io.Writer) error {
 	floor := fs.Float64("floor", 0, "the floor in transactions/s, when known: it is then not measured")
 	jsonPath := fs.String("json", "agentbench.json", "write the figures of every repetition to this file (empty: none)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmarks to this file")
+	memProfile := fs.String("memprofile", "", "write a profile of the benchmarks' allocations to this file at the end")
 	serveFake := fs.Bool("serve-fake", false, "internal: serve the fake model on a loopback port and print its address")
 	url := fs.String("url", "", "measure the agentd server at this base URL instead of one in this process (http phase only; "+
 		"the server must use the fake model); needs -url-database")
@@ -118,6 +119,13 @@ func runBench(args []string, out io.Writer) error {
 		if slices.Contains(selected, p) {
 			o.what = append(o.what, p)
 		}
+	}
+	if *memProfile != "" {
+		defer func() {
+			if err := writeAllocs(*memProfile); err != nil {
+				fmt.Fprintln(out, "memprofile:", err)
+			}
+		}()
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -333,4 +341,18 @@ func startFake() (string, int, func(), error) {
 		}
 	}
 	return strings.TrimSpace(line), cmd.Process.Pid, stop, nil
+}
+
+// writeAllocs writes the allocations profile (every allocation sampled
+// since the start) to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
