@@ -113,8 +113,13 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 	dup := errors.New("duplicate")
 	cancelled := map[string]int64{} // runs ended by if_busy: interrupt, and their last seq
 	var key, hash *string
+	// Only a run with a key can conflict: without one, the insert is not a
+	// speculative one (which costs an index probe and a WAL record more).
+	onKeyConflict := ""
 	if p.IdempotencyKey != "" {
 		key, hash = &p.IdempotencyKey, &p.RequestHash
+		onKeyConflict = `
+				ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
 	}
 	// queueRun queues the run's row, read back into run (dup when its
 	// idempotency key was taken meanwhile), its input messages, its first
@@ -130,15 +135,13 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 				idempotency_key, request_hash, last_event_seq, epoch, lease_owner, lease_expires_at, started_at,
 				deadline_at, step_count)
 				VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, 3, 1, $8, now() + $9 * interval '1 millisecond', now(),
-				CASE WHEN $10::bigint > 0 THEN now() + $10::bigint * interval '1 millisecond' END, 1)
-				ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING `+runColumns,
+				CASE WHEN $10::bigint > 0 THEN now() + $10::bigint * interval '1 millisecond' END, 1)`+onKeyConflict+` RETURNING `+runColumns,
 				[]any{runID, p.TenantID, convID, p.Model, params, key, hash,
 					p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS}, scanNewRun(&run, dup))
 		} else {
 			b.query("insert run", `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
 				idempotency_key, request_hash, last_event_seq)
-				VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1)
-				ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING `+runColumns,
+				VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1)`+onKeyConflict+` RETURNING `+runColumns,
 				[]any{runID, p.TenantID, convID, p.Model, params, key, hash}, scanNewRun(&run, dup))
 		}
 		for i, m := range p.Input {
