@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -128,6 +130,13 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 	var raw *http.Response
 	err = m.client.Post(sctx, "chat/completions", params, &raw,
 		option.WithJSONSet("stream", true), option.WithMiddleware(capture))
+	if raw != nil && raw.Body != nil {
+		// The stream closes the body at [DONE], which often comes before
+		// the body's own end; net/http then closes the connection instead
+		// of reusing it (a new TLS handshake for the next call). So the
+		// body is read to its end first, for at most drainWait.
+		raw.Body = &drainingBody{ReadCloser: raw.Body, cancel: cancel}
+	}
 	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 
@@ -156,6 +165,34 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 		return Response{}, &Error{Kind: KindConnection, Status: statusOf(res), Err: errTruncated}
 	}
 	return acc.response(), nil
+}
+
+// drainWait and drainMax bound the read of what follows the end of a
+// stream: the body's end normally comes with [DONE] or just after it.
+const (
+	drainWait = 100 * time.Millisecond
+	drainMax  = 64 << 10
+)
+
+// errDrain is the cancel cause when the end of a body did not come within
+// drainWait.
+var errDrain = errors.New("the response did not end after the stream")
+
+// drainingBody reads a response body to its end, within limits, before
+// closing it, so that its connection can serve the next request.
+type drainingBody struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc // the request's
+	once   sync.Once
+}
+
+func (b *drainingBody) Close() error {
+	b.once.Do(func() {
+		t := time.AfterFunc(drainWait, func() { b.cancel(errDrain) })
+		_, _ = io.CopyN(io.Discard, b.ReadCloser, drainMax)
+		t.Stop()
+	})
+	return b.ReadCloser.Close()
 }
 
 // chatParams translates req into the SDK's request body.

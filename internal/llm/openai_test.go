@@ -608,13 +608,20 @@ func TestOpenAIRequest(t *testing.T) {
 	}
 }
 
-// The adapter's own HTTP client keeps a connection per concurrent caller:
-// 5 rounds of 8 concurrent calls open 8 connections, not the 32 of
-// net/http's default transport, which keeps 2 and opens 6 anew each round.
+// The adapter's own HTTP client keeps a connection per concurrent caller,
+// and reads each response to its end: 5 rounds of 8 concurrent calls open 8
+// connections, not the 32 of net/http's default transport, which keeps 2
+// and opens 6 anew each round, nor the 40 of a body closed at [DONE].
 func TestOpenAIReusesConnections(t *testing.T) {
 	t.Parallel()
 	var opened atomic.Int64
-	srv := httptest.NewUnstartedServer(fakellm.New())
+	fake := fakellm.New()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fake.ServeHTTP(w, r)
+		// The body's last chunk comes a little after [DONE]: a client
+		// that closed the body at [DONE] could not reuse the connection.
+		time.Sleep(5 * time.Millisecond)
+	}))
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		if s == http.StateNew {
 			opened.Add(1)
