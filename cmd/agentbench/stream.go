@@ -487,16 +487,24 @@ func rawFollow(base, runID string, seen func(typ string, seq int64, opened time.
 	if _, err := io.WriteString(c, "GET /runs/"+runID+"/events HTTP/1.1\r\nHost: bench\r\n\r\n"); err != nil {
 		return 0
 	}
-	buf := make([]byte, 32<<10)
-	var carry []byte
+	// The readers share the process with agentd, and so its garbage
+	// collector: a stream reads into a pooled buffer, in place.
+	bp := followBuffers.Get().(*[]byte)
+	defer followBuffers.Put(bp)
+	buf := (*bp)[:0]
 	var seq int64
 	var opened time.Time
 	for {
-		n, err := c.Read(buf)
+		if len(buf) == cap(buf) { // a line longer than the buffer
+			buf = append(buf, make([]byte, cap(buf))...)[:len(buf)]
+			*bp = buf
+		}
+		n, err := c.Read(buf[len(buf):cap(buf)])
 		if opened.IsZero() {
 			opened = time.Now()
 		}
-		data := append(carry, buf[:n]...)
+		buf = buf[:len(buf)+n]
+		data := buf
 		for {
 			i := bytes.IndexByte(data, '\n')
 			if i < 0 {
@@ -508,25 +516,31 @@ func rawFollow(base, runID string, seen func(typ string, seq int64, opened time.
 			case bytes.HasPrefix(line, []byte("id: ")):
 				seq, _ = strconv.ParseInt(string(line[4:]), 10, 64)
 			case bytes.HasPrefix(line, []byte("event: ")):
-				typ := string(line[7:])
-				if typ == "heartbeat" {
+				typ := line[7:]
+				if string(typ) == "heartbeat" {
 					continue
 				}
 				events++
 				if seen != nil {
-					seen(typ, seq, opened)
+					seen(string(typ), seq, opened)
 				}
-				if stream.Terminal(typ) {
+				if stream.Terminal(string(typ)) {
 					return events
 				}
 			}
 		}
-		carry = append(carry[:0], data...)
+		buf = buf[:copy(buf, data)]
 		if err != nil {
 			return events
 		}
 	}
 }
+
+// followBuffers are rawFollow's read buffers.
+var followBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 4<<10)
+	return &b
+}}
 
 // benchReplay appends a 10,000-event run and times a client reading it all.
 func benchReplay(ctx context.Context, s *stack) (eventsPerSec float64, err error) {
