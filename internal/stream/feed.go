@@ -21,7 +21,7 @@ type batch struct {
 // subscriber is one stream's subscription to a run's feed.
 type subscriber struct {
 	feed *feed
-	ch   chan batch
+	ch   chan *batch   // batches, shared by all the feed's subscribers and never changed once sent
 	gone chan struct{} // closed when the Hub drops the subscriber for falling behind
 }
 
@@ -115,7 +115,7 @@ func (h *Hub) subscribeLocked(runID string) *subscriber {
 		h.wg.Add(1)
 		go h.runFeed(f)
 	}
-	s := &subscriber{feed: f, ch: make(chan batch, subscriberBuffer), gone: make(chan struct{})}
+	s := &subscriber{feed: f, ch: make(chan *batch, subscriberBuffer), gone: make(chan struct{})}
 	f.subs[s] = struct{}{}
 	f.recent.share(len(f.subs) > 1)
 	h.subscribers++
@@ -143,7 +143,7 @@ func (h *Hub) removeLocked(s *subscriber) bool {
 
 // fanOut hands b to every subscriber of f. A subscriber whose buffer is full
 // is dropped rather than waited for: it must not slow the feed or the others.
-func (h *Hub) fanOut(f *feed, b batch) {
+func (h *Hub) fanOut(f *feed, b *batch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f.recent.add(b.events, b.upTo)
@@ -206,7 +206,7 @@ func (h *Hub) position(f *feed) int64 {
 		}
 		return -1
 	}
-	h.fanOut(f, batch{upTo: run.LastEventSeq})
+	h.fanOut(f, &batch{upTo: run.LastEventSeq})
 	return run.LastEventSeq
 }
 
@@ -217,7 +217,7 @@ func (h *Hub) position(f *feed) int64 {
 func (h *Hub) read(f *feed, last int64, mustRead bool) int64 {
 	if evs := f.takeHanded(last); len(evs) > 0 {
 		last = evs[len(evs)-1].Seq
-		h.fanOut(f, batch{events: evs, upTo: last})
+		h.fanOut(f, &batch{events: evs, upTo: last})
 		if !mustRead && f.want.Load() <= last {
 			return last
 		}
@@ -234,7 +234,7 @@ func (h *Hub) read(f *feed, last int64, mustRead bool) int64 {
 		}
 		if len(evs) > 0 {
 			last = evs[len(evs)-1].Seq
-			h.fanOut(f, batch{events: evs, upTo: last})
+			h.fanOut(f, &batch{events: evs, upTo: last})
 		}
 		if len(evs) < pageSize {
 			return last

@@ -217,7 +217,7 @@ func (s *sse) catchUp() end {
 
 // deliverPending delivers b and the batches that are waiting behind it,
 // then flushes: a client that fell behind gets what it missed in one write.
-func (s *sse) deliverPending(sub *subscriber, b batch) end {
+func (s *sse) deliverPending(sub *subscriber, b *batch) end {
 	for {
 		if e := s.deliver(b); e != endNone {
 			return e
@@ -234,7 +234,7 @@ func (s *sse) deliverPending(sub *subscriber, b batch) end {
 // deliver writes what a live batch adds to what was sent: events at or
 // below s.last are dropped, and a gap before the batch (or up to its upTo)
 // is replayed first.
-func (s *sse) deliver(b batch) end {
+func (s *sse) deliver(b *batch) end {
 	for _, ev := range b.events {
 		if ev.Seq <= s.last {
 			continue
