@@ -67,17 +67,15 @@ func (r *recent) merge(evs []persist.Event) {
 	first, last := evs[0].Seq, evs[len(evs)-1].Seq
 	switch {
 	case len(r.events) == 0, first <= r.lo() && last >= r.hi(), first > r.hi()+1:
-		r.events = slices.Clone(evs)
+		r.events, r.bytes = slices.Clone(evs), dataBytes(evs)
 	case first <= r.hi()+1 && last > r.hi(): // extends the end
-		r.events = append(r.events, evs[r.hi()+1-first:]...)
+		added := evs[r.hi()+1-first:]
+		r.events, r.bytes = append(r.events, added...), r.bytes+dataBytes(added)
 	case first < r.lo() && last+1 >= r.lo(): // extends the front
-		r.events = slices.Concat(evs[:r.lo()-first], r.events)
+		added := evs[:r.lo()-first]
+		r.events, r.bytes = slices.Concat(added, r.events), r.bytes+dataBytes(added)
 	default:
 		return
-	}
-	r.bytes = 0
-	for _, ev := range r.events {
-		r.bytes += len(ev.Data)
 	}
 	if r.bytes <= recentBytes {
 		return
@@ -88,6 +86,15 @@ func (r *recent) merge(evs []persist.Event) {
 	}
 	// A copy, so that the dropped events are not kept alive by the array.
 	r.events = slices.Clone(r.events[k:])
+}
+
+// dataBytes is the size of the events' data.
+func dataBytes(evs []persist.Event) int {
+	n := 0
+	for _, ev := range evs {
+		n += len(ev.Data)
+	}
+	return n
 }
 
 func (r *recent) lo() int64 { return r.events[0].Seq }
