@@ -409,8 +409,8 @@ func benchStream(ctx context.Context, o options, fake string) ([]metric, error) 
 		add("delivery p99"+name, "ms", msOf(p99), p99Target)
 		ms = append(ms, perUnit("stream", "event"+name, float64(events), cost, cpu, costTargets{})...)
 		add("executor write transactions per event"+name, "tx", float64(gc1.Transactions-gc0.Transactions)/float64(max(1, events)), nil)
-		fmt.Fprintf(o.out, "  stream: %d runs streaming 200 chunks 5 ms apart (%s), %s each: %d runs, %.0f events/s, delivery (commit to client) p50 %.2f ms p99 %.2f ms\n",
-			o.streamRuns, how, plural(l.subs, "subscriber"), runs, float64(events)/elapsed.Seconds(), msOf(p50), msOf(p99))
+		fmt.Fprintf(o.out, "  stream: %d runs streaming %d chunks %d ms apart (%s), %s each: %d runs, %.0f events/s, delivery (commit to client) p50 %.2f ms p99 %.2f ms\n",
+			o.streamRuns, streamChunks, streamGap.Milliseconds(), how, plural(l.subs, "subscriber"), runs, float64(events)/elapsed.Seconds(), msOf(p50), msOf(p99))
 	}
 	replay, err := benchReplay(ctx, s)
 	if err != nil {
@@ -432,9 +432,16 @@ func benchStream(ctx context.Context, o options, fake string) ([]metric, error) 
 	return ms, nil
 }
 
-// streamRunLength is how long a run of the stream benchmark streams: 200
-// chunks 5 ms apart.
-const streamRunLength = 200 * 5 * time.Millisecond
+// A run of the stream benchmark streams streamChunks chunks streamGap apart,
+// for streamRunLength.
+const (
+	streamChunks    = 200
+	streamGap       = 5 * time.Millisecond
+	streamRunLength = streamChunks * streamGap
+)
+
+// streamPrompt asks the fake model for such a run.
+var streamPrompt = fmt.Sprintf("/stream %d %d", streamChunks, streamGap.Milliseconds())
 
 // streamRuns has concurrent clients post streaming runs for d, each followed
 // by subs subscribers. It returns the delivery latencies (from the commit to
@@ -461,7 +468,7 @@ func streamRuns(ctx context.Context, s *stack, concurrent, subs int, d time.Dura
 				}
 			}
 			for time.Now().Before(deadline) && ctx.Err() == nil {
-				resp, err := postRun(s.base, "/stream 200 5", false)
+				resp, err := postRun(s.base, streamPrompt, false)
 				if err != nil {
 					return
 				}
