@@ -16,9 +16,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 var _ Model = (*OpenAI)(nil)
@@ -97,7 +95,7 @@ var errTruncated = errors.New("stream ended without a finish_reason")
 // the idle timeout, KindConnection for a broken or truncated stream, and the
 // kinds of classifyStatus for an HTTP error status.
 func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
-	params, err := chatParams(req)
+	body, err := requestBody(req)
 	if err != nil {
 		return Response{}, &Error{Kind: KindBadRequest, Err: err}
 	}
@@ -119,6 +117,14 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 	// other cases (a proxy's HTML 502, an empty 429).
 	var res *http.Response
 	capture := func(r *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		// The SDK wraps the body in a type of its own, which net/http
+		// cannot tell is in memory: it then sends the headers and the body
+		// in two writes (two packets). A copy of the same bytes goes in one.
+		if r.GetBody != nil {
+			if copied, err := r.GetBody(); err == nil {
+				r.Body = copied
+			}
+		}
 		resp, err := next(r)
 		res = resp
 		return resp, err
@@ -128,8 +134,7 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 	// ChatCompletionChunk keeps every field's raw JSON and took three
 	// quarters of a streamed call's CPU.
 	var raw *http.Response
-	err = m.client.Post(sctx, "chat/completions", params, &raw,
-		option.WithJSONSet("stream", true), option.WithMiddleware(capture))
+	err = m.client.Post(sctx, "chat/completions", body, &raw, option.WithMiddleware(capture))
 	if raw != nil && raw.Body != nil {
 		// The stream closes the body at [DONE], which often comes before
 		// the body's own end; net/http then closes the connection instead
@@ -195,54 +200,54 @@ func (b *drainingBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
-// chatParams translates req into the SDK's request body.
-func chatParams(req Request) (openai.ChatCompletionNewParams, error) {
-	p := openai.ChatCompletionNewParams{
-		Model: shared.ChatModel(req.Model),
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{
-			IncludeUsage: openai.Bool(true),
-		},
-	}
-	// Messages and tools are written as JSON here, once, and handed to the
-	// SDK as they are: its reflective encoder took 7% of a step's CPU.
-	// TestMessageJSONMatchesTheSDK holds them to what the SDK writes.
+// requestBody writes req as a streaming Chat Completions request body: the
+// JSON that the SDK's ChatCompletionNewParams writes, with "stream" set, as
+// Chat.Completions.NewStreaming sends it (TestRequestBodyMatchesTheSDK holds
+// it to that). It is written here, once, because the SDK's reflective
+// encoder, and its re-encoding of the body to set "stream", took a tenth of
+// a step's CPU.
+func requestBody(req Request) ([]byte, error) {
+	b := make([]byte, 0, 512)
+	b = append(b, `{"messages":[`...)
 	for i, msg := range req.Messages {
 		raw, err := messageJSON(msg)
 		if err != nil {
-			return p, fmt.Errorf("message %d: %w", i, err)
+			return nil, fmt.Errorf("message %d: %w", i, err)
 		}
-		var u openai.ChatCompletionMessageParamUnion
-		switch msg.Role {
-		case RoleSystem:
-			m := param.Override[openai.ChatCompletionSystemMessageParam](raw)
-			u.OfSystem = &m
-		case RoleUser:
-			m := param.Override[openai.ChatCompletionUserMessageParam](raw)
-			u.OfUser = &m
-		case RoleTool:
-			m := param.Override[openai.ChatCompletionToolMessageParam](raw)
-			u.OfTool = &m
-		case RoleAssistant:
-			m := param.Override[openai.ChatCompletionAssistantMessageParam](raw)
-			u.OfAssistant = &m
+		if i > 0 {
+			b = append(b, ',')
 		}
-		p.Messages = append(p.Messages, u)
+		b = append(b, raw...)
 	}
-	for _, t := range req.Tools {
-		// A tool's JSON is written once, with its schema as it is, rather
-		// than decoded into the SDK's map and encoded again by reflection.
+	model, err := json.Marshal(req.Model)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	b = append(b, `],"model":`...)
+	b = append(b, model...)
+	b = append(b, `,"stream_options":{"include_usage":true}`...)
+	for i, t := range req.Tools {
+		// A tool's schema is sent as it is, rather than decoded into the
+		// SDK's map and encoded again.
 		if len(t.Parameters) > 0 && !json.Valid(t.Parameters) {
-			return p, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
+			return nil, fmt.Errorf("tool %s: parameters are not valid JSON", t.Name)
 		}
 		raw, err := json.Marshal(functionTool{Type: "function",
 			Function: functionDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
 		if err != nil {
-			return p, fmt.Errorf("tool %s: %w", t.Name, err)
+			return nil, fmt.Errorf("tool %s: %w", t.Name, err)
 		}
-		fn := param.Override[openai.ChatCompletionFunctionToolParam](json.RawMessage(raw))
-		p.Tools = append(p.Tools, openai.ChatCompletionToolUnionParam{OfFunction: &fn})
+		if i == 0 {
+			b = append(b, `,"tools":[`...)
+		} else {
+			b = append(b, ',')
+		}
+		b = append(b, raw...)
 	}
-	return p, nil
+	if len(req.Tools) > 0 {
+		b = append(b, ']')
+	}
+	return append(b, `,"stream":true}`...), nil
 }
 
 // wireMessage is a message of a Chat Completions request.

@@ -655,3 +655,44 @@ func TestOpenAIReusesConnections(t *testing.T) {
 		t.Fatalf("%d connections opened for %d rounds of %d concurrent calls", n, rounds, callers)
 	}
 }
+
+// countingConn counts the writes on a connection.
+type countingConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countingConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// A request goes out in one write, headers and body together: two writes
+// are two packets on the wire, and twice the system calls.
+func TestOpenAIRequestIsOneWrite(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(fakellm.New())
+	var writes atomic.Int64
+	var d net.Dialer
+	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		return countingConn{Conn: c, writes: &writes}, err
+	}}
+	t.Cleanup(func() {
+		srv.Close()
+		tr.CloseIdleConnections()
+	})
+	m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: srv.URL + "/v1", APIKey: "k", HTTPClient: &http.Client{Transport: tr}})
+	req := user("hi")
+	req.Tools = []llm.ToolSpec{{Name: "calculator", Description: "Evaluates an expression.",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string"}}}`)}}
+	const calls = 5
+	for range calls {
+		if _, err := m.Stream(t.Context(), req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := writes.Load(); n != calls {
+		t.Fatalf("%d writes for %d requests", n, calls)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
 )
 
 // sdkMessage builds msg with the SDK's own types, as the adapter did before
@@ -75,27 +76,75 @@ func TestMessageJSONMatchesTheSDK(t *testing.T) {
 			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
-	p, err := chatParams(Request{Model: "m", Messages: msgs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var req struct {
-		Messages []json.RawMessage `json:"messages"`
-	}
-	if err := json.Unmarshal(body, &req); err != nil || len(req.Messages) != len(msgs) {
-		t.Fatalf("request %s: %v", body, err)
-	}
-	for i, m := range msgs {
-		want, _ := json.Marshal(sdkMessage(m))
-		if !reflect.DeepEqual(decode(req.Messages[i]), decode(want)) {
-			t.Errorf("request message %d:\n got %s\nwant %s", i, req.Messages[i], want)
-		}
-	}
 	if _, err := messageJSON(Message{Role: "robot"}); err == nil {
 		t.Error("a message of role robot was written")
+	}
+}
+
+// The request body the adapter writes is the JSON the SDK's
+// ChatCompletionNewParams writes, with "stream" set as NewStreaming sets it.
+func TestRequestBodyMatchesTheSDK(t *testing.T) {
+	calls := []ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}
+	msgs := []Message{
+		{Role: RoleSystem, Content: "Be brief."},
+		{Role: RoleUser, Content: "What is 6*7? <b>\"é\"</b>"},
+		{Role: RoleAssistant, ToolCalls: calls},
+		{Role: RoleTool, ToolCallID: "call_1", Content: `{"result":42}`},
+		{Role: RoleAssistant, Content: "42."},
+	}
+	schema := `{"type": "object",
+		"properties": {"expression": {"type": "string", "description": "e.g. 6*7"}},
+		"required": ["expression"]}`
+	tools := []ToolSpec{
+		{Name: "calculator", Description: "Evaluates an expression.", Parameters: json.RawMessage(schema)},
+		{Name: "now"},
+	}
+	decode := func(b []byte) any {
+		t.Helper()
+		var v any
+		if err := json.Unmarshal(b, &v); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		return v
+	}
+	for _, req := range []Request{
+		{Model: "gpt-test", Messages: msgs, Tools: tools},
+		{Model: "m \"quoted\"", Messages: msgs[:2]},
+	} {
+		got, err := requestBody(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := openai.ChatCompletionNewParams{
+			Model:         shared.ChatModel(req.Model),
+			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		}
+		for _, m := range req.Messages {
+			p.Messages = append(p.Messages, sdkMessage(m))
+		}
+		for _, tl := range req.Tools {
+			def := shared.FunctionDefinitionParam{Name: tl.Name}
+			if tl.Description != "" {
+				def.Description = openai.String(tl.Description)
+			}
+			if len(tl.Parameters) > 0 {
+				if err := json.Unmarshal(tl.Parameters, &def.Parameters); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p.Tools = append(p.Tools, openai.ChatCompletionFunctionTool(def))
+		}
+		want, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdk := decode(want).(map[string]any)
+		sdk["stream"] = true // as option.WithJSONSet("stream", true) sets it
+		if !reflect.DeepEqual(decode(got), sdk) {
+			t.Errorf("request body:\n got %s\nwant %s", got, want)
+		}
+	}
+	if _, err := requestBody(Request{Model: "m", Tools: []ToolSpec{{Name: "bad", Parameters: json.RawMessage(`{"type":`)}}}); err == nil {
+		t.Error("a tool with a schema that is not JSON was written")
 	}
 }
