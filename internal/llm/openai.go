@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -142,22 +143,22 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 		// body is read to its end first, for at most drainWait.
 		raw.Body = &drainingBody{ReadCloser: raw.Body, cancel: cancel}
 	}
-	stream := ssestream.NewStream[chunk](ssestream.NewDecoder(raw), err)
-	defer stream.Close()
+	stream := &chunkStream{dec: ssestream.NewDecoder(raw), err: err}
+	defer stream.close()
 
 	var acc assembler
-	for stream.Next() {
+	for stream.next() {
 		// The idle timer measures the wait for chunks, not the time the
 		// caller spends in onDelta.
 		if idle != nil {
 			idle.Stop()
 		}
-		acc.add(stream.Current(), onDelta)
+		acc.add(&stream.cur, onDelta)
 		if idle != nil {
 			idle.Reset(idleFor)
 		}
 	}
-	if err := stream.Err(); err != nil {
+	if err := stream.err; err != nil {
 		return Response{}, m.classify(ctx, sctx, err, res, idleFor)
 	}
 	if acc.finish == "" {
@@ -308,8 +309,9 @@ type functionDef struct {
 // than the API's) is decoded by the SDK's ChatCompletionChunk, which is
 // lenient about types, as it was before chunk.
 type chunk struct {
-	Choices []chunkChoice `json:"choices"`
-	Usage   *chunkUsage   `json:"usage"`
+	Choices []chunkChoice   `json:"choices"`
+	Usage   *chunkUsage     `json:"usage"`
+	Error   json.RawMessage `json:"error"` // an error event's
 }
 
 type chunkChoice struct {
@@ -341,24 +343,61 @@ type chunkUsage struct {
 	} `json:"completion_tokens_details"`
 }
 
-func (c *chunk) UnmarshalJSON(data []byte) error {
-	type plain chunk
-	var p plain
-	err := json.Unmarshal(data, &p)
-	if err == nil {
-		*c = chunk(p)
-		return nil
+// chunkStream reads the chunks of a Chat Completions stream as the SDK's
+// ssestream.Stream does, ending at [DONE] or at an error event, but decodes
+// each chunk's JSON once: the SDK's Stream validates it, scans it for an
+// error, then decodes it (and chunk's own decoder would validate it again).
+type chunkStream struct {
+	dec  ssestream.Decoder // nil when the request failed
+	cur  chunk
+	err  error
+	done bool
+}
+
+func (s *chunkStream) next() bool {
+	if s.err != nil || s.done || s.dec == nil {
+		return false
+	}
+	if !s.dec.Next() {
+		s.err, s.done = s.dec.Err(), true
+		return false
+	}
+	ev := s.dec.Event()
+	if bytes.HasPrefix(ev.Data, []byte("[DONE]")) {
+		s.done = true
+		return false
+	}
+	s.cur = chunk{}
+	err := json.Unmarshal(ev.Data, &s.cur)
+	if len(s.cur.Error) > 0 {
+		msg := string(s.cur.Error)
+		var text string
+		if json.Unmarshal(s.cur.Error, &text) == nil {
+			msg = text
+		}
+		s.err = &ssestream.StreamError{Message: "received error while streaming: " + msg, Event: ev}
+		return false
 	}
 	var typeErr *json.UnmarshalTypeError
-	if !errors.As(err, &typeErr) {
-		return err
+	if errors.As(err, &typeErr) {
+		// A field of another JSON type than the API's: the SDK's chunk is
+		// lenient about types, as the adapter was before chunk.
+		var sdk openai.ChatCompletionChunk
+		if err = json.Unmarshal(ev.Data, &sdk); err == nil {
+			s.cur = chunkOf(sdk)
+		}
 	}
-	var sdk openai.ChatCompletionChunk
-	if err := json.Unmarshal(data, &sdk); err != nil {
-		return err
+	if err != nil {
+		s.err = err
+		return false
 	}
-	*c = chunkOf(sdk)
-	return nil
+	return true
+}
+
+func (s *chunkStream) close() {
+	if s.dec != nil {
+		_ = s.dec.Close()
+	}
 }
 
 // chunkOf copies what chunk holds out of the SDK's chunk.
@@ -394,7 +433,7 @@ type assembler struct {
 	usage  Usage
 }
 
-func (a *assembler) add(c chunk, onDelta func(string)) {
+func (a *assembler) add(c *chunk, onDelta func(string)) {
 	for _, ch := range c.Choices {
 		if ch.Index != 0 {
 			continue // we never ask for n > 1
