@@ -64,7 +64,7 @@ func TestMessageJSONMatchesTheSDK(t *testing.T) {
 		return v
 	}
 	for i, m := range msgs {
-		got, err := messageJSON(m)
+		got, err := appendMessage(nil, m)
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
@@ -76,7 +76,7 @@ func TestMessageJSONMatchesTheSDK(t *testing.T) {
 			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
-	if _, err := messageJSON(Message{Role: "robot"}); err == nil {
+	if _, err := appendMessage(nil, Message{Role: "robot"}); err == nil {
 		t.Error("a message of role robot was written")
 	}
 }
@@ -146,5 +146,43 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 	}
 	if _, err := requestBody(Request{Model: "m", Tools: []ToolSpec{{Name: "bad", Parameters: json.RawMessage(`{"type":`)}}}); err == nil {
 		t.Error("a tool with a schema that is not JSON was written")
+	}
+}
+
+// appendString writes a string as encoding/json does.
+func TestAppendString(t *testing.T) {
+	for _, s := range []string{"", "plain ascii 123", "tab\tnew\nline", `quote " backslash \`, "<b>&amp;</b>",
+		"é ✓ 日本", "\u2028\u2029", "bad \xff utf-8", "nul \x00 del \x7f"} {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("appendString(%q) = %s, want x%s", s, got, want)
+		}
+	}
+}
+
+// BenchmarkRequestBody measures the writing of a request of an agent's
+// third step: system and user messages, a tool call and its result, and two
+// tools.
+func BenchmarkRequestBody(b *testing.B) {
+	schema := json.RawMessage(`{"type":"object","properties":{"expression":{"type":"string","minLength":1,
+"maxLength":1000,"description":"Arithmetic expression, e.g. (2 + 3) * 4 ^ 2 / sqrt(16)."}},
+"required":["expression"],"additionalProperties":false}`)
+	req := Request{Model: "gpt-4o-mini", Messages: []Message{
+		{Role: RoleSystem, Content: "You are a helpful assistant. Use the tools when they help."},
+		{Role: RoleUser, Content: "What is 6*7? Answer in one sentence."},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_0_0", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+		{Role: RoleTool, ToolCallID: "call_0_0", Content: `{"result":42}`},
+	}, Tools: []ToolSpec{
+		{Name: "calculator", Description: "Evaluates an arithmetic expression.", Parameters: schema},
+		{Name: "echo", Description: "Returns its input.", Parameters: json.RawMessage(`{"type":"object"}`)},
+	}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := requestBody(req); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
