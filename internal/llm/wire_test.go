@@ -37,6 +37,17 @@ func sdkMessage(msg Message) openai.ChatCompletionMessageParamUnion {
 	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
 }
 
+// decodeJSON decodes b into Go's generic JSON values, for comparing JSON
+// texts whatever their key order and spacing.
+func decodeJSON(t *testing.T, b []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return v
+}
+
 // The messages the adapter writes are the JSON the SDK's types write, and
 // the request carries them so.
 func TestMessageJSONMatchesTheSDK(t *testing.T) {
@@ -55,14 +66,6 @@ func TestMessageJSONMatchesTheSDK(t *testing.T) {
 		{Role: RoleTool, ToolCallID: "call_2"},
 		{Role: RoleTool, Content: "no call id"},
 	}
-	decode := func(b []byte) any {
-		t.Helper()
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		return v
-	}
 	for i, m := range msgs {
 		got, err := appendMessage(nil, m)
 		if err != nil {
@@ -72,7 +75,7 @@ func TestMessageJSONMatchesTheSDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(decode(got), decode(want)) {
+		if !reflect.DeepEqual(decodeJSON(t, got), decodeJSON(t, want)) {
 			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
@@ -98,14 +101,6 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 	tools := []ToolSpec{
 		{Name: "calculator", Description: "Evaluates an expression.", Parameters: json.RawMessage(schema)},
 		{Name: "now"},
-	}
-	decode := func(b []byte) any {
-		t.Helper()
-		var v any
-		if err := json.Unmarshal(b, &v); err != nil {
-			t.Fatalf("%s: %v", b, err)
-		}
-		return v
 	}
 	for _, req := range []Request{
 		{Model: "gpt-test", Messages: msgs, Tools: tools},
@@ -138,9 +133,9 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sdk := decode(want).(map[string]any)
+		sdk := decodeJSON(t, want).(map[string]any)
 		sdk["stream"] = true // as option.WithJSONSet("stream", true) sets it
-		if !reflect.DeepEqual(decode(got), sdk) {
+		if !reflect.DeepEqual(decodeJSON(t, got), sdk) {
 			t.Errorf("request body:\n got %s\nwant %s", got, want)
 		}
 	}
