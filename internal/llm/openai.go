@@ -370,7 +370,7 @@ func (s *chunkStream) next() bool {
 	}
 	s.cur = chunk{}
 	err := json.Unmarshal(ev.Data, &s.cur)
-	if len(s.cur.Error) > 0 {
+	if len(s.cur.Error) > 0 && string(s.cur.Error) != "null" { // "error": null is no error
 		msg := string(s.cur.Error)
 		var text string
 		if json.Unmarshal(s.cur.Error, &text) == nil {

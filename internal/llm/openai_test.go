@@ -469,6 +469,7 @@ func TestOpenAIBrokenStreams(t *testing.T) {
 		{"tool call cut", toolChunk + "data: [DONE]\n\n", llm.KindConnection},
 		{"error event", textChunk + `data: {"error":{"message":"upstream failed","type":"server_error"}}` + "\n\n", llm.KindServer},
 		{"overflow event", `data: {"error":{"message":"too long","code":"context_length_exceeded"}}` + "\n\n", llm.KindContextOverflow},
+		{"error event of a string", textChunk + `data: {"error":"upstream failed"}` + "\n\n", llm.KindServer},
 		{"garbage chunk", "data: {not json\n\n", llm.KindServer},
 	}
 	for _, tt := range tests {
@@ -535,7 +536,7 @@ func TestOpenAIBadToolSchema(t *testing.T) {
 // API's (numbers as strings, a null choice list) still gets its answer read.
 func TestOpenAILooseChunkTypes(t *testing.T) {
 	t.Parallel()
-	body := `data: {"choices":[{"index":"0","delta":{"content":"for","tool_calls":null},"finish_reason":null}]}` + "\n\n" +
+	body := `data: {"choices":[{"index":"0","delta":{"content":"for","tool_calls":null},"finish_reason":null}],"error":null}` + "\n\n" +
 		`data: {"choices":[{"index":0,"delta":{"content":"ty-two"},"finish_reason":"stop"}]}` + "\n\n" +
 		`data: {"choices":null,"usage":{"prompt_tokens":"7","completion_tokens":3,"prompt_tokens_details":null}}` + "\n\n" +
 		"data: [DONE]\n\n"
