@@ -75,16 +75,18 @@ func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, af
 		return false
 	}
 	sub := h.subscribeLocked(runID) // before the replay, so that nothing falls between the two
+	// The gauge moves with the count, under h.mu: whoever reads Stats
+	// then reads the same number of streams from the gauge.
 	h.streams++
+	h.metrics.clients.Inc()
 	h.wg.Add(1)
 	h.mu.Unlock()
-	h.metrics.clients.Inc()
 	defer func() {
 		h.mu.Lock()
 		h.removeLocked(sub)
 		h.streams--
-		h.mu.Unlock()
 		h.metrics.clients.Dec()
+		h.mu.Unlock()
 		h.wg.Done()
 	}()
 
