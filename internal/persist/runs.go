@@ -174,13 +174,19 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 		queueEvents(b, rows)
 		return nil
 	}
+	// newConversation queues the insert of a new conversation, and returns
+	// its id.
+	newConversation := func(b *batch) string {
+		id := newID()
+		b.exec("insert conversation", `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, id, p.TenantID)
+		return id
+	}
 	if p.ConversationID == "" && p.IdempotencyKey == "" {
 		// A new conversation has nothing in flight, and a run without a key
 		// conflicts with none: the whole creation is one pipelined round
 		// trip, one implicit transaction.
 		var b batch
-		convID := newID()
-		b.exec("insert conversation", `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, convID, p.TenantID)
+		convID := newConversation(&b)
 		if err = queueRun(&b, convID, true); err == nil {
 			err = translate(b.send(ctx, s.pool))
 		}
@@ -188,12 +194,10 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 		err = s.tx(ctx, func(tx pgx.Tx) error {
 			clear(cancelled)
 			idle := true // the conversation has no run in flight
+			var b batch
 			convID := p.ConversationID
 			if convID == "" {
-				convID = newID()
-				if _, err := tx.Exec(ctx, `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, convID, p.TenantID); err != nil {
-					return fmt.Errorf("insert conversation: %w", err)
-				}
+				convID = newConversation(&b)
 			} else {
 				var id string
 				err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
@@ -218,20 +222,19 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 					if err != nil {
 						return fmt.Errorf("interrupt busy runs: %w", err)
 					}
-					for _, b := range busyRuns {
-						last, err := endLocked(ctx, tx, b, StatusCancelled, ReasonCancelled)
+					for _, busyRun := range busyRuns {
+						last, err := endLocked(ctx, tx, busyRun, StatusCancelled, ReasonCancelled)
 						if err != nil {
-							return fmt.Errorf("interrupt run %s: %w", b.ID, err)
+							return fmt.Errorf("interrupt run %s: %w", busyRun.ID, err)
 						}
 						if last > 0 {
-							cancelled[b.ID] = last
+							cancelled[busyRun.ID] = last
 						}
 					}
 				default:
 					return &BusyError{RunID: busy}
 				}
 			}
-			var b batch
 			if err := queueRun(&b, convID, idle); err != nil {
 				return err
 			}
