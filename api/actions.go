@@ -2,9 +2,7 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -67,13 +65,9 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.Message = *req.Error
 	}
-	run, err := s.store.RunResolveAction(r.Context(), p)
-	if errors.Is(err, persist.ErrDecisionInvalid) {
-		return fieldError("decision", "does not answer what the run asks (%s): approve or reject an approval; result, retry or fail an unknown outcome",
-			strings.TrimPrefix(err.Error(), persist.ErrDecisionInvalid.Error()+": "))
-	}
+	run, err := s.runs.ResolveAction(r.Context(), p)
 	if err != nil {
-		return storeErr(opAction, err)
+		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, runView(run))
 	return nil

@@ -13,42 +13,67 @@ import (
 	"agentd/internal/tools"
 )
 
-// Store is what the API needs of the database. *persist.Store implements it.
+// Store is what the API reads from the database, and where it keeps the
+// responses of idempotent requests. *persist.Store implements it. Commands
+// that change a run go through Runs instead.
 //
-// Methods that take a tenant return persist.ErrNotFound for a row that does
-// not exist or belongs to another tenant. StepsList and MessagesList do not
-// check the tenant: the handlers read the run or conversation first.
+// StepsList and MessagesList do not check the tenant: the handlers read the
+// run or conversation first.
 type Store interface {
-	// RunCreate commits a run and its input; see persist.Store.RunCreate. It
-	// returns a *persist.BusyError for a busy conversation,
-	// persist.ErrIdempotencyMismatch for a reused key, and persist.ErrNotFound
-	// for an unknown conversation.
-	RunCreate(ctx context.Context, p persist.RunCreateParams) (run persist.Run, created bool, err error)
-	// RunGet returns a tenant's run, or persist.ErrNotFound.
+	// RunGet returns a tenant's run, or persist.ErrRunNotFound.
 	RunGet(ctx context.Context, tenantID, id string) (persist.Run, error)
 	// RunList returns a tenant's runs, newest first.
 	RunList(ctx context.Context, p persist.RunListParams) ([]persist.Run, error)
-	// RunCancel cancels a run: persist.ErrNotFound, or persist.ErrConflict
-	// when the run already ended otherwise than cancelled.
-	RunCancel(ctx context.Context, tenantID, id string) (persist.Run, error)
-	// RunResume re-queues a run: persist.ErrNotFound, or persist.ErrConflict
-	// when the run is completed.
-	RunResume(ctx context.Context, tenantID, id string) (persist.Run, error)
-	RunResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
-	IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (persist.IdempotencyRecord, bool, error)
-	IdempotencyFinish(ctx context.Context, tenantID, key string, status int, contentType string, body []byte) error
-	IdempotencyAbandon(ctx context.Context, tenantID, key string) error
 	// StepsList returns a run's steps with their tool calls and attempts.
 	StepsList(ctx context.Context, runID string) ([]persist.StepDetail, error)
-	// ConversationGet returns a tenant's conversation, or persist.ErrNotFound.
+	// ConversationGet returns a tenant's conversation, or
+	// persist.ErrConversationNotFound.
 	ConversationGet(ctx context.Context, tenantID, id string) (persist.Conversation, error)
 	// MessagesList returns up to limit messages of a conversation after seq.
 	MessagesList(ctx context.Context, conversationID string, after, limit int) ([]persist.Message, error)
+	// IdempotencyBegin claims an Idempotency-Key of a POST for a request
+	// whose fingerprint is hash: fresh is true when this request claimed it
+	// and must be answered; otherwise the record is the earlier request's
+	// (Done when its response is stored). persist.ErrConflict: the key was
+	// claimed meanwhile, try again.
+	IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec persist.IdempotencyRecord, fresh bool, err error)
+	// IdempotencyFinish stores the response of the request that claimed key.
+	IdempotencyFinish(ctx context.Context, tenantID, key string, status int, contentType string, body []byte) error
+	// IdempotencyAbandon frees a key whose request failed with a server
+	// error, so that a retry runs it again.
+	IdempotencyAbandon(ctx context.Context, tenantID, key string) error
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 }
 
 var _ Store = (*persist.Store)(nil)
+
+// Runs is the engine's command door (run.Service implements it): every
+// change a request asks of a run goes through it. Its errors are persist's
+// sentinels and typed errors, which problemFor maps.
+type Runs interface {
+	// Create commits a new run (or finds the first one of a repeated
+	// idempotency key: created is false).
+	Create(ctx context.Context, p persist.RunCreateParams) (run persist.Run, created bool, err error)
+	// Cancel asks a run to stop.
+	Cancel(ctx context.Context, tenantID, id string) (persist.Run, error)
+	// Resume queues a run again.
+	Resume(ctx context.Context, tenantID, id string) (persist.Run, error)
+	// ResolveAction records a decision on what a waiting run asks.
+	ResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
+	// ClientLeft applies the run's on_disconnect policy after the client of
+	// its stream from POST /runs went away.
+	ClientLeft(ctx context.Context, run persist.Run) error
+}
+
+// Events streams a run's events as Server-Sent Events (*stream.Hub
+// implements it). runID is canonical (lowercase) and the API has checked
+// the tenant. Before writing anything it may return stream.ErrEnded (the
+// API answers 204) or stream.ErrStopped (503 shutting_down); once the
+// stream started, it reports whether it ended because the client left.
+type Events interface {
+	StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool, err error)
+}
 
 // RunDefaults fill in what a POST /runs body leaves out.
 type RunDefaults struct {
@@ -66,11 +91,17 @@ type RunDefaults struct {
 	Timeouts persist.Timeouts
 }
 
-// Config configures the handler returned by New. Store is required; every
-// other field has a default.
+// Config configures the handler returned by New. Store and Runs are
+// required; every other field has a default.
 type Config struct {
-	// Store reads and writes runs and conversations.
+	// Store reads runs and conversations, and keeps idempotent responses.
 	Store Store
+	// Runs carries out the commands on runs.
+	Runs Runs
+	// Events serves GET /runs/{id}/events and POST /runs with "stream":
+	// true. When it is nil, both answer 501 streaming_unavailable (and
+	// nothing is created).
+	Events Events
 	// Tools is the registry that GET /tools lists and that the "tools" of a
 	// new run are checked against. Nil means no tools.
 	Tools *tools.Registry
@@ -83,26 +114,13 @@ type Config struct {
 	// prometheus.DefaultRegisterer. Collectors already registered there (by an
 	// earlier New) are reused.
 	Registerer prometheus.Registerer
-	// ReadyFunc answers GET /readyz: nil error means ready. Nil means
-	// Store.Ping.
+	// ReadyFunc answers GET /readyz: nil error means ready, and ErrDraining
+	// says that the instance is shutting down. Nil means Store.Ping.
 	ReadyFunc func(ctx context.Context) error
-	// Events, when set, serves GET /runs/{id}/events. The API checks the
-	// tenant and that the run exists before calling it; the handler finds the
-	// run's id with RunIDFromContext.
-	Events http.Handler
-	// StreamFunc, when set, answers a POST /runs with "stream": true once the
-	// run is committed (or found again by its idempotency key), by streaming
-	// the run's events into w. When it is nil, such requests get 501
-	// streaming_unavailable and nothing is created.
-	StreamFunc func(w http.ResponseWriter, r *http.Request, run persist.Run)
 	// Defaults fill in what a new run's request leaves out.
 	Defaults RunDefaults
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
-	// CreateFunc commits the run of a POST /runs; nil means Store.RunCreate.
-	// The server passes its engine's Create, which starts the run on a free
-	// worker of this instance in the same transaction.
-	CreateFunc func(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error)
 }
 
 // Default values of Config and RunDefaults.
@@ -119,43 +137,40 @@ const (
 // server holds the handlers' dependencies.
 type server struct {
 	store    Store
+	runs     Runs
+	events   Events // nil: no streaming
 	tools    *tools.Registry
 	log      *slog.Logger
 	metrics  *httpMetrics
 	ready    func(ctx context.Context) error
-	stream   func(w http.ResponseWriter, r *http.Request, run persist.Run)
-	create   func(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error)
 	defaults RunDefaults
 	maxBody  int64
 	known    knownRuns // runs found for a tenant, for event streams
 }
 
-// New returns the API's http.Handler. It panics when cfg.Store is nil, which
-// is a wiring mistake.
+// New returns the API's http.Handler. It panics when cfg.Store or cfg.Runs
+// is nil, which is a wiring mistake.
 func New(cfg Config) http.Handler {
 	s := newServer(cfg)
 	return s.routes(cfg)
 }
 
 func newServer(cfg Config) *server {
-	if cfg.Store == nil {
-		panic("api: Config.Store is nil")
+	if cfg.Store == nil || cfg.Runs == nil {
+		panic("api: Config.Store and Config.Runs are required")
 	}
 	s := &server{
 		store:    cfg.Store,
+		runs:     cfg.Runs,
+		events:   cfg.Events,
 		tools:    cfg.Tools,
 		log:      cfg.Logger,
 		ready:    cfg.ReadyFunc,
-		stream:   cfg.StreamFunc,
-		create:   cfg.CreateFunc,
 		defaults: cfg.Defaults,
 		maxBody:  cfg.MaxBodyBytes,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
-	}
-	if s.create == nil {
-		s.create = s.store.RunCreate
 	}
 	if s.ready == nil {
 		s.ready = cfg.Store.Ping
@@ -213,9 +228,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/cancel", s.handle(s.runCancel))
 		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
 		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
-		if cfg.Events != nil {
-			r.With(s.findRun).Method(http.MethodGet, "/runs/{id}/events", cfg.Events)
-		}
+		r.Get("/runs/{id}/events", s.handle(s.runEvents))
 		r.Get("/conversations/{id}", s.handle(s.conversationGet))
 		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))
 		r.Get("/tools", s.handle(s.toolsList))

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -20,6 +21,8 @@ import (
 	"agentd/api"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/run"
+	"agentd/internal/stream"
 	"agentd/internal/tools"
 )
 
@@ -57,6 +60,7 @@ func setupWith(t *testing.T, store *persist.Store, s api.Store, opts ...func(*ap
 	reg := prometheus.NewRegistry()
 	cfg := api.Config{
 		Store:      s,
+		Runs:       run.New(run.Config{Store: store}).Service(), // not started: runs stay queued
 		Tools:      registry(t),
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer: reg,
@@ -726,41 +730,120 @@ func TestInternalErrorsAndPanics(t *testing.T) {
 	}
 }
 
+// fakeEvents is an api.Events that answers with a comment, or with err
+// before writing anything, and records what it was asked.
+type fakeEvents struct {
+	err   error
+	write func(w http.ResponseWriter) // nil: a comment line
+	mu    sync.Mutex
+	calls []eventsCall
+}
+
+type eventsCall struct {
+	runID, tenant string
+	after         int64
+}
+
+func (f *fakeEvents) StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (bool, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, eventsCall{runID, api.TenantFromContext(r.Context()), after})
+	f.mu.Unlock()
+	if f.err != nil {
+		return false, f.err
+	}
+	if f.write != nil {
+		f.write(w)
+		return false, nil
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	_, _ = io.WriteString(w, ": ok\n\n")
+	return false, nil
+}
+
+// took returns the calls so far, and forgets them.
+func (f *fakeEvents) took() []eventsCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.calls
+	f.calls = nil
+	return c
+}
+
 func TestEventsAndStreamHooks(t *testing.T) {
 	t.Parallel()
-	var streamed, followed atomic.Value // run ids, written by the server's goroutines
-	b := setup(t, func(c *api.Config) {
-		c.Events = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			id, ok := api.RunIDFromContext(r.Context())
-			if !ok || api.TenantFromContext(r.Context()) != "default" {
-				t.Error("events handler without a run or tenant")
-			}
-			followed.Store(id)
-			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = io.WriteString(w, ": ok\n\n")
-		})
-		c.StreamFunc = func(w http.ResponseWriter, r *http.Request, run persist.Run) {
-			streamed.Store(run.ID)
-			w.Header().Set("Content-Type", "text/event-stream")
-			_, _ = io.WriteString(w, ": ok\n\n")
-		}
-	})
+	ev := &fakeEvents{}
+	b := setup(t, func(c *api.Config) { c.Events = ev })
 	r := b.do("POST", "/runs", `{"input": "hi", "stream": true}`)
-	id, _ := streamed.Load().(string)
-	if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/event-stream" || id == "" {
-		t.Fatalf("stream: %d %v %s", r.status, r.header, r.body)
+	calls := ev.took()
+	if r.status != http.StatusOK || r.header.Get("Content-Type") != "text/event-stream" || len(calls) != 1 || calls[0].after != 0 {
+		t.Fatalf("stream: %d %v %s, calls %+v", r.status, r.header, r.body, calls)
 	}
+	id := calls[0].runID
 	if got := want[runBody](t, b.do("GET", "/runs/"+id, ""), http.StatusOK); got.Status != "queued" {
 		t.Fatalf("streamed run not committed: %+v", got)
 	}
-	if r := b.do("GET", "/runs/"+id+"/events", ""); r.status != http.StatusOK || followed.Load() != id {
-		t.Fatalf("events: %d %s", r.status, r.body)
+	// The id is canonical whatever its case in the path, and the position
+	// comes from Last-Event-ID, else ?after=.
+	for _, c := range []struct {
+		path, lastID string
+		after        int64
+	}{
+		{"/runs/" + id + "/events", "", 0},
+		{"/runs/" + strings.ToUpper(id) + "/events", "", 0},
+		{"/runs/" + id + "/events?after=3", "", 3},
+		{"/runs/" + id + "/events?after=3", "5", 5},
+	} {
+		var r response
+		if c.lastID != "" {
+			r = b.do("GET", c.path, "", "Last-Event-ID", c.lastID)
+		} else {
+			r = b.do("GET", c.path, "")
+		}
+		calls := ev.took()
+		if r.status != http.StatusOK || len(calls) != 1 || calls[0] != (eventsCall{id, "default", c.after}) {
+			t.Fatalf("GET %s (Last-Event-ID %q): %d %s, calls %+v", c.path, c.lastID, r.status, r.body, calls)
+		}
 	}
-	followed.Store("")
 	wantProblem(t, b.do("GET", "/runs/"+id+"/events", "", "X-Tenant-ID", "acme"), http.StatusNotFound, "run_not_found")
-	if followed.Load() != "" {
-		t.Fatal("events handler called for another tenant's run")
+	for _, c := range []struct{ query, lastID, field string }{
+		{"", "abc", "Last-Event-ID"},
+		{"", "-1", "Last-Event-ID"},
+		{"?after=x", "", "after"},
+		{"?after=-2", "", "after"},
+	} {
+		path := "/runs/" + id + "/events" + c.query
+		var r response
+		if c.lastID != "" {
+			r = b.do("GET", path, "", "Last-Event-ID", c.lastID)
+		} else {
+			r = b.do("GET", path, "")
+		}
+		if p := wantProblem(t, r, http.StatusUnprocessableEntity, "invalid_field"); p.Field != c.field {
+			t.Errorf("%s Last-Event-ID %q: field %q, want %q", path, c.lastID, p.Field, c.field)
+		}
 	}
+	if calls := ev.took(); len(calls) != 0 {
+		t.Fatalf("events called for a refused request: %+v", calls)
+	}
+}
+
+// TestStreamErrorsAnswerBeforeTheStream: what the stream says before it
+// starts becomes the API's answer: 204 for a run with nothing more to send,
+// 503 shutting_down from a stopped hub; without a stream, 501.
+func TestStreamErrorsAnswerBeforeTheStream(t *testing.T) {
+	t.Parallel()
+	ended := setup(t, func(c *api.Config) { c.Events = &fakeEvents{err: stream.ErrEnded} })
+	id := ended.createRun(`{"input": "hi"}`).ID
+	if r := ended.do("GET", "/runs/"+id+"/events", "", "Last-Event-ID", "7"); r.status != http.StatusNoContent || len(r.body) != 0 {
+		t.Fatalf("ended run: %d %q", r.status, r.body)
+	}
+	stopped := setup(t, func(c *api.Config) { c.Events = &fakeEvents{err: stream.ErrStopped} })
+	id = stopped.createRun(`{"input": "hi"}`).ID
+	wantProblem(t, stopped.do("GET", "/runs/"+id+"/events", ""), http.StatusServiceUnavailable, "shutting_down")
+	none := setup(t)
+	id = none.createRun(`{"input": "hi"}`).ID
+	wantProblem(t, none.do("GET", "/runs/"+id+"/events", ""), http.StatusNotImplemented, "streaming_unavailable")
+	wantProblem(t, none.do("POST", "/runs", `{"input": "hi", "stream": true}`), http.StatusNotImplemented, "streaming_unavailable")
 }
 
 // countingStore counts the reads of single runs.
@@ -781,11 +864,7 @@ func TestEventsCheckARunOnce(t *testing.T) {
 	t.Parallel()
 	store, _ := persisttest.New(t)
 	counting := &countingStore{Store: store}
-	b := setupWith(t, store, counting, func(c *api.Config) {
-		c.Events = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/event-stream")
-		})
-	})
+	b := setupWith(t, store, counting, func(c *api.Config) { c.Events = &fakeEvents{} })
 	created := b.createRun(`{"input": "hi"}`).ID
 	foreign, _, err := store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "acme", Model: "m",
 		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "theirs"}}})
@@ -886,7 +965,7 @@ func TestBadRequests(t *testing.T) {
 		{"bad messages limit", "GET", "/conversations/" + existing.ConversationID + "/messages?limit=0", ``, nil, 422, "invalid_field", "limit"},
 		{"bad after", "GET", "/conversations/" + existing.ConversationID + "/messages?after=-1", ``, nil, 422, "invalid_field", "after"},
 		{"no route", "GET", "/nope", ``, nil, 404, "not_found", ""},
-		{"events not mounted", "GET", "/runs/" + existing.ID + "/events", ``, nil, 404, "not_found", ""},
+		{"events without a stream", "GET", "/runs/" + existing.ID + "/events", ``, nil, 501, "streaming_unavailable", ""},
 		{"wrong method", "DELETE", "/runs", ``, nil, 405, "method_not_allowed", ""},
 	}
 	tenants := []string{"default", "acme"}
@@ -924,12 +1003,12 @@ func TestBadRequests(t *testing.T) {
 func TestPanicMidStreamAborts(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *api.Config) {
-		c.Events = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.Events = &fakeEvents{write: func(w http.ResponseWriter) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "id: 1\n")
 			_ = http.NewResponseController(w).Flush()
 			panic("mid-stream")
-		})
+		}}
 	})
 	run := b.createRun(`{"input": "hi"}`)
 	resp, err := b.srv.Client().Get(b.srv.URL + "/runs/" + run.ID + "/events")
@@ -948,6 +1027,6 @@ func TestPanicMidStreamAborts(t *testing.T) {
 func TestNewTwiceWithDefaultRegistry(t *testing.T) {
 	t.Parallel()
 	for range 2 {
-		_ = api.New(api.Config{Store: &persist.Store{}}) // must not panic on the second registration
+		_ = api.New(api.Config{Store: &persist.Store{}, Runs: &run.Service{}}) // must not panic on the second registration
 	}
 }

@@ -22,8 +22,7 @@ func (s *server) conversationFor(r *http.Request) (persist.Conversation, error) 
 	if err != nil {
 		return persist.Conversation{}, errConversationNotFound
 	}
-	c, err := s.store.ConversationGet(r.Context(), TenantFromContext(r.Context()), id.String())
-	return c, storeErr(opConvRead, err)
+	return s.store.ConversationGet(r.Context(), TenantFromContext(r.Context()), id.String())
 }
 
 func (s *server) conversationGet(w http.ResponseWriter, r *http.Request) error {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -20,12 +21,23 @@ func (s *server) livez(w http.ResponseWriter, r *http.Request) {
 	s.writeJSON(w, r, http.StatusOK, statusJSON{Status: "ok"})
 }
 
-// readyz answers 200 when the server's dependencies answer, else 503. The
-// cause is logged, not shown.
+// ErrDraining is what a Config.ReadyFunc returns once the instance has
+// begun shutting down: GET /readyz answers 503 shutting_down at once, so
+// that load balancers stop sending it requests while its runs drain.
+var ErrDraining = errors.New("instance is shutting down")
+
+// readyz answers 200 when the server's dependencies answer, else 503:
+// shutting_down while the instance drains, not_ready when a dependency
+// fails (the cause is logged, not shown).
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	if err := s.ready(ctx); err != nil {
+	err := s.ready(ctx)
+	if errors.Is(err, ErrDraining) {
+		s.writeProblem(w, r, newProblem(errShuttingDown))
+		return
+	}
+	if err != nil {
 		s.log.WarnContext(r.Context(), "not ready", slog.String("error", err.Error()))
 		s.writeProblem(w, r, newProblem(newError(http.StatusServiceUnavailable, CodeNotReady, "Not ready",
 			"a dependency of the server does not answer")))

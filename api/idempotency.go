@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -47,7 +48,7 @@ func (s *server) idempotent(next http.Handler) http.Handler {
 		var fresh bool
 		for wait := 10 * time.Millisecond; ; wait *= 2 {
 			rec, fresh, err = s.store.IdempotencyBegin(r.Context(), tenant, key, hash)
-			if err != nil && err != persist.ErrConflict {
+			if err != nil && !errors.Is(err, persist.ErrConflict) {
 				s.fail(w, r, err)
 				return
 			}
@@ -66,8 +67,7 @@ func (s *server) idempotent(next http.Handler) http.Handler {
 			}
 		}
 		if rec.RequestHash != hash {
-			s.fail(w, r, newError(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "Idempotency key reused",
-				"this Idempotency-Key was already used with a different request"))
+			s.fail(w, r, errKeyReused)
 			return
 		}
 		if !fresh {

@@ -23,7 +23,6 @@ type ctxKey int
 const (
 	keyRequestID ctxKey = iota
 	keyTenant
-	keyRun
 )
 
 // HeaderRequestID carries a request's id, taken from the client when it
@@ -58,18 +57,11 @@ func requestIDFrom(ctx context.Context) string {
 	return id
 }
 
-// TenantFromContext returns the tenant of a request, set by the API before
-// it calls Config.Events or Config.StreamFunc.
+// TenantFromContext returns the tenant of a request, set by the API's
+// tenant middleware.
 func TenantFromContext(ctx context.Context) string {
 	t, _ := ctx.Value(keyTenant).(string)
 	return t
-}
-
-// RunIDFromContext returns the id of the run that the API found for the
-// request's tenant before calling Config.Events.
-func RunIDFromContext(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(keyRun).(string)
-	return id, ok
 }
 
 // statusWriter remembers the status and size of a response. It unwraps, so
@@ -192,28 +184,6 @@ func (s *server) requireJSON(next http.Handler) http.Handler {
 			}
 		}
 		next.ServeHTTP(w, r)
-	})
-}
-
-// findRun checks that the run named by {id} exists for the tenant (404
-// otherwise) and puts its id in the context, for handlers mounted from
-// outside (Config.Events). A run this instance knows of is not read again.
-func (s *server) findRun(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, err := runID(r)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		tenant := TenantFromContext(r.Context())
-		if !s.known.has(tenant, id) {
-			if _, err := s.store.RunGet(r.Context(), tenant, id); err != nil {
-				s.fail(w, r, storeErr(opRead, err))
-				return
-			}
-			s.known.add(tenant, id)
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyRun, id)))
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"agentd/internal/persist"
+	"agentd/internal/stream"
 )
 
 // Codes are the stable values of a problem's "code" member. Clients branch on
@@ -31,7 +32,7 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405
 	CodeStreamingUnavailable = "streaming_unavailable"  // 501: "stream": true without a stream hook
 	CodeNotReady             = "not_ready"              // 503: GET /readyz when a dependency is down
-	CodeShuttingDown         = "shutting_down"          // 503: a new event stream while the server shuts down
+	CodeShuttingDown         = "shutting_down"          // 503: GET /readyz, or a new event stream, while the instance shuts down
 	CodeInternal             = "internal"               // 500: logged on the server, never detailed
 )
 
@@ -78,50 +79,28 @@ func fieldError(field, format string, args ...any) *apiError {
 	return e
 }
 
-// op says what a handler asked of the store, so that problemFor can tell
-// which resource a persist.ErrNotFound or persist.ErrConflict is about.
-type op int
-
-const (
-	opRead     op = iota // a read of a run
-	opConvRead           // a read of a conversation
-	opCreate             // RunCreate
-	opCancel             // RunCancel
-	opResume             // RunResume
-	opAction             // RunResolveAction
-)
-
-// storeError is an error from the store, with what was asked.
-type storeError struct {
-	op  op
-	err error
-}
-
-func (e *storeError) Error() string { return e.err.Error() }
-func (e *storeError) Unwrap() error { return e.err }
-
-// storeErr wraps a store error (nil stays nil).
-func storeErr(o op, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &storeError{op: o, err: err}
-}
-
 var errRunNotFound = newError(http.StatusNotFound, CodeRunNotFound, "Run not found", "no run with this id")
 
 var errConversationNotFound = newError(http.StatusNotFound, CodeConversationNotFound, "Conversation not found",
 	"no conversation with this id")
 
+var errKeyReused = newError(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "Idempotency key reused",
+	"this Idempotency-Key was already used with a different request")
+
+var errShuttingDown = newError(http.StatusServiceUnavailable, CodeShuttingDown, "Shutting down",
+	"this instance is shutting down; retry, on another instance if there is one")
+
 // problemFor maps any error a handler returns to the problem the client
-// sees. It is the only place that does. internal is true for an error the
-// client is not told about, which the caller logs.
+// sees. It is the only place that does, and it looks at errors only with
+// errors.Is and errors.As. internal is true for an error the client is not
+// told about, which the caller logs.
 func problemFor(err error) (p problem, internal bool) {
-	var ae *apiError
-	var busy *persist.BusyError
-	var tooLarge *http.MaxBytesError
-	var se *storeError
-	errors.As(err, &se)
+	var (
+		ae       *apiError
+		busy     *persist.BusyError
+		decision *persist.DecisionError
+		tooLarge *http.MaxBytesError
+	)
 	switch {
 	case errors.As(err, &ae):
 	case errors.As(err, &tooLarge):
@@ -132,23 +111,26 @@ func problemFor(err error) (p problem, internal bool) {
 			"the conversation has a run in flight; retry when it ends, or send if_busy: enqueue or interrupt"))
 		p.BusyRunID = busy.RunID
 		return p, false
+	case errors.As(err, &decision):
+		ae = fieldError("decision", "does not answer what the run asks (%s): approve or reject an approval; result, retry or fail an unknown outcome",
+			decision.Asks)
 	case errors.Is(err, persist.ErrIdempotencyMismatch):
-		ae = newError(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "Idempotency key reused",
-			"this Idempotency-Key was already used with a different request")
-	case se != nil && errors.Is(err, persist.ErrNotFound):
+		ae = errKeyReused
+	case errors.Is(err, persist.ErrRunNotFound):
 		ae = errRunNotFound
-		if se.op == opConvRead || se.op == opCreate {
-			ae = errConversationNotFound
-		}
-	case se != nil && se.op == opCancel && errors.Is(err, persist.ErrConflict):
+	case errors.Is(err, persist.ErrConversationNotFound):
+		ae = errConversationNotFound
+	case errors.Is(err, persist.ErrRunFinished):
 		ae = newError(http.StatusConflict, CodeRunFinished, "Run finished", "the run has already finished")
-	case errors.Is(err, persist.ErrNotWaiting):
+	case errors.Is(err, persist.ErrRunCompleted):
+		ae = newError(http.StatusConflict, CodeRunCompleted, "Run completed", "a completed run cannot be resumed")
+	case errors.Is(err, persist.ErrRunNotWaiting):
 		ae = newError(http.StatusConflict, CodeRunNotWaiting, "Run not waiting", "the run is not waiting for an action")
 	case errors.Is(err, persist.ErrActionMismatch):
 		ae = newError(http.StatusConflict, CodeActionMismatch, "Action mismatch",
 			"the run waits for an action about another tool call; see its required_action")
-	case se != nil && se.op == opResume && errors.Is(err, persist.ErrConflict):
-		ae = newError(http.StatusConflict, CodeRunCompleted, "Run completed", "a completed run cannot be resumed")
+	case errors.Is(err, stream.ErrStopped):
+		ae = errShuttingDown
 	default:
 		return newProblem(newError(http.StatusInternalServerError, CodeInternal, "Internal error",
 			"the server could not answer; the error is logged with this request's id")), true

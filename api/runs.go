@@ -52,9 +52,8 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if stream && s.stream == nil {
-		return newError(http.StatusNotImplemented, CodeStreamingUnavailable, "Streaming unavailable",
-			`this server cannot stream a run from POST /runs; send "stream": false and follow GET /runs/{id}`)
+	if stream && s.events == nil {
+		return errStreamingUnavailable
 	}
 	p.TenantID = tenant
 	if key != "" {
@@ -63,9 +62,9 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	run, created, err := s.create(ctx, p)
+	run, created, err := s.runs.Create(ctx, p)
 	if err != nil {
-		return storeErr(opCreate, err)
+		return err
 	}
 	s.known.add(tenant, run.ID)
 	w.Header().Set("Location", "/runs/"+run.ID)
@@ -73,8 +72,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
 	}
 	if stream {
-		s.stream(w, r, run)
-		return nil
+		return s.streamRun(w, r, run)
 	}
 	status := http.StatusAccepted
 	if !created {
@@ -99,8 +97,7 @@ func (s *server) runFor(r *http.Request) (persist.Run, error) {
 	if err != nil {
 		return persist.Run{}, err
 	}
-	run, err := s.store.RunGet(r.Context(), TenantFromContext(r.Context()), id)
-	return run, storeErr(opRead, err)
+	return s.store.RunGet(r.Context(), TenantFromContext(r.Context()), id)
 }
 
 func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
@@ -207,15 +204,15 @@ func (s *server) stepsList(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) runCancel(w http.ResponseWriter, r *http.Request) error {
-	return s.runChange(w, r, opCancel, s.store.RunCancel)
+	return s.runChange(w, r, s.runs.Cancel)
 }
 
 func (s *server) runResume(w http.ResponseWriter, r *http.Request) error {
-	return s.runChange(w, r, opResume, s.store.RunResume)
+	return s.runChange(w, r, s.runs.Resume)
 }
 
 // runChange applies a cancel or a resume and answers with the run.
-func (s *server) runChange(w http.ResponseWriter, r *http.Request, o op,
+func (s *server) runChange(w http.ResponseWriter, r *http.Request,
 	change func(ctx context.Context, tenantID, id string) (persist.Run, error)) error {
 	id, err := runID(r)
 	if err != nil {
@@ -223,7 +220,7 @@ func (s *server) runChange(w http.ResponseWriter, r *http.Request, o op,
 	}
 	run, err := change(r.Context(), TenantFromContext(r.Context()), id)
 	if err != nil {
-		return storeErr(o, err)
+		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, runView(run))
 	return nil

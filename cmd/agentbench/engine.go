@@ -91,7 +91,7 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	}
 	defer drop()
 	const concurrency = 16
-	store, err := persist.Open(ctx, url, 48)
+	store, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: 48})
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +126,7 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	}()
 	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
 	create := func() error {
-		_, _, err := eng.Create(ctx, persist.RunCreateParams{TenantID: "bench", Model: "fake",
+		_, _, err := eng.Service().Create(ctx, persist.RunCreateParams{TenantID: "bench", Model: "fake",
 			Params: persist.RunParams{MaxSteps: 4, OnDisconnect: "continue", IfBusy: "reject",
 				Timeouts: persist.Timeouts{TotalMS: 60000, StepMS: 30000, IdleMS: 30000, ToolMS: 30000}},
 			Input: []persist.InputMessage{{Role: "user", Content: input}}})

@@ -71,7 +71,9 @@ func newStack(ctx context.Context, o options, fake, name string) (_ *stack, err 
 			s.close()
 		}
 	}()
-	store, err := persist.Open(ctx, url, int32(workers+32))
+	hub := stream.New(stream.Config{})
+	store, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: int32(workers + 32),
+		Publisher: loggingPublisher{log: s.commits, hub: hub}})
 	if err != nil {
 		return nil, err
 	}
@@ -81,16 +83,7 @@ func newStack(ctx context.Context, o options, fake, name string) (_ *stack, err 
 	if err != nil {
 		return nil, err
 	}
-	hub := stream.New(stream.Config{Store: store})
-	store.OnCommit = func(runID string, lastSeq int64) {
-		s.commits.add(runID, lastSeq)
-		hub.Published(runID, lastSeq)
-	}
-	store.OnCommitEvents = func(runID string, evs []persist.Event) {
-		s.commits.add(runID, evs[len(evs)-1].Seq)
-		hub.PublishedEvents(runID, evs)
-	}
-	if err := hub.Start(ctx); err != nil {
+	if err := hub.Start(store); err != nil {
 		return nil, err
 	}
 	s.hub = hub
@@ -100,11 +93,8 @@ func newStack(ctx context.Context, o options, fake, name string) (_ *stack, err 
 		return nil, err
 	}
 	s.eng = eng
-	srv.Handler = api.New(api.Config{Store: store, Tools: reg, Events: hub, Registerer: prometheus.NewRegistry(),
-		Defaults: api.RunDefaults{Model: "fake"}, CreateFunc: eng.Create,
-		StreamFunc: func(w http.ResponseWriter, r *http.Request, run persist.Run) {
-			hub.StreamRun(w, r, run.ID, 0)
-		}})
+	srv.Handler = api.New(api.Config{Store: store, Runs: eng.Service(), Events: hub, Tools: reg,
+		Registerer: prometheus.NewRegistry(), Defaults: api.RunDefaults{Model: "fake"}})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -112,6 +102,22 @@ func newStack(ctx context.Context, o options, fake, name string) (_ *stack, err 
 	go srv.Serve(ln)
 	s.base = "http://" + ln.Addr().String()
 	return s, nil
+}
+
+// loggingPublisher notes each commit in a commitLog, then hands it to the hub.
+type loggingPublisher struct {
+	log *commitLog
+	hub *stream.Hub
+}
+
+func (p loggingPublisher) Published(runID string, lastSeq int64) {
+	p.log.add(runID, lastSeq)
+	p.hub.Published(runID, lastSeq)
+}
+
+func (p loggingPublisher) PublishedEvents(runID string, evs []persist.Event) {
+	p.log.add(runID, evs[len(evs)-1].Seq)
+	p.hub.PublishedEvents(runID, evs)
 }
 
 // commitLog remembers when each run's events were committed (the time the
@@ -211,7 +217,7 @@ func benchHTTP(ctx context.Context, o options, fake string) ([]metric, error) {
 	var s *stack
 	cpuTime := cpuTime
 	if t := o.remote; t != nil {
-		store, err := persist.Open(ctx, t.database, 4)
+		store, err := persist.Open(ctx, persist.Config{URL: t.database, MaxConns: 4})
 		if err != nil {
 			return nil, fmt.Errorf("the server's database: %w", err)
 		}

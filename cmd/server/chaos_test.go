@@ -146,7 +146,7 @@ func TestChaosKill(t *testing.T) {
 	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_TOOLS_FILE=" + toolsFile, "AGENTD_LEASE_TTL=1s",
 		"AGENTD_POLL_INTERVAL=200ms", "AGENTD_LOG_LEVEL=info", "AGENTD_WORKERS=8", "AGENTD_SHUTDOWN_GRACE=300ms",
 		"AGENTD_SSE_RETRY=50ms", "AGENTD_HEARTBEAT=1s"}
-	store, err := persist.Open(context.Background(), dbURL, 4)
+	store, err := persist.Open(context.Background(), persist.Config{URL: dbURL, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -123,7 +123,7 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 			a.kill(t)
 			killed := time.Now()
 			b := startChild(t, env)
-			store, err := persist.Open(context.Background(), dbURL, 2)
+			store, err := persist.Open(context.Background(), persist.Config{URL: dbURL, MaxConns: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -201,7 +201,7 @@ func TestConcurrentIdempotentCreateAcrossInstances(t *testing.T) {
 	if len(ids) != 1 || statuses[http.StatusAccepted] != 1 || statuses[http.StatusOK] != 49 {
 		t.Fatalf("runs %v, statuses %v; want one run, one 202 and 49 replays", ids, statuses)
 	}
-	store, err := persist.Open(context.Background(), dbURL, 2)
+	store, err := persist.Open(context.Background(), persist.Config{URL: dbURL, MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

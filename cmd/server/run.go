@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,10 +25,21 @@ import (
 	"agentd/internal/tools"
 )
 
-// run starts agentd and serves until ctx ends, then shuts down in order:
-// stop claiming and drain runs (handing back what did not reach a step
-// boundary), close the streams, stop the HTTP server, close the pool. When
-// ready is not nil it is called with the bound address once serving.
+// run starts agentd and serves until ctx ends, then shuts down in this
+// order (docs/design.md, "Shutdown"):
+//
+//  1. GET /readyz answers 503 shutting_down at once, so that load balancers
+//     stop sending requests here; HTTP and event streams go on meanwhile.
+//  2. The engine stops claiming and drains: runs reach a step boundary (or
+//     the grace period ends), then their leases are handed back. Events
+//     committed meanwhile still reach this instance's streams and are
+//     notified to the other instances.
+//  3. The event streams close (their clients reconnect, to a peer, and
+//     replay from Last-Event-ID), and queued notifications are sent.
+//  4. The HTTP server stops; then the group committer, the model and the
+//     pool.
+//
+// When ready is not nil it is called with the bound address once serving.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) error {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
@@ -48,58 +60,50 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return err
 		}
 	}
-	store, err := persist.Open(startCtx, cfg.DatabaseURL, int32(cfg.MaxConns))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	// The hub publishes the store's commits: they reach this instance's
+	// streams at once (the executor's without being read back), and peers
+	// by NOTIFY.
+	hub := stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: reg})
+	store, err := persist.Open(startCtx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: hub})
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	store.StartGroupCommit(cfg.Committers, 64)
 	defer store.StopGroupCommit() // after the engine stopped (deferred calls run last-in first-out)
+	if err := hub.Start(store); err != nil {
+		return err
+	}
+	defer hub.Stop(context.WithoutCancel(ctx)) // on an early return; Stop is safe twice
 
 	registry, err := buildTools(cfg)
 	if err != nil {
 		return fmt.Errorf("tools: %w", err)
 	}
-
 	model, modelName, stopModel, err := buildModel(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer stopModel()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	hub := stream.New(stream.Config{Store: store, Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: reg})
-	// Committed events reach this instance's streams at once (the executor's
-	// without being read back), and peers by NOTIFY.
-	store.OnCommit = hub.Published
-	store.OnCommitEvents = hub.PublishedEvents
-	if err := hub.Start(ctx); err != nil {
-		return err
-	}
-	defer hub.Stop(context.WithoutCancel(ctx))
-
 	eng := engine.New(engine.Config{
 		Store: store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 	})
+	var draining atomic.Bool
 	handler := api.New(api.Config{
-		Store: store, Tools: registry, Logger: log, Registerer: reg,
+		Store: store, Runs: eng.Service(), Events: hub, Tools: registry, Logger: log, Registerer: reg,
 		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 		Defaults:     api.RunDefaults{Model: modelName},
 		MaxBodyBytes: cfg.MaxBodyBytes,
-		CreateFunc:   eng.Create,
-		Events:       hub,
-		StreamFunc: func(w http.ResponseWriter, r *http.Request, run persist.Run) {
-			clientLeft := hub.StreamRun(w, r, run.ID, 0)
-			if clientLeft && run.Params.OnDisconnect == "interrupt" {
-				ictx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
-				defer cancel()
-				if _, err := store.RunInterrupt(ictx, run.ID); err != nil {
-					log.Error("interrupt run after its client left", "run_id", run.ID, "err", err)
-				}
+		ReadyFunc: func(ctx context.Context) error {
+			if draining.Load() {
+				return api.ErrDraining
 			}
+			return store.Ping(ctx)
 		},
 	})
 
@@ -127,26 +131,34 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case runErr = <-serveErr:
 		runErr = fmt.Errorf("serve: %w", runErr)
 	}
+	draining.Store(true)
 	log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
 	graceCtx, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
 	defer cancelGrace()
 	if err := eng.Stop(graceCtx); err != nil {
-		log.Warn("engine stop", "err", err)
+		log.Warn("engine stop", "error", err)
 	}
+	log.Info("runs drained; closing event streams")
 	streamCtx, cancelStream := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancelStream()
-	if err := hub.Stop(streamCtx); err != nil { // closes the open event streams
-		log.Warn("stream stop", "err", err)
+	if err := hub.Stop(streamCtx); err != nil {
+		log.Warn("stream stop", "error", err)
 	}
 	httpCtx, cancelHTTP := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancelHTTP()
 	if err := srv.Shutdown(httpCtx); err != nil {
-		log.Warn("http shutdown", "err", err)
+		log.Warn("http shutdown", "error", err)
 		srv.Close()
 	}
 	log.Info("stopped")
 	return runErr
 }
+
+// The engine's service and the hub are the API's doors to runs and streams.
+var (
+	_ api.Runs   = (*engine.Service)(nil)
+	_ api.Events = (*stream.Hub)(nil)
+)
 
 func buildTools(cfg config) (*tools.Registry, error) {
 	list := []tools.Tool{tools.Calculator(), tools.Clock()}

@@ -12,14 +12,23 @@ import (
 
 // Errors of RunResolveAction.
 var (
-	// ErrNotWaiting: the run is not in requires_action.
-	ErrNotWaiting = errors.New("run is not waiting for an action")
+	// ErrRunNotWaiting: the run is not in requires_action.
+	ErrRunNotWaiting = errors.New("run is not waiting for an action")
 	// ErrActionMismatch: the run waits for an action about another tool call.
 	ErrActionMismatch = errors.New("the run waits for an action about another tool call")
-	// ErrDecisionInvalid: the decision does not answer what the run asks
-	// (approve or reject an approval; result, retry or fail an unknown outcome).
-	ErrDecisionInvalid = errors.New("the decision does not answer what the run asks")
 )
+
+// DecisionError says that a decision does not answer what the run asks:
+// approve or reject answer an approval (tool_approval); result, retry or
+// fail an unknown outcome (tool_outcome_unknown).
+type DecisionError struct {
+	Decision string // what the client decided
+	Asks     string // the type of the run's required action
+}
+
+func (e *DecisionError) Error() string {
+	return "decision " + e.Decision + " does not answer what the run asks (" + e.Asks + ")"
+}
 
 // Kinds of required action.
 const (
@@ -46,18 +55,18 @@ type ActionParams struct {
 }
 
 // RunResolveAction records a client's decision on the tool call a waiting run
-// asks about and queues the run again. ErrNotFound, ErrNotWaiting and
-// ErrActionMismatch say why nothing changed.
+// asks about and queues the run again. ErrRunNotFound, ErrRunNotWaiting,
+// ErrActionMismatch and a *DecisionError say why nothing changed.
 func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, error) {
 	var lastSeq int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
 			p.RunID, p.TenantID))
 		if err != nil {
-			return err
+			return notFound(err, ErrRunNotFound)
 		}
 		if r.Status != StatusRequiresAction {
-			return fmt.Errorf("run is %s: %w", r.Status, ErrNotWaiting)
+			return fmt.Errorf("run is %s: %w", r.Status, ErrRunNotWaiting)
 		}
 		var action struct {
 			Type       string `json:"type"`
@@ -69,7 +78,7 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 		}
 		approval := p.Decision == DecisionApprove || p.Decision == DecisionReject
 		if approval != (action.Type == ActionToolApproval) {
-			return fmt.Errorf("%w: the run asks for %s", ErrDecisionInvalid, action.Type)
+			return &DecisionError{Decision: p.Decision, Asks: action.Type}
 		}
 		var data map[string]any
 		switch p.Decision {
@@ -116,9 +125,7 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 	if err != nil {
 		return Run{}, err
 	}
-	if s.OnCommit != nil {
-		s.OnCommit(p.RunID, lastSeq)
-	}
+	s.publish(p.RunID, lastSeq)
 	return s.RunGet(ctx, p.TenantID, p.RunID)
 }
 

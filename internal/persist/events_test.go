@@ -23,7 +23,7 @@ func TestEventsReadTheSameAcrossTheCompactingMigration(t *testing.T) {
 	t.Parallel()
 	url := persisttest.NewDatabase(t)
 	ctx := context.Background()
-	s, err := persist.Open(ctx, url, 4)
+	s, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestEventsReadTheSameAcrossTheCompactingMigration(t *testing.T) {
 	if err := persist.Migrate(ctx, url); err != nil {
 		t.Fatalf("up: %v", err)
 	}
-	s, err = persist.Open(ctx, url, 4)
+	s, err = persist.Open(ctx, persist.Config{URL: url, MaxConns: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

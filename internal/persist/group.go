@@ -212,8 +212,8 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 	var evK []int64
 	var evType, evData []string
 	var evAt []time.Time
-	var evOf [][]int // evOf[i]: the indexes of run i's events, when OnCommitEvents is set
-	if s.OnCommitEvents != nil {
+	var evOf [][]int // evOf[i]: the indexes of run i's events, when there is a publisher
+	if s.pub != nil {
 		evOf = make([][]int, n)
 	}
 	at := eventTime()
@@ -284,8 +284,7 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 		next[r.f.RunID] += int64(len(r.evs))
 		r.last = next[r.f.RunID]
 	}
-	switch {
-	case evOf != nil:
+	if evOf != nil {
 		// The run's events, as EventsAfter puts them together from their rows.
 		atText := formatEventTime(at)
 		for i, key := range keys {
@@ -298,13 +297,7 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 				evs[k] = Event{RunID: key.id, Seq: seq, Type: evType[j], CreatedAt: at,
 					Data: envelope(seq, evType[j], key.id, int(evStep[j]), atText, []byte(evData[j]))}
 			}
-			s.OnCommitEvents(key.id, evs)
-		}
-	case s.OnCommit != nil:
-		for i, key := range keys {
-			if ns[i] > 0 {
-				s.OnCommit(key.id, last[key.id])
-			}
+			s.pub.PublishedEvents(key.id, evs)
 		}
 	}
 	return nil

@@ -92,23 +92,32 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 	}
 }
 
-// TestOnCommitEventsMatchTheStoredEvents: the events handed to
-// OnCommitEvents after group commits, of several runs at once, are byte for
-// byte what EventsAfter reads back, gapless and in order, and no commit is
+// handedEvents is a publisher that keeps the events handed to it.
+type handedEvents struct {
+	mu     sync.Mutex
+	handed map[string][]persist.Event
+}
+
+func (h *handedEvents) Published(string, int64) {}
+
+func (h *handedEvents) PublishedEvents(runID string, evs []persist.Event) {
+	h.mu.Lock()
+	h.handed[runID] = append(h.handed[runID], evs...)
+	h.mu.Unlock()
+}
+
+// TestPublishedEventsMatchTheStoredEvents: the events handed to the
+// publisher after group commits, of several runs at once, are byte for byte
+// what EventsAfter reads back, gapless and in order, and no commit is
 // reported twice.
-func TestOnCommitEventsMatchTheStoredEvents(t *testing.T) {
+func TestPublishedEventsMatchTheStoredEvents(t *testing.T) {
 	t.Parallel()
-	s, _ := persisttest.New(t)
+	pub := &handedEvents{handed: map[string][]persist.Event{}}
+	s := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: pub})
 	ctx := context.Background()
 	const runs, writes = 6, 20
 	fences := claimedRuns(t, s, runs)
-	var mu sync.Mutex
-	handed := map[string][]persist.Event{}
-	s.OnCommitEvents = func(runID string, evs []persist.Event) {
-		mu.Lock()
-		handed[runID] = append(handed[runID], evs...)
-		mu.Unlock()
-	}
+	handed := pub.handed // read once the writers are done
 	s.StartGroupCommit(1, 64)
 	defer s.StopGroupCommit()
 	var wg sync.WaitGroup

@@ -174,12 +174,13 @@ func (s *Store) StepsList(ctx context.Context, runID string) ([]StepDetail, erro
 	return out, nil
 }
 
-// ConversationGet returns a tenant's conversation.
+// ConversationGet returns a tenant's conversation; ErrConversationNotFound
+// when there is none.
 func (s *Store) ConversationGet(ctx context.Context, tenantID, id string) (Conversation, error) {
 	var c Conversation
 	err := s.pool.QueryRow(ctx, `SELECT id, tenant_id, title, metadata, created_at, updated_at FROM conversations
 		WHERE id = $1 AND tenant_id = $2`, id, tenantID).Scan(&c.ID, &c.TenantID, &c.Title, &c.Metadata, &c.CreatedAt, &c.UpdatedAt)
-	return c, translate(err)
+	return c, notFound(translate(err), ErrConversationNotFound)
 }
 
 // MessagesList returns a conversation's messages after seq, in order.

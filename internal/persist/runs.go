@@ -203,7 +203,7 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 				err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
 					convID, p.TenantID).Scan(&id)
 				if err != nil {
-					return fmt.Errorf("lock conversation: %w", translate(err))
+					return fmt.Errorf("lock conversation: %w", notFound(translate(err), ErrConversationNotFound))
 				}
 				var busy string
 				err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
@@ -251,12 +251,8 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunSt
 	if err != nil {
 		return RunState{}, false, err
 	}
-	if s.OnCommit != nil {
-		for id, last := range cancelled {
-			s.OnCommit(id, last)
-		}
-		s.OnCommit(runID, run.LastEventSeq)
-	}
+	s.published(cancelled)
+	s.publish(runID, run.LastEventSeq)
 	st.Run = run
 	return st, true, nil
 }
@@ -309,14 +305,17 @@ func (s scanPrefix) Scan(dest ...any) error {
 	return s.row.Scan(append(s.dst, dest...)...)
 }
 
-// RunGet returns a run of the tenant; ErrNotFound when there is none.
+// RunGet returns a run of the tenant; ErrRunNotFound when there is none.
 func (s *Store) RunGet(ctx context.Context, tenantID, id string) (Run, error) {
-	return scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2`, id, tenantID))
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2`, id, tenantID))
+	return r, notFound(err, ErrRunNotFound)
 }
 
-// RunByID returns a run whatever its tenant (for the engine).
+// RunByID returns a run whatever its tenant (for the engine and the
+// streams); ErrRunNotFound when there is none.
 func (s *Store) RunByID(ctx context.Context, id string) (Run, error) {
-	return scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	return r, notFound(err, ErrRunNotFound)
 }
 
 // RunListParams filter and page RunList.
@@ -362,19 +361,20 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]Run, error) {
 // RunCancel asks a run to stop. A queued, interrupted or waiting run is
 // cancelled at once; a running one is flagged and its executor, on whichever
 // instance, is told through NOTIFY. Cancelling a cancelled run is a no-op; a
-// run that ended otherwise gives ErrConflict.
+// run that ended otherwise gives ErrRunFinished; an unknown run
+// ErrRunNotFound.
 func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error) {
 	var lastSeq int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID))
 		if err != nil {
-			return err
+			return notFound(err, ErrRunNotFound)
 		}
 		switch r.Status {
 		case StatusCancelled:
 			return nil
 		case StatusCompleted, StatusFailed, StatusTimedOut:
-			return fmt.Errorf("run is %s: %w", r.Status, ErrConflict)
+			return fmt.Errorf("run is %s: %w", r.Status, ErrRunFinished)
 		}
 		lastSeq, err = endLocked(ctx, tx, r, StatusCancelled, ReasonCancelled)
 		return err
@@ -382,9 +382,7 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 	if err != nil {
 		return Run{}, err
 	}
-	if lastSeq > 0 && s.OnCommit != nil {
-		s.OnCommit(id, lastSeq)
-	}
+	s.publish(id, lastSeq)
 	return s.RunGet(ctx, tenantID, id)
 }
 
@@ -461,30 +459,26 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if s.OnCommit != nil {
-		for id, last := range ended {
-			s.OnCommit(id, last)
-		}
-	}
+	s.published(ended)
 	return len(ended), nil
 }
 
 // RunResume re-queues a run that is interrupted, failed, timed out or
 // cancelled, with a fresh deadline; it continues from its last committed step.
 // A queued, running or waiting run is returned as it is; a completed run gives
-// ErrConflict.
+// ErrRunCompleted; an unknown run ErrRunNotFound.
 func (s *Store) RunResume(ctx context.Context, tenantID, id string) (Run, error) {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var status string
 		err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&status)
 		if err != nil {
-			return translate(err)
+			return notFound(translate(err), ErrRunNotFound)
 		}
 		switch status {
 		case StatusQueued, StatusRunning, StatusRequiresAction:
 			return nil
 		case StatusCompleted:
-			return fmt.Errorf("run is completed: %w", ErrConflict)
+			return ErrRunCompleted
 		}
 		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', terminal_reason = NULL, error = NULL,
 			deadline_at = NULL, cancel_requested_at = NULL, interrupt_requested_at = NULL, finished_at = NULL, updated_at = now()
@@ -513,7 +507,7 @@ func (s *Store) RunInterrupt(ctx context.Context, id string) (Run, error) {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 FOR UPDATE`, id))
 		if err != nil {
-			return err
+			return notFound(err, ErrRunNotFound)
 		}
 		switch r.Status {
 		case StatusRunning:
@@ -538,9 +532,7 @@ func (s *Store) RunInterrupt(ctx context.Context, id string) (Run, error) {
 	if err != nil {
 		return Run{}, err
 	}
-	if lastSeq > 0 && s.OnCommit != nil {
-		s.OnCommit(id, lastSeq)
-	}
+	s.publish(id, lastSeq)
 	return s.RunByID(ctx, id)
 }
 

@@ -28,36 +28,72 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrLeaseLost: the run's epoch moved on; this worker no longer owns it.
 	ErrLeaseLost = errors.New("lease lost")
+
+	// ErrRunNotFound is the ErrNotFound of a run (none of the tenant's has
+	// this id).
+	ErrRunNotFound = fmt.Errorf("run %w", ErrNotFound)
+	// ErrConversationNotFound is the ErrNotFound of a conversation.
+	ErrConversationNotFound = fmt.Errorf("conversation %w", ErrNotFound)
+	// ErrRunFinished is the ErrConflict of cancelling a run that already
+	// ended otherwise than cancelled.
+	ErrRunFinished = fmt.Errorf("run already finished: %w", ErrConflict)
+	// ErrRunCompleted is the ErrConflict of resuming a completed run.
+	ErrRunCompleted = fmt.Errorf("run is completed: %w", ErrConflict)
 )
+
+// notFound returns as, which names what was not found, for an ErrNotFound,
+// and err otherwise.
+func notFound(err, as error) error {
+	if errors.Is(err, ErrNotFound) && !errors.Is(err, as) {
+		return as
+	}
+	return err
+}
+
+// Publisher learns of the commits that appended events to runs, so that
+// their streams on this instance are woken and other instances told. Its
+// methods are called after the commit, must not block, and must not modify
+// what they are handed.
+type Publisher interface {
+	// Published says that a commit appended a run's events up to lastSeq.
+	Published(runID string, lastSeq int64)
+	// PublishedEvents says the same of a commit of the executor's writes
+	// (Exec), with the events it appended to the run, in order, exactly as
+	// EventsAfter reads them back.
+	PublishedEvents(runID string, events []Event)
+}
+
+// Config configures Open.
+type Config struct {
+	// URL is the database's postgres:// URL.
+	URL string
+	// MaxConns caps the pool; 0 takes pgx's default.
+	MaxConns int32
+	// Publisher, when set, is told of every commit that appended events.
+	Publisher Publisher
+}
 
 // Store is agentd's handle on PostgreSQL.
 type Store struct {
 	pool *pgxpool.Pool
 	url  string
-	// OnCommit, when set, is called after each commit that appended events to
-	// a run, with the run and its last event seq. It must not block.
-	OnCommit func(runID string, lastSeq int64)
-	// OnCommitEvents, when set, is called instead of OnCommit after a commit
-	// of the executor's writes (Exec), with the events it appended to a run,
-	// in order, exactly as EventsAfter reads them back. It must not block,
-	// and must not modify them.
-	OnCommitEvents func(runID string, events []Event)
+	pub  Publisher // nil: nobody is told
 
 	group    atomic.Pointer[committer] // set while group commit is on
 	execTx   atomic.Int64              // executor transactions committed
 	execReqs atomic.Int64              // executor writes committed
 }
 
-// Open connects to the database at url.
-func Open(ctx context.Context, databaseURL string, maxConns int32) (*Store, error) {
-	cfg, err := pgxpool.ParseConfig(databaseURL)
+// Open connects to the database of cfg.URL.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = cfg.MaxConns
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
 	}
@@ -67,7 +103,22 @@ func Open(ctx context.Context, databaseURL string, maxConns int32) (*Store, erro
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	return &Store{pool: pool, url: databaseURL}, nil
+	return &Store{pool: pool, url: cfg.URL, pub: cfg.Publisher}, nil
+}
+
+// publish tells the publisher, if any, that a commit appended the events of
+// run id up to seq (none when seq is 0).
+func (s *Store) publish(id string, seq int64) {
+	if s.pub != nil && seq > 0 {
+		s.pub.Published(id, seq)
+	}
+}
+
+// published is publish for each run of last, with its last seq.
+func (s *Store) published(last map[string]int64) {
+	for id, seq := range last {
+		s.publish(id, seq)
+	}
 }
 
 // Close closes the pool.

@@ -101,8 +101,9 @@ func TestApprovalGatesTheCall(t *testing.T) {
 		if steps[0].Calls[1].Status != persist.CallSucceeded || steps[0].Calls[0].Status != persist.CallAwaitingApproval {
 			t.Fatalf("before the decision: %s and %s", steps[0].Calls[0].Status, steps[0].Calls[1].Status)
 		}
+		var de *persist.DecisionError
 		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
-			ToolCallID: action.ToolCallID, Decision: persist.DecisionRetry}); !errors.Is(err, persist.ErrDecisionInvalid) {
+			ToolCallID: action.ToolCallID, Decision: persist.DecisionRetry}); !errors.As(err, &de) || de.Asks != persist.ActionToolApproval {
 			t.Fatalf("retry of an approval: %v", err)
 		}
 		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,

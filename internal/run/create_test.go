@@ -26,7 +26,7 @@ func TestCreateOnAFreeWorkerStartsWithoutAClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	e := b.engine(t, 5*time.Second)
-	r := createVia(t, e.Create, "", "/call calculator {\"expression\":\"6*7\"}\n/say 42", "")
+	r := createVia(t, e.Service().Create, "", "/call calculator {\"expression\":\"6*7\"}\n/say 42", "")
 	if r.Status != persist.StatusRunning || r.Epoch != 1 || r.LeaseOwner == "" || r.StepCount != 1 || r.LastEventSeq != 3 {
 		t.Fatalf("created: status %s epoch %d owner %q steps %d last seq %d", r.Status, r.Epoch, r.LeaseOwner, r.StepCount, r.LastEventSeq)
 	}
@@ -65,8 +65,8 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	e := b.engine(t, 5*time.Second)
-	first := createVia(t, e.Create, "", "/stream 20 30", "")
-	next := createVia(t, e.Create, first.ConversationID, "/say next", "enqueue")
+	first := createVia(t, e.Service().Create, "", "/stream 20 30", "")
+	next := createVia(t, e.Service().Create, first.ConversationID, "/say next", "enqueue")
 	if first.Status != persist.StatusRunning || next.Status != persist.StatusQueued || next.Epoch != 0 {
 		t.Fatalf("first %s, enqueued %s at epoch %d", first.Status, next.Status, next.Epoch)
 	}
@@ -75,12 +75,12 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	// the fifth waits.
 	var busy []persist.Run
 	for range 3 {
-		busy = append(busy, createVia(t, e.Create, "", "/stream 20 30", ""))
+		busy = append(busy, createVia(t, e.Service().Create, "", "/stream 20 30", ""))
 	}
 	for _, r := range busy {
 		b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusRunning })
 	}
-	extra := createVia(t, e.Create, "", "/say extra", "")
+	extra := createVia(t, e.Service().Create, "", "/say extra", "")
 	if extra.Status != persist.StatusQueued {
 		t.Fatalf("with every worker busy the run is %s", extra.Status)
 	}
@@ -95,7 +95,7 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	if err := e.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if late := createVia(t, e.Create, "", "/say late", ""); late.Status != persist.StatusQueued {
+	if late := createVia(t, e.Service().Create, "", "/say late", ""); late.Status != persist.StatusQueued {
 		t.Fatalf("created by a stopped engine: %s", late.Status)
 	}
 }

@@ -27,6 +27,12 @@ type Store interface {
 	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	RunsSweep(ctx context.Context, limit int) (int, error)
+
+	// The commands of the Service; see persist.Store for their errors.
+	RunCancel(ctx context.Context, tenantID, id string) (persist.Run, error)
+	RunResume(ctx context.Context, tenantID, id string) (persist.Run, error)
+	RunResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
+	RunInterrupt(ctx context.Context, id string) (persist.Run, error)
 }
 
 var _ Store = (*persist.Store)(nil)
@@ -279,49 +285,6 @@ func (e *Engine) claimOne() bool {
 	}
 	e.launch(c, nil, false)
 	return true
-}
-
-// Create commits a new run, as Store.RunCreate does. When this instance has
-// a free worker and the run can start at once (its conversation has nothing
-// else in flight), that worker claims it in the same transaction and it
-// starts executing here: no claim, and no wake-up of other instances.
-func (e *Engine) Create(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error) {
-	reserved := false
-	if e.claiming != nil && e.claiming.Err() == nil {
-		select {
-		case e.sem <- struct{}{}:
-			reserved = true
-		default:
-		}
-	}
-	if !reserved {
-		st, created, err := e.cfg.Store.RunCreateState(ctx, p)
-		return st.Run, created, err
-	}
-	p.ClaimFor = &persist.ClaimFor{Worker: e.cfg.WorkerID, TTL: e.cfg.LeaseTTL, StepID: persist.NewID()}
-	st, created, err := e.cfg.Store.RunCreateState(ctx, p)
-	run := st.Run
-	if err != nil || !created || run.Status != persist.StatusRunning || run.LeaseOwner != e.cfg.WorkerID {
-		<-e.sem // not claimed here: queued, or an earlier run found by its key
-		return run, created, err
-	}
-	e.m.ClaimsAttempted.WithLabelValues("at_creation").Inc()
-	var known *persist.RunState
-	if p.ConversationID == "" {
-		// A new conversation: the creation knows the run's whole state, so
-		// the execution need not read it back.
-		known = &st
-	}
-	if !e.launch(persist.Claim{Run: run, PrevStatus: persist.StatusQueued, StartedStep: p.ClaimFor.StepID}, known, true) {
-		// The engine began stopping meanwhile: hand the run back at once.
-		<-e.sem
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := e.cfg.Store.LeaseRelease(rctx, persist.Fence{RunID: run.ID, Epoch: run.Epoch, Worker: e.cfg.WorkerID}); err != nil {
-			e.log.Warn("hand back a run created while stopping", "run_id", run.ID, "err", err)
-		}
-	}
-	return run, true, nil
 }
 
 // launch executes claim c, from state st when it is known, in the worker

@@ -6,12 +6,17 @@
 // A Hub holds one LISTEN connection per instance and one feed per run that
 // has subscribers here: the feed reads the run's new events once per wake-up
 // (a local commit, a NOTIFY from another instance, or a slow poll) and hands
-// them to every subscriber of the run. Commits made on this instance reach
-// the Hub through Published, which also tells the other instances with a
-// coalesced NOTIFY sent outside the writing transaction. The table is the
+// them to every subscriber of the run. The Hub is the store's
+// persist.Publisher: commits made on this instance reach it at once, and it
+// tells the other instances with a coalesced NOTIFY sent outside the writing
+// transaction. The table is the
 // source of truth: a lost notification only delays a subscriber until the
 // next poll, and a subscriber that falls behind is dropped and replays from
 // the database when it reconnects.
+//
+// HTTP belongs to the api package, which parses the request (the run's id,
+// Last-Event-ID), checks who asks, and writes every problem body; the Hub
+// takes typed arguments and writes only the event stream.
 //
 // It imports persist and nothing else of agentd's.
 package stream

@@ -28,7 +28,10 @@ type Store interface {
 	NotifyMany(ctx context.Context, channel string, payloads []string) error
 }
 
-var _ Store = (*persist.Store)(nil)
+var (
+	_ Store             = (*persist.Store)(nil)
+	_ persist.Publisher = (*Hub)(nil)
+)
 
 // Defaults of Config.
 const (
@@ -52,12 +55,19 @@ const (
 	dbTimeout = 10 * time.Second
 )
 
-// ErrStopped is the cause of the Hub's context once Stop was called.
-var ErrStopped = errors.New("stream hub stopped")
+// Errors of StreamRun, returned before anything is written.
+var (
+	// ErrStopped: the Hub is not serving streams: it was stopped (the
+	// instance is shutting down), or never started. It is also the cause of
+	// the Hub's context once Stop was called.
+	ErrStopped = errors.New("stream hub stopped")
+	// ErrEnded: the run has ended and has no event after the position asked
+	// for; nothing more will come.
+	ErrEnded = errors.New("run ended: no event after this position")
+)
 
 // Config configures a Hub. Zero durations take the defaults above.
 type Config struct {
-	Store  Store
 	Logger *slog.Logger // nil: discard
 	// Heartbeat is the interval of the un-stored heartbeat event.
 	Heartbeat time.Duration
@@ -85,11 +95,12 @@ type Stats struct {
 }
 
 // Hub fans a run's committed events out to its SSE clients on this instance.
-// Its background goroutines (the listener, the notifier and one feed per
-// subscribed run) run from Start, or from the first subscription for feeds,
-// until Stop.
+// It is made first, given to the store as its persist.Publisher, then
+// started on that store. Its background goroutines (the listener, the
+// notifier and one feed per subscribed run) run from Start, or from the
+// first subscription for feeds, until Stop.
 type Hub struct {
-	store     Store
+	store     Store // set by Start
 	log       *slog.Logger
 	metrics   *metrics
 	heartbeat time.Duration
@@ -107,7 +118,6 @@ type Hub struct {
 	feeds       map[string]*feed
 	subscribers int
 	streams     int
-	stopStart   func() bool    // releases Start's context.AfterFunc
 	wg          sync.WaitGroup // listener, notifier, feeds, streams; Add only under mu while !stopped
 	dropped     atomic.Int64
 
@@ -116,14 +126,9 @@ type Hub struct {
 	nwake   chan struct{}
 }
 
-// New returns a Hub. It panics when cfg.Store is nil, which is a wiring
-// mistake.
+// New returns a Hub; it serves nothing until Start.
 func New(cfg Config) *Hub {
-	if cfg.Store == nil {
-		panic("stream: Config.Store is nil")
-	}
 	h := &Hub{
-		store:     cfg.Store,
 		log:       cfg.Logger,
 		metrics:   newMetrics(cfg.Registerer),
 		heartbeat: orDefault(cfg.Heartbeat, DefaultHeartbeat),
@@ -149,9 +154,16 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Start starts the listener and the notifier. The Hub runs until Stop, or
-// until ctx ends. Starting twice, or after Stop, is an error.
-func (h *Hub) Start(ctx context.Context) error {
+// Start starts the listener and the notifier on store, and the serving of
+// streams. The Hub runs until Stop: its lifetime is not tied to a context,
+// so that at shutdown the streams outlive the draining of runs (whose last
+// events still reach them and the other instances) and close only when
+// Stop is called. Starting twice, or after Stop, is an error. It panics
+// when store is nil, which is a wiring mistake.
+func (h *Hub) Start(store Store) error {
+	if store == nil {
+		panic("stream: Start with a nil store")
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
@@ -161,7 +173,7 @@ func (h *Hub) Start(ctx context.Context) error {
 		return errors.New("stream hub already started")
 	}
 	h.started = true
-	h.stopStart = context.AfterFunc(ctx, func() { h.cancel(context.Cause(ctx)) })
+	h.store = store
 	h.wg.Add(2)
 	go h.listen()
 	go h.notifier()
@@ -175,9 +187,6 @@ func (h *Hub) Stop(ctx context.Context) error {
 	h.mu.Lock()
 	if !h.stopped {
 		h.stopped = true
-		if h.stopStart != nil {
-			h.stopStart()
-		}
 		h.cancel(ErrStopped)
 	}
 	h.mu.Unlock()
@@ -207,7 +216,7 @@ func (h *Hub) SubscriberCount() int { return h.Stats().Subscribers }
 // Published tells the Hub that a commit on this instance appended a run's
 // events up to lastSeq: the run's subscribers here are woken at once, and the
 // other instances are told by a NOTIFY sent shortly after, coalesced with
-// others. It never blocks; it is meant for persist.Store.OnCommit.
+// others. It never blocks; it implements persist.Publisher.
 func (h *Hub) Published(runID string, lastSeq int64) {
 	h.wake(runID, lastSeq)
 	if h.ctx.Err() != nil {
@@ -227,7 +236,7 @@ func (h *Hub) Published(runID string, lastSeq int64) {
 // PublishedEvents is Published with the committed events in hand (in
 // order, not to be modified): the run's feed on this instance hands them to
 // its subscribers without reading them back. It never blocks; it is meant
-// for persist.Store.OnCommitEvents.
+// implements persist.Publisher.
 func (h *Hub) PublishedEvents(runID string, evs []persist.Event) {
 	if len(evs) == 0 {
 		return

@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"agentd/internal/persist"
 )
 
@@ -24,55 +22,29 @@ func Terminal(typ string) bool {
 	return false
 }
 
-// ServeHTTP serves GET /runs/{id}/events: the run's events after the
-// Last-Event-ID header, or else the "after" query parameter (absent or 0:
-// from the first event). The caller has checked that the run exists and
-// belongs to the tenant.
-func (h *Hub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	after, field, ok := parseAfter(r)
-	if !ok {
-		writeProblem(w, http.StatusUnprocessableEntity, "invalid_field", field,
-			field+" must be a non-negative event id")
-		return
-	}
-	h.StreamRun(w, r, chi.URLParam(r, "id"), after)
-}
-
-func parseAfter(r *http.Request) (after int64, field string, ok bool) {
-	field, v := "Last-Event-ID", r.Header.Get("Last-Event-ID")
-	if v == "" {
-		field, v = "after", r.URL.Query().Get("after")
-	}
-	if v == "" {
-		return 0, field, true
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, field, false
-	}
-	return n, field, true
-}
-
 // StreamRun serves the events of runID after seq after as an SSE response:
 // it subscribes to the run's live events, replays the stored ones from the
 // database, then tails the live ones, with no gap and no duplicate, until
-// the run's terminal event, the client's departure, or Stop. It reports
-// whether the stream ended before the terminal event because of the client:
-// it went away, its connection broke, or it could not keep up and was
-// dropped (then it may come back with Last-Event-ID). Hub shutdown and
-// database errors are not the client's doing.
-func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool) {
+// the run's terminal event, the client's departure, or Stop. runID is the
+// run's canonical id (lowercase); the caller has checked that the run
+// exists and that the client may read it.
+//
+// Before it writes anything it may return ErrEnded (the run has ended with
+// no event after after: the caller answers 204, which tells EventSource to
+// stop reconnecting) or ErrStopped (the Hub is not serving streams). Once
+// the stream has started it returns a nil error and reports whether the
+// stream ended before the terminal event because of the client: it went
+// away, its connection broke, or it could not keep up and was dropped (then
+// it may come back with Last-Event-ID). Hub shutdown and database errors
+// are not the client's doing.
+func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool, err error) {
 	if after > 0 && h.ended(r.Context(), runID, after) {
-		// EventSource reconnects after the server closes a stream; 204 is
-		// the standard way to tell it that nothing more will come.
-		w.WriteHeader(http.StatusNoContent)
-		return false
+		return false, ErrEnded
 	}
 	h.mu.Lock()
-	if h.stopped || h.ctx.Err() != nil {
+	if !h.started || h.stopped || h.ctx.Err() != nil {
 		h.mu.Unlock()
-		writeProblem(w, http.StatusServiceUnavailable, "shutting_down", "", "the server is shutting down; retry")
-		return false
+		return false, ErrStopped
 	}
 	sub := h.subscribeLocked(runID) // before the replay, so that nothing falls between the two
 	// The gauge moves with the count, under h.mu: whoever reads Stats
@@ -102,7 +74,7 @@ func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, af
 	case endError:
 		h.log.ErrorContext(ctx, "event stream ended on a database error", "run_id", runID, "last_event_id", s.last)
 	}
-	return end == endClient || end == endWriteTimeout || end == endWriteError || end == endDropped
+	return end == endClient || end == endWriteTimeout || end == endWriteError || end == endDropped, nil
 }
 
 // ended reports whether the run has ended (or was interrupted) and has no
@@ -380,18 +352,4 @@ func writeEnd(err error) end {
 		return endWriteTimeout
 	}
 	return endWriteError
-}
-
-// writeProblem writes an RFC 9457 problem; only before a stream starts.
-func writeProblem(w http.ResponseWriter, status int, code, field, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail,omitempty"`
-		Code   string `json:"code"`
-		Field  string `json:"field,omitempty"`
-	}{"about:blank", http.StatusText(status), status, detail, code, field})
 }

@@ -81,12 +81,22 @@ func NewDatabase(t testing.TB) string {
 func New(t testing.TB) (*persist.Store, string) {
 	t.Helper()
 	u := NewDatabase(t)
-	s, err := persist.Open(context.Background(), u, 20)
+	return Open(t, persist.Config{URL: u}), u
+}
+
+// Open opens a store as cfg says (a pool of 20 unless cfg.MaxConns is set),
+// closed when t ends.
+func Open(t testing.TB, cfg persist.Config) *persist.Store {
+	t.Helper()
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = 20
+	}
+	s, err := persist.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
 	t.Cleanup(s.Close)
-	return s, u
+	return s
 }
 
 // template returns the name of a migrated template database for the current

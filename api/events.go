@@ -1,0 +1,84 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"agentd/internal/persist"
+	"agentd/internal/stream"
+)
+
+// errStreamingUnavailable answers a request for an event stream on a server
+// built without one.
+var errStreamingUnavailable = newError(http.StatusNotImplemented, CodeStreamingUnavailable, "Streaming unavailable",
+	`this server cannot stream run events; send "stream": false and poll GET /runs/{id}`)
+
+// runEvents answers GET /runs/{id}/events: the run's events after
+// Last-Event-ID (or ?after=), replayed then tailed live. A run this
+// instance already found for the tenant is not read again.
+func (s *server) runEvents(w http.ResponseWriter, r *http.Request) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	after, err := parseAfter(r)
+	if err != nil {
+		return err
+	}
+	if s.events == nil {
+		return errStreamingUnavailable
+	}
+	tenant := TenantFromContext(r.Context())
+	if !s.known.has(tenant, id) {
+		if _, err := s.store.RunGet(r.Context(), tenant, id); err != nil {
+			return err
+		}
+		s.known.add(tenant, id)
+	}
+	_, err = s.events.StreamRun(w, r, id, after)
+	return streamErr(w, err)
+}
+
+// streamRun answers a POST /runs with "stream": true: the new run's events
+// from the first, then its on_disconnect policy when the client left first.
+func (s *server) streamRun(w http.ResponseWriter, r *http.Request, run persist.Run) error {
+	clientLeft, err := s.events.StreamRun(w, r, run.ID, 0)
+	if err != nil {
+		return streamErr(w, err)
+	}
+	if clientLeft {
+		if err := s.runs.ClientLeft(r.Context(), run); err != nil {
+			s.log.ErrorContext(r.Context(), "apply on_disconnect", "run_id", run.ID, "error", err.Error())
+		}
+	}
+	return nil
+}
+
+// streamErr turns what a stream returned before it started into the answer:
+// 204 for a run with nothing more to send (EventSource stops reconnecting
+// on it), else the error, for problemFor.
+func streamErr(w http.ResponseWriter, err error) error {
+	if errors.Is(err, stream.ErrEnded) {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	return err
+}
+
+// parseAfter reads the stream's position: the Last-Event-ID header, or else
+// the "after" query parameter; absent or empty means from the first event.
+func parseAfter(r *http.Request) (int64, error) {
+	field, v := "Last-Event-ID", r.Header.Get("Last-Event-ID")
+	if v == "" {
+		field, v = "after", r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fieldError(field, "must be a non-negative event id")
+	}
+	return n, nil
+}
