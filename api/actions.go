@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
 
 // actionRequest is the body of POST /runs/{id}/actions: a client's decision
@@ -39,14 +40,13 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if req.Decision == nil {
 		return fieldError("decision", "is required: approve or reject (an approval); result, retry or fail (an unknown outcome)")
 	}
-	decision, err := oneOf("decision", req.Decision, persist.DecisionApprove, persist.DecisionReject,
-		persist.DecisionResult, persist.DecisionRetry, persist.DecisionFail)
+	decision, err := oneOf("decision", req.Decision, vocab.Decisions())
 	if err != nil {
 		return err
 	}
 	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: *req.ToolCallID, Decision: decision}
 	switch decision {
-	case persist.DecisionResult:
+	case vocab.DecisionResult:
 		if len(req.Result) == 0 {
 			return fieldError("result", "is required with decision result: the tool's result as JSON")
 		}
@@ -57,7 +57,7 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if req.Error != nil {
-		if decision != persist.DecisionFail && decision != persist.DecisionReject {
+		if decision != vocab.DecisionFail && decision != vocab.DecisionReject {
 			return fieldError("error", "is only allowed with decision fail or reject")
 		}
 		if len(*req.Error) > 4096 {

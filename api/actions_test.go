@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
 
 // waitingRun makes a run that waits for a decision on a side-effect call, as
@@ -28,9 +30,9 @@ func waitingRun(t *testing.T, b *bundle) (runID, callID string) {
 		persist.StepInsert{ID: stepID, RunID: c.ID, Seq: 1},
 		persist.ToolCallInsert{ID: callID, RunID: c.ID, StepID: stepID, CallID: "call_1", Name: "charge",
 			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:call_1", Effect: "side_effect"},
-		persist.ToolCallFinish{ID: callID, Status: persist.CallUnknown},
-		persist.RunEnd{ID: c.ID, Status: persist.StatusRequiresAction,
-			RequiredAction: map[string]any{"type": "tool_outcome_unknown", "tool_call_id": callID}})
+		persist.ToolCallFinish{ID: callID, Status: vocab.CallUnknown},
+		persist.RunEnd{ID: c.ID, Status: vocab.StatusRequiresAction,
+			RequiredAction: &event.RequiredAction{Type: vocab.ActionToolOutcomeUnknown, ToolCallID: callID}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestResolveAction(t *testing.T) {
 		t.Fatalf("status %s after the decision", run.Status)
 	}
 	steps, err := b.store.StepsList(context.Background(), id)
-	if err != nil || steps[0].Calls[0].Status != persist.CallSucceeded || string(steps[0].Calls[0].Result) != `{"charged": true}` {
+	if err != nil || steps[0].Calls[0].Status != vocab.CallSucceeded || string(steps[0].Calls[0].Result) != `{"charged": true}` {
 		t.Fatalf("call after the decision: %v %+v", err, steps)
 	}
 	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),

@@ -19,11 +19,14 @@ import (
 	"go.uber.org/goleak"
 
 	"agentd/api"
+	"agentd/api/spectest"
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 	"agentd/internal/run"
 	"agentd/internal/stream"
 	"agentd/internal/tools"
+	"agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -51,7 +54,34 @@ func registry(t *testing.T) *tools.Registry {
 func setup(t *testing.T, opts ...func(*api.Config)) *bundle {
 	t.Helper()
 	store, _ := persisttest.New(t)
+	checkEventsAtEnd(t, store)
 	return setupWith(t, store, store, opts...)
+}
+
+// checkEventsAtEnd checks, when t ends, the stored events of every run of
+// the tenants the tests use against openapi.yaml. Called right after the
+// store is opened, its cleanup runs after the server's and before the
+// store's (last-in first-out).
+func checkEventsAtEnd(t *testing.T, store *persist.Store) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		for _, tenant := range []string{"default", "acme"} {
+			runs, err := store.RunList(ctx, persist.RunListParams{TenantID: tenant, Limit: 10000})
+			if err != nil {
+				t.Errorf("list runs to check their events: %v", err)
+				return
+			}
+			for _, r := range runs {
+				evs, err := store.EventsAfter(ctx, r.ID, 0, 10000)
+				if err != nil {
+					t.Errorf("events of run %s: %v", r.ID, err)
+					return
+				}
+				spectest.CheckEvents(t, evs)
+			}
+		}
+	})
 }
 
 // setupWith starts the API on s (which may wrap store, to inject faults).
@@ -166,7 +196,7 @@ type runBody struct {
 	OnDisconnect   string           `json:"on_disconnect"`
 	IfBusy         string           `json:"if_busy"`
 	Metadata       json.RawMessage  `json:"metadata"`
-	Usage          persist.Usage    `json:"usage"`
+	Usage          vocab.Usage      `json:"usage"`
 	StepCount      int              `json:"step_count"`
 	LastEventSeq   int64            `json:"last_event_seq"`
 	RequiredAction json.RawMessage  `json:"required_action"`
@@ -184,14 +214,14 @@ type runList struct {
 }
 
 type messageBody struct {
-	ID             string         `json:"id"`
-	Object         string         `json:"object"`
-	ConversationID string         `json:"conversation_id"`
-	RunID          *string        `json:"run_id"`
-	Seq            int            `json:"seq"`
-	Role           string         `json:"role"`
-	Content        []persist.Part `json:"content"`
-	Status         string         `json:"status"`
+	ID             string       `json:"id"`
+	Object         string       `json:"object"`
+	ConversationID string       `json:"conversation_id"`
+	RunID          *string      `json:"run_id"`
+	Seq            int          `json:"seq"`
+	Role           string       `json:"role"`
+	Content        []vocab.Part `json:"content"`
+	Status         string       `json:"status"`
 }
 
 type messageList struct {
@@ -291,7 +321,7 @@ func TestCreateRunText(t *testing.T) {
 	}
 	m := msgs.Data[0]
 	if m.Object != "message" || m.Role != "user" || m.Seq != 1 || m.Status != "completed" || m.RunID == nil || *m.RunID != run.ID ||
-		len(m.Content) != 1 || m.Content[0] != (persist.Part{Type: "text", Text: "What is 2+2?"}) {
+		len(m.Content) != 1 || m.Content[0] != (vocab.Part{Type: "text", Text: "What is 2+2?"}) {
 		t.Fatalf("stored input message: %+v", m)
 	}
 }
@@ -510,12 +540,12 @@ func TestStepsEmptyAndNested(t *testing.T) {
 		persist.ToolCallInsert{ID: callID, RunID: run.ID, StepID: stepID, CallID: "call_0", Name: "calculator",
 			Arguments: json.RawMessage(`{"expression":"2+2"}`), IdempotencyKey: run.ID + ":1:call_0", Effect: "read_only"},
 		persist.AttemptStart{ID: a1, ToolCallID: callID, N: 1, Worker: "w1", Epoch: f.Epoch},
-		persist.AttemptFinish{ID: a1, Status: "failed", Error: map[string]string{"message": "boom"}},
+		persist.AttemptFinish{ID: a1, Status: "failed", Error: &event.Error{Message: "boom"}},
 		persist.AttemptStart{ID: a2, ToolCallID: callID, N: 2, Worker: "w1", Epoch: f.Epoch},
 		persist.AttemptFinish{ID: a2, Status: "succeeded"},
 		persist.ToolCallFinish{ID: callID, Status: "succeeded", Result: json.RawMessage(`{"result":4}`)},
 		persist.StepUpdate{ID: stepID, Status: "completed", FinishReason: "tool_calls",
-			Usage: persist.Usage{InputTokens: 10, OutputTokens: 3}, Finished: true},
+			Usage: vocab.Usage{InputTokens: 10, OutputTokens: 3}, Finished: true},
 	)
 	if err != nil {
 		t.Fatalf("commit step: %v", err)
@@ -549,7 +579,7 @@ type stepsBody struct {
 		FinishReason  *string         `json:"finish_reason"`
 		Transition    *string         `json:"transition"`
 		ModelAttempts int             `json:"model_attempts"`
-		Usage         persist.Usage   `json:"usage"`
+		Usage         vocab.Usage     `json:"usage"`
 		Error         json.RawMessage `json:"error"`
 		FinishedAt    *string         `json:"finished_at"`
 		ToolCalls     []struct {
@@ -605,7 +635,7 @@ func TestCancelAndResume(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	f := persist.Fence{RunID: run.ID, Epoch: claimed.Epoch, Worker: "w1"}
-	if _, err := b.store.Exec(ctx, f, []persist.EventIn{{Type: "run.completed"}},
+	if _, err := b.store.Exec(ctx, f, []event.In{event.RunEnd(0, vocab.StatusCompleted, vocab.ReasonCompleted, nil)},
 		persist.RunEnd{ID: run.ID, Status: "completed", Reason: "completed"}); err != nil {
 		t.Fatal(err)
 	}
@@ -863,6 +893,7 @@ func (c *countingStore) RunGet(ctx context.Context, tenantID, id string) (persis
 func TestEventsCheckARunOnce(t *testing.T) {
 	t.Parallel()
 	store, _ := persisttest.New(t)
+	checkEventsAtEnd(t, store)
 	counting := &countingStore{Store: store}
 	b := setupWith(t, store, counting, func(c *api.Config) { c.Events = &fakeEvents{} })
 	created := b.createRun(`{"input": "hi"}`).ID

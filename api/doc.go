@@ -4,13 +4,14 @@
 // response bodies, the one mapping of errors to application/problem+json
 // (RFC 9457) bodies, and openapi.yaml, which describes all of it.
 //
-// It holds no business rules beyond validating what clients send: runs are
-// created, read, cancelled and resumed through the small Store interface
-// (implemented by *persist.Store), and the engine picks them up from there.
-// The event stream (GET /runs/{id}/events) and streamed run creation
-// ("stream": true) are hooks, Config.Events and Config.StreamFunc, filled in
-// by the stream package.
+// It holds no business rules beyond validating what clients send, and owns
+// everything about HTTP: it parses and canonicalises ids and stream
+// positions, checks who asks, and writes every problem body. It reaches the
+// rest through three ports: Runs for every command on a run (run.Service),
+// Store for reads and idempotency records (*persist.Store), and Events for
+// event streams (*stream.Hub).
 //
-// It may import internal/persist (row types and sentinel errors) and
-// internal/tools; it never imports pgx.
+// It may import internal/persist (row types and sentinel errors),
+// internal/stream (its errors), internal/tools and internal/vocab; it never
+// imports pgx or the engine.
 package api

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"agentd/api"
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 	"agentd/internal/run"
@@ -28,6 +29,7 @@ func TestUppercaseRunIDStreamsLive(t *testing.T) {
 	t.Parallel()
 	hub := stream.New(stream.Config{Poll: time.Hour, Heartbeat: time.Hour})
 	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
+	checkEventsAtEnd(t, store)
 	if err := hub.Start(store); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func TestUppercaseRunIDStreamsLive(t *testing.T) {
 		next(name, "1") // run.created, replayed
 	}
 	for seq := 2; seq <= 6; seq++ {
-		evs := []persist.EventIn{{Type: "message.delta", Step: 1, Data: map[string]string{"text": fmt.Sprint(seq)}}}
+		evs := []event.In{event.Of(1, event.MessageDeltaData{Text: fmt.Sprint(seq)})}
 		if _, err := store.Exec(context.Background(), fence, evs); err != nil {
 			t.Fatal(err)
 		}

@@ -12,8 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"agentd/api"
+	"agentd/api/spectest"
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/run"
+	"agentd/internal/vocab"
 )
 
 // specOperations reads "METHOD /path" of every operation under the top-level
@@ -113,4 +116,46 @@ func specHas(t *testing.T, line string) bool {
 		t.Fatal(err)
 	}
 	return slices.Contains(strings.Split(string(b), "\n"), line)
+}
+
+// TestVocabularyMatchesTheSpec: the lists of agentd's vocabulary are the
+// enums of openapi.yaml, value for value, and the terminal event types are
+// the ends of the stopped run statuses.
+func TestVocabularyMatchesTheSpec(t *testing.T) {
+	t.Parallel()
+	same := func(name string, got, want []string) {
+		t.Helper()
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: the code lists %v, openapi.yaml %v", name, got, want)
+		}
+	}
+	same("event types", strs(event.Types()), spectest.Enum(t, "EventType"))
+	same("event types with a data schema", strs(event.Types()), spectest.EventTypes())
+	same("run statuses", strs(vocab.RunStatuses()), spectest.Enum(t, "RunStatus"))
+	same("terminal reasons", strs(vocab.Reasons()), spectest.Enum(t, "Run", "properties", "terminal_reason"))
+	same("if_busy", strs(vocab.IfBusyPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "if_busy"))
+	same("on_disconnect", strs(vocab.OnDisconnectPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_disconnect"))
+	same("effects", strs(vocab.Effects()), spectest.Enum(t, "Tool", "properties", "effect"))
+	var terminal, ends []string
+	for _, typ := range event.Types() {
+		if typ.Terminal() {
+			terminal = append(terminal, string(typ))
+		}
+	}
+	for _, s := range vocab.RunStatuses() {
+		if s.Stopped() {
+			ends = append(ends, string(event.RunEnd(0, s, "", nil).Type()))
+		}
+	}
+	same("terminal event types", terminal, ends)
+}
+
+func strs[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
+	}
+	return out
 }

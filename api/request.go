@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
 
 // Limits of a POST /runs body beyond its overall size.
@@ -176,10 +177,10 @@ func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool,
 	if p.Params.Timeouts, err = s.timeouts(req.Timeouts); err != nil {
 		return p, false, err
 	}
-	if p.Params.OnDisconnect, err = oneOf("on_disconnect", req.OnDisconnect, "continue", "interrupt"); err != nil {
+	if p.Params.OnDisconnect, err = oneOf("on_disconnect", req.OnDisconnect, vocab.OnDisconnectPolicies()); err != nil {
 		return p, false, err
 	}
-	if p.Params.IfBusy, err = oneOf("if_busy", req.IfBusy, "reject", "enqueue", "interrupt"); err != nil {
+	if p.Params.IfBusy, err = oneOf("if_busy", req.IfBusy, vocab.IfBusyPolicies()); err != nil {
 		return p, false, err
 	}
 	if p.Params.Metadata, err = parseMetadata(req.Metadata); err != nil {
@@ -210,7 +211,7 @@ func parseInput(raw json.RawMessage) ([]persist.InputMessage, error) {
 		if strings.TrimSpace(text) == "" {
 			return nil, fieldError("input", "must not be empty")
 		}
-		return []persist.InputMessage{{Role: "user", Content: text}}, nil
+		return []persist.InputMessage{{Role: vocab.RoleUser, Content: text}}, nil
 	case '[':
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil {
@@ -251,7 +252,7 @@ func parseInputMessage(raw json.RawMessage, field string) (persist.InputMessage,
 	if m.Content == nil || *m.Content == "" {
 		return persist.InputMessage{}, fieldError(field+".content", "is required: a non-empty string")
 	}
-	return persist.InputMessage{Role: *m.Role, Content: *m.Content}, nil
+	return persist.InputMessage{Role: vocab.Role(*m.Role), Content: *m.Content}, nil
 }
 
 func (s *server) model(m *string) (string, error) {
@@ -318,15 +319,20 @@ func (s *server) timeouts(t *timeoutsRequest) (persist.Timeouts, error) {
 	return out, nil
 }
 
-// oneOf checks an optional enum field; absent gives the first value.
-func oneOf(field string, v *string, values ...string) (string, error) {
+// oneOf checks an optional enum field against values; absent gives the
+// first value.
+func oneOf[T ~string](field string, v *string, values []T) (T, error) {
 	if v == nil {
 		return values[0], nil
 	}
-	if slices.Contains(values, *v) {
-		return *v, nil
+	if slices.Contains(values, T(*v)) {
+		return T(*v), nil
 	}
-	return "", fieldError(field, "must be one of %s, not %q", strings.Join(values, ", "), *v)
+	names := make([]string, len(values))
+	for i, x := range values {
+		names[i] = string(x)
+	}
+	return "", fieldError(field, "must be one of %s, not %q", strings.Join(names, ", "), *v)
 }
 
 func parseMetadata(raw json.RawMessage) (json.RawMessage, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
 
 // Headers of POST /runs.
@@ -25,11 +26,6 @@ const (
 	defaultRunLimit = 20
 	maxRunLimit     = 100
 )
-
-var runStatuses = []string{
-	persist.StatusQueued, persist.StatusRunning, persist.StatusRequiresAction, persist.StatusInterrupted,
-	persist.StatusCompleted, persist.StatusFailed, persist.StatusCancelled, persist.StatusTimedOut,
-}
 
 // runCreate answers POST /runs: 202 and the new run, or 200 and the first
 // run for a repeated Idempotency-Key.
@@ -122,10 +118,10 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 		p.ConversationID = id.String()
 	}
 	if v := q.Get("status"); v != "" {
-		if !slices.Contains(runStatuses, v) {
-			return fieldError("status", "must be one of %v, not %q", runStatuses, v)
+		if !slices.Contains(vocab.RunStatuses(), vocab.RunStatus(v)) {
+			return fieldError("status", "must be one of %v, not %q", vocab.RunStatuses(), v)
 		}
-		p.Status = v
+		p.Status = vocab.RunStatus(v)
 	}
 	limit, err := intParam(q, "limit", defaultRunLimit, 1, maxRunLimit)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"agentd/internal/persist"
 	"agentd/internal/tools"
+	"agentd/internal/vocab"
 )
 
 // The JSON shapes of responses. Field names are snake_case; absent values
@@ -13,30 +14,30 @@ import (
 // keys.
 
 type runJSON struct {
-	ID             string           `json:"id"`
-	Object         string           `json:"object"`
-	TenantID       string           `json:"tenant_id"`
-	ConversationID string           `json:"conversation_id"`
-	Status         string           `json:"status"`
-	TerminalReason *string          `json:"terminal_reason"`
-	Model          string           `json:"model"`
-	Instructions   *string          `json:"instructions"`
-	Tools          []string         `json:"tools"` // null: every registered tool
-	MaxSteps       int              `json:"max_steps"`
-	Timeouts       persist.Timeouts `json:"timeouts"`
-	OnDisconnect   string           `json:"on_disconnect"`
-	IfBusy         string           `json:"if_busy"`
-	Metadata       json.RawMessage  `json:"metadata"`
-	Usage          persist.Usage    `json:"usage"`
-	StepCount      int              `json:"step_count"`
-	LastEventSeq   int64            `json:"last_event_seq"`
-	RequiredAction json.RawMessage  `json:"required_action"`
-	Error          json.RawMessage  `json:"error"`
-	CreatedAt      time.Time        `json:"created_at"`
-	StartedAt      *time.Time       `json:"started_at"`
-	FinishedAt     *time.Time       `json:"finished_at"`
-	UpdatedAt      time.Time        `json:"updated_at"`
-	DeadlineAt     *time.Time       `json:"deadline_at"`
+	ID             string             `json:"id"`
+	Object         string             `json:"object"`
+	TenantID       string             `json:"tenant_id"`
+	ConversationID string             `json:"conversation_id"`
+	Status         vocab.RunStatus    `json:"status"`
+	TerminalReason *vocab.Reason      `json:"terminal_reason"`
+	Model          string             `json:"model"`
+	Instructions   *string            `json:"instructions"`
+	Tools          []string           `json:"tools"` // null: every registered tool
+	MaxSteps       int                `json:"max_steps"`
+	Timeouts       persist.Timeouts   `json:"timeouts"`
+	OnDisconnect   vocab.OnDisconnect `json:"on_disconnect"`
+	IfBusy         vocab.IfBusy       `json:"if_busy"`
+	Metadata       json.RawMessage    `json:"metadata"`
+	Usage          vocab.Usage        `json:"usage"`
+	StepCount      int                `json:"step_count"`
+	LastEventSeq   int64              `json:"last_event_seq"`
+	RequiredAction json.RawMessage    `json:"required_action"`
+	Error          json.RawMessage    `json:"error"`
+	CreatedAt      time.Time          `json:"created_at"`
+	StartedAt      *time.Time         `json:"started_at"`
+	FinishedAt     *time.Time         `json:"finished_at"`
+	UpdatedAt      time.Time          `json:"updated_at"`
+	DeadlineAt     *time.Time         `json:"deadline_at"`
 }
 
 func runView(r persist.Run) runJSON {
@@ -73,43 +74,43 @@ func runView(r persist.Run) runJSON {
 }
 
 type stepJSON struct {
-	ID            string          `json:"id"`
-	Seq           int             `json:"seq"`
-	Status        string          `json:"status"`
-	FinishReason  *string         `json:"finish_reason"`
-	Transition    *string         `json:"transition"`
-	ModelAttempts int             `json:"model_attempts"`
-	Usage         persist.Usage   `json:"usage"`
-	Error         json.RawMessage `json:"error"`
-	StartedAt     time.Time       `json:"started_at"`
-	FinishedAt    *time.Time      `json:"finished_at"`
-	ToolCalls     []toolCallJSON  `json:"tool_calls"`
+	ID            string            `json:"id"`
+	Seq           int               `json:"seq"`
+	Status        vocab.StepStatus  `json:"status"`
+	FinishReason  *string           `json:"finish_reason"`
+	Transition    *vocab.Transition `json:"transition"`
+	ModelAttempts int               `json:"model_attempts"`
+	Usage         vocab.Usage       `json:"usage"`
+	Error         json.RawMessage   `json:"error"`
+	StartedAt     time.Time         `json:"started_at"`
+	FinishedAt    *time.Time        `json:"finished_at"`
+	ToolCalls     []toolCallJSON    `json:"tool_calls"`
 }
 
 type toolCallJSON struct {
-	ID             string          `json:"id"`
-	CallID         string          `json:"call_id"`
-	Name           string          `json:"name"`
-	Arguments      json.RawMessage `json:"arguments"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	Effect         string          `json:"effect"`
-	Status         string          `json:"status"`
-	Result         json.RawMessage `json:"result"`
-	Error          json.RawMessage `json:"error"`
-	Attempts       int             `json:"attempts"`
-	AttemptLog     []attemptJSON   `json:"attempt_log"`
-	CreatedAt      time.Time       `json:"created_at"`
-	FinishedAt     *time.Time      `json:"finished_at"`
+	ID             string           `json:"id"`
+	CallID         string           `json:"call_id"`
+	Name           string           `json:"name"`
+	Arguments      json.RawMessage  `json:"arguments"`
+	IdempotencyKey string           `json:"idempotency_key"`
+	Effect         vocab.Effect     `json:"effect"`
+	Status         vocab.CallStatus `json:"status"`
+	Result         json.RawMessage  `json:"result"`
+	Error          json.RawMessage  `json:"error"`
+	Attempts       int              `json:"attempts"`
+	AttemptLog     []attemptJSON    `json:"attempt_log"`
+	CreatedAt      time.Time        `json:"created_at"`
+	FinishedAt     *time.Time       `json:"finished_at"`
 }
 
 type attemptJSON struct {
-	N          int             `json:"n"`
-	Status     string          `json:"status"`
-	Error      json.RawMessage `json:"error"`
-	Worker     string          `json:"worker"`
-	Epoch      int64           `json:"epoch"`
-	StartedAt  time.Time       `json:"started_at"`
-	FinishedAt *time.Time      `json:"finished_at"`
+	N          int                 `json:"n"`
+	Status     vocab.AttemptStatus `json:"status"`
+	Error      json.RawMessage     `json:"error"`
+	Worker     string              `json:"worker"`
+	Epoch      int64               `json:"epoch"`
+	StartedAt  time.Time           `json:"started_at"`
+	FinishedAt *time.Time          `json:"finished_at"`
 }
 
 func stepView(st persist.StepDetail) stepJSON {
@@ -185,21 +186,21 @@ func conversationView(c persist.Conversation) conversationJSON {
 }
 
 type messageJSON struct {
-	ID             string         `json:"id"`
-	Object         string         `json:"object"`
-	ConversationID string         `json:"conversation_id"`
-	RunID          *string        `json:"run_id"`
-	Seq            int            `json:"seq"`
-	Role           string         `json:"role"`
-	Content        []persist.Part `json:"content"`
-	Status         string         `json:"status"`
-	CreatedAt      time.Time      `json:"created_at"`
+	ID             string              `json:"id"`
+	Object         string              `json:"object"`
+	ConversationID string              `json:"conversation_id"`
+	RunID          *string             `json:"run_id"`
+	Seq            int                 `json:"seq"`
+	Role           vocab.Role          `json:"role"`
+	Content        []vocab.Part        `json:"content"`
+	Status         vocab.MessageStatus `json:"status"`
+	CreatedAt      time.Time           `json:"created_at"`
 }
 
 func messageView(m persist.Message) messageJSON {
 	content := m.Content
 	if content == nil {
-		content = []persist.Part{}
+		content = []vocab.Part{}
 	}
 	return messageJSON{
 		ID:             m.ID,
@@ -257,7 +258,7 @@ type messageListJSON struct {
 	NextAfter *int          `json:"next_after"`
 }
 
-func nullString(s string) *string {
+func nullString[T ~string](s T) *T {
 	if s == "" {
 		return nil
 	}

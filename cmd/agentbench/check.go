@@ -9,8 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
-	"agentd/internal/stream"
+	"agentd/internal/vocab"
 )
 
 // sampleSize is how many finished runs each check reads back.
@@ -77,7 +78,7 @@ func sampleRuns(ctx context.Context, url string, n int) ([]string, error) {
 	}
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT id::text FROM runs WHERE status = ANY($1) ORDER BY random() LIMIT $2`,
-		[]string{persist.StatusCompleted, persist.StatusFailed, persist.StatusCancelled, persist.StatusTimedOut}, n)
+		[]string{string(vocab.StatusCompleted), string(vocab.StatusFailed), string(vocab.StatusCancelled), string(vocab.StatusTimedOut)}, n)
 	if err != nil {
 		return nil, err
 	}
@@ -109,21 +110,21 @@ func (rec runRecord) violations(keys map[string]string) []string {
 			break
 		}
 		var env struct {
-			Seq   int64  `json:"seq"`
-			Type  string `json:"type"`
-			RunID string `json:"run_id"`
+			Seq   int64      `json:"seq"`
+			Type  event.Type `json:"type"`
+			RunID string     `json:"run_id"`
 		}
 		if err := json.Unmarshal(ev.Data, &env); err != nil || env.Seq != ev.Seq || env.Type != ev.Type || env.RunID != r.ID {
 			bad("event %d (%s): its data %s does not match it", ev.Seq, ev.Type, ev.Data)
 		}
-		if !stream.Terminal(ev.Type) {
+		if !ev.Type.Terminal() {
 			continue
 		}
 		terminals++
 		if i != len(rec.events)-1 {
 			bad("terminal event %s at seq %d is not the last of %d", ev.Type, ev.Seq, len(rec.events))
 		}
-		if ev.Type != "run."+r.Status {
+		if ev.Type != event.Type("run."+string(r.Status)) {
 			bad("terminal event %s for a run %s", ev.Type, r.Status)
 		}
 	}
@@ -133,13 +134,13 @@ func (rec runRecord) violations(keys map[string]string) []string {
 	if n := int64(len(rec.events)); n != r.LastEventSeq {
 		bad("%d events stored, last_event_seq %d", n, r.LastEventSeq)
 	}
-	var sum persist.Usage
+	var sum vocab.Usage
 	for _, st := range rec.steps {
 		sum = sum.Add(st.Usage)
 		for _, c := range st.Calls {
 			succeeded := 0
 			for _, a := range c.Attempts {
-				if a.Status == persist.AttemptSucceeded {
+				if a.Status == vocab.AttemptSucceeded {
 					succeeded++
 				}
 			}
@@ -152,7 +153,7 @@ func (rec runRecord) violations(keys map[string]string) []string {
 				bad("tool calls %s and %s share the idempotency key %s", other, c.ID, c.IdempotencyKey)
 			}
 			keys[c.IdempotencyKey] = c.ID
-			if r.Status == persist.StatusCompleted && (c.Status != persist.CallSucceeded || succeeded != 1 || st.Status != persist.StepCompleted) {
+			if r.Status == vocab.StatusCompleted && (c.Status != vocab.CallSucceeded || succeeded != 1 || st.Status != vocab.StepCompleted) {
 				bad("tool call %s of a completed run is %s with %d succeeded attempts, in a step %s", c.ID, c.Status, succeeded, st.Status)
 			}
 		}
@@ -173,7 +174,7 @@ func transcriptViolation(seen []sseEvent, stored []persist.Event) string {
 			return fmt.Sprintf("the client was shown event %s (%s), beyond the %d stored", ev.ID, ev.Event, len(stored))
 		}
 		st := stored[i]
-		if ev.ID != strconv.FormatInt(st.Seq, 10) || ev.Event != st.Type || ev.Data != string(st.Data) {
+		if ev.ID != strconv.FormatInt(st.Seq, 10) || ev.Event != string(st.Type) || ev.Data != string(st.Data) {
 			return fmt.Sprintf("the client's event %d (id %s, %s, %s) is not the stored one (seq %d, %s, %s)",
 				i+1, ev.ID, ev.Event, ev.Data, st.Seq, st.Type, st.Data)
 		}

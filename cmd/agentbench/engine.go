@@ -15,6 +15,7 @@ import (
 	"agentd/internal/persist"
 	"agentd/internal/run"
 	"agentd/internal/tools"
+	"agentd/internal/vocab"
 )
 
 // benchFloor measures what PostgreSQL sustains here: 16 connections, each
@@ -109,8 +110,8 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	var failed atomic.Int64
 	eng := run.New(run.Config{Store: store, Tools: reg, Workers: concurrency,
 		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake, APIKey: "bench"}),
-		OnEndFunc: func(_ string, status string) {
-			if status != persist.StatusCompleted {
+		OnEndFunc: func(_ string, status vocab.RunStatus) {
+			if status != vocab.StatusCompleted {
 				failed.Add(1)
 			}
 			ended.Add(1)

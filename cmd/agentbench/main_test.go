@@ -15,9 +15,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"agentd/internal/event"
 	"agentd/internal/llm/fakellm"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -148,20 +150,20 @@ func goodRun() runRecord {
 	id := "r1"
 	ev := func(seq int64, typ string) persist.Event {
 		b, _ := json.Marshal(map[string]any{"seq": seq, "type": typ, "run_id": id, "step": 1})
-		return persist.Event{RunID: id, Seq: seq, Type: typ, Data: b}
+		return persist.Event{RunID: id, Seq: seq, Type: event.Type(typ), Data: b}
 	}
 	call := persist.CallDetail{
-		ToolCall: persist.ToolCall{ID: "c1", IdempotencyKey: "k1", Status: persist.CallSucceeded},
-		Attempts: []persist.Attempt{{N: 1, Status: persist.AttemptFailed}, {N: 2, Status: persist.AttemptSucceeded}},
+		ToolCall: persist.ToolCall{ID: "c1", IdempotencyKey: "k1", Status: vocab.CallSucceeded},
+		Attempts: []persist.Attempt{{N: 1, Status: vocab.AttemptFailed}, {N: 2, Status: vocab.AttemptSucceeded}},
 	}
 	return runRecord{
-		run: persist.Run{ID: id, Status: persist.StatusCompleted, LastEventSeq: 4,
-			Usage: persist.Usage{InputTokens: 30, OutputTokens: 7}},
+		run: persist.Run{ID: id, Status: vocab.StatusCompleted, LastEventSeq: 4,
+			Usage: vocab.Usage{InputTokens: 30, OutputTokens: 7}},
 		events: []persist.Event{ev(1, "run.created"), ev(2, "tool_call.completed"), ev(3, "message.completed"), ev(4, "run.completed")},
 		steps: []persist.StepDetail{
-			{Step: persist.Step{Seq: 1, Status: persist.StepCompleted, Usage: persist.Usage{InputTokens: 10, OutputTokens: 3}},
+			{Step: persist.Step{Seq: 1, Status: vocab.StepCompleted, Usage: vocab.Usage{InputTokens: 10, OutputTokens: 3}},
 				Calls: []persist.CallDetail{call}},
-			{Step: persist.Step{Seq: 2, Status: persist.StepCompleted, Usage: persist.Usage{InputTokens: 20, OutputTokens: 4}}},
+			{Step: persist.Step{Seq: 2, Status: vocab.StepCompleted, Usage: vocab.Usage{InputTokens: 20, OutputTokens: 4}}},
 		},
 	}
 }
@@ -179,12 +181,12 @@ func TestViolations(t *testing.T) {
 		"envelope":         {func(r *runRecord) { r.events[1].Data = r.events[2].Data }, "does not match"},
 		"no terminal":      {func(r *runRecord) { r.events = r.events[:3]; r.run.LastEventSeq = 3 }, "0 terminal events"},
 		"not last":         {func(r *runRecord) { r.events[2].Type, r.events[3].Type = "run.completed", "message.completed" }, "is not the last"},
-		"status":           {func(r *runRecord) { r.run.Status = persist.StatusFailed }, "terminal event run.completed for a run failed"},
+		"status":           {func(r *runRecord) { r.run.Status = vocab.StatusFailed }, "terminal event run.completed for a run failed"},
 		"last_event_seq":   {func(r *runRecord) { r.run.LastEventSeq = 5 }, "4 events stored, last_event_seq 5"},
-		"ran twice":        {func(r *runRecord) { r.steps[0].Calls[0].Attempts[0].Status = persist.AttemptSucceeded }, "succeeded 2 times"},
+		"ran twice":        {func(r *runRecord) { r.steps[0].Calls[0].Attempts[0].Status = vocab.AttemptSucceeded }, "succeeded 2 times"},
 		"no key":           {func(r *runRecord) { r.steps[0].Calls[0].IdempotencyKey = "" }, "no idempotency key"},
-		"call not done":    {func(r *runRecord) { r.steps[0].Calls[0].Status = persist.CallUnknown }, "is unknown with 1 succeeded attempts"},
-		"step not done":    {func(r *runRecord) { r.steps[0].Status = persist.StepActing }, "in a step acting"},
+		"call not done":    {func(r *runRecord) { r.steps[0].Calls[0].Status = vocab.CallUnknown }, "is unknown with 1 succeeded attempts"},
+		"step not done":    {func(r *runRecord) { r.steps[0].Status = vocab.StepActing }, "in a step acting"},
 		"usage":            {func(r *runRecord) { r.run.Usage.OutputTokens++ }, "its steps' sum"},
 		"terminal missing": {func(r *runRecord) { r.events[3].Type = "run.failed" }, "terminal event run.failed for a run completed"},
 	} {
@@ -205,9 +207,9 @@ func TestViolations(t *testing.T) {
 	}
 	// A failed run's call need not have succeeded.
 	failed := goodRun()
-	failed.run.Status, failed.events[3].Type = persist.StatusFailed, "run.failed"
+	failed.run.Status, failed.events[3].Type = vocab.StatusFailed, "run.failed"
 	failed.events[3].Data = []byte(strings.Replace(string(failed.events[3].Data), "run.completed", "run.failed", 1))
-	failed.steps[0].Calls[0].Status, failed.steps[0].Calls[0].Attempts = persist.CallFailed, nil
+	failed.steps[0].Calls[0].Status, failed.steps[0].Calls[0].Attempts = vocab.CallFailed, nil
 	if v := failed.violations(map[string]string{}); v != nil {
 		t.Errorf("a failed run: %q", v)
 	}
@@ -217,7 +219,7 @@ func TestTranscriptViolation(t *testing.T) {
 	stored := goodRun().events
 	var seen []sseEvent
 	for _, ev := range stored {
-		seen = append(seen, sseEvent{ID: strconv.FormatInt(ev.Seq, 10), Event: ev.Type, Data: string(ev.Data)})
+		seen = append(seen, sseEvent{ID: strconv.FormatInt(ev.Seq, 10), Event: string(ev.Type), Data: string(ev.Data)})
 	}
 	if v := transcriptViolation(seen, stored); v != "" {
 		t.Fatalf("the same events: %s", v)

@@ -20,11 +20,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"agentd/api"
+	"agentd/internal/event"
 	"agentd/internal/llm"
 	"agentd/internal/persist"
 	"agentd/internal/run"
 	"agentd/internal/stream"
 	"agentd/internal/tools"
+	"agentd/internal/vocab"
 )
 
 // stack is agentd assembled in this process, as cmd/server assembles it, on
@@ -173,7 +175,7 @@ func follow(body io.Reader, keep func(sseEvent)) (events int, err error) {
 					ev.Data = strings.Join(data, "\n")
 					keep(ev)
 				}
-				if stream.Terminal(ev.Event) {
+				if event.Type(ev.Event).Terminal() {
 					return events, nil
 				}
 			}
@@ -573,7 +575,7 @@ func rawFollow(base, runID string, seen func(typ string, seq int64, opened time.
 				if seen != nil {
 					seen(string(typ), seq, opened)
 				}
-				if stream.Terminal(string(typ)) {
+				if event.Type(typ).Terminal() {
 					return events
 				}
 			}
@@ -609,17 +611,17 @@ func benchReplay(ctx context.Context, s *stack) (eventsPerSec float64, err error
 	text := strings.Repeat("token ", 10)
 	for n := 1; n < total-1; {
 		k := min(500, total-1-n)
-		evs := make([]persist.EventIn, k)
+		evs := make([]event.In, k)
 		for i := range evs {
-			evs[i] = persist.EventIn{Type: "message.delta", Step: 1, Data: map[string]string{"text": text}}
+			evs[i] = event.Of(1, event.MessageDeltaData{Text: text})
 		}
 		if _, err := s.store.Exec(ctx, f, evs); err != nil {
 			return 0, err
 		}
 		n += k
 	}
-	if _, err := s.store.Exec(ctx, f, []persist.EventIn{{Type: "run.completed", Step: 1, Data: map[string]string{"status": "completed"}}},
-		persist.RunEnd{ID: r.ID, Status: persist.StatusCompleted, Reason: persist.ReasonCompleted}); err != nil {
+	if _, err := s.store.Exec(ctx, f, []event.In{event.RunEnd(1, vocab.StatusCompleted, vocab.ReasonCompleted, nil)},
+		persist.RunEnd{ID: r.ID, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted}); err != nil {
 		return 0, err
 	}
 	best := time.Duration(1 << 62)

@@ -20,8 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"agentd/api/spectest"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/vocab"
 )
 
 // The chaos test runs the server as real child processes: this test binary,
@@ -264,11 +266,11 @@ func TestChaosKill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Status == persist.StatusCompleted {
+			if r.Status == vocab.StatusCompleted {
 				completed++
 				break
 			}
-			if r.Status == persist.StatusRequiresAction {
+			if r.Status == vocab.StatusRequiresAction {
 				var action struct {
 					ToolCallID     string `json:"tool_call_id"`
 					IdempotencyKey string `json:"idempotency_key"`
@@ -289,7 +291,7 @@ func TestChaosKill(t *testing.T) {
 						resolved++
 					}
 				}
-			} else if r.Status != persist.StatusQueued && r.Status != persist.StatusRunning {
+			} else if r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning {
 				t.Fatalf("run %s ended %s/%s: %s", id, r.Status, r.TerminalReason, r.Error)
 			}
 			if time.Now().After(deadline) {
@@ -335,6 +337,7 @@ func TestChaosKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		spectest.CheckEvents(t, evs)
 		for i, e := range evs {
 			if e.Seq != int64(i+1) {
 				lostEvents++
@@ -349,7 +352,7 @@ func TestChaosKill(t *testing.T) {
 		}
 		for i, e := range evs {
 			got := (*tr)[i]
-			if got.ID != fmt.Sprint(e.Seq) || got.Event != e.Type || got.Data != string(e.Data) {
+			if got.ID != fmt.Sprint(e.Seq) || got.Event != string(e.Type) || got.Data != string(e.Data) {
 				lostEvents++
 				t.Errorf("run %s: SSE event %d differs from the stored one", id, i)
 				break
@@ -408,7 +411,7 @@ func chaosRead(ctx context.Context, addr func() string, id string, tr *[]sseEven
 // runsOwnedBy returns the epochs of the running runs whose lease the process
 // pid holds.
 func runsOwnedBy(store *persist.Store, pid int) map[string]int64 {
-	runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: "default", Status: persist.StatusRunning, Limit: 100})
+	runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: "default", Status: vocab.StatusRunning, Limit: 100})
 	if err != nil {
 		return nil
 	}
@@ -432,7 +435,7 @@ func watchTakeover(store *persist.Store, owned map[string]int64, start time.Time
 			if err != nil {
 				continue
 			}
-			if r.Epoch > epoch || persist.Terminal(r.Status) {
+			if r.Epoch > epoch || r.Status.Terminal() {
 				if r.Epoch > epoch {
 					out = append(out, time.Since(start))
 				}

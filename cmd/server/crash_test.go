@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"agentd/api/spectest"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/vocab"
 )
 
 // effectSink is a webhook whose side effect happens (it counts the key) and
@@ -131,13 +133,13 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 			r := waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Epoch >= 2 })
 			t.Logf("taken over %v after the SIGKILL (lease TTL 1s)", time.Since(killed).Round(time.Millisecond))
 			if !withReconciler {
-				r = waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Status != persist.StatusRunning && r.Status != persist.StatusQueued })
+				r = waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Status != vocab.StatusRunning && r.Status != vocab.StatusQueued })
 				var action struct {
 					Type       string `json:"type"`
 					ToolCallID string `json:"tool_call_id"`
 				}
 				json.Unmarshal(r.RequiredAction, &action)
-				if r.Status != persist.StatusRequiresAction || action.Type != "tool_outcome_unknown" {
+				if r.Status != vocab.StatusRequiresAction || action.Type != "tool_outcome_unknown" {
 					t.Fatalf("run is %s with %s, want requires_action tool_outcome_unknown", r.Status, r.RequiredAction)
 				}
 				body := fmt.Sprintf(`{"tool_call_id":%q,"decision":"result","result":{"charged":true}}`, action.ToolCallID)
@@ -147,16 +149,21 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 				}
 				resp.Body.Close()
 			}
-			r = waitRun(t, store, run.ID, func(r persist.Run) bool { return persist.Terminal(r.Status) })
-			if r.Status != persist.StatusCompleted {
+			r = waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+			if r.Status != vocab.StatusCompleted {
 				t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
 			}
 			if n := sink.count(key); n != 1 {
 				t.Fatalf("the side effect ran %d times, want 1", n)
 			}
+			evs, err := store.EventsAfter(context.Background(), run.ID, 0, 10000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spectest.CheckEvents(t, evs)
 			steps, _ := store.StepsList(context.Background(), run.ID)
 			call := steps[0].Calls[0]
-			if call.Status != persist.CallSucceeded || len(call.Attempts) != 1 || call.Attempts[0].Status != persist.AttemptUnknown {
+			if call.Status != vocab.CallSucceeded || len(call.Attempts) != 1 || call.Attempts[0].Status != vocab.AttemptUnknown {
 				t.Fatalf("call %s with %d attempts", call.Status, len(call.Attempts))
 			}
 		})

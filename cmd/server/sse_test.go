@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"agentd/api/spectest"
 )
 
 // sseEvent is one event as a client sees it.
@@ -91,7 +93,8 @@ func getEvents(t *testing.T, base, id, lastID string) *http.Response {
 }
 
 // checkTranscript compares what a client received with a full replay of the
-// ended run: the same (id, event, data), byte for byte, ids 1, 2, 3...
+// ended run: the same (id, event, data), byte for byte, ids 1, 2, 3..., each
+// event as openapi.yaml describes it.
 func checkTranscript(t *testing.T, base, id string, got []sseEvent) {
 	t.Helper()
 	// A stream closes after each terminal event; read on until the server
@@ -123,6 +126,7 @@ func checkTranscript(t *testing.T, base, id string, got []sseEvent) {
 		if got[i] != full[i] {
 			t.Fatalf("event %d differs:\n got %+v\nwant %+v", i, got[i], full[i])
 		}
+		spectest.CheckEvent(t, full[i].Event, []byte(full[i].Data))
 	}
 }
 

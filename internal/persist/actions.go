@@ -1,6 +1,8 @@
 package persist
 
 import (
+	"agentd/internal/event"
+	"agentd/internal/vocab"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -22,36 +24,20 @@ var (
 // approve or reject answer an approval (tool_approval); result, retry or
 // fail an unknown outcome (tool_outcome_unknown).
 type DecisionError struct {
-	Decision string // what the client decided
-	Asks     string // the type of the run's required action
+	Decision vocab.Decision   // what the client decided
+	Asks     vocab.ActionType // the type of the run's required action
 }
 
 func (e *DecisionError) Error() string {
-	return "decision " + e.Decision + " does not answer what the run asks (" + e.Asks + ")"
+	return "decision " + string(e.Decision) + " does not answer what the run asks (" + string(e.Asks) + ")"
 }
-
-// Kinds of required action.
-const (
-	ActionToolOutcomeUnknown = "tool_outcome_unknown"
-	ActionToolApproval       = "tool_approval"
-)
-
-// Decisions a client may take on a tool call whose outcome is unknown.
-const (
-	DecisionResult = "result" // it happened; here is its result
-	DecisionRetry  = "retry"  // it did not happen; attempt it again with the same key
-	DecisionFail   = "fail"   // give up on it; the model sees an error
-
-	DecisionApprove = "approve" // an approval: run the call
-	DecisionReject  = "reject"  // an approval: do not; the model sees an error
-)
 
 // ActionParams resolve what a requires_action run waits for.
 type ActionParams struct {
 	TenantID, RunID, ToolCallID string
-	Decision                    string
-	Result                      json.RawMessage // for DecisionResult
-	Message                     string          // for DecisionFail and DecisionReject: what the model is told
+	Decision                    vocab.Decision
+	Result                      json.RawMessage // for vocab.DecisionResult
+	Message                     string          // for vocab.DecisionFail and vocab.DecisionReject: what the model is told
 }
 
 // RunResolveAction records a client's decision on the tool call a waiting run
@@ -65,53 +51,44 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 		if err != nil {
 			return notFound(err, ErrRunNotFound)
 		}
-		if r.Status != StatusRequiresAction {
+		if r.Status != vocab.StatusRequiresAction {
 			return fmt.Errorf("run is %s: %w", r.Status, ErrRunNotWaiting)
 		}
-		var action struct {
-			Type       string `json:"type"`
-			ToolCallID string `json:"tool_call_id"`
-		}
+		var action event.RequiredAction
 		_ = json.Unmarshal(r.RequiredAction, &action)
 		if action.ToolCallID != p.ToolCallID {
 			return ErrActionMismatch
 		}
-		approval := p.Decision == DecisionApprove || p.Decision == DecisionReject
-		if approval != (action.Type == ActionToolApproval) {
+		if !p.Decision.Answers(action.Type) {
 			return &DecisionError{Decision: p.Decision, Asks: action.Type}
 		}
-		var data map[string]any
+		var data event.Payload
 		switch p.Decision {
-		case DecisionApprove:
+		case vocab.DecisionApprove:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'planned' WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID)
-			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallPlanned, "resolved_by": "client"}
-		case DecisionReject:
-			data, err = endCall(ctx, tx, p.ToolCallID, CallAwaitingApproval, CallRejected, "rejected",
-				cmp.Or(p.Message, "the call was rejected by the client"))
-		case DecisionResult:
+			data = event.ToolCallApprovedData{ResolvedBy: event.ResolvedByClient, Status: vocab.CallPlanned, ToolCallID: p.ToolCallID}
+		case vocab.DecisionReject:
+			data, err = endCall(ctx, tx, endCallParams{id: p.ToolCallID, from: vocab.CallAwaitingApproval, to: vocab.CallRejected,
+				err: event.Error{Kind: "rejected", Message: cmp.Or(p.Message, "the call was rejected by the client")}})
+		case vocab.DecisionResult:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
 				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
-			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallSucceeded, "result": p.Result, "resolved_by": "client"}
-		case DecisionFail:
-			data, err = endCall(ctx, tx, p.ToolCallID, CallUnknown, CallFailed, "client",
-				cmp.Or(p.Message, "the tool call was failed by the client"))
-		case DecisionRetry:
+			data = event.ToolCallCompletedData{ResolvedBy: event.ResolvedByClient, Result: p.Result, Status: vocab.CallSucceeded,
+				ToolCallID: p.ToolCallID}
+		case vocab.DecisionFail:
+			data, err = endCall(ctx, tx, endCallParams{id: p.ToolCallID, from: vocab.CallUnknown, to: vocab.CallFailed,
+				err: event.Error{Kind: "client", Message: cmp.Or(p.Message, "the tool call was failed by the client")}})
+		case vocab.DecisionRetry:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', error = NULL WHERE id = $1 AND status = 'unknown'`, p.ToolCallID)
-			data = map[string]any{"tool_call_id": p.ToolCallID, "status": CallRunning, "retry": true, "resolved_by": "client"}
+			data = event.ToolCallRetryAllowedData{ResolvedBy: event.ResolvedByClient, Retry: true, Status: vocab.CallRunning,
+				ToolCallID: p.ToolCallID}
 		default:
 			return fmt.Errorf("unknown decision %q", p.Decision)
 		}
 		if err != nil {
 			return fmt.Errorf("resolve tool call: %w", err)
 		}
-		typ := "tool_call.completed"
-		switch p.Decision {
-		case DecisionRetry:
-			typ = "tool_call.retry_allowed"
-		case DecisionApprove:
-			typ = "tool_call.approved"
-		}
-		lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []EventIn{{Type: typ, Step: r.StepCount, Data: data}})
+		lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []event.In{event.Of(r.StepCount, data)})
 		if err != nil {
 			return err
 		}
@@ -129,15 +106,22 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 	return s.RunGet(ctx, p.TenantID, p.RunID)
 }
 
-// endCall moves a call waiting for a client's decision (from) to a final
-// status (to) with an error the model is told, and returns the event data.
-func endCall(ctx context.Context, tx pgx.Tx, id, from, to, kind, msg string) (map[string]any, error) {
-	errData := map[string]any{"message": msg, "kind": kind}
-	b, err := json.Marshal(errData)
+// endCallParams say which call endCall ends, from which status to which,
+// and with what error the model is told.
+type endCallParams struct {
+	id       string
+	from, to vocab.CallStatus
+	err      event.Error
+}
+
+// endCall moves a call waiting for a client's decision to a final status
+// with an error, and returns the event data that says so.
+func endCall(ctx context.Context, tx pgx.Tx, p endCallParams) (event.Payload, error) {
+	b, err := json.Marshal(p.err)
 	if err != nil {
 		return nil, err
 	}
 	_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = $3, error = $4, finished_at = now()
-		WHERE id = $1 AND status = $2`, id, from, to, b)
-	return map[string]any{"tool_call_id": id, "status": to, "error": errData, "resolved_by": "client"}, err
+		WHERE id = $1 AND status = $2`, p.id, p.from, p.to, b)
+	return event.ToolCallCompletedData{Error: &p.err, ResolvedBy: event.ResolvedByClient, Status: p.to, ToolCallID: p.id}, err
 }

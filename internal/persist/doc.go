@@ -4,5 +4,6 @@
 // the run's epoch: a worker that lost its lease gets ErrLeaseLost and commits
 // nothing.
 //
-// It imports nothing of agentd's but migrations.
+// It imports vocab and event (the vocabulary) and migrations, nothing else
+// of agentd's.
 package persist

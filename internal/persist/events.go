@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"agentd/internal/event"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 type eventRow struct {
 	runID string
 	seq   int64 // 0 when SQL numbers it
-	typ   string
+	typ   event.Type
 	step  int
 	at    time.Time
 	data  string // JSON
@@ -29,16 +30,12 @@ type eventRow struct {
 // database keeps it, so that a read puts back the "at" a client was sent.
 func eventTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-func newEventRow(runID string, seq int64, ev EventIn, at time.Time) (eventRow, error) {
-	data := ev.Data
-	if data == nil {
-		data = struct{}{}
-	}
-	b, err := json.Marshal(data)
+func newEventRow(runID string, seq int64, ev event.In, at time.Time) (eventRow, error) {
+	b, err := json.Marshal(ev.Data)
 	if err != nil {
-		return eventRow{}, fmt.Errorf("encode event %s: %w", ev.Type, err)
+		return eventRow{}, fmt.Errorf("encode event %s: %w", ev.Type(), err)
 	}
-	return eventRow{runID: runID, seq: seq, typ: ev.Type, step: ev.Step, at: at, data: string(b)}, nil
+	return eventRow{runID: runID, seq: seq, typ: ev.Type(), step: ev.Step, at: at, data: string(b)}, nil
 }
 
 // envelope puts an event's envelope together, byte for byte as
@@ -78,7 +75,7 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // buildEvents numbers evs after seq last.
-func buildEvents(rows []eventRow, runID string, last int64, evs []EventIn, at time.Time) ([]eventRow, error) {
+func buildEvents(rows []eventRow, runID string, last int64, evs []event.In, at time.Time) ([]eventRow, error) {
 	for i, ev := range evs {
 		r, err := newEventRow(runID, last+int64(i)+1, ev, at)
 		if err != nil {
@@ -89,6 +86,24 @@ func buildEvents(rows []eventRow, runID string, last int64, evs []EventIn, at ti
 	return rows, nil
 }
 
+// eventArrays are the columns of event rows, as arrays for unnest.
+type eventArrays struct {
+	types []string
+	steps []int32
+	datas []string
+	ats   []time.Time
+}
+
+// eventColumns returns the type, step, data and time of each row.
+func eventColumns(rows []eventRow) eventArrays {
+	c := eventArrays{types: make([]string, len(rows)), steps: make([]int32, len(rows)),
+		datas: make([]string, len(rows)), ats: make([]time.Time, len(rows))}
+	for i, r := range rows {
+		c.types[i], c.steps[i], c.datas[i], c.ats[i] = string(r.typ), int32(r.step), r.data, r.at
+	}
+	return c
+}
+
 // queueEvents queues the insert of rows, of one run or many, as one
 // statement.
 func queueEvents(b *batch, rows []eventRow) {
@@ -97,22 +112,19 @@ func queueEvents(b *batch, rows []eventRow) {
 	}
 	ids := make([]string, len(rows))
 	seqs := make([]int64, len(rows))
-	types := make([]string, len(rows))
-	steps := make([]int32, len(rows))
-	datas := make([]string, len(rows))
-	ats := make([]time.Time, len(rows))
 	for i, r := range rows {
-		ids[i], seqs[i], types[i], steps[i], datas[i], ats[i] = r.runID, r.seq, r.typ, int32(r.step), r.data, r.at
+		ids[i], seqs[i] = r.runID, r.seq
 	}
+	c := eventColumns(rows)
 	// The run ids go as text[], as in commitPipelined.
 	b.exec("append events", `INSERT INTO run_events (run_id, seq, type, step, data, created_at)
 		SELECT r, s, t, n, d::json, a FROM unnest($1::text[]::uuid[], $2::bigint[], $3::text[], $4::int[], $5::text[], $6::timestamptz[])
-		AS e(r, s, t, n, d, a)`, ids, seqs, types, steps, datas, ats)
+		AS e(r, s, t, n, d, a)`, ids, seqs, c.types, c.steps, c.datas, c.ats)
 }
 
 // appendEvents inserts evs after seq last and returns the new last seq. The
 // caller holds the run's row lock and updates runs.last_event_seq.
-func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs []EventIn) (int64, error) {
+func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs []event.In) (int64, error) {
 	rows, err := buildEvents(nil, runID, last, evs, eventTime())
 	if err != nil {
 		return 0, err
@@ -136,7 +148,7 @@ func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limi
 		if at == "" { // not a row from before migration 00007
 			at = formatEventTime(e.CreatedAt)
 		}
-		e.Data = envelope(e.Seq, e.Type, e.RunID, step, at, data)
+		e.Data = envelope(e.Seq, string(e.Type), e.RunID, step, at, data)
 		return e, translate(err)
 	}, `SELECT run_id, seq, type, step, coalesce(legacy_at, ''), data, created_at FROM run_events
 		WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, after, limit)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 	"agentd/migrations"
@@ -33,8 +34,8 @@ func TestEventsReadTheSameAcrossTheCompactingMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := persist.Fence{RunID: r.ID, Epoch: c.Epoch, Worker: "w1"}
-	if _, err := s.Exec(ctx, f, []persist.EventIn{{Type: "message.delta", Step: 1, Data: map[string]string{"text": "<hi> & \"bye\""}},
-		{Type: "step.completed", Step: 1}}); err != nil {
+	if _, err := s.Exec(ctx, f, []event.In{event.Of(1, event.MessageDeltaData{Text: "<hi> & \"bye\""}),
+		event.Of(1, event.StepCompletedData{})}); err != nil {
 		t.Fatal(err)
 	}
 	before, err := s.EventsAfter(ctx, r.ID, 0, 100)

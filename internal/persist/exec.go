@@ -1,6 +1,8 @@
 package persist
 
 import (
+	"agentd/internal/event"
+	"agentd/internal/vocab"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -17,7 +19,7 @@ import (
 // the run's deadline from its total timeout. ErrNotFound: nothing to claim.
 func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
 	var c Claim
-	row := s.pool.QueryRow(ctx, `WITH `+claimCTE+` SELECT prev_status, `+runColumns+` FROM claimed`, worker, ttl.Milliseconds(), false)
+	row := s.pool.QueryRow(ctx, `WITH `+claimCTE+` SELECT prev_status, `+runColumns+` FROM claimed`, worker, ttl.Milliseconds(), 0)
 	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus}})
 	c.Run = r
 	return c, err
@@ -25,19 +27,17 @@ func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) 
 
 // RunClaimStart is RunClaim that, on a run's first claim, also starts its
 // first step in the same transaction: the step's row (running) and the
-// run.started and step.started events, which the executor would otherwise
-// commit in a write of its own right after. Claim.StartedStep names the step.
+// events of event.FirstStep, which the executor would otherwise commit in a
+// write of its own right after. Claim.StartedStep names the step.
 func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
-	at := eventTime()
-	started, err := newEventRow("", 0, EventIn{Type: "run.started", Data: map[string]any{"epoch": 1, "worker": worker}}, at)
+	evs, err := buildEvents(nil, "", 0, event.FirstStep(worker), eventTime())
 	if err != nil {
 		return Claim{}, err
 	}
-	step, err := newEventRow("", 0, EventIn{Type: "step.started", Step: 1, Data: map[string]any{"transition": nil}}, at)
-	if err != nil {
-		return Claim{}, err
-	}
+	cols := eventColumns(evs)
 	var c Claim
+	// The claim moves the run's last seq past the step's events; they are
+	// numbered after the seq it had.
 	row := s.pool.QueryRow(ctx, `WITH `+claimCTE+`,
 		step AS (
 			INSERT INTO steps (id, run_id, seq, status, model_attempts)
@@ -46,22 +46,22 @@ func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Durat
 		),
 		events AS (
 			INSERT INTO run_events (run_id, seq, type, step, data, created_at)
-			SELECT id, last_event_seq - 1, 'run.started', 0, $5::json, $7::timestamptz FROM claimed WHERE fresh
-			UNION ALL
-			SELECT id, last_event_seq, 'step.started', 1, $6::json, $7::timestamptz FROM claimed WHERE fresh
+			SELECT claimed.id, claimed.last_event_seq - $3 + e.k, e.t, e.n, e.d::json, e.a
+			FROM claimed, unnest($5::text[], $6::int[], $7::text[], $8::timestamptz[]) WITH ORDINALITY AS e(t, n, d, a, k)
+			WHERE fresh
 		)
 		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), `+runColumns+` FROM claimed`,
-		worker, ttl.Milliseconds(), true, newID(), started.data, step.data, at)
+		worker, ttl.Milliseconds(), len(evs), newID(), cols.types, cols.steps, cols.datas, cols.ats)
 	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus, &c.StartedStep}})
 	c.Run = r
 	return c, err
 }
 
 // claimCTE claims a run ($1 worker, $2 lease TTL in ms) as the CTE claimed,
-// with the run's columns, its status before (prev_status), and fresh: $3 asks
-// to start the first step of a run claimed for the first time (epoch 0, at
-// least one step allowed), and the run's step count and event seq are then
-// moved for the step and its two events.
+// with the run's columns, its status before (prev_status), and fresh: $3 is
+// the number of events that start the first step of a run claimed for the
+// first time (epoch 0, at least one step allowed), 0 to start nothing; the
+// run's step count and event seq are then moved for the step and its events.
 const claimCTE = `prev AS (
 		SELECT q.id AS prev_id, q.status AS prev_status FROM runs q
 		WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_expires_at < now()))
@@ -77,18 +77,18 @@ const claimCTE = `prev AS (
 			started_at = coalesce(started_at, now()),
 			deadline_at = coalesce(deadline_at, CASE WHEN (params->'timeouts'->>'total_ms')::bigint > 0
 				THEN now() + (params->'timeouts'->>'total_ms')::bigint * interval '1 millisecond' END),
-			step_count = CASE WHEN $3 AND epoch = 0 AND (params->>'max_steps')::int > 0 THEN 1 ELSE step_count END,
-			last_event_seq = last_event_seq + CASE WHEN $3 AND epoch = 0 AND (params->>'max_steps')::int > 0 THEN 2 ELSE 0 END,
+			step_count = CASE WHEN $3::int > 0 AND epoch = 0 AND (params->>'max_steps')::int > 0 THEN 1 ELSE step_count END,
+			last_event_seq = last_event_seq + CASE WHEN epoch = 0 AND (params->>'max_steps')::int > 0 THEN $3::int ELSE 0 END,
 			updated_at = now()
 		FROM prev WHERE id = prev.prev_id
-		RETURNING runs.*, prev.prev_status, $3 AND epoch = 1 AND step_count = 1 AND (params->>'max_steps')::int > 0 AS fresh
+		RETURNING runs.*, prev.prev_status, $3::int > 0 AND epoch = 1 AND step_count = 1 AND (params->>'max_steps')::int > 0 AS fresh
 	)`
 
 // Claim is a run just claimed, with the status it had before the claim
 // (queued for a new or resumed run, running for one taken over).
 type Claim struct {
 	Run
-	PrevStatus string
+	PrevStatus vocab.RunStatus
 	// StartedStep is the id of the first step, when RunClaimStart started
 	// it with the claim.
 	StartedStep string
@@ -137,7 +137,7 @@ type Op interface {
 // runCounter is an op that also moves its run's counters (step count,
 // usage); the fence applies them, so that a write updates the run's row once.
 type runCounter interface {
-	counts() (step int, usage Usage)
+	counts() (step int, usage vocab.Usage)
 }
 
 // Exec runs ops and appends evs in one transaction fenced by f: the fence
@@ -145,7 +145,7 @@ type runCounter interface {
 // that event seqs stay gapless), and nothing commits otherwise (ErrLeaseLost).
 // The transaction is one pipelined round trip (see commitPipelined). It
 // returns the run's last event seq.
-func (s *Store) Exec(ctx context.Context, f Fence, evs []EventIn, ops ...Op) (int64, error) {
+func (s *Store) Exec(ctx context.Context, f Fence, evs []event.In, ops ...Op) (int64, error) {
 	if c := s.group.Load(); c != nil {
 		return s.execGrouped(ctx, c, f, evs, ops)
 	}
@@ -160,7 +160,7 @@ func (s *Store) Exec(ctx context.Context, f Fence, evs []EventIn, ops ...Op) (in
 type StepInsert struct {
 	ID, RunID  string
 	Seq        int
-	Transition string
+	Transition vocab.Transition
 }
 
 func (o StepInsert) queue(b *batch) error {
@@ -170,13 +170,13 @@ func (o StepInsert) queue(b *batch) error {
 }
 
 // counts: the run's step count goes up to the step's seq.
-func (o StepInsert) counts() (int, Usage) { return o.Seq, Usage{} }
+func (o StepInsert) counts() (int, vocab.Usage) { return o.Seq, vocab.Usage{} }
 
 // StepReask records that a step's model call is made again (after a retry or
 // a recovery), with why.
 type StepReask struct {
 	ID         string
-	Transition string
+	Transition vocab.Transition
 }
 
 func (o StepReask) queue(b *batch) error {
@@ -189,16 +189,16 @@ func (o StepReask) queue(b *batch) error {
 // the step's counters, and to its run's (by the fence of the write).
 type StepUpdate struct {
 	ID           string
-	Status       string
-	FinishReason string // kept when empty
-	Transition   string // kept when empty
-	Usage        Usage
-	Error        any // nil: kept
+	Status       vocab.StepStatus
+	FinishReason string           // kept when empty
+	Transition   vocab.Transition // kept when empty
+	Usage        vocab.Usage
+	Error        *event.Error // nil: kept
 	Finished     bool
 }
 
 func (o StepUpdate) queue(b *batch) error {
-	errJSON, err := marshalNullable(o.Error)
+	errJSON, err := jsonOrNull(o.Error)
 	if err != nil {
 		return fmt.Errorf("encode step error: %w", err)
 	}
@@ -213,15 +213,15 @@ func (o StepUpdate) queue(b *batch) error {
 }
 
 // counts: the step's usage is added to the run's.
-func (o StepUpdate) counts() (int, Usage) { return 0, o.Usage }
+func (o StepUpdate) counts() (int, vocab.Usage) { return 0, o.Usage }
 
 // MessageInsert appends a message to a conversation, numbering it after the
 // conversation's last one.
 type MessageInsert struct {
 	ID, ConversationID, RunID string
-	Role                      string
-	Content                   []Part
-	Status                    string
+	Role                      vocab.Role
+	Content                   []vocab.Part
+	Status                    vocab.MessageStatus
 }
 
 // Message is the message as the insert stores it, numbered seq in its
@@ -255,19 +255,19 @@ type ToolCallInsert struct {
 	CallID, Name      string
 	Arguments         json.RawMessage
 	IdempotencyKey    string
-	Effect            string
-	Status            string // planned (the default) or awaiting_approval
+	Effect            vocab.Effect
+	Status            vocab.CallStatus // planned (the default) or awaiting_approval
 }
 
 // Call is the tool call as the insert stores it (its time aside), for a
 // RunState kept in memory.
 func (o ToolCallInsert) Call() ToolCall {
 	return ToolCall{ID: o.ID, RunID: o.RunID, StepID: o.StepID, Position: o.Position, CallID: o.CallID, Name: o.Name,
-		Arguments: o.Arguments, IdempotencyKey: o.IdempotencyKey, Effect: o.Effect, Status: cmp.Or(o.Status, CallPlanned)}
+		Arguments: o.Arguments, IdempotencyKey: o.IdempotencyKey, Effect: o.Effect, Status: cmp.Or(o.Status, vocab.CallPlanned)}
 }
 
 func (o ToolCallInsert) queue(b *batch) error {
-	status := cmp.Or(o.Status, CallPlanned)
+	status := cmp.Or(o.Status, vocab.CallPlanned)
 	b.exec("insert tool call", `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
 		idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
 		o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect, status)
@@ -298,12 +298,12 @@ func (o AttemptStart) queue(b *batch) error {
 // AttemptFinish records how an attempt ended.
 type AttemptFinish struct {
 	ID     string
-	Status string
-	Error  any
+	Status vocab.AttemptStatus
+	Error  *event.Error
 }
 
 func (o AttemptFinish) queue(b *batch) error {
-	errJSON, err := marshalNullable(o.Error)
+	errJSON, err := jsonOrNull(o.Error)
 	if err != nil {
 		return err
 	}
@@ -315,13 +315,13 @@ func (o AttemptFinish) queue(b *batch) error {
 // ToolCallFinish records a tool call's outcome.
 type ToolCallFinish struct {
 	ID     string
-	Status string
+	Status vocab.CallStatus
 	Result json.RawMessage
-	Error  any
+	Error  *event.Error
 }
 
 func (o ToolCallFinish) queue(b *batch) error {
-	errJSON, err := marshalNullable(o.Error)
+	errJSON, err := jsonOrNull(o.Error)
 	if err != nil {
 		return err
 	}
@@ -330,8 +330,8 @@ func (o ToolCallFinish) queue(b *batch) error {
 		result = o.Result
 	}
 	b.exec("finish tool call", `UPDATE tool_calls SET status = $2, result = $3, error = $4,
-		finished_at = CASE WHEN $2 IN ('succeeded', 'failed', 'rejected') THEN now() END WHERE id = $1`,
-		o.ID, o.Status, result, errJSON)
+		finished_at = CASE WHEN $5 THEN now() END WHERE id = $1`,
+		o.ID, o.Status, result, errJSON, o.Status.Final())
 	return nil
 }
 
@@ -339,37 +339,32 @@ func (o ToolCallFinish) queue(b *batch) error {
 // interrupted, or requires_action. The lease is released with it.
 type RunEnd struct {
 	ID             string
-	Status         string
-	Reason         string
-	Error          any
-	RequiredAction any
+	Status         vocab.RunStatus
+	Reason         vocab.Reason
+	Error          *event.Error
+	RequiredAction *event.RequiredAction // with requires_action
 }
 
 func (o RunEnd) queue(b *batch) error {
-	errJSON, err := marshalNullable(o.Error)
+	errJSON, err := jsonOrNull(o.Error)
 	if err != nil {
 		return err
 	}
-	action, err := marshalNullable(o.RequiredAction)
+	action, err := jsonOrNull(o.RequiredAction)
 	if err != nil {
 		return err
 	}
 	b.exec("end run", `UPDATE runs SET status = $2, terminal_reason = nullif($3, ''), error = $4, required_action = $5,
 		lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL,
-		finished_at = CASE WHEN $2 IN ('completed', 'failed', 'cancelled', 'timed_out', 'interrupted') THEN now() END
-		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action)
+		finished_at = CASE WHEN $6 THEN now() END
+		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action, o.Status.Stopped())
 	return nil
 }
 
-func marshalNullable(v any) ([]byte, error) {
+// jsonOrNull returns v as JSON, or nil (SQL NULL) when v is nil.
+func jsonOrNull[T any](v *T) ([]byte, error) {
 	if v == nil {
 		return nil, nil
-	}
-	if raw, ok := v.(json.RawMessage); ok {
-		if len(raw) == 0 {
-			return nil, nil
-		}
-		return raw, nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

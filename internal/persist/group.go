@@ -1,13 +1,10 @@
 package persist
 
 import (
-	"cmp"
+	"agentd/internal/event"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,7 +25,7 @@ import (
 type execReq struct {
 	ctx  context.Context
 	f    Fence
-	evs  []EventIn
+	evs  []event.In
 	ops  []Op
 	last int64
 	err  error
@@ -118,7 +115,7 @@ func (s *Store) commitLoop(c *committer, maxBatch int) {
 }
 
 // execGrouped hands a request to the committers and waits for its outcome.
-func (s *Store) execGrouped(ctx context.Context, c *committer, f Fence, evs []EventIn, ops []Op) (int64, error) {
+func (s *Store) execGrouped(ctx context.Context, c *committer, f Fence, evs []event.In, ops []Op) (int64, error) {
 	r := &execReq{ctx: ctx, f: f, evs: evs, ops: ops, done: make(chan struct{})}
 	select {
 	case c.reqs <- r:
@@ -183,86 +180,15 @@ func (s *Store) commitBatch(batch []*execReq) {
 // moves their counters and appends all the events, then every request's ops
 // in order. The fence fails as a whole when any run's epoch moved on (it
 // raises), so nothing queued after it is applied; the caller then isolates
-// the requests. On success it sets each request's last event seq.
+// the requests. On success it sets each request's last event seq and tells
+// the publisher.
 func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
-	// One fence per run and epoch, sorted by run, so that committers lock
-	// runs in the same order.
-	type fence struct {
-		id    string
-		epoch int64
-	}
-	index := map[fence]int{}
-	for _, r := range reqs {
-		index[fence{r.f.RunID, r.f.Epoch}] = 0
-	}
-	keys := slices.SortedFunc(maps.Keys(index), func(a, b fence) int {
-		return cmp.Or(strings.Compare(a.id, b.id), cmp.Compare(a.epoch, b.epoch))
-	})
-	n := len(keys)
-	ids, epochs := make([]string, n), make([]int64, n)
-	ns, steps := make([]int64, n), make([]int32, n)
-	in, out, cached, reasoning := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	for i, k := range keys {
-		index[k] = i
-		ids[i], epochs[i] = k.id, k.epoch
-	}
-	// Events are numbered in SQL, after the seqs the fence reserved: the
-	// k-th of a run's events in this write follows the run's last seq.
-	var evRun, evStep []int32
-	var evK []int64
-	var evType, evData []string
-	var evAt []time.Time
-	var evOf [][]int // evOf[i]: the indexes of run i's events, when there is a publisher
-	if s.pub != nil {
-		evOf = make([][]int, n)
-	}
-	at := eventTime()
-	for _, r := range reqs {
-		i := index[fence{r.f.RunID, r.f.Epoch}]
-		for _, op := range r.ops {
-			if c, ok := op.(runCounter); ok {
-				step, u := c.counts()
-				steps[i] = max(steps[i], int32(step))
-				in[i] += u.InputTokens
-				out[i] += u.OutputTokens
-				cached[i] += u.CachedInputTokens
-				reasoning[i] += u.ReasoningTokens
-			}
-		}
-		for _, ev := range r.evs {
-			row, err := newEventRow(r.f.RunID, 0, ev, at)
-			if err != nil {
-				return err
-			}
-			ns[i]++
-			if evOf != nil {
-				evOf[i] = append(evOf[i], len(evRun))
-			}
-			evRun = append(evRun, int32(i+1))
-			evK = append(evK, ns[i])
-			evType = append(evType, row.typ)
-			evStep = append(evStep, int32(row.step))
-			evData = append(evData, row.data)
-			evAt = append(evAt, row.at)
-		}
+	f, err := newFence(reqs, eventTime())
+	if err != nil {
+		return err
 	}
 	var b batch
-	last := make(map[string]int64, n) // each run's last event seq after the commit
-	// Ids go as text[]: pgx has no binary encoding of a string as a uuid,
-	// and building the error that says so before it falls back to text cost
-	// 1% of a step's CPU.
-	b.query("fence", `SELECT fenced_run, fenced_seq FROM agentd_fence($1::text[]::uuid[], $2::bigint[], $3::bigint[], $4::int[],
-			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::int[], $10::bigint[], $11::text[], $12::int[],
-			$13::text[], $14::timestamptz[])`,
-		[]any{ids, epochs, ns, steps, in, out, cached, reasoning, evRun, evK, evType, evStep, evData, evAt}, func(rows pgx.Rows) error {
-			var id string
-			var seq int64
-			_, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
-				last[id] = seq
-				return nil
-			})
-			return err
-		})
+	f.queue(&b)
 	for _, r := range reqs {
 		for _, op := range r.ops {
 			if err := op.queue(&b); err != nil {
@@ -275,30 +201,9 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 	}
 	s.execTx.Add(1)
 	s.execReqs.Add(int64(len(reqs)))
-	// Each request's last seq: the run's seqs were taken in request order.
-	next := make(map[string]int64, n)
-	for i, key := range keys {
-		next[key.id] = last[key.id] - ns[i]
-	}
-	for _, r := range reqs {
-		next[r.f.RunID] += int64(len(r.evs))
-		r.last = next[r.f.RunID]
-	}
-	if evOf != nil {
-		// The run's events, as EventsAfter puts them together from their rows.
-		atText := formatEventTime(at)
-		for i, key := range keys {
-			if ns[i] == 0 {
-				continue
-			}
-			evs := make([]Event, len(evOf[i]))
-			for k, j := range evOf[i] {
-				seq := last[key.id] - ns[i] + int64(k) + 1
-				evs[k] = Event{RunID: key.id, Seq: seq, Type: evType[j], CreatedAt: at,
-					Data: envelope(seq, evType[j], key.id, int(evStep[j]), atText, []byte(evData[j]))}
-			}
-			s.pub.PublishedEvents(key.id, evs)
-		}
+	f.settle(reqs)
+	if s.pub != nil {
+		f.publish(s.pub)
 	}
 	return nil
 }

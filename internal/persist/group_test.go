@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 )
@@ -34,7 +35,7 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range writes {
-					if _, err := s.Exec(ctx, f, []persist.EventIn{{Type: "message.delta", Data: map[string]string{"text": "x"}}}); err != nil {
+					if _, err := s.Exec(ctx, f, []event.In{event.Of(0, event.MessageDeltaData{Text: "x"})}); err != nil {
 						t.Errorf("exec: %v", err)
 						return
 					}
@@ -46,7 +47,7 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for range writes {
-			_, err := s.Exec(ctx, stale, []persist.EventIn{{Type: "late"}})
+			_, err := s.Exec(ctx, stale, []event.In{event.Of(0, event.MessageDeltaData{Text: "late"})})
 			mu.Lock()
 			if errors.Is(err, persist.ErrLeaseLost) {
 				staleLost++
@@ -75,9 +76,9 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 			}
 			// The envelope, numbered in SQL, agrees with the row.
 			var env struct {
-				Seq   int64  `json:"seq"`
-				Type  string `json:"type"`
-				RunID string `json:"run_id"`
+				Seq   int64      `json:"seq"`
+				Type  event.Type `json:"type"`
+				RunID string     `json:"run_id"`
 			}
 			if err := json.Unmarshal(e.Data, &env); err != nil || env.Seq != e.Seq || env.Type != e.Type || env.RunID != f.RunID ||
 				!strings.HasPrefix(string(e.Data), fmt.Sprintf(`{"seq":%d,"type":`, e.Seq)) {
@@ -124,9 +125,9 @@ func TestPublishedEventsMatchTheStoredEvents(t *testing.T) {
 	for i, f := range fences {
 		wg.Go(func() {
 			for w := range writes {
-				evs := []persist.EventIn{{Type: "message.delta", Step: w, Data: map[string]any{"text": "x<&>\"é", "n": w}}}
+				evs := []event.In{event.Of(w, event.MessageDeltaData{Text: fmt.Sprintf("x<&>\"é %d", w)})}
 				if w%3 == 0 {
-					evs = append(evs, persist.EventIn{Type: "step.completed", Step: w, Data: map[string]int{"run": i}}, persist.EventIn{Type: "empty"})
+					evs = append(evs, event.Of(w, event.StepCompletedData{FinishReason: fmt.Sprint(i)}), event.Of(w, event.StepRetractedData{}))
 				}
 				if _, err := s.Exec(ctx, f, evs); err != nil {
 					t.Errorf("exec: %v", err)

@@ -10,8 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/vocab"
 )
 
 func createRun(t *testing.T, s *persist.Store, key string) persist.Run {
@@ -32,7 +34,7 @@ func TestClaimFenceAndLeaseLost(t *testing.T) {
 	s, _ := persisttest.New(t)
 	ctx := context.Background()
 	r := createRun(t, s, "")
-	if r.Status != persist.StatusQueued || r.LastEventSeq != 1 {
+	if r.Status != vocab.StatusQueued || r.LastEventSeq != 1 {
 		t.Fatalf("new run: status %s last seq %d", r.Status, r.LastEventSeq)
 	}
 	a, err := s.RunClaim(ctx, "w1", time.Minute)
@@ -43,7 +45,7 @@ func TestClaimFenceAndLeaseLost(t *testing.T) {
 		t.Fatalf("second claim of a leased run: %v", err)
 	}
 	f1 := persist.Fence{RunID: r.ID, Epoch: a.Epoch, Worker: "w1"}
-	last, err := s.Exec(ctx, f1, []persist.EventIn{{Type: "run.started"}}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 1})
+	last, err := s.Exec(ctx, f1, []event.In{event.Claimed(0, a.Epoch, "w1", false)}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 1})
 	if err != nil || last != 2 {
 		t.Fatalf("fenced exec: %v last %d", err, last)
 	}
@@ -52,10 +54,10 @@ func TestClaimFenceAndLeaseLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := s.RunClaim(ctx, "w2", time.Minute)
-	if err != nil || b.Epoch != 2 || b.PrevStatus != persist.StatusRunning {
+	if err != nil || b.Epoch != 2 || b.PrevStatus != vocab.StatusRunning {
 		t.Fatalf("takeover: %v epoch %d", err, b.Epoch)
 	}
-	_, err = s.Exec(ctx, f1, []persist.EventIn{{Type: "late"}}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 2})
+	_, err = s.Exec(ctx, f1, []event.In{event.Of(0, event.MessageDeltaData{Text: "late"})}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 2})
 	if !errors.Is(err, persist.ErrLeaseLost) {
 		t.Fatalf("stale write: got %v, want ErrLeaseLost", err)
 	}
@@ -132,7 +134,7 @@ func TestClaimStartStartsTheFirstStepOnce(t *testing.T) {
 		t.Fatalf("claim: %v %+v", err, a)
 	}
 	st, err := s.RunStateLoad(ctx, r.ID)
-	if err != nil || len(st.Steps) != 1 || st.Steps[0].ID != a.StartedStep || st.Steps[0].Seq != 1 || st.Steps[0].Status != persist.StepRunning {
+	if err != nil || len(st.Steps) != 1 || st.Steps[0].ID != a.StartedStep || st.Steps[0].Seq != 1 || st.Steps[0].Status != vocab.StepRunning {
 		t.Fatalf("state: %v %+v", err, st.Steps)
 	}
 	evs, err := s.EventsAfter(ctx, r.ID, 0, 100)
@@ -171,7 +173,7 @@ func TestRunCreateStateMatchesTheStore(t *testing.T) {
 		Params:   persist.RunParams{MaxSteps: 4, IfBusy: "reject"},
 		Input:    []persist.InputMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}},
 		ClaimFor: &persist.ClaimFor{Worker: "w1", TTL: time.Minute, StepID: persist.NewID()}})
-	if err != nil || !created || st.Run.Status != persist.StatusRunning || st.Run.LeaseOwner != "w1" {
+	if err != nil || !created || st.Run.Status != vocab.StatusRunning || st.Run.LeaseOwner != "w1" {
 		t.Fatalf("create: %v %v %+v", err, created, st.Run)
 	}
 	got, err := s.RunStateLoad(ctx, st.Run.ID)

@@ -1,11 +1,12 @@
 package persist
 
 import (
+	"agentd/internal/event"
+	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -39,243 +40,6 @@ func scanRun(row pgx.Row) (Run, error) {
 		return Run{}, fmt.Errorf("decode run params: %w", err)
 	}
 	return r, nil
-}
-
-// InputMessage is one message of a run's input.
-type InputMessage struct {
-	Role    string
-	Content string
-}
-
-// RunCreateParams are the inputs of RunCreate.
-type RunCreateParams struct {
-	TenantID       string
-	ConversationID string // empty: start a new conversation
-	Model          string
-	Params         RunParams
-	Input          []InputMessage
-	IdempotencyKey string // optional
-	RequestHash    string // fingerprint of the request, compared on a repeated key
-	// ClaimFor, when set, claims the new run for a worker in the same
-	// transaction, if it can start at once (its conversation has nothing
-	// else in flight): the run is created running at epoch 1 with the
-	// worker's lease, and its first step started (see RunClaimStart), so
-	// that no claim follows. The run returned then has status running and
-	// the worker as its lease owner.
-	ClaimFor *ClaimFor
-}
-
-// ClaimFor is a worker that takes a new run at creation.
-type ClaimFor struct {
-	Worker string
-	TTL    time.Duration
-	StepID string // the id of the run's first step
-}
-
-// BusyError says that a conversation already has a run in flight.
-type BusyError struct{ RunID string }
-
-func (e *BusyError) Error() string { return "conversation is busy with run " + e.RunID }
-
-// Is makes errors.Is(err, ErrConflict) true for a BusyError.
-func (e *BusyError) Is(target error) bool { return target == ErrConflict }
-
-// ErrIdempotencyMismatch: an idempotency key was reused with a different request.
-var ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
-
-// RunCreate commits a run, its conversation (when new), its input messages and
-// its run.created event in one transaction, and wakes the workers. With an
-// idempotency key already used for the same request, it returns the first run
-// and created=false; for another request, ErrIdempotencyMismatch. A busy
-// conversation gives a *BusyError when IfBusy is "reject" (or empty).
-func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, created bool, err error) {
-	st, created, err := s.RunCreateState(ctx, p)
-	return st.Run, created, err
-}
-
-// RunCreateState is RunCreate that also returns what it knows of the new
-// run's state without reading it back: the conversation's messages when it
-// started the conversation (nil when the conversation existed), and the first
-// step when p.ClaimFor claimed the run. A run found by its idempotency key
-// comes with its row only.
-func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (st RunState, created bool, err error) {
-	if p.IdempotencyKey != "" {
-		if r, ok, err := s.runByKey(ctx, p); ok || err != nil {
-			return RunState{Run: r}, false, err
-		}
-	}
-	var run Run
-	runID := newID()
-	params, err := json.Marshal(p.Params)
-	if err != nil {
-		return RunState{}, false, fmt.Errorf("encode params: %w", err)
-	}
-	dup := errors.New("duplicate")
-	cancelled := map[string]int64{} // runs ended by if_busy: interrupt, and their last seq
-	var key, hash *string
-	// Only a run with a key can conflict: without one, the insert is not a
-	// speculative one (which costs an index probe and a WAL record more).
-	onKeyConflict := ""
-	if p.IdempotencyKey != "" {
-		key, hash = &p.IdempotencyKey, &p.RequestHash
-		onKeyConflict = `
-				ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
-	}
-	// queueRun queues the run's row, read back into run (dup when its
-	// idempotency key was taken meanwhile), its input messages, its first
-	// events, and its first step when it is claimed here (else the wake-up of
-	// idle workers). idle says that the conversation has no run in flight.
-	queueRun := func(b *batch, convID string, idle bool) error {
-		st = RunState{}
-		claimed := p.ClaimFor != nil && idle && p.Params.MaxSteps > 0
-		if claimed {
-			// As RunClaimStart would leave it: running at epoch 1 under the
-			// worker's lease, with its first step and three events.
-			b.query("insert run", `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
-				idempotency_key, request_hash, last_event_seq, epoch, lease_owner, lease_expires_at, started_at,
-				deadline_at, step_count)
-				VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, 3, 1, $8, now() + $9 * interval '1 millisecond', now(),
-				CASE WHEN $10::bigint > 0 THEN now() + $10::bigint * interval '1 millisecond' END, 1)`+onKeyConflict+` RETURNING `+runColumns,
-				[]any{runID, p.TenantID, convID, p.Model, params, key, hash,
-					p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS}, scanNewRun(&run, dup))
-		} else {
-			b.query("insert run", `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
-				idempotency_key, request_hash, last_event_seq)
-				VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, 1)`+onKeyConflict+` RETURNING `+runColumns,
-				[]any{runID, p.TenantID, convID, p.Model, params, key, hash}, scanNewRun(&run, dup))
-		}
-		for i, m := range p.Input {
-			op := MessageInsert{ID: newID(), ConversationID: convID, RunID: runID, Role: m.Role,
-				Content: []Part{{Type: "text", Text: m.Content}}, Status: MessageCompleted}
-			if err := op.queue(b); err != nil {
-				return err
-			}
-			if p.ConversationID == "" { // a new conversation's messages are numbered from 1
-				st.Messages = append(st.Messages, op.Message(i+1))
-			}
-		}
-		// run.created, and when the run is claimed here, its start.
-		at := eventTime()
-		evs := []EventIn{{Type: "run.created", Data: map[string]any{
-			"conversation_id": convID, "model": p.Model, "status": StatusQueued}}}
-		if claimed {
-			evs = append(evs, EventIn{Type: "run.started", Data: map[string]any{"epoch": 1, "worker": p.ClaimFor.Worker}},
-				EventIn{Type: "step.started", Step: 1, Data: map[string]any{"transition": nil}})
-			b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
-				p.ClaimFor.StepID, runID)
-			st.Steps = []Step{{ID: p.ClaimFor.StepID, RunID: runID, Seq: 1, Status: StepRunning, ModelAttempts: 1, StartedAt: at}}
-		} else {
-			b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, runID)
-		}
-		rows, err := buildEvents(nil, runID, 0, evs, at)
-		if err != nil {
-			return err
-		}
-		queueEvents(b, rows)
-		return nil
-	}
-	// newConversation queues the insert of a new conversation, and returns
-	// its id.
-	newConversation := func(b *batch) string {
-		id := newID()
-		b.exec("insert conversation", `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, id, p.TenantID)
-		return id
-	}
-	if p.ConversationID == "" && p.IdempotencyKey == "" {
-		// A new conversation has nothing in flight, and a run without a key
-		// conflicts with none: the whole creation is one pipelined round
-		// trip, one implicit transaction.
-		var b batch
-		convID := newConversation(&b)
-		if err = queueRun(&b, convID, true); err == nil {
-			err = translate(b.send(ctx, s.pool))
-		}
-	} else {
-		err = s.tx(ctx, func(tx pgx.Tx) error {
-			clear(cancelled)
-			idle := true // the conversation has no run in flight
-			var b batch
-			convID := p.ConversationID
-			if convID == "" {
-				convID = newConversation(&b)
-			} else {
-				var id string
-				err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
-					convID, p.TenantID).Scan(&id)
-				if err != nil {
-					return fmt.Errorf("lock conversation: %w", notFound(translate(err), ErrConversationNotFound))
-				}
-				var busy string
-				err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
-					AND status IN ('queued', 'running', 'requires_action') ORDER BY id LIMIT 1`, convID).Scan(&busy)
-				idle = errors.Is(err, pgx.ErrNoRows)
-				switch {
-				case idle:
-				case err != nil:
-					return fmt.Errorf("busy check: %w", err)
-				case p.Params.IfBusy == "enqueue":
-				case p.Params.IfBusy == "interrupt":
-					// Cancel every run of the conversation in flight; the new
-					// run starts when the last of them has stopped.
-					busyRuns, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs WHERE conversation_id = $1
-						AND status IN ('queued', 'running', 'requires_action') ORDER BY id FOR UPDATE`, convID)
-					if err != nil {
-						return fmt.Errorf("interrupt busy runs: %w", err)
-					}
-					for _, busyRun := range busyRuns {
-						last, err := endLocked(ctx, tx, busyRun, StatusCancelled, ReasonCancelled)
-						if err != nil {
-							return fmt.Errorf("interrupt run %s: %w", busyRun.ID, err)
-						}
-						if last > 0 {
-							cancelled[busyRun.ID] = last
-						}
-					}
-				default:
-					return &BusyError{RunID: busy}
-				}
-			}
-			if err := queueRun(&b, convID, idle); err != nil {
-				return err
-			}
-			return b.send(ctx, tx)
-		})
-	}
-	if errors.Is(err, dup) {
-		r, ok, err := s.runByKey(ctx, p)
-		if err == nil && !ok {
-			err = fmt.Errorf("run with idempotency key vanished: %w", ErrConflict)
-		}
-		return RunState{Run: r}, false, err
-	}
-	if err != nil {
-		return RunState{}, false, err
-	}
-	s.published(cancelled)
-	s.publish(runID, run.LastEventSeq)
-	st.Run = run
-	return st, true, nil
-}
-
-// scanNewRun reads the row of an inserted run into run; dup when there is
-// none: its idempotency key was taken meanwhile.
-func scanNewRun(run *Run, dup error) func(pgx.Rows) error {
-	return func(rows pgx.Rows) error {
-		defer rows.Close()
-		if !rows.Next() {
-			if err := rows.Err(); err != nil {
-				return err
-			}
-			return dup
-		}
-		r, err := scanRun(rows)
-		if err != nil {
-			return err
-		}
-		*run = r
-		rows.Close()
-		return rows.Err()
-	}
 }
 
 func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, error) {
@@ -321,9 +85,9 @@ func (s *Store) RunByID(ctx context.Context, id string) (Run, error) {
 // RunListParams filter and page RunList.
 type RunListParams struct {
 	TenantID       string
-	ConversationID string // optional
-	Status         string // optional
-	Before         string // cursor: runs with a smaller id (older)
+	ConversationID string          // optional
+	Status         vocab.RunStatus // optional
+	Before         string          // cursor: runs with a smaller id (older)
 	Limit          int
 }
 
@@ -334,7 +98,8 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]Run, error) {
 		conv = &p.ConversationID
 	}
 	if p.Status != "" {
-		status = &p.Status
+		s := string(p.Status)
+		status = &s
 	}
 	if p.Before != "" {
 		before = &p.Before
@@ -371,12 +136,12 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 			return notFound(err, ErrRunNotFound)
 		}
 		switch r.Status {
-		case StatusCancelled:
+		case vocab.StatusCancelled:
 			return nil
-		case StatusCompleted, StatusFailed, StatusTimedOut:
+		case vocab.StatusCompleted, vocab.StatusFailed, vocab.StatusTimedOut:
 			return fmt.Errorf("run is %s: %w", r.Status, ErrRunFinished)
 		}
-		lastSeq, err = endLocked(ctx, tx, r, StatusCancelled, ReasonCancelled)
+		lastSeq, err = endLocked(ctx, tx, r, vocab.StatusCancelled, vocab.ReasonCancelled)
 		return err
 	})
 	if err != nil {
@@ -392,8 +157,8 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 // about a tool call has that call rejected, so that nothing waits on it any
 // more. It returns the run's new last event seq when it appended events,
 // else 0.
-func endLocked(ctx context.Context, tx pgx.Tx, r Run, status, reason string) (int64, error) {
-	if r.Status == StatusRunning {
+func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, reason vocab.Reason) (int64, error) {
+	if r.Status == vocab.StatusRunning {
 		if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
 			WHERE id = $1`, r.ID); err != nil {
 			return 0, err
@@ -401,34 +166,43 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status, reason string) (in
 		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, r.ID)
 		return 0, err
 	}
-	var evs []EventIn
-	if r.Status == StatusRequiresAction {
-		var action struct {
-			ToolCallID string `json:"tool_call_id"`
-		}
+	var evs []event.In
+	if r.Status == vocab.StatusRequiresAction {
+		var action event.RequiredAction
 		_ = json.Unmarshal(r.RequiredAction, &action)
 		if action.ToolCallID != "" {
-			errData := map[string]any{"message": "the run ended (" + reason + ") while waiting for a decision on this call", "kind": reason}
-			b, _ := json.Marshal(errData)
+			errData := event.Error{Kind: string(reason),
+				Message: "the run ended (" + string(reason) + ") while waiting for a decision on this call"}
+			b, err := json.Marshal(errData)
+			if err != nil {
+				return 0, err
+			}
 			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
 				WHERE id = $1 AND status IN ('unknown', 'awaiting_approval')`, action.ToolCallID, b); err != nil {
 				return 0, fmt.Errorf("reject tool call: %w", err)
 			}
-			evs = append(evs, EventIn{Type: "tool_call.completed", Step: r.StepCount, Data: map[string]any{
-				"tool_call_id": action.ToolCallID, "status": "rejected", "error": errData, "resolved_by": reason}})
+			evs = append(evs, event.Of(r.StepCount, event.ToolCallCompletedData{Error: &errData, ResolvedBy: string(reason),
+				Status: vocab.CallRejected, ToolCallID: action.ToolCallID}))
 		}
 	}
-	evs = append(evs, EventIn{Type: "run." + status, Step: r.StepCount,
-		Data: map[string]any{"status": status, "reason": reason}})
+	var runErr *event.Error
+	if status == vocab.StatusTimedOut {
+		runErr = &event.Error{Message: "the run's total timeout elapsed while it waited for a client's decision"}
+	}
+	evs = append(evs, event.RunEnd(r.StepCount, status, reason, runErr))
 	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
 	if err != nil {
 		return 0, err
 	}
-	_, err = tx.Exec(ctx, `UPDATE runs SET status = $3, terminal_reason = $4,
+	errJSON, err := jsonOrNull(runErr)
+	if err != nil {
+		return 0, err
+	}
+	_, err = tx.Exec(ctx, `UPDATE runs SET status = $3, terminal_reason = $4, error = $5,
 		cancel_requested_at = CASE WHEN $3 = 'cancelled' THEN coalesce(cancel_requested_at, now()) ELSE cancel_requested_at END,
 		required_action = NULL, finished_at = now(), updated_at = now(), last_event_seq = $2,
 		lease_owner = NULL, lease_expires_at = NULL
-		WHERE id = $1`, r.ID, lastSeq, status, reason)
+		WHERE id = $1`, r.ID, lastSeq, status, reason, errJSON)
 	return lastSeq, err
 }
 
@@ -448,7 +222,7 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 			return err
 		}
 		for _, r := range runs {
-			last, err := endLocked(ctx, tx, r, StatusTimedOut, ReasonTimedOutTotal)
+			last, err := endLocked(ctx, tx, r, vocab.StatusTimedOut, vocab.ReasonTimedOutTotal)
 			if err != nil {
 				return fmt.Errorf("sweep run %s: %w", r.ID, err)
 			}
@@ -469,15 +243,15 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 // ErrRunCompleted; an unknown run ErrRunNotFound.
 func (s *Store) RunResume(ctx context.Context, tenantID, id string) (Run, error) {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var status string
+		var status vocab.RunStatus
 		err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&status)
 		if err != nil {
 			return notFound(translate(err), ErrRunNotFound)
 		}
 		switch status {
-		case StatusQueued, StatusRunning, StatusRequiresAction:
+		case vocab.StatusQueued, vocab.StatusRunning, vocab.StatusRequiresAction:
 			return nil
-		case StatusCompleted:
+		case vocab.StatusCompleted:
 			return ErrRunCompleted
 		}
 		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', terminal_reason = NULL, error = NULL,
@@ -510,16 +284,16 @@ func (s *Store) RunInterrupt(ctx context.Context, id string) (Run, error) {
 			return notFound(err, ErrRunNotFound)
 		}
 		switch r.Status {
-		case StatusRunning:
+		case vocab.StatusRunning:
 			if _, err := tx.Exec(ctx, `UPDATE runs SET interrupt_requested_at = coalesce(interrupt_requested_at, now()),
 				updated_at = now() WHERE id = $1`, id); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, id+InterruptPayload)
 			return err
-		case StatusQueued:
-			lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []EventIn{{Type: "run.interrupted", Step: r.StepCount,
-				Data: map[string]any{"status": StatusInterrupted, "reason": ReasonInterrupted}}})
+		case vocab.StatusQueued:
+			lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq,
+				[]event.In{event.RunEnd(r.StepCount, vocab.StatusInterrupted, vocab.ReasonInterrupted, nil)})
 			if err != nil {
 				return err
 			}

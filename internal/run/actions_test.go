@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
 
 func TestReconcilerDecidesUnknownOutcome(t *testing.T) {
@@ -17,12 +19,12 @@ func TestReconcilerDecidesUnknownOutcome(t *testing.T) {
 	b.engine(t, 5*time.Second)
 	r := b.create(t, "/call reconciled_effect {}\n/say done", persist.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted {
+	if r.Status != vocab.StatusCompleted {
 		t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
 	c := steps[0].Calls[0]
-	if c.Status != persist.CallSucceeded || !strings.Contains(string(c.Result), "reconciled") || len(c.Attempts) != 1 || c.Attempts[0].Status != persist.AttemptUnknown {
+	if c.Status != vocab.CallSucceeded || !strings.Contains(string(c.Result), "reconciled") || len(c.Attempts) != 1 || c.Attempts[0].Status != vocab.AttemptUnknown {
 		t.Fatalf("call %s result %s, %d attempts", c.Status, c.Result, len(c.Attempts))
 	}
 	if reqs, _ := b.sink.count("/slow"); reqs != 1 {
@@ -38,10 +40,10 @@ func TestClientResolvesUnknownOutcome(t *testing.T) {
 	b := setup(t)
 	b.engine(t, 5*time.Second)
 	ctx := context.Background()
-	for _, decision := range []string{persist.DecisionRetry, persist.DecisionResult, persist.DecisionFail} {
+	for _, decision := range []vocab.Decision{vocab.DecisionRetry, vocab.DecisionResult, vocab.DecisionFail} {
 		r := b.create(t, "/call retry_effect {}\n/say done", persist.RunParams{})
 		r = b.wait(t, r.ID, nil)
-		if r.Status != persist.StatusRequiresAction {
+		if r.Status != vocab.StatusRequiresAction {
 			t.Fatalf("run ended %s, want requires_action", r.Status)
 		}
 		var action struct {
@@ -49,7 +51,7 @@ func TestClientResolvesUnknownOutcome(t *testing.T) {
 		}
 		json.Unmarshal(r.RequiredAction, &action)
 		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
-			ToolCallID: persist.NewID(), Decision: decision}); err != persist.ErrActionMismatch {
+			ToolCallID: persist.NewID(), Decision: decision}); !errors.Is(err, persist.ErrActionMismatch) {
 			t.Fatalf("resolving another call: %v", err)
 		}
 		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
@@ -57,16 +59,16 @@ func TestClientResolvesUnknownOutcome(t *testing.T) {
 			t.Fatal(err)
 		}
 		r = b.wait(t, r.ID, func(r persist.Run) bool {
-			return r.Status == persist.StatusCompleted || r.Status == persist.StatusFailed
+			return r.Status == vocab.StatusCompleted || r.Status == vocab.StatusFailed
 		})
-		if r.Status != persist.StatusCompleted {
+		if r.Status != vocab.StatusCompleted {
 			t.Fatalf("%s: run ended %s/%s", decision, r.Status, r.TerminalReason)
 		}
 		steps, _ := b.store.StepsList(ctx, r.ID)
 		c := steps[0].Calls[0]
-		want := map[string]string{persist.DecisionRetry: persist.CallSucceeded, persist.DecisionResult: persist.CallSucceeded,
-			persist.DecisionFail: persist.CallFailed}[decision]
-		attempts := map[string]int{persist.DecisionRetry: 2, persist.DecisionResult: 1, persist.DecisionFail: 1}[decision]
+		want := map[vocab.Decision]vocab.CallStatus{vocab.DecisionRetry: vocab.CallSucceeded, vocab.DecisionResult: vocab.CallSucceeded,
+			vocab.DecisionFail: vocab.CallFailed}[decision]
+		attempts := map[vocab.Decision]int{vocab.DecisionRetry: 2, vocab.DecisionResult: 1, vocab.DecisionFail: 1}[decision]
 		if c.Status != want || len(c.Attempts) != attempts {
 			t.Fatalf("%s: call %s with %d attempts", decision, c.Status, len(c.Attempts))
 		}
@@ -86,36 +88,33 @@ func TestApprovalGatesTheCall(t *testing.T) {
 	b := setup(t)
 	b.engine(t, 5*time.Second)
 	ctx := context.Background()
-	for _, decision := range []string{persist.DecisionApprove, persist.DecisionReject} {
+	for _, decision := range []vocab.Decision{vocab.DecisionApprove, vocab.DecisionReject} {
 		r := b.create(t, "/call guarded {}\n/call calculator {\"expression\":\"1+1\"}\n/say done", persist.RunParams{})
 		r = b.wait(t, r.ID, nil)
-		var action struct {
-			Type       string `json:"type"`
-			ToolCallID string `json:"tool_call_id"`
-		}
+		var action event.RequiredAction
 		json.Unmarshal(r.RequiredAction, &action)
-		if r.Status != persist.StatusRequiresAction || action.Type != persist.ActionToolApproval {
+		if r.Status != vocab.StatusRequiresAction || action.Type != vocab.ActionToolApproval {
 			t.Fatalf("run is %s with %s, want requires_action tool_approval", r.Status, r.RequiredAction)
 		}
 		steps, _ := b.store.StepsList(ctx, r.ID)
-		if steps[0].Calls[1].Status != persist.CallSucceeded || steps[0].Calls[0].Status != persist.CallAwaitingApproval {
+		if steps[0].Calls[1].Status != vocab.CallSucceeded || steps[0].Calls[0].Status != vocab.CallAwaitingApproval {
 			t.Fatalf("before the decision: %s and %s", steps[0].Calls[0].Status, steps[0].Calls[1].Status)
 		}
 		var de *persist.DecisionError
 		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
-			ToolCallID: action.ToolCallID, Decision: persist.DecisionRetry}); !errors.As(err, &de) || de.Asks != persist.ActionToolApproval {
+			ToolCallID: action.ToolCallID, Decision: vocab.DecisionRetry}); !errors.As(err, &de) || de.Asks != vocab.ActionToolApproval {
 			t.Fatalf("retry of an approval: %v", err)
 		}
 		if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
 			ToolCallID: action.ToolCallID, Decision: decision, Message: "not today"}); err != nil {
 			t.Fatal(err)
 		}
-		r = b.wait(t, r.ID, func(r persist.Run) bool { return persist.Terminal(r.Status) })
-		if r.Status != persist.StatusCompleted {
+		r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+		if r.Status != vocab.StatusCompleted {
 			t.Fatalf("%s: run ended %s", decision, r.Status)
 		}
 		steps, _ = b.store.StepsList(ctx, r.ID)
-		want := map[string]string{persist.DecisionApprove: persist.CallSucceeded, persist.DecisionReject: persist.CallRejected}[decision]
+		want := map[vocab.Decision]vocab.CallStatus{vocab.DecisionApprove: vocab.CallSucceeded, vocab.DecisionReject: vocab.CallRejected}[decision]
 		if c := steps[0].Calls[0]; c.Status != want {
 			t.Fatalf("%s: guarded call is %s, want %s", decision, c.Status, want)
 		}

@@ -9,9 +9,10 @@ import (
 
 	"agentd/internal/persist"
 	"agentd/internal/run"
+	"agentd/internal/vocab"
 )
 
-func (b *bundle) createOn(t *testing.T, conv, input, ifBusy string) (persist.Run, error) {
+func (b *bundle) createOn(t *testing.T, conv, input string, ifBusy vocab.IfBusy) (persist.Run, error) {
 	t.Helper()
 	r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake",
 		ConversationID: conv, Params: persist.RunParams{MaxSteps: 10, IfBusy: ifBusy},
@@ -90,7 +91,7 @@ func TestIfBusyEnqueueRunsOneAtATime(t *testing.T) {
 		all = append(all, b.wait(t, id, nil))
 	}
 	for _, r := range all {
-		if r.Status != persist.StatusCompleted {
+		if r.Status != vocab.StatusCompleted {
 			t.Fatalf("run %s ended %s", r.ID, r.Status)
 		}
 	}
@@ -118,10 +119,10 @@ func TestIfBusyInterruptCancelsTheBusyRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := b.wait(t, busy.ID, nil); r.Status != persist.StatusCancelled {
+	if r := b.wait(t, busy.ID, nil); r.Status != vocab.StatusCancelled {
 		t.Fatalf("busy run ended %s, want cancelled", r.Status)
 	}
-	if r := b.wait(t, next.ID, nil); r.Status != persist.StatusCompleted {
+	if r := b.wait(t, next.ID, nil); r.Status != vocab.StatusCompleted {
 		t.Fatalf("new run ended %s", r.Status)
 	}
 }
@@ -131,7 +132,7 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 	b := setup(t)
 	b.engine(t, 5*time.Second)
 	r := b.create(t, "/call slow_effect {}\n/say never", persist.RunParams{})
-	if r = b.wait(t, r.ID, nil); r.Status != persist.StatusRequiresAction {
+	if r = b.wait(t, r.ID, nil); r.Status != vocab.StatusRequiresAction {
 		t.Fatalf("run is %s, want requires_action", r.Status)
 	}
 	if _, err := b.createOn(t, r.ConversationID, "/say blocked", "reject"); err == nil {
@@ -148,7 +149,7 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("conversation still wedged: %v", err)
 	}
-	if n := b.wait(t, next.ID, nil); n.Status != persist.StatusCompleted {
+	if n := b.wait(t, next.ID, nil); n.Status != vocab.StatusCompleted {
 		t.Fatalf("next run ended %s", n.Status)
 	}
 }
@@ -163,12 +164,12 @@ func TestSweeperTimesOutRunWaitingPastDeadline(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = e.Stop(context.Background()) })
 	r := b.create(t, "/call slow_effect {}\n/say never", persist.RunParams{Timeouts: persist.Timeouts{TotalMS: 1500}})
-	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != persist.StatusQueued && r.Status != persist.StatusRunning })
-	if r.Status != persist.StatusRequiresAction {
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning })
+	if r.Status != vocab.StatusRequiresAction {
 		t.Fatalf("run is %s, want requires_action first", r.Status)
 	}
-	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != persist.StatusRequiresAction })
-	if r.Status != persist.StatusTimedOut || r.TerminalReason != persist.ReasonTimedOutTotal {
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != vocab.StatusRequiresAction })
+	if r.Status != vocab.StatusTimedOut || r.TerminalReason != vocab.ReasonTimedOutTotal {
 		t.Fatalf("run ended %s/%s, want timed_out/timed_out_total", r.Status, r.TerminalReason)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)

@@ -1,11 +1,10 @@
 package run
 
 import (
+	"agentd/internal/event"
 	"strings"
 	"sync"
 	"time"
-
-	"agentd/internal/persist"
 )
 
 // coalescer batches a model attempt's text deltas into message.delta events:
@@ -70,7 +69,7 @@ func (c *coalescer) flushLocked() {
 	}
 	text := c.buf.String()
 	c.buf.Reset()
-	err := c.x.write(c.x.ctx, []persist.EventIn{{Type: "message.delta", Step: c.step, Data: map[string]any{"text": text}}})
+	err := c.x.write(c.x.ctx, []event.In{event.Of(c.step, event.MessageDeltaData{Text: text})})
 	if err != nil {
 		c.failed = err
 		return

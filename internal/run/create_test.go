@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
 
-func createVia(t *testing.T, create func(context.Context, persist.RunCreateParams) (persist.Run, bool, error), conv, input string, ifBusy string) persist.Run {
+func createVia(t *testing.T, create func(context.Context, persist.RunCreateParams) (persist.Run, bool, error), conv, input string, ifBusy vocab.IfBusy) persist.Run {
 	t.Helper()
 	r, created, err := create(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake", ConversationID: conv,
 		Params: persist.RunParams{MaxSteps: 10, IfBusy: ifBusy}, Input: []persist.InputMessage{{Role: "user", Content: input}}})
@@ -27,17 +28,17 @@ func TestCreateOnAFreeWorkerStartsWithoutAClaim(t *testing.T) {
 	b := setup(t)
 	e := b.engine(t, 5*time.Second)
 	r := createVia(t, e.Service().Create, "", "/call calculator {\"expression\":\"6*7\"}\n/say 42", "")
-	if r.Status != persist.StatusRunning || r.Epoch != 1 || r.LeaseOwner == "" || r.StepCount != 1 || r.LastEventSeq != 3 {
+	if r.Status != vocab.StatusRunning || r.Epoch != 1 || r.LeaseOwner == "" || r.StepCount != 1 || r.LastEventSeq != 3 {
 		t.Fatalf("created: status %s epoch %d owner %q steps %d last seq %d", r.Status, r.Epoch, r.LeaseOwner, r.StepCount, r.LastEventSeq)
 	}
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted || r.Epoch != 1 {
+	if r.Status != vocab.StatusCompleted || r.Epoch != 1 {
 		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
 	}
 	evs := b.events(t, r.ID)
 	var types []string
 	for _, ev := range evs[:4] {
-		types = append(types, ev.Type)
+		types = append(types, string(ev.Type))
 	}
 	c := countTypes(evs)
 	if types[0] != "run.created" || types[1] != "run.started" || types[2] != "step.started" || types[3] == "step.retracted" ||
@@ -67,7 +68,7 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	e := b.engine(t, 5*time.Second)
 	first := createVia(t, e.Service().Create, "", "/stream 20 30", "")
 	next := createVia(t, e.Service().Create, first.ConversationID, "/say next", "enqueue")
-	if first.Status != persist.StatusRunning || next.Status != persist.StatusQueued || next.Epoch != 0 {
+	if first.Status != vocab.StatusRunning || next.Status != vocab.StatusQueued || next.Epoch != 0 {
 		t.Fatalf("first %s, enqueued %s at epoch %d", first.Status, next.Status, next.Epoch)
 	}
 	// Four workers: three more runs take them (one created while the
@@ -78,14 +79,14 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 		busy = append(busy, createVia(t, e.Service().Create, "", "/stream 20 30", ""))
 	}
 	for _, r := range busy {
-		b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == persist.StatusRunning })
+		b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == vocab.StatusRunning })
 	}
 	extra := createVia(t, e.Service().Create, "", "/say extra", "")
-	if extra.Status != persist.StatusQueued {
+	if extra.Status != vocab.StatusQueued {
 		t.Fatalf("with every worker busy the run is %s", extra.Status)
 	}
 	for _, r := range append(busy, first, next, extra) {
-		if r = b.wait(t, r.ID, nil); r.Status != persist.StatusCompleted {
+		if r = b.wait(t, r.ID, nil); r.Status != vocab.StatusCompleted {
 			t.Fatalf("run %s ended %s", r.ID, r.Status)
 		}
 	}
@@ -95,7 +96,7 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	if err := e.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if late := createVia(t, e.Service().Create, "", "/say late", ""); late.Status != persist.StatusQueued {
+	if late := createVia(t, e.Service().Create, "", "/say late", ""); late.Status != vocab.StatusQueued {
 		t.Fatalf("created by a stopped engine: %s", late.Status)
 	}
 }
@@ -115,7 +116,7 @@ func TestCancelBeforeAPrestartedAttemptBeginsClosesIt(t *testing.T) {
 	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if r = b.wait(t, r.ID, nil); r.Status != persist.StatusCancelled {
+	if r = b.wait(t, r.ID, nil); r.Status != vocab.StatusCancelled {
 		t.Fatalf("run ended %s", r.Status)
 	}
 	steps, err := b.store.StepsList(context.Background(), r.ID)
@@ -123,13 +124,13 @@ func TestCancelBeforeAPrestartedAttemptBeginsClosesIt(t *testing.T) {
 		t.Fatalf("steps: %v %+v", err, steps)
 	}
 	calc := steps[0].Calls[1]
-	if calc.Name != "calculator" || calc.Status != persist.CallPlanned || len(calc.Attempts) != 1 ||
-		calc.Attempts[0].Status != persist.AttemptFailed || !strings.Contains(string(calc.Attempts[0].Error), "not_begun") {
+	if calc.Name != "calculator" || calc.Status != vocab.CallPlanned || len(calc.Attempts) != 1 ||
+		calc.Attempts[0].Status != vocab.AttemptFailed || !strings.Contains(string(calc.Attempts[0].Error), "not_begun") {
 		t.Fatalf("calculator call %s with attempts %+v", calc.Status, calc.Attempts)
 	}
 	for _, c := range steps[0].Calls {
 		for _, a := range c.Attempts {
-			if a.Status == persist.AttemptRunning {
+			if a.Status == vocab.AttemptRunning {
 				t.Fatalf("call %s has an attempt still running in a cancelled run", c.Name)
 			}
 		}

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/run"
+	"agentd/internal/vocab"
 )
 
 // faultyStore fails the first commit of a successful tool result, as a
@@ -19,9 +21,9 @@ type faultyStore struct {
 	failed atomic.Bool
 }
 
-func (s *faultyStore) Exec(ctx context.Context, f persist.Fence, evs []persist.EventIn, ops ...persist.Op) (int64, error) {
+func (s *faultyStore) Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error) {
 	for _, op := range ops {
-		if fin, ok := op.(persist.ToolCallFinish); ok && fin.Status == persist.CallSucceeded && s.failed.CompareAndSwap(false, true) {
+		if fin, ok := op.(persist.ToolCallFinish); ok && fin.Status == vocab.CallSucceeded && s.failed.CompareAndSwap(false, true) {
 			return 0, errors.New("injected: connection reset")
 		}
 	}
@@ -40,12 +42,12 @@ func TestUncommittedToolResultIsRecoveredNotGuessed(t *testing.T) {
 	t.Cleanup(func() { _ = e.Stop(context.Background()) })
 	r := b.create(t, "/call calculator {\"expression\":\"6*7\"}\n/say done", persist.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if !fs.failed.Load() || r.Status != persist.StatusCompleted || r.Epoch < 2 {
+	if !fs.failed.Load() || r.Status != vocab.StatusCompleted || r.Epoch < 2 {
 		t.Fatalf("run ended %s at epoch %d (fault injected: %v)", r.Status, r.Epoch, fs.failed.Load())
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
 	c := steps[0].Calls[0]
-	if c.Status != persist.CallSucceeded || len(c.Attempts) != 2 || c.Attempts[0].Status != persist.AttemptUnknown {
+	if c.Status != vocab.CallSucceeded || len(c.Attempts) != 2 || c.Attempts[0].Status != vocab.AttemptUnknown {
 		t.Fatalf("call %s with %d attempts", c.Status, len(c.Attempts))
 	}
 	msgs, _ := b.store.MessagesList(context.Background(), r.ConversationID, 0, 100)

@@ -4,5 +4,5 @@
 // messages, ask the model, run the tools, repeat until a stop condition. Every
 // fact is committed in the order of DESIGN section 5 before anything is shown.
 //
-// It imports persist, llm and tools.
+// It imports persist, llm, tools, and the vocabulary (vocab, event).
 package run

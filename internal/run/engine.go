@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"agentd/internal/event"
 	"agentd/internal/llm"
 	"agentd/internal/persist"
 	"agentd/internal/tools"
+	"agentd/internal/vocab"
 )
 
 // Store is what the engine needs of persistence.
@@ -23,7 +25,7 @@ type Store interface {
 	RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
-	Exec(ctx context.Context, f persist.Fence, evs []persist.EventIn, ops ...persist.Op) (int64, error)
+	Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error)
 	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	RunsSweep(ctx context.Context, limit int) (int, error)
@@ -72,7 +74,7 @@ type Config struct {
 	// OnEndFunc, when set, is called after a run left this engine's executor
 	// with its status committed (a terminal status, interrupted or
 	// requires_action). It must not block.
-	OnEndFunc func(runID, status string)
+	OnEndFunc func(runID string, status vocab.RunStatus)
 }
 
 // Engine claims and executes runs. Start it once; Stop it once (further
@@ -81,6 +83,7 @@ type Engine struct {
 	cfg Config
 	log *slog.Logger
 	m   *Metrics
+	d   *deps // what executions get
 
 	wake chan struct{}
 	sem  chan struct{}
@@ -145,9 +148,12 @@ func New(cfg Config) *Engine {
 		cfg.Metrics = NewMetrics(nil)
 	}
 	return &Engine{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		m:      cfg.Metrics,
+		cfg: cfg,
+		log: cfg.Logger,
+		m:   cfg.Metrics,
+		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger, onEnd: cfg.OnEndFunc,
+			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
+				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes}},
 		wake:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),
 		active: map[string]*execution{},
@@ -251,7 +257,7 @@ func (e *Engine) sweep() {
 		case err != nil && e.claiming.Err() == nil:
 			e.log.Warn("sweep runs waiting past their deadline", "err", err)
 		case n > 0:
-			e.m.RunsEnded.WithLabelValues(persist.StatusTimedOut, persist.ReasonTimedOutTotal).Add(float64(n))
+			e.m.RunsEnded.WithLabelValues(string(vocab.StatusTimedOut), string(vocab.ReasonTimedOutTotal)).Add(float64(n))
 			e.log.Info("timed out runs that waited for a client past their deadline", "runs", n)
 		}
 	}
@@ -280,7 +286,7 @@ func (e *Engine) claimOne() bool {
 		return false
 	}
 	e.m.ClaimsAttempted.WithLabelValues("claimed").Inc()
-	if c.PrevStatus == persist.StatusRunning {
+	if c.PrevStatus == vocab.StatusRunning {
 		e.m.RunsRecovered.Inc()
 	}
 	e.launch(c, nil, false)
@@ -293,7 +299,7 @@ func (e *Engine) claimOne() bool {
 // still the caller's); the dispatcher's own claims are always launched, since
 // Stop waits for the dispatcher before it waits for the runs.
 func (e *Engine) launch(c persist.Claim, st *persist.RunState, unlessStopping bool) bool {
-	x := e.newExecution(c)
+	x := newExecution(e.ctx, e.d, c, e.cfg.WorkerID)
 	x.next = st // nil: the execution reads the run's state
 	e.mu.Lock()
 	if unlessStopping && e.claiming.Err() != nil {

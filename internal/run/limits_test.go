@@ -12,6 +12,7 @@ import (
 	"agentd/internal/llm"
 	"agentd/internal/persist"
 	"agentd/internal/run"
+	"agentd/internal/vocab"
 )
 
 func TestModelFaultsAreRetriedAndPartialTextRetracted(t *testing.T) {
@@ -21,7 +22,7 @@ func TestModelFaultsAreRetriedAndPartialTextRetracted(t *testing.T) {
 	// Step 1 fails with a 500 once; step 2's stream is cut after half its text.
 	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/fault 500@0\n/fault truncate@1\n/say a fairly long final answer", persist.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted {
+	if r.Status != vocab.StatusCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	steps, err := b.store.StepsList(context.Background(), r.ID)
@@ -60,7 +61,7 @@ func TestMaxStepsEndsRun(t *testing.T) {
 	b.engine(t, 5*time.Second)
 	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call calculator {\"expression\":\"2\"}\n/say never", persist.RunParams{MaxSteps: 1})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted || r.TerminalReason != persist.ReasonMaxSteps || r.StepCount != 1 {
+	if r.Status != vocab.StatusCompleted || r.TerminalReason != vocab.ReasonMaxSteps || r.StepCount != 1 {
 		t.Fatalf("run ended %s/%s after %d steps", r.Status, r.TerminalReason, r.StepCount)
 	}
 }
@@ -73,10 +74,10 @@ func TestTimeouts(t *testing.T) {
 	step := b.create(t, "/call blocker {}\n/say never", persist.RunParams{Timeouts: persist.Timeouts{StepMS: 300}})
 	for _, c := range []struct {
 		id     string
-		reason string
-	}{{total.ID, persist.ReasonTimedOutTotal}, {step.ID, persist.ReasonTimedOutStep}} {
+		reason vocab.Reason
+	}{{total.ID, vocab.ReasonTimedOutTotal}, {step.ID, vocab.ReasonTimedOutStep}} {
 		r := b.wait(t, c.id, nil)
-		if r.Status != persist.StatusTimedOut || r.TerminalReason != c.reason {
+		if r.Status != vocab.StatusTimedOut || r.TerminalReason != c.reason {
 			t.Fatalf("run ended %s/%s, want timed_out/%s", r.Status, r.TerminalReason, c.reason)
 		}
 		if evs := b.events(t, c.id); evs[len(evs)-1].Type != "run.timed_out" {
@@ -91,12 +92,12 @@ func TestInvalidArgumentsGoBackToTheModel(t *testing.T) {
 	b.engine(t, 5*time.Second)
 	r := b.create(t, "/call calculator {\"expr\":1}\n/call no_such_tool {}\n/say repaired", persist.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted {
+	if r.Status != vocab.StatusCompleted {
 		t.Fatalf("run ended %s", r.Status)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
 	for _, c := range steps[0].Calls {
-		if c.Status != persist.CallFailed || len(c.Attempts) != 0 || len(c.Error) == 0 {
+		if c.Status != vocab.CallFailed || len(c.Attempts) != 0 || len(c.Error) == 0 {
 			t.Fatalf("call %s: %s with %d attempts, error %s", c.Name, c.Status, len(c.Attempts), c.Error)
 		}
 	}
@@ -121,7 +122,7 @@ func TestShutdownHandsRunsBack(t *testing.T) {
 	start := time.Now()
 	b.engine(t, ttl)
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted || r.Epoch != 2 {
+	if r.Status != vocab.StatusCompleted || r.Epoch != 2 {
 		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
 	}
 	if waited := time.Since(start); waited > ttl/2 {
@@ -143,7 +144,7 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusInterrupted || r.TerminalReason != persist.ReasonInterrupted {
+	if r.Status != vocab.StatusInterrupted || r.TerminalReason != vocab.ReasonInterrupted {
 		t.Fatalf("run ended %s/%s, want interrupted", r.Status, r.TerminalReason)
 	}
 	before := b.events(t, r.ID)
@@ -154,9 +155,9 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = b.wait(t, r.ID, func(r persist.Run) bool {
-		return r.Status == persist.StatusCompleted || r.Status == persist.StatusFailed
+		return r.Status == vocab.StatusCompleted || r.Status == vocab.StatusFailed
 	})
-	if r.Status != persist.StatusCompleted {
+	if r.Status != vocab.StatusCompleted {
 		t.Fatalf("resumed run ended %s/%s", r.Status, r.TerminalReason)
 	}
 	if reqs, keys := b.sink.count("/ok"); reqs != 1 || keys != 1 {
@@ -179,7 +180,7 @@ func TestRateLimitAndHangingStreamAreRetried(t *testing.T) {
 		persist.RunParams{Timeouts: persist.Timeouts{IdleMS: 300}})
 	start := time.Now()
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted {
+	if r.Status != vocab.StatusCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	if elapsed := time.Since(start); elapsed < time.Second {
@@ -200,10 +201,10 @@ func TestFinalModelErrorsEndTheRun(t *testing.T) {
 	for _, c := range []struct {
 		status int
 		body   string
-		reason string
+		reason vocab.Reason
 	}{
-		{401, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`, persist.ReasonModelError},
-		{400, `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`, persist.ReasonContextOverflow},
+		{401, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`, vocab.ReasonModelError},
+		{400, `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`, vocab.ReasonContextOverflow},
 	} {
 		var calls atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -221,14 +222,14 @@ func TestFinalModelErrorsEndTheRun(t *testing.T) {
 		r = b.wait(t, r.ID, nil)
 		e.Stop(context.Background())
 		srv.Close()
-		if r.Status != persist.StatusFailed || r.TerminalReason != c.reason {
+		if r.Status != vocab.StatusFailed || r.TerminalReason != c.reason {
 			t.Fatalf("status %d: run ended %s/%s, want failed/%s", c.status, r.Status, r.TerminalReason, c.reason)
 		}
 		if calls.Load() != 1 {
 			t.Fatalf("status %d: the model was asked %d times; a final error is not retried", c.status, calls.Load())
 		}
 		steps, _ := b.store.StepsList(context.Background(), r.ID)
-		if len(steps) != 1 || steps[0].Status != persist.StepFailed || len(steps[0].Error) == 0 {
+		if len(steps) != 1 || steps[0].Status != vocab.StepFailed || len(steps[0].Error) == 0 {
 			t.Fatalf("status %d: step %+v", c.status, steps)
 		}
 	}
@@ -259,7 +260,7 @@ func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
 		t.Fatalf("stop took %v", d)
 	}
 	mid, _ := b.store.RunGet(context.Background(), "default", r.ID)
-	if mid.Status != persist.StatusRunning || mid.LeaseOwner != "" {
+	if mid.Status != vocab.StatusRunning || mid.LeaseOwner != "" {
 		t.Fatalf("after stop the run is %s with lease owner %q; want running and handed back", mid.Status, mid.LeaseOwner)
 	}
 	// The boundary it stopped at is committed: no step is left open.
@@ -268,14 +269,14 @@ func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range steps {
-		if s.Status != persist.StepCompleted {
+		if s.Status != vocab.StepCompleted {
 			t.Fatalf("step %d is %s at hand-back", s.Seq, s.Status)
 		}
 	}
 	start := time.Now()
 	b.engine(t, ttl)
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted || r.Epoch != 2 {
+	if r.Status != vocab.StatusCompleted || r.Epoch != 2 {
 		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
 	}
 	if waited := time.Since(start); waited > ttl/2 {

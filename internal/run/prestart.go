@@ -5,7 +5,9 @@ import (
 	"slices"
 	"sync"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
 
 // prestarted holds the first attempts committed with a step's model output
@@ -42,21 +44,21 @@ func (p *prestarted) take(toolCallID string) (attemptID string, ok bool) {
 // interrupt, deadline, shutdown), so that none is left running: each
 // attempt fails as not begun and its call is planned again, to be attempted
 // when the run goes on. It returns the ops and events that say so.
-func (p *prestarted) unbegun() ([]persist.Op, []persist.EventIn) {
+func (p *prestarted) unbegun() ([]persist.Op, []event.In) {
 	p.mu.Lock()
 	calls := p.calls
 	p.calls = nil
 	p.mu.Unlock()
 	ids := slices.SortedFunc(maps.Keys(calls), func(a, b string) int { return calls[a].position - calls[b].position })
 	var ops []persist.Op
-	var evs []persist.EventIn
+	var evs []event.In
 	for _, id := range ids {
 		s := calls[id]
-		errData := map[string]any{"message": "the run stopped before the attempt began", "kind": "not_begun"}
-		ops = append(ops, persist.AttemptFinish{ID: s.attemptID, Status: persist.AttemptFailed, Error: errData},
-			persist.ToolCallFinish{ID: id, Status: persist.CallPlanned})
-		evs = append(evs, persist.EventIn{Type: "tool_attempt.failed", Step: s.step, Data: map[string]any{
-			"tool_call_id": id, "call_id": s.callID, "name": s.name, "attempt": 1, "error": errData, "will_retry": false}})
+		errData := event.Error{Kind: "not_begun", Message: "the run stopped before the attempt began"}
+		ops = append(ops, persist.AttemptFinish{ID: s.attemptID, Status: vocab.AttemptFailed, Error: &errData},
+			persist.ToolCallFinish{ID: id, Status: vocab.CallPlanned})
+		evs = append(evs, event.Of(s.step, event.ToolAttemptFailedData{Attempt: 1, CallID: s.callID, Error: errData,
+			Name: s.name, ToolCallID: id}))
 	}
 	return ops, evs
 }

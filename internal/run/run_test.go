@@ -3,6 +3,7 @@ package run_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,12 +15,15 @@ import (
 
 	"go.uber.org/goleak"
 
+	"agentd/api/spectest"
+	"agentd/internal/event"
 	"agentd/internal/llm"
 	"agentd/internal/llm/fakellm"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 	"agentd/internal/run"
 	"agentd/internal/tools"
+	"agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -128,6 +132,10 @@ type bundle struct {
 func setup(t *testing.T) *bundle {
 	t.Helper()
 	store, url := persisttest.New(t)
+	// Registered before the cleanups below and those of the engines, so it
+	// runs after them (last-in first-out): every engine has stopped, and the
+	// store and its database are still there.
+	t.Cleanup(func() { checkStoredEvents(t, store) })
 	store.StartGroupCommit(2, 64)
 	t.Cleanup(store.StopGroupCommit) // after the engines stop (cleanups run last-in first-out)
 	fake := fakellm.New()
@@ -138,18 +146,18 @@ func setup(t *testing.T) *bundle {
 	var hooks []tools.Tool
 	for _, h := range []struct {
 		name, path string
-		effect     tools.Effect
+		effect     vocab.Effect
 		timeoutMS  int
 		reconcile  string
 	}{
-		{"reconciled_effect", "/slow", tools.SideEffect, 300, "/reconcile"},
-		{"guarded", "/guarded", tools.SideEffect, 2000, ""},
-		{"retry_effect", "/block", tools.SideEffect, 300, ""},
-		{"flaky", "/flaky", tools.Idempotent, 2000, ""},
-		{"slow_effect", "/slow", tools.SideEffect, 300, ""},
-		{"effect", "/ok", tools.SideEffect, 2000, ""},
-		{"blocker", "/block", tools.Idempotent, 30000, ""},
-		{"block_effect", "/block", tools.SideEffect, 30000, ""},
+		{"reconciled_effect", "/slow", vocab.EffectSideEffect, 300, "/reconcile"},
+		{"guarded", "/guarded", vocab.EffectSideEffect, 2000, ""},
+		{"retry_effect", "/block", vocab.EffectSideEffect, 300, ""},
+		{"flaky", "/flaky", vocab.EffectIdempotent, 2000, ""},
+		{"slow_effect", "/slow", vocab.EffectSideEffect, 300, ""},
+		{"effect", "/ok", vocab.EffectSideEffect, 2000, ""},
+		{"blocker", "/block", vocab.EffectIdempotent, 30000, ""},
+		{"block_effect", "/block", vocab.EffectSideEffect, 30000, ""},
 	} {
 		var reconcile string
 		if h.reconcile != "" {
@@ -204,7 +212,7 @@ func (b *bundle) create(t *testing.T, input string, p persist.RunParams) persist
 func (b *bundle) wait(t *testing.T, id string, cond func(persist.Run) bool) persist.Run {
 	t.Helper()
 	if cond == nil {
-		cond = func(r persist.Run) bool { return r.Status != persist.StatusQueued && r.Status != persist.StatusRunning }
+		cond = func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning }
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -233,9 +241,9 @@ func (b *bundle) events(t *testing.T, id string) []persist.Event {
 			t.Fatalf("event seqs not gapless from 1: index %d has seq %d", i, e.Seq)
 		}
 		var env struct {
-			Seq   int64  `json:"seq"`
-			Type  string `json:"type"`
-			RunID string `json:"run_id"`
+			Seq   int64      `json:"seq"`
+			Type  event.Type `json:"type"`
+			RunID string     `json:"run_id"`
 		}
 		if err := json.Unmarshal(e.Data, &env); err != nil || env.Seq != e.Seq || env.Type != e.Type || env.RunID != id {
 			t.Fatalf("event %d envelope %s does not match its row (%v)", e.Seq, e.Data, err)
@@ -244,10 +252,39 @@ func (b *bundle) events(t *testing.T, id string) []persist.Event {
 	return evs
 }
 
+// checkStoredEvents checks the stored events of every run of the test's
+// tenant against openapi.yaml, however the run was created and wherever it
+// stopped.
+func checkStoredEvents(t *testing.T, store *persist.Store) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var before string
+	for {
+		runs, err := store.RunList(ctx, persist.RunListParams{TenantID: "default", Before: before, Limit: 500})
+		if err != nil {
+			t.Errorf("list runs to check their events: %v", err)
+			return
+		}
+		for _, r := range runs {
+			evs, err := store.EventsAfter(ctx, r.ID, 0, 100000)
+			if err != nil {
+				t.Errorf("events of run %s: %v", r.ID, err)
+				return
+			}
+			spectest.CheckEvents(t, evs)
+		}
+		if len(runs) < 500 {
+			return
+		}
+		before = runs[len(runs)-1].ID
+	}
+}
+
 func countTypes(evs []persist.Event) map[string]int {
 	m := map[string]int{}
 	for _, e := range evs {
-		m[e.Type]++
+		m[string(e.Type)]++
 	}
 	return m
 }
@@ -258,7 +295,7 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 	b.engine(t, 5*time.Second)
 	r := b.create(t, "/call calculator {\"expression\":\"1+2\"}\n/call clock {}\n/next\n/call calculator {\"expression\":\"2*3\"}\n/say done", persist.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted || r.TerminalReason != persist.ReasonCompleted {
+	if r.Status != vocab.StatusCompleted || r.TerminalReason != vocab.ReasonCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	ctx := context.Background()
@@ -272,14 +309,14 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 	if r.StepCount != 3 {
 		t.Fatalf("run step_count %d, want 3", r.StepCount)
 	}
-	var sum persist.Usage
+	var sum vocab.Usage
 	for i, s := range steps {
-		if s.Status != persist.StepCompleted || s.Seq != i+1 {
+		if s.Status != vocab.StepCompleted || s.Seq != i+1 {
 			t.Fatalf("step %d: status %s seq %d", i, s.Status, s.Seq)
 		}
 		sum = sum.Add(s.Usage)
 		for _, c := range s.Calls {
-			if c.Status != persist.CallSucceeded || c.ToolCall.Attempts != 1 || len(c.Attempts) != 1 {
+			if c.Status != vocab.CallSucceeded || c.ToolCall.Attempts != 1 || len(c.Attempts) != 1 {
 				t.Fatalf("call %s: status %s attempts %d", c.Name, c.Status, c.ToolCall.Attempts)
 			}
 			if want := fmt.Sprintf("%s:%d:%s", r.ID, s.Seq, c.CallID); c.IdempotencyKey != want {
@@ -291,7 +328,7 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 		t.Fatalf("calculator result %s", got)
 	}
 	fu := b.fake.UsageTotal()
-	want := persist.Usage{InputTokens: fu.PromptTokens, OutputTokens: fu.CompletionTokens, CachedInputTokens: fu.CachedTokens, ReasoningTokens: fu.ReasoningTokens}
+	want := vocab.Usage{InputTokens: fu.PromptTokens, OutputTokens: fu.CompletionTokens, CachedInputTokens: fu.CachedTokens, ReasoningTokens: fu.ReasoningTokens}
 	if r.Usage != want || sum != want || want.InputTokens == 0 || want.CachedInputTokens == 0 {
 		t.Fatalf("usage: run %+v, steps %+v, fake reported %+v", r.Usage, sum, want)
 	}
@@ -326,8 +363,8 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 	}
 	roles := make([]string, len(msgs))
 	for i, m := range msgs {
-		roles[i] = m.Role
-		if m.Seq != i+1 || m.Status != persist.MessageCompleted {
+		roles[i] = string(m.Role)
+		if m.Seq != i+1 || m.Status != vocab.MessageCompleted {
 			t.Fatalf("message %d: seq %d status %s", i, m.Seq, m.Status)
 		}
 	}
@@ -355,7 +392,7 @@ func TestIdempotentWebhookRetriedSideEffectTimeoutUnknown(t *testing.T) {
 	b.engine(t, 5*time.Second)
 	r := b.create(t, "/call flaky {}\n/next\n/call slow_effect {}\n/say never", persist.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusRequiresAction {
+	if r.Status != vocab.StatusRequiresAction {
 		t.Fatalf("run ended %s/%s, want requires_action", r.Status, r.TerminalReason)
 	}
 	var action struct {
@@ -370,16 +407,16 @@ func TestIdempotentWebhookRetriedSideEffectTimeoutUnknown(t *testing.T) {
 		t.Fatalf("steps %d %v", len(steps), err)
 	}
 	flaky := steps[0].Calls[0]
-	if flaky.Status != persist.CallSucceeded || len(flaky.Attempts) != 3 ||
-		flaky.Attempts[0].Status != persist.AttemptFailed || flaky.Attempts[1].Status != persist.AttemptFailed ||
-		flaky.Attempts[2].Status != persist.AttemptSucceeded {
+	if flaky.Status != vocab.CallSucceeded || len(flaky.Attempts) != 3 ||
+		flaky.Attempts[0].Status != vocab.AttemptFailed || flaky.Attempts[1].Status != vocab.AttemptFailed ||
+		flaky.Attempts[2].Status != vocab.AttemptSucceeded {
 		t.Fatalf("flaky call: %s with %d attempts", flaky.Status, len(flaky.Attempts))
 	}
 	if reqs, keys := b.sink.count("/flaky"); reqs != 3 || keys != 1 {
 		t.Fatalf("sink saw /flaky %d times with %d keys, want 3 and 1", reqs, keys)
 	}
 	slow := steps[1].Calls[0]
-	if slow.Status != persist.CallUnknown || len(slow.Attempts) != 1 || slow.Attempts[0].Status != persist.AttemptUnknown || action.ToolCallID != slow.ID {
+	if slow.Status != vocab.CallUnknown || len(slow.Attempts) != 1 || slow.Attempts[0].Status != vocab.AttemptUnknown || action.ToolCallID != slow.ID {
 		t.Fatalf("side-effect call: %s with %d attempts", slow.Status, len(slow.Attempts))
 	}
 	if reqs, _ := b.sink.count("/slow"); reqs != 1 {
@@ -412,7 +449,7 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 	start := time.Now()
 	b.engine(t, ttl)
 	r = b.wait(t, r.ID, nil)
-	if r.Status != persist.StatusCompleted {
+	if r.Status != vocab.StatusCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	t.Logf("taken over and finished %v after the crash", time.Since(start))
@@ -431,7 +468,7 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 		t.Fatalf("steps %d %v", len(steps), err)
 	}
 	blocker := steps[1].Calls[1]
-	if blocker.Status != persist.CallSucceeded || len(blocker.Attempts) != 2 || blocker.Attempts[0].Status != persist.AttemptUnknown ||
+	if blocker.Status != vocab.CallSucceeded || len(blocker.Attempts) != 2 || blocker.Attempts[0].Status != vocab.AttemptUnknown ||
 		blocker.Attempts[0].Epoch != committed.Epoch || blocker.Attempts[1].Epoch != r.Epoch {
 		t.Fatalf("blocking call: %s, %d attempts", blocker.Status, len(blocker.Attempts))
 	}
@@ -441,8 +478,8 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 	}
 	// The first engine's late write is refused.
 	_, err = b.store.Exec(context.Background(), persist.Fence{RunID: r.ID, Epoch: committed.Epoch, Worker: e1.WorkerID()},
-		[]persist.EventIn{{Type: "message.delta", Data: map[string]string{"text": "late"}}})
-	if err != persist.ErrLeaseLost {
+		[]event.In{event.Of(0, event.MessageDeltaData{Text: "late"})})
+	if !errors.Is(err, persist.ErrLeaseLost) {
 		t.Fatalf("late write of the dead worker: %v, want ErrLeaseLost", err)
 	}
 }
@@ -474,7 +511,7 @@ func TestCancelDuringTool(t *testing.T) {
 	}
 	r = b.wait(t, r.ID, nil)
 	elapsed := time.Since(start)
-	if r.Status != persist.StatusCancelled || r.TerminalReason != persist.ReasonCancelled {
+	if r.Status != vocab.StatusCancelled || r.TerminalReason != vocab.ReasonCancelled {
 		t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
 	}
 	if elapsed > time.Second {
@@ -487,7 +524,7 @@ func TestCancelDuringTool(t *testing.T) {
 		t.Fatalf("the tool's request context was not cancelled")
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
-	if len(steps) != 2 || steps[0].Calls[0].Status != persist.CallSucceeded || steps[1].Calls[0].Status != persist.CallUnknown {
+	if len(steps) != 2 || steps[0].Calls[0].Status != vocab.CallSucceeded || steps[1].Calls[0].Status != vocab.CallUnknown {
 		t.Fatalf("committed results not kept: %d steps", len(steps))
 	}
 	if evs := b.events(t, r.ID); evs[len(evs)-1].Type != "run.cancelled" {
@@ -513,7 +550,7 @@ func TestCancelDuringStreamingModelCall(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > time.Second {
 		t.Fatalf("cancel took %v, want under 1s", elapsed)
 	}
-	if r.Status != persist.StatusCancelled {
+	if r.Status != vocab.StatusCancelled {
 		t.Fatalf("run ended %s", r.Status)
 	}
 	deadline := time.Now().Add(2 * time.Second)
@@ -524,7 +561,7 @@ func TestCancelDuringStreamingModelCall(t *testing.T) {
 		t.Fatalf("the model request's context was not cancelled")
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
-	if len(steps) != 2 || steps[0].Status != persist.StepCompleted || steps[1].Status != persist.StepAborted {
+	if len(steps) != 2 || steps[0].Status != vocab.StepCompleted || steps[1].Status != vocab.StepAborted {
 		t.Fatalf("steps after cancel: %+v", steps)
 	}
 }

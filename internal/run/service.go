@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
 
 // Service is the engine's one door for commands: every change that a client
@@ -59,7 +60,7 @@ const interruptTimeout = 5 * time.Second
 // with continue, nothing happens. The write outlives ctx, which is usually
 // the request of the client that left.
 func (s *Service) ClientLeft(ctx context.Context, run persist.Run) error {
-	if run.Params.OnDisconnect != "interrupt" {
+	if run.Params.OnDisconnect != vocab.OnDisconnectInterrupt {
 		return nil
 	}
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
@@ -90,7 +91,7 @@ func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (persist
 	p.ClaimFor = &persist.ClaimFor{Worker: e.cfg.WorkerID, TTL: e.cfg.LeaseTTL, StepID: persist.NewID()}
 	st, created, err := e.cfg.Store.RunCreateState(ctx, p)
 	run := st.Run
-	if err != nil || !created || run.Status != persist.StatusRunning || run.LeaseOwner != e.cfg.WorkerID {
+	if err != nil || !created || run.Status != vocab.StatusRunning || run.LeaseOwner != e.cfg.WorkerID {
 		<-e.sem // not claimed here: queued, or an earlier run found by its key
 		return run, created, err
 	}
@@ -101,7 +102,7 @@ func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (persist
 		// the execution need not read it back.
 		known = &st
 	}
-	if !e.launch(persist.Claim{Run: run, PrevStatus: persist.StatusQueued, StartedStep: p.ClaimFor.StepID}, known, true) {
+	if !e.launch(persist.Claim{Run: run, PrevStatus: vocab.StatusQueued, StartedStep: p.ClaimFor.StepID}, known, true) {
 		// The engine began stopping meanwhile: hand the run back at once.
 		<-e.sem
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -7,48 +7,23 @@ import (
 	"sync"
 	"time"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/tools"
+	"agentd/internal/vocab"
 )
 
 // toolPhase runs the tool calls of a step whose model output is committed,
 // then completes the step. done is true when the run left the executor.
 func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done bool, err error) {
 	started := time.Now()
-	ctx, cancel := x.stepContext(st, step)
+	ctx, cancel := x.stepContext(st)
 	defer cancel()
 	calls := append([]persist.ToolCall(nil), st.Calls...)
 	if err := x.recoverCalls(st, step, calls); err != nil {
 		return true, x.stopFor(st, err)
 	}
-	var pending []int
-	parallel := true
-	for i, c := range calls {
-		if c.Status == persist.CallPlanned || c.Status == persist.CallRunning {
-			pending = append(pending, i)
-			if c.Effect == string(tools.SideEffect) {
-				parallel = false
-			}
-		}
-	}
-	if parallel && len(pending) > 1 {
-		var wg sync.WaitGroup
-		for _, i := range pending {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				x.runCall(ctx, st, step, &calls[i])
-			}()
-		}
-		wg.Wait()
-	} else {
-		for _, i := range pending {
-			if ctx.Err() != nil || x.interrupted.Load() {
-				break
-			}
-			x.runCall(ctx, st, step, &calls[i])
-		}
-	}
+	x.runPending(ctx, st, step, calls)
 	if x.abandoned.Load() {
 		return true, errAbandoned
 	}
@@ -56,70 +31,114 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 		return true, x.stopFor(st, nil)
 	}
 	for i := range calls {
-		if calls[i].Status == persist.CallUnknown && x.ctx.Err() == nil {
+		if calls[i].Status == vocab.CallUnknown && x.ctx.Err() == nil {
 			x.reconcile(ctx, st, step, &calls[i])
 		}
 	}
 	if x.ctx.Err() != nil {
 		return true, x.stopFor(st, nil)
 	}
-	for _, c := range calls {
-		if c.Status == persist.CallUnknown {
-			return true, x.requireAction(st, step, c, persist.ActionToolOutcomeUnknown)
-		}
+	if done, err := x.settle(ctx, st, step, calls); done {
+		return true, err
 	}
-	for _, c := range calls {
-		if c.Status == persist.CallAwaitingApproval {
-			return true, x.requireAction(st, step, c, persist.ActionToolApproval)
-		}
-	}
-	if x.interrupted.Load() {
-		for _, c := range calls {
-			if c.Status == persist.CallPlanned || c.Status == persist.CallRunning {
-				// The rest of the step runs when the run is resumed.
-				return true, x.end(st, step, persist.StatusInterrupted, persist.ReasonInterrupted, nil)
+	x.completeStep(st, step, calls)
+	x.d.m.StepDuration.Observe(time.Since(started).Seconds())
+	return false, nil
+}
+
+// runPending attempts the step's calls still to be made: at once when all
+// of them may run again (read_only or idempotent), else one after another,
+// stopping at an interrupt or when the step's context ends.
+func (x *execution) runPending(ctx context.Context, st persist.RunState, step *persist.Step, calls []persist.ToolCall) {
+	var pending []int
+	parallel := true
+	for i, c := range calls {
+		if c.Status.Pending() {
+			pending = append(pending, i)
+			if c.Effect == vocab.EffectSideEffect {
+				parallel = false
 			}
 		}
 	}
-	if ctx.Err() != nil {
-		return true, x.end(st, step, persist.StatusTimedOut, persist.ReasonTimedOutStep, map[string]any{"message": "the step's timeout elapsed"})
+	if parallel && len(pending) > 1 {
+		var wg sync.WaitGroup
+		for _, i := range pending {
+			wg.Go(func() { x.runCall(ctx, st, step, &calls[i]) })
+		}
+		wg.Wait()
+		return
 	}
-	for _, c := range calls {
-		if c.Status == persist.CallPlanned || c.Status == persist.CallRunning {
-			// A write failed (the database, not the lease): what the tool did
-			// is not committed, so the step must not complete on a guess. The
-			// run is left to its lease; whoever claims it next recovers the call.
-			return true, errors.New("tool call " + c.ID + " has no committed outcome")
+	for _, i := range pending {
+		if ctx.Err() != nil || x.interrupted.Load() {
+			return
+		}
+		x.runCall(ctx, st, step, &calls[i])
+	}
+}
+
+// settle decides, once the step's calls were attempted, whether the run
+// stops here: for a client's decision (an unknown outcome, an approval), an
+// interrupt, the step's timeout, or a write that failed. done is true when
+// it stopped the run (or left it to its lease), with what that returned.
+func (x *execution) settle(ctx context.Context, st persist.RunState, step *persist.Step, calls []persist.ToolCall) (done bool, err error) {
+	for _, want := range []struct {
+		status vocab.CallStatus
+		action vocab.ActionType
+	}{{vocab.CallUnknown, vocab.ActionToolOutcomeUnknown}, {vocab.CallAwaitingApproval, vocab.ActionToolApproval}} {
+		for _, c := range calls {
+			if c.Status == want.status {
+				return true, x.requireAction(st, step, c, want.action)
+			}
 		}
 	}
+	var pending *persist.ToolCall
+	for i := range calls {
+		if calls[i].Status.Pending() {
+			pending = &calls[i]
+			break
+		}
+	}
+	switch {
+	case pending != nil && x.interrupted.Load():
+		// The rest of the step runs when the run is resumed.
+		return true, x.end(st, step, endOf(vocab.StatusInterrupted, vocab.ReasonInterrupted, nil))
+	case ctx.Err() != nil:
+		return true, x.end(st, step, stepTimedOut())
+	case pending != nil:
+		// A write failed (the database, not the lease): what the tool did
+		// is not committed, so the step must not complete on a guess. The
+		// run is left to its lease; whoever claims it next recovers the call.
+		return true, errors.New("tool call " + pending.ID + " has no committed outcome")
+	}
+	return false, nil
+}
+
+// completeStep completes a step whose calls all have a committed outcome.
+// Its completion (its tool messages) goes out with the next write, which
+// follows at once: the next step's start, or the run's end. Should the
+// execution stop before, the next claim finds the step acting with every
+// call settled, and completes it then.
+func (x *execution) completeStep(st persist.RunState, step *persist.Step, calls []persist.ToolCall) {
 	ops := make([]persist.Op, 0, len(calls)+1)
 	msgs := make([]persist.MessageInsert, 0, len(calls))
 	for _, c := range calls {
 		content, isErr := resultText(c)
 		m := persist.MessageInsert{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
-			Role: "tool", Status: persist.MessageCompleted,
-			Content: []persist.Part{{Type: "tool_result", ToolCallID: c.CallID, Content: content, IsError: isErr}}}
+			Role: vocab.RoleTool, Status: vocab.MessageCompleted,
+			Content: []vocab.Part{{Type: vocab.PartToolResult, ToolCallID: c.CallID, Content: content, IsError: isErr}}}
 		msgs = append(msgs, m)
 		ops = append(ops, m)
 	}
-	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: persist.StepCompleted, Finished: true})
-	evs := []persist.EventIn{{Type: "step.completed", Step: step.Seq, Data: map[string]any{"finish_reason": "tool_calls", "tool_calls": len(calls)}}}
-	// Every tool result is committed already; the step's completion (its
-	// tool messages) goes out with the next write, which follows at once:
-	// the next step's start, or the run's end. Should the execution stop
-	// before, the next claim finds the step acting with every call settled,
-	// and completes it then.
-	x.later(evs, ops...)
-	x.e.m.StepDuration.Observe(time.Since(started).Seconds())
+	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted, Finished: true})
+	x.outbox.add([]event.In{event.Of(step.Seq, event.StepCompletedData{FinishReason: "tool_calls", ToolCalls: len(calls)})}, ops...)
 	completed := *step
-	completed.Status = persist.StepCompleted
+	completed.Status = vocab.StepCompleted
 	setStep(&st, completed)
 	for _, m := range msgs {
 		appendMessage(&st, m)
 	}
 	st.Calls, st.Attempts = calls, nil
 	x.carry(st)
-	return false, nil
 }
 
 // recoverCalls applies the recovery rules to calls found in the ledger on a
@@ -130,31 +149,31 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls []persist.ToolCall) error {
 	running := map[string]persist.Attempt{}
 	for _, a := range st.Attempts {
-		if a.Status == persist.AttemptRunning {
+		if a.Status == vocab.AttemptRunning {
 			running[a.ToolCallID] = a
 		}
 	}
 	var ops []persist.Op
-	var evs []persist.EventIn
+	var evs []event.In
 	for i := range calls {
 		c := &calls[i]
-		if c.Status == persist.CallSucceeded && x.first {
-			evs = append(evs, persist.EventIn{Type: "tool_call.reused", Step: step.Seq, Data: map[string]any{
-				"tool_call_id": c.ID, "call_id": c.CallID, "name": c.Name, "idempotency_key": c.IdempotencyKey}})
+		if c.Status == vocab.CallSucceeded && x.first {
+			evs = append(evs, event.Of(step.Seq, event.ToolCallReusedData{CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
+				Name: c.Name, ToolCallID: c.ID}))
 			continue
 		}
 		a, ok := running[c.ID]
 		if !ok || a.Epoch >= x.fence.Epoch {
 			continue
 		}
-		errData := map[string]any{"message": "the worker running this attempt stopped before it finished", "kind": "unknown"}
-		ops = append(ops, persist.AttemptFinish{ID: a.ID, Status: persist.AttemptUnknown, Error: errData})
-		x.e.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
-		if c.Effect == string(tools.SideEffect) {
-			c.Status = persist.CallUnknown
-			ops = append(ops, persist.ToolCallFinish{ID: c.ID, Status: persist.CallUnknown, Error: errData})
-			evs = append(evs, persist.EventIn{Type: "tool_call.unknown", Step: step.Seq, Data: map[string]any{
-				"tool_call_id": c.ID, "call_id": c.CallID, "name": c.Name, "idempotency_key": c.IdempotencyKey, "attempt": a.N}})
+		errData := &event.Error{Kind: "unknown", Message: "the worker running this attempt stopped before it finished"}
+		ops = append(ops, persist.AttemptFinish{ID: a.ID, Status: vocab.AttemptUnknown, Error: errData})
+		x.d.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
+		if c.Effect == vocab.EffectSideEffect {
+			c.Status = vocab.CallUnknown
+			ops = append(ops, persist.ToolCallFinish{ID: c.ID, Status: vocab.CallUnknown, Error: errData})
+			evs = append(evs, event.Of(step.Seq, event.ToolCallUnknownData{Attempt: a.N, CallID: c.CallID,
+				IdempotencyKey: c.IdempotencyKey, Name: c.Name, ToolCallID: c.ID}))
 		}
 	}
 	if len(ops) == 0 && len(evs) == 0 {
@@ -166,53 +185,68 @@ func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls 
 // requireAction stops the run until a client decides about call c: what
 // happened to a side-effect call whose outcome is unknown, or whether a call
 // that needs approval may run.
-func (x *execution) requireAction(st persist.RunState, step *persist.Step, c persist.ToolCall, kind string) error {
-	action := map[string]any{"type": kind, "tool_call_id": c.ID, "call_id": c.CallID,
-		"name": c.Name, "idempotency_key": c.IdempotencyKey, "arguments": c.Arguments, "step": step.Seq}
+func (x *execution) requireAction(st persist.RunState, step *persist.Step, c persist.ToolCall, kind vocab.ActionType) error {
+	action := event.RequiredAction{Arguments: c.Arguments, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
+		Name: c.Name, Step: step.Seq, ToolCallID: c.ID, Type: kind}
 	ops, evs := x.started.unbegun()
-	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: persist.StatusRequiresAction, RequiredAction: action})
-	evs = append(evs, persist.EventIn{Type: "run.requires_action", Step: step.Seq, Data: map[string]any{"required_action": action}})
+	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: vocab.StatusRequiresAction, RequiredAction: &action})
+	evs = append(evs, event.Of(step.Seq, event.RunRequiresActionData{RequiredAction: action}))
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
 	}
-	x.e.m.RunsEnded.WithLabelValues(persist.StatusRequiresAction, "").Inc()
-	if f := x.e.cfg.OnEndFunc; f != nil {
-		f(st.Run.ID, persist.StatusRequiresAction)
-	}
+	x.left(st.Run, vocab.StatusRequiresAction, "")
 	x.log.Info("run requires action", "type", kind, "tool_call_id", c.ID)
 	return nil
+}
+
+// attemptTimeout is the time one attempt of a tool may take: the tool's
+// own, else the run's tool timeout, else the engine's default, and never
+// more than the run's tool timeout.
+func (x *execution) attemptTimeout(st persist.RunState, spec tools.Spec) time.Duration {
+	def := x.d.limits.toolTimeout
+	run := time.Duration(st.Run.Params.Timeouts.ToolMS) * time.Millisecond
+	if run > 0 {
+		def = run
+	}
+	timeout := spec.AttemptTimeout(def)
+	if run > 0 && run < timeout {
+		timeout = run
+	}
+	return timeout
+}
+
+// callable checks that c may be attempted: a registered tool, offered to
+// the run, with valid arguments. A call whose first attempt was committed
+// with the model's output was checked then.
+func (x *execution) callable(st persist.RunState, c *persist.ToolCall) (tools.Tool, error) {
+	tool, ok := x.d.tools.Get(c.Name)
+	switch {
+	case !ok:
+		return nil, &tools.Error{Kind: tools.KindFinal, Message: "unknown tool " + c.Name}
+	case !offered(st.Run.Params.Tools, c.Name):
+		return nil, &tools.Error{Kind: tools.KindFinal, Message: "tool " + c.Name + " is not offered to this run"}
+	}
+	return tool, x.d.tools.Validate(c.Name, c.Arguments)
 }
 
 // runCall makes attempts of one call until it succeeds, fails, or its outcome
 // becomes unknown, committing the attempt before the tool is invoked and its
 // result right after. It updates c to what was committed.
 func (x *execution) runCall(ctx context.Context, st persist.RunState, step *persist.Step, c *persist.ToolCall) {
-	tool, ok := x.e.cfg.Tools.Get(c.Name)
 	startedID, started := x.started.take(c.ID) // validated, and its attempt 1 committed
+	var tool tools.Tool
 	var verr error
-	switch {
-	case started:
-	case !ok:
-		verr = &tools.Error{Kind: tools.KindFinal, Message: "unknown tool " + c.Name}
-	case !offered(st.Run.Params.Tools, c.Name):
-		verr = &tools.Error{Kind: tools.KindFinal, Message: "tool " + c.Name + " is not offered to this run"}
-	default:
-		verr = x.e.cfg.Tools.Validate(c.Name, c.Arguments)
+	if started {
+		tool, _ = x.d.tools.Get(c.Name)
+	} else {
+		tool, verr = x.callable(st, c)
 	}
 	if verr != nil {
 		// The model sees the error and may repair its call; no attempt is made.
-		x.finishCall(step, c, persist.CallFailed, nil, toolErrorData(verr), nil)
+		x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: toolErrorData(verr)})
 		return
 	}
-	spec := tool.Spec()
-	def := x.e.cfg.ToolTimeout
-	if ms := st.Run.Params.Timeouts.ToolMS; ms > 0 {
-		def = time.Duration(ms) * time.Millisecond
-	}
-	timeout := spec.AttemptTimeout(def)
-	if ms := st.Run.Params.Timeouts.ToolMS; ms > 0 && time.Duration(ms)*time.Millisecond < timeout {
-		timeout = time.Duration(ms) * time.Millisecond
-	}
+	timeout := x.attemptTimeout(st, tool.Spec())
 	for {
 		n, attemptID := c.Attempts+1, persist.NewID()
 		if started {
@@ -221,110 +255,130 @@ func (x *execution) runCall(ctx context.Context, st persist.RunState, step *pers
 			if n > 1 && x.interrupted.Load() {
 				return // attempted again when the run is resumed
 			}
-			if err := x.write(ctx, []persist.EventIn{{Type: "tool_attempt.started", Step: step.Seq, Data: map[string]any{
-				"tool_call_id": c.ID, "call_id": c.CallID, "name": c.Name, "attempt": n}}},
+			if err := x.write(ctx, []event.In{event.Of(step.Seq, event.ToolAttemptStartedData{Attempt: n, CallID: c.CallID,
+				Name: c.Name, ToolCallID: c.ID})},
 				persist.AttemptStart{ID: attemptID, ToolCallID: c.ID, N: n, Worker: x.fence.Worker, Epoch: x.fence.Epoch}); err != nil {
 				return
 			}
 		}
-		c.Attempts, c.Status = n, persist.CallRunning
+		c.Attempts, c.Status = n, vocab.CallRunning
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		result, err := tool.Invoke(actx, tools.Call{RunID: st.Run.ID, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
 			Attempt: n, Arguments: c.Arguments})
 		cancel()
-		if err == nil {
-			x.e.m.ToolAttempts.WithLabelValues(c.Name, "succeeded").Inc()
-			result = tools.Truncate(result, spec.ResultLimit())
-			x.finishCall(step, c, persist.CallSucceeded, result, nil,
-				persist.AttemptFinish{ID: attemptID, Status: persist.AttemptSucceeded})
-			return
-		}
-		errData := toolErrorData(err)
-		if ctx.Err() != nil {
-			// The run or the step ended under the tool. Its effect may have
-			// happened: a side-effect call's outcome is unknown; other calls
-			// are attempted again when the run goes on.
-			errData["message"] = "the attempt was cancelled: " + context.Cause(ctx).Error()
-			if spec.Effect == tools.SideEffect {
-				x.e.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
-				x.finishCall(step, c, persist.CallUnknown, nil, errData,
-					persist.AttemptFinish{ID: attemptID, Status: persist.AttemptUnknown, Error: errData})
-				return
-			}
-			x.e.m.ToolAttempts.WithLabelValues(c.Name, "cancelled").Inc()
-			_ = x.write(x.durable(), []persist.EventIn{{Type: "tool_attempt.failed", Step: step.Seq, Data: map[string]any{
-				"tool_call_id": c.ID, "attempt": n, "error": errData, "will_retry": false}}},
-				persist.AttemptFinish{ID: attemptID, Status: persist.AttemptFailed, Error: errData})
-			return
-		}
-		attemptStatus := persist.AttemptFailed
-		if k := tools.KindOf(err); k == tools.KindTimeout {
-			attemptStatus = persist.AttemptTimedOut
-		}
-		switch tools.Decide(spec, err, n) {
-		case tools.Retry:
-			x.e.m.ToolAttempts.WithLabelValues(c.Name, attemptStatus).Inc()
-			if err := x.write(x.durable(), []persist.EventIn{{Type: "tool_attempt.failed", Step: step.Seq, Data: map[string]any{
-				"tool_call_id": c.ID, "attempt": n, "error": errData, "will_retry": true}}},
-				persist.AttemptFinish{ID: attemptID, Status: attemptStatus, Error: errData}); err != nil {
-				return
-			}
-			select {
-			case <-time.After(spec.BackoffFor(n)):
-			case <-ctx.Done():
-				return
-			}
-		case tools.Unknown:
-			x.e.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
-			x.finishCall(step, c, persist.CallUnknown, nil, errData,
-				persist.AttemptFinish{ID: attemptID, Status: persist.AttemptUnknown, Error: errData})
-			return
-		default:
-			x.e.m.ToolAttempts.WithLabelValues(c.Name, attemptStatus).Inc()
-			x.finishCall(step, c, persist.CallFailed, nil, errData,
-				persist.AttemptFinish{ID: attemptID, Status: attemptStatus, Error: errData})
+		if !x.attempted(ctx, step, c, attemptResult{id: attemptID, spec: tool.Spec(), result: result, err: err}) {
 			return
 		}
 	}
 }
 
+// attemptResult is what one attempt of a call gave.
+type attemptResult struct {
+	id     string
+	spec   tools.Spec
+	result json.RawMessage
+	err    error
+}
+
+// attempted commits how an attempt of c ended, and reports whether another
+// attempt follows (after its backoff).
+func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persist.ToolCall, a attemptResult) (again bool) {
+	if a.err == nil {
+		x.d.m.ToolAttempts.WithLabelValues(c.Name, "succeeded").Inc()
+		x.finishCall(step, c, callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(a.result, a.spec.ResultLimit()),
+			attempt: &persist.AttemptFinish{ID: a.id, Status: vocab.AttemptSucceeded}})
+		return false
+	}
+	errData := toolErrorData(a.err)
+	if ctx.Err() != nil {
+		// The run or the step ended under the tool. Its effect may have
+		// happened: a side-effect call's outcome is unknown; other calls
+		// are attempted again when the run goes on.
+		errData.Message = "the attempt was cancelled: " + context.Cause(ctx).Error()
+		if a.spec.Effect == vocab.EffectSideEffect {
+			x.unknown(step, c, a.id, errData)
+			return false
+		}
+		x.d.m.ToolAttempts.WithLabelValues(c.Name, "cancelled").Inc()
+		_ = x.write(x.durable(), []event.In{attemptFailed(step, c, errData, false)},
+			persist.AttemptFinish{ID: a.id, Status: vocab.AttemptFailed, Error: errData})
+		return false
+	}
+	status := vocab.AttemptFailed
+	if tools.KindOf(a.err) == tools.KindTimeout {
+		status = vocab.AttemptTimedOut
+	}
+	switch tools.Decide(a.spec, a.err, c.Attempts) {
+	case tools.Retry:
+		x.d.m.ToolAttempts.WithLabelValues(c.Name, string(status)).Inc()
+		if err := x.write(x.durable(), []event.In{attemptFailed(step, c, errData, true)},
+			persist.AttemptFinish{ID: a.id, Status: status, Error: errData}); err != nil {
+			return false
+		}
+		select {
+		case <-time.After(a.spec.BackoffFor(c.Attempts)):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	case tools.Unknown:
+		x.unknown(step, c, a.id, errData)
+	default:
+		x.d.m.ToolAttempts.WithLabelValues(c.Name, string(status)).Inc()
+		x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: errData,
+			attempt: &persist.AttemptFinish{ID: a.id, Status: status, Error: errData}})
+	}
+	return false
+}
+
+// unknown commits that the outcome of c's last attempt is unknown.
+func (x *execution) unknown(step *persist.Step, c *persist.ToolCall, attemptID string, errData *event.Error) {
+	x.d.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
+	x.finishCall(step, c, callOutcome{status: vocab.CallUnknown, err: errData,
+		attempt: &persist.AttemptFinish{ID: attemptID, Status: vocab.AttemptUnknown, Error: errData}})
+}
+
+// attemptFailed is the tool_attempt.failed event of c's last attempt.
+func attemptFailed(step *persist.Step, c *persist.ToolCall, errData *event.Error, willRetry bool) event.In {
+	return event.Of(step.Seq, event.ToolAttemptFailedData{Attempt: c.Attempts, CallID: c.CallID, Error: *errData,
+		Name: c.Name, ToolCallID: c.ID, WillRetry: willRetry})
+}
+
+// callOutcome is how a call ended: its status, its result or error, and the
+// end of its last attempt when one was made.
+type callOutcome struct {
+	status  vocab.CallStatus
+	result  json.RawMessage
+	err     *event.Error
+	attempt *persist.AttemptFinish
+}
+
 // finishCall commits a call's outcome (with its last attempt's) right after
 // the tool returned, in a transaction of its own that a later cancel cannot
 // undo.
-func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, status string, result json.RawMessage, errData map[string]any, attempt persist.Op) {
+func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, o callOutcome) {
 	var ops []persist.Op
-	var evs []persist.EventIn
-	if attempt != nil && status != persist.CallSucceeded {
-		evs = append(evs, persist.EventIn{Type: "tool_attempt.failed", Step: step.Seq, Data: map[string]any{
-			"tool_call_id": c.ID, "attempt": c.Attempts, "error": errData, "will_retry": false}})
+	var evs []event.In
+	if o.attempt != nil {
+		if o.status != vocab.CallSucceeded {
+			evs = append(evs, attemptFailed(step, c, o.err, false))
+		}
+		ops = append(ops, *o.attempt)
 	}
-	if attempt != nil {
-		ops = append(ops, attempt)
+	ops = append(ops, persist.ToolCallFinish{ID: c.ID, Status: o.status, Result: o.result, Error: o.err})
+	if o.status == vocab.CallUnknown {
+		evs = append(evs, event.Of(step.Seq, event.ToolCallUnknownData{CallID: c.CallID, Error: o.err,
+			IdempotencyKey: c.IdempotencyKey, Name: c.Name, Status: o.status, ToolCallID: c.ID}))
+	} else {
+		evs = append(evs, event.Of(step.Seq, event.ToolCallCompletedData{CallID: c.CallID, Error: o.err, Name: c.Name,
+			Result: o.result, Status: o.status, ToolCallID: c.ID}))
 	}
-	var errArg any
-	if errData != nil {
-		errArg = errData
-	}
-	ops = append(ops, persist.ToolCallFinish{ID: c.ID, Status: status, Result: result, Error: errArg})
-	data := map[string]any{"tool_call_id": c.ID, "call_id": c.CallID, "name": c.Name, "status": status}
-	if result != nil {
-		data["result"] = result
-	}
-	if errData != nil {
-		data["error"] = errData
-	}
-	typ := "tool_call.completed"
-	if status == persist.CallUnknown {
-		typ = "tool_call.unknown"
-		data["idempotency_key"] = c.IdempotencyKey
-	}
-	evs = append(evs, persist.EventIn{Type: typ, Step: step.Seq, Data: data})
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return
 	}
-	c.Status, c.Result = status, result
-	if errData != nil {
-		b, _ := json.Marshal(errData)
+	c.Status, c.Result = o.status, o.result
+	if o.err != nil {
+		b, _ := json.Marshal(o.err)
 		c.Error = b
 	}
 }
@@ -334,7 +388,7 @@ func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, status s
 // failed, it did not happen (it is attempted again with the same key), or
 // nobody knows (the call stays unknown and a client decides).
 func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *persist.Step, c *persist.ToolCall) {
-	tool, ok := x.e.cfg.Tools.Get(c.Name)
+	tool, ok := x.d.tools.Get(c.Name)
 	if !ok {
 		return
 	}
@@ -342,35 +396,35 @@ func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *pe
 	if !ok || !rec.CanReconcile() {
 		return
 	}
-	rctx, cancel := context.WithTimeout(ctx, tool.Spec().AttemptTimeout(x.e.cfg.ToolTimeout))
+	rctx, cancel := context.WithTimeout(ctx, tool.Spec().AttemptTimeout(x.d.limits.toolTimeout))
 	res, err := rec.Reconcile(rctx, tools.Call{RunID: st.Run.ID, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
 		Attempt: c.Attempts, Arguments: c.Arguments})
 	cancel()
 	if err != nil {
-		x.log.Warn("reconcile tool call", "tool_call_id", c.ID, "err", err)
+		x.log.Warn("reconcile tool call", "tool_call_id", c.ID, "error", err)
 		return
 	}
-	x.e.m.ToolAttempts.WithLabelValues(c.Name, "reconciled_"+string(res.Outcome)).Inc()
+	x.d.m.ToolAttempts.WithLabelValues(c.Name, "reconciled_"+string(res.Outcome)).Inc()
 	switch res.Outcome {
 	case tools.OutcomeSucceeded:
 		result := res.Result
 		if len(result) == 0 {
 			result = json.RawMessage(`null`)
 		}
-		x.finishCall(step, c, persist.CallSucceeded, tools.Truncate(result, tool.Spec().ResultLimit()), nil, nil)
+		x.finishCall(step, c, callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(result, tool.Spec().ResultLimit())})
 	case tools.OutcomeFailed:
 		msg := res.Message
 		if msg == "" {
 			msg = "the tool call failed (reported by its reconciler)"
 		}
-		x.finishCall(step, c, persist.CallFailed, nil, map[string]any{"message": msg, "kind": "reconciled"}, nil)
+		x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: &event.Error{Kind: "reconciled", Message: msg}})
 	case tools.OutcomeNotApplied:
-		if err := x.write(x.durable(), []persist.EventIn{{Type: "tool_call.retry_allowed", Step: step.Seq, Data: map[string]any{
-			"tool_call_id": c.ID, "status": persist.CallRunning, "retry": true, "resolved_by": "reconciler"}}},
-			persist.ToolCallFinish{ID: c.ID, Status: persist.CallRunning}); err != nil {
+		if err := x.write(x.durable(), []event.In{event.Of(step.Seq, event.ToolCallRetryAllowedData{
+			ResolvedBy: event.ResolvedByReconciler, Retry: true, Status: vocab.CallRunning, ToolCallID: c.ID})},
+			persist.ToolCallFinish{ID: c.ID, Status: vocab.CallRunning}); err != nil {
 			return
 		}
-		c.Status = persist.CallRunning
+		c.Status = vocab.CallRunning
 		x.runCall(ctx, st, step, c)
 	}
 }
@@ -387,21 +441,18 @@ func offered(names []string, name string) bool {
 	return false
 }
 
-func toolErrorData(err error) map[string]any {
+// toolErrorData is what the model and clients are told of a tool's failure.
+func toolErrorData(err error) *event.Error {
 	var te *tools.Error
 	if errors.As(err, &te) {
-		d := map[string]any{"message": te.Message, "kind": string(te.Kind)}
-		if te.Status != 0 {
-			d["status"] = te.Status
-		}
-		return d
+		return &event.Error{Kind: string(te.Kind), Message: te.Message, Status: te.Status}
 	}
-	return map[string]any{"message": "the tool failed", "kind": string(tools.KindOf(err))}
+	return &event.Error{Kind: string(tools.KindOf(err)), Message: "the tool failed"}
 }
 
 // resultText is what the model is told of a finished call.
 func resultText(c persist.ToolCall) (string, bool) {
-	if c.Status == persist.CallSucceeded {
+	if c.Status == vocab.CallSucceeded {
 		if len(c.Result) == 0 {
 			return "null", false
 		}
@@ -412,7 +463,7 @@ func resultText(c persist.ToolCall) (string, bool) {
 	}
 	_ = json.Unmarshal(c.Error, &e)
 	if e.Message == "" {
-		e.Message = "the tool call " + c.Status
+		e.Message = "the tool call " + string(c.Status)
 	}
 	b, _ := json.Marshal(map[string]string{"error": e.Message})
 	return string(b), true

@@ -10,17 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 )
-
-// Terminal reports whether an event type ends a run's stream.
-func Terminal(typ string) bool {
-	switch typ {
-	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
-		return true
-	}
-	return false
-}
 
 // StreamRun serves the events of runID after seq after as an SSE response:
 // it subscribes to the run's live events, replays the stored ones from the
@@ -87,7 +80,7 @@ func (h *Hub) ended(ctx context.Context, runID string, after int64) bool {
 	if err != nil {
 		return false
 	}
-	return (persist.Terminal(run.Status) || run.Status == persist.StatusInterrupted) && run.LastEventSeq <= after
+	return run.Status.Stopped() && run.LastEventSeq <= after
 }
 
 // end says why a stream ended.
@@ -247,7 +240,7 @@ func (s *sse) event(ev persist.Event, live bool) end {
 	if live {
 		s.hub.metrics.lag.Observe(time.Since(ev.CreatedAt).Seconds())
 	}
-	if Terminal(ev.Type) {
+	if ev.Type.Terminal() {
 		if e := s.flush(); e != endNone {
 			return e
 		}
@@ -293,14 +286,14 @@ func (s *sse) heartbeat() end {
 		return endNone
 	}
 	data, err := json.Marshal(struct {
-		Status    string    `json:"status"`
-		Step      int       `json:"step"`
-		UpdatedAt time.Time `json:"updated_at"`
+		Status    vocab.RunStatus `json:"status"`
+		Step      int             `json:"step"`
+		UpdatedAt time.Time       `json:"updated_at"`
 	}{run.Status, run.StepCount, run.UpdatedAt.UTC()})
 	if err != nil {
 		return endError // cannot happen for these types
 	}
-	if e := s.write([]byte("event: heartbeat\n")); e != endNone {
+	if e := s.write([]byte("event: " + event.Heartbeat + "\n")); e != endNone {
 		return e
 	}
 	if e := s.data(data); e != endNone {

@@ -25,9 +25,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 	"agentd/internal/stream"
+	"agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -123,9 +125,9 @@ func appendEvents(t testing.TB, store *persist.Store, f persist.Fence, n, per, s
 	text := strings.Repeat("x", size)
 	for n > 0 {
 		k := min(n, per)
-		evs := make([]persist.EventIn, k)
+		evs := make([]event.In, k)
 		for i := range evs {
-			evs[i] = persist.EventIn{Type: "message.delta", Step: 1, Data: map[string]any{"text": text}}
+			evs[i] = event.Of(1, event.MessageDeltaData{Text: text})
 		}
 		if _, err := store.Exec(context.Background(), f, evs); err != nil {
 			t.Error(err)
@@ -137,8 +139,8 @@ func appendEvents(t testing.TB, store *persist.Store, f persist.Fence, n, per, s
 
 func complete(t testing.TB, store *persist.Store, f persist.Fence) {
 	t.Helper()
-	_, err := store.Exec(context.Background(), f, []persist.EventIn{{Type: "run.completed", Step: 1, Data: map[string]any{"status": "completed"}}},
-		persist.RunEnd{ID: f.RunID, Status: persist.StatusCompleted, Reason: persist.ReasonCompleted})
+	_, err := store.Exec(context.Background(), f, []event.In{event.RunEnd(1, vocab.StatusCompleted, vocab.ReasonCompleted, nil)},
+		persist.RunEnd{ID: f.RunID, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted})
 	if err != nil {
 		t.Error(err)
 	}
@@ -154,32 +156,32 @@ func transcript(t *testing.T, store *persist.Store, runID string) string {
 	}
 	var b strings.Builder
 	for _, ev := range evs {
-		b.WriteString(event{ID: strconv.FormatInt(ev.Seq, 10), HasID: true, Type: ev.Type, Data: string(ev.Data)}.line())
+		b.WriteString(sseEvent{ID: strconv.FormatInt(ev.Seq, 10), HasID: true, Type: string(ev.Type), Data: string(ev.Data)}.line())
 	}
 	return b.String()
 }
 
 // event is one SSE event as a client parses it.
-type event struct {
+type sseEvent struct {
 	ID    string
 	HasID bool
 	Type  string
 	Data  string
 }
 
-func (e event) line() string { return e.ID + "\n" + e.Type + "\n" + e.Data + "\n" }
+func (e sseEvent) line() string { return e.ID + "\n" + e.Type + "\n" + e.Data + "\n" }
 
 // sseReader parses an SSE body; blocks without data (the retry hint) are
 // skipped.
 type sseReader struct{ r *bufio.Reader }
 
-func (s *sseReader) next() (event, error) {
-	var ev event
+func (s *sseReader) next() (sseEvent, error) {
+	var ev sseEvent
 	var data []string
 	for {
 		line, err := s.r.ReadString('\n')
 		if err != nil {
-			return event{}, err
+			return sseEvent{}, err
 		}
 		line = strings.TrimSuffix(line, "\n")
 		if line == "" {
@@ -187,7 +189,7 @@ func (s *sseReader) next() (event, error) {
 				ev.Data = strings.Join(data, "\n")
 				return ev, nil
 			}
-			ev = event{}
+			ev = sseEvent{}
 			continue
 		}
 		field, value, _ := strings.Cut(line, ":")
@@ -232,7 +234,7 @@ func get(t testing.TB, c *http.Client, url string, header map[string]string) *ht
 
 // readAll reads a stream to its end and returns its events; it reports
 // errors with t.Error (it may run on any goroutine).
-func readAll(t testing.TB, resp *http.Response) []event {
+func readAll(t testing.TB, resp *http.Response) []sseEvent {
 	t.Helper()
 	if resp == nil {
 		return nil
@@ -243,7 +245,7 @@ func readAll(t testing.TB, resp *http.Response) []event {
 		return nil
 	}
 	r := &sseReader{bufio.NewReader(resp.Body)}
-	var out []event
+	var out []sseEvent
 	for {
 		ev, err := r.next()
 		if errors.Is(err, io.EOF) {
@@ -269,14 +271,6 @@ func waitFor(d time.Duration, cond func() bool) bool {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func isTerminal(typ string) bool {
-	switch typ {
-	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
-		return true
-	}
-	return false
 }
 
 // TestTranscriptIdentity: clients that leave and rejoin at random points,
@@ -346,7 +340,7 @@ func TestTranscriptIdentity(t *testing.T) {
 					}
 					last++
 					tr.WriteString(ev.line())
-					done = isTerminal(ev.Type)
+					done = event.Type(ev.Type).Terminal()
 				}
 				resp.Body.Close() // a disconnect at a random point
 				if done {
@@ -461,14 +455,14 @@ func TestHeartbeat(t *testing.T) {
 			t.Errorf("heartbeat has an id: %+v", ev)
 		}
 		var hb struct {
-			Status    string    `json:"status"`
-			Step      *int      `json:"step"`
-			UpdatedAt time.Time `json:"updated_at"`
+			Status    vocab.RunStatus `json:"status"`
+			Step      *int            `json:"step"`
+			UpdatedAt time.Time       `json:"updated_at"`
 		}
 		if err := json.Unmarshal([]byte(ev.Data), &hb); err != nil {
 			t.Fatal(err)
 		}
-		if hb.Status != persist.StatusRunning || hb.Step == nil || hb.UpdatedAt.IsZero() {
+		if hb.Status != vocab.StatusRunning || hb.Step == nil || hb.UpdatedAt.IsZero() {
 			t.Errorf("heartbeat %s", ev.Data)
 		}
 		return
@@ -489,7 +483,7 @@ func TestCrossInstance(t *testing.T) {
 	f := newRun(t, storeA)
 
 	resp := get(t, client(t), b.srv.URL+"/runs/"+f.RunID+"/events", nil)
-	done := make(chan []event)
+	done := make(chan []sseEvent)
 	go func() { done <- readAll(t, resp) }()
 	if !waitFor(5*time.Second, func() bool { return b.hub.SubscriberCount() == 1 }) {
 		t.Fatal("no subscriber on B")
@@ -529,12 +523,12 @@ func (c *readCounter) EventsAfter(ctx context.Context, runID string, after int64
 
 // openStreams opens n streams of a run from its start and waits until all
 // are subscribed; each channel gets its stream's events when it ends.
-func openStreams(t *testing.T, inst *instance, runID string, n int) []chan []event {
+func openStreams(t *testing.T, inst *instance, runID string, n int) []chan []sseEvent {
 	t.Helper()
 	c := client(t)
-	got := make([]chan []event, n)
+	got := make([]chan []sseEvent, n)
 	for i := range got {
-		got[i] = make(chan []event, 1)
+		got[i] = make(chan []sseEvent, 1)
 		resp := get(t, c, inst.srv.URL+"/runs/"+runID+"/events", nil)
 		go func() { got[i] <- readAll(t, resp) }()
 	}
@@ -545,7 +539,7 @@ func openStreams(t *testing.T, inst *instance, runID string, n int) []chan []eve
 }
 
 // wantTranscripts checks that every stream got the run's stored events.
-func wantTranscripts(t *testing.T, store *persist.Store, runID string, got []chan []event) {
+func wantTranscripts(t *testing.T, store *persist.Store, runID string, got []chan []sseEvent) {
 	t.Helper()
 	want := transcript(t, store, runID)
 	for i, ch := range got {
@@ -598,13 +592,13 @@ func TestJoiningALongRun(t *testing.T) {
 	const streams = 40
 	c := client(t)
 	afters := make([]int, streams)
-	got := make([]chan []event, streams)
+	got := make([]chan []sseEvent, streams)
 	var opened sync.WaitGroup
 	for i := range got {
 		if i >= streams/2 {
 			afters[i] = rand.IntN(2500)
 		}
-		got[i] = make(chan []event, 1)
+		got[i] = make(chan []sseEvent, 1)
 		opened.Go(func() {
 			resp := get(t, c, inst.srv.URL+"/runs/"+f.RunID+"/events", map[string]string{"Last-Event-ID": strconv.Itoa(afters[i])})
 			go func() { got[i] <- readAll(t, resp) }()

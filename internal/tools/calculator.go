@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -39,7 +40,7 @@ func (calculator) Spec() Spec {
 		Name:        "calculator",
 		Description: "Evaluate an arithmetic expression exactly as written and return the number.",
 		Parameters:  calculatorSchema,
-		Effect:      ReadOnly,
+		Effect:      vocab.EffectReadOnly,
 	}
 }
 

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -31,7 +32,7 @@ func (clock) Spec() Spec {
 		Name:        "clock",
 		Description: "Get the current date and time, optionally in a given IANA time zone.",
 		Parameters:  clockSchema,
-		Effect:      ReadOnly,
+		Effect:      vocab.EffectReadOnly,
 	}
 }
 

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,7 +59,7 @@ func (t *httpRequest) Spec() Spec {
 		Name:        "http_request",
 		Description: "Send an HTTP request to an allowed host and return the status, some headers and the body.",
 		Parameters:  httpRequestSchema,
-		Effect:      SideEffect,
+		Effect:      vocab.EffectSideEffect,
 	}
 }
 

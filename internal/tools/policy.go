@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -61,7 +62,7 @@ func Decide(spec Spec, err error, attempt int) Decision {
 	if k == KindFinal {
 		return Fail
 	}
-	if spec.Effect == SideEffect {
+	if spec.Effect == vocab.EffectSideEffect {
 		if k == KindTimeout || k == KindConnection {
 			return Unknown
 		}
@@ -79,7 +80,7 @@ func (s Spec) Attempts() int {
 	if s.MaxAttempts > 0 {
 		return s.MaxAttempts
 	}
-	if s.Effect == SideEffect {
+	if s.Effect == vocab.EffectSideEffect {
 		return 1
 	}
 	return DefaultMaxAttempts

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -72,7 +73,7 @@ func checkSpec(spec Spec) error {
 	case !namePattern.MatchString(spec.Name):
 		return fmt.Errorf("invalid name %q: want ^[a-zA-Z0-9_-]{1,64}$", spec.Name)
 	case !spec.Effect.Valid():
-		return fmt.Errorf("invalid effect %q: want %s, %s or %s", spec.Effect, ReadOnly, Idempotent, SideEffect)
+		return fmt.Errorf("invalid effect %q: want %s, %s or %s", spec.Effect, vocab.EffectReadOnly, vocab.EffectIdempotent, vocab.EffectSideEffect)
 	case spec.Timeout < 0:
 		return fmt.Errorf("negative timeout %v", spec.Timeout)
 	case spec.MaxAttempts < 0:

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,7 +17,7 @@ func (f fakeTool) Invoke(context.Context, Call) (json.RawMessage, error) {
 	return json.RawMessage(`{}`), nil
 }
 
-func fake(name string, effect Effect, schema string) Tool {
+func fake(name string, effect vocab.Effect, schema string) Tool {
 	return fakeTool{Spec{Name: name, Effect: effect, Parameters: json.RawMessage(schema)}}
 }
 
@@ -30,7 +31,7 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}
 	specs := r.List()
-	if len(specs) != 3 || specs[0].Name != "calculator" || specs[2].Effect != SideEffect {
+	if len(specs) != 3 || specs[0].Name != "calculator" || specs[2].Effect != vocab.EffectSideEffect {
 		t.Errorf("List() = %+v", specs)
 	}
 	if tool, ok := r.Get("clock"); !ok || tool.Spec().Name != "clock" {
@@ -49,19 +50,19 @@ func TestNewRegistryRejects(t *testing.T) {
 		tools []Tool
 		want  string
 	}{
-		{"duplicate", []Tool{fake("a", ReadOnly, obj), fake("a", ReadOnly, obj)}, `duplicate name "a"`},
-		{"bad name", []Tool{fake("a b", ReadOnly, obj)}, "invalid name"},
-		{"long name", []Tool{fake(strings.Repeat("x", 65), ReadOnly, obj)}, "invalid name"},
-		{"empty name", []Tool{fake("", ReadOnly, obj)}, "invalid name"},
+		{"duplicate", []Tool{fake("a", vocab.EffectReadOnly, obj), fake("a", vocab.EffectReadOnly, obj)}, `duplicate name "a"`},
+		{"bad name", []Tool{fake("a b", vocab.EffectReadOnly, obj)}, "invalid name"},
+		{"long name", []Tool{fake(strings.Repeat("x", 65), vocab.EffectReadOnly, obj)}, "invalid name"},
+		{"empty name", []Tool{fake("", vocab.EffectReadOnly, obj)}, "invalid name"},
 		{"bad effect", []Tool{fake("a", "maybe", obj)}, "invalid effect"},
 		{"no effect", []Tool{fake("a", "", obj)}, "invalid effect"},
-		{"schema not JSON", []Tool{fake("a", ReadOnly, `{`)}, "not valid JSON"},
-		{"schema not object", []Tool{fake("a", ReadOnly, `[]`)}, "not a JSON object"},
-		{"schema wrong type", []Tool{fake("a", ReadOnly, `{"type":"string"}`)}, `want "object"`},
-		{"schema does not compile", []Tool{fake("a", ReadOnly, `{"type":"object","properties":{"x":{"type":"nonsense"}}}`)}, "does not compile"},
-		{"schema bad pattern", []Tool{fake("a", ReadOnly, `{"type":"object","properties":{"x":{"pattern":"("}}}`)}, "does not compile"},
-		{"schema remote ref", []Tool{fake("a", ReadOnly, `{"$ref":"file:///etc/passwd"}`)}, "does not compile"},
-		{"schema empty", []Tool{fake("a", ReadOnly, ``)}, "empty"},
+		{"schema not JSON", []Tool{fake("a", vocab.EffectReadOnly, `{`)}, "not valid JSON"},
+		{"schema not object", []Tool{fake("a", vocab.EffectReadOnly, `[]`)}, "not a JSON object"},
+		{"schema wrong type", []Tool{fake("a", vocab.EffectReadOnly, `{"type":"string"}`)}, `want "object"`},
+		{"schema does not compile", []Tool{fake("a", vocab.EffectReadOnly, `{"type":"object","properties":{"x":{"type":"nonsense"}}}`)}, "does not compile"},
+		{"schema bad pattern", []Tool{fake("a", vocab.EffectReadOnly, `{"type":"object","properties":{"x":{"pattern":"("}}}`)}, "does not compile"},
+		{"schema remote ref", []Tool{fake("a", vocab.EffectReadOnly, `{"$ref":"file:///etc/passwd"}`)}, "does not compile"},
+		{"schema empty", []Tool{fake("a", vocab.EffectReadOnly, ``)}, "empty"},
 		{"nil tool", []Tool{nil}, "nil"},
 	}
 	for _, tt := range tests {

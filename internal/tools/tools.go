@@ -1,31 +1,19 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 )
 
-// Effect says what running a tool twice would do, and so how it may be retried.
-type Effect string
-
-// Effects, from the safest to retry to the least.
-const (
-	ReadOnly   Effect = "read_only"   // no effect: retry freely
-	Idempotent Effect = "idempotent"  // effect keyed by the idempotency key: retry with the same key
-	SideEffect Effect = "side_effect" // never retried blindly
-)
-
-// Valid reports whether e is a known effect.
-func (e Effect) Valid() bool { return e == ReadOnly || e == Idempotent || e == SideEffect }
-
 // Spec describes a tool: what the model sees and how the engine runs it.
 type Spec struct {
 	Name        string
 	Description string
 	Parameters  json.RawMessage // JSON Schema (an object schema) of the arguments
-	Effect      Effect
+	Effect      vocab.Effect
 	// Timeout caps one attempt; 0 means the engine's default.
 	Timeout time.Duration
 	// MaxAttempts caps attempts of one call when a failure is retryable under

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -25,7 +26,7 @@ type WebhookConfig struct {
 	Description   string            `json:"description"`
 	Parameters    json.RawMessage   `json:"parameters"`
 	URL           string            `json:"url"`
-	Effect        Effect            `json:"effect"`
+	Effect        vocab.Effect      `json:"effect"`
 	TimeoutMS     int               `json:"timeout_ms"`
 	Headers       map[string]string `json:"headers"`
 	MaxAttempts   int               `json:"max_attempts"`
@@ -129,9 +130,9 @@ func NewWebhook(cfg WebhookConfig, client *http.Client) (Tool, error) {
 	}
 	switch {
 	case cfg.Effect == "":
-		errs = append(errs, fmt.Errorf("missing effect: want %s, %s or %s", ReadOnly, Idempotent, SideEffect))
+		errs = append(errs, fmt.Errorf("missing effect: want %s, %s or %s", vocab.EffectReadOnly, vocab.EffectIdempotent, vocab.EffectSideEffect))
 	case !cfg.Effect.Valid():
-		errs = append(errs, fmt.Errorf("invalid effect %q: want %s, %s or %s", cfg.Effect, ReadOnly, Idempotent, SideEffect))
+		errs = append(errs, fmt.Errorf("invalid effect %q: want %s, %s or %s", cfg.Effect, vocab.EffectReadOnly, vocab.EffectIdempotent, vocab.EffectSideEffect))
 	}
 	if cfg.URL == "" {
 		errs = append(errs, errors.New("missing url"))

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"errors"
@@ -79,7 +80,7 @@ func TestWebhookRequest(t *testing.T) {
 	})
 	tool := webhookTool(t, s.URL, `,"timeout_ms":1500,"max_attempts":2,"needs_approval":true`)
 	spec := tool.Spec()
-	if spec.Name != "send" || spec.Effect != SideEffect || spec.Timeout != 1500*time.Millisecond || spec.MaxAttempts != 2 || !spec.NeedsApproval {
+	if spec.Name != "send" || spec.Effect != vocab.EffectSideEffect || spec.Timeout != 1500*time.Millisecond || spec.MaxAttempts != 2 || !spec.NeedsApproval {
 		t.Errorf("spec = %+v", spec)
 	}
 	got, err := tool.Invoke(context.Background(), testCall)

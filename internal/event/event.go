@@ -1,0 +1,109 @@
+// Package event is agentd's event vocabulary (DESIGN section 8): the type of
+// every event a run's stream carries, one struct per event's data, and the
+// constructors of the events that several paths emit alike (a step's start,
+// a run's end).
+//
+// A payload names its own type, so an event's type and its data cannot
+// disagree. The JSON of every payload lists its keys in alphabetical order,
+// the order in which events have always been stored; api/openapi.yaml
+// describes each, and a test checks every event the engine emits against it.
+//
+// It imports vocab and nothing else of agentd's.
+package event
+
+import (
+	"encoding/json"
+
+	"agentd/internal/vocab"
+)
+
+// Type is the type of a stored event: the SSE "event:" field and the
+// envelope's "type".
+type Type string
+
+// Event types, in the order a run usually emits them.
+const (
+	RunCreated           Type = "run.created"
+	RunStarted           Type = "run.started"
+	RunResumed           Type = "run.resumed"
+	StepStarted          Type = "step.started"
+	MessageDelta         Type = "message.delta"
+	MessageCompleted     Type = "message.completed"
+	ToolCallCreated      Type = "tool_call.created"
+	ToolAttemptStarted   Type = "tool_attempt.started"
+	ToolAttemptFailed    Type = "tool_attempt.failed"
+	ToolCallCompleted    Type = "tool_call.completed"
+	ToolCallReused       Type = "tool_call.reused"
+	ToolCallUnknown      Type = "tool_call.unknown"
+	ToolCallRetryAllowed Type = "tool_call.retry_allowed"
+	ToolCallApproved     Type = "tool_call.approved"
+	StepCompleted        Type = "step.completed"
+	StepRetracted        Type = "step.retracted"
+	RunRequiresAction    Type = "run.requires_action"
+	RunCompleted         Type = "run.completed"
+	RunFailed            Type = "run.failed"
+	RunCancelled         Type = "run.cancelled"
+	RunTimedOut          Type = "run.timed_out"
+	RunInterrupted       Type = "run.interrupted"
+)
+
+// Heartbeat is the type of the un-stored heartbeat of a stream; it is no
+// event of the log and has no envelope.
+const Heartbeat Type = "heartbeat"
+
+// Types lists every stored event type.
+func Types() []Type {
+	return []Type{RunCreated, RunStarted, RunResumed, StepStarted, MessageDelta, MessageCompleted,
+		ToolCallCreated, ToolAttemptStarted, ToolAttemptFailed, ToolCallCompleted, ToolCallReused, ToolCallUnknown,
+		ToolCallRetryAllowed, ToolCallApproved, StepCompleted, StepRetracted, RunRequiresAction,
+		RunCompleted, RunFailed, RunCancelled, RunTimedOut, RunInterrupted}
+}
+
+// Terminal reports whether t ends a run's stream: the server closes it after
+// such an event (a resume may add more events later).
+func (t Type) Terminal() bool {
+	switch t {
+	case RunCompleted, RunFailed, RunCancelled, RunTimedOut, RunInterrupted:
+		return true
+	}
+	return false
+}
+
+// Payload is the data of an event; it names the event's type.
+type Payload interface {
+	EventType() Type
+}
+
+// In is an event to append to a run's log: the store numbers it and wraps
+// its data in the envelope.
+type In struct {
+	Step int // the step it belongs to; 0 before the first
+	Data Payload
+}
+
+// Type is the event's type, as its data names it.
+func (e In) Type() Type { return e.Data.EventType() }
+
+// Of returns the event of step with data p.
+func Of(step int, p Payload) In { return In{Step: step, Data: p} }
+
+// Error says why something failed: a tool attempt or call ("kind" is the
+// tool failure's kind), a model call, or a run that timed out (no kind).
+type Error struct {
+	Kind    string `json:"kind,omitempty"`
+	Message string `json:"message"`
+	Status  int    `json:"status,omitempty"` // the HTTP status a tool answered, when it answered one
+}
+
+// RequiredAction is what a run in requires_action waits for: a decision on
+// POST /runs/{id}/actions about one tool call. It is kept on the run and
+// carried by run.requires_action.
+type RequiredAction struct {
+	Arguments      json.RawMessage  `json:"arguments"`
+	CallID         string           `json:"call_id"`
+	IdempotencyKey string           `json:"idempotency_key"`
+	Name           string           `json:"name"`
+	Step           int              `json:"step"`
+	ToolCallID     string           `json:"tool_call_id"`
+	Type           vocab.ActionType `json:"type"`
+}

@@ -1,0 +1,264 @@
+package event
+
+import (
+	"encoding/json"
+
+	"agentd/internal/vocab"
+)
+
+// The data of each event type. Fields are declared in the alphabetical order
+// of their JSON keys (see the package comment).
+
+// RunCreatedData is the data of run.created.
+type RunCreatedData struct {
+	ConversationID string          `json:"conversation_id"`
+	Model          string          `json:"model"`
+	Status         vocab.RunStatus `json:"status"` // always queued
+}
+
+// RunStartedData is the data of run.started.
+type RunStartedData struct {
+	Epoch  int64  `json:"epoch"`
+	Worker string `json:"worker"`
+}
+
+// Resume reasons of run.resumed.
+const (
+	ResumedByClient = "resumed"   // queued again by a resume or a decision
+	ResumedRecovery = "recovered" // its previous worker died, lost its lease or shut down
+)
+
+// RunResumedData is the data of run.resumed.
+type RunResumedData struct {
+	Epoch  int64  `json:"epoch"`
+	Reason string `json:"reason"` // ResumedByClient or ResumedRecovery
+	Worker string `json:"worker"`
+}
+
+// StepStartedData is the data of step.started.
+type StepStartedData struct {
+	Transition *vocab.Transition `json:"transition"` // nil for the first step
+}
+
+// MessageDeltaData is the data of message.delta.
+type MessageDeltaData struct {
+	Text string `json:"text"`
+}
+
+// MessageCompletedData is the data of message.completed.
+type MessageCompletedData struct {
+	Content      []vocab.Part `json:"content"`
+	FinishReason string       `json:"finish_reason"`
+	MessageID    string       `json:"message_id"`
+	Role         vocab.Role   `json:"role"`
+	Usage        vocab.Usage  `json:"usage"`
+}
+
+// ToolCallCreatedData is the data of tool_call.created.
+type ToolCallCreatedData struct {
+	Arguments      json.RawMessage  `json:"arguments"`
+	CallID         string           `json:"call_id"`
+	Effect         vocab.Effect     `json:"effect"`
+	IdempotencyKey string           `json:"idempotency_key"`
+	Name           string           `json:"name"`
+	Status         vocab.CallStatus `json:"status"` // planned or awaiting_approval
+	ToolCallID     string           `json:"tool_call_id"`
+}
+
+// ToolAttemptStartedData is the data of tool_attempt.started.
+type ToolAttemptStartedData struct {
+	Attempt    int    `json:"attempt"`
+	CallID     string `json:"call_id"`
+	Name       string `json:"name"`
+	ToolCallID string `json:"tool_call_id"`
+}
+
+// ToolAttemptFailedData is the data of tool_attempt.failed. CallID and Name
+// are set when an attempt committed with the model's output never began.
+type ToolAttemptFailedData struct {
+	Attempt    int    `json:"attempt"`
+	CallID     string `json:"call_id,omitempty"`
+	Error      Error  `json:"error"`
+	Name       string `json:"name,omitempty"`
+	ToolCallID string `json:"tool_call_id"`
+	WillRetry  bool   `json:"will_retry"`
+}
+
+// Who resolved a call's outcome, when the executor did not.
+const (
+	ResolvedByClient     = "client"     // a decision on POST /runs/{id}/actions
+	ResolvedByReconciler = "reconciler" // the tool's reconciler
+)
+
+// ToolCallCompletedData is the data of tool_call.completed: by the executor
+// (with CallID and Name), by a client's decision (ResolvedBy client), or
+// when a run waiting on the call ended (ResolvedBy the run's reason).
+type ToolCallCompletedData struct {
+	CallID     string           `json:"call_id,omitempty"`
+	Error      *Error           `json:"error,omitempty"`
+	Name       string           `json:"name,omitempty"`
+	ResolvedBy string           `json:"resolved_by,omitempty"`
+	Result     json.RawMessage  `json:"result,omitempty"`
+	Status     vocab.CallStatus `json:"status"`
+	ToolCallID string           `json:"tool_call_id"`
+}
+
+// ToolCallReusedData is the data of tool_call.reused.
+type ToolCallReusedData struct {
+	CallID         string `json:"call_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	Name           string `json:"name"`
+	ToolCallID     string `json:"tool_call_id"`
+}
+
+// ToolCallUnknownData is the data of tool_call.unknown: with Status and
+// Error when an attempt ended in doubt on a running worker, with Attempt
+// when a new claim found an attempt its dead worker left running.
+type ToolCallUnknownData struct {
+	Attempt        int              `json:"attempt,omitempty"`
+	CallID         string           `json:"call_id"`
+	Error          *Error           `json:"error,omitempty"`
+	IdempotencyKey string           `json:"idempotency_key"`
+	Name           string           `json:"name"`
+	Status         vocab.CallStatus `json:"status,omitempty"`
+	ToolCallID     string           `json:"tool_call_id"`
+}
+
+// ToolCallRetryAllowedData is the data of tool_call.retry_allowed.
+type ToolCallRetryAllowedData struct {
+	ResolvedBy string           `json:"resolved_by"`
+	Retry      bool             `json:"retry"` // always true
+	Status     vocab.CallStatus `json:"status"`
+	ToolCallID string           `json:"tool_call_id"`
+}
+
+// ToolCallApprovedData is the data of tool_call.approved.
+type ToolCallApprovedData struct {
+	ResolvedBy string           `json:"resolved_by"`
+	Status     vocab.CallStatus `json:"status"`
+	ToolCallID string           `json:"tool_call_id"`
+}
+
+// StepCompletedData is the data of step.completed.
+type StepCompletedData struct {
+	FinishReason string `json:"finish_reason"`
+	ToolCalls    int    `json:"tool_calls,omitempty"` // for a step that ran tool calls
+}
+
+// Retraction reasons of step.retracted.
+const (
+	RetractedRecovered  = "recovered"   // the step's output was never committed; asked again
+	RetractedModelRetry = "model_retry" // a model call failed after streaming text; retried
+)
+
+// StepRetractedData is the data of step.retracted.
+type StepRetractedData struct {
+	Reason string `json:"reason"`
+}
+
+// RunRequiresActionData is the data of run.requires_action.
+type RunRequiresActionData struct {
+	RequiredAction RequiredAction `json:"required_action"`
+}
+
+// RunEndedData is the data of a run's terminal event; its Status names the
+// type (run.completed, run.failed, run.cancelled, run.timed_out,
+// run.interrupted).
+type RunEndedData struct {
+	Error  *Error          `json:"error,omitempty"`
+	Reason vocab.Reason    `json:"reason"`
+	Status vocab.RunStatus `json:"status"`
+}
+
+// EventType implements Payload.
+func (RunCreatedData) EventType() Type { return RunCreated }
+
+// EventType implements Payload.
+func (RunStartedData) EventType() Type { return RunStarted }
+
+// EventType implements Payload.
+func (RunResumedData) EventType() Type { return RunResumed }
+
+// EventType implements Payload.
+func (StepStartedData) EventType() Type { return StepStarted }
+
+// EventType implements Payload.
+func (MessageDeltaData) EventType() Type { return MessageDelta }
+
+// EventType implements Payload.
+func (MessageCompletedData) EventType() Type { return MessageCompleted }
+
+// EventType implements Payload.
+func (ToolCallCreatedData) EventType() Type { return ToolCallCreated }
+
+// EventType implements Payload.
+func (ToolAttemptStartedData) EventType() Type { return ToolAttemptStarted }
+
+// EventType implements Payload.
+func (ToolAttemptFailedData) EventType() Type { return ToolAttemptFailed }
+
+// EventType implements Payload.
+func (ToolCallCompletedData) EventType() Type { return ToolCallCompleted }
+
+// EventType implements Payload.
+func (ToolCallReusedData) EventType() Type { return ToolCallReused }
+
+// EventType implements Payload.
+func (ToolCallUnknownData) EventType() Type { return ToolCallUnknown }
+
+// EventType implements Payload.
+func (ToolCallRetryAllowedData) EventType() Type { return ToolCallRetryAllowed }
+
+// EventType implements Payload.
+func (ToolCallApprovedData) EventType() Type { return ToolCallApproved }
+
+// EventType implements Payload.
+func (StepCompletedData) EventType() Type { return StepCompleted }
+
+// EventType implements Payload.
+func (StepRetractedData) EventType() Type { return StepRetracted }
+
+// EventType implements Payload.
+func (RunRequiresActionData) EventType() Type { return RunRequiresAction }
+
+// EventType implements Payload: the terminal type of the run's status.
+func (d RunEndedData) EventType() Type { return Type("run." + string(d.Status)) }
+
+// StepStart is the event that starts step seq, which follows the previous
+// step for transition (none for the first step).
+func StepStart(seq int, transition vocab.Transition) In {
+	d := StepStartedData{}
+	if transition != vocab.TransitionNone {
+		d.Transition = &transition
+	}
+	return In{Step: seq, Data: d}
+}
+
+// Claimed is the event that opens a claim of a run at step: run.started for
+// its first claim (epoch 1), run.resumed for a later one, recovered when
+// the previous worker stopped mid-run rather than the run being queued
+// again.
+func Claimed(step int, epoch int64, worker string, recovered bool) In {
+	if epoch <= 1 {
+		return In{Step: step, Data: RunStartedData{Epoch: epoch, Worker: worker}}
+	}
+	reason := ResumedByClient
+	if recovered {
+		reason = ResumedRecovery
+	}
+	return In{Step: step, Data: RunResumedData{Epoch: epoch, Reason: reason, Worker: worker}}
+}
+
+// FirstStep is the events that a run's first claim commits when the claim
+// itself starts the run's first step: Claimed and StepStart, as the
+// engine's loop would write them. A claim of a queued run and a run claimed
+// as it is created both start it with these.
+func FirstStep(worker string) []In {
+	return []In{Claimed(0, 1, worker, false), StepStart(1, vocab.TransitionNone)}
+}
+
+// RunEnd is the terminal event of a run that ends at step with status and
+// reason, and err when it failed or timed out.
+func RunEnd(step int, status vocab.RunStatus, reason vocab.Reason, err *Error) In {
+	return In{Step: step, Data: RunEndedData{Error: err, Reason: reason, Status: status}}
+}

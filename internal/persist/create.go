@@ -1,0 +1,314 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"agentd/internal/event"
+	"agentd/internal/vocab"
+)
+
+// InputMessage is one message of a run's input.
+type InputMessage struct {
+	Role    vocab.Role
+	Content string
+}
+
+// RunCreateParams are the inputs of RunCreate.
+type RunCreateParams struct {
+	TenantID       string
+	ConversationID string // empty: start a new conversation
+	Model          string
+	Params         RunParams
+	Input          []InputMessage
+	IdempotencyKey string // optional
+	RequestHash    string // fingerprint of the request, compared on a repeated key
+	// ClaimFor, when set, claims the new run for a worker in the same
+	// transaction, if it can start at once (its conversation has nothing
+	// else in flight): the run is created running at epoch 1 with the
+	// worker's lease, and its first step started (see RunClaimStart), so
+	// that no claim follows. The run returned then has status running and
+	// the worker as its lease owner.
+	ClaimFor *ClaimFor
+}
+
+// ClaimFor is a worker that takes a new run at creation.
+type ClaimFor struct {
+	Worker string
+	TTL    time.Duration
+	StepID string // the id of the run's first step
+}
+
+// BusyError says that a conversation already has a run in flight.
+type BusyError struct{ RunID string }
+
+func (e *BusyError) Error() string { return "conversation is busy with run " + e.RunID }
+
+// Is makes errors.Is(err, ErrConflict) true for a BusyError.
+func (e *BusyError) Is(target error) bool { return target == ErrConflict }
+
+// ErrIdempotencyMismatch: an idempotency key was reused with a different request.
+var ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
+
+// RunCreate commits a run, its conversation (when new), its input messages and
+// its run.created event in one transaction, and wakes the workers. With an
+// idempotency key already used for the same request, it returns the first run
+// and created=false; for another request, ErrIdempotencyMismatch. A busy
+// conversation gives a *BusyError when IfBusy is "reject" (or empty); an
+// unknown one ErrConversationNotFound.
+func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, created bool, err error) {
+	st, created, err := s.RunCreateState(ctx, p)
+	return st.Run, created, err
+}
+
+// RunCreateState is RunCreate that also returns what it knows of the new
+// run's state without reading it back: the conversation's messages when it
+// started the conversation (nil when the conversation existed), and the first
+// step when p.ClaimFor claimed the run. A run found by its idempotency key
+// comes with its row only.
+//
+// A run of a new conversation without an idempotency key conflicts with
+// nothing, and is created in one pipelined round trip (createAlone);
+// otherwise a transaction locks the conversation and applies if_busy
+// (createInConversation).
+func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (RunState, bool, error) {
+	if p.IdempotencyKey != "" {
+		if r, ok, err := s.runByKey(ctx, p); ok || err != nil {
+			return RunState{Run: r}, false, err
+		}
+	}
+	c, err := newCreation(p)
+	if err != nil {
+		return RunState{}, false, err
+	}
+	if p.ConversationID == "" && p.IdempotencyKey == "" {
+		err = s.createAlone(ctx, c)
+	} else {
+		err = s.createInConversation(ctx, c)
+	}
+	if errors.Is(err, errDuplicateKey) {
+		r, ok, err := s.runByKey(ctx, p)
+		if err == nil && !ok {
+			err = fmt.Errorf("run with idempotency key vanished: %w", ErrConflict)
+		}
+		return RunState{Run: r}, false, err
+	}
+	if err != nil {
+		return RunState{}, false, err
+	}
+	s.published(c.cancelled)
+	s.publish(c.state.Run.ID, c.state.Run.LastEventSeq)
+	return c.state, true, nil
+}
+
+// errDuplicateKey: the run's idempotency key was taken while it was created.
+var errDuplicateKey = errors.New("duplicate idempotency key")
+
+// creation is one run being created.
+type creation struct {
+	p         RunCreateParams
+	runID     string
+	params    []byte           // p.Params as JSON
+	state     RunState         // what the creation knows of the run, once committed
+	cancelled map[string]int64 // runs ended by if_busy: interrupt, and their last seq
+}
+
+func newCreation(p RunCreateParams) (*creation, error) {
+	params, err := json.Marshal(p.Params)
+	if err != nil {
+		return nil, fmt.Errorf("encode params: %w", err)
+	}
+	return &creation{p: p, runID: newID(), params: params, cancelled: map[string]int64{}}, nil
+}
+
+// createAlone creates a run of a new conversation, which has nothing in
+// flight, without an idempotency key: one pipelined round trip, one
+// implicit transaction.
+func (s *Store) createAlone(ctx context.Context, c *creation) error {
+	var b batch
+	convID := c.queueConversation(&b)
+	if err := c.queueRun(&b, convID, true); err != nil {
+		return err
+	}
+	return translate(b.send(ctx, s.pool))
+}
+
+// createInConversation creates a run in a transaction that locks its
+// conversation (an existing one, or a new one when the run has an
+// idempotency key) and applies if_busy when a run is in flight there.
+func (s *Store) createInConversation(ctx context.Context, c *creation) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		clear(c.cancelled)
+		var b batch
+		convID, idle := c.p.ConversationID, true
+		if convID == "" {
+			convID = c.queueConversation(&b)
+		} else {
+			var err error
+			if idle, err = c.makeRoom(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if err := c.queueRun(&b, convID, idle); err != nil {
+			return err
+		}
+		return b.send(ctx, tx)
+	})
+}
+
+// makeRoom locks the run's existing conversation and applies if_busy when
+// it has a run in flight: reject (a *BusyError), enqueue (the run waits
+// queued), or interrupt (every run in flight is cancelled; the new run
+// starts when the last has stopped). idle says that nothing was in flight.
+func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (idle bool, err error) {
+	convID := c.p.ConversationID
+	var id string
+	err = tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+		convID, c.p.TenantID).Scan(&id)
+	if err != nil {
+		return false, fmt.Errorf("lock conversation: %w", notFound(translate(err), ErrConversationNotFound))
+	}
+	var busy string
+	err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
+		AND status IN ('queued', 'running', 'requires_action') ORDER BY id LIMIT 1`, convID).Scan(&busy)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("busy check: %w", err)
+	}
+	switch c.p.Params.IfBusy {
+	case vocab.IfBusyEnqueue:
+		return false, nil
+	case vocab.IfBusyInterrupt:
+		busyRuns, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs WHERE conversation_id = $1
+			AND status IN ('queued', 'running', 'requires_action') ORDER BY id FOR UPDATE`, convID)
+		if err != nil {
+			return false, fmt.Errorf("interrupt busy runs: %w", err)
+		}
+		for _, r := range busyRuns {
+			last, err := endLocked(ctx, tx, r, vocab.StatusCancelled, vocab.ReasonCancelled)
+			if err != nil {
+				return false, fmt.Errorf("interrupt run %s: %w", r.ID, err)
+			}
+			if last > 0 {
+				c.cancelled[r.ID] = last
+			}
+		}
+		return false, nil
+	}
+	return false, &BusyError{RunID: busy}
+}
+
+// queueConversation queues the insert of the run's new conversation, and
+// returns its id.
+func (c *creation) queueConversation(b *batch) string {
+	id := newID()
+	b.exec("insert conversation", `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, id, c.p.TenantID)
+	return id
+}
+
+// Statements inserting a run: queued, or claimed at creation; with
+// ON CONFLICT only for a run with an idempotency key, since only such a
+// run can conflict and a speculative insert costs an index probe and a WAL
+// record more. [claimed][keyed].
+var insertRunSQL = [2][2]string{
+	{insertQueuedRun + returnRun, insertQueuedRun + onKeyConflict + returnRun},
+	{insertClaimedRun + returnRun, insertClaimedRun + onKeyConflict + returnRun},
+}
+
+const (
+	insertQueuedRun = `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
+		idempotency_key, request_hash, last_event_seq)
+		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8)`
+	// As RunClaimStart would leave it: running at epoch 1 under the
+	// worker's lease, with its first step.
+	insertClaimedRun = `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
+		idempotency_key, request_hash, last_event_seq, epoch, lease_owner, lease_expires_at, started_at,
+		deadline_at, step_count)
+		VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 1, $9, now() + $10 * interval '1 millisecond', now(),
+		CASE WHEN $11::bigint > 0 THEN now() + $11::bigint * interval '1 millisecond' END, 1)`
+	onKeyConflict = `
+		ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
+	returnRun = ` RETURNING ` + runColumns
+)
+
+// queueRun queues the run's row, read back into c.state (errDuplicateKey
+// when its idempotency key was taken meanwhile), its input messages, its
+// events, and its first step when it is claimed here (else the wake-up of
+// idle workers). idle says that the conversation has no run in flight.
+func (c *creation) queueRun(b *batch, convID string, idle bool) error {
+	p := c.p
+	c.state = RunState{}
+	claimed := p.ClaimFor != nil && idle && p.Params.MaxSteps > 0
+	at := eventTime()
+	evs := []event.In{event.Of(0, event.RunCreatedData{ConversationID: convID, Model: p.Model, Status: vocab.StatusQueued})}
+	if claimed {
+		evs = append(evs, event.FirstStep(p.ClaimFor.Worker)...)
+	}
+	rows, err := buildEvents(nil, c.runID, 0, evs, at)
+	if err != nil {
+		return err
+	}
+	var key, hash *string
+	if p.IdempotencyKey != "" {
+		key, hash = &p.IdempotencyKey, &p.RequestHash
+	}
+	args := []any{c.runID, p.TenantID, convID, p.Model, c.params, key, hash, len(rows)}
+	if claimed {
+		args = append(args, p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS)
+	}
+	b.query("insert run", insertRunSQL[b2i(claimed)][b2i(key != nil)], args, scanNewRun(&c.state.Run))
+	for i, m := range p.Input {
+		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,
+			Content: []vocab.Part{{Type: vocab.PartText, Text: m.Content}}, Status: vocab.MessageCompleted}
+		if err := op.queue(b); err != nil {
+			return err
+		}
+		if p.ConversationID == "" { // a new conversation's messages are numbered from 1
+			c.state.Messages = append(c.state.Messages, op.Message(i+1))
+		}
+	}
+	if claimed {
+		b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
+			p.ClaimFor.StepID, c.runID)
+		c.state.Steps = []Step{{ID: p.ClaimFor.StepID, RunID: c.runID, Seq: 1, Status: vocab.StepRunning, ModelAttempts: 1, StartedAt: at}}
+	} else {
+		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, c.runID)
+	}
+	queueEvents(b, rows)
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// scanNewRun reads the row of an inserted run into run; errDuplicateKey when
+// there is none: its idempotency key was taken meanwhile.
+func scanNewRun(run *Run) func(pgx.Rows) error {
+	return func(rows pgx.Rows) error {
+		defer rows.Close()
+		if !rows.Next() {
+			if err := rows.Err(); err != nil {
+				return err
+			}
+			return errDuplicateKey
+		}
+		r, err := scanRun(rows)
+		if err != nil {
+			return err
+		}
+		*run = r
+		rows.Close()
+		return rows.Err()
+	}
+}

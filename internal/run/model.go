@@ -1,0 +1,311 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"agentd/internal/event"
+	"agentd/internal/llm"
+	"agentd/internal/persist"
+	"agentd/internal/tools"
+	"agentd/internal/vocab"
+)
+
+// modelPhase asks the model for a step's output and commits it: the
+// assistant message with its planned tool calls (the step goes on to its
+// tools), or the final answer with the run's end. reask says that the step
+// was asked before and its output never committed: what was streamed for
+// it is retracted first.
+func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bool) (done bool, err error) {
+	started := time.Now()
+	ctx, cancel := x.stepContext(st)
+	defer cancel()
+	if reask {
+		if err := x.write(x.ctx, []event.In{event.Of(step.Seq, event.StepRetractedData{Reason: event.RetractedRecovered})},
+			persist.StepReask{ID: step.ID, Transition: vocab.TransitionResumed}); err != nil {
+			return true, x.stopFor(st, err)
+		}
+	}
+	req := llm.Request{Model: st.Run.Model, Messages: buildMessages(st), Tools: x.offered(st.Run.Params.Tools),
+		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
+	for attempt := 1; ; attempt++ {
+		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes)
+		resp, err := x.callModel(ctx, req, co)
+		co.stop()
+		if err == nil {
+			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
+			x.countTokens(resp.Usage)
+			return x.commitModelOutput(st, step, modelOutput{resp: resp, tail: co.pending(), started: started})
+		}
+		retry, done, err := x.modelFailed(ctx, st, step, modelFailure{err: err, attempt: attempt, co: co})
+		if !retry {
+			return done, err
+		}
+	}
+}
+
+// modelFailure is a failed model call of a step: its error, which attempt
+// it was, and the coalescer of its text.
+type modelFailure struct {
+	err     error
+	attempt int
+	co      *coalescer
+}
+
+// modelFailed decides what a failed model call leads to: another attempt
+// after a backoff (retry), or the run's end, or its stop for the run's
+// context (done, with what the end returned).
+func (x *execution) modelFailed(ctx context.Context, st persist.RunState, step *persist.Step, f modelFailure) (retry, done bool, err error) {
+	kind := "error"
+	var me *llm.Error
+	if errors.As(f.err, &me) {
+		kind = string(me.Kind)
+	}
+	x.d.m.ModelRequests.WithLabelValues(kind).Inc()
+	switch {
+	case f.co.failed != nil:
+		return false, true, x.stopFor(st, f.co.failed)
+	case x.interrupted.Load() && x.ctx.Err() == nil:
+		return false, true, x.end(st, step, endOf(vocab.StatusInterrupted, vocab.ReasonInterrupted, nil))
+	case ctx.Err() != nil:
+		return false, true, x.stepEnded(ctx, st, step, f.err)
+	case !llm.IsRetryable(f.err) || f.attempt >= x.d.limits.modelAttempts:
+		reason := vocab.ReasonModelError
+		if me != nil && me.Kind == llm.KindContextOverflow {
+			reason = vocab.ReasonContextOverflow
+		}
+		return false, true, x.end(st, step, endOf(vocab.StatusFailed, reason,
+			&event.Error{Kind: kind, Message: modelErrorMessage(f.err)}))
+	}
+	wait := x.d.limits.modelBackoff << (f.attempt - 1)
+	if me != nil && me.RetryAfter > wait {
+		wait = me.RetryAfter
+	}
+	x.log.Warn("model call failed; retrying", "attempt", f.attempt, "error", f.err, "wait", wait)
+	var evs []event.In
+	if f.co.sent > 0 {
+		evs = append(evs, event.Of(step.Seq, event.StepRetractedData{Reason: event.RetractedModelRetry}))
+	}
+	if err := x.write(x.ctx, evs, persist.StepReask{ID: step.ID, Transition: vocab.TransitionModelRetry}); err != nil {
+		return false, true, x.stopFor(st, err)
+	}
+	select {
+	case <-time.After(wait):
+		return true, false, nil
+	case <-ctx.Done():
+		return false, true, x.stepEnded(ctx, st, step, nil)
+	}
+}
+
+// stepEnded ends the run whose step context ctx ended: a step timeout ends
+// it timed out; the run's own context ending stops it for its cause.
+func (x *execution) stepEnded(ctx context.Context, st persist.RunState, step *persist.Step, err error) error {
+	if errors.Is(context.Cause(ctx), ErrStepDeadline) && x.ctx.Err() == nil {
+		return x.end(st, step, stepTimedOut())
+	}
+	return x.stopFor(st, err)
+}
+
+func modelErrorMessage(err error) string {
+	var me *llm.Error
+	if errors.As(err, &me) {
+		switch me.Kind {
+		case llm.KindRateLimited:
+			return "the model kept rate-limiting the request"
+		case llm.KindServer:
+			return "the model's server kept failing"
+		case llm.KindConnection, llm.KindIdle:
+			return "the connection to the model kept failing"
+		case llm.KindAuth:
+			return "the model refused the credentials"
+		case llm.KindContextOverflow:
+			return "the conversation is too long for the model"
+		case llm.KindBadRequest:
+			return "the model rejected the request"
+		}
+	}
+	return "the model call failed"
+}
+
+func (x *execution) callModel(ctx context.Context, req llm.Request, co *coalescer) (llm.Response, error) {
+	sent := time.Now()
+	first := true
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	x.modelMu.Lock()
+	x.modelCancel = cancel
+	x.modelMu.Unlock()
+	defer func() {
+		x.modelMu.Lock()
+		x.modelCancel = nil
+		x.modelMu.Unlock()
+	}()
+	if x.interrupted.Load() {
+		cancel(ErrInterruptRequested)
+	}
+	return x.d.model.Stream(ctx, req, func(text string) {
+		if first {
+			first = false
+			x.d.m.TimeToFirstTok.Observe(time.Since(sent).Seconds())
+		}
+		co.add(text)
+	})
+}
+
+func (x *execution) countTokens(u llm.Usage) {
+	x.d.m.Tokens.WithLabelValues("input").Add(float64(u.InputTokens))
+	x.d.m.Tokens.WithLabelValues("output").Add(float64(u.OutputTokens))
+	x.d.m.Tokens.WithLabelValues("cached_input").Add(float64(u.CachedInputTokens))
+	x.d.m.Tokens.WithLabelValues("reasoning").Add(float64(u.ReasoningTokens))
+}
+
+// offered returns the tool specs offered to the model: the run's list, or all.
+func (x *execution) offered(names []string) []llm.ToolSpec {
+	var specs []tools.Spec
+	if names == nil {
+		specs = x.d.tools.List()
+	} else {
+		for _, n := range names {
+			if t, ok := x.d.tools.Get(n); ok {
+				specs = append(specs, t.Spec())
+			}
+		}
+	}
+	out := make([]llm.ToolSpec, len(specs))
+	for i, s := range specs {
+		out[i] = llm.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
+	}
+	return out
+}
+
+func usageOf(u llm.Usage) vocab.Usage {
+	return vocab.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens, ReasoningTokens: u.ReasoningTokens}
+}
+
+// modelOutput is what a step's model call gave: its response, the text not
+// yet committed as deltas, and when the step's model phase started.
+type modelOutput struct {
+	resp    llm.Response
+	tail    string
+	started time.Time
+}
+
+// commitModelOutput commits a step's model output in one transaction: with
+// the run's end when the model called no tool, else with the step's planned
+// tool calls.
+func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, out modelOutput) (done bool, err error) {
+	resp := out.resp
+	var evs []event.In
+	if out.tail != "" {
+		evs = append(evs, event.Of(step.Seq, event.MessageDeltaData{Text: out.tail}))
+	}
+	var parts []vocab.Part
+	if resp.Text != "" {
+		parts = append(parts, vocab.Part{Type: vocab.PartText, Text: resp.Text})
+	}
+	for _, c := range resp.ToolCalls {
+		parts = append(parts, vocab.Part{Type: vocab.PartToolCall, ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	if len(parts) == 0 {
+		parts = []vocab.Part{{Type: vocab.PartText, Text: ""}}
+	}
+	msg := persist.MessageInsert{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+		Role: vocab.RoleAssistant, Content: parts, Status: vocab.MessageCompleted}
+	usage := usageOf(resp.Usage)
+	evs = append(evs, event.Of(step.Seq, event.MessageCompletedData{Content: parts, FinishReason: resp.FinishReason,
+		MessageID: msg.ID, Role: vocab.RoleAssistant, Usage: usage}))
+	ops := []persist.Op{msg}
+	if len(resp.ToolCalls) == 0 {
+		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted,
+			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
+		evs = append(evs, event.Of(step.Seq, event.StepCompletedData{FinishReason: resp.FinishReason}))
+		x.d.m.StepDuration.Observe(time.Since(out.started).Seconds())
+		final := *step
+		final.Status = vocab.StepCompleted
+		e := endOf(vocab.StatusCompleted, vocab.ReasonCompleted, nil)
+		e.ops, e.evs = ops, evs
+		return true, x.end(st, &final, e)
+	}
+	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepActing, FinishReason: resp.FinishReason, Usage: usage})
+	plan := x.planCalls(st, step, resp.ToolCalls)
+	if err := x.write(x.durable(), append(evs, plan.evs...), append(ops, plan.ops...)...); err != nil {
+		return true, x.stopFor(st, err)
+	}
+	x.started.set(plan.begun)
+	acting := *step
+	acting.Status, acting.FinishReason, acting.Usage = vocab.StepActing, resp.FinishReason, acting.Usage.Add(usage)
+	setStep(&st, acting)
+	appendMessage(&st, msg)
+	st.Run.Usage = st.Run.Usage.Add(usage)
+	st.Calls, st.Attempts = plan.calls, nil
+	x.carry(st)
+	return false, nil
+}
+
+// callPlan is the tool calls of a step's model output, as they are
+// committed with it: their rows and events, and the first attempts
+// committed with them (begun).
+type callPlan struct {
+	ops   []persist.Op
+	evs   []event.In
+	calls []persist.ToolCall
+	begun map[string]prestart
+}
+
+// planCalls plans the tool calls the model asked for at step.
+func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []llm.ToolCall) callPlan {
+	p := callPlan{calls: make([]persist.ToolCall, 0, len(asked)), begun: map[string]prestart{}}
+	var startEvs []event.In
+	for i, c := range asked {
+		effect, status := vocab.EffectReadOnly, vocab.CallPlanned
+		if t, ok := x.d.tools.Get(c.Name); ok {
+			effect = t.Spec().Effect
+			if t.Spec().NeedsApproval && offered(st.Run.Params.Tools, c.Name) {
+				status = vocab.CallAwaitingApproval
+			}
+		}
+		args := json.RawMessage(c.Arguments)
+		if !json.Valid(args) {
+			b, _ := json.Marshal(c.Arguments) // keep the model's text as a JSON string
+			args = b
+		}
+		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
+		call := persist.ToolCallInsert{ID: persist.NewID(), RunID: st.Run.ID, StepID: step.ID, Position: i,
+			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status}
+		p.ops = append(p.ops, call)
+		p.calls = append(p.calls, call.Call())
+		p.evs = append(p.evs, event.Of(step.Seq, event.ToolCallCreatedData{Arguments: args, CallID: c.ID, Effect: effect,
+			IdempotencyKey: key, Name: c.Name, Status: status, ToolCallID: call.ID}))
+		if x.startsWithOutput(st, call) {
+			// Its first attempt is committed with the model's output, so
+			// the tool runs without a write of its own. Only for tools that
+			// may run again: were the execution to die before invoking it,
+			// the attempt found running would be made again.
+			a := persist.AttemptStart{ID: persist.NewID(), ToolCallID: call.ID, N: 1, Worker: x.fence.Worker, Epoch: x.fence.Epoch}
+			p.ops = append(p.ops, a)
+			startEvs = append(startEvs, event.Of(step.Seq, event.ToolAttemptStartedData{Attempt: 1, CallID: c.ID,
+				Name: c.Name, ToolCallID: call.ID}))
+			p.begun[call.ID] = prestart{attemptID: a.ID, callID: c.ID, name: c.Name, step: step.Seq, position: i}
+			p.calls[i].Status, p.calls[i].Attempts = vocab.CallRunning, 1
+		}
+	}
+	p.evs = append(p.evs, startEvs...)
+	return p
+}
+
+// startsWithOutput reports whether a call's first attempt may be committed
+// with the model's output: a valid call of a read_only or idempotent tool
+// offered to the run, that needs no approval, in a run not interrupted.
+func (x *execution) startsWithOutput(st persist.RunState, c persist.ToolCallInsert) bool {
+	if c.Status != vocab.CallPlanned || c.Effect == vocab.EffectSideEffect || x.interrupted.Load() {
+		return false
+	}
+	if _, ok := x.d.tools.Get(c.Name); !ok || !offered(st.Run.Params.Tools, c.Name) {
+		return false
+	}
+	return x.d.tools.Validate(c.Name, c.Arguments) == nil
+}

@@ -1,0 +1,49 @@
+package vocab
+
+// Role is who wrote a message.
+type Role string
+
+// Message roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+	RoleSystem    Role = "system"
+)
+
+// PartType is the kind of one piece of a message's content.
+type PartType string
+
+// Part types.
+const (
+	PartText       PartType = "text"
+	PartToolCall   PartType = "tool_call"
+	PartToolResult PartType = "tool_result"
+)
+
+// Part is one piece of a message's content: text, a tool call, or a tool
+// result. It is agentd's own provider-neutral shape (DESIGN section 3).
+type Part struct {
+	Type       PartType `json:"type"`
+	Text       string   `json:"text,omitempty"`
+	ID         string   `json:"id,omitempty"`        // tool_call
+	Name       string   `json:"name,omitempty"`      // tool_call
+	Arguments  string   `json:"arguments,omitempty"` // tool_call: the model's JSON text
+	ToolCallID string   `json:"tool_call_id,omitempty"`
+	Content    string   `json:"content,omitempty"` // tool_result: JSON text given to the model
+	IsError    bool     `json:"is_error,omitempty"`
+}
+
+// Usage is token accounting, kept on runs and steps.
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens"`
+	ReasoningTokens   int64 `json:"reasoning_tokens"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens, ReasoningTokens: u.ReasoningTokens + v.ReasoningTokens}
+}

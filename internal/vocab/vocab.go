@@ -1,0 +1,217 @@
+// Package vocab is agentd's vocabulary: the states and choices of runs,
+// steps, tool calls and attempts, and the shapes of a message's content and
+// of token usage. Each is a type whose values are listed once, here; a
+// question such as "is this status terminal?" is a method, answered here.
+//
+// Every layer (persist, run, stream, tools, api) imports it; it imports
+// nothing of agentd's.
+package vocab
+
+// RunStatus is where a run is in its lifecycle (DESIGN section 4).
+type RunStatus string
+
+// Run statuses.
+const (
+	StatusQueued         RunStatus = "queued"
+	StatusRunning        RunStatus = "running"
+	StatusRequiresAction RunStatus = "requires_action" // waiting for a client's decision
+	StatusInterrupted    RunStatus = "interrupted"     // its client went away and it asked to stop then
+	StatusCompleted      RunStatus = "completed"
+	StatusFailed         RunStatus = "failed"
+	StatusCancelled      RunStatus = "cancelled"
+	StatusTimedOut       RunStatus = "timed_out"
+)
+
+// RunStatuses lists every run status, in lifecycle order.
+func RunStatuses() []RunStatus {
+	return []RunStatus{StatusQueued, StatusRunning, StatusRequiresAction, StatusInterrupted,
+		StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut}
+}
+
+// Terminal reports whether the run has ended for good unless a client
+// resumes it: completed, failed, cancelled or timed out.
+func (s RunStatus) Terminal() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusTimedOut:
+		return true
+	}
+	return false
+}
+
+// Stopped reports whether no worker will touch the run until a client acts:
+// a terminal status, or interrupted. Its event stream has ended.
+func (s RunStatus) Stopped() bool { return s.Terminal() || s == StatusInterrupted }
+
+// Reason refines how a run ended (its terminal_reason).
+type Reason string
+
+// Terminal reasons.
+const (
+	ReasonCompleted       Reason = "completed"
+	ReasonMaxSteps        Reason = "max_steps"
+	ReasonCancelled       Reason = "cancelled"
+	ReasonTimedOutTotal   Reason = "timed_out_total"
+	ReasonTimedOutStep    Reason = "timed_out_step"
+	ReasonModelError      Reason = "model_error"
+	ReasonToolError       Reason = "tool_error"
+	ReasonContextOverflow Reason = "context_overflow"
+	ReasonInterrupted     Reason = "interrupted"
+)
+
+// Reasons lists every terminal reason.
+func Reasons() []Reason {
+	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
+		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted}
+}
+
+// IfBusy says what a new run does when its conversation has a run in flight.
+type IfBusy string
+
+// If-busy policies.
+const (
+	IfBusyReject    IfBusy = "reject"    // refuse the new run (409)
+	IfBusyEnqueue   IfBusy = "enqueue"   // start it when the busy one ends
+	IfBusyInterrupt IfBusy = "interrupt" // cancel the busy one, then start
+)
+
+// IfBusyPolicies lists the if_busy policies; the first is the default.
+func IfBusyPolicies() []IfBusy { return []IfBusy{IfBusyReject, IfBusyEnqueue, IfBusyInterrupt} }
+
+// OnDisconnect says what happens to a run whose stream's client (of POST
+// /runs with "stream": true) goes away before it ends.
+type OnDisconnect string
+
+// On-disconnect policies.
+const (
+	OnDisconnectContinue  OnDisconnect = "continue"  // the run goes on
+	OnDisconnectInterrupt OnDisconnect = "interrupt" // it stops at its next safe point as interrupted
+)
+
+// OnDisconnectPolicies lists the on_disconnect policies; the first is the
+// default.
+func OnDisconnectPolicies() []OnDisconnect {
+	return []OnDisconnect{OnDisconnectContinue, OnDisconnectInterrupt}
+}
+
+// Effect says what running a tool twice would do, and so how it may be
+// retried (DESIGN section 7).
+type Effect string
+
+// Effects, from the safest to retry to the least.
+const (
+	EffectReadOnly   Effect = "read_only"   // no effect: retry freely
+	EffectIdempotent Effect = "idempotent"  // effect keyed by the idempotency key: retry with the same key
+	EffectSideEffect Effect = "side_effect" // never retried blindly
+)
+
+// Effects lists the effects, from the safest to retry to the least.
+func Effects() []Effect { return []Effect{EffectReadOnly, EffectIdempotent, EffectSideEffect} }
+
+// Valid reports whether e is a known effect.
+func (e Effect) Valid() bool {
+	return e == EffectReadOnly || e == EffectIdempotent || e == EffectSideEffect
+}
+
+// StepStatus is where a step is.
+type StepStatus string
+
+// Step statuses.
+const (
+	StepRunning   StepStatus = "running"   // the model is being asked
+	StepActing    StepStatus = "acting"    // the model's output is committed; tools are running
+	StepCompleted StepStatus = "completed" // the step's tools (if any) are done
+	StepFailed    StepStatus = "failed"
+	StepAborted   StepStatus = "aborted"
+)
+
+// Transition says why the loop went on to a step, or asked its model again.
+type Transition string
+
+// Transitions; the first step has none.
+const (
+	TransitionNone        Transition = ""
+	TransitionToolResults Transition = "tool_results" // the step follows a step's tool calls
+	TransitionModelRetry  Transition = "model_retry"  // a model call failed and is asked again
+	TransitionResumed     Transition = "resumed"      // the step's output was never committed; asked again on a new claim
+)
+
+// CallStatus is where a tool call is.
+type CallStatus string
+
+// Tool call statuses.
+const (
+	CallPlanned   CallStatus = "planned"
+	CallRunning   CallStatus = "running"
+	CallSucceeded CallStatus = "succeeded"
+	CallFailed    CallStatus = "failed"
+	CallUnknown   CallStatus = "unknown" // a side effect's outcome is unknown
+	// CallAwaitingApproval: the tool needs a client's approval before it runs.
+	CallAwaitingApproval CallStatus = "awaiting_approval"
+	// CallRejected: a client rejected the call, or its run ended while the
+	// call waited for a decision.
+	CallRejected CallStatus = "rejected"
+)
+
+// Final reports whether the call's outcome is settled for good.
+func (s CallStatus) Final() bool {
+	return s == CallSucceeded || s == CallFailed || s == CallRejected
+}
+
+// Pending reports whether the call is still to be (or being) attempted.
+func (s CallStatus) Pending() bool { return s == CallPlanned || s == CallRunning }
+
+// AttemptStatus is how a tool attempt ended, or that it runs.
+type AttemptStatus string
+
+// Attempt statuses.
+const (
+	AttemptRunning   AttemptStatus = "running"
+	AttemptSucceeded AttemptStatus = "succeeded"
+	AttemptFailed    AttemptStatus = "failed"
+	AttemptTimedOut  AttemptStatus = "timed_out"
+	AttemptUnknown   AttemptStatus = "unknown"
+)
+
+// MessageStatus is the state of a stored message.
+type MessageStatus string
+
+// Message statuses.
+const (
+	MessageCompleted MessageStatus = "completed"
+	MessageAborted   MessageStatus = "aborted"
+)
+
+// ActionType is what a run in requires_action waits for.
+type ActionType string
+
+// Required actions.
+const (
+	ActionToolApproval       ActionType = "tool_approval"        // may this call run?
+	ActionToolOutcomeUnknown ActionType = "tool_outcome_unknown" // did this side effect happen?
+)
+
+// Decision is a client's answer to a required action.
+type Decision string
+
+// Decisions: approve or reject answer an approval; result, retry or fail an
+// unknown outcome.
+const (
+	DecisionApprove Decision = "approve" // run the call
+	DecisionReject  Decision = "reject"  // do not; the model sees an error
+	DecisionResult  Decision = "result"  // it happened; here is its result
+	DecisionRetry   Decision = "retry"   // it did not happen; attempt it again with the same key
+	DecisionFail    Decision = "fail"    // give up on it; the model sees an error
+)
+
+// Decisions lists every decision.
+func Decisions() []Decision {
+	return []Decision{DecisionApprove, DecisionReject, DecisionResult, DecisionRetry, DecisionFail}
+}
+
+// Answers reports whether d answers action a.
+func (d Decision) Answers(a ActionType) bool {
+	if d == DecisionApprove || d == DecisionReject {
+		return a == ActionToolApproval
+	}
+	return a == ActionToolOutcomeUnknown
+}
