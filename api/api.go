@@ -37,8 +37,9 @@ type Store interface {
 	// (Done when its response is stored). persist.ErrConflict: the key was
 	// claimed meanwhile, try again.
 	IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec persist.IdempotencyRecord, fresh bool, err error)
-	// IdempotencyFinish stores the response of the request that claimed key.
-	IdempotencyFinish(ctx context.Context, tenantID, key string, status int, contentType string, body []byte) error
+	// IdempotencyFinish stores the response of the request that claimed its
+	// key.
+	IdempotencyFinish(ctx context.Context, r persist.IdempotencyResponse) error
 	// IdempotencyAbandon frees a key whose request failed with a server
 	// error, so that a retry runs it again.
 	IdempotencyAbandon(ctx context.Context, tenantID, key string) error

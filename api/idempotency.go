@@ -87,7 +87,8 @@ func (s *server) idempotent(next http.Handler) http.Handler {
 			if err := s.store.IdempotencyAbandon(ctx, tenant, key); err != nil {
 				s.log.ErrorContext(ctx, "free idempotency key", "error", err.Error())
 			}
-		} else if err := s.store.IdempotencyFinish(ctx, tenant, key, rw.status, rw.header.Get("Content-Type"), rw.body.Bytes()); err != nil {
+		} else if err := s.store.IdempotencyFinish(ctx, persist.IdempotencyResponse{TenantID: tenant, Key: key,
+			Status: rw.status, ContentType: rw.header.Get("Content-Type"), Body: rw.body.Bytes()}); err != nil {
 			s.fail(w, r, err)
 			return
 		}

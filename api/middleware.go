@@ -16,6 +16,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"agentd/internal/metrics"
 )
 
 type ctxKey int
@@ -217,32 +219,18 @@ type httpMetrics struct {
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
 	return &httpMetrics{
-		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_http_requests_total",
 			Help: "HTTP requests answered, by method, route pattern and status.",
 		}, []string{"method", "route", "status"})),
-		duration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: metrics.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentd_http_request_duration_seconds",
 			Help:    "Time to answer HTTP requests (for streams: until the stream ends), by method and route pattern.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"method", "route"})),
-		internalErrors: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		internalErrors: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_http_internal_errors_total",
 			Help: "Requests answered 500 internal (errors and panics), each logged with its request id.",
 		})),
 	}
-}
-
-// register registers c, or returns the equal collector registered before.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if old, ok := are.ExistingCollector.(C); ok {
-				return old
-			}
-		}
-		panic(fmt.Sprintf("api: register metric: %v", err))
-	}
-	return c
 }

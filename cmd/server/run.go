@@ -26,7 +26,7 @@ import (
 )
 
 // run starts agentd and serves until ctx ends, then shuts down in this
-// order (docs/design.md, "Shutdown"):
+// order (docs/design.md, "Graceful shutdown"):
 //
 //  1. GET /readyz answers 503 shutting_down at once, so that load balancers
 //     stop sending requests here; HTTP and event streams go on meanwhile.
@@ -49,78 +49,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return fmt.Errorf("config: %w", err)
 	}
 	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
-
-	startCtx, cancelStart := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelStart()
-	if err := persist.EnsureDatabase(startCtx, cfg.DatabaseURL); err != nil {
-		return fmt.Errorf("database: %w", err)
-	}
-	if cfg.Migrate {
-		if err := persist.Migrate(startCtx, cfg.DatabaseURL); err != nil {
-			return err
-		}
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	// The hub publishes the store's commits: they reach this instance's
-	// streams at once (the executor's without being read back), and peers
-	// by NOTIFY.
-	hub := stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: reg})
-	store, err := persist.Open(startCtx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: hub})
+	in, err := assemble(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	store.StartGroupCommit(cfg.Committers, 64)
-	defer store.StopGroupCommit() // after the engine stopped (deferred calls run last-in first-out)
-	if err := hub.Start(store); err != nil {
-		return err
-	}
-	defer hub.Stop(context.WithoutCancel(ctx)) // on an early return; Stop is safe twice
-
-	registry, err := buildTools(cfg)
-	if err != nil {
-		return fmt.Errorf("tools: %w", err)
-	}
-	model, modelName, stopModel, err := buildModel(cfg, log)
-	if err != nil {
-		return err
-	}
-	defer stopModel()
-
-	eng := engine.New(engine.Config{
-		Store: store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
-		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-	})
-	var draining atomic.Bool
-	handler := api.New(api.Config{
-		Store: store, Runs: eng.Service(), Events: hub, Tools: registry, Logger: log, Registerer: reg,
-		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Defaults:     api.RunDefaults{Model: modelName},
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		ReadyFunc: func(ctx context.Context) error {
-			if draining.Load() {
-				return api.ErrDraining
-			}
-			return store.Ping(ctx)
-		},
-	})
+	defer in.close()
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
+	srv := &http.Server{Handler: in.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	if err := eng.Start(ctx); err != nil {
+	if err := in.eng.Start(ctx); err != nil {
 		ln.Close()
 		return err
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("agentd serving", "addr", ln.Addr().String(), "worker", eng.WorkerID(), "workers", cfg.Workers,
-		"lease_ttl", cfg.LeaseTTL.String(), "model", modelName)
+	log.Info("agentd serving", "addr", ln.Addr().String(), "worker", in.eng.WorkerID(), "workers", cfg.Workers,
+		"lease_ttl", cfg.LeaseTTL.String(), "model", in.modelName)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -131,27 +79,123 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case runErr = <-serveErr:
 		runErr = fmt.Errorf("serve: %w", runErr)
 	}
-	draining.Store(true)
-	log.Info("shutting down", "grace", cfg.ShutdownGrace.String())
-	graceCtx, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownGrace)
+	in.shutdown(context.WithoutCancel(ctx), srv)
+	return runErr
+}
+
+// instance is agentd's parts, wired: the store, the stream hub that
+// publishes its commits, the engine, and the API in front of them.
+type instance struct {
+	cfg       config
+	log       *slog.Logger
+	store     *persist.Store
+	hub       *stream.Hub
+	eng       *engine.Engine
+	handler   http.Handler
+	modelName string
+	draining  atomic.Bool // set at shutdown: /readyz answers 503
+	closers   []func()    // run by close, last first
+}
+
+// assemble prepares the database and builds agentd's parts. On an error it
+// closes what it had opened.
+func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, err error) {
+	in := &instance{cfg: cfg, log: log}
+	defer func() {
+		if err != nil {
+			in.close()
+		}
+	}()
+	startCtx, cancelStart := context.WithTimeout(ctx, 60*time.Second)
+	defer cancelStart()
+	if err := persist.EnsureDatabase(startCtx, cfg.DatabaseURL); err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	if cfg.Migrate {
+		if err := persist.Migrate(startCtx, cfg.DatabaseURL); err != nil {
+			return nil, err
+		}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The hub publishes the store's commits: they reach this instance's
+	// streams at once (the executor's without being read back), and peers
+	// by NOTIFY.
+	in.hub = stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: reg})
+	in.store, err = persist.Open(startCtx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: in.hub})
+	if err != nil {
+		return nil, err
+	}
+	in.closers = append(in.closers, in.store.Close)
+	in.store.StartGroupCommit(cfg.Committers, 64)
+	in.closers = append(in.closers, in.store.StopGroupCommit) // after the engine stopped
+	if err := in.hub.Start(in.store); err != nil {
+		return nil, err
+	}
+	in.closers = append(in.closers, func() { _ = in.hub.Stop(context.Background()) }) // safe twice
+	registry, err := buildTools(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	model, modelName, stopModel, err := buildModel(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	in.modelName = modelName
+	in.closers = append(in.closers, stopModel)
+	in.eng = engine.New(engine.Config{
+		Store: in.store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
+		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
+	})
+	in.handler = api.New(api.Config{
+		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: reg,
+		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Defaults:     api.RunDefaults{Model: modelName},
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		ReadyFunc:    in.ready,
+	})
+	return in, nil
+}
+
+// ready answers GET /readyz: the database answers, and the instance is not
+// shutting down.
+func (in *instance) ready(ctx context.Context) error {
+	if in.draining.Load() {
+		return api.ErrDraining
+	}
+	return in.store.Ping(ctx)
+}
+
+// shutdown stops serving in the order run's comment gives.
+func (in *instance) shutdown(ctx context.Context, srv *http.Server) {
+	in.draining.Store(true)
+	in.log.Info("shutting down", "grace", in.cfg.ShutdownGrace.String())
+	graceCtx, cancelGrace := context.WithTimeout(ctx, in.cfg.ShutdownGrace)
 	defer cancelGrace()
-	if err := eng.Stop(graceCtx); err != nil {
-		log.Warn("engine stop", "error", err)
+	if err := in.eng.Stop(graceCtx); err != nil {
+		in.log.Warn("engine stop", "error", err)
 	}
-	log.Info("runs drained; closing event streams")
-	streamCtx, cancelStream := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	in.log.Info("runs drained; closing event streams")
+	streamCtx, cancelStream := context.WithTimeout(ctx, 5*time.Second)
 	defer cancelStream()
-	if err := hub.Stop(streamCtx); err != nil {
-		log.Warn("stream stop", "error", err)
+	if err := in.hub.Stop(streamCtx); err != nil {
+		in.log.Warn("stream stop", "error", err)
 	}
-	httpCtx, cancelHTTP := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	httpCtx, cancelHTTP := context.WithTimeout(ctx, 5*time.Second)
 	defer cancelHTTP()
 	if err := srv.Shutdown(httpCtx); err != nil {
-		log.Warn("http shutdown", "error", err)
+		in.log.Warn("http shutdown", "error", err)
 		srv.Close()
 	}
-	log.Info("stopped")
-	return runErr
+	in.log.Info("stopped")
+}
+
+// close releases what assemble opened, last first.
+func (in *instance) close() {
+	for i := len(in.closers) - 1; i >= 0; i-- {
+		in.closers[i]()
+	}
+	in.closers = nil
 }
 
 // The engine's service and the hub are the API's doors to runs and streams.

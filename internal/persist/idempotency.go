@@ -50,10 +50,18 @@ func (s *Store) IdempotencyBegin(ctx context.Context, tenantID, key, hash string
 	return rec, false, nil
 }
 
-// IdempotencyFinish stores the response of the request that claimed key.
-func (s *Store) IdempotencyFinish(ctx context.Context, tenantID, key string, status int, contentType string, body []byte) error {
+// IdempotencyResponse is the response stored for an idempotency key.
+type IdempotencyResponse struct {
+	TenantID, Key string
+	Status        int
+	ContentType   string
+	Body          []byte
+}
+
+// IdempotencyFinish stores the response of the request that claimed the key.
+func (s *Store) IdempotencyFinish(ctx context.Context, r IdempotencyResponse) error {
 	_, err := s.pool.Exec(ctx, `UPDATE idempotency_keys SET status = $3, content_type = $4, response = $5
-		WHERE tenant_id = $1 AND key = $2`, tenantID, key, status, contentType, body)
+		WHERE tenant_id = $1 AND key = $2`, r.TenantID, r.Key, r.Status, r.ContentType, r.Body)
 	return translate(err)
 }
 

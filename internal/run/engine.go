@@ -255,7 +255,7 @@ func (e *Engine) sweep() {
 		cancel()
 		switch {
 		case err != nil && e.claiming.Err() == nil:
-			e.log.Warn("sweep runs waiting past their deadline", "err", err)
+			e.log.Warn("sweep runs waiting past their deadline", "error", err)
 		case n > 0:
 			e.m.RunsEnded.WithLabelValues(string(vocab.StatusTimedOut), string(vocab.ReasonTimedOutTotal)).Add(float64(n))
 			e.log.Info("timed out runs that waited for a client past their deadline", "runs", n)
@@ -281,7 +281,7 @@ func (e *Engine) claimOne() bool {
 	case err != nil:
 		if e.claiming.Err() == nil {
 			e.m.ClaimsAttempted.WithLabelValues("error").Inc()
-			e.log.Error("claim run", "err", err)
+			e.log.Error("claim run", "error", err)
 		}
 		return false
 	}

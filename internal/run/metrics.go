@@ -1,6 +1,10 @@
 package run
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"agentd/internal/metrics"
+)
 
 // Metrics are the engine's Prometheus series.
 type Metrics struct {
@@ -19,50 +23,46 @@ type Metrics struct {
 }
 
 // NewMetrics creates the engine's metrics and registers them with reg (when
-// reg is not nil).
+// reg is not nil; series an earlier engine registered there are shared).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	buckets := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
 	m := &Metrics{
-		RunsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+		RunsEnded: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_runs_total", Help: "Runs that left the executor, by status and terminal reason.",
-		}, []string{"status", "reason"}),
-		RunDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		}, []string{"status", "reason"})),
+		RunDuration: metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentd_run_duration_seconds", Help: "Time from a run's creation to its end.", Buckets: buckets,
-		}),
-		StepDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		StepDuration: metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentd_step_duration_seconds", Help: "Time of one step: model call and tools.", Buckets: buckets,
-		}),
-		TimeToFirstTok: prometheus.NewHistogram(prometheus.HistogramOpts{
+		})),
+		TimeToFirstTok: metrics.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentd_model_time_to_first_token_seconds", Help: "Time from sending a model request to its first text delta.", Buckets: buckets,
-		}),
-		ModelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		})),
+		ModelRequests: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_model_requests_total", Help: "Model requests by outcome (ok or the error kind).",
-		}, []string{"outcome"}),
-		ToolAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"outcome"})),
+		ToolAttempts: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_tool_attempts_total", Help: "Tool attempts by tool and outcome.",
-		}, []string{"tool", "outcome"}),
-		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"tool", "outcome"})),
+		Tokens: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_tokens_total", Help: "Model tokens by kind (input, output, cached_input, reasoning).",
-		}, []string{"kind"}),
-		EventsAppended: prometheus.NewCounter(prometheus.CounterOpts{
+		}, []string{"kind"})),
+		EventsAppended: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_events_appended_total", Help: "Run events committed by this instance's executors.",
-		}),
-		RunsRecovered: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		RunsRecovered: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_runs_recovered_total", Help: "Runs taken over from a worker whose lease expired.",
-		}),
-		LeasesLost: prometheus.NewCounter(prometheus.CounterOpts{
+		})),
+		LeasesLost: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_leases_lost_total", Help: "Runs this instance stopped executing because another worker took them.",
-		}),
-		RunsActive: prometheus.NewGauge(prometheus.GaugeOpts{
+		})),
+		RunsActive: metrics.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "agentd_runs_active", Help: "Runs executing on this instance now.",
-		}),
-		ClaimsAttempted: prometheus.NewCounterVec(prometheus.CounterOpts{
+		})),
+		ClaimsAttempted: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_claims_total", Help: "Claim attempts by result (claimed, empty, conflict, error), and runs claimed as they were created (at_creation).",
-		}, []string{"result"}),
-	}
-	if reg != nil {
-		reg.MustRegister(m.RunsEnded, m.RunDuration, m.StepDuration, m.TimeToFirstTok, m.ModelRequests,
-			m.ToolAttempts, m.Tokens, m.EventsAppended, m.RunsRecovered, m.LeasesLost, m.RunsActive, m.ClaimsAttempted)
+		}, []string{"result"})),
 	}
 	return m
 }

@@ -108,7 +108,7 @@ func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (persist
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := e.cfg.Store.LeaseRelease(rctx, persist.Fence{RunID: run.ID, Epoch: run.Epoch, Worker: e.cfg.WorkerID}); err != nil {
-			e.log.Warn("hand back a run created while stopping", "run_id", run.ID, "err", err)
+			e.log.Warn("hand back a run created while stopping", "run_id", run.ID, "error", err)
 		}
 	}
 	return run, true, nil

@@ -1,9 +1,9 @@
 package stream
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	promreg "agentd/internal/metrics"
 )
 
 // Reasons for which the Hub drops a client.
@@ -38,29 +38,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}),
 	}
-	if reg != nil {
-		m.clients = register(reg, m.clients)
-		m.sent = register(reg, m.sent)
-		m.dropped = register(reg, m.dropped)
-		m.lag = register(reg, m.lag)
-	}
+	m.clients = promreg.Register(reg, m.clients)
+	m.sent = promreg.Register(reg, m.sent)
+	m.dropped = promreg.Register(reg, m.dropped)
+	m.lag = promreg.Register(reg, m.lag)
 	return m
-}
-
-// register registers c with reg, or returns the collector already
-// registered under its name (another Hub on the same registry).
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
-	err := reg.Register(c)
-	if err == nil {
-		return c
-	}
-	var are prometheus.AlreadyRegisteredError
-	if errors.As(err, &are) {
-		if existing, ok := are.ExistingCollector.(T); ok {
-			return existing
-		}
-	}
-	panic("stream: register metrics: " + err.Error()) // a wiring mistake, as with MustRegister
 }
 
 func (h *Hub) countDrop(reason string) {
