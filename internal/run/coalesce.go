@@ -12,6 +12,11 @@ import (
 // buffer reaches a size cap, so that a long answer costs tens of rows, not
 // thousands. Whatever is still buffered when the model finishes is committed
 // with the step's output.
+//
+// Its mutex guards the buffer only: a commit is made outside it, so that the
+// model's stream is never held up by the database. One commit is under way
+// at a time (writing), so that deltas are committed in order; text that
+// arrives meanwhile waits in the buffer for the next.
 type coalescer struct {
 	x      *execution
 	step   int
@@ -19,16 +24,21 @@ type coalescer struct {
 	max    int
 
 	mu      sync.Mutex
+	idle    *sync.Cond // signalled when a commit under way ends
 	buf     strings.Builder
 	last    time.Time
 	timer   *time.Timer
+	writing bool // a commit is under way
+	due     bool // text became due while a commit was under way
 	stopped bool
 	sent    int   // delta events committed
 	failed  error // a write failed (the lease was lost); nothing more is written
 }
 
 func newCoalescer(x *execution, step int, window time.Duration, max int) *coalescer {
-	return &coalescer{x: x, step: step, window: window, max: max}
+	c := &coalescer{x: x, step: step, window: window, max: max}
+	c.idle = sync.NewCond(&c.mu)
+	return c
 }
 
 func (c *coalescer) add(text string) {
@@ -58,26 +68,44 @@ func (c *coalescer) flushLater() {
 	}
 }
 
+// flushLocked commits what is buffered, with c.mu held on entry and on
+// return but not during the commit. When a commit is under way, it marks the
+// text due: that commit's caller commits it next.
 func (c *coalescer) flushLocked() {
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
 	}
 	c.last = time.Now()
-	if c.buf.Len() == 0 {
+	if c.writing {
+		c.due = true
 		return
 	}
-	text := c.buf.String()
-	c.buf.Reset()
-	err := c.x.write(c.x.ctx, []event.In{event.Of(c.step, event.MessageDeltaData{Text: text})})
-	if err != nil {
-		c.failed = err
-		return
+	c.writing = true
+	defer func() {
+		c.writing = false
+		c.idle.Broadcast()
+	}()
+	for c.buf.Len() > 0 {
+		text := c.buf.String()
+		c.buf.Reset()
+		c.due = false
+		c.mu.Unlock()
+		err := c.x.write(c.x.ctx, []event.In{event.Of(c.step, event.MessageDeltaData{Text: text})})
+		c.mu.Lock()
+		if err != nil {
+			c.failed = err
+			return
+		}
+		c.sent++
+		if !c.due || c.stopped {
+			return
+		}
+		c.last = time.Now()
 	}
-	c.sent++
 }
 
-// stop ends flushing; a flush under way completes first.
+// stop ends flushing; a commit under way completes first.
 func (c *coalescer) stop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -85,6 +113,9 @@ func (c *coalescer) stop() {
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
+	}
+	for c.writing {
+		c.idle.Wait()
 	}
 }
 

@@ -1,0 +1,76 @@
+package run
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"agentd/internal/event"
+	"agentd/internal/persist"
+)
+
+// gateStore is an execStore whose Exec records the delta texts it commits,
+// and holds the commits after the first until the gate opens.
+type gateStore struct {
+	execStore
+	gate    chan struct{}
+	entered chan struct{} // a held commit began
+
+	mu    sync.Mutex
+	texts []string
+}
+
+func (g *gateStore) Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error) {
+	g.mu.Lock()
+	first := len(g.texts) == 0
+	g.mu.Unlock()
+	if !first {
+		g.entered <- struct{}{}
+		<-g.gate
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range evs {
+		g.texts = append(g.texts, e.Data.(event.MessageDeltaData).Text)
+	}
+	return int64(len(g.texts)), nil
+}
+
+// TestCoalescerDoesNotHoldTheStreamDuringACommit: while a commit of deltas
+// is under way (held here by the store), text from the model's stream is
+// still taken at once, and is committed after it, in order.
+func TestCoalescerDoesNotHoldTheStreamDuringACommit(t *testing.T) {
+	g := &gateStore{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	x := &execution{d: &deps{store: g, m: NewMetrics(nil), log: slog.New(slog.DiscardHandler)}, ctx: context.Background()}
+	c := newCoalescer(x, 1, 5*time.Millisecond, 1<<20)
+	c.add("a") // the first delta goes out at once
+	c.add("b") // due after the window: the timer commits it, and is held
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the window's commit did not start")
+	}
+	added := make(chan struct{})
+	go func() {
+		c.add("c")
+		c.add("d")
+		close(added)
+	}()
+	select {
+	case <-added:
+	case <-time.After(10 * time.Second):
+		t.Fatal("adding text waited for the commit under way")
+	}
+	close(g.gate)
+	c.stop()
+	committed := strings.Join(g.texts, "")
+	if got := committed + c.pending(); got != "abcd" {
+		t.Fatalf("committed %q and pending %q: the text is %q, want abcd", g.texts, c.pending(), got)
+	}
+	if g.texts[0] != "a" || g.texts[1] != "b" {
+		t.Fatalf("committed %q: want a, then b", g.texts)
+	}
+}
