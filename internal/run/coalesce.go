@@ -14,9 +14,9 @@ import (
 // with the step's output.
 //
 // Its mutex guards the buffer only: a commit is made outside it, so that the
-// model's stream is never held up by the database. One commit is under way
-// at a time (writing), so that deltas are committed in order; text that
-// arrives meanwhile waits in the buffer for the next.
+// model's stream is not held up by a commit the window's timer started. One
+// commit is under way at a time (writing), so that deltas are committed in
+// order; text that arrives meanwhile waits in the buffer for the next.
 type coalescer struct {
 	x      *execution
 	step   int
