@@ -148,13 +148,25 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 			route = "unmatched"
 		}
 		elapsed := time.Since(start)
-		s.metrics.requests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Inc()
-		s.metrics.duration.WithLabelValues(r.Method, route).Observe(elapsed.Seconds())
+		method := methodLabel(r.Method)
+		s.metrics.requests.WithLabelValues(method, route, strconv.Itoa(sw.status)).Inc()
+		s.metrics.duration.WithLabelValues(method, route).Observe(elapsed.Seconds())
 		s.log.DebugContext(r.Context(), "http request", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", sw.status),
 			slog.Int64("bytes", sw.bytes), slog.Duration("duration", elapsed),
 			slog.String("request_id", requestIDFrom(r.Context())), slog.String("tenant_id", TenantFromContext(r.Context())))
 	})
+}
+
+// methodLabel is a request method as a metric label: one of the standard
+// methods, or "other", so that clients cannot create series at will.
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 // tenant reads and checks X-Tenant-ID.
