@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"agentd/internal/persist/persisttest"
 	"agentd/internal/run"
 	"agentd/internal/stream"
+	"agentd/internal/vocab"
 )
 
 // TestUppercaseRunIDStreamsLive: a stream opened with the run's id in
@@ -94,5 +97,66 @@ func TestUppercaseRunIDStreamsLive(t *testing.T) {
 		for name := range ids {
 			next(name, fmt.Sprint(seq))
 		}
+	}
+}
+
+// errorCounter is a slog handler that counts records at error level.
+type errorCounter struct{ n atomic.Int64 }
+
+func (c *errorCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *errorCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *errorCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *errorCounter) WithGroup(string) slog.Handler      { return c }
+
+// TestRunIDFormsAreCanonicalised: the other spellings of a run's UUID that
+// uuid.Parse accepts (urn:uuid:, braces, upper case, no hyphens) name the
+// run like its canonical form, over the stream too, and nothing reaches the
+// error log; what is no UUID is 404.
+func TestRunIDFormsAreCanonicalised(t *testing.T) {
+	t.Parallel()
+	hub := stream.New(stream.Config{Heartbeat: time.Hour})
+	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
+	if err := hub.Start(store); err != nil {
+		t.Fatal(err)
+	}
+	logs := &errorCounter{}
+	srv := httptest.NewServer(api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(),
+		Events: hub, Logger: slog.New(logs), Registerer: prometheus.NewRegistry(), Defaults: api.RunDefaults{Model: "m"}}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hub.Stop(ctx)
+	})
+	b := &bundle{t: t, store: store, srv: srv}
+	id := b.createRun(`{"input": "hi"}`).ID
+	claim, err := store.RunClaim(context.Background(), "w", time.Minute)
+	if err != nil || claim.ID != id {
+		t.Fatalf("claim: %v %s", err, claim.ID)
+	}
+	if _, err := store.Exec(context.Background(), persist.Fence{RunID: id, Epoch: claim.Epoch, Worker: "w"},
+		[]event.In{event.RunEnd(0, vocab.StatusCompleted, vocab.ReasonCompleted, nil)},
+		persist.RunEnd{ID: id, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted}); err != nil {
+		t.Fatal(err)
+	}
+	for _, form := range []string{"urn:uuid:" + id, "{" + id + "}", strings.ToUpper(id), strings.ReplaceAll(id, "-", "")} {
+		if got := want[runBody](t, b.do("GET", "/runs/"+form, ""), http.StatusOK); got.ID != id {
+			t.Fatalf("GET /runs/%s: run %s", form, got.ID)
+		}
+		r := b.do("GET", "/runs/"+form+"/events", "")
+		if r.status != http.StatusOK || !strings.Contains(string(r.body), "id: 2\nevent: run.completed\n") {
+			t.Fatalf("GET /runs/%s/events: %d %q", form, r.status, r.body)
+		}
+	}
+	for _, junk := range []string{"urn:uuid:nope", id + "x", "%00"} {
+		wantProblem(t, b.do("GET", "/runs/"+junk+"/events", ""), http.StatusNotFound, "run_not_found")
+	}
+	if n := logs.n.Load(); n != 0 {
+		t.Fatalf("%d error log records", n)
 	}
 }

@@ -31,8 +31,12 @@ import (
 // it may come back with Last-Event-ID). Hub shutdown and database errors
 // are not the client's doing.
 func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool, err error) {
-	if after > 0 && h.ended(r.Context(), runID, after) {
-		return false, ErrEnded
+	pastEnd := false // the client says it is past the run's last event
+	if after > 0 {
+		var ended bool
+		if ended, pastEnd = h.clientPosition(r.Context(), runID, after); ended {
+			return false, ErrEnded
+		}
 	}
 	h.mu.Lock()
 	if !h.started || h.stopped || h.ctx.Err() != nil {
@@ -59,7 +63,8 @@ func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, af
 	defer cancel()
 	defer context.AfterFunc(h.ctx, cancel)()
 
-	s := &sse{hub: h, w: w, rc: http.NewResponseController(w), ctx: ctx, client: r.Context(), runID: runID, last: after, feed: sub.feed}
+	s := &sse{hub: h, w: w, rc: http.NewResponseController(w), ctx: ctx, client: r.Context(), runID: runID, last: after,
+		pastEnd: pastEnd, feed: sub.feed}
 	end := s.serve(sub)
 	switch end {
 	case endWriteTimeout:
@@ -70,17 +75,20 @@ func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, af
 	return end == endClient || end == endWriteTimeout || end == endWriteError || end == endDropped, nil
 }
 
-// ended reports whether the run has ended (or was interrupted) and has no
-// event after seq after. On a database error it says no: the stream then
-// goes on as for a live run.
-func (h *Hub) ended(ctx context.Context, runID string, after int64) bool {
+// clientPosition reads where the run is against a client's position after:
+// ended when the run has stopped (ended or was interrupted) and has no
+// event after it; pastEnd when the run has no event up to after yet (the
+// client's position is past its log), so that the stream ends with the run
+// rather than waiting for an event it will never send. On a database error
+// it says neither: the stream then goes on as for a live run.
+func (h *Hub) clientPosition(ctx context.Context, runID string, after int64) (ended, pastEnd bool) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	run, err := h.store.RunByID(ctx, runID)
 	if err != nil {
-		return false
+		return false, false
 	}
-	return run.Status.Stopped() && run.LastEventSeq <= after
+	return run.Status.Stopped() && run.LastEventSeq <= after, run.LastEventSeq < after
 }
 
 // end says why a stream ended.
@@ -105,6 +113,7 @@ type sse struct {
 	ctx     context.Context // ends with the client's request or the Hub
 	client  context.Context // the request's
 	runID   string
+	pastEnd bool      // the client's position was past the run's log: end with the run
 	feed    *feed     // the run's, which the stream is subscribed to
 	last    int64     // the seq of the last event sent
 	movedAt time.Time // when the write deadline was last moved
@@ -204,6 +213,9 @@ func (s *sse) deliverPending(sub *subscriber, b *batch) end {
 func (s *sse) deliver(b *batch) end {
 	for _, ev := range b.events {
 		if ev.Seq <= s.last {
+			if s.pastEnd && ev.Type.Terminal() {
+				return endTerminal // nothing this client has not seen will follow
+			}
 			continue
 		}
 		if ev.Seq > s.last+1 {
@@ -284,6 +296,9 @@ func (s *sse) heartbeat() end {
 		}
 		s.hub.log.WarnContext(s.ctx, "heartbeat: read run", "run_id", s.runID, "error", err)
 		return endNone
+	}
+	if s.pastEnd && run.Status.Stopped() && run.LastEventSeq <= s.last {
+		return endTerminal // the run ended behind the client's position
 	}
 	data, err := json.Marshal(struct {
 		Status    vocab.RunStatus `json:"status"`
