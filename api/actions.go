@@ -50,6 +50,9 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		if len(req.Result) == 0 {
 			return fieldError("result", "is required with decision result: the tool's result as JSON")
 		}
+		if err := storableJSON("result", req.Result); err != nil {
+			return err
+		}
 		p.Result = req.Result
 	default:
 		if len(req.Result) > 0 {
@@ -62,6 +65,9 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		}
 		if len(*req.Error) > 4096 {
 			return fieldError("error", "must be at most 4096 bytes")
+		}
+		if err := storable("error", *req.Error); err != nil {
+			return err
 		}
 		p.Message = *req.Error
 	}

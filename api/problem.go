@@ -17,6 +17,7 @@ import (
 const (
 	CodeInvalidJSON          = "invalid_json"           // 400: the body is not one JSON value
 	CodeInvalidField         = "invalid_field"          // 422: a field, parameter or header is wrong; "field" names it
+	CodeInvalidValue         = "invalid_value"          // 422: the database refused a value of the request as data
 	CodeBodyTooLarge         = "body_too_large"         // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body that is not application/json
 	CodeNotFound             = "not_found"              // 404: no such route
@@ -129,6 +130,9 @@ func problemFor(err error) (p problem, internal bool) {
 	case errors.Is(err, persist.ErrActionMismatch):
 		ae = newError(http.StatusConflict, CodeActionMismatch, "Action mismatch",
 			"the run waits for an action about another tool call; see its required_action")
+	case errors.Is(err, persist.ErrInvalidValue):
+		ae = newError(http.StatusUnprocessableEntity, CodeInvalidValue, "Invalid value",
+			"a value of the request cannot be stored: send valid UTF-8 without NUL characters, and numbers that fit a float64")
 	case errors.Is(err, stream.ErrStopped):
 		ae = errShuttingDown
 	default:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"agentd/internal/clean"
 	"agentd/internal/persist"
 	"agentd/internal/vocab"
 )
@@ -162,6 +163,9 @@ func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool,
 		return p, false, err
 	}
 	if req.Instructions != nil {
+		if err := storable("instructions", *req.Instructions); err != nil {
+			return p, false, err
+		}
 		p.Params.Instructions = *req.Instructions
 	}
 	if p.Params.Tools, err = s.toolNames(req.Tools); err != nil {
@@ -211,6 +215,9 @@ func parseInput(raw json.RawMessage) ([]persist.InputMessage, error) {
 		if strings.TrimSpace(text) == "" {
 			return nil, fieldError("input", "must not be empty")
 		}
+		if err := storable("input", text); err != nil {
+			return nil, err
+		}
 		return []persist.InputMessage{{Role: vocab.RoleUser, Content: text}}, nil
 	case '[':
 		var items []json.RawMessage
@@ -252,6 +259,9 @@ func parseInputMessage(raw json.RawMessage, field string) (persist.InputMessage,
 	if m.Content == nil || *m.Content == "" {
 		return persist.InputMessage{}, fieldError(field+".content", "is required: a non-empty string")
 	}
+	if err := storable(field+".content", *m.Content); err != nil {
+		return persist.InputMessage{}, err
+	}
 	return persist.InputMessage{Role: vocab.Role(*m.Role), Content: *m.Content}, nil
 }
 
@@ -264,6 +274,9 @@ func (s *server) model(m *string) (string, error) {
 	}
 	if strings.TrimSpace(*m) == "" || len(*m) > maxModelLen {
 		return "", fieldError("model", "must be a non-empty string of at most %d bytes", maxModelLen)
+	}
+	if err := storable("model", *m); err != nil {
+		return "", err
 	}
 	return *m, nil
 }
@@ -350,7 +363,29 @@ func parseMetadata(raw json.RawMessage) (json.RawMessage, error) {
 	if buf.Len() > maxMetadataBytes {
 		return nil, fieldError("metadata", "must be at most %d bytes of JSON", maxMetadataBytes)
 	}
+	if err := storableJSON("metadata", buf.Bytes()); err != nil {
+		return nil, err
+	}
 	return buf.Bytes(), nil
+}
+
+// storable refuses a string field that cannot be stored as it is (a NUL
+// character, invalid UTF-8): agentd keeps what a client sends, or refuses it.
+func storable(field, s string) error {
+	if problem := clean.TextProblem(s); problem != "" {
+		return fieldError(field, "%s; send valid UTF-8 text without NUL characters", problem)
+	}
+	return nil
+}
+
+// storableJSON refuses a JSON field that cannot be stored as it is: a NUL
+// character, a lone surrogate escape, invalid UTF-8, or a number outside
+// float64's range (send it as a string).
+func storableJSON(field string, raw []byte) error {
+	if problem := clean.JSONProblem(raw); problem != "" {
+		return fieldError(field, "%s; numbers must fit a float64 (send others as strings) and strings must be valid Unicode without NUL", problem)
+	}
+	return nil
 }
 
 // validKey reports whether an Idempotency-Key is 1 to 255 printable ASCII

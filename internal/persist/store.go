@@ -29,6 +29,15 @@ var (
 	// ErrLeaseLost: the run's epoch moved on; this worker no longer owns it.
 	ErrLeaseLost = errors.New("lease lost")
 
+	// ErrInvalidValue: PostgreSQL refused a value as data (SQLSTATE class
+	// 22: a NUL character, invalid UTF-8, a number out of range, a malformed
+	// value). Values from outside pass internal/clean first, so this is a
+	// value that slipped past it; the error says which.
+	ErrInvalidValue = errors.New("value cannot be stored")
+	// ErrConstraint: a constraint other than a unique key refused the write
+	// (SQLSTATE class 23: a foreign key, a check, a not-null).
+	ErrConstraint = errors.New("constraint violated")
+
 	// ErrRunNotFound is the ErrNotFound of a run (none of the tenant's has
 	// this id).
 	ErrRunNotFound = fmt.Errorf("run %w", ErrNotFound)
@@ -224,21 +233,25 @@ func translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ErrNotFound) || errors.Is(err, ErrConflict) || errors.Is(err, ErrLeaseLost) {
-		return err
+	for _, known := range []error{ErrNotFound, ErrConflict, ErrLeaseLost, ErrInvalidValue, ErrConstraint} {
+		if errors.Is(err, known) {
+			return err
+		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "23505": // unique_violation
+		switch {
+		case pgErr.Code == "23505": // unique_violation
 			return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
-		case "22P02": // invalid_text_representation (a malformed uuid)
-			return ErrNotFound
-		case "AD001": // raised by agentd_fence: a run's epoch moved on
+		case pgErr.Code == "AD001": // raised by agentd_fence: a run's epoch moved on
 			return ErrLeaseLost
+		case strings.HasPrefix(pgErr.Code, "22"): // data_exception
+			return fmt.Errorf("%w: %s (SQLSTATE %s): %w", ErrInvalidValue, pgErr.Message, pgErr.Code, err)
+		case strings.HasPrefix(pgErr.Code, "23"): // integrity_constraint_violation
+			return fmt.Errorf("%w: %s (SQLSTATE %s): %w", ErrConstraint, pgErr.ConstraintName, pgErr.Code, err)
 		}
 	}
 	return err
