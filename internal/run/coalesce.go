@@ -1,6 +1,7 @@
 package run
 
 import (
+	"agentd/internal/clean"
 	"agentd/internal/event"
 	"strings"
 	"sync"
@@ -45,6 +46,7 @@ func (c *coalescer) add(text string) {
 	if text == "" {
 		return
 	}
+	text, _ = clean.Text(text) // as the step's message will store it
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped || c.failed != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"agentd/internal/clean"
 	"agentd/internal/event"
 	"agentd/internal/llm"
 	"agentd/internal/persist"
@@ -198,7 +199,7 @@ type modelOutput struct {
 // the run's end when the model called no tool, else with the step's planned
 // tool calls.
 func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, out modelOutput) (done bool, err error) {
-	resp := out.resp
+	resp := cleanResponse(out.resp)
 	var evs []event.In
 	if out.tail != "" {
 		evs = append(evs, event.Of(step.Seq, event.MessageDeltaData{Text: out.tail}))
@@ -246,6 +247,38 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, o
 	return false, nil
 }
 
+// cleanResponse makes what the model said storable (internal/clean): its
+// text, and each tool call's id, name and arguments text. The arguments
+// are also checked as JSON where they are planned.
+func cleanResponse(resp llm.Response) llm.Response {
+	resp.Text, _ = clean.Text(resp.Text)
+	resp.FinishReason, _ = clean.Text(resp.FinishReason)
+	calls := make([]llm.ToolCall, len(resp.ToolCalls))
+	for i, c := range resp.ToolCalls {
+		c.ID, _ = clean.Text(c.ID)
+		c.Name, _ = clean.Text(c.Name)
+		c.Arguments, _ = clean.Text(c.Arguments)
+		calls[i] = c
+	}
+	resp.ToolCalls = calls
+	return resp
+}
+
+// storableResult makes a tool's result storable (internal/clean): JSON that
+// jsonb cannot hold is cleaned, and a result that is not JSON at all is kept
+// as a JSON string of its (cleaned) text.
+func storableResult(result json.RawMessage) json.RawMessage {
+	if len(result) == 0 {
+		return result
+	}
+	out, _, err := clean.JSON(result)
+	if err != nil {
+		text, _ := clean.Text(string(result))
+		out, _ = json.Marshal(text)
+	}
+	return out
+}
+
 // callPlan is the tool calls of a step's model output, as they are
 // committed with it: their rows and events, and the first attempts
 // committed with them (begun).
@@ -268,10 +301,9 @@ func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []l
 				status = vocab.CallAwaitingApproval
 			}
 		}
-		args := json.RawMessage(c.Arguments)
-		if !json.Valid(args) {
-			b, _ := json.Marshal(c.Arguments) // keep the model's text as a JSON string
-			args = b
+		args, _, err := clean.JSON(json.RawMessage(c.Arguments))
+		if err != nil {
+			args, _ = json.Marshal(c.Arguments) // keep the model's text as a JSON string
 		}
 		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
 		call := persist.ToolCallInsert{ID: persist.NewID(), RunID: st.Run.ID, StepID: step.ID, Position: i,

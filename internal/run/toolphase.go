@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"agentd/internal/clean"
 	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/tools"
@@ -285,7 +286,7 @@ type attemptResult struct {
 func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persist.ToolCall, a attemptResult) (again bool) {
 	if a.err == nil {
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "succeeded").Inc()
-		x.finishCall(step, c, callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(a.result, a.spec.ResultLimit()),
+		x.finishCall(step, c, callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(storableResult(a.result), a.spec.ResultLimit()),
 			attempt: &persist.AttemptFinish{ID: a.id, Status: vocab.AttemptSucceeded}})
 		return false
 	}
@@ -411,9 +412,9 @@ func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *pe
 		if len(result) == 0 {
 			result = json.RawMessage(`null`)
 		}
-		x.finishCall(step, c, callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(result, tool.Spec().ResultLimit())})
+		x.finishCall(step, c, callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(storableResult(result), tool.Spec().ResultLimit())})
 	case tools.OutcomeFailed:
-		msg := res.Message
+		msg, _ := clean.Text(res.Message)
 		if msg == "" {
 			msg = "the tool call failed (reported by its reconciler)"
 		}
@@ -445,7 +446,8 @@ func offered(names []string, name string) bool {
 func toolErrorData(err error) *event.Error {
 	var te *tools.Error
 	if errors.As(err, &te) {
-		return &event.Error{Kind: string(te.Kind), Message: te.Message, Status: te.Status}
+		msg, _ := clean.Text(te.Message) // it may quote what a webhook answered
+		return &event.Error{Kind: string(te.Kind), Message: msg, Status: te.Status}
 	}
 	return &event.Error{Kind: string(tools.KindOf(err)), Message: "the tool failed"}
 }

@@ -1,0 +1,104 @@
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"agentd/internal/clean"
+	"agentd/internal/persist"
+	"agentd/internal/run"
+	"agentd/internal/tools"
+	"agentd/internal/vocab"
+)
+
+// TestPoisonOutputDoesNotWedgeARun: model output and tool results holding
+// what PostgreSQL cannot store (a \u0000 escape, a NUL, a raw 0xff byte, a
+// number past float64) are stored cleaned, and every run ends at its first
+// execution: each tool runs once, and nothing that was stored still holds
+// the poison.
+func TestPoisonOutputDoesNotWedgeARun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bodies := map[string]struct{ contentType, body string }{
+		"/escaped_nul": {"application/json", `{"k":"\u0000","n":1e999999}`},
+		"/raw_ff":      {"application/json", "{\"k\":\"a\xffb\"}"},
+		"/text_nul":    {"text/plain", "plain\x00text"},
+		"/surrogate":   {"application/json", `["\ud800"]`},
+	}
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		reply := bodies[r.URL.Path]
+		w.Header().Set("Content-Type", reply.contentType)
+		fmt.Fprint(w, reply.body)
+	}))
+	t.Cleanup(srv.Close)
+	list := []tools.Tool{tools.Clock()}
+	for path := range bodies {
+		hook, err := tools.NewWebhook(tools.WebhookConfig{Name: strings.TrimPrefix(path, "/"), Description: "poison",
+			Parameters: json.RawMessage(`{"type":"object"}`), URL: srv.URL + path, Effect: vocab.EffectSideEffect}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = append(list, hook)
+	}
+	reg, err := tools.NewRegistry(list...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: reg, LeaseTTL: 2 * time.Second,
+		PollInterval: 100 * time.Millisecond, Workers: 4})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx)
+	})
+	// The fake model answers with what its input says; arguments are JSON
+	// text, so an escape in them is the model's output (the input itself
+	// is checked at the API).
+	inputs := []string{"/call clock {\"timezone\":\"\\u0000\"}\n/say done"}
+	for path := range bodies {
+		inputs = append(inputs, "/call "+strings.TrimPrefix(path, "/")+" {}\n/say done")
+	}
+	var ids []string
+	for _, in := range inputs {
+		ids = append(ids, b.create(t, in, persist.RunParams{}).ID)
+	}
+	for _, id := range ids {
+		r := b.wait(t, id, func(r persist.Run) bool { return r.Status.Terminal() })
+		if r.Status != vocab.StatusCompleted || r.Epoch != 1 {
+			t.Errorf("run %s: %s (%s) at epoch %d, want completed at its first claim", id, r.Status, r.TerminalReason, r.Epoch)
+		}
+		steps, err := b.store.StepsList(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range steps {
+			for _, c := range st.Calls {
+				for what, raw := range map[string][]byte{"arguments": c.Arguments, "result": c.Result} {
+					if p := clean.JSONProblem(raw); len(raw) > 0 && p != "" {
+						t.Errorf("run %s: call %s's %s %s: %s", id, c.Name, what, raw, p)
+					}
+				}
+			}
+		}
+		for _, ev := range b.events(t, id) {
+			if p := clean.JSONProblem(ev.Data); p != "" {
+				t.Errorf("run %s: event %d %s: %s", id, ev.Seq, ev.Data, p)
+			}
+		}
+	}
+	if n := calls.Load(); n != int64(len(bodies)) {
+		t.Errorf("the webhooks were called %d times, want once each (%d)", n, len(bodies))
+	}
+}
