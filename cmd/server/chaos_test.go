@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +19,10 @@ import (
 	"time"
 
 	"agentd/api/spectest"
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/tools/webhooktest"
 	"agentd/internal/vocab"
 )
 
@@ -120,24 +120,10 @@ func TestChaosKill(t *testing.T) {
 	pgRestarts := envInt("AGENTD_CHAOS_PG_RESTARTS", 0)
 	procs := envInt("AGENTD_CHAOS_PROCS", 3)
 
-	var mu sync.Mutex
-	seen := map[string]int{} // "charge " + idempotency key -> executions
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		seen[strings.TrimPrefix(r.URL.Path, "/")+" "+r.Header.Get("Idempotency-Key")]++
-		mu.Unlock()
-		if r.URL.Path == "/lookup" {
-			select {
-			case <-time.After(time.Duration(50+rand.IntN(200)) * time.Millisecond):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"ok":true}`)
-	}))
-	defer sink.Close()
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{
+		"/charge": webhooktest.OK(),
+		"/lookup": webhooktest.Delay(50*time.Millisecond, 250*time.Millisecond),
+	})
 	toolsFile := filepath.Join(t.TempDir(), "tools.json")
 	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[
 		{"name":"charge","description":"a side effect","parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":10000},
@@ -257,30 +243,22 @@ func TestChaosKill(t *testing.T) {
 	watchers.Wait()
 
 	// Every run ends; a side effect left unknown is resolved as a client
-	// would: it happened if the sink saw its key, else it is retried.
+	// would: it happened if the sink saw its key, else it is retried. The
+	// condition given to WaitRun sends that decision when it finds the run
+	// waiting for one.
 	deadline := time.Now().Add(90 * time.Second)
 	var completed, resolved int
 	for _, id := range ids {
-		for {
-			r, err := store.RunByID(context.Background(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.Status == vocab.StatusCompleted {
+		persisttest.WaitRun(t, store, id, func(r persist.Run) bool {
+			switch r.Status {
+			case vocab.StatusCompleted:
 				completed++
-				break
-			}
-			if r.Status == vocab.StatusRequiresAction {
-				var action struct {
-					ToolCallID     string `json:"tool_call_id"`
-					IdempotencyKey string `json:"idempotency_key"`
-				}
+				return true
+			case vocab.StatusRequiresAction:
+				var action event.RequiredAction
 				json.Unmarshal(r.RequiredAction, &action)
-				mu.Lock()
-				happened := seen["charge "+action.IdempotencyKey] > 0
-				mu.Unlock()
 				decision := `"decision":"retry"`
-				if happened {
+				if sink.Keys("/charge")[action.IdempotencyKey] > 0 {
 					decision = `"decision":"result","result":{"ok":true}`
 				}
 				resp, err := http.Post("http://"+anyAddr()+"/runs/"+id+"/actions", "application/json",
@@ -291,14 +269,12 @@ func TestChaosKill(t *testing.T) {
 						resolved++
 					}
 				}
-			} else if r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning {
+			case vocab.StatusQueued, vocab.StatusRunning:
+			default:
 				t.Fatalf("run %s ended %s/%s: %s", id, r.Status, r.TerminalReason, r.Error)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("run %s still %s", id, r.Status)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return false
+		}, time.Until(deadline))
 	}
 	readersDone := make(chan struct{})
 	go func() { readers.Wait(); close(readersDone) }()
@@ -310,11 +286,11 @@ func TestChaosKill(t *testing.T) {
 
 	// Checks.
 	duplicates, skipped, lostEvents := 0, 0, 0
-	mu.Lock()
-	for k, n := range seen {
-		if strings.HasPrefix(k, "charge ") && n > 1 {
+	charges := sink.Keys("/charge")
+	for k, n := range charges {
+		if n > 1 {
 			duplicates++
-			t.Errorf("side effect %s ran %d times", k, n)
+			t.Errorf("side effect charge %s ran %d times", k, n)
 		}
 	}
 	for _, id := range ids {
@@ -324,14 +300,13 @@ func TestChaosKill(t *testing.T) {
 		}
 		for _, st := range steps {
 			for _, c := range st.Calls {
-				if c.Name == "charge" && seen["charge "+c.IdempotencyKey] == 0 {
+				if c.Name == "charge" && charges[c.IdempotencyKey] == 0 {
 					skipped++
 					t.Errorf("run %s completed without its side effect %s", id, c.IdempotencyKey)
 				}
 			}
 		}
 	}
-	mu.Unlock()
 	for id, tr := range transcripts {
 		evs, err := store.EventsAfter(context.Background(), id, 0, 100000)
 		if err != nil {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,75 +17,9 @@ import (
 	"agentd/api/spectest"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/tools/webhooktest"
 	"agentd/internal/vocab"
 )
-
-// effectSink is a webhook whose side effect happens (it counts the key) and
-// then hangs before it answers, so that a process can be killed between the
-// effect and the commit of its result. Its reconcile endpoint says the
-// effect happened when it saw the key.
-type effectSink struct {
-	srv     *httptest.Server
-	mu      sync.Mutex
-	seen    map[string]int
-	entered chan string
-}
-
-func newEffectSink(t *testing.T) *effectSink {
-	s := &effectSink{seen: map[string]int{}, entered: make(chan string, 16)}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		key := r.Header.Get("Idempotency-Key")
-		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Path == "/reconcile" {
-			s.mu.Lock()
-			n := s.seen[key]
-			s.mu.Unlock()
-			if n > 0 {
-				io.WriteString(w, `{"status":"succeeded","result":{"charged":true,"reconciled":true}}`)
-			} else {
-				io.WriteString(w, `{"status":"not_applied"}`)
-			}
-			return
-		}
-		s.mu.Lock()
-		s.seen[key]++
-		first := s.seen[key] == 1
-		s.mu.Unlock()
-		if first {
-			s.entered <- key
-			<-r.Context().Done() // the effect happened; the answer never comes
-			return
-		}
-		io.WriteString(w, `{"charged":true}`)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *effectSink) count(key string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen[key]
-}
-
-func waitRun(t *testing.T, store *persist.Store, id string, ok func(persist.Run) bool) persist.Run {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r, err := store.RunByID(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok(r) {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s is %s", id, r.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // TestKillBetweenEffectAndCommit kills the server process while a
 // side-effect webhook has done its effect but not answered. Without a
@@ -97,14 +31,21 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 	}
 	for _, withReconciler := range []bool{false, true} {
 		t.Run(fmt.Sprintf("reconciler=%v", withReconciler), func(t *testing.T) {
-			sink := newEffectSink(t)
+			// The charge happens (the sink counts its key) and then hangs
+			// the first time, so that the process can be killed between
+			// the effect and the commit of its result. The reconcile
+			// endpoint says the effect happened when it saw the key.
+			sink := webhooktest.New(t, map[string]webhooktest.Behaviour{
+				"/charge":    webhooktest.First(1, webhooktest.Hang(), webhooktest.OK()),
+				"/reconcile": webhooktest.Reconcile("/charge"),
+			})
 			reconcile := ""
 			if withReconciler {
-				reconcile = fmt.Sprintf(`,"reconcile_url":%q`, sink.srv.URL+"/reconcile")
+				reconcile = fmt.Sprintf(`,"reconcile_url":%q`, sink.URL+"/reconcile")
 			}
 			toolsFile := filepath.Join(t.TempDir(), "tools.json")
 			os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"charge","description":"charge a card",
-				"parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":60000%s}]}`, sink.srv.URL+"/charge", reconcile)), 0o600)
+				"parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":60000%s}]}`, sink.URL+"/charge", reconcile)), 0o600)
 			dbURL := persisttest.NewDatabase(t)
 			env := []string{"DATABASE_URL=" + dbURL, "AGENTD_TOOLS_FILE=" + toolsFile, "AGENTD_LEASE_TTL=1s",
 				"AGENTD_POLL_INTERVAL=100ms", "AGENTD_LOG_LEVEL=info"}
@@ -116,12 +57,12 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 			var run struct{ ID string }
 			json.NewDecoder(resp.Body).Decode(&run)
 			resp.Body.Close()
-			var key string
-			select {
-			case key = <-sink.entered:
-			case <-time.After(20 * time.Second):
-				t.Fatal("the webhook was not called")
+			sink.WaitEntered(t, "/charge", 20*time.Second)
+			keys := sink.Keys("/charge")
+			if len(keys) != 1 {
+				t.Fatalf("the webhook saw keys %v, want one", keys)
 			}
+			key := slices.Collect(maps.Keys(keys))[0]
 			a.kill(t)
 			killed := time.Now()
 			b := startChild(t, env)
@@ -130,10 +71,10 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer store.Close()
-			r := waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Epoch >= 2 })
+			r := persisttest.WaitRun(t, store, run.ID, func(r persist.Run) bool { return r.Epoch >= 2 }, 30*time.Second)
 			t.Logf("taken over %v after the SIGKILL (lease TTL 1s)", time.Since(killed).Round(time.Millisecond))
 			if !withReconciler {
-				r = waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Status != vocab.StatusRunning && r.Status != vocab.StatusQueued })
+				r = persisttest.WaitRun(t, store, run.ID, nil, 30*time.Second)
 				var action struct {
 					Type       string `json:"type"`
 					ToolCallID string `json:"tool_call_id"`
@@ -149,11 +90,11 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 				}
 				resp.Body.Close()
 			}
-			r = waitRun(t, store, run.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+			r = persisttest.WaitRun(t, store, run.ID, func(r persist.Run) bool { return r.Status.Terminal() }, 30*time.Second)
 			if r.Status != vocab.StatusCompleted {
 				t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
 			}
-			if n := sink.count(key); n != 1 {
+			if n := sink.Keys("/charge")[key]; n != 1 {
 				t.Fatalf("the side effect ran %d times, want 1", n)
 			}
 			evs, err := store.EventsAfter(context.Background(), run.ID, 0, 10000)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"agentd/api/spectest"
+	"agentd/internal/tools/webhooktest"
 )
 
 // sseEvent is one event as a client sees it.
@@ -159,20 +159,10 @@ func TestStreamFromPostThenResumeWithLastEventID(t *testing.T) {
 
 func TestStreamDisconnectInterruptsAndResumeContinues(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	seen := map[string]int{}
-	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		mu.Lock()
-		seen[r.Header.Get("Idempotency-Key")]++
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"charged":true}`)
-	}))
-	defer sink.Close()
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/charge": webhooktest.Respond(http.StatusOK, `{"charged":true}`)})
 	toolsFile := filepath.Join(t.TempDir(), "tools.json")
 	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"charge","description":"charge a card",
-		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":5000}]}`, sink.URL)), 0o600)
+		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":5000}]}`, sink.URL+"/charge")), 0o600)
 	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
 
 	resp, id := postStream(t, base, `{"stream": true, "on_disconnect": "interrupt", "input": "/call charge {}\n/next\n/stream 100 20"}`)
@@ -228,8 +218,7 @@ func TestStreamDisconnectInterruptsAndResumeContinues(t *testing.T) {
 		t.Fatalf("event types %v", types)
 	}
 	checkTranscript(t, base, id, append(first, rest...))
-	mu.Lock()
-	defer mu.Unlock()
+	seen := sink.Keys("/charge")
 	if len(seen) != 1 {
 		t.Fatalf("side effect keys %v", seen)
 	}

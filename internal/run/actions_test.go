@@ -27,10 +27,10 @@ func TestReconcilerDecidesUnknownOutcome(t *testing.T) {
 	if c.Status != vocab.CallSucceeded || !strings.Contains(string(c.Result), "reconciled") || len(c.Attempts) != 1 || c.Attempts[0].Status != vocab.AttemptUnknown {
 		t.Fatalf("call %s result %s, %d attempts", c.Status, c.Result, len(c.Attempts))
 	}
-	if reqs, _ := b.sink.count("/slow"); reqs != 1 {
+	if reqs := b.sink.Count("/slow"); reqs != 1 {
 		t.Fatalf("effect called %d times", reqs)
 	}
-	if reqs, _ := b.sink.count("/reconcile"); reqs != 1 {
+	if reqs := b.sink.Count("/reconcile"); reqs != 1 {
 		t.Fatalf("reconciler called %d times", reqs)
 	}
 }
@@ -78,7 +78,7 @@ func TestClientResolvesUnknownOutcome(t *testing.T) {
 		}
 	}
 	// Only the explicit retry sent the key a second time.
-	if reqs, keys := b.sink.count("/block"); reqs != 4 || keys != 3 {
+	if reqs, keys := b.sink.Count("/block"), len(b.sink.Keys("/block")); reqs != 4 || keys != 3 {
 		t.Fatalf("sink saw %d requests with %d keys, want 4 and 3", reqs, keys)
 	}
 }
@@ -120,7 +120,7 @@ func TestApprovalGatesTheCall(t *testing.T) {
 		}
 	}
 	// Only the approved call reached the tool.
-	if reqs, keys := b.sink.count("/guarded"); reqs != 1 || keys != 1 {
+	if reqs, keys := b.sink.Count("/guarded"), len(b.sink.Keys("/guarded")); reqs != 1 || keys != 1 {
 		t.Fatalf("guarded tool called %d times with %d keys, want once", reqs, keys)
 	}
 }

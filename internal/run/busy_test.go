@@ -114,7 +114,7 @@ func TestIfBusyInterruptCancelsTheBusyRun(t *testing.T) {
 	b := setup(t)
 	b.engine(t, 5*time.Second)
 	busy := b.create(t, "/call blocker {}\n/say never", persist.RunParams{})
-	waitPath(t, b.sink, "/block")
+	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	next, err := b.createOn(t, busy.ConversationID, "/say next", "interrupt")
 	if err != nil {
 		t.Fatal(err)

@@ -112,7 +112,7 @@ func TestCancelBeforeAPrestartedAttemptBeginsClosesIt(t *testing.T) {
 	// A side-effect call makes the step's calls run one by one; the
 	// calculator's attempt was committed with the model's output.
 	r := b.create(t, "/call block_effect {}\n/call calculator {\"expression\":\"1\"}\n/say never", persist.RunParams{})
-	waitPath(t, b.sink, "/block")
+	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func TestShutdownHandsRunsBack(t *testing.T) {
 	ttl := 30 * time.Second // a takeover must not wait for the TTL
 	e1 := b.engine(t, ttl)
 	r := b.create(t, "/call blocker {}\n/say finished", persist.RunParams{})
-	waitPath(t, b.sink, "/block")
+	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := e1.Stop(ctx); err == nil {
@@ -160,7 +160,7 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 	if r.Status != vocab.StatusCompleted {
 		t.Fatalf("resumed run ended %s/%s", r.Status, r.TerminalReason)
 	}
-	if reqs, keys := b.sink.count("/ok"); reqs != 1 || keys != 1 {
+	if reqs, keys := b.sink.Count("/ok"), len(b.sink.Keys("/ok")); reqs != 1 || keys != 1 {
 		t.Fatalf("side effect ran %d times, want once", reqs)
 	}
 	after := b.events(t, r.ID) // gapless from 1, so the resumed stream continued the same seq

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"agentd/internal/persist"
 	"agentd/internal/run"
 	"agentd/internal/tools"
+	"agentd/internal/tools/webhooktest"
 	"agentd/internal/vocab"
 )
 
@@ -32,18 +31,18 @@ func TestPoisonOutputDoesNotWedgeARun(t *testing.T) {
 		"/text_nul":    {"text/plain", "plain\x00text"},
 		"/surrogate":   {"application/json", `["\ud800"]`},
 	}
-	var calls atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		reply := bodies[r.URL.Path]
-		w.Header().Set("Content-Type", reply.contentType)
-		fmt.Fprint(w, reply.body)
-	}))
-	t.Cleanup(srv.Close)
+	behaviours := map[string]webhooktest.Behaviour{}
+	for path, reply := range bodies {
+		behaviours[path] = webhooktest.Raw(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", reply.contentType)
+			fmt.Fprint(w, reply.body)
+		})
+	}
+	sink := webhooktest.New(t, behaviours)
 	list := []tools.Tool{tools.Clock()}
 	for path := range bodies {
 		hook, err := tools.NewWebhook(tools.WebhookConfig{Name: strings.TrimPrefix(path, "/"), Description: "poison",
-			Parameters: json.RawMessage(`{"type":"object"}`), URL: srv.URL + path, Effect: vocab.EffectSideEffect}, nil)
+			Parameters: json.RawMessage(`{"type":"object"}`), URL: sink.URL + path, Effect: vocab.EffectSideEffect}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +97,9 @@ func TestPoisonOutputDoesNotWedgeARun(t *testing.T) {
 			}
 		}
 	}
-	if n := calls.Load(); n != int64(len(bodies)) {
-		t.Errorf("the webhooks were called %d times, want once each (%d)", n, len(bodies))
+	for path := range bodies {
+		if n := sink.Count(path); n != 1 {
+			t.Errorf("webhook %s was called %d times, want once", path, n)
+		}
 	}
 }

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +20,7 @@ import (
 	"agentd/internal/persist/persisttest"
 	"agentd/internal/run"
 	"agentd/internal/tools"
+	"agentd/internal/tools/webhooktest"
 	"agentd/internal/vocab"
 )
 
@@ -36,97 +34,13 @@ func TestMain(m *testing.M) {
 	)
 }
 
-// sink is a webhook server whose behaviour depends on the path; it counts
-// every idempotency key it sees.
-type sink struct {
-	srv *httptest.Server
-
-	mu        sync.Mutex
-	keys      map[string]int // path + key -> requests
-	cancelled map[string]int // path -> requests whose context ended before an answer
-	entered   chan string    // path of each request, as it arrives (buffered)
-	release   chan struct{}  // closed to let /block requests answer
-}
-
-func newSink(t *testing.T) *sink {
-	s := &sink{keys: map[string]int{}, cancelled: map[string]int{}, entered: make(chan string, 100), release: make(chan struct{})}
-	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// Reading the body lets the server notice a client that goes away.
-		if _, err := io.ReadAll(r.Body); err != nil {
-			return
-		}
-		key := r.Header.Get("Idempotency-Key")
-		s.mu.Lock()
-		s.keys[r.URL.Path+" "+key]++
-		n := s.keys[r.URL.Path+" "+key]
-		s.mu.Unlock()
-		select {
-		case s.entered <- r.URL.Path:
-		default:
-		}
-		switch r.URL.Path {
-		case "/flaky": // fails twice per key, then succeeds
-			if n <= 2 {
-				http.Error(w, `{"error":"try again"}`, http.StatusInternalServerError)
-				return
-			}
-		case "/slow": // never answers in time
-			select {
-			case <-time.After(5 * time.Second):
-			case <-r.Context().Done():
-				s.mu.Lock()
-				s.cancelled[r.URL.Path]++
-				s.mu.Unlock()
-				return
-			}
-		case "/reconcile": // the effect happened
-			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprint(w, `{"status":"succeeded","result":{"reconciled":true}}`)
-			return
-		case "/block": // answers once released; hangs the first time per key
-			if n == 1 {
-				select {
-				case <-s.release:
-				case <-r.Context().Done():
-					s.mu.Lock()
-					s.cancelled[r.URL.Path]++
-					s.mu.Unlock()
-					return
-				}
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"ok":true,"path":%q,"n":%d}`, r.URL.Path, n)
-	}))
-	t.Cleanup(s.srv.Close)
-	return s
-}
-
-func (s *sink) count(path string) (requests int, keys int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, n := range s.keys {
-		if strings.HasPrefix(k, path+" ") {
-			requests += n
-			keys++
-		}
-	}
-	return
-}
-
-func (s *sink) cancels(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cancelled[path]
-}
-
 type bundle struct {
 	store *persist.Store
 	url   string
 	fake  *fakellm.Server
 	model llm.Model
 	reg   *tools.Registry
-	sink  *sink
+	sink  *webhooktest.Sink
 }
 
 func setup(t *testing.T) *bundle {
@@ -141,7 +55,16 @@ func setup(t *testing.T) *bundle {
 	fake := fakellm.New()
 	fsrv := httptest.NewServer(fake)
 	t.Cleanup(fsrv.Close)
-	sk := newSink(t)
+	// /block hangs the first time per key (until its request is cancelled),
+	// so that a retry with the same key answers.
+	sk := webhooktest.New(t, map[string]webhooktest.Behaviour{
+		"/flaky":     webhooktest.FailFirst(2),
+		"/slow":      webhooktest.Hang(),
+		"/reconcile": webhooktest.Reconcile("/slow"),
+		"/block":     webhooktest.First(1, webhooktest.Block(), webhooktest.OK()),
+		"/ok":        webhooktest.OK(),
+		"/guarded":   webhooktest.OK(),
+	})
 	obj := json.RawMessage(`{"type":"object"}`)
 	var hooks []tools.Tool
 	for _, h := range []struct {
@@ -161,10 +84,10 @@ func setup(t *testing.T) *bundle {
 	} {
 		var reconcile string
 		if h.reconcile != "" {
-			reconcile = sk.srv.URL + h.reconcile
+			reconcile = sk.URL + h.reconcile
 		}
 		tool, err := tools.NewWebhook(tools.WebhookConfig{Name: h.name, Description: h.name, Parameters: obj,
-			URL: sk.srv.URL + h.path, Effect: h.effect, TimeoutMS: h.timeoutMS, ReconcileURL: reconcile,
+			URL: sk.URL + h.path, Effect: h.effect, TimeoutMS: h.timeoutMS, ReconcileURL: reconcile,
 			NeedsApproval: h.name == "guarded"}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -211,23 +134,7 @@ func (b *bundle) create(t *testing.T, input string, p persist.RunParams) persist
 // wait polls until the run leaves queued/running (or until cond holds).
 func (b *bundle) wait(t *testing.T, id string, cond func(persist.Run) bool) persist.Run {
 	t.Helper()
-	if cond == nil {
-		cond = func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning }
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, err := b.store.RunGet(context.Background(), "default", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if cond(r) {
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s still %s", id, r.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return persisttest.WaitRun(t, b.store, id, cond, 20*time.Second)
 }
 
 func (b *bundle) events(t *testing.T, id string) []persist.Event {
@@ -412,14 +319,14 @@ func TestIdempotentWebhookRetriedSideEffectTimeoutUnknown(t *testing.T) {
 		flaky.Attempts[2].Status != vocab.AttemptSucceeded {
 		t.Fatalf("flaky call: %s with %d attempts", flaky.Status, len(flaky.Attempts))
 	}
-	if reqs, keys := b.sink.count("/flaky"); reqs != 3 || keys != 1 {
+	if reqs, keys := b.sink.Count("/flaky"), len(b.sink.Keys("/flaky")); reqs != 3 || keys != 1 {
 		t.Fatalf("sink saw /flaky %d times with %d keys, want 3 and 1", reqs, keys)
 	}
 	slow := steps[1].Calls[0]
 	if slow.Status != vocab.CallUnknown || len(slow.Attempts) != 1 || slow.Attempts[0].Status != vocab.AttemptUnknown || action.ToolCallID != slow.ID {
 		t.Fatalf("side-effect call: %s with %d attempts", slow.Status, len(slow.Attempts))
 	}
-	if reqs, _ := b.sink.count("/slow"); reqs != 1 {
+	if reqs := b.sink.Count("/slow"); reqs != 1 {
 		t.Fatalf("side-effect webhook called %d times, want 1", reqs)
 	}
 	c := countTypes(b.events(t, r.ID))
@@ -436,7 +343,7 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 	r := b.create(t, "/call calculator {\"expression\":\"2+2\"}\n/next\n/call effect {}\n/call blocker {}\n/say finished", persist.RunParams{})
 	// Wait until the first engine is inside the blocking tool of step 2:
 	// step 1 and the side effect of step 2 are committed by then.
-	waitPath(t, b.sink, "/block")
+	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	committed, err := b.store.RunGet(context.Background(), "default", r.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -460,7 +367,7 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 	if got := b.fake.Calls(); got != modelCalls+1 {
 		t.Fatalf("model calls %d, want %d", got, modelCalls+1)
 	}
-	if reqs, keys := b.sink.count("/ok"); reqs != 1 || keys != 1 {
+	if reqs, keys := b.sink.Count("/ok"), len(b.sink.Keys("/ok")); reqs != 1 || keys != 1 {
 		t.Fatalf("side effect ran %d times (%d keys), want once", reqs, keys)
 	}
 	steps, err := b.store.StepsList(context.Background(), r.ID)
@@ -484,27 +391,12 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 	}
 }
 
-func waitPath(t *testing.T, s *sink, path string) {
-	t.Helper()
-	timeout := time.After(15 * time.Second)
-	for {
-		select {
-		case p := <-s.entered:
-			if p == path {
-				return
-			}
-		case <-timeout:
-			t.Fatalf("no request to %s", path)
-		}
-	}
-}
-
 func TestCancelDuringTool(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
 	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call block_effect {}\n/say never", persist.RunParams{})
-	waitPath(t, b.sink, "/block")
+	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	start := time.Now()
 	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
 		t.Fatal(err)
@@ -517,10 +409,10 @@ func TestCancelDuringTool(t *testing.T) {
 	if elapsed > time.Second {
 		t.Fatalf("cancel took %v, want under 1s", elapsed)
 	}
-	for i := 0; i < 100 && b.sink.cancels("/block") != 1; i++ {
+	for i := 0; i < 100 && b.sink.Cancels("/block") != 1; i++ {
 		time.Sleep(10 * time.Millisecond) // the server notices the hang-up asynchronously
 	}
-	if b.sink.cancels("/block") != 1 {
+	if b.sink.Cancels("/block") != 1 {
 		t.Fatalf("the tool's request context was not cancelled")
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)

@@ -8,21 +8,24 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"agentd/internal/tools/webhooktest"
 )
 
 func TestHTTPRequest(t *testing.T) {
 	t.Parallel()
-	s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/missing":
+	s := webhooktest.New(t, map[string]webhooktest.Behaviour{
+		"/missing": webhooktest.Raw(func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "no such thing", http.StatusNotFound)
-		case "/broken":
+		}),
+		"/broken": webhooktest.Raw(func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "oops", http.StatusBadGateway)
-		default:
+		}),
+		"/ok": webhooktest.Raw(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
 			w.Header().Set("Set-Cookie", "secret=1")
 			io.WriteString(w, r.Method+" "+r.Header.Get("X-Test"))
-		}
+		}),
 	})
 	u, _ := url.Parse(s.URL)
 	tool := HTTPRequest([]string{u.Host}, s.Client())
@@ -47,17 +50,17 @@ func TestHTTPRequest(t *testing.T) {
 	if res.Status != 200 || res.Body != "POST yes" || res.Headers["Content-Type"] != "text/plain" || res.Headers["Set-Cookie"] != "" {
 		t.Errorf("result = %s", raw)
 	}
-	reqs := s.got()
-	if string(reqs[0].body) != "hello" || reqs[0].header.Get("Idempotency-Key") != testCall.IdempotencyKey {
-		t.Errorf("server got body %q headers %v", reqs[0].body, reqs[0].header)
+	reqs := s.Requests()
+	if string(reqs[0].Body) != "hello" || reqs[0].Header.Get("Idempotency-Key") != testCall.IdempotencyKey {
+		t.Errorf("server got body %q headers %v", reqs[0].Body, reqs[0].Header)
 	}
 
 	// A GET without body carries no body and no chunked encoding.
 	if _, err := call(`{"method":"GET","url":"` + s.URL + `/ok"}`); err != nil {
 		t.Fatal(err)
 	}
-	if r := s.got()[1]; len(r.body) != 0 || r.header.Get("Transfer-Encoding") != "" || r.header.Get("Content-Length") != "" {
-		t.Errorf("GET sent a body: %q %v", r.body, r.header)
+	if r := s.Requests()[1]; len(r.Body) != 0 || r.Header.Get("Transfer-Encoding") != "" || r.Header.Get("Content-Length") != "" {
+		t.Errorf("GET sent a body: %q %v", r.Body, r.Header)
 	}
 
 	tests := []struct {
@@ -80,7 +83,7 @@ func TestHTTPRequest(t *testing.T) {
 			t.Errorf("%s: err = %v, want %s containing %q", tt.args, err, tt.kind, tt.want)
 		}
 	}
-	if n := len(s.got()); n != 4 {
+	if n := len(s.Requests()); n != 4 {
 		t.Errorf("server saw %d requests, want 4 (refused ones never sent)", n)
 	}
 }

@@ -1,63 +1,22 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"agentd/internal/tools/webhooktest"
+	"agentd/internal/vocab"
 )
-
-// sink is a webhook receiver that records what it got.
-type sink struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []sinkRequest
-}
-
-type sinkRequest struct {
-	header http.Header
-	body   []byte
-}
-
-func (s *sink) got() []sinkRequest {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]sinkRequest(nil), s.requests...)
-}
-
-// newSink starts a server that records each request, then answers with h.
-func newSink(t *testing.T, h http.HandlerFunc) *sink {
-	t.Helper()
-	s := &sink{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		hdr := r.Header.Clone()
-		if len(r.TransferEncoding) > 0 {
-			hdr.Set("Transfer-Encoding", strings.Join(r.TransferEncoding, ","))
-		}
-		if r.ContentLength > 0 {
-			hdr.Set("Content-Length", strconv.FormatInt(r.ContentLength, 10))
-		}
-		s.requests = append(s.requests, sinkRequest{hdr, body})
-		s.mu.Unlock()
-		h(w, r)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
 
 func webhookTool(t *testing.T, url string, extra string) Tool {
 	t.Helper()
@@ -74,10 +33,7 @@ var testCall = Call{RunID: "r1", CallID: "c1", IdempotencyKey: "r1:2:c1", Attemp
 
 func TestWebhookRequest(t *testing.T) {
 	t.Parallel()
-	s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		io.WriteString(w, `{"sent": true}`)
-	})
+	s := webhooktest.New(t, map[string]webhooktest.Behaviour{"/": webhooktest.Respond(http.StatusOK, `{"sent": true}`)})
 	tool := webhookTool(t, s.URL, `,"timeout_ms":1500,"max_attempts":2,"needs_approval":true`)
 	spec := tool.Spec()
 	if spec.Name != "send" || spec.Effect != vocab.EffectSideEffect || spec.Timeout != 1500*time.Millisecond || spec.MaxAttempts != 2 || !spec.NeedsApproval {
@@ -90,16 +46,16 @@ func TestWebhookRequest(t *testing.T) {
 	if string(got) != `{"sent": true}` {
 		t.Errorf("result = %s", got)
 	}
-	reqs := s.got()
+	reqs := s.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
 	}
-	h := reqs[0].header
+	h := reqs[0].Header
 	if h.Get("Idempotency-Key") != "r1:2:c1" || h.Get("Content-Type") != "application/json" || h.Get("Authorization") != "Bearer x" {
 		t.Errorf("headers = %v", h)
 	}
 	var body map[string]any
-	if err := json.Unmarshal(reqs[0].body, &body); err != nil {
+	if err := json.Unmarshal(reqs[0].Body, &body); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{"arguments": map[string]any{"to": "bob"}, "idempotency_key": "r1:2:c1", "run_id": "r1", "call_id": "c1", "attempt": float64(2)}
@@ -156,7 +112,7 @@ func TestWebhookClassification(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			s := newSink(t, tt.h)
+			s := webhooktest.New(t, map[string]webhooktest.Behaviour{"/": webhooktest.Raw(tt.h)})
 			tool := webhookTool(t, s.URL, "")
 			got, err := tool.Invoke(context.Background(), testCall)
 			if tt.kind == "" {
@@ -175,7 +131,7 @@ func TestWebhookClassification(t *testing.T) {
 			if len(te.Message) > 500 {
 				t.Errorf("message too long: %d bytes", len(te.Message))
 			}
-			if n := len(s.got()); n != 1 {
+			if n := len(s.Requests()); n != 1 {
 				t.Errorf("server saw %d requests, want 1", n)
 			}
 		})
@@ -184,14 +140,7 @@ func TestWebhookClassification(t *testing.T) {
 
 func TestWebhookTimeout(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
-	defer close(release) // before s.Close (cleanup) so the handler returns
+	s := webhooktest.New(t, map[string]webhooktest.Behaviour{"/": webhooktest.Hang()})
 	tool := webhookTool(t, s.URL, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -228,22 +177,15 @@ func TestWebhookConnectionRefused(t *testing.T) {
 // engine counts attempts, not the transport.
 func TestWebhookNoTransportReplay(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	n := 0
-	s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		n++
-		first := n == 1
-		mu.Unlock()
-		if first {
-			io.WriteString(w, `{}`)
-			return
-		}
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err == nil {
-			conn.Close()
-		}
-	})
+	// Both calls carry one key: the first is answered, the second has its
+	// connection closed.
+	s := webhooktest.New(t, map[string]webhooktest.Behaviour{"/": webhooktest.First(1, webhooktest.Respond(http.StatusOK, `{}`),
+		webhooktest.Raw(func(w http.ResponseWriter, r *http.Request) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}))})
 	tool := webhookTool(t, s.URL, "")
 	if _, err := tool.Invoke(context.Background(), testCall); err != nil {
 		t.Fatal(err)
@@ -252,15 +194,15 @@ func TestWebhookNoTransportReplay(t *testing.T) {
 	if KindOf(err) != KindConnection {
 		t.Errorf("err = %v, want KindConnection", err)
 	}
-	if got := len(s.got()); got != 2 {
+	if got := len(s.Requests()); got != 2 {
 		t.Errorf("server saw %d requests, want 2 (no replay)", got)
 	}
 }
 
 func TestWebhookReconcile(t *testing.T) {
 	t.Parallel()
-	s := newSink(t, func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"status":"succeeded","result":{"id":7}}`)
+	s := webhooktest.New(t, map[string]webhooktest.Behaviour{
+		"/reconcile": webhooktest.Respond(http.StatusOK, `{"status":"succeeded","result":{"id":7}}`),
 	})
 	tool := webhookTool(t, s.URL+"/call", `,"reconcile_url":"`+s.URL+`/reconcile"`)
 	rec, ok := tool.(Reconciler)
@@ -274,7 +216,7 @@ func TestWebhookReconcile(t *testing.T) {
 	if got.Outcome != OutcomeSucceeded || string(got.Result) != `{"id":7}` {
 		t.Errorf("reconciliation = %+v", got)
 	}
-	if h := s.got()[0].header.Get("Idempotency-Key"); h != testCall.IdempotencyKey {
+	if h := s.Requests()[0].Header.Get("Idempotency-Key"); h != testCall.IdempotencyKey {
 		t.Errorf("Idempotency-Key = %q", h)
 	}
 	if webhookTool(t, s.URL, "").(Reconciler).CanReconcile() {
@@ -363,19 +305,8 @@ func TestLoadFile(t *testing.T) {
 // not the 32 of net/http's default transport, which keeps 2 per host.
 func TestWebhookReusesConnections(t *testing.T) {
 	t.Parallel()
-	var opened atomic.Int64
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		io.WriteString(w, `{"sent": true}`)
-	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			opened.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
-	tool := webhookTool(t, srv.URL, "")
+	s := webhooktest.New(t, map[string]webhooktest.Behaviour{"/": webhooktest.Respond(http.StatusOK, `{"sent": true}`)})
+	tool := webhookTool(t, s.URL, "")
 	const callers, rounds = 8, 5
 	for range rounds {
 		var wg sync.WaitGroup
@@ -394,7 +325,7 @@ func TestWebhookReusesConnections(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // a connection goes back to the pool just after its response
 	}
-	if n := opened.Load(); n > 2*callers {
+	if n := s.Conns(); n > 2*callers {
 		t.Fatalf("%d connections opened for %d rounds of %d concurrent calls", n, rounds, callers)
 	}
 }

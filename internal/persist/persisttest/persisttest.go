@@ -1,5 +1,6 @@
 // Package persisttest gives each test its own PostgreSQL database, cloned from
-// a migrated template, and drops it when the test ends.
+// a migrated template, and drops it when the test ends; WaitRun waits for a
+// run to reach a state.
 //
 // The server is AGENTD_TEST_DATABASE_URL (default the local PostgreSQL).
 package persisttest
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"agentd/internal/persist"
+	"agentd/internal/vocab"
 	"agentd/migrations"
 )
 
@@ -97,6 +99,32 @@ func Open(t testing.TB, cfg persist.Config) *persist.Store {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// WaitRun polls the run until cond holds and returns it; a nil cond waits
+// until the run is neither queued nor running. The test fails, saying the
+// run's status, if timeout passes first.
+func WaitRun(t testing.TB, store *persist.Store, id string, cond func(persist.Run) bool, timeout time.Duration) persist.Run {
+	t.Helper()
+	if cond == nil {
+		cond = func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning }
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r, err := store.RunByID(ctx, id)
+		cancel()
+		if err != nil {
+			t.Fatalf("wait for run %s: %v", id, err)
+		}
+		if cond(r) {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is still %s after %v", id, r.Status, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // template returns the name of a migrated template database for the current
