@@ -3,6 +3,7 @@ package run_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -53,5 +54,59 @@ func TestUncommittedToolResultIsRecoveredNotGuessed(t *testing.T) {
 	msgs, _ := b.store.MessagesList(context.Background(), r.ConversationID, 0, 100)
 	if len(msgs) != 4 || msgs[2].Content[0].IsError || !strings.Contains(msgs[2].Content[0].Content, "42") {
 		t.Fatalf("the model was told %+v, want the recovered result", msgs[2].Content)
+	}
+}
+
+// refusingStore refuses, as data, every commit of a successful result of
+// the named tool: a value the database cannot store that slipped past
+// internal/clean.
+type refusingStore struct {
+	*persist.Store
+	tool    string
+	callIDs map[string]string // tool call id -> name, from the planned calls
+	refused atomic.Int64
+}
+
+func (s *refusingStore) Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error) {
+	for _, op := range ops {
+		switch o := op.(type) {
+		case persist.ToolCallInsert:
+			s.callIDs[o.ID] = o.Name
+		case persist.ToolCallFinish:
+			if o.Status == vocab.CallSucceeded && s.callIDs[o.ID] == s.tool {
+				s.refused.Add(1)
+				return 0, fmt.Errorf("finish tool call: %w: invalid byte sequence (SQLSTATE 22021)", persist.ErrInvalidValue)
+			}
+		}
+	}
+	return s.Store.Exec(ctx, f, evs, ops...)
+}
+
+// TestRefusedWriteFailsTheRun: a write the database refuses as data is not
+// tried again: the run fails with storage_error at its first claim, its
+// events stay gapless, and the results committed before stay.
+func TestRefusedWriteFailsTheRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rs := &refusingStore{Store: b.store, tool: "clock", callIDs: map[string]string{}}
+	e := run.New(run.Config{Store: rs, Model: b.model, Tools: b.reg, LeaseTTL: time.Second,
+		PollInterval: 100 * time.Millisecond, Workers: 1})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	r := b.create(t, "/call calculator {\"expression\":\"6*7\"}\n/next\n/call clock {}\n/say done", persist.RunParams{})
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+	if r.Status != vocab.StatusFailed || r.TerminalReason != vocab.ReasonStorageError || r.Epoch != 1 || rs.refused.Load() != 1 {
+		t.Fatalf("run %s (%s) at epoch %d after %d refused writes, want failed storage_error at epoch 1 after 1",
+			r.Status, r.TerminalReason, r.Epoch, rs.refused.Load())
+	}
+	evs := b.events(t, r.ID) // gapless, checked by events
+	if last := evs[len(evs)-1]; last.Type != event.RunFailed || !strings.Contains(string(last.Data), `"kind":"storage"`) {
+		t.Fatalf("last event %s %s", last.Type, last.Data)
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if c := steps[0].Calls[0]; c.Name != "calculator" || c.Status != vocab.CallSucceeded || !strings.Contains(string(c.Result), "42") {
+		t.Fatalf("the first step's committed result: %s %s %s", c.Name, c.Status, c.Result)
 	}
 }

@@ -46,7 +46,11 @@ var (
 	ErrRunDeadline        = errors.New("run deadline exceeded")
 	ErrStepDeadline       = errors.New("step deadline exceeded")
 	ErrShutdown           = errors.New("instance shutting down")
-	errAbandoned          = errors.New("engine abandoned")
+	// ErrStorage: the database refused one of the run's writes as data
+	// (persist.ErrInvalidValue, persist.ErrConstraint): the run fails
+	// (storage_error) rather than try the same write again.
+	ErrStorage   = errors.New("the database refused a write of the run")
+	errAbandoned = errors.New("engine abandoned")
 )
 
 // Config configures an Engine. Zero values take the documented defaults.

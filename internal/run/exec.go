@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"agentd/internal/clean"
 	"agentd/internal/event"
 	"agentd/internal/llm"
 	"agentd/internal/persist"
@@ -64,6 +65,8 @@ type execution struct {
 	modelMu     sync.Mutex
 	modelCancel context.CancelCauseFunc
 	first       bool // the first pass of the loop in this claim
+	refusedOnce sync.Once
+	refused     error // the write the database refused as data, once one was
 
 	// What the execution keeps in memory between its writes, so that it
 	// need not read back what it wrote under its fence (no one else writes a
@@ -138,9 +141,16 @@ func (x *execution) write(ctx context.Context, evs []event.In, ops ...persist.Op
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := x.d.store.Exec(wctx, x.fence, evs, ops...)
-	if errors.Is(err, persist.ErrLeaseLost) {
+	switch {
+	case errors.Is(err, persist.ErrLeaseLost):
 		x.d.m.LeasesLost.Inc()
 		x.cancel(persist.ErrLeaseLost)
+	case errors.Is(err, persist.ErrInvalidValue), errors.Is(err, persist.ErrConstraint):
+		x.refusedOnce.Do(func() {
+			x.refused = err
+			x.log.Error("the database refused a write of the run; it fails", "error", err)
+			x.cancel(ErrStorage)
+		})
 	}
 	if err == nil {
 		x.d.m.EventsAppended.Add(float64(len(evs)))
@@ -398,6 +408,12 @@ func (x *execution) stopFor(st persist.RunState, err error) error {
 	case errors.Is(cause, ErrRunDeadline):
 		return x.end(st, step, endOf(vocab.StatusTimedOut, vocab.ReasonTimedOutTotal,
 			&event.Error{Message: "the run's total timeout elapsed"}))
+	case errors.Is(cause, ErrStorage):
+		// What the refused write carried would be refused again: it is
+		// dropped with what was pending. What was committed stays.
+		x.outbox.take()
+		msg, _ := clean.Text("the database refused to store a value of the run: " + x.refused.Error())
+		return x.end(st, step, endOf(vocab.StatusFailed, vocab.ReasonStorageError, &event.Error{Kind: "storage", Message: msg}))
 	}
 	if err != nil {
 		return err

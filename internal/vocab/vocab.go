@@ -56,12 +56,15 @@ const (
 	ReasonToolError       Reason = "tool_error"
 	ReasonContextOverflow Reason = "context_overflow"
 	ReasonInterrupted     Reason = "interrupted"
+	// ReasonStorageError: the database refused one of the run's writes as
+	// data; trying again would fail the same way.
+	ReasonStorageError Reason = "storage_error"
 )
 
 // Reasons lists every terminal reason.
 func Reasons() []Reason {
 	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
-		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted}
+		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError}
 }
 
 // IfBusy says what a new run does when its conversation has a run in flight.
