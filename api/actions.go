@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"agentd/internal/persist"
+	"agentd/internal/tools"
 	"agentd/internal/vocab"
 )
 
@@ -53,7 +54,8 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		if err := storableJSON("result", req.Result); err != nil {
 			return err
 		}
-		p.Result = req.Result
+		// As a tool's own result would be: cut to the default size limit.
+		p.Result = tools.Truncate(req.Result, tools.DefaultMaxResultBytes)
 	default:
 		if len(req.Result) > 0 {
 			return fieldError("result", "is only allowed with decision result")

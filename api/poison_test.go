@@ -1,7 +1,12 @@
 package api_test
 
 import (
+	"agentd/api"
+	"agentd/internal/tools"
+	"context"
+	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -49,5 +54,35 @@ func TestPoisonValuesAreRefused(t *testing.T) {
 	r := b.createRun(`{"input":"\\u0000 is six characters","metadata":{"k":"\\u0000","n":"1e999999"}}`)
 	if r.ID == "" {
 		t.Fatal("a run with escaped text was not created")
+	}
+}
+
+// TestInputBounds: an input of more messages than the cap is 422 naming
+// input; a client's result larger than a tool's result limit is kept cut,
+// as a tool's own would be.
+func TestInputBounds(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *api.Config) { c.MaxBodyBytes = 4 << 20 })
+	msgs := strings.TrimSuffix(strings.Repeat(`{"role":"user","content":"x"},`, 1001), ",")
+	p := wantProblem(t, b.do("POST", "/runs", `{"input":[`+msgs+`]}`), http.StatusUnprocessableEntity, "invalid_field")
+	if p.Field != "input" || !strings.Contains(p.Detail, "1000") {
+		t.Fatalf("1001 messages: %+v", p)
+	}
+	runID, callID := waitingRun(t, b)
+	big := `{"blob":"` + strings.Repeat("y", 900<<10) + `"}`
+	want[runBody](t, b.do("POST", "/runs/"+runID+"/actions",
+		`{"tool_call_id":"`+callID+`","decision":"result","result":`+big+`}`), http.StatusOK)
+	steps, err := b.store.StepsList(context.Background(), runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cut struct {
+		Truncated bool   `json:"truncated"`
+		Bytes     int    `json:"bytes"`
+		Prefix    string `json:"prefix"`
+	}
+	res := steps[0].Calls[0].Result
+	if err := json.Unmarshal(res, &cut); err != nil || !cut.Truncated || cut.Bytes != len(big) || len(cut.Prefix) >= tools.DefaultMaxResultBytes {
+		t.Fatalf("a 900 KiB result was stored as %d bytes: %.80s", len(res), res)
 	}
 }

@@ -26,6 +26,9 @@ const (
 	maxTimeoutMS     = 24 * 60 * 60 * 1000
 	maxModelLen      = 256
 	maxKeyLen        = 255
+	// maxInputMessages caps the messages of "input"; the body's size
+	// (AGENTD_MAX_BODY_BYTES) caps their text.
+	maxInputMessages = 1000
 )
 
 // createRunRequest is the body of POST /runs. Pointers tell an absent field
@@ -226,6 +229,9 @@ func parseInput(raw json.RawMessage) ([]persist.InputMessage, error) {
 		}
 		if len(items) == 0 {
 			return nil, fieldError("input", "must not be an empty array")
+		}
+		if len(items) > maxInputMessages {
+			return nil, fieldError("input", "must hold at most %d messages, not %d", maxInputMessages, len(items))
 		}
 		out := make([]persist.InputMessage, 0, len(items))
 		for i, item := range items {

@@ -72,8 +72,15 @@ type Config struct {
 	ModelAttempts int           // attempts of one model call before the step fails; default 4
 	ModelBackoff  time.Duration // wait before the second model attempt, doubling; default 500ms
 	ToolTimeout   time.Duration // per-attempt default when neither tool nor run says; default 60s
-	DeltaWindow   time.Duration // text deltas are coalesced over this window; default 50ms
-	DeltaMaxBytes int           // and flushed at this size; default 2048
+	// ToolCallsPerStep caps the tool calls of one step that are planned and
+	// run; the model is told that the calls beyond it were not run. Default
+	// DefaultToolCallsPerStep.
+	ToolCallsPerStep int
+	// ToolConcurrency caps the tool attempts this instance makes at once,
+	// across its runs; default DefaultToolConcurrency.
+	ToolConcurrency int
+	DeltaWindow     time.Duration // text deltas are coalesced over this window; default 50ms
+	DeltaMaxBytes   int           // and flushed at this size; default 2048
 
 	// OnEndFunc, when set, is called after a run left this engine's executor
 	// with its status committed (a terminal status, interrupted or
@@ -104,6 +111,12 @@ type Engine struct {
 	dispatched chan struct{}  // closed when the dispatcher returned: no claim is under way
 	stopOnce   sync.Once
 }
+
+// Defaults of Config's bounds on tool calls.
+const (
+	DefaultToolCallsPerStep = 64
+	DefaultToolConcurrency  = 64
+)
 
 // DefaultWorkers is how many runs an instance executes at once unless told
 // otherwise. More runs in flight than this on a small machine only add
@@ -139,6 +152,12 @@ func New(cfg Config) *Engine {
 	if cfg.ToolTimeout <= 0 {
 		cfg.ToolTimeout = 60 * time.Second
 	}
+	if cfg.ToolCallsPerStep <= 0 {
+		cfg.ToolCallsPerStep = DefaultToolCallsPerStep
+	}
+	if cfg.ToolConcurrency <= 0 {
+		cfg.ToolConcurrency = DefaultToolConcurrency
+	}
 	if cfg.DeltaWindow <= 0 {
 		cfg.DeltaWindow = 50 * time.Millisecond
 	}
@@ -156,8 +175,10 @@ func New(cfg Config) *Engine {
 		log: cfg.Logger,
 		m:   cfg.Metrics,
 		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger, onEnd: cfg.OnEndFunc,
+			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
-				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes}},
+				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
+				callsPerStep: cfg.ToolCallsPerStep}},
 		wake:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),
 		active: map[string]*execution{},

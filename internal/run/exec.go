@@ -36,6 +36,8 @@ type deps struct {
 	log    *slog.Logger
 	onEnd  func(runID string, status vocab.RunStatus) // nil: none
 	limits limits
+	// toolSlots bounds the tool calls this instance runs at once.
+	toolSlots chan struct{}
 }
 
 // limits are the settings of a run's execution, from Config.
@@ -46,6 +48,7 @@ type limits struct {
 	toolTimeout   time.Duration
 	deltaWindow   time.Duration
 	deltaMaxBytes int
+	callsPerStep  int
 }
 
 // execution is one claim of one run on this instance.

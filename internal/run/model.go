@@ -291,6 +291,9 @@ type callPlan struct {
 
 // planCalls plans the tool calls the model asked for at step.
 func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []llm.ToolCall) callPlan {
+	// Calls past the step's cap are not planned: completeStep tells the
+	// model they were not run.
+	asked = asked[:min(len(asked), x.d.limits.callsPerStep)]
 	p := callPlan{calls: make([]persist.ToolCall, 0, len(asked)), begun: map[string]prestart{}}
 	var startEvs []event.In
 	for i, c := range asked {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -64,16 +65,37 @@ func (x *execution) runPending(ctx context.Context, st persist.RunState, step *p
 	if parallel && len(pending) > 1 {
 		var wg sync.WaitGroup
 		for _, i := range pending {
-			wg.Go(func() { x.runCall(ctx, st, step, &calls[i]) })
+			if !x.toolSlot(ctx) {
+				break // the step's context ended: the rest stay pending
+			}
+			wg.Go(func() {
+				defer func() { <-x.d.toolSlots }()
+				x.runCall(ctx, st, step, &calls[i])
+			})
 		}
 		wg.Wait()
 		return
 	}
 	for _, i := range pending {
-		if ctx.Err() != nil || x.interrupted.Load() {
+		if x.interrupted.Load() || !x.toolSlot(ctx) {
 			return
 		}
 		x.runCall(ctx, st, step, &calls[i])
+		<-x.d.toolSlots
+	}
+}
+
+// toolSlot takes one of the instance's slots for a tool call, waiting for
+// one to be free; false when ctx ended first.
+func (x *execution) toolSlot(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	select {
+	case x.d.toolSlots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -130,6 +152,10 @@ func (x *execution) completeStep(st persist.RunState, step *persist.Step, calls 
 		msgs = append(msgs, m)
 		ops = append(ops, m)
 	}
+	if m, ok := x.notRun(st, calls); ok {
+		msgs = append(msgs, m)
+		ops = append(ops, m)
+	}
 	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted, Finished: true})
 	x.outbox.add([]event.In{event.Of(step.Seq, event.StepCompletedData{FinishReason: "tool_calls", ToolCalls: len(calls)})}, ops...)
 	completed := *step
@@ -140,6 +166,44 @@ func (x *execution) completeStep(st persist.RunState, step *persist.Step, calls 
 	}
 	st.Calls, st.Attempts = calls, nil
 	x.carry(st)
+}
+
+// notRun is the tool message that answers the calls of the step's model
+// output that were not planned, past the step's cap of calls: one message
+// with a tool error per call, since the model's API needs an answer to each.
+func (x *execution) notRun(st persist.RunState, calls []persist.ToolCall) (persist.MessageInsert, bool) {
+	var asked *persist.Message
+	for i := len(st.Messages) - 1; i >= 0 && asked == nil; i-- {
+		if st.Messages[i].Role == vocab.RoleAssistant {
+			asked = &st.Messages[i]
+		}
+	}
+	if asked == nil {
+		return persist.MessageInsert{}, false
+	}
+	asks := 0
+	for _, p := range asked.Content {
+		if p.Type == vocab.PartToolCall {
+			asks++
+		}
+	}
+	if asks <= len(calls) {
+		return persist.MessageInsert{}, false // every call was planned
+	}
+	planned := make(map[string]bool, len(calls))
+	for _, c := range calls {
+		planned[c.CallID] = true
+	}
+	refusal, _ := json.Marshal(map[string]string{"error": fmt.Sprintf(
+		"not run: a step may make at most %d tool calls; ask for fewer at a time", x.d.limits.callsPerStep)})
+	var parts []vocab.Part
+	for _, p := range asked.Content {
+		if p.Type == vocab.PartToolCall && !planned[p.ID] {
+			parts = append(parts, vocab.Part{Type: vocab.PartToolResult, ToolCallID: p.ID, Content: string(refusal), IsError: true})
+		}
+	}
+	return persist.MessageInsert{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+		Role: vocab.RoleTool, Status: vocab.MessageCompleted, Content: parts}, true
 }
 
 // recoverCalls applies the recovery rules to calls found in the ledger on a

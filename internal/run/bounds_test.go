@@ -1,0 +1,104 @@
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+	"agentd/internal/run"
+	"agentd/internal/tools"
+	"agentd/internal/tools/webhooktest"
+	"agentd/internal/vocab"
+)
+
+// boundedEngine starts an engine on b's store with its own tools and
+// bounds on tool calls.
+func boundedEngine(t *testing.T, b *bundle, reg *tools.Registry, perStep, concurrency int) {
+	t.Helper()
+	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: reg, LeaseTTL: 5 * time.Second,
+		PollInterval: 100 * time.Millisecond, Workers: 2, ToolCallsPerStep: perStep, ToolConcurrency: concurrency})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx)
+	})
+}
+
+// TestToolCallsPastTheStepCapAreNotRun: of a step's calls, only the cap
+// are planned and run; the model is told, in one tool message, that each
+// of the others was not run, and the run goes on.
+func TestToolCallsPastTheStepCapAreNotRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	boundedEngine(t, b, b.reg, 3, 0)
+	input := strings.Repeat("/call calculator {\"expression\":\"1+1\"}\n", 5) + "/say done"
+	r := b.wait(t, b.create(t, input, persist.RunParams{}).ID, nil)
+	if r.Status != vocab.StatusCompleted {
+		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if len(steps[0].Calls) != 3 {
+		t.Fatalf("%d calls planned, want 3", len(steps[0].Calls))
+	}
+	msgs, _ := b.store.MessagesList(context.Background(), r.ConversationID, 0, 100)
+	answered, refused := 0, 0
+	for _, m := range msgs {
+		for _, p := range m.Content {
+			if p.Type != vocab.PartToolResult {
+				continue
+			}
+			answered++
+			if p.IsError && strings.Contains(p.Content, "at most 3 tool calls") {
+				refused++
+			}
+		}
+	}
+	if answered != 5 || refused != 2 {
+		t.Fatalf("%d calls answered, %d of them refused; want 5 and 2", answered, refused)
+	}
+}
+
+// TestToolConcurrencyIsBounded: parallel calls of many runs make at most
+// ToolConcurrency attempts at once on the instance, and all of them end.
+func TestToolConcurrencyIsBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var inflight, peak atomic.Int64
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/slow": webhooktest.Raw(func(w http.ResponseWriter, r *http.Request) {
+		n := inflight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(30 * time.Millisecond)
+		inflight.Add(-1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})})
+	hook, err := tools.NewWebhook(tools.WebhookConfig{Name: "slow", Description: "slow", URL: sink.URL + "/slow",
+		Parameters: json.RawMessage(`{"type":"object"}`), Effect: vocab.EffectIdempotent}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tools.NewRegistry(hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boundedEngine(t, b, reg, 0, 2)
+	input := strings.Repeat("/call slow {}\n", 6) + "/say done"
+	ids := []string{b.create(t, input, persist.RunParams{}).ID, b.create(t, input, persist.RunParams{}).ID}
+	for _, id := range ids {
+		if r := b.wait(t, id, nil); r.Status != vocab.StatusCompleted {
+			t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+		}
+	}
+	if p := peak.Load(); p > 2 || sink.Count("/slow") != 12 {
+		t.Fatalf("%d attempts at once (cap 2), %d in all (want 12)", p, sink.Count("/slow"))
+	}
+}
