@@ -12,6 +12,6 @@
 // event streams (*stream.Hub).
 //
 // It may import internal/persist (row types and sentinel errors),
-// internal/stream (its errors), internal/tools and internal/vocab; it never
-// imports pgx or the engine.
+// internal/stream (its errors), internal/tools, internal/vocab,
+// internal/clean and internal/metrics; it never imports pgx or the engine.
 package api

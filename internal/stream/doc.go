@@ -18,6 +18,6 @@
 // Last-Event-ID), checks who asks, and writes every problem body; the Hub
 // takes typed arguments and writes only the event stream.
 //
-// It imports persist and the vocabulary (vocab, event), nothing else of
-// agentd's.
+// It imports persist, metrics and the vocabulary (vocab, event), nothing
+// else of agentd's.
 package stream
