@@ -168,6 +168,10 @@ type RunEndedData struct {
 	Error  *Error          `json:"error,omitempty"`
 	Reason vocab.Reason    `json:"reason"`
 	Status vocab.RunStatus `json:"status"`
+	// UnresolvedToolCalls lists the side-effect calls whose outcome was
+	// still unknown when a run nobody executed ended: they may have
+	// happened.
+	UnresolvedToolCalls []string `json:"unresolved_tool_calls,omitempty"`
 }
 
 // EventType implements Payload.

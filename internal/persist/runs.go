@@ -166,30 +166,21 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, re
 		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, r.ID)
 		return 0, err
 	}
-	var evs []event.In
-	if r.Status == vocab.StatusRequiresAction {
-		var action event.RequiredAction
-		_ = json.Unmarshal(r.RequiredAction, &action)
-		if action.ToolCallID != "" {
-			errData := event.Error{Kind: string(reason),
-				Message: "the run ended (" + string(reason) + ") while waiting for a decision on this call"}
-			b, err := json.Marshal(errData)
-			if err != nil {
-				return 0, err
-			}
-			if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
-				WHERE id = $1 AND status IN ('unknown', 'awaiting_approval')`, action.ToolCallID, b); err != nil {
-				return 0, fmt.Errorf("reject tool call: %w", err)
-			}
-			evs = append(evs, event.Of(r.StepCount, event.ToolCallCompletedData{Error: &errData, ResolvedBy: string(reason),
-				Status: vocab.CallRejected, ToolCallID: action.ToolCallID}))
-		}
+	evs, unresolved, err := closeOpen(ctx, tx, r, reason)
+	if err != nil {
+		return 0, err
 	}
 	var runErr *event.Error
 	if status == vocab.StatusTimedOut {
 		runErr = &event.Error{Message: "the run's total timeout elapsed while it waited for a client's decision"}
 	}
-	evs = append(evs, event.RunEnd(r.StepCount, status, reason, runErr))
+	end := event.RunEnd(r.StepCount, status, reason, runErr)
+	if len(unresolved) > 0 {
+		d := end.Data.(event.RunEndedData)
+		d.UnresolvedToolCalls = unresolved
+		end.Data = d
+	}
+	evs = append(evs, end)
 	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
 	if err != nil {
 		return 0, err
@@ -204,6 +195,63 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, re
 		lease_owner = NULL, lease_expires_at = NULL
 		WHERE id = $1`, r.ID, lastSeq, status, reason, errJSON)
 	return lastSeq, err
+}
+
+// closeOpen closes what a run that nobody executes left open as it ends for
+// reason: its unfinished step is aborted (failed when it timed out), and
+// each call that did not run (planned, waiting for approval, or allowed a
+// retry) is rejected, with a tool_call.completed event each. A side effect
+// whose outcome is unknown stays unknown, since it may have happened: its
+// error notes the end, and the run's end lists it as unresolved.
+func closeOpen(ctx context.Context, tx pgx.Tx, r Run, reason vocab.Reason) (evs []event.In, unresolved []string, err error) {
+	stepStatus := vocab.StepAborted
+	if reason == vocab.ReasonTimedOutTotal || reason == vocab.ReasonTimedOutStep {
+		stepStatus = vocab.StepFailed
+	}
+	if _, err := tx.Exec(ctx, `UPDATE steps SET status = $2, finished_at = now()
+		WHERE run_id = $1 AND status IN ('running', 'acting')`, r.ID, stepStatus); err != nil {
+		return nil, nil, fmt.Errorf("close steps: %w", err)
+	}
+	notRun := event.Error{Kind: string(reason), Message: "the run ended (" + string(reason) + ") before this call ran"}
+	rejected, err := queryAll(ctx, tx, scanString, `WITH c AS (
+			UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
+			WHERE run_id = $1 AND status IN ('planned', 'awaiting_approval', 'running')
+			RETURNING id, step_id, position
+		)
+		SELECT c.id::text FROM c JOIN steps s ON s.id = c.step_id ORDER BY s.seq, c.position`, r.ID, mustJSON(notRun))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reject calls that did not run: %w", err)
+	}
+	for _, id := range rejected {
+		errData := notRun
+		evs = append(evs, event.Of(r.StepCount, event.ToolCallCompletedData{Error: &errData, ResolvedBy: string(reason),
+			Status: vocab.CallRejected, ToolCallID: id}))
+	}
+	note := event.Error{Kind: "unknown", Message: "the outcome is unknown: the run ended (" + string(reason) +
+		") before a client said what happened"}
+	unresolved, err = queryAll(ctx, tx, scanString, `WITH c AS (
+			UPDATE tool_calls SET error = $2 WHERE run_id = $1 AND status = 'unknown' RETURNING id, step_id, position
+		)
+		SELECT c.id::text FROM c JOIN steps s ON s.id = c.step_id ORDER BY s.seq, c.position`, r.ID, mustJSON(note))
+	if err != nil {
+		return nil, nil, fmt.Errorf("note unknown outcomes: %w", err)
+	}
+	return evs, unresolved, nil
+}
+
+func scanString(row pgx.Row) (string, error) {
+	var s string
+	err := row.Scan(&s)
+	return s, translate(err)
+}
+
+// mustJSON encodes a value that cannot fail to encode.
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("persist: encode %T: %v", v, err))
+	}
+	return b
 }
 
 // RunsSweep ends runs that wait for a client past their deadline: they time

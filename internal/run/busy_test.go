@@ -3,10 +3,12 @@ package run_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/run"
 	"agentd/internal/vocab"
@@ -142,8 +144,8 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
-	if c := steps[0].Calls[0]; c.Status != "rejected" {
-		t.Fatalf("the awaited call is %s, want rejected", c.Status)
+	if c := steps[0].Calls[0]; c.Status != vocab.CallUnknown || !strings.Contains(string(c.Error), "ended (cancelled)") {
+		t.Fatalf("the awaited side effect is %s (%s), want still unknown, the cancel noted", c.Status, c.Error)
 	}
 	next, err := b.createOn(t, r.ConversationID, "/say free again", "reject")
 	if err != nil {
@@ -173,10 +175,12 @@ func TestSweeperTimesOutRunWaitingPastDeadline(t *testing.T) {
 		t.Fatalf("run ended %s/%s, want timed_out/timed_out_total", r.Status, r.TerminalReason)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
-	if c := steps[0].Calls[0]; c.Status != "rejected" {
-		t.Fatalf("awaited call is %s", c.Status)
+	// The side effect's outcome is unknown, and stays so; the step is closed.
+	if c := steps[0].Calls[0]; c.Status != vocab.CallUnknown || steps[0].Status != vocab.StepFailed {
+		t.Fatalf("awaited call is %s, its step %s; want unknown and failed", c.Status, steps[0].Status)
 	}
-	if evs := b.events(t, r.ID); evs[len(evs)-1].Type != "run.timed_out" {
-		t.Fatalf("last event %s", evs[len(evs)-1].Type)
+	evs := b.events(t, r.ID)
+	if last := evs[len(evs)-1]; last.Type != event.RunTimedOut || !strings.Contains(string(last.Data), `"unresolved_tool_calls":["`+steps[0].Calls[0].ID+`"]`) {
+		t.Fatalf("last event %s %s", last.Type, last.Data)
 	}
 }
