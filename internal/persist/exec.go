@@ -73,6 +73,7 @@ const claimCTE = `prev AS (
 	),
 	claimed AS (
 		UPDATE runs SET status = 'running', epoch = epoch + 1, lease_owner = $1,
+			stall_claims = stall_claims + CASE WHEN status = 'running' THEN 1 ELSE 0 END,
 			lease_expires_at = now() + $2 * interval '1 millisecond',
 			started_at = coalesce(started_at, now()),
 			deadline_at = coalesce(deadline_at, CASE WHEN (params->'timeouts'->>'total_ms')::bigint > 0
@@ -118,7 +119,7 @@ func (s *Store) LeaseExtend(ctx context.Context, f Fence, ttl time.Duration) (Le
 // LeaseRelease hands a running run back so that a peer can claim it at once.
 func (s *Store) LeaseRelease(ctx context.Context, f Fence) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE runs SET lease_owner = NULL, lease_expires_at = now() - interval '1 millisecond',
-		updated_at = now() WHERE id = $1 AND epoch = $2 AND status = 'running'`, f.RunID, f.Epoch)
+		stall_claims = 0, updated_at = now() WHERE id = $1 AND epoch = $2 AND status = 'running'`, f.RunID, f.Epoch)
 	if err != nil {
 		return translate(err)
 	}
@@ -355,7 +356,7 @@ func (o RunEnd) queue(b *batch) error {
 		return err
 	}
 	b.exec("end run", `UPDATE runs SET status = $2, terminal_reason = nullif($3, ''), error = $4, required_action = $5,
-		lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL,
+		lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL, stall_claims = 0,
 		finished_at = CASE WHEN $6 THEN now() END
 		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action, o.Status.Stopped())
 	return nil

@@ -23,7 +23,7 @@ const runColumns = `id, tenant_id, conversation_id, status, coalesce(terminal_re
 	coalesce(idempotency_key, ''), epoch, coalesce(lease_owner, ''), lease_expires_at, deadline_at,
 	cancel_requested_at, interrupt_requested_at, required_action, last_event_seq, step_count,
 	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error,
-	created_at, started_at, finished_at, updated_at`
+	created_at, started_at, finished_at, updated_at, stall_claims`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
@@ -32,7 +32,7 @@ func scanRun(row pgx.Row) (Run, error) {
 		&r.IdempotencyKey, &r.Epoch, &r.LeaseOwner, &r.LeaseExpiresAt, &r.DeadlineAt,
 		&r.CancelRequestedAt, &r.InterruptRequestedAt, &r.RequiredAction, &r.LastEventSeq, &r.StepCount,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CachedInputTokens, &r.Usage.ReasoningTokens, &r.Error,
-		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt)
+		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.StallClaims)
 	if err != nil {
 		return Run{}, translate(err)
 	}

@@ -54,6 +54,9 @@ type Run struct {
 	StartedAt            *time.Time
 	FinishedAt           *time.Time
 	UpdatedAt            time.Time
+	// StallClaims counts the takeovers of the running run (its worker died
+	// or lost its lease) since it last started a new step.
+	StallClaims int
 }
 
 // Conversation is a row of conversations.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,5 +109,58 @@ func TestRefusedWriteFailsTheRun(t *testing.T) {
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
 	if c := steps[0].Calls[0]; c.Name != "calculator" || c.Status != vocab.CallSucceeded || !strings.Contains(string(c.Result), "42") {
 		t.Fatalf("the first step's committed result: %s %s %s", c.Name, c.Status, c.Result)
+	}
+}
+
+// wedgedStore fails, as a lost connection would, every commit of a
+// successful result of the named tool: the run can never finish its step.
+type wedgedStore struct {
+	*persist.Store
+	tool    string
+	callIDs sync.Map // tool call id -> name, from the planned calls
+	failed  atomic.Int64
+}
+
+func (s *wedgedStore) Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error) {
+	for _, op := range ops {
+		switch o := op.(type) {
+		case persist.ToolCallInsert:
+			s.callIDs.Store(o.ID, o.Name)
+		case persist.ToolCallFinish:
+			if name, _ := s.callIDs.Load(o.ID); o.Status == vocab.CallSucceeded && name == s.tool {
+				s.failed.Add(1)
+				return 0, errors.New("injected: connection reset")
+			}
+		}
+	}
+	return s.Store.Exec(ctx, f, evs, ops...)
+}
+
+// TestRunWithoutProgressFails: a run taken over again and again without
+// starting a new step fails (no_progress) after the configured number of
+// takeovers, instead of being executed forever.
+func TestRunWithoutProgressFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ws := &wedgedStore{Store: b.store, tool: "clock"}
+	e := run.New(run.Config{Store: ws, Model: b.model, Tools: b.reg, LeaseTTL: 300 * time.Millisecond,
+		PollInterval: 50 * time.Millisecond, MaxStallClaims: 3})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	r := b.create(t, "/call clock {}\n/say done", persist.RunParams{})
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+	if r.Status != vocab.StatusFailed || r.TerminalReason != vocab.ReasonNoProgress {
+		t.Fatalf("run ended %s/%s, want failed/no_progress", r.Status, r.TerminalReason)
+	}
+	// Claimed first at epoch 1, then taken over 3 times and failed at
+	// the 4th: the tool ran at each of the first four claims.
+	if r.Epoch != 5 || ws.failed.Load() != 4 {
+		t.Fatalf("failed at epoch %d after %d lost results, want epoch 5 after 4", r.Epoch, ws.failed.Load())
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if steps[0].Status != vocab.StepFailed {
+		t.Fatalf("the stuck step is %s, want failed", steps[0].Status)
 	}
 }

@@ -79,8 +79,12 @@ type Config struct {
 	// ToolConcurrency caps the tool attempts this instance makes at once,
 	// across its runs; default DefaultToolConcurrency.
 	ToolConcurrency int
-	DeltaWindow     time.Duration // text deltas are coalesced over this window; default 50ms
-	DeltaMaxBytes   int           // and flushed at this size; default 2048
+	// MaxStallClaims is how many times a run may be taken over (its worker
+	// died or lost its lease) without starting a new step; the claim after
+	// fails it (no_progress). Default DefaultMaxStallClaims.
+	MaxStallClaims int
+	DeltaWindow    time.Duration // text deltas are coalesced over this window; default 50ms
+	DeltaMaxBytes  int           // and flushed at this size; default 2048
 
 	// OnEndFunc, when set, is called after a run left this engine's executor
 	// with its status committed (a terminal status, interrupted or
@@ -116,6 +120,7 @@ type Engine struct {
 const (
 	DefaultToolCallsPerStep = 64
 	DefaultToolConcurrency  = 64
+	DefaultMaxStallClaims   = 5
 )
 
 // DefaultWorkers is how many runs an instance executes at once unless told
@@ -158,6 +163,9 @@ func New(cfg Config) *Engine {
 	if cfg.ToolConcurrency <= 0 {
 		cfg.ToolConcurrency = DefaultToolConcurrency
 	}
+	if cfg.MaxStallClaims <= 0 {
+		cfg.MaxStallClaims = DefaultMaxStallClaims
+	}
 	if cfg.DeltaWindow <= 0 {
 		cfg.DeltaWindow = 50 * time.Millisecond
 	}
@@ -178,7 +186,7 @@ func New(cfg Config) *Engine {
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
-				callsPerStep: cfg.ToolCallsPerStep}},
+				callsPerStep: cfg.ToolCallsPerStep, maxStallClaims: cfg.MaxStallClaims}},
 		wake:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),
 		active: map[string]*execution{},

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -49,6 +50,9 @@ type limits struct {
 	deltaWindow   time.Duration
 	deltaMaxBytes int
 	callsPerStep  int
+	// maxStallClaims is how many takeovers without a new step a run may
+	// have; the one after fails it.
+	maxStallClaims int
 }
 
 // execution is one claim of one run on this instance.
@@ -275,6 +279,10 @@ func (x *execution) loop() error {
 		}
 		if x.first {
 			x.announce(st)
+			if x.claim.PrevStatus == vocab.StatusRunning && x.claim.StallClaims > x.d.limits.maxStallClaims {
+				return x.end(st, lastStep(st), endOf(vocab.StatusFailed, vocab.ReasonNoProgress, &event.Error{Kind: "no_progress",
+					Message: fmt.Sprintf("the run was taken over %d times without starting a new step", x.claim.StallClaims)}))
+			}
 		}
 		if x.ctx.Err() != nil {
 			return x.stopFor(st, nil)

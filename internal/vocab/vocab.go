@@ -59,12 +59,15 @@ const (
 	// ReasonStorageError: the database refused one of the run's writes as
 	// data; trying again would fail the same way.
 	ReasonStorageError Reason = "storage_error"
+	// ReasonNoProgress: the run was taken over again and again (its
+	// workers died or lost their leases) without starting a new step.
+	ReasonNoProgress Reason = "no_progress"
 )
 
 // Reasons lists every terminal reason.
 func Reasons() []Reason {
 	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
-		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError}
+		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress}
 }
 
 // IfBusy says what a new run does when its conversation has a run in flight.
