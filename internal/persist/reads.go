@@ -1,9 +1,11 @@
 package persist
 
 import (
+	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -187,4 +189,29 @@ func (s *Store) ConversationGet(ctx context.Context, tenantID, id string) (Conve
 func (s *Store) MessagesList(ctx context.Context, conversationID string, after, limit int) ([]Message, error) {
 	return queryAll(ctx, s.pool, scanMessage, `SELECT `+messageColumns+` FROM messages
 		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, conversationID, after, limit)
+}
+
+// RunHead is what a run's streams need of it: where its log ends, and its
+// state for heartbeats.
+type RunHead struct {
+	RunID        string
+	Status       vocab.RunStatus
+	StepCount    int
+	LastEventSeq int64
+	UpdatedAt    time.Time
+}
+
+// Head returns the run's RunHead.
+func (r Run) Head() RunHead {
+	return RunHead{RunID: r.ID, Status: r.Status, StepCount: r.StepCount, LastEventSeq: r.LastEventSeq, UpdatedAt: r.UpdatedAt}
+}
+
+// RunHeads returns the heads of the runs ids that exist, in one query: the
+// streams of an instance poll their runs with it.
+func (s *Store) RunHeads(ctx context.Context, ids []string) ([]RunHead, error) {
+	return queryAll(ctx, s.pool, func(row pgx.Row) (RunHead, error) {
+		var h RunHead
+		err := row.Scan(&h.RunID, &h.Status, &h.StepCount, &h.LastEventSeq, &h.UpdatedAt)
+		return h, translate(err)
+	}, `SELECT id::text, status, step_count, last_event_seq, updated_at FROM runs WHERE id = ANY($1::text[]::uuid[])`, ids)
 }

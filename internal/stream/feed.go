@@ -160,32 +160,32 @@ func (h *Hub) fanOut(f *feed, b *batch) {
 
 // runFeed is the goroutine of a feed. It first learns the run's last seq
 // (events before it are the subscribers' own replay), then reads new events
-// on each wake-up, and on each poll in case a notification was lost.
+// on each wake-up: a commit here, a notification, or the Hub's poll (see
+// poller) that found the run past what the feed read. Until it is
+// positioned it tries again at each poll interval.
 func (h *Hub) runFeed(f *feed) {
 	defer h.wg.Done()
-	ticker := time.NewTicker(h.poll)
-	defer ticker.Stop()
-	last := int64(-1) // not positioned yet
-	poll := false
+	var retry <-chan time.Time // set while the feed is not positioned
+	last := int64(-1)          // not positioned yet
 	for {
 		switch {
 		case last < 0:
-			last = h.position(f)
+			if last = h.position(f); last < 0 {
+				retry = time.After(h.poll)
+			}
 		default:
-			mustRead := poll || f.force.Swap(false)
+			mustRead := f.force.Swap(false)
 			if mustRead || f.want.Load() > last {
 				last = h.read(f, last, mustRead)
 			}
 		}
-		poll = false
 		select {
 		case <-f.quit:
 			return
 		case <-h.ctx.Done():
 			return
 		case <-f.wakeC:
-		case <-ticker.C:
-			poll = true
+		case <-retry:
 		}
 	}
 }
@@ -251,20 +251,28 @@ func (h *Hub) read(f *feed, last int64, mustRead bool) int64 {
 // heartbeats fall close together: they read it once, not once each.
 type beat struct {
 	mu      sync.Mutex
-	run     persist.Run
-	at      time.Time     // when run was read; zero: never
+	head    persist.RunHead
+	at      time.Time     // when head was read; zero: never
 	loading chan struct{} // closed when the read in flight ends; nil: none
 }
 
-// get returns the run as read at most maxAge ago, reading it when it must;
-// streams that need it while it is read wait for that read.
-func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.Duration) (persist.Run, error) {
+// set keeps head, just read by the Hub's poll.
+func (b *beat) set(head persist.RunHead) {
+	b.mu.Lock()
+	b.head, b.at = head, time.Now()
+	b.mu.Unlock()
+}
+
+// get returns the run's head as read at most maxAge ago (by the Hub's poll,
+// or here), reading it when it must; streams that need it while it is read
+// wait for that read.
+func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.Duration) (persist.RunHead, error) {
 	for {
 		b.mu.Lock()
 		if !b.at.IsZero() && time.Since(b.at) <= maxAge {
-			run := b.run
+			head := b.head
 			b.mu.Unlock()
-			return run, nil
+			return head, nil
 		}
 		if wait := b.loading; wait != nil {
 			b.mu.Unlock()
@@ -272,7 +280,7 @@ func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.D
 			case <-wait:
 				continue
 			case <-ctx.Done():
-				return persist.Run{}, ctx.Err()
+				return persist.RunHead{}, ctx.Err()
 			}
 		}
 		done := make(chan struct{})
@@ -283,9 +291,9 @@ func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.D
 		b.loading = nil
 		close(done)
 		if err == nil {
-			b.run, b.at = run, time.Now()
+			b.head, b.at = run.Head(), time.Now()
 		}
 		b.mu.Unlock()
-		return run, err
+		return run.Head(), err
 	}
 }

@@ -26,6 +26,8 @@ type Store interface {
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	// NotifyMany sends one notification per payload on channel, in one statement.
 	NotifyMany(ctx context.Context, channel string, payloads []string) error
+	// RunHeads returns the heads of the runs that exist, in one query.
+	RunHeads(ctx context.Context, ids []string) ([]persist.RunHead, error)
 }
 
 var (
@@ -74,8 +76,9 @@ type Config struct {
 	// WriteTimeout is the deadline of each write to a client; a client that
 	// does not take the bytes in time is dropped.
 	WriteTimeout time.Duration
-	// Poll is how often a feed reads its run even without a wake-up, so that
-	// a lost notification only delays.
+	// Poll is how often the Hub reads the last seq of every run it has
+	// feeds for, in one query, even without a wake-up, so that a lost
+	// notification only delays.
 	Poll time.Duration
 	// NotifyDelay is the window over which outgoing notifications are
 	// coalesced (one per run, the highest seq).
@@ -174,9 +177,10 @@ func (h *Hub) Start(store Store) error {
 	}
 	h.started = true
 	h.store = store
-	h.wg.Add(2)
+	h.wg.Add(3)
 	go h.listen()
 	go h.notifier()
+	go h.poller()
 	return nil
 }
 
@@ -286,6 +290,52 @@ func (h *Hub) listen() {
 	})
 	if err != nil && h.ctx.Err() == nil {
 		h.log.ErrorContext(h.ctx, "event listener ended", "error", err)
+	}
+}
+
+// poller reads, every poll interval, the head of every run that has a feed
+// here, in one query for all of them. It wakes the feeds whose run has
+// events they have not read, so that a lost notification only delays a
+// feed until then, and it keeps the run for the feed's heartbeats. Idle
+// streams then cost one query per interval for the instance, not reads per
+// run.
+func (h *Hub) poller() {
+	defer h.wg.Done()
+	t := time.NewTicker(h.poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		ids := make([]string, 0, len(h.feeds))
+		for id := range h.feeds {
+			ids = append(ids, id)
+		}
+		h.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(h.ctx, dbTimeout)
+		heads, err := h.store.RunHeads(ctx, ids)
+		cancel()
+		if err != nil {
+			if h.ctx.Err() == nil {
+				h.log.WarnContext(h.ctx, "stream poll: read runs", "runs", len(ids), "error", err)
+			}
+			continue
+		}
+		for _, head := range heads {
+			h.mu.Lock()
+			f := h.feeds[head.RunID]
+			h.mu.Unlock()
+			if f != nil {
+				f.beat.set(head)
+				f.notify(head.LastEventSeq)
+			}
+		}
 	}
 }
 

@@ -1,11 +1,15 @@
 package stream_test
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"agentd/internal/event"
+	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 	"agentd/internal/stream"
 )
@@ -50,6 +54,69 @@ func TestPositionPastTheLog(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusNoContent {
 			t.Errorf("heartbeat %v: after the end: %d, want 204", beat, resp.StatusCode)
+		}
+	}
+}
+
+// pollCounter counts the Hub's polls and its reads of events.
+type pollCounter struct {
+	*persist.Store
+	polls, reads atomic.Int64
+}
+
+func (c *pollCounter) RunHeads(ctx context.Context, ids []string) ([]persist.RunHead, error) {
+	c.polls.Add(1)
+	return c.Store.RunHeads(ctx, ids)
+}
+
+func (c *pollCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
+	c.reads.Add(1)
+	return c.Store.EventsAfter(ctx, runID, after, limit)
+}
+
+// TestOnePollForIdleStreams: without any notification (the store tells
+// nobody), the Hub's poll still delivers every event; and the streams of
+// idle runs cost one poll query per interval for the instance, with no read
+// of events while nothing is new.
+func TestOnePollForIdleStreams(t *testing.T) {
+	t.Parallel()
+	store, _ := persisttest.New(t)
+	counter := &pollCounter{Store: store}
+	hub := stream.New(stream.Config{Poll: 50 * time.Millisecond, Heartbeat: time.Hour})
+	inst := newInstance(t, hub, counter, nil)
+	const runs = 5
+	fences := make([]persist.Fence, runs)
+	done := make([]chan []sseEvent, runs)
+	hc := client(t)
+	for i := range fences {
+		fences[i] = newRun(t, store)
+		done[i] = make(chan []sseEvent, 1)
+		go func() { done[i] <- readAll(t, get(t, hc, inst.srv.URL+"/runs/"+fences[i].RunID+"/events", nil)) }()
+	}
+	if !waitFor(10*time.Second, func() bool { return hub.SubscriberCount() == runs }) {
+		t.Fatal("the streams did not subscribe")
+	}
+	// Idle: the feeds are positioned; then polls come, and no reads.
+	time.Sleep(200 * time.Millisecond)
+	polls, reads := counter.polls.Load(), counter.reads.Load()
+	if !waitFor(10*time.Second, func() bool { return counter.polls.Load() >= polls+3 }) {
+		t.Fatal("the Hub does not poll")
+	}
+	if r := counter.reads.Load(); r != reads {
+		t.Fatalf("idle streams read events %d times over 3 polls", r-reads)
+	}
+	for _, f := range fences {
+		appendEvents(t, store, f, 2, 1, 10)
+		complete(t, store, f)
+	}
+	for i := range done {
+		select {
+		case evs := <-done[i]:
+			if len(evs) != 4 || evs[3].Type != string(event.RunCompleted) {
+				t.Fatalf("stream %d got %d events, want 4 ending with run.completed", i, len(evs))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("stream %d: the poll did not deliver its events", i)
 		}
 	}
 }

@@ -288,7 +288,9 @@ func (s *sse) data(d []byte) end {
 // failed read of the run skips one beat.
 func (s *sse) heartbeat() end {
 	ctx, cancel := context.WithTimeout(s.ctx, dbTimeout)
-	run, err := s.feed.beat.get(ctx, s.hub.store, s.runID, min(s.hub.heartbeat/2, time.Second))
+	// The Hub's poll keeps the head at most a poll interval old; a read
+	// here is needed only when the poll is slower than half a heartbeat.
+	run, err := s.feed.beat.get(ctx, s.hub.store, s.runID, max(s.hub.heartbeat/2, s.hub.poll+s.hub.poll/2))
 	cancel()
 	if err != nil {
 		if s.ctx.Err() != nil {

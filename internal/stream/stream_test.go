@@ -48,7 +48,7 @@ type instance struct {
 // newInstance starts hub on store behind GET /runs/{id}/events (the route as
 // the API serves it, reduced to what the Hub needs). Both stop when t ends,
 // the Hub first so that its streams end.
-func newInstance(t *testing.T, hub *stream.Hub, store stream.Store, wrap func(net.Listener) net.Listener) *instance {
+func newInstance(t testing.TB, hub *stream.Hub, store stream.Store, wrap func(net.Listener) net.Listener) *instance {
 	t.Helper()
 	r := chi.NewRouter()
 	r.Get("/runs/{id}/events", func(w http.ResponseWriter, r *http.Request) {
@@ -82,7 +82,7 @@ func newInstance(t *testing.T, hub *stream.Hub, store stream.Store, wrap func(ne
 
 // publishing returns a store on the database at url that publishes its
 // commits to pub.
-func publishing(t *testing.T, url string, pub persist.Publisher) *persist.Store {
+func publishing(t testing.TB, url string, pub persist.Publisher) *persist.Store {
 	t.Helper()
 	return persisttest.Open(t, persist.Config{URL: url, Publisher: pub})
 }
@@ -99,7 +99,7 @@ func (p seqsOnly) PublishedEvents(runID string, evs []persist.Event) {
 
 // newRun creates a run and claims it, so that events can be appended under
 // the returned fence.
-func newRun(t *testing.T, store *persist.Store) persist.Fence {
+func newRun(t testing.TB, store *persist.Store) persist.Fence {
 	t.Helper()
 	ctx := context.Background()
 	r, _, err := store.RunCreate(ctx, persist.RunCreateParams{
