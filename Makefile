@@ -29,9 +29,10 @@ build: ## build the server and the fake model into bin/
 chaos: ## the full chaos run: 3 server processes, 400 kills (a fifth of them SIGTERM), 10 PostgreSQL restarts (restarts the local server!)
 	AGENTD_CHAOS_KILLS=400 AGENTD_CHAOS_PG_RESTARTS=10 $(GO) test -count=1 -timeout 30m -run TestChaosKill -v ./cmd/server/
 
-fuzz: ## fuzz the gate of outside values (internal/clean) for FUZZTIME each (default 2m); make test runs their seed corpus
+fuzz: ## fuzz the gate of outside values and the POST /runs decoder for FUZZTIME each (default 2m); make test runs their seed corpus
 	$(GO) test -run '^$$' -fuzz '^FuzzJSON$$' -fuzztime $(or $(FUZZTIME),2m) ./internal/clean
 	$(GO) test -run '^$$' -fuzz '^FuzzText$$' -fuzztime $(or $(FUZZTIME),2m) ./internal/clean
+	$(GO) test -run '^$$' -fuzz '^FuzzCreateRunBody$$' -fuzztime $(or $(FUZZTIME),2m) ./api
 
 bench: ## print agentd's figures on this machine, 3 repetitions (about 5 minutes; docs/benchmarks.md), all in bin/agentbench.json
 	$(GO) build -o bin/agentbench ./cmd/agentbench && ./bin/agentbench -json bin/agentbench.json

@@ -1,0 +1,59 @@
+package api
+
+import (
+	"testing"
+
+	"agentd/internal/clean"
+	"agentd/internal/persist"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// nopRuns is a Runs the decoder never calls.
+type nopRuns struct{ Runs }
+
+// FuzzCreateRunBody: whatever body POST /runs decodes and accepts is
+// storable: every text passes clean.TextProblem and the metadata
+// clean.JSONProblem, so that no accepted run can fail its first commit on a
+// value; and no body makes the decoder panic.
+func FuzzCreateRunBody(f *testing.F) {
+	for _, seed := range []string{
+		`{"input":"hi"}`,
+		`{"input":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}],"model":"m","instructions":"be brief"}`,
+		`{"input":"x","metadata":{"k":"v","n":1.5,"deep":{"a":[1,2,{"b":null}]}}}`,
+		`{"input":"a\u0000b"}`,
+		`{"input":"x","metadata":{"n":1e999999}}`,
+		`{"input":"x","metadata":{"k":"\ud800"}}`,
+		"{\"input\":\"x\",\"metadata\":{\"k\":\"\xff\"}}",
+		`{"input":"x","timeouts":{"total_ms":1,"step_ms":0},"max_steps":3,"if_busy":"enqueue","on_disconnect":"interrupt"}`,
+		`{"input":"x","conversation_id":"0193f2a4-7c1e-7b52-9d0a-3f6c2e8b1a70","tools":[]}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	s := newServer(Config{Store: &persist.Store{}, Runs: nopRuns{}, Defaults: RunDefaults{Model: "m"},
+		Registerer: prometheus.NewRegistry()})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req createRunRequest
+		if decodeStrict(body, &req, "") != nil {
+			return
+		}
+		p, _, err := s.runParams(req)
+		if err != nil {
+			return
+		}
+		texts := []string{p.Model, p.Params.Instructions}
+		for _, m := range p.Input {
+			texts = append(texts, m.Content, string(m.Role))
+		}
+		for _, text := range texts {
+			if problem := clean.TextProblem(text); problem != "" {
+				t.Fatalf("accepted a text that %s: %q (body %q)", problem, text, body)
+			}
+		}
+		if len(p.Params.Metadata) > 0 {
+			if problem := clean.JSONProblem(p.Params.Metadata); problem != "" {
+				t.Fatalf("accepted metadata that %s: %s (body %q)", problem, p.Params.Metadata, body)
+			}
+		}
+	})
+}
