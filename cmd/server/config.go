@@ -34,6 +34,7 @@ type config struct {
 	MaxConns       int
 	Committers     int
 	CallsPerStep   int
+	CallsPerRun    int
 	ToolsAtOnce    int
 }
 
@@ -69,6 +70,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxBody := fs.String("max-body-bytes", env("AGENTD_MAX_BODY_BYTES", "1048576"), "largest accepted request body (AGENTD_MAX_BODY_BYTES)")
 	committers := fs.String("committers", env("AGENTD_COMMITTERS", "1"), "group-commit workers: executor writes of concurrent runs share their transactions (AGENTD_COMMITTERS)")
 	callsPerStep := fs.String("tool-calls-per-step", env("AGENTD_TOOL_CALLS_PER_STEP", "64"), "tool calls of one step that are run; the model is told the rest were not (AGENTD_TOOL_CALLS_PER_STEP)")
+	callsPerRun := fs.String("tool-calls-per-run", env("AGENTD_TOOL_CALLS_PER_RUN", "1000"), "tool calls a run may make; a model that asks for more ends it (tool_limit) (AGENTD_TOOL_CALLS_PER_RUN)")
 	toolsAtOnce := fs.String("tool-concurrency", env("AGENTD_TOOL_CONCURRENCY", "64"), "tool attempts this instance makes at once, across its runs (AGENTD_TOOL_CONCURRENCY)")
 	maxConns := fs.String("db-max-conns", env("AGENTD_DB_MAX_CONNS", "0"), "database pool size; 0 means workers+16 (AGENTD_DB_MAX_CONNS)")
 	if err := fs.Parse(args); err != nil {
@@ -94,6 +96,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.MaxConns = atoi("db-max-conns", *maxConns, 0)
 	c.Committers = atoi("committers", *committers, 1)
 	c.CallsPerStep = atoi("tool-calls-per-step", *callsPerStep, 1)
+	c.CallsPerRun = atoi("tool-calls-per-run", *callsPerRun, 1)
 	c.ToolsAtOnce = atoi("tool-concurrency", *toolsAtOnce, 1)
 	c.MaxBodyBytes = int64(atoi("max-body-bytes", *maxBody, 1024))
 	c.LeaseTTL = dur("lease-ttl", *lease)

@@ -146,7 +146,7 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 	in.eng = engine.New(engine.Config{
 		Store: in.store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
-		ToolCallsPerStep: cfg.CallsPerStep, ToolConcurrency: cfg.ToolsAtOnce,
+		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
 	})
 	in.handler = api.New(api.Config{
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: reg,

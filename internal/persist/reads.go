@@ -90,6 +90,9 @@ type RunState struct {
 	Steps    []Step     // the run's steps, in order
 	Calls    []ToolCall // the tool calls of the run's last step, in order
 	Attempts []Attempt  // the attempts of those calls
+	// CallCount is how many tool calls the run has planned, in all its
+	// steps.
+	CallCount int
 }
 
 // RunStateLoad reads the committed state of a run, in one round trip and
@@ -105,6 +108,7 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 	b.Queue(`SELECT `+attemptColumns+`
 		FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
 		WHERE c.step_id = `+lastStep+` ORDER BY c.position, a.n`, runID)
+	b.Queue(`SELECT count(*) FROM tool_calls WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1)`, runID)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var st RunState
@@ -123,6 +127,9 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 	}
 	if st.Attempts, err = scanAll(br, scanAttempt); err != nil {
 		return st, fmt.Errorf("load attempts: %w", err)
+	}
+	if err := br.QueryRow().Scan(&st.CallCount); err != nil {
+		return st, fmt.Errorf("count tool calls: %w", translate(err))
 	}
 	return st, nil
 }

@@ -215,7 +215,7 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r Run, reason vocab.Reason) (evs 
 	notRun := event.Error{Kind: string(reason), Message: "the run ended (" + string(reason) + ") before this call ran"}
 	rejected, err := queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
-			WHERE run_id = $1 AND status IN ('planned', 'awaiting_approval', 'running')
+			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'running')
 			RETURNING id, step_id, position
 		)
 		SELECT c.id::text FROM c JOIN steps s ON s.id = c.step_id ORDER BY s.seq, c.position`, r.ID, mustJSON(notRun))
@@ -230,7 +230,8 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r Run, reason vocab.Reason) (evs 
 	note := event.Error{Kind: "unknown", Message: "the outcome is unknown: the run ended (" + string(reason) +
 		") before a client said what happened"}
 	unresolved, err = queryAll(ctx, tx, scanString, `WITH c AS (
-			UPDATE tool_calls SET error = $2 WHERE run_id = $1 AND status = 'unknown' RETURNING id, step_id, position
+			UPDATE tool_calls SET error = $2 WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status = 'unknown'
+			RETURNING id, step_id, position
 		)
 		SELECT c.id::text FROM c JOIN steps s ON s.id = c.step_id ORDER BY s.seq, c.position`, r.ID, mustJSON(note))
 	if err != nil {

@@ -102,3 +102,38 @@ func TestToolConcurrencyIsBounded(t *testing.T) {
 		t.Fatalf("%d attempts at once (cap 2), %d in all (want 12)", p, sink.Count("/slow"))
 	}
 }
+
+// TestToolCallsPastTheRunCapEndTheRun: once a run has made as many tool
+// calls as it may, the calls beyond are not run (the model is told), and
+// a model that asks for more ends the run with tool_limit.
+func TestToolCallsPastTheRunCapEndTheRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: b.reg, LeaseTTL: 5 * time.Second,
+		PollInterval: 100 * time.Millisecond, ToolCallsPerStep: 2, ToolCallsPerRun: 3})
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	calc := "/call calculator {\"expression\":\"1+1\"}\n"
+	r := b.wait(t, b.create(t, calc+calc+"/next\n"+calc+calc+"/next\n"+calc+"/say done", persist.RunParams{}).ID, nil)
+	if r.Status != vocab.StatusFailed || r.TerminalReason != vocab.ReasonToolLimit {
+		t.Fatalf("run ended %s/%s, want failed/tool_limit", r.Status, r.TerminalReason)
+	}
+	steps, _ := b.store.StepsList(context.Background(), r.ID)
+	if len(steps) != 3 || len(steps[0].Calls) != 2 || len(steps[1].Calls) != 1 || len(steps[2].Calls) != 0 {
+		t.Fatalf("%d steps; calls per step not 2, 1, 0", len(steps))
+	}
+	msgs, _ := b.store.MessagesList(context.Background(), r.ConversationID, 0, 100)
+	told := 0
+	for _, m := range msgs {
+		for _, p := range m.Content {
+			if p.Type == vocab.PartToolResult && p.IsError && strings.Contains(p.Content, "a run may make at most 3") {
+				told++
+			}
+		}
+	}
+	if told != 1 {
+		t.Fatalf("the model was told %d times that a call past the run's cap was not run, want 1", told)
+	}
+}

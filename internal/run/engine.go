@@ -76,6 +76,11 @@ type Config struct {
 	// run; the model is told that the calls beyond it were not run. Default
 	// DefaultToolCallsPerStep.
 	ToolCallsPerStep int
+	// ToolCallsPerRun caps the tool calls of a run: the calls of the step
+	// that reaches it beyond it are not run (the model is told), and a
+	// later step that asks for more ends the run (tool_limit). Default
+	// DefaultToolCallsPerRun.
+	ToolCallsPerRun int
 	// ToolConcurrency caps the tool attempts this instance makes at once,
 	// across its runs; default DefaultToolConcurrency.
 	ToolConcurrency int
@@ -119,6 +124,7 @@ type Engine struct {
 // Defaults of Config's bounds on tool calls.
 const (
 	DefaultToolCallsPerStep = 64
+	DefaultToolCallsPerRun  = 1000
 	DefaultToolConcurrency  = 64
 	DefaultMaxStallClaims   = 5
 )
@@ -160,6 +166,9 @@ func New(cfg Config) *Engine {
 	if cfg.ToolCallsPerStep <= 0 {
 		cfg.ToolCallsPerStep = DefaultToolCallsPerStep
 	}
+	if cfg.ToolCallsPerRun <= 0 {
+		cfg.ToolCallsPerRun = DefaultToolCallsPerRun
+	}
 	if cfg.ToolConcurrency <= 0 {
 		cfg.ToolConcurrency = DefaultToolConcurrency
 	}
@@ -186,7 +195,7 @@ func New(cfg Config) *Engine {
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
-				callsPerStep: cfg.ToolCallsPerStep, maxStallClaims: cfg.MaxStallClaims}},
+				callsPerStep: cfg.ToolCallsPerStep, callsPerRun: cfg.ToolCallsPerRun, maxStallClaims: cfg.MaxStallClaims}},
 		wake:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),
 		active: map[string]*execution{},

@@ -50,6 +50,7 @@ type limits struct {
 	deltaWindow   time.Duration
 	deltaMaxBytes int
 	callsPerStep  int
+	callsPerRun   int
 	// maxStallClaims is how many takeovers without a new step a run may
 	// have; the one after fails it.
 	maxStallClaims int

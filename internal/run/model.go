@@ -231,6 +231,18 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, o
 		e.ops, e.evs = ops, evs
 		return true, x.end(st, &final, e)
 	}
+	if st.CallCount >= x.d.limits.callsPerRun {
+		// The run made all the calls it may, and the model asks for more:
+		// its answer is kept, and the run ends.
+		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted,
+			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
+		final := *step
+		final.Status = vocab.StepCompleted
+		e := endOf(vocab.StatusFailed, vocab.ReasonToolLimit, &event.Error{Kind: "tool_limit", Message: fmt.Sprintf(
+			"the model asked for tool calls after the run made %d, as many as it may", st.CallCount)})
+		e.ops, e.evs = ops, evs
+		return true, x.end(st, &final, e)
+	}
 	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepActing, FinishReason: resp.FinishReason, Usage: usage})
 	plan := x.planCalls(st, step, resp.ToolCalls)
 	if err := x.write(x.durable(), append(evs, plan.evs...), append(ops, plan.ops...)...); err != nil {
@@ -243,6 +255,7 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, o
 	appendMessage(&st, msg)
 	st.Run.Usage = st.Run.Usage.Add(usage)
 	st.Calls, st.Attempts = plan.calls, nil
+	st.CallCount += len(plan.calls)
 	x.carry(st)
 	return false, nil
 }
@@ -291,9 +304,9 @@ type callPlan struct {
 
 // planCalls plans the tool calls the model asked for at step.
 func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []llm.ToolCall) callPlan {
-	// Calls past the step's cap are not planned: completeStep tells the
-	// model they were not run.
-	asked = asked[:min(len(asked), x.d.limits.callsPerStep)]
+	// Calls past the step's cap, or the run's, are not planned:
+	// completeStep tells the model they were not run.
+	asked = asked[:max(0, min(len(asked), x.d.limits.callsPerStep, x.d.limits.callsPerRun-st.CallCount))]
 	p := callPlan{calls: make([]persist.ToolCall, 0, len(asked)), begun: map[string]prestart{}}
 	var startEvs []event.In
 	for i, c := range asked {

@@ -194,8 +194,12 @@ func (x *execution) notRun(st persist.RunState, calls []persist.ToolCall) (persi
 	for _, c := range calls {
 		planned[c.CallID] = true
 	}
-	refusal, _ := json.Marshal(map[string]string{"error": fmt.Sprintf(
-		"not run: a step may make at most %d tool calls; ask for fewer at a time", x.d.limits.callsPerStep)})
+	why := fmt.Sprintf("not run: a step may make at most %d tool calls; ask for fewer at a time", x.d.limits.callsPerStep)
+	if st.CallCount >= x.d.limits.callsPerRun {
+		why = fmt.Sprintf("not run: a run may make at most %d tool calls, and this one has; answer without tools",
+			x.d.limits.callsPerRun)
+	}
+	refusal, _ := json.Marshal(map[string]string{"error": why})
 	var parts []vocab.Part
 	for _, p := range asked.Content {
 		if p.Type == vocab.PartToolCall && !planned[p.ID] {

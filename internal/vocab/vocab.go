@@ -62,12 +62,15 @@ const (
 	// ReasonNoProgress: the run was taken over again and again (its
 	// workers died or lost their leases) without starting a new step.
 	ReasonNoProgress Reason = "no_progress"
+	// ReasonToolLimit: the model asked for tool calls after the run had
+	// made as many as it may.
+	ReasonToolLimit Reason = "tool_limit"
 )
 
 // Reasons lists every terminal reason.
 func Reasons() []Reason {
 	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
-		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress}
+		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress, ReasonToolLimit}
 }
 
 // IfBusy says what a new run does when its conversation has a run in flight.
