@@ -107,7 +107,11 @@ func (c *child) kill(t *testing.T) {
 // end (completed, or waiting for a decision on a side effect, which the
 // harness then gives as a client would), no side effect may have run twice,
 // no completed run may have skipped one, and every SSE transcript must equal
-// the stored log. It logs one summary line of figures.
+// the stored log. A quarter of the runs carry poison: a tool call whose
+// arguments hold a \u0000 escape, and a tool whose result holds one, a lone
+// surrogate and a number past float64; they are stored cleaned and must end
+// like the others. Every stored event is checked against openapi.yaml. It
+// logs one summary line of figures.
 //
 // AGENTD_CHAOS_KILLS (default 24), AGENTD_CHAOS_PG_RESTARTS (default 0: a
 // restart disturbs every other test using the same server) and
@@ -123,12 +127,15 @@ func TestChaosKill(t *testing.T) {
 	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{
 		"/charge": webhooktest.OK(),
 		"/lookup": webhooktest.Delay(50*time.Millisecond, 250*time.Millisecond),
+		// Poison: what PostgreSQL cannot store, answered by a tool.
+		"/poison": webhooktest.Respond(http.StatusOK, `{"nul":"a\u0000b","surrogate":"\ud800","huge":1e999999}`),
 	})
 	toolsFile := filepath.Join(t.TempDir(), "tools.json")
 	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[
 		{"name":"charge","description":"a side effect","parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":10000},
-		{"name":"lookup","description":"an idempotent call","parameters":{"type":"object"},"url":%q,"effect":"idempotent","timeout_ms":10000}]}`,
-		sink.URL+"/charge", sink.URL+"/lookup")), 0o600)
+		{"name":"lookup","description":"an idempotent call","parameters":{"type":"object"},"url":%q,"effect":"idempotent","timeout_ms":10000},
+		{"name":"poison","description":"answers what cannot be stored","parameters":{"type":"object"},"url":%q,"effect":"idempotent","timeout_ms":10000}]}`,
+		sink.URL+"/charge", sink.URL+"/lookup", sink.URL+"/poison")), 0o600)
 
 	dbURL := persisttest.NewDatabase(t)
 	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_TOOLS_FILE=" + toolsFile, "AGENTD_LEASE_TTL=1s",
@@ -166,6 +173,11 @@ func TestChaosKill(t *testing.T) {
 		defer flow.Done()
 		for n := 0; ctx.Err() == nil; n++ {
 			body := `{"input":"/call lookup {}\n/next\n/call charge {}\n/call lookup {\"n\":2}\n/next\n/stream 20 10"}`
+			if n%4 == 1 {
+				// Poison in the model's output (arguments with a \u0000)
+				// and in a tool's result: stored cleaned, the run goes on.
+				body = `{"input":"/call poison {\"q\":\"\\u0000\"}\n/next\n/call charge {}\n/next\n/stream 20 10"}`
+			}
 			resp, err := http.Post("http://"+anyAddr()+"/runs", "application/json", strings.NewReader(body))
 			if err != nil { // the instance was just killed: another one takes the next
 				continue
@@ -340,6 +352,9 @@ func TestChaosKill(t *testing.T) {
 		}
 		slices.Sort(ds)
 		return fmt.Sprintf("p50 %v max %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+	}
+	if sink.Count("/poison") == 0 {
+		t.Error("no run called the poison tool: the harness injected no value that cannot be stored")
 	}
 	t.Logf("chaos: %d runs (%d completed, %d resolved by a client action), %d SIGKILLs, %d SIGTERMs, %d PostgreSQL restarts, "+
 		"%d SSE transcripts; %d duplicate executions, %d skipped side effects, %d lost or differing events; "+
