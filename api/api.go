@@ -87,9 +87,14 @@ type RunDefaults struct {
 	MaxStepsLimit int
 	// Timeouts are the defaults of the timeouts a request does not give, in
 	// milliseconds (defaults: total 600000, step 120000, idle 60000, tool
-	// 60000). A zero field takes its default; there is no way to default a
-	// timeout to "none", but a client may ask for 0.
+	// 60000). A zero field takes its default.
 	Timeouts persist.Timeouts
+	// MaxTimeouts are the ceilings of the timeouts a client may ask for, in
+	// milliseconds (defaults: total 86400000 (24 h), step 3600000 (1 h),
+	// idle 600000 (10 min), tool 3600000 (1 h)). A client's 0 asks for the
+	// ceiling, so that no run is unbounded. A zero field takes its default;
+	// a default above its ceiling is lowered to it.
+	MaxTimeouts persist.Timeouts
 }
 
 // Config configures the handler returned by New. Store and Runs are
@@ -133,6 +138,10 @@ const (
 	DefaultStepMS        = 120_000
 	DefaultIdleMS        = 60_000
 	DefaultToolMS        = 60_000
+	DefaultMaxTotalMS    = 24 * 60 * 60 * 1000
+	DefaultMaxStepMS     = 60 * 60 * 1000
+	DefaultMaxIdleMS     = 10 * 60 * 1000
+	DefaultMaxToolMS     = 60 * 60 * 1000
 )
 
 // server holds the handlers' dependencies.
@@ -190,6 +199,14 @@ func newServer(cfg Config) *server {
 	setDefault(&d.Timeouts.StepMS, DefaultStepMS)
 	setDefault(&d.Timeouts.IdleMS, DefaultIdleMS)
 	setDefault(&d.Timeouts.ToolMS, DefaultToolMS)
+	setDefault(&d.MaxTimeouts.TotalMS, DefaultMaxTotalMS)
+	setDefault(&d.MaxTimeouts.StepMS, DefaultMaxStepMS)
+	setDefault(&d.MaxTimeouts.IdleMS, DefaultMaxIdleMS)
+	setDefault(&d.MaxTimeouts.ToolMS, DefaultMaxToolMS)
+	d.Timeouts.TotalMS = min(d.Timeouts.TotalMS, d.MaxTimeouts.TotalMS)
+	d.Timeouts.StepMS = min(d.Timeouts.StepMS, d.MaxTimeouts.StepMS)
+	d.Timeouts.IdleMS = min(d.Timeouts.IdleMS, d.MaxTimeouts.IdleMS)
+	d.Timeouts.ToolMS = min(d.Timeouts.ToolMS, d.MaxTimeouts.ToolMS)
 	reg := cfg.Registerer
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer

@@ -339,7 +339,7 @@ func TestCreateRunFull(t *testing.T) {
 		!sameJSON(t, run.Metadata, `{"user": "u1", "n": [1, 2]}`) {
 		t.Fatalf("run: %+v metadata %s", run, run.Metadata)
 	}
-	if run.Timeouts != (persist.Timeouts{TotalMS: 600000, StepMS: 1000, IdleMS: 0, ToolMS: 60000}) {
+	if run.Timeouts != (persist.Timeouts{TotalMS: 600000, StepMS: 1000, IdleMS: api.DefaultMaxIdleMS, ToolMS: 60000}) { // 0: the ceiling
 		t.Fatalf("timeouts: %+v", run.Timeouts)
 	}
 	msgs := want[messageList](t, b.do("GET", "/conversations/"+run.ConversationID+"/messages", ""), http.StatusOK)

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"agentd/api"
+	"agentd/internal/persist"
 	"agentd/internal/tools"
 	"context"
 	"encoding/json"
@@ -84,5 +85,24 @@ func TestInputBounds(t *testing.T) {
 	res := steps[0].Calls[0].Result
 	if err := json.Unmarshal(res, &cut); err != nil || !cut.Truncated || cut.Bytes != len(big) || len(cut.Prefix) >= tools.DefaultMaxResultBytes {
 		t.Fatalf("a 900 KiB result was stored as %d bytes: %.80s", len(res), res)
+	}
+}
+
+// TestTimeoutCeilings: a client's timeouts are at most the operator's
+// ceilings, and 0 asks for the ceiling: no run is unbounded.
+func TestTimeoutCeilings(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *api.Config) {
+		c.Defaults.MaxTimeouts = persist.Timeouts{TotalMS: 5000, StepMS: 4000, IdleMS: 3000, ToolMS: 2000}
+	})
+	r := b.createRun(`{"input":"x","timeouts":{"total_ms":0,"step_ms":100,"idle_ms":0}}`)
+	if r.Timeouts != (persist.Timeouts{TotalMS: 5000, StepMS: 100, IdleMS: 3000, ToolMS: 2000}) {
+		t.Fatalf("timeouts %+v: want 0 to take the ceiling and the defaults lowered to it", r.Timeouts)
+	}
+	for _, field := range []string{"total_ms", "step_ms", "idle_ms", "tool_ms"} {
+		p := wantProblem(t, b.do("POST", "/runs", `{"input":"x","timeouts":{"`+field+`":5001}}`), http.StatusUnprocessableEntity, "invalid_field")
+		if p.Field != "timeouts."+field {
+			t.Errorf("%s over its ceiling: field %q", field, p.Field)
+		}
 	}
 }

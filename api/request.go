@@ -23,7 +23,6 @@ import (
 // Limits of a POST /runs body beyond its overall size.
 const (
 	maxMetadataBytes = 16 << 10
-	maxTimeoutMS     = 24 * 60 * 60 * 1000
 	maxModelLen      = 256
 	maxKeyLen        = 255
 	// maxInputMessages caps the messages of "input"; the body's size
@@ -312,28 +311,33 @@ func (s *server) toolNames(names *[]string) ([]string, error) {
 	return out, nil
 }
 
+// timeouts checks the requested timeouts against the server's ceilings: a
+// field may not exceed its ceiling, and 0 asks for the ceiling itself.
 func (s *server) timeouts(t *timeoutsRequest) (persist.Timeouts, error) {
-	out := s.defaults.Timeouts
+	out, ceil := s.defaults.Timeouts, s.defaults.MaxTimeouts
 	if t == nil {
 		return out, nil
 	}
 	for _, f := range []struct {
 		name string
 		in   *int64
+		max  int64
 		out  *int64
 	}{
-		{"timeouts.total_ms", t.TotalMS, &out.TotalMS},
-		{"timeouts.step_ms", t.StepMS, &out.StepMS},
-		{"timeouts.idle_ms", t.IdleMS, &out.IdleMS},
-		{"timeouts.tool_ms", t.ToolMS, &out.ToolMS},
+		{"timeouts.total_ms", t.TotalMS, ceil.TotalMS, &out.TotalMS},
+		{"timeouts.step_ms", t.StepMS, ceil.StepMS, &out.StepMS},
+		{"timeouts.idle_ms", t.IdleMS, ceil.IdleMS, &out.IdleMS},
+		{"timeouts.tool_ms", t.ToolMS, ceil.ToolMS, &out.ToolMS},
 	} {
-		if f.in == nil {
-			continue
+		switch {
+		case f.in == nil:
+		case *f.in < 0 || *f.in > f.max:
+			return out, fieldError(f.name, "must be between 0 (the server's ceiling) and %d, the server's ceiling", f.max)
+		case *f.in == 0:
+			*f.out = f.max
+		default:
+			*f.out = *f.in
 		}
-		if *f.in < 0 || *f.in > maxTimeoutMS {
-			return out, fieldError(f.name, "must be between 0 (none) and %d (24 h)", maxTimeoutMS)
-		}
-		*f.out = *f.in
 	}
 	return out, nil
 }

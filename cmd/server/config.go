@@ -33,6 +33,7 @@ type config struct {
 	MaxBodyBytes   int64
 	MaxConns       int
 	Committers     int
+	MaxTimeouts    [4]time.Duration // total, step, idle, tool
 	CallsPerStep   int
 	CallsPerRun    int
 	ToolsAtOnce    int
@@ -69,6 +70,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&level, "log-level", env("AGENTD_LOG_LEVEL", "info"), "debug, info, warn or error (AGENTD_LOG_LEVEL)")
 	maxBody := fs.String("max-body-bytes", env("AGENTD_MAX_BODY_BYTES", "1048576"), "largest accepted request body (AGENTD_MAX_BODY_BYTES)")
 	committers := fs.String("committers", env("AGENTD_COMMITTERS", "1"), "group-commit workers: executor writes of concurrent runs share their transactions (AGENTD_COMMITTERS)")
+	maxTotal := fs.String("max-total-timeout", env("AGENTD_MAX_TOTAL_TIMEOUT", "24h"), "the longest total timeout a client may ask for; 0 asks for it (AGENTD_MAX_TOTAL_TIMEOUT)")
+	maxStep := fs.String("max-step-timeout", env("AGENTD_MAX_STEP_TIMEOUT", "1h"), "the longest step timeout a client may ask for (AGENTD_MAX_STEP_TIMEOUT)")
+	maxIdle := fs.String("max-idle-timeout", env("AGENTD_MAX_IDLE_TIMEOUT", "10m"), "the longest model idle timeout a client may ask for (AGENTD_MAX_IDLE_TIMEOUT)")
+	maxTool := fs.String("max-tool-timeout", env("AGENTD_MAX_TOOL_TIMEOUT", "1h"), "the longest tool attempt timeout a client may ask for (AGENTD_MAX_TOOL_TIMEOUT)")
 	callsPerStep := fs.String("tool-calls-per-step", env("AGENTD_TOOL_CALLS_PER_STEP", "64"), "tool calls of one step that are run; the model is told the rest were not (AGENTD_TOOL_CALLS_PER_STEP)")
 	callsPerRun := fs.String("tool-calls-per-run", env("AGENTD_TOOL_CALLS_PER_RUN", "1000"), "tool calls a run may make; a model that asks for more ends it (tool_limit) (AGENTD_TOOL_CALLS_PER_RUN)")
 	toolsAtOnce := fs.String("tool-concurrency", env("AGENTD_TOOL_CONCURRENCY", "64"), "tool attempts this instance makes at once, across its runs (AGENTD_TOOL_CONCURRENCY)")
@@ -104,6 +109,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.Heartbeat = dur("heartbeat", *heartbeat)
 	c.SSERetry = dur("sse-retry", *sseRetry)
 	c.ShutdownGrace = dur("shutdown-grace", *grace)
+	c.MaxTimeouts = [4]time.Duration{dur("max-total-timeout", *maxTotal), dur("max-step-timeout", *maxStep),
+		dur("max-idle-timeout", *maxIdle), dur("max-tool-timeout", *maxTool)}
 	switch strings.ToLower(migrate) {
 	case "true", "1", "yes":
 		c.Migrate = true

@@ -150,8 +150,10 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 	})
 	in.handler = api.New(api.Config{
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: reg,
-		Metrics:      promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
-		Defaults:     api.RunDefaults{Model: modelName},
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Defaults: api.RunDefaults{Model: modelName, MaxTimeouts: persist.Timeouts{
+			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
+			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds()}},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		ReadyFunc:    in.ready,
 	})
