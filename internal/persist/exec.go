@@ -336,6 +336,31 @@ func (o ToolCallFinish) queue(b *batch) error {
 	return nil
 }
 
+// AttemptsClose closes the attempts of a run left running when it fails
+// without finishing them (storage_error, no_progress): they become unknown,
+// since their tool may have run; a side-effect call under one becomes
+// unknown too, and any other is planned again, for a resume to attempt.
+type AttemptsClose struct {
+	RunID string
+	Error event.Error // why, on each attempt
+}
+
+func (o AttemptsClose) queue(b *batch) error {
+	errJSON, err := json.Marshal(o.Error)
+	if err != nil {
+		return fmt.Errorf("encode attempt error: %w", err)
+	}
+	b.exec("close attempts", `WITH a AS (
+			UPDATE tool_attempts SET status = 'unknown', error = $2, finished_at = now()
+			WHERE status = 'running' AND tool_call_id IN (
+				SELECT c.id FROM tool_calls c JOIN steps s ON s.id = c.step_id WHERE s.run_id = $1)
+			RETURNING tool_call_id
+		)
+		UPDATE tool_calls SET status = CASE WHEN effect = 'side_effect' THEN 'unknown' ELSE 'planned' END
+		WHERE id IN (SELECT tool_call_id FROM a) AND status = 'running'`, o.RunID, errJSON)
+	return nil
+}
+
 // RunEnd sets a run's status as the executor leaves it: a terminal status,
 // interrupted, or requires_action. The lease is released with it.
 type RunEnd struct {

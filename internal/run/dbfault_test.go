@@ -110,6 +110,7 @@ func TestRefusedWriteFailsTheRun(t *testing.T) {
 	if c := steps[0].Calls[0]; c.Name != "calculator" || c.Status != vocab.CallSucceeded || !strings.Contains(string(c.Result), "42") {
 		t.Fatalf("the first step's committed result: %s %s %s", c.Name, c.Status, c.Result)
 	}
+	noneOpen(t, steps)
 }
 
 // wedgedStore fails, as a lost connection would, every commit of a
@@ -162,5 +163,24 @@ func TestRunWithoutProgressFails(t *testing.T) {
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
 	if steps[0].Status != vocab.StepFailed {
 		t.Fatalf("the stuck step is %s, want failed", steps[0].Status)
+	}
+	noneOpen(t, steps)
+}
+
+// noneOpen fails t when an attempt of steps is still running, or a call
+// still running.
+func noneOpen(t *testing.T, steps []persist.StepDetail) {
+	t.Helper()
+	for _, st := range steps {
+		for _, c := range st.Calls {
+			if c.Status == vocab.CallRunning {
+				t.Errorf("call %s is still running", c.Name)
+			}
+			for _, a := range c.Attempts {
+				if a.Status == vocab.AttemptRunning {
+					t.Errorf("attempt %d of %s is still running", a.N, c.Name)
+				}
+			}
+		}
 	}
 }

@@ -465,6 +465,11 @@ func (x *execution) end(st persist.RunState, step *persist.Step, e runEnd) error
 		}
 		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: stepStatus, Error: e.err, Finished: true})
 	}
+	if e.reason == vocab.ReasonStorageError || e.reason == vocab.ReasonNoProgress {
+		// Attempts may be left running (their results never committed).
+		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: event.Error{Kind: "unknown",
+			Message: "the run failed (" + string(e.reason) + ") before this attempt's outcome was committed"}})
+	}
 	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err})
 	evs = append(evs, event.RunEnd(stepSeq, e.status, e.reason, e.err))
 	if err := x.write(x.durable(), evs, ops...); err != nil {
