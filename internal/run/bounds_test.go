@@ -20,16 +20,8 @@ import (
 // bounds on tool calls.
 func boundedEngine(t *testing.T, b *bundle, reg *tools.Registry, perStep, concurrency int) {
 	t.Helper()
-	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: reg, LeaseTTL: 5 * time.Second,
-		PollInterval: 100 * time.Millisecond, Workers: 2, ToolCallsPerStep: perStep, ToolConcurrency: concurrency})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx)
-	})
+	b.start(t, run.Config{Tools: reg, LeaseTTL: 5 * time.Second, PollInterval: 100 * time.Millisecond, Workers: 2,
+		ToolCallsPerStep: perStep, ToolConcurrency: concurrency})
 }
 
 // TestToolCallsPastTheStepCapAreNotRun: of a step's calls, only the cap
@@ -109,12 +101,7 @@ func TestToolConcurrencyIsBounded(t *testing.T) {
 func TestToolCallsPastTheRunCapEndTheRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: b.reg, LeaseTTL: 5 * time.Second,
-		PollInterval: 100 * time.Millisecond, ToolCallsPerStep: 2, ToolCallsPerRun: 3})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	b.start(t, run.Config{LeaseTTL: 5 * time.Second, PollInterval: 100 * time.Millisecond, ToolCallsPerStep: 2, ToolCallsPerRun: 3})
 	calc := "/call calculator {\"expression\":\"1+1\"}\n"
 	r := b.wait(t, b.create(t, calc+calc+"/next\n"+calc+calc+"/next\n"+calc+"/say done", persist.RunParams{}).ID, nil)
 	if r.Status != vocab.StatusFailed || r.TerminalReason != vocab.ReasonToolLimit {

@@ -159,12 +159,7 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 func TestSweeperTimesOutRunWaitingPastDeadline(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: b.reg, LeaseTTL: 5 * time.Second,
-		PollInterval: 200 * time.Millisecond, SweepInterval: 100 * time.Millisecond})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	b.start(t, run.Config{LeaseTTL: 5 * time.Second, PollInterval: 200 * time.Millisecond, SweepInterval: 100 * time.Millisecond})
 	r := b.create(t, "/call slow_effect {}\n/say never", persist.RunParams{Timeouts: persist.Timeouts{TotalMS: 1500}})
 	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning })
 	if r.Status != vocab.StatusRequiresAction {

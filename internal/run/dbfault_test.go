@@ -36,12 +36,7 @@ func TestUncommittedToolResultIsRecoveredNotGuessed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	fs := &faultyStore{Store: b.store}
-	e := run.New(run.Config{Store: fs, Model: b.model, Tools: b.reg, LeaseTTL: time.Second,
-		PollInterval: 100 * time.Millisecond})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	b.start(t, run.Config{Store: fs, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond})
 	r := b.create(t, "/call calculator {\"expression\":\"6*7\"}\n/say done", persist.RunParams{})
 	r = b.wait(t, r.ID, nil)
 	if !fs.failed.Load() || r.Status != vocab.StatusCompleted || r.Epoch < 2 {
@@ -90,12 +85,7 @@ func TestRefusedWriteFailsTheRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	rs := &refusingStore{Store: b.store, tool: "clock", callIDs: map[string]string{}}
-	e := run.New(run.Config{Store: rs, Model: b.model, Tools: b.reg, LeaseTTL: time.Second,
-		PollInterval: 100 * time.Millisecond, Workers: 1})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	b.start(t, run.Config{Store: rs, LeaseTTL: time.Second, PollInterval: 100 * time.Millisecond, Workers: 1})
 	r := b.create(t, "/call calculator {\"expression\":\"6*7\"}\n/next\n/call clock {}\n/say done", persist.RunParams{})
 	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
 	if r.Status != vocab.StatusFailed || r.TerminalReason != vocab.ReasonStorageError || r.Epoch != 1 || rs.refused.Load() != 1 {
@@ -144,12 +134,7 @@ func TestRunWithoutProgressFails(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ws := &wedgedStore{Store: b.store, tool: "clock"}
-	e := run.New(run.Config{Store: ws, Model: b.model, Tools: b.reg, LeaseTTL: 300 * time.Millisecond,
-		PollInterval: 50 * time.Millisecond, MaxStallClaims: 3})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.Stop(context.Background()) })
+	b.start(t, run.Config{Store: ws, LeaseTTL: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond, MaxStallClaims: 3})
 	r := b.create(t, "/call clock {}\n/say done", persist.RunParams{})
 	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
 	if r.Status != vocab.StatusFailed || r.TerminalReason != vocab.ReasonNoProgress {

@@ -52,16 +52,7 @@ func TestPoisonOutputDoesNotWedgeARun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: reg, LeaseTTL: 2 * time.Second,
-		PollInterval: 100 * time.Millisecond, Workers: 4})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx)
-	})
+	b.start(t, run.Config{Tools: reg, LeaseTTL: 2 * time.Second, PollInterval: 100 * time.Millisecond, Workers: 4})
 	// The fake model answers with what its input says; arguments are JSON
 	// text, so an escape in them is the model's output (the input itself
 	// is checked at the API).

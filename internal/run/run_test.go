@@ -104,8 +104,23 @@ func setup(t *testing.T) *bundle {
 
 func (b *bundle) engine(t *testing.T, ttl time.Duration) *run.Engine {
 	t.Helper()
-	e := run.New(run.Config{Store: b.store, Model: b.model, Tools: b.reg, LeaseTTL: ttl, PollInterval: 200 * time.Millisecond,
-		ModelBackoff: 20 * time.Millisecond, Workers: 4})
+	return b.start(t, run.Config{LeaseTTL: ttl, PollInterval: 200 * time.Millisecond, ModelBackoff: 20 * time.Millisecond, Workers: 4})
+}
+
+// start starts an engine as cfg says, on the bundle's store, model and
+// tools unless cfg names others, and stops it when t ends.
+func (b *bundle) start(t *testing.T, cfg run.Config) *run.Engine {
+	t.Helper()
+	if cfg.Store == nil {
+		cfg.Store = b.store
+	}
+	if cfg.Model == nil {
+		cfg.Model = b.model
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = b.reg
+	}
+	e := run.New(cfg)
 	if err := e.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
