@@ -94,11 +94,14 @@ const (
 // (with CallID and Name), by a client's decision (ResolvedBy client), or
 // when a run waiting on the call ended (ResolvedBy the run's reason).
 type ToolCallCompletedData struct {
-	CallID     string           `json:"call_id,omitempty"`
-	Error      *Error           `json:"error,omitempty"`
-	Name       string           `json:"name,omitempty"`
-	ResolvedBy string           `json:"resolved_by,omitempty"`
-	Result     json.RawMessage  `json:"result,omitempty"`
+	CallID     string          `json:"call_id,omitempty"`
+	Error      *Error          `json:"error,omitempty"`
+	Name       string          `json:"name,omitempty"`
+	ResolvedBy string          `json:"resolved_by,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+	// ResultRaw is the bytes the tool returned, base64, when Result had to
+	// be changed to be stored (internal/clean).
+	ResultRaw  string           `json:"result_raw,omitempty"`
 	Status     vocab.CallStatus `json:"status"`
 	ToolCallID string           `json:"tool_call_id"`
 }

@@ -2,6 +2,7 @@ package run_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"agentd/internal/clean"
+	"agentd/internal/event"
 	"agentd/internal/persist"
 	"agentd/internal/run"
 	"agentd/internal/tools"
@@ -85,6 +87,23 @@ func TestPoisonOutputDoesNotWedgeARun(t *testing.T) {
 		for _, ev := range b.events(t, id) {
 			if p := clean.JSONProblem(ev.Data); p != "" {
 				t.Errorf("run %s: event %d %s: %s", id, ev.Seq, ev.Data, p)
+			}
+			if ev.Type != event.ToolCallCompleted {
+				continue
+			}
+			var d event.ToolCallCompletedData
+			if err := json.Unmarshal(envelopeData(t, ev.Data), &d); err != nil {
+				t.Fatal(err)
+			}
+			if reply, ok := bodies["/"+d.Name]; ok {
+				want := []byte(reply.body) // the webhook tool returns a JSON body as it is
+				if reply.contentType != "application/json" {
+					want, _ = json.Marshal(reply.body) // and another body as a JSON string
+				}
+				raw, err := base64.StdEncoding.DecodeString(d.ResultRaw)
+				if err != nil || string(raw) != string(want) {
+					t.Errorf("run %s: %s's result_raw %q is not what it returned (%q)", id, d.Name, raw, reply.body)
+				}
 			}
 		}
 	}

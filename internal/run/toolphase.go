@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -354,8 +355,9 @@ type attemptResult struct {
 func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persist.ToolCall, a attemptResult) (again bool) {
 	if a.err == nil {
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "succeeded").Inc()
-		x.finishCall(step, c, callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(storableResult(a.result), a.spec.ResultLimit()),
-			attempt: &persist.AttemptFinish{ID: a.id, Status: vocab.AttemptSucceeded}})
+		o := resultOf(a.result, a.spec.ResultLimit())
+		o.attempt = &persist.AttemptFinish{ID: a.id, Status: vocab.AttemptSucceeded}
+		x.finishCall(step, c, o)
 		return false
 	}
 	errData := toolErrorData(a.err)
@@ -418,6 +420,7 @@ func attemptFailed(step *persist.Step, c *persist.ToolCall, errData *event.Error
 type callOutcome struct {
 	status  vocab.CallStatus
 	result  json.RawMessage
+	raw     []byte // the bytes the tool returned, when result had to be changed to be stored
 	err     *event.Error
 	attempt *persist.AttemptFinish
 }
@@ -439,8 +442,12 @@ func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, o callOu
 		evs = append(evs, event.Of(step.Seq, event.ToolCallUnknownData{CallID: c.CallID, Error: o.err,
 			IdempotencyKey: c.IdempotencyKey, Name: c.Name, Status: o.status, ToolCallID: c.ID}))
 	} else {
-		evs = append(evs, event.Of(step.Seq, event.ToolCallCompletedData{CallID: c.CallID, Error: o.err, Name: c.Name,
-			Result: o.result, Status: o.status, ToolCallID: c.ID}))
+		d := event.ToolCallCompletedData{CallID: c.CallID, Error: o.err, Name: c.Name, Result: o.result,
+			Status: o.status, ToolCallID: c.ID}
+		if o.raw != nil {
+			d.ResultRaw = base64.StdEncoding.EncodeToString(o.raw)
+		}
+		evs = append(evs, event.Of(step.Seq, d))
 	}
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return
@@ -480,7 +487,7 @@ func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *pe
 		if len(result) == 0 {
 			result = json.RawMessage(`null`)
 		}
-		x.finishCall(step, c, callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(storableResult(result), tool.Spec().ResultLimit())})
+		x.finishCall(step, c, resultOf(result, tool.Spec().ResultLimit()))
 	case tools.OutcomeFailed:
 		msg, _ := clean.Text(res.Message)
 		if msg == "" {
