@@ -153,10 +153,9 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 
 // endLocked cancels (or times out) r, whose row the caller has locked: a
 // running run is flagged and its executor told; any other run nobody
-// executes is ended here with status and reason. A run waiting on a decision
-// about a tool call has that call rejected, so that nothing waits on it any
-// more. It returns the run's new last event seq when it appended events,
-// else 0.
+// executes is ended here with status and reason, and what it left open is
+// closed (closeOpen). It returns the run's new last event seq when it
+// appended events, else 0.
 func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, reason vocab.Reason) (int64, error) {
 	if r.Status == vocab.StatusRunning {
 		if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
@@ -256,8 +255,8 @@ func mustJSON(v any) []byte {
 }
 
 // RunsSweep ends runs that wait for a client past their deadline: they time
-// out (timed_out_total) and the awaited call is rejected, so that no run
-// waits forever and its conversation is freed. (Runs left running by a dead
+// out (timed_out_total) and what they left open is closed (see closeOpen),
+// so that no run waits forever and its conversation is freed. (Runs left running by a dead
 // worker need no sweeper: any worker claims them once their lease expires.)
 // It returns how many it ended.
 func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
