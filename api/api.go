@@ -127,6 +127,11 @@ type Config struct {
 	Defaults RunDefaults
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
+	// CORSOrigins are the web origins (scheme://host[:port], or "*") whose
+	// pages may call the API from a browser: CORS is answered for them, and
+	// their requests may change state. Empty: CORS off, and a request that
+	// changes state with a foreign Origin is refused.
+	CORSOrigins []string
 }
 
 // Default values of Config and RunDefaults.
@@ -146,16 +151,17 @@ const (
 
 // server holds the handlers' dependencies.
 type server struct {
-	store    Store
-	runs     Runs
-	events   Events // nil: no streaming
-	tools    *tools.Registry
-	log      *slog.Logger
-	metrics  *httpMetrics
-	ready    func(ctx context.Context) error
-	defaults RunDefaults
-	maxBody  int64
-	known    knownRuns // runs found for a tenant, for event streams
+	store       Store
+	runs        Runs
+	events      Events // nil: no streaming
+	tools       *tools.Registry
+	log         *slog.Logger
+	metrics     *httpMetrics
+	ready       func(ctx context.Context) error
+	defaults    RunDefaults
+	corsOrigins []string
+	maxBody     int64
+	known       knownRuns // runs found for a tenant, for event streams
 }
 
 // New returns the API's http.Handler. It panics when cfg.Store or cfg.Runs
@@ -170,14 +176,15 @@ func newServer(cfg Config) *server {
 		panic("api: Config.Store and Config.Runs are required")
 	}
 	s := &server{
-		store:    cfg.Store,
-		runs:     cfg.Runs,
-		events:   cfg.Events,
-		tools:    cfg.Tools,
-		log:      cfg.Logger,
-		ready:    cfg.ReadyFunc,
-		defaults: cfg.Defaults,
-		maxBody:  cfg.MaxBodyBytes,
+		store:       cfg.Store,
+		runs:        cfg.Runs,
+		events:      cfg.Events,
+		tools:       cfg.Tools,
+		log:         cfg.Logger,
+		ready:       cfg.ReadyFunc,
+		defaults:    cfg.Defaults,
+		maxBody:     cfg.MaxBodyBytes,
+		corsOrigins: cfg.CORSOrigins,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -226,6 +233,9 @@ func setDefault(v *int64, def int64) {
 func (s *server) routes(cfg Config) *chi.Mux {
 	r := chi.NewRouter()
 	r.Use(requestID, s.accessLog, s.recoverer)
+	if c := corsHandler(cfg.CORSOrigins); c != nil {
+		r.Use(c)
+	}
 	r.NotFound(s.notFound)
 	r.MethodNotAllowed(s.methodNotAllowed(r))
 
@@ -239,13 +249,13 @@ func (s *server) routes(cfg Config) *chi.Mux {
 
 	r.Group(func(r chi.Router) {
 		r.Use(s.tenant)
-		r.With(s.requireJSON).Post("/runs", s.handle(s.runCreate))
+		r.With(s.checkOrigin, s.requireJSON).Post("/runs", s.handle(s.runCreate))
 		r.Get("/runs", s.handle(s.runList))
 		r.Get("/runs/{id}", s.handle(s.runGet))
 		r.Get("/runs/{id}/steps", s.handle(s.stepsList))
-		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/cancel", s.handle(s.runCancel))
-		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
-		r.With(s.requireJSON, s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
+		r.With(s.checkOrigin, s.requireJSON, s.idempotent).Post("/runs/{id}/cancel", s.handle(s.runCancel))
+		r.With(s.checkOrigin, s.requireJSON, s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
+		r.With(s.checkOrigin, s.requireJSON, s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
 		r.Get("/runs/{id}/events", s.handle(s.runEvents))
 		r.Get("/conversations/{id}", s.handle(s.conversationGet))
 		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))

@@ -481,6 +481,7 @@ func TestIdempotentCreateConcurrent(t *testing.T) {
 		go func() {
 			req, _ := http.NewRequest("POST", b.srv.URL+"/runs", strings.NewReader(`{"input": "once"}`))
 			req.Header.Set("Idempotency-Key", "same")
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := b.srv.Client().Do(req)
 			if err != nil {
 				results <- result{}

@@ -184,11 +184,18 @@ func (s *server) tenant(next http.Handler) http.Handler {
 	})
 }
 
-// requireJSON refuses a request body that is not JSON. A request without a
-// Content-Type, or without a body, passes.
+// requireJSON refuses a request body that is not declared JSON: a body
+// without a Content-Type too, since that is what a web page of another
+// origin can send without asking the browser first. A request without a
+// body passes.
 func (s *server) requireJSON(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ct := r.Header.Get("Content-Type")
+		if ct == "" && r.ContentLength != 0 {
+			s.fail(w, r, newError(http.StatusUnsupportedMediaType, CodeUnsupportedMediaType, "Unsupported media type",
+				"the request body must be application/json: send Content-Type: application/json"))
+			return
+		}
 		if ct != "" && r.ContentLength != 0 {
 			mt, _, err := mime.ParseMediaType(ct)
 			if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {

@@ -34,6 +34,7 @@ type config struct {
 	MaxConns       int
 	Committers     int
 	MaxTimeouts    [4]time.Duration // total, step, idle, tool
+	CORSOrigins    []string
 	CallsPerStep   int
 	CallsPerRun    int
 	ToolsAtOnce    int
@@ -74,6 +75,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxStep := fs.String("max-step-timeout", env("AGENTD_MAX_STEP_TIMEOUT", "1h"), "the longest step timeout a client may ask for (AGENTD_MAX_STEP_TIMEOUT)")
 	maxIdle := fs.String("max-idle-timeout", env("AGENTD_MAX_IDLE_TIMEOUT", "10m"), "the longest model idle timeout a client may ask for (AGENTD_MAX_IDLE_TIMEOUT)")
 	maxTool := fs.String("max-tool-timeout", env("AGENTD_MAX_TOOL_TIMEOUT", "1h"), "the longest tool attempt timeout a client may ask for (AGENTD_MAX_TOOL_TIMEOUT)")
+	var corsOrigins string
+	fs.StringVar(&corsOrigins, "cors-origins", env("AGENTD_CORS_ORIGINS", ""), "comma-separated web origins (scheme://host[:port], or *) whose pages may call the API from a browser; empty: CORS off (AGENTD_CORS_ORIGINS)")
 	callsPerStep := fs.String("tool-calls-per-step", env("AGENTD_TOOL_CALLS_PER_STEP", "64"), "tool calls of one step that are run; the model is told the rest were not (AGENTD_TOOL_CALLS_PER_STEP)")
 	callsPerRun := fs.String("tool-calls-per-run", env("AGENTD_TOOL_CALLS_PER_RUN", "1000"), "tool calls a run may make; a model that asks for more ends it (tool_limit) (AGENTD_TOOL_CALLS_PER_RUN)")
 	toolsAtOnce := fs.String("tool-concurrency", env("AGENTD_TOOL_CONCURRENCY", "64"), "tool attempts this instance makes at once, across its runs (AGENTD_TOOL_CONCURRENCY)")
@@ -120,6 +123,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(level)); err != nil {
 		errs = append(errs, fmt.Errorf("log-level: %w", err))
+	}
+	for _, o := range strings.Split(corsOrigins, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			c.CORSOrigins = append(c.CORSOrigins, o)
+		}
 	}
 	for _, h := range strings.Split(allow, ",") {
 		if h = strings.TrimSpace(h); h != "" {

@@ -155,6 +155,7 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
 			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds()}},
 		MaxBodyBytes: cfg.MaxBodyBytes,
+		CORSOrigins:  cfg.CORSOrigins,
 		ReadyFunc:    in.ready,
 	})
 	return in, nil
