@@ -27,7 +27,7 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	body, err := readBody(w, r, s.maxBody)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

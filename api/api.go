@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -127,6 +128,9 @@ type Config struct {
 	Defaults RunDefaults
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
+	// BodyTimeout caps the time a request's body may take to arrive
+	// (default 30s); a slower one is answered 408 body_timeout.
+	BodyTimeout time.Duration
 	// CORSOrigins are the web origins (scheme://host[:port], or "*") whose
 	// pages may call the API from a browser: CORS is answered for them, and
 	// their requests may change state. Empty: CORS off, and a request that
@@ -137,6 +141,7 @@ type Config struct {
 // Default values of Config and RunDefaults.
 const (
 	DefaultMaxBodyBytes  = 1 << 20
+	DefaultBodyTimeout   = 30 * time.Second
 	DefaultMaxSteps      = 16
 	DefaultMaxStepsLimit = 100
 	DefaultTotalMS       = 600_000
@@ -160,6 +165,7 @@ type server struct {
 	ready       func(ctx context.Context) error
 	defaults    RunDefaults
 	corsOrigins []string
+	bodyTimeout time.Duration
 	maxBody     int64
 	known       knownRuns // runs found for a tenant, for event streams
 }
@@ -185,6 +191,10 @@ func newServer(cfg Config) *server {
 		defaults:    cfg.Defaults,
 		maxBody:     cfg.MaxBodyBytes,
 		corsOrigins: cfg.CORSOrigins,
+		bodyTimeout: cfg.BodyTimeout,
+	}
+	if s.bodyTimeout <= 0 {
+		s.bodyTimeout = DefaultBodyTimeout
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -1,9 +1,14 @@
 package api_test
 
 import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"agentd/api"
 )
@@ -55,4 +60,28 @@ func TestBrowserSafety(t *testing.T) {
 	// Without CORSOrigins, only the server's own origin may change state.
 	off := setup(t)
 	wantProblem(t, off.do("POST", "/runs", `{"input":"hi"}`, "Origin", "https://ui.example"), http.StatusForbidden, "origin_not_allowed")
+}
+
+// TestSlowBodyIsCut: a client that sends its body too slowly gets 408
+// body_timeout when the body timeout passes, instead of holding its
+// connection for as long as it likes.
+func TestSlowBodyIsCut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *api.Config) { c.BodyTimeout = 300 * time.Millisecond })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(b.srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 40\r\n\r\n{\"in")
+	_ = conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to a slow body: %v", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), `"code":"body_timeout"`) {
+		t.Fatalf("slow body: %d %s", resp.StatusCode, body)
+	}
 }

@@ -32,7 +32,7 @@ func (s *server) idempotent(next http.Handler) http.Handler {
 			s.fail(w, r, fieldError(HeaderIdempotencyKey, "must be 1 to %d printable ASCII characters", maxKeyLen))
 			return
 		}
-		body, err := readBody(w, r, s.maxBody)
+		body, err := s.readBody(w, r)
 		if err != nil {
 			s.fail(w, r, err)
 			return

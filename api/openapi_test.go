@@ -99,7 +99,7 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 			t.Errorf("openapi.yaml describes %s, which is not routed", op)
 		}
 	}
-	for _, code := range []string{api.CodeInvalidJSON, api.CodeInvalidField, api.CodeInvalidValue, api.CodeOriginNotAllowed, api.CodeBodyTooLarge,
+	for _, code := range []string{api.CodeInvalidJSON, api.CodeInvalidField, api.CodeInvalidValue, api.CodeOriginNotAllowed, api.CodeBodyTooLarge, api.CodeBodyTimeout,
 		api.CodeUnsupportedMediaType, api.CodeNotFound, api.CodeRunNotFound, api.CodeConversationNotFound,
 		api.CodeUnknownTool, api.CodeConversationBusy, api.CodeIdempotencyKeyReused, api.CodeRunFinished,
 		api.CodeRunCompleted, api.CodeMethodNotAllowed, api.CodeStreamingUnavailable, api.CodeNotReady, api.CodeInternal} {

@@ -19,6 +19,7 @@ const (
 	CodeInvalidField         = "invalid_field"          // 422: a field, parameter or header is wrong; "field" names it
 	CodeInvalidValue         = "invalid_value"          // 422: the database refused a value of the request as data
 	CodeBodyTooLarge         = "body_too_large"         // 413
+	CodeBodyTimeout          = "body_timeout"           // 408: the body did not arrive within the server's body timeout
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body that is not declared application/json
 	CodeNotFound             = "not_found"              // 404: no such route
 	CodeRunNotFound          = "run_not_found"          // 404: no such run for this tenant

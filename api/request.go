@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -60,12 +62,24 @@ type inputMessage struct {
 }
 
 // readBody reads a request body of at most limit bytes.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+// readBody reads a request body of at most s.maxBody bytes, within
+// s.bodyTimeout: a client that sends its body too slowly is answered 408
+// and its connection released, rather than held.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)); err == nil {
+		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // the connection may be gone
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return nil, err
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			w.Header().Set("Connection", "close")
+			return nil, newError(http.StatusRequestTimeout, CodeBodyTimeout, "Body too slow",
+				fmt.Sprintf("the request body did not arrive within %s", s.bodyTimeout))
 		}
 		return nil, newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body could not be read")
 	}

@@ -36,7 +36,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if key != "" && !validKey(key) {
 		return fieldError(HeaderIdempotencyKey, "must be 1 to %d printable ASCII characters", maxKeyLen)
 	}
-	body, err := readBody(w, r, s.maxBody)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		return err
 	}

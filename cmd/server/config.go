@@ -35,6 +35,7 @@ type config struct {
 	Committers     int
 	MaxTimeouts    [4]time.Duration // total, step, idle, tool
 	CORSOrigins    []string
+	BodyTimeout    time.Duration
 	CallsPerStep   int
 	CallsPerRun    int
 	ToolsAtOnce    int
@@ -75,6 +76,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxStep := fs.String("max-step-timeout", env("AGENTD_MAX_STEP_TIMEOUT", "1h"), "the longest step timeout a client may ask for (AGENTD_MAX_STEP_TIMEOUT)")
 	maxIdle := fs.String("max-idle-timeout", env("AGENTD_MAX_IDLE_TIMEOUT", "10m"), "the longest model idle timeout a client may ask for (AGENTD_MAX_IDLE_TIMEOUT)")
 	maxTool := fs.String("max-tool-timeout", env("AGENTD_MAX_TOOL_TIMEOUT", "1h"), "the longest tool attempt timeout a client may ask for (AGENTD_MAX_TOOL_TIMEOUT)")
+	bodyTimeout := fs.String("body-timeout", env("AGENTD_BODY_TIMEOUT", "30s"), "how long a request body may take to arrive; a slower one gets 408 (AGENTD_BODY_TIMEOUT)")
 	var corsOrigins string
 	fs.StringVar(&corsOrigins, "cors-origins", env("AGENTD_CORS_ORIGINS", ""), "comma-separated web origins (scheme://host[:port], or *) whose pages may call the API from a browser; empty: CORS off (AGENTD_CORS_ORIGINS)")
 	callsPerStep := fs.String("tool-calls-per-step", env("AGENTD_TOOL_CALLS_PER_STEP", "64"), "tool calls of one step that are run; the model is told the rest were not (AGENTD_TOOL_CALLS_PER_STEP)")
@@ -112,6 +114,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.Heartbeat = dur("heartbeat", *heartbeat)
 	c.SSERetry = dur("sse-retry", *sseRetry)
 	c.ShutdownGrace = dur("shutdown-grace", *grace)
+	c.BodyTimeout = dur("body-timeout", *bodyTimeout)
 	c.MaxTimeouts = [4]time.Duration{dur("max-total-timeout", *maxTotal), dur("max-step-timeout", *maxStep),
 		dur("max-idle-timeout", *maxIdle), dur("max-tool-timeout", *maxTool)}
 	switch strings.ToLower(migrate) {

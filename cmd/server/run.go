@@ -156,6 +156,7 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds()}},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		CORSOrigins:  cfg.CORSOrigins,
+		BodyTimeout:  cfg.BodyTimeout,
 		ReadyFunc:    in.ready,
 	})
 	return in, nil
