@@ -4,42 +4,124 @@ import (
 	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // HTTPRequest returns the side_effect tool "http_request", which sends one
 // HTTP request to a host in allowHosts and returns {"status", "headers" (a
 // few useful ones), "body" (cut to the result limit), "body_truncated"?}.
 //
-// An allowHosts entry is a host name or IP ("api.example.com", matching any
-// port) or a host and port ("127.0.0.1:8080", "[::1]:8080", matching that
-// port only; a URL without a port has its scheme's default port). Any other
-// host is refused with a KindFinal error. The call's idempotency key is sent
-// as the Idempotency-Key header. Redirects are not followed: a 3xx is a
-// result. A 4xx is a KindFinal error, a 5xx KindTransient, a timeout
-// KindTimeout, a lost connection KindConnection.
+// An allowHosts entry is a host name or IP ("api.example.com": ports 80 and
+// 443 only) or a host and port ("api.example.com:8443", "127.0.0.1:8080",
+// "[::1]:8080": that port only; a URL without a port has its scheme's
+// default port). Any other destination is refused with a KindFinal error.
+// After the name is resolved, an address that is loopback, link-local
+// (169.254.169.254 included), private, shared (CGNAT), multicast or
+// unspecified is refused too, unless the entry names that address and port
+// itself ("127.0.0.1:8080"): the check is made in the dialer, for every
+// address a name resolves to. The model may not set the headers that carry
+// credentials or identity (Authorization, Cookie, Host, X-Tenant-ID,
+// Forwarded, X-Forwarded-*, X-Real-IP) nor agentd's own (Idempotency-Key,
+// X-Request-ID). The call's idempotency key is sent as the Idempotency-Key
+// header. Redirects are not followed: a 3xx is a result. A 4xx is a
+// KindFinal error, a 5xx KindTransient, a timeout KindTimeout, a lost
+// connection KindConnection.
 //
-// A nil client means a client over the tools' pooled transport; the tool
-// uses a copy of client that does not follow redirects. The server registers
-// this tool only when allowHosts is not empty.
+// A nil client means a client over a copy of the tools' pooled transport;
+// the tool uses a copy of client (over a copy of its transport, when it is
+// an *http.Transport) with the destination check in its dialer, that does
+// not follow redirects. The server registers this tool only when allowHosts
+// is not empty.
 func HTTPRequest(allowHosts []string, client *http.Client) Tool {
-	t := &httpRequest{allow: make(map[string]bool, len(allowHosts)), client: noRedirects(client)}
+	t := &httpRequest{hosts: map[string]bool{}, hostPorts: map[string]bool{}}
 	for _, h := range allowHosts {
-		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
-			t.allow[strings.Trim(h, "[]")] = true // bare IPv6 "[::1]" as "::1"
-			t.allow[h] = true
+		h = strings.ToLower(strings.TrimSpace(h))
+		if h == "" {
+			continue
+		}
+		if host, port, err := net.SplitHostPort(h); err == nil {
+			t.hostPorts[net.JoinHostPort(host, port)] = true
+		} else {
+			t.hosts[strings.Trim(h, "[]")] = true // bare IPv6 "[::1]" as "::1"
 		}
 	}
+	t.client = noRedirects(t.guarded(client))
 	return t
 }
 
 type httpRequest struct {
-	allow  map[string]bool
-	client *http.Client
+	hosts     map[string]bool // names and IPs allowed on ports 80 and 443
+	hostPorts map[string]bool // "host:port" allowed on that port
+	client    *http.Client
+}
+
+// errDestination is the cause of a refused dial: the destination address is
+// one the tool may not reach.
+var errDestination = errors.New("destination address not allowed")
+
+// guarded returns a copy of client whose transport dials only addresses the
+// allow-list permits (see HTTPRequest).
+func (t *httpRequest) guarded(client *http.Client) *http.Client {
+	c := http.Client{}
+	if client != nil {
+		c = *client
+	}
+	base, ok := c.Transport.(*http.Transport)
+	if !ok || base == nil {
+		base = pooledTransport()
+	}
+	tr := base.Clone()
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: t.control}
+	tr.DialContext = dialer.DialContext
+	tr.Proxy = nil // a proxy would dial for us, past the check
+	c.Transport = tr
+	return &c
+}
+
+// control refuses, at dial time, an address that is not public unless the
+// allow-list names that address and port itself.
+func (t *httpRequest) control(_, address string, _ syscall.RawConn) error {
+	host, port, err := net.SplitHostPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: %s", errDestination, address)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return fmt.Errorf("%w: %s", errDestination, address)
+	}
+	ip = ip.Unmap()
+	if !restricted(ip) || t.hostPorts[net.JoinHostPort(ip.String(), port)] {
+		return nil
+	}
+	return fmt.Errorf("%w: %s is not a public address", errDestination, address)
+}
+
+// cgnat is the shared address space of carrier-grade NAT (RFC 6598).
+var cgnat = netip.MustParsePrefix("100.64.0.0/10")
+
+// restricted reports whether ip is not a public unicast address.
+func restricted(ip netip.Addr) bool {
+	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast() ||
+		ip.IsPrivate() || ip.IsMulticast() || ip.IsUnspecified() || cgnat.Contains(ip)
+}
+
+// forbiddenHeaders are the request headers the model may not set.
+var forbiddenHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Host", "X-Tenant-Id", "Forwarded",
+	"X-Real-Ip", "Idempotency-Key", "X-Request-Id"}
+
+// headerForbidden reports whether the model may not set header k.
+func headerForbidden(k string) bool {
+	k = http.CanonicalHeaderKey(k)
+	return slices.Contains(forbiddenHeaders, k) || strings.HasPrefix(k, "X-Forwarded-")
 }
 
 var httpRequestSchema = json.RawMessage(`{
@@ -63,14 +145,14 @@ func (t *httpRequest) Spec() Spec {
 	}
 }
 
-// allowed reports whether u's host is in the allow-list.
+// allowed reports whether u's host and port are in the allow-list.
 func (t *httpRequest) allowed(u *url.URL) bool {
 	host := strings.ToLower(u.Hostname())
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	return t.allow[host] || t.allow[net.JoinHostPort(host, port)]
+	return t.hostPorts[net.JoinHostPort(host, port)] || (t.hosts[host] && (port == "80" || port == "443"))
 }
 
 // resultHeaders are the response headers passed back to the model.
@@ -106,12 +188,19 @@ func (t *httpRequest) Invoke(ctx context.Context, call Call) (json.RawMessage, e
 		return nil, &Error{Kind: KindFinal, Message: fmt.Sprintf("cannot build request: %v", err), Err: err}
 	}
 	for k, v := range args.Headers {
+		if headerForbidden(k) {
+			return nil, &Error{Kind: KindFinal, Message: fmt.Sprintf("header %q may not be set by the model", k)}
+		}
 		req.Header.Set(k, v)
 	}
 	if call.IdempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", call.IdempotencyKey)
 	}
 	resp, err := do(ctx, t.client, req, "request")
+	if errors.Is(err, errDestination) {
+		// Refused before anything was sent.
+		return nil, &Error{Kind: KindFinal, Message: fmt.Sprintf("host %q resolves to an address that is not allowed for http_request", u.Host), Err: err}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -96,7 +97,8 @@ func TestHTTPRequestAllowList(t *testing.T) {
 		want bool
 	}{
 		{"https://api.example.com/x", true},
-		{"http://api.example.com:1234/x", true},
+		{"http://api.example.com:1234/x", false}, // a name without a port: 80 and 443 only
+		{"http://api.example.com/x", true},
 		{"https://API.EXAMPLE.COM/x", true},
 		{"https://evil.com/api.example.com", false},
 		{"https://api.example.com.evil.com/", false},
@@ -115,6 +117,48 @@ func TestHTTPRequestAllowList(t *testing.T) {
 		}
 		if got := tool.allowed(u); got != tt.want {
 			t.Errorf("allowed(%s) = %v, want %v", tt.url, got, tt.want)
+		}
+	}
+}
+
+// TestHTTPRequestEgress: a name allowed with its port that resolves to a
+// loopback address is refused at dial time (nothing is sent), unless the
+// address and port themselves are allowed; the dialer refuses every address
+// that is not public; the model may not set headers that carry credentials
+// or identity.
+func TestHTTPRequestEgress(t *testing.T) {
+	t.Parallel()
+	s := webhooktest.New(t, map[string]webhooktest.Behaviour{"/secret": webhooktest.OK()})
+	u, _ := url.Parse(s.URL)
+	call := func(tool Tool, args string) error {
+		c := testCall
+		c.Arguments = json.RawMessage(args)
+		_, err := tool.Invoke(context.Background(), c)
+		return err
+	}
+	byName := HTTPRequest([]string{"localhost:" + u.Port()}, nil)
+	err := call(byName, `{"method":"GET","url":"http://localhost:`+u.Port()+`/secret"}`)
+	if te, ok := err.(*Error); !ok || te.Kind != KindFinal || !strings.Contains(te.Message, "not allowed") {
+		t.Fatalf("a name resolving to loopback: %v", err)
+	}
+	if n := s.Count("/secret"); n != 0 {
+		t.Fatalf("the refused request reached the server %d times", n)
+	}
+	byAddress := HTTPRequest([]string{u.Host}, nil) // 127.0.0.1:port, named itself
+	if err := call(byAddress, `{"method":"GET","url":"`+s.URL+`/secret"}`); err != nil {
+		t.Fatalf("an allowed address and port: %v", err)
+	}
+	for _, h := range []string{"Authorization", "cookie", "Host", "X-Tenant-ID", "Forwarded", "X-Forwarded-For", "Idempotency-Key"} {
+		err := call(byAddress, `{"method":"GET","url":"`+s.URL+`/secret","headers":{"`+h+`":"x"}}`)
+		if te, ok := err.(*Error); !ok || te.Kind != KindFinal || !strings.Contains(te.Message, "may not be set") {
+			t.Errorf("header %s: %v", h, err)
+		}
+	}
+	for addr, want := range map[string]bool{"127.0.0.1": true, "10.1.2.3": true, "192.168.0.1": true, "172.16.5.4": true,
+		"169.254.169.254": true, "100.64.0.1": true, "0.0.0.0": true, "224.0.0.1": true, "::1": true, "fe80::1": true,
+		"fc00::1": true, "::ffff:127.0.0.1": true, "8.8.8.8": false, "2001:4860:4860::8888": false} {
+		if got := restricted(netip.MustParseAddr(addr).Unmap()); got != want {
+			t.Errorf("restricted(%s) = %v, want %v", addr, got, want)
 		}
 	}
 }
