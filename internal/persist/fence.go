@@ -23,7 +23,7 @@ type fence struct {
 	at     time.Time
 	index  map[fenceKey]int // a run and epoch's position in runs
 	last   map[string]int64 // each run's last event seq after the commit, read back
-	of     [][]int          // of[i]: the positions in events of run i's events
+	of     [][]int          // of[i]: the positions in events of run i's events; nil when nobody is told
 }
 
 type fenceKey struct {
@@ -52,8 +52,9 @@ type fenceEvents struct {
 	ats   []time.Time
 }
 
-// newFence gathers the runs, counters and events of reqs, at time at.
-func newFence(reqs []*execReq, at time.Time) (*fence, error) {
+// newFence gathers the runs, counters and events of reqs, at time at; with
+// publish, it also keeps where each run's events are, for publish.
+func newFence(reqs []*execReq, at time.Time, publish bool) (*fence, error) {
 	f := &fence{at: at, index: map[fenceKey]int{}}
 	for _, r := range reqs {
 		f.index[fenceKey{r.f.RunID, r.f.Epoch}] = 0
@@ -64,7 +65,9 @@ func newFence(reqs []*execReq, at time.Time) (*fence, error) {
 	n := len(keys)
 	f.runs = fenceRuns{ids: make([]string, n), epochs: make([]int64, n), ns: make([]int64, n), steps: make([]int32, n),
 		in: make([]int64, n), out: make([]int64, n), cached: make([]int64, n), reasoning: make([]int64, n)}
-	f.of = make([][]int, n)
+	if publish {
+		f.of = make([][]int, n)
+	}
 	for i, k := range keys {
 		f.index[k] = i
 		f.runs.ids[i], f.runs.epochs[i] = k.id, k.epoch
@@ -103,7 +106,9 @@ func (f *fence) add(i int, ev event.In) error {
 	}
 	f.runs.ns[i]++
 	e := &f.events
-	f.of[i] = append(f.of[i], len(e.run))
+	if f.of != nil {
+		f.of[i] = append(f.of[i], len(e.run))
+	}
 	e.run = append(e.run, int32(i+1))
 	e.k = append(e.k, f.runs.ns[i])
 	e.types = append(e.types, string(row.typ))

@@ -183,7 +183,7 @@ func (s *Store) commitBatch(batch []*execReq) {
 // the requests. On success it sets each request's last event seq and tells
 // the publisher.
 func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
-	f, err := newFence(reqs, eventTime())
+	f, err := newFence(reqs, eventTime(), s.pub != nil)
 	if err != nil {
 		return err
 	}

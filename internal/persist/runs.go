@@ -173,13 +173,8 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, re
 	if status == vocab.StatusTimedOut {
 		runErr = &event.Error{Message: "the run's total timeout elapsed while it waited for a client's decision"}
 	}
-	end := event.RunEnd(r.StepCount, status, reason, runErr)
-	if len(unresolved) > 0 {
-		d := end.Data.(event.RunEndedData)
-		d.UnresolvedToolCalls = unresolved
-		end.Data = d
-	}
-	evs = append(evs, end)
+	evs = append(evs, event.Of(r.StepCount, event.RunEndedData{Error: runErr, Reason: reason, Status: status,
+		UnresolvedToolCalls: unresolved}))
 	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
 	if err != nil {
 		return 0, err

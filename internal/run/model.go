@@ -266,45 +266,13 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, o
 func cleanResponse(resp llm.Response) llm.Response {
 	resp.Text, _ = clean.Text(resp.Text)
 	resp.FinishReason, _ = clean.Text(resp.FinishReason)
-	calls := make([]llm.ToolCall, len(resp.ToolCalls))
-	for i, c := range resp.ToolCalls {
+	for i := range resp.ToolCalls { // the response is this step's own
+		c := &resp.ToolCalls[i]
 		c.ID, _ = clean.Text(c.ID)
 		c.Name, _ = clean.Text(c.Name)
 		c.Arguments, _ = clean.Text(c.Arguments)
-		calls[i] = c
 	}
-	resp.ToolCalls = calls
 	return resp
-}
-
-// storableResult makes a tool's result storable (internal/clean): JSON that
-// jsonb cannot hold is cleaned, and a result that is not JSON at all is kept
-// as a JSON string of its (cleaned) text. It reports whether it changed the
-// result: the caller then keeps the bytes the tool returned too.
-func storableResult(result json.RawMessage) (json.RawMessage, bool) {
-	if len(result) == 0 {
-		return result, false
-	}
-	out, changed, err := clean.JSON(result)
-	if err != nil {
-		text, _ := clean.Text(string(result))
-		out, _ = json.Marshal(text)
-		changed = true
-	}
-	return out, changed
-}
-
-// resultOf is the outcome of a call that succeeded with result, stored as
-// it can be within limit bytes; when the result had to be changed to be
-// stored, the bytes the tool returned are kept too (base64, cut to limit),
-// since they may matter to whoever looks.
-func resultOf(result json.RawMessage, limit int) callOutcome {
-	out, changed := storableResult(result)
-	o := callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(out, limit)}
-	if changed {
-		o.raw = result[:min(len(result), limit)]
-	}
-	return o
 }
 
 // callPlan is the tool calls of a step's model output, as they are

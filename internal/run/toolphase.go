@@ -409,6 +409,36 @@ func (x *execution) unknown(step *persist.Step, c *persist.ToolCall, attemptID s
 		attempt: &persist.AttemptFinish{ID: attemptID, Status: vocab.AttemptUnknown, Error: errData}})
 }
 
+// storableResult makes a tool's result storable (internal/clean): JSON that
+// jsonb cannot hold is cleaned, and a result that is not JSON at all is kept
+// as a JSON string of its (cleaned) text. It reports whether it changed the
+// result: the caller then keeps the bytes the tool returned too.
+func storableResult(result json.RawMessage) (json.RawMessage, bool) {
+	if len(result) == 0 {
+		return result, false
+	}
+	out, changed, err := clean.JSON(result)
+	if err != nil {
+		text, _ := clean.Text(string(result))
+		out, _ = json.Marshal(text)
+		changed = true
+	}
+	return out, changed
+}
+
+// resultOf is the outcome of a call that succeeded with result, stored as
+// it can be within limit bytes; when the result had to be changed to be
+// stored, the bytes the tool returned are kept too (base64, cut to limit),
+// since they may matter to whoever looks.
+func resultOf(result json.RawMessage, limit int) callOutcome {
+	out, changed := storableResult(result)
+	o := callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(out, limit)}
+	if changed {
+		o.raw = result[:min(len(result), limit)]
+	}
+	return o
+}
+
 // attemptFailed is the tool_attempt.failed event of c's last attempt.
 func attemptFailed(step *persist.Step, c *persist.ToolCall, errData *event.Error, willRetry bool) event.In {
 	return event.Of(step.Seq, event.ToolAttemptFailedData{Attempt: c.Attempts, CallID: c.CallID, Error: *errData,

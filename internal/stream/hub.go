@@ -327,13 +327,16 @@ func (h *Hub) poller() {
 			}
 			continue
 		}
-		for _, head := range heads {
-			h.mu.Lock()
-			f := h.feeds[head.RunID]
-			h.mu.Unlock()
+		h.mu.Lock()
+		feeds := make([]*feed, len(heads))
+		for i, head := range heads {
+			feeds[i] = h.feeds[head.RunID] // nil: its streams left meanwhile
+		}
+		h.mu.Unlock()
+		for i, f := range feeds {
 			if f != nil {
-				f.beat.set(head)
-				f.notify(head.LastEventSeq)
+				f.beat.set(heads[i])
+				f.notify(heads[i].LastEventSeq)
 			}
 		}
 	}
