@@ -45,7 +45,8 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: *req.ToolCallID, Decision: decision}
+	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: *req.ToolCallID,
+		Decision: decision, Actor: ActorFromContext(r.Context())}
 	switch decision {
 	case vocab.DecisionResult:
 		if len(req.Result) == 0 {

@@ -6,10 +6,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"agentd/internal/auth"
 	"agentd/internal/persist"
 	"agentd/internal/tools"
 )
@@ -57,10 +56,10 @@ type Runs interface {
 	// Create commits a new run (or finds the first one of a repeated
 	// idempotency key: created is false).
 	Create(ctx context.Context, p persist.RunCreateParams) (run persist.Run, created bool, err error)
-	// Cancel asks a run to stop.
-	Cancel(ctx context.Context, tenantID, id string) (persist.Run, error)
-	// Resume queues a run again.
-	Resume(ctx context.Context, tenantID, id string) (persist.Run, error)
+	// Cancel asks a run to stop; actor is who asks.
+	Cancel(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
+	// Resume queues a run again; actor is who asks.
+	Resume(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
 	// ResolveAction records a decision on what a waiting run asks.
 	ResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
 	// ClientLeft applies the run's on_disconnect policy after the client of
@@ -117,6 +116,14 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics serves GET /metrics; nil means promhttp.Handler().
 	Metrics http.Handler
+	// HideMetrics leaves GET /metrics out of the API (it is served on a
+	// listener of its own, or not at all).
+	HideMetrics bool
+	// Auth says who a request comes from; nil means auth.None() (every
+	// request is local and holds every scope).
+	Auth auth.Authenticator
+	// Quotas bound what each tenant may do; zero fields are unbounded.
+	Quotas Quotas
 	// Registerer receives the API's own request metrics; nil means
 	// prometheus.DefaultRegisterer. Collectors already registered there (by an
 	// earlier New) are reused.
@@ -168,6 +175,8 @@ type server struct {
 	bodyTimeout time.Duration
 	maxBody     int64
 	known       knownRuns // runs found for a tenant, for event streams
+	auth        auth.Authenticator
+	limits      *tenantLimits
 }
 
 // New returns the API's http.Handler. It panics when cfg.Store or cfg.Runs
@@ -192,6 +201,11 @@ func newServer(cfg Config) *server {
 		maxBody:     cfg.MaxBodyBytes,
 		corsOrigins: cfg.CORSOrigins,
 		bodyTimeout: cfg.BodyTimeout,
+		auth:        cfg.Auth,
+		limits:      newTenantLimits(cfg.Quotas),
+	}
+	if s.auth == nil {
+		s.auth = auth.None()
 	}
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout
@@ -236,40 +250,4 @@ func setDefault(v *int64, def int64) {
 	if *v <= 0 {
 		*v = def
 	}
-}
-
-// routes builds the router. Every route here is in openapi.yaml, and
-// openapi_test.go checks it.
-func (s *server) routes(cfg Config) *chi.Mux {
-	r := chi.NewRouter()
-	r.Use(requestID, s.accessLog, s.recoverer)
-	if c := corsHandler(cfg.CORSOrigins); c != nil {
-		r.Use(c)
-	}
-	r.NotFound(s.notFound)
-	r.MethodNotAllowed(s.methodNotAllowed(r))
-
-	r.Get("/livez", s.livez)
-	r.Get("/readyz", s.readyz)
-	metrics := cfg.Metrics
-	if metrics == nil {
-		metrics = promhttp.Handler()
-	}
-	r.Method(http.MethodGet, "/metrics", metrics)
-
-	r.Group(func(r chi.Router) {
-		r.Use(s.tenant)
-		r.With(s.checkOrigin, s.requireJSON).Post("/runs", s.handle(s.runCreate))
-		r.Get("/runs", s.handle(s.runList))
-		r.Get("/runs/{id}", s.handle(s.runGet))
-		r.Get("/runs/{id}/steps", s.handle(s.stepsList))
-		r.With(s.checkOrigin, s.requireJSON, s.idempotent).Post("/runs/{id}/cancel", s.handle(s.runCancel))
-		r.With(s.checkOrigin, s.requireJSON, s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
-		r.With(s.checkOrigin, s.requireJSON, s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
-		r.Get("/runs/{id}/events", s.handle(s.runEvents))
-		r.Get("/conversations/{id}", s.handle(s.conversationGet))
-		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))
-		r.Get("/tools", s.handle(s.toolsList))
-	})
-	return r
 }

@@ -636,7 +636,7 @@ func TestCancelAndResume(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	f := persist.Fence{RunID: run.ID, Epoch: claimed.Epoch, Worker: "w1"}
-	if _, err := b.store.Exec(ctx, f, []event.In{event.RunEnd(0, vocab.StatusCompleted, vocab.ReasonCompleted, nil)},
+	if _, err := b.store.Exec(ctx, f, []event.In{event.RunEnd(0, vocab.StatusCompleted, vocab.ReasonCompleted, nil, "")},
 		persist.RunEnd{ID: run.ID, Status: "completed", Reason: "completed"}); err != nil {
 		t.Fatal(err)
 	}

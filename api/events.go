@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"time"
 
 	"agentd/internal/persist"
 	"agentd/internal/stream"
@@ -36,6 +37,11 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		s.known.add(tenant, id)
 	}
+	done, ok := s.limits.openStream(tenant)
+	if !ok {
+		return errTooManyStreams(w)
+	}
+	defer done()
 	_, err = s.events.StreamRun(w, r, id, after)
 	return streamErr(w, err)
 }
@@ -53,6 +59,10 @@ func (s *server) streamRun(w http.ResponseWriter, r *http.Request, run persist.R
 		}
 	}
 	return nil
+}
+
+func errTooManyStreams(w http.ResponseWriter) error {
+	return rateLimited(w, time.Second, "this tenant has as many event streams open as its quota allows; close one, or retry")
 }
 
 // streamErr turns what a stream returned before it started into the answer:

@@ -140,7 +140,7 @@ func TestRunIDFormsAreCanonicalised(t *testing.T) {
 		t.Fatalf("claim: %v %s", err, claim.ID)
 	}
 	if _, err := store.Exec(context.Background(), persist.Fence{RunID: id, Epoch: claim.Epoch, Worker: "w"},
-		[]event.In{event.RunEnd(0, vocab.StatusCompleted, vocab.ReasonCompleted, nil)},
+		[]event.In{event.RunEnd(0, vocab.StatusCompleted, vocab.ReasonCompleted, nil, "")},
 		persist.RunEnd{ID: id, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,23 +24,14 @@ type ctxKey int
 
 const (
 	keyRequestID ctxKey = iota
-	keyTenant
+	keyCaller
 )
 
 // HeaderRequestID carries a request's id, taken from the client when it
 // sends a sane one, else made up; it is echoed on every response.
 const HeaderRequestID = "X-Request-ID"
 
-// HeaderTenant names the tenant a request acts for.
-const HeaderTenant = "X-Tenant-ID"
-
-// DefaultTenant is the tenant of requests without an X-Tenant-ID header.
-const DefaultTenant = "default"
-
-var (
-	requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:/+=-]{1,128}$`)
-	tenantPattern    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
-)
+var requestIDPattern = regexp.MustCompile(`^[A-Za-z0-9._:/+=-]{1,128}$`)
 
 // requestID gives each request an id, in its context and in the response.
 func requestID(next http.Handler) http.Handler {
@@ -57,13 +48,6 @@ func requestID(next http.Handler) http.Handler {
 func requestIDFrom(ctx context.Context) string {
 	id, _ := ctx.Value(keyRequestID).(string)
 	return id
-}
-
-// TenantFromContext returns the tenant of a request, set by the API's
-// tenant middleware.
-func TenantFromContext(ctx context.Context) string {
-	t, _ := ctx.Value(keyTenant).(string)
-	return t
 }
 
 // statusWriter remembers the status and size of a response. It unwraps, so
@@ -167,21 +151,6 @@ func methodLabel(m string) string {
 		return m
 	}
 	return "other"
-}
-
-// tenant reads and checks X-Tenant-ID.
-func (s *server) tenant(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t := r.Header.Get(HeaderTenant)
-		if t == "" {
-			t = DefaultTenant
-		}
-		if !tenantPattern.MatchString(t) {
-			s.fail(w, r, fieldError(HeaderTenant, "must be 1 to 64 characters of A-Z, a-z, 0-9, '_', '.' and '-'"))
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyTenant, t)))
-	})
 }
 
 // requireJSON refuses a request body that is not declared JSON: a body

@@ -146,7 +146,7 @@ func TestVocabularyMatchesTheSpec(t *testing.T) {
 	}
 	for _, s := range vocab.RunStatuses() {
 		if s.Stopped() {
-			ends = append(ends, string(event.RunEnd(0, s, "", nil).Type()))
+			ends = append(ends, string(event.RunEnd(0, s, "", nil, "").Type()))
 		}
 	}
 	same("terminal event types", terminal, ends)

@@ -36,6 +36,12 @@ const (
 	CodeNotReady             = "not_ready"              // 503: GET /readyz when a dependency is down
 	CodeShuttingDown         = "shutting_down"          // 503: GET /readyz, or a new event stream, while the instance shuts down
 	CodeInternal             = "internal"               // 500: logged on the server, never detailed
+	CodeUnauthorized         = "unauthorized"           // 401: no credential; WWW-Authenticate says how to send one
+	CodeInvalidCredential    = "invalid_credential"     // 401: an unknown, revoked, expired or malformed credential
+	CodeInsufficientScope    = "insufficient_scope"     // 403: the credential lacks the route's scope
+	CodeTenantNotAllowed     = "tenant_not_allowed"     // 403: X-Tenant-ID from a credential without the admin scope
+	CodeAuthUnavailable      = "auth_unavailable"       // 503: credentials cannot be checked now
+	CodeRateLimited          = "rate_limited"           // 429: the tenant's quota; Retry-After says when to retry
 )
 
 // typeBase prefixes a problem's "type" URI; the code follows it.

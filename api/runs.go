@@ -51,7 +51,15 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if stream && s.events == nil {
 		return errStreamingUnavailable
 	}
+	if stream {
+		done, ok := s.limits.openStream(tenant)
+		if !ok {
+			return errTooManyStreams(w)
+		}
+		defer done()
+	}
 	p.TenantID = tenant
+	p.Actor = ActorFromContext(ctx)
 	if key != "" {
 		p.IdempotencyKey = key
 		if p.RequestHash, err = fingerprint(tenant, "POST /runs", body); err != nil {
@@ -209,12 +217,12 @@ func (s *server) runResume(w http.ResponseWriter, r *http.Request) error {
 
 // runChange applies a cancel or a resume and answers with the run.
 func (s *server) runChange(w http.ResponseWriter, r *http.Request,
-	change func(ctx context.Context, tenantID, id string) (persist.Run, error)) error {
+	change func(ctx context.Context, tenantID, id, actor string) (persist.Run, error)) error {
 	id, err := runID(r)
 	if err != nil {
 		return err
 	}
-	run, err := change(r.Context(), TenantFromContext(r.Context()), id)
+	run, err := change(r.Context(), TenantFromContext(r.Context()), id, ActorFromContext(r.Context()))
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type runJSON struct {
 	FinishedAt     *time.Time         `json:"finished_at"`
 	UpdatedAt      time.Time          `json:"updated_at"`
 	DeadlineAt     *time.Time         `json:"deadline_at"`
+	CreatedBy      *string            `json:"created_by"`
+	CancelledBy    *string            `json:"cancelled_by"`
+	ResumedBy      *string            `json:"resumed_by"`
 }
 
 func runView(r persist.Run) runJSON {
@@ -70,6 +73,9 @@ func runView(r persist.Run) runJSON {
 		FinishedAt:     utc(r.FinishedAt),
 		UpdatedAt:      r.UpdatedAt.UTC(),
 		DeadlineAt:     utc(r.DeadlineAt),
+		CreatedBy:      nullString(r.CreatedBy),
+		CancelledBy:    nullString(r.CancelledBy),
+		ResumedBy:      nullString(r.ResumedBy),
 	}
 }
 

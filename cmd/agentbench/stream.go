@@ -620,7 +620,7 @@ func benchReplay(ctx context.Context, s *stack) (eventsPerSec float64, err error
 		}
 		n += k
 	}
-	if _, err := s.store.Exec(ctx, f, []event.In{event.RunEnd(1, vocab.StatusCompleted, vocab.ReasonCompleted, nil)},
+	if _, err := s.store.Exec(ctx, f, []event.In{event.RunEnd(1, vocab.StatusCompleted, vocab.ReasonCompleted, nil, "")},
 		persist.RunEnd{ID: r.ID, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted}); err != nil {
 		return 0, err
 	}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
 
+	"agentd/api"
+	"agentd/internal/auth"
 	engine "agentd/internal/run"
 )
 
@@ -39,7 +42,20 @@ type config struct {
 	CallsPerStep   int
 	CallsPerRun    int
 	ToolsAtOnce    int
+	Auth           string // none, keys or oidc
+	OIDC           auth.OIDCConfig
+	MetricsAddr    string
+	MaxConnections int
+	KeyCacheTTL    time.Duration
+	Quotas         api.Quotas
 }
+
+// Authentication modes (AGENTD_AUTH).
+const (
+	authNone = "none"
+	authKeys = "keys"
+	authOIDC = "oidc"
+)
 
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/agentd?sslmode=disable"
 
@@ -82,6 +98,17 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	callsPerStep := fs.String("tool-calls-per-step", env("AGENTD_TOOL_CALLS_PER_STEP", "64"), "tool calls of one step that are run; the model is told the rest were not (AGENTD_TOOL_CALLS_PER_STEP)")
 	callsPerRun := fs.String("tool-calls-per-run", env("AGENTD_TOOL_CALLS_PER_RUN", "1000"), "tool calls a run may make; a model that asks for more ends it (tool_limit) (AGENTD_TOOL_CALLS_PER_RUN)")
 	toolsAtOnce := fs.String("tool-concurrency", env("AGENTD_TOOL_CONCURRENCY", "64"), "tool attempts this instance makes at once, across its runs (AGENTD_TOOL_CONCURRENCY)")
+	fs.StringVar(&c.Auth, "auth", env("AGENTD_AUTH", ""), "authentication: keys (agentd keys create), oidc (JWTs, and keys), or none (loopback addresses only); default none on a loopback address, else required (AGENTD_AUTH)")
+	fs.StringVar(&c.OIDC.Issuer, "oidc-issuer", env("AGENTD_OIDC_ISSUER", ""), "OpenID Connect issuer URL, with -auth oidc (AGENTD_OIDC_ISSUER)")
+	fs.StringVar(&c.OIDC.Audience, "oidc-audience", env("AGENTD_OIDC_AUDIENCE", ""), "the audience tokens must be issued for (AGENTD_OIDC_AUDIENCE)")
+	fs.StringVar(&c.OIDC.JWKSURL, "oidc-jwks-url", env("AGENTD_OIDC_JWKS_URL", ""), "the provider's JWKS URL; empty: from the issuer's discovery document (AGENTD_OIDC_JWKS_URL)")
+	fs.StringVar(&c.OIDC.TenantClaim, "oidc-tenant-claim", env("AGENTD_OIDC_TENANT_CLAIM", "tenant"), "the claim that names the tenant (AGENTD_OIDC_TENANT_CLAIM)")
+	fs.StringVar(&c.OIDC.ScopesClaim, "oidc-scopes-claim", env("AGENTD_OIDC_SCOPES_CLAIM", "scope"), "the claim that holds the scopes, a space-separated string or a list (AGENTD_OIDC_SCOPES_CLAIM)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("AGENTD_METRICS_ADDR", ""), "serve /metrics on this address of its own; empty: on the API's address without authentication, else not at all (AGENTD_METRICS_ADDR)")
+	keyCache := fs.String("key-cache-ttl", env("AGENTD_KEY_CACHE_TTL", "5s"), "how long an API key read from the database is trusted; a revoked key stops working within it (AGENTD_KEY_CACHE_TTL)")
+	maxConnections := fs.String("max-connections", env("AGENTD_MAX_CONNECTIONS", "1024"), "open HTTP connections this instance accepts at once; more wait to be accepted (AGENTD_MAX_CONNECTIONS)")
+	createRate := fs.String("tenant-runs-per-second", env("AGENTD_TENANT_RUNS_PER_SECOND", "0"), "runs a tenant may create per second on this instance (a token bucket of twice that, at least 1); past it 429; 0: unbounded (AGENTD_TENANT_RUNS_PER_SECOND)")
+	streams := fs.String("tenant-streams", env("AGENTD_TENANT_STREAMS", "0"), "event streams a tenant may have open at once on this instance; past it 429; 0: unbounded (AGENTD_TENANT_STREAMS)")
 	maxConns := fs.String("db-max-conns", env("AGENTD_DB_MAX_CONNS", "0"), "database pool size; 0 means workers+16 (AGENTD_DB_MAX_CONNS)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -109,12 +136,24 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.CallsPerRun = atoi("tool-calls-per-run", *callsPerRun, 1)
 	c.ToolsAtOnce = atoi("tool-concurrency", *toolsAtOnce, 1)
 	c.MaxBodyBytes = int64(atoi("max-body-bytes", *maxBody, 1024))
+	c.MaxConnections = atoi("max-connections", *maxConnections, 1)
+	c.Quotas.StreamsPerTenant = atoi("tenant-streams", *streams, 0)
+	if r, err := strconv.ParseFloat(*createRate, 64); err != nil || r < 0 {
+		errs = append(errs, fmt.Errorf("tenant-runs-per-second: want a number >= 0, got %q", *createRate))
+	} else {
+		c.Quotas.CreatesPerSecond = r
+		c.Quotas.CreateBurst = max(1, int(2*r))
+	}
+	if err := c.checkAuth(); err != nil {
+		errs = append(errs, err)
+	}
 	c.LeaseTTL = dur("lease-ttl", *lease)
 	c.PollInterval = dur("poll-interval", *poll)
 	c.Heartbeat = dur("heartbeat", *heartbeat)
 	c.SSERetry = dur("sse-retry", *sseRetry)
 	c.ShutdownGrace = dur("shutdown-grace", *grace)
 	c.BodyTimeout = dur("body-timeout", *bodyTimeout)
+	c.KeyCacheTTL = dur("key-cache-ttl", *keyCache)
 	c.MaxTimeouts = [4]time.Duration{dur("max-total-timeout", *maxTotal), dur("max-step-timeout", *maxStep),
 		dur("max-idle-timeout", *maxIdle), dur("max-tool-timeout", *maxTool)}
 	switch strings.ToLower(migrate) {
@@ -141,4 +180,42 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		c.MaxConns = c.Workers + 16
 	}
 	return c, errors.Join(errs...)
+}
+
+// checkAuth settles the authentication mode: none by default on a loopback
+// address, and never without authentication on any other.
+func (c *config) checkAuth() error {
+	loopback := isLoopback(c.Addr)
+	switch c.Auth {
+	case "":
+		if !loopback {
+			return fmt.Errorf("refusing to serve %s without authentication: set AGENTD_AUTH=keys (and create a key with `agentd keys create`) or AGENTD_AUTH=oidc", c.Addr)
+		}
+		c.Auth = authNone
+	case authNone:
+		if !loopback {
+			return fmt.Errorf("auth: none is allowed only on a loopback address, and %s is not one: set AGENTD_AUTH=keys or oidc", c.Addr)
+		}
+	case authKeys:
+	case authOIDC:
+		if c.OIDC.Issuer == "" || c.OIDC.Audience == "" {
+			return errors.New("auth: oidc needs AGENTD_OIDC_ISSUER and AGENTD_OIDC_AUDIENCE")
+		}
+	default:
+		return fmt.Errorf("auth: want keys, oidc or none, got %q", c.Auth)
+	}
+	return nil
+}
+
+// isLoopback reports whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"agentd/api"
+	"agentd/internal/auth"
 	"agentd/internal/llm"
 	"agentd/internal/llm/fakellm"
 	"agentd/internal/persist"
@@ -41,6 +43,9 @@ import (
 //
 // When ready is not nil it is called with the bound address once serving.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) error {
+	if len(args) > 0 && args[0] == "keys" {
+		return runKeys(ctx, args[1:], getenv, stdout, stderr)
+	}
 	cfg, err := parseConfig(args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -59,15 +64,42 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Past MaxConnections, connections wait in the kernel's backlog until
+	// one closes, rather than each taking a file descriptor.
+	ln = netutil.LimitListener(ln, cfg.MaxConnections)
 	srv := &http.Server{Handler: in.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	var metricsSrv *http.Server
+	var metricsLn net.Listener
+	if cfg.MetricsAddr != "" {
+		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", in.metrics)
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
 	if err := in.eng.Start(ctx); err != nil {
 		ln.Close()
+		if metricsLn != nil {
+			metricsLn.Close()
+		}
 		return err
 	}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
-	log.Info("agentd serving", "addr", ln.Addr().String(), "worker", in.eng.WorkerID(), "workers", cfg.Workers,
+	if metricsSrv != nil {
+		go func() {
+			if err := metricsSrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+		log.Info("metrics served", "metrics_addr", metricsLn.Addr().String())
+	} else if cfg.Auth != authNone {
+		log.Info("/metrics is not served with authentication on: set AGENTD_METRICS_ADDR to serve it on an address of its own")
+	}
+	log.Info("agentd serving", "addr", ln.Addr().String(), "auth", cfg.Auth, "worker", in.eng.WorkerID(), "workers", cfg.Workers,
 		"lease_ttl", cfg.LeaseTTL.String(), "model", in.modelName)
 	if ready != nil {
 		ready(ln.Addr().String())
@@ -80,6 +112,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		runErr = fmt.Errorf("serve: %w", runErr)
 	}
 	in.shutdown(context.WithoutCancel(ctx), srv)
+	if metricsSrv != nil {
+		_ = metricsSrv.Close()
+	}
 	return runErr
 }
 
@@ -92,6 +127,7 @@ type instance struct {
 	hub       *stream.Hub
 	eng       *engine.Engine
 	handler   http.Handler
+	metrics   http.Handler // GET /metrics
 	modelName string
 	draining  atomic.Bool // set at shutdown: /readyz answers 503
 	closers   []func()    // run by close, last first
@@ -148,9 +184,15 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
 	})
+	authn, err := buildAuth(ctx, cfg, in.store)
+	if err != nil {
+		return nil, err
+	}
+	in.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	in.handler = api.New(api.Config{
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: reg,
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
+		Auth: authn, Quotas: cfg.Quotas,
 		Defaults: api.RunDefaults{Model: modelName, MaxTimeouts: persist.Timeouts{
 			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
 			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds()}},
@@ -255,4 +297,22 @@ func buildModel(cfg config, log *slog.Logger) (llm.Model, string, func(), error)
 		_ = srv.Shutdown(ctx)
 	}
 	return m, name, stop, nil
+}
+
+// buildAuth returns the authenticator of cfg.Auth.
+func buildAuth(ctx context.Context, cfg config, store *persist.Store) (auth.Authenticator, error) {
+	keys := func() *auth.Keys { return auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: cfg.KeyCacheTTL}) }
+	switch cfg.Auth {
+	case authKeys:
+		return keys(), nil
+	case authOIDC:
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		o, err := auth.NewOIDC(dctx, cfg.OIDC)
+		if err != nil {
+			return nil, err
+		}
+		return auth.Either(keys(), o), nil
+	}
+	return auth.None(), nil
 }

@@ -127,9 +127,43 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("bad config accepted or not explained: %v", err)
 	}
 	c, err := parseConfig(nil, func(k string) string {
-		return map[string]string{"AGENTD_ADDR": "0.0.0.0:9999", "AGENTD_WORKERS": "3"}[k]
+		return map[string]string{"AGENTD_ADDR": "0.0.0.0:9999", "AGENTD_WORKERS": "3", "AGENTD_AUTH": "keys"}[k]
 	}, io.Discard)
 	if err != nil || c.Addr != "0.0.0.0:9999" || c.Workers != 3 || c.DatabaseURL != defaultDatabaseURL || c.LeaseTTL != 15*time.Second {
 		t.Fatalf("env config: %+v %v", c, err)
+	}
+}
+
+// TestAuthModes: without authentication agentd serves only a loopback
+// address; anywhere else it refuses to start and says why in one line.
+func TestAuthModes(t *testing.T) {
+	cases := []struct {
+		env      map[string]string
+		wantAuth string
+		wantErr  string
+	}{
+		{env: map[string]string{}, wantAuth: authNone},
+		{env: map[string]string{"AGENTD_ADDR": "[::1]:8080"}, wantAuth: authNone},
+		{env: map[string]string{"AGENTD_ADDR": "localhost:8080"}, wantAuth: authNone},
+		{env: map[string]string{"AGENTD_ADDR": "0.0.0.0:8080"}, wantErr: "refusing to serve 0.0.0.0:8080 without authentication"},
+		{env: map[string]string{"AGENTD_ADDR": ":8080"}, wantErr: "refusing to serve :8080 without authentication"},
+		{env: map[string]string{"AGENTD_ADDR": "10.1.2.3:8080", "AGENTD_AUTH": "none"}, wantErr: "none is allowed only on a loopback address"},
+		{env: map[string]string{"AGENTD_ADDR": "0.0.0.0:8080", "AGENTD_AUTH": "keys"}, wantAuth: authKeys},
+		{env: map[string]string{"AGENTD_AUTH": "oidc"}, wantErr: "needs AGENTD_OIDC_ISSUER and AGENTD_OIDC_AUDIENCE"},
+		{env: map[string]string{"AGENTD_AUTH": "oidc", "AGENTD_OIDC_ISSUER": "https://id.example", "AGENTD_OIDC_AUDIENCE": "agentd"}, wantAuth: authOIDC},
+		{env: map[string]string{"AGENTD_AUTH": "basic"}, wantErr: `want keys, oidc or none, got "basic"`},
+	}
+	for _, c := range cases {
+		cfg, err := parseConfig(nil, func(k string) string { return c.env[k] }, io.Discard)
+		switch {
+		case c.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%v: err %v, want one line with %q", c.env, err, c.wantErr)
+			}
+		case err != nil:
+			t.Errorf("%v: %v", c.env, err)
+		case cfg.Auth != c.wantAuth:
+			t.Errorf("%v: auth %q, want %q", c.env, cfg.Auth, c.wantAuth)
+		}
 	}
 }

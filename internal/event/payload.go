@@ -11,6 +11,7 @@ import (
 
 // RunCreatedData is the data of run.created.
 type RunCreatedData struct {
+	Actor          string          `json:"actor,omitempty"` // who created it: key:<prefix>, oidc:<subject> or local
 	ConversationID string          `json:"conversation_id"`
 	Model          string          `json:"model"`
 	Status         vocab.RunStatus `json:"status"` // always queued
@@ -30,6 +31,9 @@ const (
 
 // RunResumedData is the data of run.resumed.
 type RunResumedData struct {
+	// Actor is who queued the run again (a resume or a decision), for
+	// reason resumed.
+	Actor  string `json:"actor,omitempty"`
 	Epoch  int64  `json:"epoch"`
 	Reason string `json:"reason"` // ResumedByClient or ResumedRecovery
 	Worker string `json:"worker"`
@@ -94,6 +98,7 @@ const (
 // (with CallID and Name), by a client's decision (ResolvedBy client), or
 // when a run waiting on the call ended (ResolvedBy the run's reason).
 type ToolCallCompletedData struct {
+	Actor      string          `json:"actor,omitempty"` // who decided, for ResolvedBy client
 	CallID     string          `json:"call_id,omitempty"`
 	Error      *Error          `json:"error,omitempty"`
 	Name       string          `json:"name,omitempty"`
@@ -129,6 +134,7 @@ type ToolCallUnknownData struct {
 
 // ToolCallRetryAllowedData is the data of tool_call.retry_allowed.
 type ToolCallRetryAllowedData struct {
+	Actor      string           `json:"actor,omitempty"` // who decided
 	ResolvedBy string           `json:"resolved_by"`
 	Retry      bool             `json:"retry"` // always true
 	Status     vocab.CallStatus `json:"status"`
@@ -137,6 +143,7 @@ type ToolCallRetryAllowedData struct {
 
 // ToolCallApprovedData is the data of tool_call.approved.
 type ToolCallApprovedData struct {
+	Actor      string           `json:"actor,omitempty"` // who decided
 	ResolvedBy string           `json:"resolved_by"`
 	Status     vocab.CallStatus `json:"status"`
 	ToolCallID string           `json:"tool_call_id"`
@@ -168,6 +175,8 @@ type RunRequiresActionData struct {
 // type (run.completed, run.failed, run.cancelled, run.timed_out,
 // run.interrupted).
 type RunEndedData struct {
+	// Actor is who asked for the end (a cancel), when a client did.
+	Actor  string          `json:"actor,omitempty"`
 	Error  *Error          `json:"error,omitempty"`
 	Reason vocab.Reason    `json:"reason"`
 	Status vocab.RunStatus `json:"status"`
@@ -245,15 +254,16 @@ func StepStart(seq int, transition vocab.Transition) In {
 // its first claim (epoch 1), run.resumed for a later one, recovered when
 // the previous worker stopped mid-run rather than the run being queued
 // again.
-func Claimed(step int, epoch int64, worker string, recovered bool) In {
+//
+// actor is who queued the run again, when it was not recovered.
+func Claimed(step int, epoch int64, worker string, recovered bool, actor string) In {
 	if epoch <= 1 {
 		return In{Step: step, Data: RunStartedData{Epoch: epoch, Worker: worker}}
 	}
-	reason := ResumedByClient
 	if recovered {
-		reason = ResumedRecovery
+		return In{Step: step, Data: RunResumedData{Epoch: epoch, Reason: ResumedRecovery, Worker: worker}}
 	}
-	return In{Step: step, Data: RunResumedData{Epoch: epoch, Reason: reason, Worker: worker}}
+	return In{Step: step, Data: RunResumedData{Actor: actor, Epoch: epoch, Reason: ResumedByClient, Worker: worker}}
 }
 
 // FirstStep is the events that a run's first claim commits when the claim
@@ -261,11 +271,12 @@ func Claimed(step int, epoch int64, worker string, recovered bool) In {
 // engine's loop would write them. A claim of a queued run and a run claimed
 // as it is created both start it with these.
 func FirstStep(worker string) []In {
-	return []In{Claimed(0, 1, worker, false), StepStart(1, vocab.TransitionNone)}
+	return []In{Claimed(0, 1, worker, false, ""), StepStart(1, vocab.TransitionNone)}
 }
 
 // RunEnd is the terminal event of a run that ends at step with status and
-// reason, and err when it failed or timed out.
-func RunEnd(step int, status vocab.RunStatus, reason vocab.Reason, err *Error) In {
-	return In{Step: step, Data: RunEndedData{Error: err, Reason: reason, Status: status}}
+// reason, and err when it failed or timed out; actor is who asked for the
+// end, when a client did.
+func RunEnd(step int, status vocab.RunStatus, reason vocab.Reason, err *Error, actor string) In {
+	return In{Step: step, Data: RunEndedData{Actor: actor, Error: err, Reason: reason, Status: status}}
 }

@@ -38,6 +38,7 @@ type ActionParams struct {
 	Decision                    vocab.Decision
 	Result                      json.RawMessage // for vocab.DecisionResult
 	Message                     string          // for vocab.DecisionFail and vocab.DecisionReject: what the model is told
+	Actor                       string          // who decides: kept on the call (decided_by), the run (resumed_by) and the event
 }
 
 // RunResolveAction records a client's decision on the tool call a waiting run
@@ -66,21 +67,21 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 		switch p.Decision {
 		case vocab.DecisionApprove:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'planned' WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID)
-			data = event.ToolCallApprovedData{ResolvedBy: event.ResolvedByClient, Status: vocab.CallPlanned, ToolCallID: p.ToolCallID}
+			data = event.ToolCallApprovedData{Actor: p.Actor, ResolvedBy: event.ResolvedByClient, Status: vocab.CallPlanned, ToolCallID: p.ToolCallID}
 		case vocab.DecisionReject:
-			data, err = endCall(ctx, tx, endCallParams{id: p.ToolCallID, from: vocab.CallAwaitingApproval, to: vocab.CallRejected,
+			data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: vocab.CallAwaitingApproval, to: vocab.CallRejected,
 				err: event.Error{Kind: "rejected", Message: cmp.Or(p.Message, "the call was rejected by the client")}})
 		case vocab.DecisionResult:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
 				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
-			data = event.ToolCallCompletedData{ResolvedBy: event.ResolvedByClient, Result: p.Result, Status: vocab.CallSucceeded,
+			data = event.ToolCallCompletedData{Actor: p.Actor, ResolvedBy: event.ResolvedByClient, Result: p.Result, Status: vocab.CallSucceeded,
 				ToolCallID: p.ToolCallID}
 		case vocab.DecisionFail:
-			data, err = endCall(ctx, tx, endCallParams{id: p.ToolCallID, from: vocab.CallUnknown, to: vocab.CallFailed,
+			data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: vocab.CallUnknown, to: vocab.CallFailed,
 				err: event.Error{Kind: "client", Message: cmp.Or(p.Message, "the tool call was failed by the client")}})
 		case vocab.DecisionRetry:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', error = NULL WHERE id = $1 AND status = 'unknown'`, p.ToolCallID)
-			data = event.ToolCallRetryAllowedData{ResolvedBy: event.ResolvedByClient, Retry: true, Status: vocab.CallRunning,
+			data = event.ToolCallRetryAllowedData{Actor: p.Actor, ResolvedBy: event.ResolvedByClient, Retry: true, Status: vocab.CallRunning,
 				ToolCallID: p.ToolCallID}
 		default:
 			return fmt.Errorf("unknown decision %q", p.Decision)
@@ -88,12 +89,15 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 		if err != nil {
 			return fmt.Errorf("resolve tool call: %w", err)
 		}
+		if _, err := tx.Exec(ctx, `UPDATE tool_calls SET decided_by = $2 WHERE id = $1`, p.ToolCallID, nullIfEmpty(p.Actor)); err != nil {
+			return fmt.Errorf("record who decided: %w", err)
+		}
 		lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []event.In{event.Of(r.StepCount, data)})
 		if err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', required_action = NULL, last_event_seq = $2,
-			updated_at = now() WHERE id = $1`, r.ID, lastSeq); err != nil {
+			resumed_by = $3, updated_at = now() WHERE id = $1`, r.ID, lastSeq, nullIfEmpty(p.Actor)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, r.ID)
@@ -109,6 +113,7 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 // endCallParams say which call endCall ends, from which status to which,
 // and with what error the model is told.
 type endCallParams struct {
+	actor    string
 	id       string
 	from, to vocab.CallStatus
 	err      event.Error
@@ -123,5 +128,5 @@ func endCall(ctx context.Context, tx pgx.Tx, p endCallParams) (event.Payload, er
 	}
 	_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = $3, error = $4, finished_at = now()
 		WHERE id = $1 AND status = $2`, p.id, p.from, p.to, b)
-	return event.ToolCallCompletedData{Error: &p.err, ResolvedBy: event.ResolvedByClient, Status: p.to, ToolCallID: p.id}, err
+	return event.ToolCallCompletedData{Actor: p.actor, Error: &p.err, ResolvedBy: event.ResolvedByClient, Status: p.to, ToolCallID: p.id}, err
 }

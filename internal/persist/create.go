@@ -28,6 +28,7 @@ type RunCreateParams struct {
 	Input          []InputMessage
 	IdempotencyKey string // optional
 	RequestHash    string // fingerprint of the request, compared on a repeated key
+	Actor          string // who asked (the credential's actor); optional
 	// ClaimFor, when set, claims the new run for a worker in the same
 	// transaction, if it can start at once (its conversation has nothing
 	// else in flight): the run is created running at epoch 1 with the
@@ -192,7 +193,7 @@ func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (idle bool, err erro
 			return false, fmt.Errorf("interrupt busy runs: %w", err)
 		}
 		for _, r := range busyRuns {
-			last, err := endLocked(ctx, tx, r, vocab.StatusCancelled, vocab.ReasonCancelled)
+			last, err := endLocked(ctx, tx, r, vocab.StatusCancelled, vocab.ReasonCancelled, c.p.Actor)
 			if err != nil {
 				return false, fmt.Errorf("interrupt run %s: %w", r.ID, err)
 			}
@@ -224,15 +225,15 @@ var insertRunSQL = [2][2]string{
 
 const (
 	insertQueuedRun = `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
-		idempotency_key, request_hash, last_event_seq)
-		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8)`
+		idempotency_key, request_hash, last_event_seq, created_by)
+		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9)`
 	// As RunClaimStart would leave it: running at epoch 1 under the
 	// worker's lease, with its first step.
 	insertClaimedRun = `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
 		idempotency_key, request_hash, last_event_seq, epoch, lease_owner, lease_expires_at, started_at,
-		deadline_at, step_count)
+		deadline_at, step_count, created_by)
 		VALUES ($1, $2, $3, 'running', $4, $5, $6, $7, $8, 1, $9, now() + $10 * interval '1 millisecond', now(),
-		CASE WHEN $11::bigint > 0 THEN now() + $11::bigint * interval '1 millisecond' END, 1)`
+		CASE WHEN $11::bigint > 0 THEN now() + $11::bigint * interval '1 millisecond' END, 1, $12)`
 	onKeyConflict = `
 		ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
 	returnRun = ` RETURNING ` + runColumns
@@ -247,7 +248,7 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 	c.state = RunState{}
 	claimed := p.ClaimFor != nil && idle && p.Params.MaxSteps > 0
 	at := eventTime()
-	evs := []event.In{event.Of(0, event.RunCreatedData{ConversationID: convID, Model: p.Model, Status: vocab.StatusQueued})}
+	evs := []event.In{event.Of(0, event.RunCreatedData{Actor: p.Actor, ConversationID: convID, Model: p.Model, Status: vocab.StatusQueued})}
 	if claimed {
 		evs = append(evs, event.FirstStep(p.ClaimFor.Worker)...)
 	}
@@ -263,6 +264,7 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 	if claimed {
 		args = append(args, p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS)
 	}
+	args = append(args, nullIfEmpty(p.Actor))
 	b.query("insert run", insertRunSQL[b2i(claimed)][b2i(key != nil)], args, scanNewRun(&c.state.Run))
 	for i, m := range p.Input {
 		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,

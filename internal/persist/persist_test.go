@@ -45,7 +45,7 @@ func TestClaimFenceAndLeaseLost(t *testing.T) {
 		t.Fatalf("second claim of a leased run: %v", err)
 	}
 	f1 := persist.Fence{RunID: r.ID, Epoch: a.Epoch, Worker: "w1"}
-	last, err := s.Exec(ctx, f1, []event.In{event.Claimed(0, a.Epoch, "w1", false)}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 1})
+	last, err := s.Exec(ctx, f1, []event.In{event.Claimed(0, a.Epoch, "w1", false, "")}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 1})
 	if err != nil || last != 2 {
 		t.Fatalf("fenced exec: %v last %d", err, last)
 	}

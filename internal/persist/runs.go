@@ -23,7 +23,8 @@ const runColumns = `id, tenant_id, conversation_id, status, coalesce(terminal_re
 	coalesce(idempotency_key, ''), epoch, coalesce(lease_owner, ''), lease_expires_at, deadline_at,
 	cancel_requested_at, interrupt_requested_at, required_action, last_event_seq, step_count,
 	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error,
-	created_at, started_at, finished_at, updated_at, stall_claims`
+	created_at, started_at, finished_at, updated_at, stall_claims,
+	coalesce(created_by, ''), coalesce(cancelled_by, ''), coalesce(resumed_by, '')`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
@@ -32,7 +33,8 @@ func scanRun(row pgx.Row) (Run, error) {
 		&r.IdempotencyKey, &r.Epoch, &r.LeaseOwner, &r.LeaseExpiresAt, &r.DeadlineAt,
 		&r.CancelRequestedAt, &r.InterruptRequestedAt, &r.RequiredAction, &r.LastEventSeq, &r.StepCount,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CachedInputTokens, &r.Usage.ReasoningTokens, &r.Error,
-		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.StallClaims)
+		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.StallClaims,
+		&r.CreatedBy, &r.CancelledBy, &r.ResumedBy)
 	if err != nil {
 		return Run{}, translate(err)
 	}
@@ -128,7 +130,10 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]Run, error) {
 // instance, is told through NOTIFY. Cancelling a cancelled run is a no-op; a
 // run that ended otherwise gives ErrRunFinished; an unknown run
 // ErrRunNotFound.
-func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error) {
+//
+// actor is who asks: it is kept as the run's cancelled_by and in its
+// run.cancelled event.
+func (s *Store) RunCancel(ctx context.Context, tenantID, id, actor string) (Run, error) {
 	var lastSeq int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID))
@@ -141,7 +146,7 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 		case vocab.StatusCompleted, vocab.StatusFailed, vocab.StatusTimedOut:
 			return fmt.Errorf("run is %s: %w", r.Status, ErrRunFinished)
 		}
-		lastSeq, err = endLocked(ctx, tx, r, vocab.StatusCancelled, vocab.ReasonCancelled)
+		lastSeq, err = endLocked(ctx, tx, r, vocab.StatusCancelled, vocab.ReasonCancelled, actor)
 		return err
 	})
 	if err != nil {
@@ -151,15 +156,17 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id string) (Run, error)
 	return s.RunGet(ctx, tenantID, id)
 }
 
-// endLocked cancels (or times out) r, whose row the caller has locked: a
+// endLocked cancels (or times out) r, whose row the caller has locked, as
+// actor asked (empty: no client did): a
 // running run is flagged and its executor told; any other run nobody
 // executes is ended here with status and reason, and what it left open is
 // closed (closeOpen). It returns the run's new last event seq when it
 // appended events, else 0.
-func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, reason vocab.Reason) (int64, error) {
+func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, reason vocab.Reason, actor string) (int64, error) {
 	if r.Status == vocab.StatusRunning {
-		if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now()
-			WHERE id = $1`, r.ID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now(),
+			cancelled_by = CASE WHEN cancel_requested_at IS NULL THEN $2 ELSE cancelled_by END
+			WHERE id = $1`, r.ID, nullIfEmpty(actor)); err != nil {
 			return 0, err
 		}
 		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, r.ID)
@@ -173,7 +180,7 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, re
 	if status == vocab.StatusTimedOut {
 		runErr = &event.Error{Message: "the run's total timeout elapsed while it waited for a client's decision"}
 	}
-	evs = append(evs, event.Of(r.StepCount, event.RunEndedData{Error: runErr, Reason: reason, Status: status,
+	evs = append(evs, event.Of(r.StepCount, event.RunEndedData{Actor: actor, Error: runErr, Reason: reason, Status: status,
 		UnresolvedToolCalls: unresolved}))
 	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
 	if err != nil {
@@ -185,9 +192,10 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, re
 	}
 	_, err = tx.Exec(ctx, `UPDATE runs SET status = $3, terminal_reason = $4, error = $5,
 		cancel_requested_at = CASE WHEN $3 = 'cancelled' THEN coalesce(cancel_requested_at, now()) ELSE cancel_requested_at END,
+		cancelled_by = CASE WHEN $3 = 'cancelled' THEN $6 ELSE cancelled_by END,
 		required_action = NULL, finished_at = now(), updated_at = now(), last_event_seq = $2,
 		lease_owner = NULL, lease_expires_at = NULL
-		WHERE id = $1`, r.ID, lastSeq, status, reason, errJSON)
+		WHERE id = $1`, r.ID, lastSeq, status, reason, errJSON, nullIfEmpty(actor))
 	return lastSeq, err
 }
 
@@ -265,7 +273,7 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 			return err
 		}
 		for _, r := range runs {
-			last, err := endLocked(ctx, tx, r, vocab.StatusTimedOut, vocab.ReasonTimedOutTotal)
+			last, err := endLocked(ctx, tx, r, vocab.StatusTimedOut, vocab.ReasonTimedOutTotal, "")
 			if err != nil {
 				return fmt.Errorf("sweep run %s: %w", r.ID, err)
 			}
@@ -284,7 +292,10 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 // cancelled, with a fresh deadline; it continues from its last committed step.
 // A queued, running or waiting run is returned as it is; a completed run gives
 // ErrRunCompleted; an unknown run ErrRunNotFound.
-func (s *Store) RunResume(ctx context.Context, tenantID, id string) (Run, error) {
+//
+// actor is who asks: it is kept as the run's resumed_by and in the
+// run.resumed event of its next claim.
+func (s *Store) RunResume(ctx context.Context, tenantID, id, actor string) (Run, error) {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var status vocab.RunStatus
 		err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&status)
@@ -298,8 +309,9 @@ func (s *Store) RunResume(ctx context.Context, tenantID, id string) (Run, error)
 			return ErrRunCompleted
 		}
 		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', terminal_reason = NULL, error = NULL,
-			deadline_at = NULL, cancel_requested_at = NULL, interrupt_requested_at = NULL, finished_at = NULL, updated_at = now()
-			WHERE id = $1`, id); err != nil {
+			deadline_at = NULL, cancel_requested_at = NULL, interrupt_requested_at = NULL, finished_at = NULL, updated_at = now(),
+			resumed_by = $2, cancelled_by = NULL
+			WHERE id = $1`, id, nullIfEmpty(actor)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, id)
@@ -336,7 +348,7 @@ func (s *Store) RunInterrupt(ctx context.Context, id string) (Run, error) {
 			return err
 		case vocab.StatusQueued:
 			lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq,
-				[]event.In{event.RunEnd(r.StepCount, vocab.StatusInterrupted, vocab.ReasonInterrupted, nil)})
+				[]event.In{event.RunEnd(r.StepCount, vocab.StatusInterrupted, vocab.ReasonInterrupted, nil, "")})
 			if err != nil {
 				return err
 			}
@@ -358,3 +370,19 @@ func newID() string { return uuid.Must(uuid.NewV7()).String() }
 
 // NewID returns a new time-ordered id (UUIDv7) for rows the caller names.
 func NewID() string { return newID() }
+
+// RunCancelledBy returns who asked for the run's cancel ("" when nobody
+// said, or no cancel was asked).
+func (s *Store) RunCancelledBy(ctx context.Context, runID string) (string, error) {
+	var actor string
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(cancelled_by, '') FROM runs WHERE id = $1`, runID).Scan(&actor)
+	return actor, translate(err)
+}
+
+// nullIfEmpty is s, or SQL NULL when s is empty.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

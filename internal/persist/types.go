@@ -57,6 +57,11 @@ type Run struct {
 	// StallClaims counts the takeovers of the running run (its worker died
 	// or lost its lease) since it last started a new step.
 	StallClaims int
+	// CreatedBy, CancelledBy and ResumedBy are the actors (key:<prefix>,
+	// oidc:<subject> or local) who created the run, asked for its cancel,
+	// and last queued it again (a resume or a decision); empty when
+	// unknown or never.
+	CreatedBy, CancelledBy, ResumedBy string
 }
 
 // Conversation is a row of conversations.

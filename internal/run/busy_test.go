@@ -59,7 +59,7 @@ func TestIfBusyRejectUnderConcurrentRequests(t *testing.T) {
 		t.Fatalf("%d created, %d refused as busy; want 0 and 10", created, busy)
 	}
 	// Once the conversation is idle, exactly one of many concurrent requests wins.
-	if _, err := b.store.RunCancel(context.Background(), "default", first.ID); err != nil {
+	if _, err := b.store.RunCancel(context.Background(), "default", first.ID, "local"); err != nil {
 		t.Fatal(err)
 	}
 	if created, busy := b.raceCreate(t, first.ConversationID, "", 10); created != 1 || busy != 9 {
@@ -140,7 +140,7 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 	if _, err := b.createOn(t, r.ConversationID, "/say blocked", "reject"); err == nil {
 		t.Fatal("a run waiting on an action did not keep its conversation busy")
 	}
-	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
+	if _, err := b.store.RunCancel(context.Background(), "default", r.ID, "local"); err != nil {
 		t.Fatal(err)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)

@@ -113,7 +113,7 @@ func TestCancelBeforeAPrestartedAttemptBeginsClosesIt(t *testing.T) {
 	// calculator's attempt was committed with the model's output.
 	r := b.create(t, "/call block_effect {}\n/call calculator {\"expression\":\"1\"}\n/say never", persist.RunParams{})
 	b.sink.WaitEntered(t, "/block", 15*time.Second)
-	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
+	if _, err := b.store.RunCancel(context.Background(), "default", r.ID, "local"); err != nil {
 		t.Fatal(err)
 	}
 	if r = b.wait(t, r.ID, nil); r.Status != vocab.StatusCancelled {

@@ -32,7 +32,7 @@ func TestEndWhileWaitingClosesWhatIsOpen(t *testing.T) {
 		}
 	}
 	for _, id := range []string{approval.ID, unknown.ID} {
-		if _, err := b.store.RunCancel(ctx, "default", id); err != nil {
+		if _, err := b.store.RunCancel(ctx, "default", id, "local"); err != nil {
 			t.Fatal(err)
 		}
 	}

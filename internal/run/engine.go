@@ -31,8 +31,9 @@ type Store interface {
 	RunsSweep(ctx context.Context, limit int) (int, error)
 
 	// The commands of the Service; see persist.Store for their errors.
-	RunCancel(ctx context.Context, tenantID, id string) (persist.Run, error)
-	RunResume(ctx context.Context, tenantID, id string) (persist.Run, error)
+	RunCancel(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
+	RunResume(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
+	RunCancelledBy(ctx context.Context, runID string) (string, error)
 	RunResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
 	RunInterrupt(ctx context.Context, id string) (persist.Run, error)
 }

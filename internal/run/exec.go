@@ -24,6 +24,7 @@ type execStore interface {
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
+	RunCancelledBy(ctx context.Context, runID string) (string, error)
 }
 
 // deps is what an execution needs of its engine: its ports, its metrics and
@@ -403,7 +404,7 @@ func (x *execution) announce(st persist.RunState) {
 		return
 	}
 	recovered := x.claim.PrevStatus == vocab.StatusRunning
-	x.outbox.add([]event.In{event.Claimed(st.Run.StepCount, x.fence.Epoch, x.fence.Worker, recovered)})
+	x.outbox.add([]event.In{event.Claimed(st.Run.StepCount, x.fence.Epoch, x.fence.Worker, recovered, st.Run.ResumedBy)})
 }
 
 // stopFor ends the run as its context's cause says (cancel, deadline), or
@@ -416,7 +417,13 @@ func (x *execution) stopFor(st persist.RunState, err error) error {
 	}
 	switch {
 	case errors.Is(cause, ErrCancelRequested):
-		return x.end(st, step, endOf(vocab.StatusCancelled, vocab.ReasonCancelled, nil))
+		e := endOf(vocab.StatusCancelled, vocab.ReasonCancelled, nil)
+		actor, err := x.d.store.RunCancelledBy(x.durable(), st.Run.ID)
+		if err != nil {
+			x.log.Warn("read who cancelled the run", "error", err)
+		}
+		e.actor = actor
+		return x.end(st, step, e)
 	case errors.Is(cause, ErrRunDeadline):
 		return x.end(st, step, endOf(vocab.StatusTimedOut, vocab.ReasonTimedOutTotal,
 			&event.Error{Message: "the run's total timeout elapsed"}))
@@ -437,6 +444,7 @@ func (x *execution) stopFor(st persist.RunState, err error) error {
 // it failed with, and what the end's transaction carries besides (the
 // step's last output, for a completed run).
 type runEnd struct {
+	actor  string // who asked for it (a cancel), when a client did
 	status vocab.RunStatus
 	reason vocab.Reason
 	err    *event.Error
@@ -471,7 +479,7 @@ func (x *execution) end(st persist.RunState, step *persist.Step, e runEnd) error
 			Message: "the run failed (" + string(e.reason) + ") before this attempt's outcome was committed"}})
 	}
 	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err})
-	evs = append(evs, event.RunEnd(stepSeq, e.status, e.reason, e.err))
+	evs = append(evs, event.RunEnd(stepSeq, e.status, e.reason, e.err, e.actor))
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
 	}

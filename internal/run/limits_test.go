@@ -151,7 +151,7 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 	if before[len(before)-1].Type != "run.interrupted" {
 		t.Fatalf("last event %s", before[len(before)-1].Type)
 	}
-	if _, err := b.store.RunResume(context.Background(), "default", r.ID); err != nil {
+	if _, err := b.store.RunResume(context.Background(), "default", r.ID, "local"); err != nil {
 		t.Fatal(err)
 	}
 	r = b.wait(t, r.ID, func(r persist.Run) bool {

@@ -413,7 +413,7 @@ func TestCancelDuringTool(t *testing.T) {
 	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call block_effect {}\n/say never", persist.RunParams{})
 	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	start := time.Now()
-	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
+	if _, err := b.store.RunCancel(context.Background(), "default", r.ID, "local"); err != nil {
 		t.Fatal(err)
 	}
 	r = b.wait(t, r.ID, nil)
@@ -450,7 +450,7 @@ func TestCancelDuringStreamingModelCall(t *testing.T) {
 		return countTypes(evs)["message.delta"] >= 2
 	})
 	start := time.Now()
-	if _, err := b.store.RunCancel(context.Background(), "default", r.ID); err != nil {
+	if _, err := b.store.RunCancel(context.Background(), "default", r.ID, "local"); err != nil {
 		t.Fatal(err)
 	}
 	r = b.wait(t, r.ID, nil)

@@ -31,17 +31,19 @@ func (s *Service) Create(ctx context.Context, p persist.RunCreateParams) (run pe
 	return s.e.create(ctx, p)
 }
 
-// Cancel asks a run to stop, on whichever instance executes it.
+// Cancel asks a run to stop, on whichever instance executes it; actor is
+// who asks (recorded on the run and in its end event).
 // Errors: persist.ErrRunNotFound, persist.ErrRunFinished.
-func (s *Service) Cancel(ctx context.Context, tenantID, id string) (persist.Run, error) {
-	return s.e.cfg.Store.RunCancel(ctx, tenantID, id)
+func (s *Service) Cancel(ctx context.Context, tenantID, id, actor string) (persist.Run, error) {
+	return s.e.cfg.Store.RunCancel(ctx, tenantID, id, actor)
 }
 
 // Resume queues again a run that is interrupted, failed, timed out or
-// cancelled; it continues from its last committed step.
+// cancelled; it continues from its last committed step. actor is who asks
+// (recorded on the run and in its run.resumed event).
 // Errors: persist.ErrRunNotFound, persist.ErrRunCompleted.
-func (s *Service) Resume(ctx context.Context, tenantID, id string) (persist.Run, error) {
-	return s.e.cfg.Store.RunResume(ctx, tenantID, id)
+func (s *Service) Resume(ctx context.Context, tenantID, id, actor string) (persist.Run, error) {
+	return s.e.cfg.Store.RunResume(ctx, tenantID, id, actor)
 }
 
 // ResolveAction records a client's decision on what a requires_action run

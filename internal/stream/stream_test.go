@@ -139,7 +139,7 @@ func appendEvents(t testing.TB, store *persist.Store, f persist.Fence, n, per, s
 
 func complete(t testing.TB, store *persist.Store, f persist.Fence) {
 	t.Helper()
-	_, err := store.Exec(context.Background(), f, []event.In{event.RunEnd(1, vocab.StatusCompleted, vocab.ReasonCompleted, nil)},
+	_, err := store.Exec(context.Background(), f, []event.In{event.RunEnd(1, vocab.StatusCompleted, vocab.ReasonCompleted, nil, "")},
 		persist.RunEnd{ID: f.RunID, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted})
 	if err != nil {
 		t.Error(err)

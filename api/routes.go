@@ -1,0 +1,172 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"agentd/internal/auth"
+)
+
+// Public marks a route that needs no credential.
+const Public auth.Scope = "public"
+
+// RouteScopes is what each route needs: the scope a credential must hold,
+// or Public. The guard looks every request's route up here and refuses a
+// route that is missing (a test walks the router for that), so no route can
+// be served without a decision about who may call it.
+var RouteScopes = map[string]auth.Scope{
+	"GET /livez":                       Public,
+	"GET /readyz":                      Public,
+	"GET /metrics":                     Public, // only when Config.HideMetrics is false: without authentication
+	"POST /runs":                       auth.RunsWrite,
+	"GET /runs":                        auth.RunsRead,
+	"GET /runs/{id}":                   auth.RunsRead,
+	"GET /runs/{id}/steps":             auth.RunsRead,
+	"GET /runs/{id}/events":            auth.RunsRead,
+	"POST /runs/{id}/cancel":           auth.RunsWrite,
+	"POST /runs/{id}/resume":           auth.RunsWrite,
+	"POST /runs/{id}/actions":          auth.ActionsWrite,
+	"GET /conversations/{id}":          auth.RunsRead,
+	"GET /conversations/{id}/messages": auth.RunsRead,
+	"GET /tools":                       auth.RunsRead,
+}
+
+// routes builds the router. Every route here is in openapi.yaml
+// (openapi_test.go checks it) and in RouteScopes (routes_test.go).
+func (s *server) routes(cfg Config) *chi.Mux {
+	r := chi.NewRouter()
+	r.Use(requestID, s.accessLog, s.recoverer)
+	if c := corsHandler(cfg.CORSOrigins); c != nil {
+		r.Use(c)
+	}
+	r.NotFound(s.notFound)
+	r.MethodNotAllowed(s.methodNotAllowed(r))
+
+	r.Group(func(r chi.Router) {
+		r.Use(s.guard)
+		r.Get("/livez", s.livez)
+		r.Get("/readyz", s.readyz)
+		if !cfg.HideMetrics {
+			metrics := cfg.Metrics
+			if metrics == nil {
+				metrics = promhttp.Handler()
+			}
+			r.Method(http.MethodGet, "/metrics", metrics)
+		}
+
+		changes := r.With(s.checkOrigin, s.requireJSON)
+		changes.With(s.limitCreates).Post("/runs", s.handle(s.runCreate))
+		r.Get("/runs", s.handle(s.runList))
+		r.Get("/runs/{id}", s.handle(s.runGet))
+		r.Get("/runs/{id}/steps", s.handle(s.stepsList))
+		changes.With(s.idempotent).Post("/runs/{id}/cancel", s.handle(s.runCancel))
+		changes.With(s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
+		changes.With(s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
+		r.Get("/runs/{id}/events", s.handle(s.runEvents))
+		r.Get("/conversations/{id}", s.handle(s.conversationGet))
+		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))
+		r.Get("/tools", s.handle(s.toolsList))
+	})
+	return r
+}
+
+// HeaderTenant names the tenant a request acts for, when its credential
+// holds the admin scope; every such use is logged as an audit record.
+const HeaderTenant = "X-Tenant-ID"
+
+// caller is who a request comes from and the tenant it acts for.
+type caller struct {
+	auth.Principal
+	tenant string
+}
+
+// TenantFromContext returns the tenant a request acts for, set by the
+// guard.
+func TenantFromContext(ctx context.Context) string {
+	c, _ := ctx.Value(keyCaller).(*caller)
+	if c == nil {
+		return ""
+	}
+	return c.tenant
+}
+
+// ActorFromContext returns who a request comes from ("key:<prefix>",
+// "oidc:<subject>", or "local"), set by the guard.
+func ActorFromContext(ctx context.Context) string {
+	c, _ := ctx.Value(keyCaller).(*caller)
+	if c == nil {
+		return ""
+	}
+	return c.Actor
+}
+
+// wwwAuthenticate is the challenge of a 401 (RFC 6750).
+const wwwAuthenticate = `Bearer realm="agentd"`
+
+// guard is the API's one authentication and authorization step: it finds
+// the scope the request's route needs in RouteScopes, authenticates the
+// request (unless the route is public), checks the scope, and sets the
+// tenant the request acts for: the credential's, or, for a credential with
+// the admin scope, X-Tenant-ID's (audited).
+func (s *server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		route := r.Method + " " + chi.RouteContext(ctx).RoutePattern()
+		need, ok := RouteScopes[route]
+		if !ok {
+			s.fail(w, r, errors.New("route "+route+" has no entry in RouteScopes"))
+			return
+		}
+		if need == Public {
+			next.ServeHTTP(w, r)
+			return
+		}
+		p, err := s.auth.Authenticate(ctx, r)
+		switch {
+		case errors.Is(err, auth.ErrNoCredential):
+			w.Header().Set("WWW-Authenticate", wwwAuthenticate)
+			s.fail(w, r, newError(http.StatusUnauthorized, CodeUnauthorized, "Unauthorized", err.Error()))
+			return
+		case errors.Is(err, auth.ErrInvalidCredential):
+			w.Header().Set("WWW-Authenticate", wwwAuthenticate+`, error="invalid_token"`)
+			s.fail(w, r, newError(http.StatusUnauthorized, CodeInvalidCredential, "Invalid credential", err.Error()))
+			return
+		case err != nil:
+			s.log.ErrorContext(ctx, "authenticate", slog.String("error", err.Error()),
+				slog.String("request_id", requestIDFrom(ctx)))
+			s.fail(w, r, newError(http.StatusServiceUnavailable, CodeAuthUnavailable, "Authentication unavailable",
+				"the server cannot check credentials now; retry"))
+			return
+		}
+		c := &caller{Principal: p, tenant: p.Tenant}
+		if t := r.Header.Get(HeaderTenant); t != "" && t != p.Tenant {
+			if !p.Has(auth.Admin) {
+				s.fail(w, r, newError(http.StatusForbidden, CodeTenantNotAllowed, "Tenant not allowed",
+					HeaderTenant+" names another tenant than the credential's; only a credential with the admin scope may act for another tenant"))
+				return
+			}
+			if !auth.ValidTenant(t) {
+				s.fail(w, r, fieldError(HeaderTenant, "must be %s", auth.TenantRule))
+				return
+			}
+			c.tenant = t
+			if !p.Local {
+				s.log.InfoContext(ctx, "audit: acting for a tenant", slog.Bool("audit", true),
+					slog.String("actor", p.Actor), slog.String("actor_tenant", p.Tenant), slog.String("tenant_id", t),
+					slog.String("route", route), slog.String("path", r.URL.Path), slog.String("request_id", requestIDFrom(ctx)))
+			}
+		}
+		if !p.Has(need) {
+			w.Header().Set("WWW-Authenticate", wwwAuthenticate+`, error="insufficient_scope", scope="`+string(need)+`"`)
+			s.fail(w, r, newError(http.StatusForbidden, CodeInsufficientScope, "Insufficient scope",
+				route+" needs the "+string(need)+" scope"))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, keyCaller, c)))
+	})
+}

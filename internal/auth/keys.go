@@ -1,0 +1,215 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"agentd/internal/persist"
+)
+
+// An API key reads agd_<prefix>_<secret>: the prefix (12 hex digits) names
+// the key and is stored as it is; the secret (32 random bytes, base64url)
+// is stored only as its SHA-256.
+const (
+	KeyMarker    = "agd_"
+	prefixLen    = 12
+	secretBytes  = 32
+	secretLength = 43 // base64url of secretBytes, unpadded
+)
+
+// NewKey makes a key for tenant with a name and scopes: the token to hand
+// to its user once, and the row to store.
+func NewKey(tenant, name string, scopes []Scope) (token string, row persist.APIKey, err error) {
+	if !ValidTenant(tenant) {
+		return "", persist.APIKey{}, fmt.Errorf("tenant %q: must be %s", tenant, TenantRule)
+	}
+	if strings.TrimSpace(name) == "" || len(name) > 200 {
+		return "", persist.APIKey{}, errors.New("name: must be 1 to 200 characters")
+	}
+	if len(scopes) == 0 {
+		return "", persist.APIKey{}, errors.New("scopes: give at least one")
+	}
+	var p [prefixLen / 2]byte
+	var s [secretBytes]byte
+	if _, err := rand.Read(p[:]); err != nil {
+		return "", persist.APIKey{}, err
+	}
+	if _, err := rand.Read(s[:]); err != nil {
+		return "", persist.APIKey{}, err
+	}
+	prefix := hex.EncodeToString(p[:])
+	secret := base64.RawURLEncoding.EncodeToString(s[:])
+	row = persist.APIKey{Prefix: prefix, TenantID: tenant, Name: name, SecretHash: hashSecret(secret)}
+	for _, sc := range scopes {
+		row.Scopes = append(row.Scopes, string(sc))
+	}
+	return KeyMarker + prefix + "_" + secret, row, nil
+}
+
+func hashSecret(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// ParseKey splits a key into its prefix and secret.
+func ParseKey(token string) (prefix, secret string, err error) {
+	rest, ok := strings.CutPrefix(token, KeyMarker)
+	if !ok || len(rest) != prefixLen+1+secretLength || rest[prefixLen] != '_' {
+		return "", "", invalid("not an agentd API key (agd_<prefix>_<secret>)")
+	}
+	prefix, secret = rest[:prefixLen], rest[prefixLen+1:]
+	if _, err := hex.DecodeString(prefix); err != nil || strings.ToLower(prefix) != prefix {
+		return "", "", invalid("not an agentd API key (agd_<prefix>_<secret>)")
+	}
+	return prefix, secret, nil
+}
+
+// KeyStore is where keys are kept (*persist.Store).
+type KeyStore interface {
+	KeyGet(ctx context.Context, prefix string) (persist.APIKey, error)
+	KeyTouch(ctx context.Context, prefix string, at time.Time) error
+}
+
+var _ KeyStore = (*persist.Store)(nil)
+
+// KeysConfig configures Keys.
+type KeysConfig struct {
+	Store KeyStore
+	// CacheTTL is how long a key read from the store is trusted before it
+	// is read again (default 5s): a revoked key stops working within it, on
+	// every instance. Negative: read it on every request.
+	CacheTTL time.Duration
+	// TouchEvery is how often a key's last_used_at is written, at most
+	// (default 1 minute).
+	TouchEvery time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Keys authenticates agentd's API keys.
+type Keys struct {
+	cfg   KeysConfig
+	mu    sync.Mutex
+	cache map[string]*cachedKey // by prefix
+}
+
+type cachedKey struct {
+	key     persist.APIKey
+	fetched time.Time
+	touched time.Time
+}
+
+// maxCachedKeys bounds the cache; past it, it starts over.
+const maxCachedKeys = 10_000
+
+// NewKeys returns the authenticator of the keys in cfg.Store.
+func NewKeys(cfg KeysConfig) *Keys {
+	if cfg.CacheTTL == 0 {
+		cfg.CacheTTL = 5 * time.Second
+	}
+	if cfg.TouchEvery <= 0 {
+		cfg.TouchEvery = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Keys{cfg: cfg, cache: map[string]*cachedKey{}}
+}
+
+// Authenticate implements Authenticator.
+func (k *Keys) Authenticate(ctx context.Context, r *http.Request) (Principal, error) {
+	token, err := bearer(r)
+	if err != nil {
+		return Principal{}, err
+	}
+	return k.Verify(ctx, token)
+}
+
+// Verify checks a key and returns its principal.
+func (k *Keys) Verify(ctx context.Context, token string) (Principal, error) {
+	prefix, secret, err := ParseKey(token)
+	if err != nil {
+		return Principal{}, err
+	}
+	now := k.cfg.Now()
+	key, touch, err := k.lookup(ctx, prefix, now)
+	if err != nil {
+		return Principal{}, err
+	}
+	if subtle.ConstantTimeCompare(hashSecret(secret), key.SecretHash) != 1 {
+		return Principal{}, invalid("unknown or revoked key")
+	}
+	if key.RevokedAt != nil {
+		return Principal{}, invalid("unknown or revoked key")
+	}
+	if touch {
+		if err := k.cfg.Store.KeyTouch(ctx, prefix, now); err != nil {
+			return Principal{}, fmt.Errorf("record the key's use: %w", err)
+		}
+	}
+	p := Principal{Tenant: key.TenantID, Actor: "key:" + prefix}
+	for _, s := range key.Scopes {
+		p.Scopes = append(p.Scopes, Scope(s))
+	}
+	return p, nil
+}
+
+// lookup returns the key of prefix, from the cache while it is fresh, and
+// whether its use is due to be recorded.
+func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (persist.APIKey, bool, error) {
+	k.mu.Lock()
+	c := k.cache[prefix]
+	if c != nil && now.Sub(c.fetched) < k.cfg.CacheTTL {
+		touch := now.Sub(c.touched) >= k.cfg.TouchEvery
+		if touch {
+			c.touched = now
+		}
+		key := c.key
+		k.mu.Unlock()
+		return key, touch, nil
+	}
+	k.mu.Unlock()
+	key, err := k.cfg.Store.KeyGet(ctx, prefix)
+	if errors.Is(err, persist.ErrNotFound) {
+		return persist.APIKey{}, false, invalid("unknown or revoked key")
+	}
+	if err != nil {
+		return persist.APIKey{}, false, fmt.Errorf("read key: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.cache) >= maxCachedKeys {
+		clear(k.cache)
+	}
+	touched := time.Time{}
+	if key.LastUsedAt != nil {
+		touched = *key.LastUsedAt
+	}
+	if c != nil && c.touched.After(touched) {
+		touched = c.touched
+	}
+	touch := now.Sub(touched) >= k.cfg.TouchEvery
+	if touch {
+		touched = now
+	}
+	k.cache[prefix] = &cachedKey{key: key, fetched: now, touched: touched}
+	return key, touch, nil
+}
+
+// Forget drops a key from the cache, so that its revocation holds on this
+// instance at once.
+func (k *Keys) Forget(prefix string) {
+	k.mu.Lock()
+	delete(k.cache, prefix)
+	k.mu.Unlock()
+}
