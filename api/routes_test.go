@@ -1,0 +1,389 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"agentd/api"
+	"agentd/api/spectest"
+	"agentd/internal/auth"
+	"agentd/internal/event"
+	"agentd/internal/persist"
+	"agentd/internal/persist/persisttest"
+	"agentd/internal/run"
+	"agentd/internal/stream"
+)
+
+// walkRoutes lists the router's routes as "METHOD pattern".
+func walkRoutes(t *testing.T, h http.Handler) []string {
+	t.Helper()
+	routes, ok := h.(chi.Routes)
+	if !ok {
+		t.Fatalf("api.New returned %T, not a chi router", h)
+	}
+	var out []string
+	err := chi.Walk(routes, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		out = append(out, method+" "+route)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestEveryRouteHasAScope: each route of the router has its entry in
+// RouteScopes (the guard refuses a route without one), and each entry is a
+// route.
+func TestEveryRouteHasAScope(t *testing.T) {
+	store, _ := persisttest.New(t)
+	h := api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(), Registerer: prometheus.NewRegistry()})
+	routes := walkRoutes(t, h)
+	for _, r := range routes {
+		s, ok := api.RouteScopes[r]
+		if !ok {
+			t.Errorf("route %s has no entry in api.RouteScopes", r)
+			continue
+		}
+		if s != api.Public && !slices.Contains(auth.Scopes(), s) {
+			t.Errorf("route %s needs %q, which is no scope", r, s)
+		}
+	}
+	for r := range api.RouteScopes {
+		if !slices.Contains(routes, r) {
+			t.Errorf("api.RouteScopes names %s, which is no route", r)
+		}
+	}
+	if len(routes) < 14 {
+		t.Fatalf("walked %d routes: %v", len(routes), routes)
+	}
+}
+
+// tenantFixture is a server with key authentication, its keys, and tenant
+// A's objects.
+type tenantFixture struct {
+	t     *testing.T
+	store *persist.Store
+	srv   *httptest.Server
+	h     http.Handler
+	logs  *syncBuffer
+	keys  map[string]string // by name: a (A, every scope but admin), b (B, the same), a-read, a-write, a-actions, revoked, admin
+	// A's objects
+	run, ended, conv string
+	endedLast        int64
+}
+
+// syncBuffer is a log sink that handlers may write concurrently.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const tenantA, tenantB = "acme", "globex"
+
+func newTenantFixture(t *testing.T) *tenantFixture {
+	t.Helper()
+	hub := stream.New(stream.Config{Heartbeat: time.Hour})
+	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
+	if err := hub.Start(store); err != nil {
+		t.Fatal(err)
+	}
+	f := &tenantFixture{t: t, store: store, logs: &syncBuffer{}, keys: map[string]string{}}
+	mk := func(name, tenant string, scopes ...auth.Scope) {
+		token, row, err := auth.NewKey(tenant, name, scopes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.KeyInsert(context.Background(), row); err != nil {
+			t.Fatal(err)
+		}
+		f.keys[name] = token
+	}
+	all := []auth.Scope{auth.RunsRead, auth.RunsWrite, auth.ActionsWrite}
+	mk("a", tenantA, all...)
+	mk("b", tenantB, all...)
+	mk("a-read", tenantA, auth.RunsRead)
+	mk("a-write", tenantA, auth.RunsWrite)
+	mk("a-actions", tenantA, auth.ActionsWrite)
+	mk("revoked", tenantA, all...)
+	mk("admin", "ops", auth.Admin)
+	prefix, _, _ := auth.ParseKey(f.keys["revoked"])
+	if _, err := store.KeyRevoke(context.Background(), prefix); err != nil {
+		t.Fatal(err)
+	}
+	f.h = api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(), Events: hub,
+		Tools: registry(t), Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
+		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Registerer: prometheus.NewRegistry(),
+		Defaults: api.RunDefaults{Model: "m"}})
+	f.srv = httptest.NewServer(f.h)
+	t.Cleanup(f.srv.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hub.Stop(ctx)
+	})
+
+	// A's objects: a queued run (and its conversation), and a cancelled run.
+	r := want[runBody](t, f.do("a", "POST", "/runs", `{"input": "hello"}`), http.StatusAccepted)
+	f.run, f.conv = r.ID, r.ConversationID
+	e := want[runBody](t, f.do("a", "POST", "/runs", `{"input": "bye"}`), http.StatusAccepted)
+	e = want[runBody](t, f.do("a", "POST", "/runs/"+e.ID+"/cancel", ""), http.StatusOK)
+	f.ended, f.endedLast = e.ID, e.LastEventSeq
+	return f
+}
+
+// do sends a request with the key named cred ("" for none, or a raw
+// "Bearer ..." value); headers come in name, value pairs.
+func (f *tenantFixture) do(cred, method, path, body string, headers ...string) response {
+	f.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, f.srv.URL+path, rd)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	switch {
+	case strings.HasPrefix(cred, "Bearer ") || strings.HasPrefix(cred, "Basic "):
+		req.Header.Set("Authorization", cred)
+	case cred != "":
+		token, ok := f.keys[cred]
+		if !ok {
+			f.t.Fatalf("no key %q", cred)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		f.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	return response{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+// routeCase is how the isolation test calls one route: the request, what
+// its owner gets, and what another tenant gets.
+type routeCase struct {
+	method, path, body string
+	headers            []string
+	owner              int    // status for tenant A
+	other              int    // status for tenant B
+	otherCode          string // problem code for B, when other is an error
+	// otherSees, for a route that answers B (a list), must not find A's
+	// objects in B's answer.
+	otherSees func(t *testing.T, body []byte)
+}
+
+func (f *tenantFixture) cases() map[string]routeCase {
+	notIn := func(ids ...string) func(t *testing.T, body []byte) {
+		return func(t *testing.T, body []byte) {
+			t.Helper()
+			for _, id := range ids {
+				if bytes.Contains(body, []byte(id)) {
+					t.Errorf("tenant B's answer names A's object %s: %s", id, body)
+				}
+			}
+		}
+	}
+	runPath := "/runs/" + f.run
+	last := "1"
+	return map[string]routeCase{
+		"POST /runs": {method: "POST", path: "/runs", body: `{"input": "more", "conversation_id": "` + f.conv + `", "if_busy": "enqueue"}`,
+			owner: http.StatusAccepted, other: http.StatusNotFound, otherCode: "conversation_not_found"},
+		"GET /runs": {method: "GET", path: "/runs", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn(f.run, f.ended, f.conv)},
+		"GET /runs/{id}":       {method: "GET", path: runPath, owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},
+		"GET /runs/{id}/steps": {method: "GET", path: runPath + "/steps", owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},
+		// A replay from Last-Event-ID of an ended run: it ends by itself.
+		"GET /runs/{id}/events": {method: "GET", path: "/runs/" + f.ended + "/events", headers: []string{"Last-Event-ID", last},
+			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},
+		"POST /runs/{id}/cancel": {method: "POST", path: "/runs/" + f.ended + "/cancel", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "run_not_found"},
+		"POST /runs/{id}/resume": {method: "POST", path: runPath + "/resume", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "run_not_found"},
+		"POST /runs/{id}/actions": {method: "POST", path: runPath + "/actions",
+			body:  `{"tool_call_id": "01a23158-24d0-755c-8953-5268112791c4", "decision": "approve"}`,
+			owner: http.StatusConflict, other: http.StatusNotFound, otherCode: "run_not_found"},
+		"GET /conversations/{id}": {method: "GET", path: "/conversations/" + f.conv, owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "conversation_not_found"},
+		"GET /conversations/{id}/messages": {method: "GET", path: "/conversations/" + f.conv + "/messages", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "conversation_not_found"},
+		"GET /tools": {method: "GET", path: "/tools", owner: http.StatusOK, other: http.StatusOK},
+	}
+}
+
+// wrongScope is a key of tenant A that lacks scope s.
+func wrongScope(s auth.Scope) string {
+	if s == auth.RunsRead {
+		return "a-actions"
+	}
+	return "a-read"
+}
+
+// TestTenantIsolationOnEveryRoute: for every route of the router, tenant B
+// gets 404 for tenant A's objects (never 403), no credential gets 401 with
+// WWW-Authenticate, a revoked or malformed credential 401, a key without
+// the route's scope 403, X-Tenant-ID without admin 403, and an admin key
+// acting for A (audited) what A gets. A route without a case fails.
+func TestTenantIsolationOnEveryRoute(t *testing.T) {
+	f := newTenantFixture(t)
+	cases := f.cases()
+	for _, route := range walkRoutes(t, f.h) {
+		need := api.RouteScopes[route]
+		if need == api.Public {
+			continue
+		}
+		c, ok := cases[route]
+		if !ok {
+			t.Errorf("route %s has no case in the isolation test", route)
+			continue
+		}
+		t.Run(strings.ReplaceAll(route, "/", "_"), func(t *testing.T) {
+			call := func(cred string, extra ...string) response {
+				return f.do(cred, c.method, c.path, c.body, append(slices.Clone(c.headers), extra...)...)
+			}
+			r := call("")
+			wantProblem(t, r, http.StatusUnauthorized, "unauthorized")
+			if h := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer ") {
+				t.Errorf("401 without a Bearer challenge: %q", h)
+			}
+			for _, bad := range []string{"revoked", "Bearer agd_000000000000_" + strings.Repeat("x", 43), "Bearer nonsense", "Basic dXNlcjpwYXNz"} {
+				r := call(bad)
+				wantProblem(t, r, http.StatusUnauthorized, "invalid_credential")
+				if h := r.header.Get("WWW-Authenticate"); !strings.Contains(h, `error="invalid_token"`) {
+					t.Errorf("%s: challenge %q", bad, h)
+				}
+			}
+			r = call(wrongScope(need))
+			wantProblem(t, r, http.StatusForbidden, "insufficient_scope")
+			if h := r.header.Get("WWW-Authenticate"); !strings.Contains(h, `scope="`+string(need)+`"`) {
+				t.Errorf("403 challenge %q does not name %s", h, need)
+			}
+			wantProblem(t, call("b", "X-Tenant-ID", tenantA), http.StatusForbidden, "tenant_not_allowed")
+
+			r = call("b")
+			if r.status != c.other {
+				t.Fatalf("tenant B: status %d, want %d: %s", r.status, c.other, r.body)
+			}
+			if c.otherCode != "" {
+				wantProblem(t, r, c.other, c.otherCode)
+			}
+			if c.otherSees != nil {
+				c.otherSees(t, r.body)
+			}
+
+			if r := call("a"); r.status != c.owner {
+				t.Fatalf("tenant A: status %d, want %d: %s", r.status, c.owner, r.body)
+			}
+			if r := call("admin", "X-Tenant-ID", tenantA); r.status != c.owner {
+				t.Fatalf("admin acting for A: status %d, want %d: %s", r.status, c.owner, r.body)
+			}
+			if r := call("admin"); c.otherCode != "" && r.status != http.StatusNotFound {
+				t.Fatalf("admin for its own tenant: status %d, want 404: %s", r.status, r.body)
+			}
+		})
+	}
+	adminPrefix, _, _ := auth.ParseKey(f.keys["admin"])
+	if !strings.Contains(f.logs.String(), `"audit":true`) || !strings.Contains(f.logs.String(), `"actor":"key:`+adminPrefix+`"`) {
+		t.Errorf("no audit record of the admin acting for a tenant in the logs:\n%s", f.logs.String())
+	}
+}
+
+// TestIdempotencyKeysAreTenantScoped: the same Idempotency-Key used by two
+// tenants gives each its own answer: B never receives A's stored response.
+func TestIdempotencyKeysAreTenantScoped(t *testing.T) {
+	f := newTenantFixture(t)
+	a := want[runBody](t, f.do("a", "POST", "/runs", `{"input": "x"}`, "Idempotency-Key", "same"), http.StatusAccepted)
+	b := want[runBody](t, f.do("b", "POST", "/runs", `{"input": "x"}`, "Idempotency-Key", "same"), http.StatusAccepted)
+	if a.ID == b.ID || b.TenantID != tenantB {
+		t.Fatalf("tenant B got run %s of %s for A's key (A's run %s)", b.ID, b.TenantID, a.ID)
+	}
+	want[runBody](t, f.do("a", "POST", "/runs/"+f.run+"/cancel", "", "Idempotency-Key", "c1"), http.StatusOK)
+	wantProblem(t, f.do("b", "POST", "/runs/"+f.run+"/cancel", "", "Idempotency-Key", "c1"), http.StatusNotFound, "run_not_found")
+	if r := f.do("a", "POST", "/runs/"+f.run+"/cancel", "", "Idempotency-Key", "c1"); r.status != http.StatusOK || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("A's replay: %d %v %s", r.status, r.header, r.body)
+	}
+}
+
+// TestActorIsRecorded: who created, cancelled and resumed a run is on the
+// run and in its events.
+func TestActorIsRecorded(t *testing.T) {
+	f := newTenantFixture(t)
+	prefixA, _, _ := auth.ParseKey(f.keys["a"])
+	prefixW, _, _ := auth.ParseKey(f.keys["a-write"])
+	actorA, actorW := "key:"+prefixA, "key:"+prefixW
+	r := want[runBody](t, f.do("a", "POST", "/runs", `{"input": "who"}`), http.StatusAccepted)
+	r = want[runBody](t, f.do("a-write", "POST", "/runs/"+r.ID+"/cancel", ""), http.StatusOK)
+	r = want[runBody](t, f.do("admin", "POST", "/runs/"+r.ID+"/resume", "", "X-Tenant-ID", tenantA), http.StatusOK)
+	var got struct {
+		CreatedBy   *string `json:"created_by"`
+		CancelledBy *string `json:"cancelled_by"`
+		ResumedBy   *string `json:"resumed_by"`
+	}
+	if err := json.Unmarshal(f.do("a-read", "GET", "/runs/"+r.ID, "").body, &got); err != nil {
+		t.Fatal(err)
+	}
+	adminPrefix, _, _ := auth.ParseKey(f.keys["admin"])
+	if got.CreatedBy == nil || *got.CreatedBy != actorA || got.ResumedBy == nil || *got.ResumedBy != "key:"+adminPrefix {
+		t.Fatalf("run's actors: %+v", got)
+	}
+	evs, err := f.store.EventsAfter(context.Background(), r.ID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spectest.CheckEvents(t, evs)
+	actors := map[event.Type]string{}
+	for _, e := range evs {
+		var env struct {
+			Data struct {
+				Actor string `json:"actor"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(e.Data, &env); err != nil {
+			t.Fatal(err)
+		}
+		actors[e.Type] = env.Data.Actor
+	}
+	if actors[event.RunCreated] != actorA || actors[event.RunCancelled] != actorW {
+		t.Fatalf("events' actors: %v", actors)
+	}
+}
