@@ -9,10 +9,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"agentd/internal/persist"
 )
@@ -33,7 +35,7 @@ func NewKey(tenant, name string, scopes []Scope) (token string, row persist.APIK
 	if !ValidTenant(tenant) {
 		return "", persist.APIKey{}, fmt.Errorf("tenant %q: must be %s", tenant, TenantRule)
 	}
-	if strings.TrimSpace(name) == "" || len(name) > 200 {
+	if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > 200 {
 		return "", persist.APIKey{}, errors.New("name: must be 1 to 200 characters")
 	}
 	if len(scopes) == 0 {
@@ -94,6 +96,8 @@ type KeysConfig struct {
 	TouchEvery time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Logger receives the failures to record a key's use (default: none).
+	Logger *slog.Logger
 }
 
 // Keys authenticates agentd's API keys.
@@ -123,6 +127,9 @@ func NewKeys(cfg KeysConfig) *Keys {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
 	return &Keys{cfg: cfg, cache: map[string]*cachedKey{}}
 }
 
@@ -142,19 +149,19 @@ func (k *Keys) Verify(ctx context.Context, token string) (Principal, error) {
 		return Principal{}, err
 	}
 	now := k.cfg.Now()
-	key, touch, err := k.lookup(ctx, prefix, now)
+	key, err := k.lookup(ctx, prefix, now)
 	if err != nil {
 		return Principal{}, err
 	}
-	if subtle.ConstantTimeCompare(hashSecret(secret), key.SecretHash) != 1 {
+	if subtle.ConstantTimeCompare(hashSecret(secret), key.SecretHash) != 1 || key.RevokedAt != nil {
 		return Principal{}, invalid("unknown or revoked key")
 	}
-	if key.RevokedAt != nil {
-		return Principal{}, invalid("unknown or revoked key")
-	}
-	if touch {
+	if prev, due := k.touchDue(prefix, now); due {
+		// The key is good: a failed record of its use does not refuse it;
+		// the next use tries again.
 		if err := k.cfg.Store.KeyTouch(ctx, prefix, now); err != nil {
-			return Principal{}, fmt.Errorf("record the key's use: %w", err)
+			k.untouch(prefix, now, prev)
+			k.cfg.Logger.WarnContext(ctx, "record an API key's use", "key_prefix", prefix, "error", err)
 		}
 	}
 	p := Principal{Tenant: key.TenantID, Actor: "key:" + prefix}
@@ -164,46 +171,62 @@ func (k *Keys) Verify(ctx context.Context, token string) (Principal, error) {
 	return p, nil
 }
 
-// lookup returns the key of prefix, from the cache while it is fresh, and
-// whether its use is due to be recorded.
-func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (persist.APIKey, bool, error) {
+// lookup returns the key of prefix, from the cache while it is fresh.
+func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (persist.APIKey, error) {
 	k.mu.Lock()
 	c := k.cache[prefix]
 	if c != nil && now.Sub(c.fetched) < k.cfg.CacheTTL {
-		touch := now.Sub(c.touched) >= k.cfg.TouchEvery
-		if touch {
-			c.touched = now
-		}
 		key := c.key
 		k.mu.Unlock()
-		return key, touch, nil
+		return key, nil
 	}
 	k.mu.Unlock()
 	key, err := k.cfg.Store.KeyGet(ctx, prefix)
 	if errors.Is(err, persist.ErrNotFound) {
-		return persist.APIKey{}, false, invalid("unknown or revoked key")
+		return persist.APIKey{}, invalid("unknown or revoked key")
 	}
 	if err != nil {
-		return persist.APIKey{}, false, fmt.Errorf("read key: %w", err)
+		return persist.APIKey{}, fmt.Errorf("read key: %w", err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if len(k.cache) >= maxCachedKeys {
 		clear(k.cache)
 	}
-	touched := time.Time{}
+	var touched time.Time
 	if key.LastUsedAt != nil {
 		touched = *key.LastUsedAt
 	}
-	if c != nil && c.touched.After(touched) {
+	if c = k.cache[prefix]; c != nil && c.touched.After(touched) {
 		touched = c.touched
 	}
-	touch := now.Sub(touched) >= k.cfg.TouchEvery
-	if touch {
-		touched = now
-	}
 	k.cache[prefix] = &cachedKey{key: key, fetched: now, touched: touched}
-	return key, touch, nil
+	return key, nil
+}
+
+// touchDue reports whether the use of a verified key at now is due to be
+// recorded, and if so marks it recorded (prev is the mark it replaced).
+func (k *Keys) touchDue(prefix string, now time.Time) (prev time.Time, due bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.cache[prefix]
+	if c == nil {
+		return time.Time{}, true // dropped from the cache meanwhile
+	}
+	if now.Sub(c.touched) < k.cfg.TouchEvery {
+		return time.Time{}, false
+	}
+	prev, c.touched = c.touched, now
+	return prev, true
+}
+
+// untouch takes back the mark of touchDue after the record failed.
+func (k *Keys) untouch(prefix string, now, prev time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c := k.cache[prefix]; c != nil && c.touched.Equal(now) {
+		c.touched = prev
+	}
 }
 
 // Forget drops a key from the cache, so that its revocation holds on this
