@@ -41,7 +41,8 @@ const (
 	CodeInsufficientScope    = "insufficient_scope"     // 403: the credential lacks the route's scope
 	CodeTenantNotAllowed     = "tenant_not_allowed"     // 403: X-Tenant-ID from a credential without the admin scope
 	CodeAuthUnavailable      = "auth_unavailable"       // 503: credentials cannot be checked now
-	CodeRateLimited          = "rate_limited"           // 429: the tenant's quota; Retry-After says when to retry
+	CodeRateLimited          = "rate_limited"           // 429: the tenant's rate or stream quota; Retry-After says when to retry
+	CodeQuotaExceeded        = "quota_exceeded"         // 429: the tenant's runs in progress, with on_quota: reject
 )
 
 // typeBase prefixes a problem's "type" URI; the code follows it.

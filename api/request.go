@@ -45,6 +45,7 @@ type createRunRequest struct {
 	Stream         *bool            `json:"stream"`
 	OnDisconnect   *string          `json:"on_disconnect"`
 	IfBusy         *string          `json:"if_busy"`
+	OnQuota        *string          `json:"on_quota"`
 	Metadata       json.RawMessage  `json:"metadata"`
 }
 
@@ -203,6 +204,11 @@ func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool,
 	if p.Params.IfBusy, err = oneOf("if_busy", req.IfBusy, vocab.IfBusyPolicies()); err != nil {
 		return p, false, err
 	}
+	onQuota, err := oneOf("on_quota", req.OnQuota, vocab.OnQuotaPolicies())
+	if err != nil {
+		return p, false, err
+	}
+	p.RejectOverQuota = onQuota == vocab.OnQuotaReject
 	if p.Params.Metadata, err = parseMetadata(req.Metadata); err != nil {
 		return p, false, err
 	}

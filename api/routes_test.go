@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/yaml"
 
 	"agentd/api"
 	"agentd/api/spectest"
@@ -385,5 +386,41 @@ func TestActorIsRecorded(t *testing.T) {
 	}
 	if actors[event.RunCreated] != actorA || actors[event.RunCancelled] != actorW {
 		t.Fatalf("events' actors: %v", actors)
+	}
+}
+
+// TestSpecNamesEachRoutesScope: openapi.yaml gives each operation the
+// x-scope of RouteScopes, and public operations no security.
+func TestSpecNamesEachRoutesScope(t *testing.T) {
+	var spec struct {
+		Paths map[string]map[string]struct {
+			Scope    string            `json:"x-scope"`
+			Security *[]map[string]any `json:"security"`
+		} `json:"paths"`
+	}
+	if err := yaml.Unmarshal(api.OpenAPI(), &spec); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for path, ops := range spec.Paths {
+		for method, op := range ops {
+			route := strings.ToUpper(method) + " " + path
+			want, ok := api.RouteScopes[route]
+			if !ok {
+				t.Errorf("openapi.yaml has %s, which RouteScopes does not", route)
+				continue
+			}
+			seen++
+			if op.Scope != string(want) {
+				t.Errorf("%s: x-scope %q, RouteScopes %q", route, op.Scope, want)
+			}
+			public := op.Security != nil && len(*op.Security) == 0
+			if public != (want == api.Public) {
+				t.Errorf("%s: public in the spec %v, in RouteScopes %v", route, public, want == api.Public)
+			}
+		}
+	}
+	if seen != len(api.RouteScopes) {
+		t.Errorf("openapi.yaml has %d of the %d routes of RouteScopes", seen, len(api.RouteScopes))
 	}
 }

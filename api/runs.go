@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -67,6 +68,11 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	run, created, err := s.runs.Create(ctx, p)
+	if errors.Is(err, persist.ErrQuotaExceeded) {
+		w.Header().Set("Retry-After", "1")
+		return newError(http.StatusTooManyRequests, CodeQuotaExceeded, "Quota exceeded",
+			"this tenant has as many runs in progress as its quota allows; retry later, or send on_quota: queue")
+	}
 	if err != nil {
 		return err
 	}

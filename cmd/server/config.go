@@ -48,6 +48,7 @@ type config struct {
 	MaxConnections int
 	KeyCacheTTL    time.Duration
 	Quotas         api.Quotas
+	TenantRunning  int
 }
 
 // Authentication modes (AGENTD_AUTH).
@@ -108,6 +109,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	keyCache := fs.String("key-cache-ttl", env("AGENTD_KEY_CACHE_TTL", "5s"), "how long an API key read from the database is trusted; a revoked key stops working within it (AGENTD_KEY_CACHE_TTL)")
 	maxConnections := fs.String("max-connections", env("AGENTD_MAX_CONNECTIONS", "1024"), "open HTTP connections this instance accepts at once; more wait to be accepted (AGENTD_MAX_CONNECTIONS)")
 	createRate := fs.String("tenant-runs-per-second", env("AGENTD_TENANT_RUNS_PER_SECOND", "0"), "runs a tenant may create per second on this instance (a token bucket of twice that, at least 1); past it 429; 0: unbounded (AGENTD_TENANT_RUNS_PER_SECOND)")
+	inProgress := fs.String("tenant-runs-in-progress", env("AGENTD_TENANT_RUNS_IN_PROGRESS", "0"), "runs of one tenant that run at once, across instances; more wait queued (or 429 with on_quota: reject); 0: unbounded (AGENTD_TENANT_RUNS_IN_PROGRESS)")
 	streams := fs.String("tenant-streams", env("AGENTD_TENANT_STREAMS", "0"), "event streams a tenant may have open at once on this instance; past it 429; 0: unbounded (AGENTD_TENANT_STREAMS)")
 	maxConns := fs.String("db-max-conns", env("AGENTD_DB_MAX_CONNS", "0"), "database pool size; 0 means workers+16 (AGENTD_DB_MAX_CONNS)")
 	if err := fs.Parse(args); err != nil {
@@ -138,6 +140,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.MaxBodyBytes = int64(atoi("max-body-bytes", *maxBody, 1024))
 	c.MaxConnections = atoi("max-connections", *maxConnections, 1)
 	c.Quotas.StreamsPerTenant = atoi("tenant-streams", *streams, 0)
+	c.TenantRunning = atoi("tenant-runs-in-progress", *inProgress, 0)
 	if r, err := strconv.ParseFloat(*createRate, 64); err != nil || r < 0 {
 		errs = append(errs, fmt.Errorf("tenant-runs-per-second: want a number >= 0, got %q", *createRate))
 	} else {

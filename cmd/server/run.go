@@ -158,7 +158,8 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 	// streams at once (the executor's without being read back), and peers
 	// by NOTIFY.
 	in.hub = stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: reg})
-	in.store, err = persist.Open(startCtx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: in.hub})
+	in.store, err = persist.Open(startCtx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: in.hub,
+		TenantRunsInProgress: cfg.TenantRunning})
 	if err != nil {
 		return nil, err
 	}

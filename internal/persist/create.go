@@ -29,6 +29,10 @@ type RunCreateParams struct {
 	IdempotencyKey string // optional
 	RequestHash    string // fingerprint of the request, compared on a repeated key
 	Actor          string // who asked (the credential's actor); optional
+	// RejectOverQuota refuses the run with ErrQuotaExceeded, rather than
+	// queueing it, when its tenant has Config.TenantRunsInProgress runs
+	// running.
+	RejectOverQuota bool
 	// ClaimFor, when set, claims the new run for a worker in the same
 	// transaction, if it can start at once (its conversation has nothing
 	// else in flight): the run is created running at epoch 1 with the
@@ -82,6 +86,19 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (RunState
 		if r, ok, err := s.runByKey(ctx, p); ok || err != nil {
 			return RunState{Run: r}, false, err
 		}
+	}
+	if p.RejectOverQuota && s.tenantCap > 0 {
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'running'`,
+			p.TenantID).Scan(&n); err != nil {
+			return RunState{}, false, translate(err)
+		}
+		if n >= s.tenantCap {
+			return RunState{}, false, ErrQuotaExceeded
+		}
+	}
+	if s.tenantCap > 0 {
+		p.ClaimFor = nil // the claim enforces the cap
 	}
 	c, err := newCreation(p)
 	if err != nil {

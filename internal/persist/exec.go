@@ -19,7 +19,7 @@ import (
 // the run's deadline from its total timeout. ErrNotFound: nothing to claim.
 func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
 	var c Claim
-	row := s.pool.QueryRow(ctx, `WITH `+claimCTE+` SELECT prev_status, `+runColumns+` FROM claimed`, worker, ttl.Milliseconds(), 0)
+	row := s.pool.QueryRow(ctx, `WITH `+s.claimCTE+` SELECT prev_status, `+runColumns+` FROM claimed`, worker, ttl.Milliseconds(), 0)
 	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus}})
 	c.Run = r
 	return c, err
@@ -38,7 +38,7 @@ func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Durat
 	var c Claim
 	// The claim moves the run's last seq past the step's events; they are
 	// numbered after the seq it had.
-	row := s.pool.QueryRow(ctx, `WITH `+claimCTE+`,
+	row := s.pool.QueryRow(ctx, `WITH `+s.claimCTE+`,
 		step AS (
 			INSERT INTO steps (id, run_id, seq, status, model_attempts)
 			SELECT $4, id, 1, 'running', 1 FROM claimed WHERE fresh
@@ -62,14 +62,27 @@ func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Durat
 // the number of events that start the first step of a run claimed for the
 // first time (epoch 0, at least one step allowed), 0 to start nothing; the
 // run's step count and event seq are then moved for the step and its events.
-const claimCTE = `prev AS (
-		SELECT q.id AS prev_id, q.status AS prev_status FROM runs q
+//
+// The claim is fair between tenants: it takes the oldest claimable run of
+// the tenant with the fewest running runs, so that one tenant's queue delays
+// another's runs by at most one run each. With a cap on a tenant's runs in
+// progress (Config.TenantRunsInProgress, written into the SQL as %d), a
+// queued run of a tenant at its cap is left queued; a takeover is always
+// allowed (the run is already counted). The cap is checked without a lock:
+// instances that claim at the same moment may each take one run past it.
+const claimCTE = `busy AS (
+		SELECT tenant_id, count(*) FILTER (WHERE status = 'running') AS n
+		FROM runs WHERE status IN ('queued', 'running') GROUP BY tenant_id
+	),
+	prev AS (
+		SELECT q.id AS prev_id, q.status AS prev_status FROM runs q JOIN busy b ON b.tenant_id = q.tenant_id
 		WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_expires_at < now()))
+		AND (%[1]d <= 0 OR q.status = 'running' OR b.n < %[1]d)
 		AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
 			AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
-		ORDER BY q.created_at
+		ORDER BY b.n, q.created_at
 		LIMIT 1
-		FOR UPDATE SKIP LOCKED
+		FOR UPDATE OF q SKIP LOCKED
 	),
 	claimed AS (
 		UPDATE runs SET status = 'running', epoch = epoch + 1, lease_owner = $1,

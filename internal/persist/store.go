@@ -46,6 +46,9 @@ var (
 	// ErrRunFinished is the ErrConflict of cancelling a run that already
 	// ended otherwise than cancelled.
 	ErrRunFinished = fmt.Errorf("run already finished: %w", ErrConflict)
+	// ErrQuotaExceeded: the tenant has as many runs in progress as it may,
+	// and the run asked to be refused rather than queued.
+	ErrQuotaExceeded = errors.New("the tenant has as many runs in progress as its quota allows")
 	// ErrRunCompleted is the ErrConflict of resuming a completed run.
 	ErrRunCompleted = fmt.Errorf("run is completed: %w", ErrConflict)
 )
@@ -80,6 +83,12 @@ type Config struct {
 	MaxConns int32
 	// Publisher, when set, is told of every commit that appended events.
 	Publisher Publisher
+	// TenantRunsInProgress caps the runs of one tenant that run at once,
+	// across instances; past it, its runs wait queued (and a run created
+	// with RejectOverQuota is refused with ErrQuotaExceeded). 0: no cap.
+	// With a cap, every run goes through the claim (none is claimed at
+	// creation), which enforces it.
+	TenantRunsInProgress int
 }
 
 // Store is agentd's handle on PostgreSQL.
@@ -87,6 +96,9 @@ type Store struct {
 	pool *pgxpool.Pool
 	url  string
 	pub  Publisher // nil: nobody is told
+
+	tenantCap int    // Config.TenantRunsInProgress
+	claimCTE  string // claimCTE with tenantCap
 
 	group    atomic.Pointer[committer] // set while group commit is on
 	execTx   atomic.Int64              // executor transactions committed
@@ -112,7 +124,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	return &Store{pool: pool, url: cfg.URL, pub: cfg.Publisher}, nil
+	return &Store{pool: pool, url: cfg.URL, pub: cfg.Publisher, tenantCap: cfg.TenantRunsInProgress,
+		claimCTE: fmt.Sprintf(claimCTE, max(0, cfg.TenantRunsInProgress))}, nil
 }
 
 // publish tells the publisher, if any, that a commit appended the events of

@@ -86,6 +86,19 @@ const (
 // IfBusyPolicies lists the if_busy policies; the first is the default.
 func IfBusyPolicies() []IfBusy { return []IfBusy{IfBusyReject, IfBusyEnqueue, IfBusyInterrupt} }
 
+// OnQuota says what a new run does when its tenant has as many runs in
+// progress as its quota allows.
+type OnQuota string
+
+// The on_quota policies.
+const (
+	OnQuotaQueue  OnQuota = "queue"  // wait queued until one of the tenant's runs ends
+	OnQuotaReject OnQuota = "reject" // refuse the new run (429 quota_exceeded)
+)
+
+// OnQuotaPolicies lists the on_quota policies; the first is the default.
+func OnQuotaPolicies() []OnQuota { return []OnQuota{OnQuotaQueue, OnQuotaReject} }
+
 // OnDisconnect says what happens to a run whose stream's client (of POST
 // /runs with "stream": true) goes away before it ends.
 type OnDisconnect string

@@ -1,0 +1,132 @@
+package run_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"agentd/internal/persist"
+	"agentd/internal/persist/persisttest"
+	"agentd/internal/run"
+	"agentd/internal/vocab"
+)
+
+// createFor creates a run of tenant with input on store.
+func createFor(t *testing.T, store *persist.Store, tenant, input string, reject bool) (persist.Run, error) {
+	t.Helper()
+	r, _, err := store.RunCreate(context.Background(), persist.RunCreateParams{
+		TenantID: tenant, Model: "fake", Params: persist.RunParams{MaxSteps: 5},
+		Input: []persist.InputMessage{{Role: "user", Content: input}}, RejectOverQuota: reject,
+	})
+	return r, err
+}
+
+// countRuns counts tenant's runs by status.
+func countRuns(t *testing.T, store *persist.Store, tenant string) map[vocab.RunStatus]int {
+	t.Helper()
+	runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: tenant, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[vocab.RunStatus]int{}
+	for _, r := range runs {
+		n[r.Status]++
+	}
+	return n
+}
+
+// TestClaimsAreFairBetweenTenants: one tenant's queue does not hold back
+// another tenant's run. Tenant A queues 10 runs, then tenant B one; two
+// workers start: B's run is among the first three to start (the claim takes
+// the tenant with the fewest running runs), not the eleventh (oldest
+// first).
+func TestClaimsAreFairBetweenTenants(t *testing.T) {
+	b := setup(t)
+	var ids []string
+	for range 10 {
+		r, err := createFor(t, b.store, "acme", "/stream 4 25", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, r.ID)
+	}
+	other, err := createFor(t, b.store, "globex", "/say hi", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, run.Config{Workers: 2, LeaseTTL: 10 * time.Second, PollInterval: 50 * time.Millisecond})
+	b.wait(t, other.ID, nil)
+	for _, id := range ids {
+		b.wait(t, id, nil)
+	}
+	type started struct {
+		id string
+		at time.Time
+	}
+	var order []started
+	for _, id := range append(ids, other.ID) {
+		r, err := b.store.RunByID(context.Background(), id)
+		if err != nil || r.StartedAt == nil || r.Status != vocab.StatusCompleted {
+			t.Fatalf("run %s: %+v %v", id, r, err)
+		}
+		order = append(order, started{id, *r.StartedAt})
+	}
+	slices.SortFunc(order, func(x, y started) int { return x.at.Compare(y.at) })
+	rank := slices.IndexFunc(order, func(s started) bool { return s.id == other.ID }) + 1
+	if rank > 3 {
+		t.Fatalf("tenant B's run started %d of 11, behind tenant A's queue", rank)
+	}
+	t.Logf("tenant B's run started %d of 11", rank)
+}
+
+// TestTenantRunsInProgressCap: with a cap of 2 runs in progress per tenant,
+// tenant A's 12 runs that hang hold 2 of the 4 workers and the rest wait
+// queued; tenant B's run starts and completes meanwhile; on_quota: reject
+// refuses A's next run with ErrQuotaExceeded and accepts B's.
+func TestTenantRunsInProgressCap(t *testing.T) {
+	b := setup(t)
+	capped := persisttest.Open(t, persist.Config{URL: b.url, TenantRunsInProgress: 2})
+	capped.StartGroupCommit(1, 64)
+	t.Cleanup(capped.StopGroupCommit)
+	var hanging []string
+	for range 12 {
+		// blocker hangs until its call is cancelled (30 s timeout).
+		r, err := createFor(t, capped, "acme", "/call blocker {}", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hanging = append(hanging, r.ID)
+	}
+	b.start(t, run.Config{Store: capped, Workers: 4, LeaseTTL: 10 * time.Second, PollInterval: 50 * time.Millisecond})
+	deadline := time.Now().Add(10 * time.Second)
+	for countRuns(t, capped, "acme")[vocab.StatusRunning] < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tenant A's runs did not start: %v", countRuns(t, capped, "acme"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := createFor(t, capped, "acme", "/say over", true); !errors.Is(err, persist.ErrQuotaExceeded) {
+		t.Fatalf("tenant A at its cap with on_quota reject: %v, want ErrQuotaExceeded", err)
+	}
+	other, err := createFor(t, capped, "globex", "/say hi", true)
+	if err != nil {
+		t.Fatalf("tenant B under its cap: %v", err)
+	}
+	if r := b.wait(t, other.ID, nil); r.Status != vocab.StatusCompleted {
+		t.Fatalf("tenant B's run: %s %s", r.Status, r.TerminalReason)
+	}
+	n := countRuns(t, capped, "acme")
+	if n[vocab.StatusRunning] != 2 || n[vocab.StatusQueued] != 10 {
+		t.Fatalf("tenant A's runs while B's ran: %v, want 2 running and 10 queued", n)
+	}
+	for _, id := range hanging {
+		if _, err := capped.RunCancel(context.Background(), "acme", id, "local"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range hanging {
+		b.wait(t, id, nil)
+	}
+}
