@@ -25,7 +25,12 @@ type ctxKey int
 const (
 	keyRequestID ctxKey = iota
 	keyCaller
+	keyCallerSlot
 )
+
+// callerSlot is where the guard leaves who a request came from, for the
+// access log, which wraps it.
+type callerSlot struct{ tenant, actor string }
 
 // HeaderRequestID carries a request's id, taken from the client when it
 // sends a sane one, else made up; it is echoed on every response.
@@ -123,6 +128,8 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
+		who := &callerSlot{} // the guard fills it in
+		r = r.WithContext(context.WithValue(r.Context(), keyCallerSlot, who))
 		next.ServeHTTP(sw, r)
 		if sw.status == 0 {
 			sw.status = http.StatusOK
@@ -138,7 +145,7 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 		s.log.DebugContext(r.Context(), "http request", slog.String("method", r.Method),
 			slog.String("path", r.URL.Path), slog.String("route", route), slog.Int("status", sw.status),
 			slog.Int64("bytes", sw.bytes), slog.Duration("duration", elapsed),
-			slog.String("request_id", requestIDFrom(r.Context())), slog.String("tenant_id", TenantFromContext(r.Context())))
+			slog.String("request_id", requestIDFrom(r.Context())), slog.String("tenant_id", who.tenant), slog.String("actor", who.actor))
 	})
 }
 

@@ -167,6 +167,9 @@ func (s *server) guard(next http.Handler) http.Handler {
 				route+" needs the "+string(need)+" scope"))
 			return
 		}
+		if slot, _ := ctx.Value(keyCallerSlot).(*callerSlot); slot != nil {
+			slot.tenant, slot.actor = c.tenant, c.Actor
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, keyCaller, c)))
 	})
 }

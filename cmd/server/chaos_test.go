@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -49,6 +50,13 @@ type child struct {
 
 func startChild(t *testing.T, env []string) *child {
 	t.Helper()
+	return startChildLogged(t, env, nil)
+}
+
+// startChildLogged is startChild that also copies the process's log lines
+// and its standard error to logs, when not nil.
+func startChildLogged(t *testing.T, env []string, logs io.Writer) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(env, "AGENTD_CHAOS_CHILD=1", "AGENTD_ADDR=127.0.0.1:0")...)
 	out, err := cmd.StdoutPipe()
@@ -56,6 +64,9 @@ func startChild(t *testing.T, env []string) *child {
 		t.Fatal(err)
 	}
 	cmd.Stderr = os.Stderr
+	if logs != nil {
+		cmd.Stderr = io.MultiWriter(os.Stderr, logs)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +77,9 @@ func startChild(t *testing.T, env []string) *child {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
+			if logs != nil {
+				_, _ = logs.Write(append(sc.Bytes(), '\n'))
+			}
 			var line struct {
 				Msg  string `json:"msg"`
 				Addr string `json:"addr"`

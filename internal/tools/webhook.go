@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -180,6 +182,7 @@ func NewWebhook(cfg WebhookConfig, client *http.Client) (Tool, error) {
 		url:          cfg.URL,
 		reconcileURL: cfg.ReconcileURL,
 		headers:      cfg.Headers,
+		secrets:      secretsOf(cfg.Headers),
 		client:       client,
 	}, nil
 }
@@ -203,7 +206,47 @@ type webhook struct {
 	url          string
 	reconcileURL string
 	headers      map[string]string
+	secrets      [][]byte // see redact
 	client       *http.Client
+}
+
+// minSecret is the shortest header value (or word of one) that redact
+// hides: shorter ones (a version, a flag) would hide ordinary text.
+const minSecret = 8
+
+// secretsOf lists the configured header values, and each of their
+// space-separated words (the token of "Bearer <token>"), of minSecret bytes
+// or more, longest first.
+func secretsOf(headers map[string]string) [][]byte {
+	var out [][]byte
+	add := func(s string) {
+		if len(s) >= minSecret && !slices.ContainsFunc(out, func(b []byte) bool { return string(b) == s }) {
+			out = append(out, []byte(s))
+		}
+	}
+	for _, v := range headers {
+		add(v)
+		for _, f := range strings.Fields(v) {
+			add(f)
+		}
+	}
+	slices.SortFunc(out, func(a, b []byte) int { return len(b) - len(a) })
+	return out
+}
+
+// redacted replaces a configured header value in what a webhook answered.
+var redacted = []byte("[redacted]")
+
+// redact hides the webhook's configured header values in b, its answer: a
+// server that echoes its request's headers (in an error page, say) must not
+// carry them into results, errors, events or logs.
+func (w *webhook) redact(b []byte) []byte {
+	for _, s := range w.secrets {
+		if bytes.Contains(b, s) {
+			b = bytes.ReplaceAll(b, s, redacted)
+		}
+	}
+	return b
 }
 
 var _ Reconciler = (*webhook)(nil)
@@ -252,6 +295,7 @@ func (w *webhook) post(ctx context.Context, url, key string, body []byte) ([]byt
 	if err != nil {
 		return nil, false, err
 	}
+	data = w.redact(data)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, false, statusError(resp, data, "webhook")
 	}

@@ -177,3 +177,26 @@ func template(ctx context.Context) (string, error) {
 	}
 	return name, nil
 }
+
+// TableText returns every row of table in the database of url, each as
+// PostgreSQL's text form of the whole row: for tests that search
+// everything stored for a string.
+func TableText(t testing.TB, url, table string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT t::text FROM `+pgx.Identifier{table}.Sanitize()+` t`)
+	if err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
+	return out
+}

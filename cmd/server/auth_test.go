@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"agentd/internal/persist/persisttest"
+)
+
+// keysCmd runs `agentd keys args...` against the database of dbURL and
+// returns its standard output.
+func keysCmd(t *testing.T, dbURL string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), append([]string{"keys"}, args...), func(k string) string {
+		if k == "DATABASE_URL" {
+			return dbURL
+		}
+		return ""
+	}, &out, &errOut, nil)
+	if err != nil {
+		return out.String(), err
+	}
+	return out.String(), nil
+}
+
+// freeAddr is a loopback address with a port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestKeysEndToEnd: a key made by `agentd keys create` is printed once and
+// works against a server with AGENTD_AUTH=keys; the run records it as its
+// creator; `agentd keys list` shows its use, never its secret; `agentd keys
+// revoke` stops it within the key cache's TTL. /metrics is then served
+// only on AGENTD_METRICS_ADDR.
+func TestKeysEndToEnd(t *testing.T) {
+	dbURL := persisttest.NewDatabase(t)
+	if _, err := keysCmd(t, dbURL, "create", "--tenant", "acme", "--name", "ci", "--scopes", "runs:read,runs:fly"); err == nil ||
+		!strings.Contains(err.Error(), `unknown scope "runs:fly"`) {
+		t.Fatalf("keys create with an unknown scope: %v", err)
+	}
+	out, err := keysCmd(t, dbURL, "create", "--tenant", "acme", "--name", "ci", "--scopes", "runs:read,runs:write")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(out)
+	if !strings.HasPrefix(token, "agd_") || strings.Count(token, "\n") != 0 {
+		t.Fatalf("keys create printed %q, want one key", out)
+	}
+	prefix := token[4:16]
+	secret := token[17:]
+
+	metricsAddr := freeAddr(t)
+	logs := &lockedBuffer{}
+	c := startChildLogged(t, []string{"DATABASE_URL=" + dbURL, "AGENTD_AUTH=keys", "AGENTD_KEY_CACHE_TTL=100ms",
+		"AGENTD_METRICS_ADDR=" + metricsAddr}, logs)
+	base := "http://" + c.addr
+	do := func(method, path, body, key string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	if status, _ := do("POST", "/runs", `{"input": "hi"}`, ""); status != http.StatusUnauthorized {
+		t.Fatalf("POST /runs without a key: %d", status)
+	}
+	status, body := do("POST", "/runs", `{"input": "hi"}`, token)
+	if status != http.StatusAccepted {
+		t.Fatalf("POST /runs with the key: %d %s", status, body)
+	}
+	var r struct {
+		ID        string `json:"id"`
+		TenantID  string `json:"tenant_id"`
+		CreatedBy string `json:"created_by"`
+	}
+	_ = json.Unmarshal(body, &r)
+	if r.TenantID != "acme" || r.CreatedBy != "key:"+prefix {
+		t.Fatalf("run %+v, want tenant acme created by key:%s", r, prefix)
+	}
+	if status, _ := do("GET", "/metrics", "", token); status != http.StatusNotFound {
+		t.Fatalf("/metrics on the API's address with auth on: %d, want 404", status)
+	}
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(m), "agentd_http_requests_total") {
+		t.Fatalf("/metrics on AGENTD_METRICS_ADDR: %d", resp.StatusCode)
+	}
+
+	list, err := keysCmd(t, dbURL, "list", "--tenant", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(list), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], prefix) || !strings.Contains(lines[1], "runs:read,runs:write") ||
+		strings.Count(lines[1], "-") < 1 || strings.Contains(list, secret) {
+		t.Fatalf("keys list:\n%s", list)
+	}
+	if f := strings.Fields(lines[1]); f[len(f)-2] == "-" {
+		t.Fatalf("keys list shows no last use after the key was used:\n%s", list)
+	}
+	if out, err := keysCmd(t, dbURL, "revoke", prefix); err != nil || !strings.Contains(out, "revoked "+prefix) {
+		t.Fatalf("keys revoke: %q %v", out, err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		status, _ := do("GET", "/runs/"+r.ID, "", token)
+		if status == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a revoked key still answers %d after 5s (cache TTL 100ms)", status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Fatal("the server's logs show the key's secret")
+	}
+}
