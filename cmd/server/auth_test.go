@@ -3,6 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"net/http/httptest"
+
 	"encoding/json"
 	"io"
 	"net"
@@ -10,6 +15,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 
 	"agentd/internal/persist/persisttest"
 )
@@ -143,5 +151,90 @@ func TestKeysEndToEnd(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Fatal("the server's logs show the key's secret")
+	}
+}
+
+// TestOIDCEndToEnd: a server with AGENTD_AUTH=oidc, pointed at an OpenID
+// provider started here (discovery and JWKS), accepts the provider's JWTs:
+// the tenant and scopes come from their claims and the actor is the
+// subject; a token for another audience is 401, a token without runs:write
+// cannot create a run, and an API key works alongside.
+func TestOIDCEndToEnd(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var issuer string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(map[string]any{"issuer": issuer, "jwks_uri": issuer + "/jwks",
+			"authorization_endpoint": issuer + "/authorize", "token_endpoint": issuer + "/token",
+			"id_token_signing_alg_values_supported": []string{"ES256"}})
+	})
+	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
+			{Key: &key.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256), Use: "sig"}}})
+	})
+	idp := httptest.NewServer(mux)
+	t.Cleanup(idp.Close)
+	issuer = idp.URL
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := func(aud, scope string) string {
+		s, err := jwt.Signed(signer).Claims(map[string]any{"iss": issuer, "sub": "alice", "aud": aud,
+			"exp": time.Now().Add(time.Hour).Unix(), "org": "acme", "scope": scope}).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+
+	dbURL := persisttest.NewDatabase(t)
+	apiKey, err := keysCmd(t, dbURL, "create", "--tenant", "globex", "--name", "robot", "--scopes", "runs:read")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := startChild(t, []string{"DATABASE_URL=" + dbURL, "AGENTD_AUTH=oidc", "AGENTD_OIDC_ISSUER=" + issuer,
+		"AGENTD_OIDC_AUDIENCE=agentd", "AGENTD_OIDC_TENANT_CLAIM=org"})
+	base := "http://" + c.addr
+	do := func(method, path, body, bearer string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	status, body := do("POST", "/runs", `{"input": "hi"}`, token("agentd", "runs:read runs:write"))
+	var r struct {
+		ID        string `json:"id"`
+		TenantID  string `json:"tenant_id"`
+		CreatedBy string `json:"created_by"`
+	}
+	_ = json.Unmarshal(body, &r)
+	if status != http.StatusAccepted || r.TenantID != "acme" || r.CreatedBy != "oidc:alice" {
+		t.Fatalf("POST /runs with a JWT: %d %s", status, body)
+	}
+	if status, body := do("GET", "/runs/"+r.ID, "", token("someone-else", "runs:read")); status != http.StatusUnauthorized {
+		t.Fatalf("a token for another audience: %d %s", status, body)
+	}
+	if status, body := do("POST", "/runs", `{"input": "hi"}`, token("agentd", "runs:read")); status != http.StatusForbidden {
+		t.Fatalf("a token without runs:write: %d %s", status, body)
+	}
+	if status, body := do("GET", "/runs/"+r.ID, "", strings.TrimSpace(apiKey)); status != http.StatusNotFound {
+		t.Fatalf("another tenant's API key reading the run: %d %s", status, body)
+	}
+	if status, body := do("GET", "/runs", "", strings.TrimSpace(apiKey)); status != http.StatusOK {
+		t.Fatalf("an API key in oidc mode: %d %s", status, body)
 	}
 }

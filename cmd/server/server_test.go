@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -165,5 +166,40 @@ func TestAuthModes(t *testing.T) {
 		case cfg.Auth != c.wantAuth:
 			t.Errorf("%v: auth %q, want %q", c.env, cfg.Auth, c.wantAuth)
 		}
+	}
+}
+
+// TestConnectionCap: with AGENTD_MAX_CONNECTIONS 4, four connections that
+// never finish their headers hold every slot: a fifth client is not served
+// while they stay (its connection waits in the listen backlog), and is
+// served as soon as one of them closes.
+func TestConnectionCap(t *testing.T) {
+	base, _ := startServer(t, map[string]string{"AGENTD_MAX_CONNECTIONS": "4"})
+	addr := strings.TrimPrefix(base, "http://")
+	var held []net.Conn
+	for range 4 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Write([]byte("GET /livez HTTP/1.1\r\nHost: x\r\n")); err != nil { // headers never end
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	client := &http.Client{Timeout: 500 * time.Millisecond}
+	if resp, err := client.Get(base + "/livez"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a fifth connection was served (%d) while four held every slot", resp.StatusCode)
+	}
+	held[0].Close()
+	client.Timeout = 10 * time.Second
+	resp, err := client.Get(base + "/livez")
+	if err != nil {
+		t.Fatalf("no connection served after a slot was freed: %v", err)
+	}
+	resp.Body.Close()
+	for _, c := range held[1:] {
+		c.Close()
 	}
 }
