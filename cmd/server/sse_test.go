@@ -189,9 +189,8 @@ func TestStreamDisconnectInterruptsAndResumeContinues(t *testing.T) {
 		t.Fatalf("resume: %v %d", err, r.StatusCode)
 	}
 	r.Body.Close()
-	// The client reconnects with the last id it saw; a stream closes after
-	// each terminal event (here run.interrupted first), so it reconnects
-	// until the run completes.
+	// The client reconnects with the last id it saw (its stream closed at
+	// run.interrupted, then the last event), until the run completes.
 	var rest []sseEvent
 	for len(rest) == 0 || rest[len(rest)-1].Event != "run.completed" {
 		last := first[len(first)-1].ID
@@ -218,6 +217,15 @@ func TestStreamDisconnectInterruptsAndResumeContinues(t *testing.T) {
 		t.Fatalf("event types %v", types)
 	}
 	checkTranscript(t, base, id, append(first, rest...))
+	// A replay from the start goes through the old run.interrupted and the
+	// resume, to the run's real end, in one stream.
+	resp = getEvents(t, base, id, "")
+	all := readEvents(t, resp.Body, nil)
+	resp.Body.Close()
+	if len(all) != len(first)+len(rest) || all[len(all)-1].Event != "run.completed" {
+		t.Fatalf("a replay from the start got %d events ending with %s, want %d ending with run.completed",
+			len(all), all[len(all)-1].Event, len(first)+len(rest))
+	}
 	seen := sink.Keys("/charge")
 	if len(seen) != 1 {
 		t.Fatalf("side effect keys %v", seen)

@@ -177,8 +177,8 @@ func (s *sse) catchUp() end {
 			s.hub.log.ErrorContext(s.ctx, "replay events", "run_id", s.runID, "error", err)
 			return endError
 		}
-		for _, ev := range evs {
-			if e := s.event(ev, false); e != endNone {
+		for i, ev := range evs {
+			if e := s.event(ev, false, i < len(evs)-1 || more); e != endNone {
 				return e
 			}
 		}
@@ -211,7 +211,7 @@ func (s *sse) deliverPending(sub *subscriber, b *batch) end {
 // below s.last are dropped, and a gap before the batch (or up to its upTo)
 // is replayed first.
 func (s *sse) deliver(b *batch) end {
-	for _, ev := range b.events {
+	for i, ev := range b.events {
 		if ev.Seq <= s.last {
 			if s.pastEnd && ev.Type.Terminal() {
 				return endTerminal // nothing this client has not seen will follow
@@ -226,7 +226,7 @@ func (s *sse) deliver(b *batch) end {
 				continue
 			}
 		}
-		if e := s.event(ev, true); e != endNone {
+		if e := s.event(ev, true, i < len(b.events)-1 || b.upTo > ev.Seq); e != endNone {
 			return e
 		}
 	}
@@ -236,9 +236,11 @@ func (s *sse) deliver(b *batch) end {
 	return endNone
 }
 
-// event writes one stored event; after a terminal one it flushes and
-// returns endTerminal.
-func (s *sse) event(ev persist.Event, live bool) end {
+// event writes one stored event. After a terminal one it flushes and
+// returns endTerminal, unless followed says that later events are known: a
+// run that ended and was resumed goes on past its old end, and a replay
+// follows it to its real end.
+func (s *sse) event(ev persist.Event, live, followed bool) end {
 	b := strconv.AppendInt(append(s.scratch[:0], "id: "...), ev.Seq, 10)
 	b = append(append(append(b, "\nevent: "...), ev.Type...), '\n')
 	if e := s.write(b); e != endNone {
@@ -252,7 +254,7 @@ func (s *sse) event(ev persist.Event, live bool) end {
 	if live {
 		s.hub.metrics.lag.Observe(time.Since(ev.CreatedAt).Seconds())
 	}
-	if ev.Type.Terminal() {
+	if ev.Type.Terminal() && !followed {
 		if e := s.flush(); e != endNone {
 			return e
 		}
