@@ -137,6 +137,7 @@ func TestVocabularyMatchesTheSpec(t *testing.T) {
 	same("terminal reasons", strs(vocab.Reasons()), spectest.Enum(t, "Run", "properties", "terminal_reason"))
 	same("if_busy", strs(vocab.IfBusyPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "if_busy"))
 	same("on_disconnect", strs(vocab.OnDisconnectPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_disconnect"))
+	same("tool error kinds", strs(vocab.ToolErrorKinds()), spectest.Enum(t, "ToolError", "properties", "kind"))
 	same("on_quota", strs(vocab.OnQuotaPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_quota"))
 	same("effects", strs(vocab.Effects()), spectest.Enum(t, "Tool", "properties", "effect"))
 	var terminal, ends []string

@@ -70,7 +70,7 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 			data = event.ToolCallApprovedData{Actor: p.Actor, ResolvedBy: event.ResolvedByClient, Status: vocab.CallPlanned, ToolCallID: p.ToolCallID}
 		case vocab.DecisionReject:
 			data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: vocab.CallAwaitingApproval, to: vocab.CallRejected,
-				err: event.Error{Kind: "rejected", Message: cmp.Or(p.Message, "the call was rejected by the client")}})
+				err: event.Error{Kind: string(vocab.ToolErrRejected), Message: cmp.Or(p.Message, "the call was rejected by the client")}})
 		case vocab.DecisionResult:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
 				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
@@ -78,7 +78,7 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 				ToolCallID: p.ToolCallID}
 		case vocab.DecisionFail:
 			data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: vocab.CallUnknown, to: vocab.CallFailed,
-				err: event.Error{Kind: "client", Message: cmp.Or(p.Message, "the tool call was failed by the client")}})
+				err: event.Error{Kind: string(vocab.ToolErrClient), Message: cmp.Or(p.Message, "the tool call was failed by the client")}})
 		case vocab.DecisionRetry:
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', error = NULL WHERE id = $1 AND status = 'unknown'`, p.ToolCallID)
 			data = event.ToolCallRetryAllowedData{Actor: p.Actor, ResolvedBy: event.ResolvedByClient, Retry: true, Status: vocab.CallRunning,

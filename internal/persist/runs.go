@@ -214,7 +214,7 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r Run, reason vocab.Reason) (evs 
 		WHERE run_id = $1 AND status IN ('running', 'acting')`, r.ID, stepStatus); err != nil {
 		return nil, nil, fmt.Errorf("close steps: %w", err)
 	}
-	notRun := event.Error{Kind: string(reason), Message: "the run ended (" + string(reason) + ") before this call ran"}
+	notRun := event.Error{Kind: string(vocab.ToolErrorKind(reason)), Message: "the run ended (" + string(reason) + ") before this call ran"}
 	rejected, err := queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
 			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'running')
@@ -229,7 +229,7 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r Run, reason vocab.Reason) (evs 
 		evs = append(evs, event.Of(r.StepCount, event.ToolCallCompletedData{Error: &errData, ResolvedBy: string(reason),
 			Status: vocab.CallRejected, ToolCallID: id}))
 	}
-	note := event.Error{Kind: "unknown", Message: "the outcome is unknown: the run ended (" + string(reason) +
+	note := event.Error{Kind: string(vocab.ToolErrUnknown), Message: "the outcome is unknown: the run ended (" + string(reason) +
 		") before a client said what happened"}
 	unresolved, err = queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET error = $2 WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status = 'unknown'

@@ -475,7 +475,7 @@ func (x *execution) end(st persist.RunState, step *persist.Step, e runEnd) error
 	}
 	if e.reason == vocab.ReasonStorageError || e.reason == vocab.ReasonNoProgress {
 		// Attempts may be left running (their results never committed).
-		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: event.Error{Kind: "unknown",
+		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: event.Error{Kind: string(vocab.ToolErrUnknown),
 			Message: "the run failed (" + string(e.reason) + ") before this attempt's outcome was committed"}})
 	}
 	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err})

@@ -54,7 +54,7 @@ func (p *prestarted) unbegun() ([]persist.Op, []event.In) {
 	var evs []event.In
 	for _, id := range ids {
 		s := calls[id]
-		errData := event.Error{Kind: "not_begun", Message: "the run stopped before the attempt began"}
+		errData := event.Error{Kind: string(vocab.ToolErrNotBegun), Message: "the run stopped before the attempt began"}
 		ops = append(ops, persist.AttemptFinish{ID: s.attemptID, Status: vocab.AttemptFailed, Error: &errData},
 			persist.ToolCallFinish{ID: id, Status: vocab.CallPlanned})
 		evs = append(evs, event.Of(s.step, event.ToolAttemptFailedData{Attempt: 1, CallID: s.callID, Error: errData,

@@ -236,7 +236,7 @@ func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls 
 		if !ok || a.Epoch >= x.fence.Epoch {
 			continue
 		}
-		errData := &event.Error{Kind: "unknown", Message: "the worker running this attempt stopped before it finished"}
+		errData := &event.Error{Kind: string(vocab.ToolErrUnknown), Message: "the worker running this attempt stopped before it finished"}
 		ops = append(ops, persist.AttemptFinish{ID: a.ID, Status: vocab.AttemptUnknown, Error: errData})
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
 		if c.Effect == vocab.EffectSideEffect {
@@ -523,7 +523,7 @@ func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *pe
 		if msg == "" {
 			msg = "the tool call failed (reported by its reconciler)"
 		}
-		x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: &event.Error{Kind: "reconciled", Message: msg}})
+		x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: &event.Error{Kind: string(vocab.ToolErrReconciled), Message: msg}})
 	case tools.OutcomeNotApplied:
 		if err := x.write(x.durable(), []event.In{event.Of(step.Seq, event.ToolCallRetryAllowedData{
 			ResolvedBy: event.ResolvedByReconciler, Retry: true, Status: vocab.CallRunning, ToolCallID: c.ID})},

@@ -47,21 +47,21 @@ type Tool interface {
 	Invoke(ctx context.Context, call Call) (json.RawMessage, error)
 }
 
-// ErrorKind classifies a failed attempt.
-type ErrorKind string
+// ErrorKind classifies a failed attempt: one of vocab's tool error kinds.
+type ErrorKind = vocab.ToolErrorKind
 
 // Kinds of tool failure.
 const (
 	// KindFinal: the tool ran and refused (bad arguments, a 4xx); the model
 	// sees the error and may repair its call. Never retried.
-	KindFinal ErrorKind = "final"
+	KindFinal = vocab.ToolErrFinal
 	// KindTransient: the tool answered that it failed (a 5xx) before or
 	// without doing its effect.
-	KindTransient ErrorKind = "transient"
+	KindTransient = vocab.ToolErrTransient
 	// KindTimeout: the attempt ran out of time; the effect may have happened.
-	KindTimeout ErrorKind = "timeout"
+	KindTimeout = vocab.ToolErrTimeout
 	// KindConnection: the connection was lost; the effect may have happened.
-	KindConnection ErrorKind = "connection"
+	KindConnection = vocab.ToolErrConnection
 )
 
 // Error is a classified tool failure.

@@ -237,3 +237,31 @@ func (d Decision) Answers(a ActionType) bool {
 	}
 	return a == ActionToolOutcomeUnknown
 }
+
+// ToolErrorKind says why a tool attempt or call failed: the "kind" of its
+// error in events and in GET /runs/{id}/steps.
+type ToolErrorKind string
+
+// The tool error kinds. The first four are the tool's own (internal/tools
+// classifies them); the others say who or what ended the call.
+const (
+	ToolErrFinal      ToolErrorKind = "final"      // the tool refused (bad arguments, a 4xx, not offered); never retried
+	ToolErrTransient  ToolErrorKind = "transient"  // it failed before or without its effect (a 5xx)
+	ToolErrTimeout    ToolErrorKind = "timeout"    // the attempt ran out of time; the effect may have happened
+	ToolErrConnection ToolErrorKind = "connection" // the connection was lost; the effect may have happened
+	ToolErrClient     ToolErrorKind = "client"     // a client failed the call (decision fail)
+	ToolErrRejected   ToolErrorKind = "rejected"   // a client rejected a call that needed approval
+	ToolErrReconciled ToolErrorKind = "reconciled" // the tool's reconciler reported that the call failed
+	ToolErrNotBegun   ToolErrorKind = "not_begun"  // the run stopped after the attempt was committed, before the tool was invoked
+	ToolErrUnknown    ToolErrorKind = "unknown"    // the outcome is not known (a worker died, or the run ended first)
+	// A call that never ran because its run ended first carries the run's
+	// reason as its kind.
+	ToolErrCancelled     ToolErrorKind = ToolErrorKind(ReasonCancelled)
+	ToolErrTimedOutTotal ToolErrorKind = ToolErrorKind(ReasonTimedOutTotal)
+)
+
+// ToolErrorKinds lists every tool error kind.
+func ToolErrorKinds() []ToolErrorKind {
+	return []ToolErrorKind{ToolErrFinal, ToolErrTransient, ToolErrTimeout, ToolErrConnection, ToolErrClient,
+		ToolErrRejected, ToolErrReconciled, ToolErrNotBegun, ToolErrUnknown, ToolErrCancelled, ToolErrTimedOutTotal}
+}
