@@ -41,6 +41,8 @@ type runJSON struct {
 	CreatedBy      *string            `json:"created_by"`
 	CancelledBy    *string            `json:"cancelled_by"`
 	ResumedBy      *string            `json:"resumed_by"`
+	OutputText     *string            `json:"output_text"`
+	Output         []vocab.Part       `json:"output"`
 }
 
 func runView(r persist.Run) runJSON {
@@ -48,7 +50,7 @@ func runView(r persist.Run) runJSON {
 	if len(md) == 0 {
 		md = json.RawMessage(`{}`)
 	}
-	return runJSON{
+	v := runJSON{
 		ID:             r.ID,
 		Object:         "run",
 		TenantID:       r.TenantID,
@@ -77,6 +79,15 @@ func runView(r persist.Run) runJSON {
 		CancelledBy:    nullString(r.CancelledBy),
 		ResumedBy:      nullString(r.ResumedBy),
 	}
+	if len(r.Output) > 0 {
+		// Written by the executor from []vocab.Part; a row it cannot read
+		// shows no output rather than failing the read.
+		if err := json.Unmarshal(r.Output, &v.Output); err == nil {
+			text := vocab.TextOf(v.Output)
+			v.OutputText = &text
+		}
+	}
+	return v
 }
 
 type stepJSON struct {

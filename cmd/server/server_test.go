@@ -42,8 +42,13 @@ func TestServerEndToEnd(t *testing.T) {
 		t.Fatalf("POST /runs: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	var got struct {
-		Status string `json:"status"`
-		Usage  struct {
+		Status     string `json:"status"`
+		OutputText string `json:"output_text"`
+		Output     []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"output"`
+		Usage struct {
 			InputTokens int `json:"input_tokens"`
 		} `json:"usage"`
 	}
@@ -62,6 +67,9 @@ func TestServerEndToEnd(t *testing.T) {
 	}
 	if got.Usage.InputTokens == 0 {
 		t.Fatal("completed run reports no usage")
+	}
+	if got.OutputText != "The answer is 42." || len(got.Output) != 1 || got.Output[0].Text != got.OutputText {
+		t.Fatalf("completed run's answer: output_text %q, output %+v", got.OutputText, got.Output)
 	}
 	r, err := http.Get(base + "/metrics")
 	if err != nil {

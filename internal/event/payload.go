@@ -178,7 +178,10 @@ type RunEndedData struct {
 	// Actor is who asked for the end (a cancel), when a client did.
 	Actor  string          `json:"actor,omitempty"`
 	Error  *Error          `json:"error,omitempty"`
-	Reason vocab.Reason    `json:"reason"`
+	// OutputText is a completed run's answer: the text of its final
+	// assistant message.
+	OutputText *string      `json:"output_text,omitempty"`
+	Reason     vocab.Reason `json:"reason"`
 	Status vocab.RunStatus `json:"status"`
 	// UnresolvedToolCalls lists the side-effect calls whose outcome was
 	// still unknown when a run nobody executed ended: they may have
@@ -276,7 +279,21 @@ func FirstStep(worker string) []In {
 
 // RunEnd is the terminal event of a run that ends at step with status and
 // reason, and err when it failed or timed out; actor is who asked for the
-// end, when a client did.
+// end, when a client did. A completed run's event has an OutputText (empty
+// here; see WithOutput).
 func RunEnd(step int, status vocab.RunStatus, reason vocab.Reason, err *Error, actor string) In {
-	return In{Step: step, Data: RunEndedData{Actor: actor, Error: err, Reason: reason, Status: status}}
+	d := RunEndedData{Actor: actor, Error: err, Reason: reason, Status: status}
+	if status == vocab.StatusCompleted {
+		d.OutputText = new(string)
+	}
+	return In{Step: step, Data: d}
+}
+
+// WithOutput returns the run end e with the run's answer, text.
+func WithOutput(e In, text string) In {
+	if d, ok := e.Data.(RunEndedData); ok {
+		d.OutputText = &text
+		e.Data = d
+	}
+	return e
 }

@@ -382,6 +382,7 @@ type RunEnd struct {
 	Reason         vocab.Reason
 	Error          *event.Error
 	RequiredAction *event.RequiredAction // with requires_action
+	Output         []vocab.Part          // with completed: the final assistant message's parts
 }
 
 func (o RunEnd) queue(b *batch) error {
@@ -393,10 +394,16 @@ func (o RunEnd) queue(b *batch) error {
 	if err != nil {
 		return err
 	}
+	var output []byte
+	if o.Output != nil {
+		if output, err = json.Marshal(o.Output); err != nil {
+			return err
+		}
+	}
 	b.exec("end run", `UPDATE runs SET status = $2, terminal_reason = nullif($3, ''), error = $4, required_action = $5,
 		lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL, stall_claims = 0,
-		finished_at = CASE WHEN $6 THEN now() END
-		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action, o.Status.Stopped())
+		finished_at = CASE WHEN $6 THEN now() END, output = $7
+		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action, o.Status.Stopped(), output)
 	return nil
 }
 

@@ -24,7 +24,7 @@ const runColumns = `id, tenant_id, conversation_id, status, coalesce(terminal_re
 	cancel_requested_at, interrupt_requested_at, required_action, last_event_seq, step_count,
 	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error,
 	created_at, started_at, finished_at, updated_at, stall_claims,
-	coalesce(created_by, ''), coalesce(cancelled_by, ''), coalesce(resumed_by, '')`
+	coalesce(created_by, ''), coalesce(cancelled_by, ''), coalesce(resumed_by, ''), output`
 
 func scanRun(row pgx.Row) (Run, error) {
 	var r Run
@@ -34,7 +34,7 @@ func scanRun(row pgx.Row) (Run, error) {
 		&r.CancelRequestedAt, &r.InterruptRequestedAt, &r.RequiredAction, &r.LastEventSeq, &r.StepCount,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CachedInputTokens, &r.Usage.ReasoningTokens, &r.Error,
 		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.StallClaims,
-		&r.CreatedBy, &r.CancelledBy, &r.ResumedBy)
+		&r.CreatedBy, &r.CancelledBy, &r.ResumedBy, &r.Output)
 	if err != nil {
 		return Run{}, translate(err)
 	}

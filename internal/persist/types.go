@@ -62,6 +62,9 @@ type Run struct {
 	// and last queued it again (a resume or a decision); empty when
 	// unknown or never.
 	CreatedBy, CancelledBy, ResumedBy string
+	// Output is the parts of a completed run's final assistant message
+	// (JSON); nil otherwise.
+	Output json.RawMessage
 }
 
 // Conversation is a row of conversations.

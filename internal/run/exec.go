@@ -478,8 +478,14 @@ func (x *execution) end(st persist.RunState, step *persist.Step, e runEnd) error
 		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: event.Error{Kind: string(vocab.ToolErrUnknown),
 			Message: "the run failed (" + string(e.reason) + ") before this attempt's outcome was committed"}})
 	}
-	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err})
-	evs = append(evs, event.RunEnd(stepSeq, e.status, e.reason, e.err, e.actor))
+	end := persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err}
+	endEv := event.RunEnd(stepSeq, e.status, e.reason, e.err, e.actor)
+	if e.status == vocab.StatusCompleted {
+		end.Output = finalAnswer(st, ops)
+		endEv = event.WithOutput(endEv, vocab.TextOf(end.Output))
+	}
+	ops = append(ops, end)
+	evs = append(evs, endEv)
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
 	}
@@ -512,4 +518,21 @@ func (x *execution) stepContext(st persist.RunState) (context.Context, context.C
 // stepTimedOut is the end of a run whose step ran out of time.
 func stepTimedOut() runEnd {
 	return endOf(vocab.StatusTimedOut, vocab.ReasonTimedOutStep, &event.Error{Message: "the step's timeout elapsed"})
+}
+
+// finalAnswer is the parts of a completing run's final assistant message:
+// the one this write inserts, else the run's last one committed (a run that
+// reached max_steps after its tools ran). Never nil.
+func finalAnswer(st persist.RunState, ops []persist.Op) []vocab.Part {
+	for i := len(ops) - 1; i >= 0; i-- {
+		if m, ok := ops[i].(persist.MessageInsert); ok && m.Role == vocab.RoleAssistant {
+			return m.Content
+		}
+	}
+	for i := len(st.Messages) - 1; i >= 0; i-- {
+		if m := st.Messages[i]; m.RunID == st.Run.ID && m.Role == vocab.RoleAssistant {
+			return m.Content
+		}
+	}
+	return []vocab.Part{}
 }

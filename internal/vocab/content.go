@@ -1,5 +1,7 @@
 package vocab
 
+import "strings"
+
 // Role is who wrote a message.
 type Role string
 
@@ -32,6 +34,17 @@ type Part struct {
 	ToolCallID string   `json:"tool_call_id,omitempty"`
 	Content    string   `json:"content,omitempty"` // tool_result: JSON text given to the model
 	IsError    bool     `json:"is_error,omitempty"`
+}
+
+// TextOf is the text of parts: their text parts, joined with newlines.
+func TextOf(parts []Part) string {
+	var texts []string
+	for _, p := range parts {
+		if p.Type == PartText && p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // Usage is token accounting, kept on runs and steps.
