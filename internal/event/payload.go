@@ -176,13 +176,13 @@ type RunRequiresActionData struct {
 // run.interrupted).
 type RunEndedData struct {
 	// Actor is who asked for the end (a cancel), when a client did.
-	Actor  string          `json:"actor,omitempty"`
-	Error  *Error          `json:"error,omitempty"`
+	Actor string `json:"actor,omitempty"`
+	Error *Error `json:"error,omitempty"`
 	// OutputText is a completed run's answer: the text of its final
 	// assistant message.
-	OutputText *string      `json:"output_text,omitempty"`
-	Reason     vocab.Reason `json:"reason"`
-	Status vocab.RunStatus `json:"status"`
+	OutputText *string         `json:"output_text,omitempty"`
+	Reason     vocab.Reason    `json:"reason"`
+	Status     vocab.RunStatus `json:"status"`
 	// UnresolvedToolCalls lists the side-effect calls whose outcome was
 	// still unknown when a run nobody executed ended: they may have
 	// happened.
