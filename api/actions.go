@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -17,6 +18,7 @@ import (
 // unknown.
 type actionRequest struct {
 	ToolCallID *string         `json:"tool_call_id"`
+	CallID     *string         `json:"call_id"`
 	Decision   *string         `json:"decision"`
 	Result     json.RawMessage `json:"result"`
 	Error      *string         `json:"error"`
@@ -35,8 +37,24 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrict(body, &req, ""); err != nil {
 		return err
 	}
-	if req.ToolCallID == nil || uuid.Validate(*req.ToolCallID) != nil {
-		return fieldError("tool_call_id", "is required: the tool_call_id of the run's required_action")
+	var toolCallID, callID string
+	switch {
+	case req.ToolCallID == nil && req.CallID == nil:
+		return fieldError("tool_call_id", "is required: the tool_call_id of the run's required_action (or send its call_id)")
+	case req.ToolCallID != nil && uuid.Validate(*req.ToolCallID) != nil:
+		return fieldError("tool_call_id", "must be agentd's id of the tool call, a UUID (required_action.tool_call_id), not %q; "+
+			"to name the call by the model's id, send it as call_id (required_action.call_id)", clip(*req.ToolCallID, 64))
+	case req.CallID != nil && (*req.CallID == "" || len(*req.CallID) > 256):
+		return fieldError("call_id", "must be the model's id of the tool call (required_action.call_id): 1 to 256 bytes")
+	}
+	if req.ToolCallID != nil {
+		toolCallID = *req.ToolCallID
+	}
+	if req.CallID != nil {
+		if err := storable("call_id", *req.CallID); err != nil {
+			return err
+		}
+		callID = *req.CallID
 	}
 	if req.Decision == nil {
 		return fieldError("decision", "is required: approve or reject (an approval); result, retry or fail (an unknown outcome)")
@@ -45,7 +63,7 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: *req.ToolCallID,
+	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: toolCallID, CallID: callID,
 		Decision: decision, Actor: ActorFromContext(r.Context())}
 	switch decision {
 	case vocab.DecisionResult:
@@ -80,4 +98,16 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.writeJSON(w, r, http.StatusOK, runView(run))
 	return nil
+}
+
+// clip cuts s to at most n bytes (on a rune boundary), for echoing a value
+// back in an error.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

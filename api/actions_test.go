@@ -32,7 +32,7 @@ func waitingRun(t *testing.T, b *bundle) (runID, callID string) {
 			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:call_1", Effect: "side_effect"},
 		persist.ToolCallFinish{ID: callID, Status: vocab.CallUnknown},
 		persist.RunEnd{ID: c.ID, Status: vocab.StatusRequiresAction,
-			RequiredAction: &event.RequiredAction{Type: vocab.ActionToolOutcomeUnknown, ToolCallID: callID}})
+			RequiredAction: &event.RequiredAction{Type: vocab.ActionToolOutcomeUnknown, ToolCallID: callID, CallID: "call_1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,6 +75,38 @@ func TestResolveAction(t *testing.T) {
 	}
 	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
 		http.StatusConflict, "run_not_waiting")
+}
+
+// TestResolveActionByCallID: a tool_call_id that is not a UUID (the model's
+// id sent in the wrong field) is refused with a detail that says so and
+// names call_id; the call may be named by its call_id, or by both ids when
+// they agree.
+func TestResolveActionByCallID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, callID := waitingRun(t, b)
+	path := "/runs/" + id + "/actions"
+	p := wantProblem(t, b.do(http.MethodPost, path, `{"tool_call_id":"call_1","decision":"retry"}`),
+		http.StatusUnprocessableEntity, "invalid_field")
+	if p.Field != "tool_call_id" || !strings.Contains(p.Detail, `not "call_1"`) || !strings.Contains(p.Detail, "call_id") ||
+		strings.Contains(p.Detail, "is required") {
+		t.Fatalf("a non-UUID tool_call_id: %+v", p)
+	}
+	wantProblem(t, b.do(http.MethodPost, path, `{"call_id":"call_2","decision":"retry"}`), http.StatusConflict, "action_mismatch")
+	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"call_id":"call_2","decision":"retry"}`, callID)),
+		http.StatusConflict, "action_mismatch")
+	if p := wantProblem(t, b.do(http.MethodPost, path, `{"call_id":"","decision":"retry"}`), http.StatusUnprocessableEntity,
+		"invalid_field"); p.Field != "call_id" {
+		t.Fatalf("an empty call_id: %+v", p)
+	}
+	run := want[runBody](t, b.do(http.MethodPost, path, `{"call_id":"call_1","decision":"retry"}`), http.StatusOK)
+	if run.Status != "queued" {
+		t.Fatalf("status %s after the decision by call_id", run.Status)
+	}
+	steps, err := b.store.StepsList(context.Background(), id)
+	if err != nil || steps[0].Calls[0].Status != vocab.CallRunning {
+		t.Fatalf("call after retry by call_id: %v %+v", err, steps)
+	}
 }
 
 func TestIdempotentChanges(t *testing.T) {

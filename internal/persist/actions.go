@@ -33,8 +33,12 @@ func (e *DecisionError) Error() string {
 }
 
 // ActionParams resolve what a requires_action run waits for.
+//
+// The call is named by ToolCallID (agentd's id), by CallID (the model's),
+// or by both, which must then name the same call.
 type ActionParams struct {
 	TenantID, RunID, ToolCallID string
+	CallID                      string
 	Decision                    vocab.Decision
 	Result                      json.RawMessage // for vocab.DecisionResult
 	Message                     string          // for vocab.DecisionFail and vocab.DecisionReject: what the model is told
@@ -57,9 +61,10 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 		}
 		var action event.RequiredAction
 		_ = json.Unmarshal(r.RequiredAction, &action)
-		if action.ToolCallID != p.ToolCallID {
+		if (p.ToolCallID != "" && action.ToolCallID != p.ToolCallID) || (p.CallID != "" && action.CallID != p.CallID) {
 			return ErrActionMismatch
 		}
+		p.ToolCallID = action.ToolCallID
 		if !p.Decision.Answers(action.Type) {
 			return &DecisionError{Decision: p.Decision, Asks: action.Type}
 		}
