@@ -211,6 +211,7 @@ type runBody struct {
 type runList struct {
 	Data       []runBody `json:"data"`
 	NextCursor *string   `json:"next_cursor"`
+	HasMore    bool      `json:"has_more"`
 }
 
 type messageBody struct {
@@ -225,8 +226,9 @@ type messageBody struct {
 }
 
 type messageList struct {
-	Data      []messageBody `json:"data"`
-	NextAfter *int          `json:"next_after"`
+	Data       []messageBody `json:"data"`
+	NextCursor *string       `json:"next_cursor"`
+	HasMore    bool          `json:"has_more"`
 }
 
 // sameJSON reports whether got and want are the same JSON value.
@@ -316,7 +318,7 @@ func TestCreateRunText(t *testing.T) {
 		t.Fatalf("conversation: %v", conv)
 	}
 	msgs := want[messageList](t, b.do("GET", "/conversations/"+run.ConversationID+"/messages", ""), http.StatusOK)
-	if len(msgs.Data) != 1 || msgs.NextAfter != nil {
+	if len(msgs.Data) != 1 || msgs.NextCursor != nil || msgs.HasMore {
 		t.Fatalf("messages: %+v", msgs)
 	}
 	m := msgs.Data[0]
@@ -346,13 +348,13 @@ func TestCreateRunFull(t *testing.T) {
 	if len(msgs.Data) != 2 || msgs.Data[0].Role != "system" || msgs.Data[1].Role != "user" || msgs.Data[1].Seq != 2 {
 		t.Fatalf("messages: %+v", msgs)
 	}
-	// Paging by seq.
+	// Paging by cursor, as runs page.
 	page := want[messageList](t, b.do("GET", "/conversations/"+run.ConversationID+"/messages?limit=1", ""), http.StatusOK)
-	if len(page.Data) != 1 || page.NextAfter == nil || *page.NextAfter != 1 {
+	if len(page.Data) != 1 || page.Data[0].Seq != 1 || page.NextCursor == nil || !page.HasMore {
 		t.Fatalf("first page: %+v", page)
 	}
-	page = want[messageList](t, b.do("GET", "/conversations/"+run.ConversationID+"/messages?limit=1&after=1", ""), http.StatusOK)
-	if len(page.Data) != 1 || page.Data[0].Seq != 2 || page.NextAfter != nil {
+	page = want[messageList](t, b.do("GET", "/conversations/"+run.ConversationID+"/messages?limit=1&cursor="+*page.NextCursor, ""), http.StatusOK)
+	if len(page.Data) != 1 || page.Data[0].Seq != 2 || page.NextCursor != nil || page.HasMore {
 		t.Fatalf("second page: %+v", page)
 	}
 
@@ -411,6 +413,9 @@ func TestListRuns(t *testing.T) {
 			t.Fatalf("page of %d runs with limit 2", len(page.Data))
 		}
 		paged = append(paged, ids(page.Data)...)
+		if page.HasMore != (page.NextCursor != nil) {
+			t.Fatalf("has_more %v with next_cursor %v", page.HasMore, page.NextCursor)
+		}
 		if page.NextCursor == nil {
 			break
 		}
@@ -995,7 +1000,11 @@ func TestBadRequests(t *testing.T) {
 		{"other tenant's conversation get", "GET", "/conversations/" + existing.ConversationID, ``, []string{"X-Tenant-ID", "acme"}, 404, "conversation_not_found", ""},
 		{"other tenant's messages", "GET", "/conversations/" + existing.ConversationID + "/messages", ``, []string{"X-Tenant-ID", "acme"}, 404, "conversation_not_found", ""},
 		{"bad messages limit", "GET", "/conversations/" + existing.ConversationID + "/messages?limit=0", ``, nil, 422, "invalid_field", "limit"},
-		{"bad after", "GET", "/conversations/" + existing.ConversationID + "/messages?after=-1", ``, nil, 422, "invalid_field", "after"},
+		{"bad messages cursor", "GET", "/conversations/" + existing.ConversationID + "/messages?cursor=xyz", ``, nil, 422, "invalid_field", "cursor"},
+		{"a runs cursor for messages", "GET", "/conversations/" + existing.ConversationID + "/messages?cursor=cnVuczowMWEy", ``, nil, 422, "invalid_field", "cursor"},
+		{"after on messages", "GET", "/conversations/" + existing.ConversationID + "/messages?after=1", ``, nil, 400, "unknown_parameter", "after"},
+		{"after on runs", "GET", "/runs?limit=2&after=x", ``, nil, 400, "unknown_parameter", "after"},
+		{"a parameter of no route", "POST", "/runs/" + existing.ID + "/cancel?force=1", ``, nil, 400, "unknown_parameter", "force"},
 		{"no route", "GET", "/nope", ``, nil, 404, "not_found", ""},
 		{"events without a stream", "GET", "/runs/" + existing.ID + "/events", ``, nil, 501, "streaming_unavailable", ""},
 		{"wrong method", "DELETE", "/runs", ``, nil, 405, "method_not_allowed", ""},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -34,13 +35,19 @@ func (s *server) conversationGet(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// messagesList answers GET /conversations/{id}/messages: the messages after
-// seq "after", in order, a page at a time.
+// messagesList answers GET /conversations/{id}/messages: the messages in
+// order, a page at a time.
 func (s *server) messagesList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	after, err := intParam(q, "after", 0, 0, 1<<31-1)
-	if err != nil {
-		return err
+	after := 0
+	if v := q.Get("cursor"); v != "" {
+		pos, err := decodeCursor(v, cursorMessages)
+		if err != nil {
+			return err
+		}
+		if after, err = strconv.Atoi(pos); err != nil || after < 0 {
+			return errBadCursor
+		}
 	}
 	limit, err := intParam(q, "limit", defaultMessageLimit, 1, maxMessageLimit)
 	if err != nil {
@@ -54,15 +61,7 @@ func (s *server) messagesList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := messageListJSON{Data: make([]messageJSON, 0, min(len(msgs), limit))}
-	if len(msgs) > limit {
-		msgs = msgs[:limit]
-		next := msgs[limit-1].Seq
-		out.NextAfter = &next
-	}
-	for _, m := range msgs {
-		out.Data = append(out.Data, messageView(m))
-	}
-	s.writeJSON(w, r, http.StatusOK, out)
+	s.writeJSON(w, r, http.StatusOK, page(msgs, limit, messageView,
+		func(m persist.Message) string { return encodeCursor(cursorMessages, strconv.Itoa(m.Seq)) }))
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 const (
 	CodeInvalidJSON          = "invalid_json"           // 400: the body is not one JSON value
 	CodeInvalidField         = "invalid_field"          // 422: a field, parameter or header is wrong; "field" names it
+	CodeUnknownParameter     = "unknown_parameter"      // 400: a query parameter the route does not take; "field" names it
 	CodeInvalidValue         = "invalid_value"          // 422: the database refused a value of the request as data
 	CodeBodyTooLarge         = "body_too_large"         // 413
 	CodeBodyTimeout          = "body_timeout"           // 408: the body did not arrive within the server's body timeout

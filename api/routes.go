@@ -3,8 +3,12 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -34,6 +38,16 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /conversations/{id}":          auth.RunsRead,
 	"GET /conversations/{id}/messages": auth.RunsRead,
 	"GET /tools":                       auth.RunsRead,
+}
+
+// RouteParams are the query parameters each route takes; a route not named
+// here takes none. Any other parameter is refused (400 unknown_parameter),
+// so that a misspelt one is never ignored (a paginator sending "after" to
+// a list that pages by "cursor" would get its first page again, forever).
+var RouteParams = map[string][]string{
+	"GET /runs":                        {"status", "conversation_id", "limit", "cursor"},
+	"GET /runs/{id}/events":            {"after"},
+	"GET /conversations/{id}/messages": {"limit", "cursor"},
 }
 
 // routes builds the router. Every route here is in openapi.yaml
@@ -167,9 +181,31 @@ func (s *server) guard(next http.Handler) http.Handler {
 				route+" needs the "+string(need)+" scope"))
 			return
 		}
+		if err := checkParams(route, r.URL.Query()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		if slot, _ := ctx.Value(keyCallerSlot).(*callerSlot); slot != nil {
 			slot.tenant, slot.actor = c.tenant, c.Actor
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, keyCaller, c)))
 	})
+}
+
+// checkParams refuses a query parameter that route does not take.
+func checkParams(route string, q url.Values) error {
+	known := RouteParams[route]
+	for name := range q {
+		if !slices.Contains(known, name) {
+			takes := "no query parameters"
+			if len(known) > 0 {
+				takes = "only " + strings.Join(known, ", ")
+			}
+			e := newError(http.StatusBadRequest, CodeUnknownParameter, "Unknown parameter",
+				fmt.Sprintf("%s takes %s, not %q", route, takes, clip(name, 64)))
+			e.field = clip(name, 64)
+			return e
+		}
+	}
+	return nil
 }

@@ -69,6 +69,11 @@ func TestEveryRouteHasAScope(t *testing.T) {
 			t.Errorf("api.RouteScopes names %s, which is no route", r)
 		}
 	}
+	for r := range api.RouteParams {
+		if !slices.Contains(routes, r) {
+			t.Errorf("api.RouteParams names %s, which is no route", r)
+		}
+	}
 	if len(routes) < 14 {
 		t.Fatalf("walked %d routes: %v", len(routes), routes)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -142,8 +143,11 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if v := q.Get("cursor"); v != "" {
-		if p.Before, err = decodeCursor(v); err != nil {
+		if p.Before, err = decodeCursor(v, cursorRuns); err != nil {
 			return err
+		}
+		if _, err := uuid.Parse(p.Before); err != nil {
+			return errBadCursor
 		}
 	}
 	p.Limit = limit + 1 // one more tells whether there is a next page
@@ -151,34 +155,35 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := runListJSON{Data: make([]runJSON, 0, min(len(runs), limit))}
-	if len(runs) > limit {
-		runs = runs[:limit]
-		c := encodeCursor(runs[limit-1].ID)
-		out.NextCursor = &c
-	}
-	for _, run := range runs {
-		out.Data = append(out.Data, runView(run))
-	}
-	s.writeJSON(w, r, http.StatusOK, out)
+	s.writeJSON(w, r, http.StatusOK, page(runs, limit, runView,
+		func(r persist.Run) string { return encodeCursor(cursorRuns, r.ID) }))
 	return nil
 }
 
-// encodeCursor makes the opaque cursor that follows the run with id.
-func encodeCursor(id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(id))
+// A cursor names its list, so that one list's cursor is refused by another.
+const (
+	cursorRuns     = "runs:"
+	cursorMessages = "messages:"
+)
+
+var errBadCursor = fieldError("cursor", "is not a cursor this list gave: pass next_cursor as it came")
+
+// encodeCursor makes the opaque cursor of list that follows position.
+func encodeCursor(list, position string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(list + position))
 }
 
-func decodeCursor(c string) (string, error) {
+// decodeCursor returns the position of a cursor of list.
+func decodeCursor(c, list string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil {
-		return "", fieldError("cursor", "is not a cursor given by this API")
+		return "", errBadCursor
 	}
-	id, err := uuid.Parse(string(b))
-	if err != nil {
-		return "", fieldError("cursor", "is not a cursor given by this API")
+	pos, ok := strings.CutPrefix(string(b), list)
+	if !ok {
+		return "", errBadCursor
 	}
-	return id.String(), nil
+	return pos, nil
 }
 
 // intParam reads an optional integer query parameter within [lo, hi].

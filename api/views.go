@@ -262,17 +262,28 @@ type listJSON[T any] struct {
 	Data []T `json:"data"`
 }
 
-// runListJSON is a page of runs; next_cursor is null on the last page.
-type runListJSON struct {
-	Data       []runJSON `json:"data"`
-	NextCursor *string   `json:"next_cursor"`
+// pageJSON is a page of a paged list, the same on every such route:
+// next_cursor, passed as "cursor", gives the next page; it is null and
+// has_more false on the last page.
+type pageJSON[T any] struct {
+	Data       []T     `json:"data"`
+	NextCursor *string `json:"next_cursor"`
+	HasMore    bool    `json:"has_more"`
 }
 
-// messageListJSON is a page of messages; next_after, the seq to pass as
-// "after" for the next page, is null on the last page.
-type messageListJSON struct {
-	Data      []messageJSON `json:"data"`
-	NextAfter *int          `json:"next_after"`
+// page makes the page of items, fetched with one more than limit: when that
+// one came, it is dropped and next is the cursor after the last item kept.
+func page[R, T any](items []R, limit int, view func(R) T, next func(R) string) pageJSON[T] {
+	out := pageJSON[T]{Data: make([]T, 0, min(len(items), limit))}
+	if len(items) > limit {
+		items = items[:limit]
+		c := next(items[limit-1])
+		out.NextCursor, out.HasMore = &c, true
+	}
+	for _, it := range items {
+		out.Data = append(out.Data, view(it))
+	}
+	return out
 }
 
 func nullString[T ~string](s T) *T {
