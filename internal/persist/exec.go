@@ -404,6 +404,9 @@ func (o RunEnd) queue(b *batch) error {
 		lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL, stall_claims = 0,
 		finished_at = CASE WHEN $6 THEN now() END, output = $7
 		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action, o.Status.Stopped(), output)
+	if o.Status == vocab.StatusCancelled || o.Status == vocab.StatusInterrupted {
+		b.exec("abort unanswered input", abortUnanswered, o.ID)
+	}
 	return nil
 }
 

@@ -176,6 +176,11 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, re
 	if err != nil {
 		return 0, err
 	}
+	if status == vocab.StatusCancelled {
+		if _, err := tx.Exec(ctx, abortUnanswered, r.ID); err != nil {
+			return 0, fmt.Errorf("abort unanswered input: %w", err)
+		}
+	}
 	var runErr *event.Error
 	if status == vocab.StatusTimedOut {
 		runErr = &event.Error{Message: "the run's total timeout elapsed while it waited for a client's decision"}
@@ -314,6 +319,9 @@ func (s *Store) RunResume(ctx context.Context, tenantID, id, actor string) (Run,
 			WHERE id = $1`, id, nullIfEmpty(actor)); err != nil {
 			return err
 		}
+		if _, err := tx.Exec(ctx, restoreInput, id); err != nil {
+			return fmt.Errorf("restore input: %w", err)
+		}
 		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, id)
 		return err
 	})
@@ -352,6 +360,9 @@ func (s *Store) RunInterrupt(ctx context.Context, id string) (Run, error) {
 			if err != nil {
 				return err
 			}
+			if _, err := tx.Exec(ctx, abortUnanswered, id); err != nil {
+				return fmt.Errorf("abort unanswered input: %w", err)
+			}
 			_, err = tx.Exec(ctx, `UPDATE runs SET status = 'interrupted', terminal_reason = 'interrupted',
 				finished_at = now(), updated_at = now(), last_event_seq = $2 WHERE id = $1`, id, lastSeq)
 			return err
@@ -386,3 +397,15 @@ func nullIfEmpty(s string) *string {
 	}
 	return &s
 }
+
+// abortUnanswered marks aborted the input of run that ends cancelled or
+// interrupted before any answer of its own was committed: a later run of
+// the conversation must not be sent a question nobody answered (the model
+// is sent completed messages only). A resume gives it back (restoreInput).
+const abortUnanswered = `UPDATE messages SET status = 'aborted'
+	WHERE run_id = $1 AND status = 'completed' AND role IN ('user', 'system')
+	AND NOT EXISTS (SELECT 1 FROM messages a WHERE a.run_id = $1 AND a.role = 'assistant')`
+
+// restoreInput undoes abortUnanswered for a run queued again.
+const restoreInput = `UPDATE messages SET status = 'completed'
+	WHERE run_id = $1 AND status = 'aborted' AND role IN ('user', 'system')`
