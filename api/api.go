@@ -87,11 +87,11 @@ type RunDefaults struct {
 	MaxStepsLimit int
 	// Timeouts are the defaults of the timeouts a request does not give, in
 	// milliseconds (defaults: total 600000, step 120000, idle 60000, tool
-	// 60000). A zero field takes its default.
+	// 60000, action 86400000). A zero field takes its default.
 	Timeouts persist.Timeouts
 	// MaxTimeouts are the ceilings of the timeouts a client may ask for, in
 	// milliseconds (defaults: total 86400000 (24 h), step 3600000 (1 h),
-	// idle 600000 (10 min), tool 3600000 (1 h)). A client's 0 asks for the
+	// idle 600000 (10 min), tool 3600000 (1 h), action 604800000 (7 days)). A client's 0 asks for the
 	// ceiling, so that no run is unbounded. A zero field takes its default;
 	// a default above its ceiling is lowered to it.
 	MaxTimeouts persist.Timeouts
@@ -159,6 +159,8 @@ const (
 	DefaultMaxStepMS     = 60 * 60 * 1000
 	DefaultMaxIdleMS     = 10 * 60 * 1000
 	DefaultMaxToolMS     = 60 * 60 * 1000
+	DefaultActionMS      = persist.DefaultActionMS
+	DefaultMaxActionMS   = 7 * 24 * 60 * 60 * 1000
 )
 
 // server holds the handlers' dependencies.
@@ -230,14 +232,17 @@ func newServer(cfg Config) *server {
 	setDefault(&d.Timeouts.StepMS, DefaultStepMS)
 	setDefault(&d.Timeouts.IdleMS, DefaultIdleMS)
 	setDefault(&d.Timeouts.ToolMS, DefaultToolMS)
+	setDefault(&d.Timeouts.ActionMS, DefaultActionMS)
 	setDefault(&d.MaxTimeouts.TotalMS, DefaultMaxTotalMS)
 	setDefault(&d.MaxTimeouts.StepMS, DefaultMaxStepMS)
 	setDefault(&d.MaxTimeouts.IdleMS, DefaultMaxIdleMS)
 	setDefault(&d.MaxTimeouts.ToolMS, DefaultMaxToolMS)
+	setDefault(&d.MaxTimeouts.ActionMS, DefaultMaxActionMS)
 	d.Timeouts.TotalMS = min(d.Timeouts.TotalMS, d.MaxTimeouts.TotalMS)
 	d.Timeouts.StepMS = min(d.Timeouts.StepMS, d.MaxTimeouts.StepMS)
 	d.Timeouts.IdleMS = min(d.Timeouts.IdleMS, d.MaxTimeouts.IdleMS)
 	d.Timeouts.ToolMS = min(d.Timeouts.ToolMS, d.MaxTimeouts.ToolMS)
+	d.Timeouts.ActionMS = min(d.Timeouts.ActionMS, d.MaxTimeouts.ActionMS)
 	reg := cfg.Registerer
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer

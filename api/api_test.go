@@ -292,7 +292,7 @@ func TestCreateRunText(t *testing.T) {
 		string(run.Error) != "null" || string(run.RequiredAction) != "null" {
 		t.Fatalf("new run: %s", r.body)
 	}
-	if run.Timeouts != (persist.Timeouts{TotalMS: 600000, StepMS: 120000, IdleMS: 60000, ToolMS: 60000}) {
+	if run.Timeouts != (persist.Timeouts{TotalMS: 600000, StepMS: 120000, IdleMS: 60000, ToolMS: 60000, ActionMS: api.DefaultActionMS}) {
 		t.Fatalf("default timeouts: %+v", run.Timeouts)
 	}
 	// Every key is present, absent values as null.
@@ -341,7 +341,7 @@ func TestCreateRunFull(t *testing.T) {
 		!sameJSON(t, run.Metadata, `{"user": "u1", "n": [1, 2]}`) {
 		t.Fatalf("run: %+v metadata %s", run, run.Metadata)
 	}
-	if run.Timeouts != (persist.Timeouts{TotalMS: 600000, StepMS: 1000, IdleMS: api.DefaultMaxIdleMS, ToolMS: 60000}) { // 0: the ceiling
+	if run.Timeouts != (persist.Timeouts{TotalMS: 600000, StepMS: 1000, IdleMS: api.DefaultMaxIdleMS, ToolMS: 60000, ActionMS: api.DefaultActionMS}) { // 0: the ceiling
 		t.Fatalf("timeouts: %+v", run.Timeouts)
 	}
 	msgs := want[messageList](t, b.do("GET", "/conversations/"+run.ConversationID+"/messages", ""), http.StatusOK)

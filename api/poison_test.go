@@ -93,13 +93,13 @@ func TestInputBounds(t *testing.T) {
 func TestTimeoutCeilings(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *api.Config) {
-		c.Defaults.MaxTimeouts = persist.Timeouts{TotalMS: 5000, StepMS: 4000, IdleMS: 3000, ToolMS: 2000}
+		c.Defaults.MaxTimeouts = persist.Timeouts{TotalMS: 5000, StepMS: 4000, IdleMS: 3000, ToolMS: 2000, ActionMS: 1000}
 	})
 	r := b.createRun(`{"input":"x","timeouts":{"total_ms":0,"step_ms":100,"idle_ms":0}}`)
-	if r.Timeouts != (persist.Timeouts{TotalMS: 5000, StepMS: 100, IdleMS: 3000, ToolMS: 2000}) {
+	if r.Timeouts != (persist.Timeouts{TotalMS: 5000, StepMS: 100, IdleMS: 3000, ToolMS: 2000, ActionMS: 1000}) {
 		t.Fatalf("timeouts %+v: want 0 to take the ceiling and the defaults lowered to it", r.Timeouts)
 	}
-	for _, field := range []string{"total_ms", "step_ms", "idle_ms", "tool_ms"} {
+	for _, field := range []string{"total_ms", "step_ms", "idle_ms", "tool_ms", "action_ms"} {
 		p := wantProblem(t, b.do("POST", "/runs", `{"input":"x","timeouts":{"`+field+`":5001}}`), http.StatusUnprocessableEntity, "invalid_field")
 		if p.Field != "timeouts."+field {
 			t.Errorf("%s over its ceiling: field %q", field, p.Field)

@@ -50,10 +50,11 @@ type createRunRequest struct {
 }
 
 type timeoutsRequest struct {
-	TotalMS *int64 `json:"total_ms"`
-	StepMS  *int64 `json:"step_ms"`
-	IdleMS  *int64 `json:"idle_ms"`
-	ToolMS  *int64 `json:"tool_ms"`
+	TotalMS  *int64 `json:"total_ms"`
+	StepMS   *int64 `json:"step_ms"`
+	IdleMS   *int64 `json:"idle_ms"`
+	ToolMS   *int64 `json:"tool_ms"`
+	ActionMS *int64 `json:"action_ms"`
 }
 
 // inputMessage is one element of an "input" array.
@@ -348,6 +349,7 @@ func (s *server) timeouts(t *timeoutsRequest) (persist.Timeouts, error) {
 		{"timeouts.step_ms", t.StepMS, ceil.StepMS, &out.StepMS},
 		{"timeouts.idle_ms", t.IdleMS, ceil.IdleMS, &out.IdleMS},
 		{"timeouts.tool_ms", t.ToolMS, ceil.ToolMS, &out.ToolMS},
+		{"timeouts.action_ms", t.ActionMS, ceil.ActionMS, &out.ActionMS},
 	} {
 		switch {
 		case f.in == nil:

@@ -61,7 +61,7 @@ func runView(r persist.Run) runJSON {
 		Instructions:   nullString(r.Params.Instructions),
 		Tools:          r.Params.Tools,
 		MaxSteps:       r.Params.MaxSteps,
-		Timeouts:       r.Params.Timeouts,
+		Timeouts:       timeoutsView(r.Params.Timeouts),
 		OnDisconnect:   r.Params.OnDisconnect,
 		IfBusy:         r.Params.IfBusy,
 		Metadata:       md,
@@ -307,4 +307,13 @@ func utc(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// timeoutsView is a run's timeouts; a run stored before action timeouts
+// existed waits DefaultActionMS.
+func timeoutsView(t persist.Timeouts) persist.Timeouts {
+	if t.ActionMS <= 0 {
+		t.ActionMS = persist.DefaultActionMS
+	}
+	return t
 }

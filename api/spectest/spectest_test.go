@@ -54,7 +54,7 @@ func TestValidEventsPass(t *testing.T) {
 			`"finish_reason":"tool_calls","usage":{"input_tokens":3,"output_tokens":2,"cached_input_tokens":0,"reasoning_tokens":0}}`)},
 		{Type: "tool_call.completed", Data: envelope(6, "tool_call.completed", 1, `{"tool_call_id":"`+callID+`","call_id":"call_0",`+
 			`"name":"clock","status":"succeeded","result":{"now":"2025-01-02T03:04:05Z"}}`)},
-		{Type: "run.completed", Data: envelope(7, "run.completed", 1, `{"status":"completed","reason":"completed"}`)},
+		{Type: "run.completed", Data: envelope(7, "run.completed", 1, `{"status":"completed","reason":"completed","output_text":"4"}`)},
 	}
 	r := &recorder{TB: t}
 	CheckEvents(r, evs)
@@ -73,7 +73,7 @@ func TestInvalidEventsFail(t *testing.T) {
 		{"missing required field", "run.created",
 			envelope(1, "run.created", 0, `{"conversation_id":"`+convID+`","status":"queued"}`), "model"},
 		{"wrong enum value", "run.completed",
-			envelope(9, "run.completed", 2, `{"status":"completed","reason":"finished"}`), "reason"},
+			envelope(9, "run.completed", 2, `{"status":"completed","reason":"finished","output_text":""}`), "reason"},
 		{"wrong const", "run.cancelled",
 			envelope(9, "run.cancelled", 2, `{"status":"failed","reason":"cancelled"}`), "status"},
 		{"unknown type", "run.exploded",

@@ -36,7 +36,7 @@ type config struct {
 	MaxBodyBytes   int64
 	MaxConns       int
 	Committers     int
-	MaxTimeouts    [4]time.Duration // total, step, idle, tool
+	MaxTimeouts    [5]time.Duration // total, step, idle, tool, action
 	CORSOrigins    []string
 	BodyTimeout    time.Duration
 	CallsPerStep   int
@@ -92,6 +92,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	maxTotal := fs.String("max-total-timeout", env("AGENTD_MAX_TOTAL_TIMEOUT", "24h"), "the longest total timeout a client may ask for; 0 asks for it (AGENTD_MAX_TOTAL_TIMEOUT)")
 	maxStep := fs.String("max-step-timeout", env("AGENTD_MAX_STEP_TIMEOUT", "1h"), "the longest step timeout a client may ask for (AGENTD_MAX_STEP_TIMEOUT)")
 	maxIdle := fs.String("max-idle-timeout", env("AGENTD_MAX_IDLE_TIMEOUT", "10m"), "the longest model idle timeout a client may ask for (AGENTD_MAX_IDLE_TIMEOUT)")
+	maxAction := fs.String("max-action-timeout", env("AGENTD_MAX_ACTION_TIMEOUT", "168h"), "the longest a run may wait for a client's decision, which its total timeout does not count (AGENTD_MAX_ACTION_TIMEOUT)")
 	maxTool := fs.String("max-tool-timeout", env("AGENTD_MAX_TOOL_TIMEOUT", "1h"), "the longest tool attempt timeout a client may ask for (AGENTD_MAX_TOOL_TIMEOUT)")
 	bodyTimeout := fs.String("body-timeout", env("AGENTD_BODY_TIMEOUT", "30s"), "how long a request body may take to arrive; a slower one gets 408 (AGENTD_BODY_TIMEOUT)")
 	var corsOrigins string
@@ -157,8 +158,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.ShutdownGrace = dur("shutdown-grace", *grace)
 	c.BodyTimeout = dur("body-timeout", *bodyTimeout)
 	c.KeyCacheTTL = dur("key-cache-ttl", *keyCache)
-	c.MaxTimeouts = [4]time.Duration{dur("max-total-timeout", *maxTotal), dur("max-step-timeout", *maxStep),
-		dur("max-idle-timeout", *maxIdle), dur("max-tool-timeout", *maxTool)}
+	c.MaxTimeouts = [5]time.Duration{dur("max-total-timeout", *maxTotal), dur("max-step-timeout", *maxStep),
+		dur("max-idle-timeout", *maxIdle), dur("max-tool-timeout", *maxTool), dur("max-action-timeout", *maxAction)}
 	switch strings.ToLower(migrate) {
 	case "true", "1", "yes":
 		c.Migrate = true

@@ -196,7 +196,8 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		Auth: authn, Quotas: cfg.Quotas,
 		Defaults: api.RunDefaults{Model: modelName, MaxTimeouts: persist.Timeouts{
 			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
-			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds()}},
+			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds(),
+			ActionMS: cfg.MaxTimeouts[4].Milliseconds()}},
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		CORSOrigins:  cfg.CORSOrigins,
 		BodyTimeout:  cfg.BodyTimeout,

@@ -89,10 +89,17 @@ func Of(step int, p Payload) In { return In{Step: step, Data: p} }
 
 // Error says why something failed: a tool attempt or call ("kind" is the
 // tool failure's kind), a model call, or a run that timed out (no kind).
+// For a model call, the Provider fields are what the model's endpoint said
+// (its error body's code, message and type, or an excerpt of a body that
+// was no OpenAI error), capped and without the API key; Message says it in
+// words a user understands, and includes the provider's message.
 type Error struct {
-	Kind    string `json:"kind,omitempty"`
-	Message string `json:"message"`
-	Status  int    `json:"status,omitempty"` // the HTTP status a tool answered, when it answered one
+	Kind            string `json:"kind,omitempty"`
+	Message         string `json:"message"`
+	ProviderCode    string `json:"provider_code,omitempty"`    // e.g. invalid_api_key
+	ProviderMessage string `json:"provider_message,omitempty"` // at most about 500 bytes
+	ProviderType    string `json:"provider_type,omitempty"`    // e.g. invalid_request_error
+	Status          int    `json:"status,omitempty"`           // the HTTP error status a tool or the model's endpoint answered, when it answered one
 }
 
 // RequiredAction is what a run in requires_action waits for: a decision on

@@ -92,6 +92,9 @@ type ToolAttemptFailedData struct {
 const (
 	ResolvedByClient     = "client"     // a decision on POST /runs/{id}/actions
 	ResolvedByReconciler = "reconciler" // the tool's reconciler
+	// ResolvedByActionTimeout: no decision came within the run's action
+	// timeout; the approval was rejected, the unknown outcome failed.
+	ResolvedByActionTimeout = "action_timeout"
 )
 
 // ToolCallCompletedData is the data of tool_call.completed: by the executor

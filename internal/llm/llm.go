@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -101,24 +102,58 @@ const (
 	KindConnection      ErrorKind = "connection"       // reset, refused, truncated stream
 	KindIdle            ErrorKind = "idle_timeout"     // no chunk within the idle timeout
 	KindBadRequest      ErrorKind = "bad_request"      // 400 and other 4xx
-	KindAuth            ErrorKind = "auth"             // 401, 403
+	KindAuth            ErrorKind = "auth"             // 401, 403, or the provider says the key is invalid
 	KindContextOverflow ErrorKind = "context_overflow" // the prompt is too long for the model
 	KindCancelled       ErrorKind = "cancelled"        // the caller's context ended
 )
 
-// Error is a classified model failure.
+// Error is a classified model failure. Code, Type and Message are what the
+// provider said about it, when it said anything: the fields of an
+// OpenAI-style error body ({"error":{"message","type","code"}}), of an error
+// event inside a stream, or, for a body that is not one (an HTML or plain
+// 404 page), an excerpt of the body as Message. They are capped in size and
+// never hold the adapter's API key (it is replaced by "[redacted]", as is
+// any bearer token), so they may be shown and stored; so may Error's text.
 type Error struct {
 	Kind       ErrorKind
-	Status     int           // HTTP status, 0 when there was none
+	Status     int           // HTTP status, 0 when there was none (200 for an error inside a stream)
+	Code       string        // the provider's error code, e.g. invalid_api_key
+	Type       string        // the provider's error type, e.g. invalid_request_error
+	Message    string        // the provider's message, at most MaxMessageBytes
 	RetryAfter time.Duration // from a Retry-After header, 0 when absent
 	Err        error
 }
 
+// MaxMessageBytes caps Error.Message: a provider's message is cut to it, on
+// a rune boundary; MaxExcerptBytes caps the excerpt of an error body that is
+// not OpenAI's shape (most of an HTML page is markup).
+const (
+	MaxMessageBytes = 500
+	MaxExcerptBytes = 200
+)
+
 func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("model ")
+	b.WriteString(string(e.Kind))
 	if e.Status != 0 {
-		return fmt.Sprintf("model %s (status %d): %v", e.Kind, e.Status, e.Err)
+		fmt.Fprintf(&b, " (status %d)", e.Status)
 	}
-	return fmt.Sprintf("model %s: %v", e.Kind, e.Err)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	switch {
+	case e.Code != "" && e.Type != "":
+		fmt.Fprintf(&b, " [%s, %s]", e.Code, e.Type)
+	case e.Code != "" || e.Type != "":
+		fmt.Fprintf(&b, " [%s]", e.Code+e.Type)
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

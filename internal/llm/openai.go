@@ -2,6 +2,7 @@ package llm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +31,8 @@ type OpenAIConfig struct {
 	// OPENAI_BASE_URL).
 	BaseURL string
 	// APIKey is sent as a bearer token. Empty means the SDK's default
-	// (OPENAI_API_KEY).
+	// (OPENAI_API_KEY). It is scrubbed from every error the adapter returns,
+	// in case a provider echoes it.
 	APIKey string
 	// IdleTimeout ends a request when no chunk arrives for that long
 	// (including the wait for the response headers); 0 disables it.
@@ -55,6 +58,7 @@ type OpenAI struct {
 	client openai.Client
 	http   *http.Client
 	idle   time.Duration
+	key    string // the API key sent, scrubbed from errors
 }
 
 // NewOpenAI returns an adapter configured by cfg.
@@ -76,7 +80,10 @@ func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	if cfg.APIKey != "" {
 		opts = append(opts, option.WithAPIKey(cfg.APIKey))
 	}
-	return &OpenAI{client: openai.NewClient(opts...), http: hc, idle: cfg.IdleTimeout}
+	// The SDK reads OPENAI_API_KEY when no key is given; that is the key
+	// to keep out of errors then.
+	key := cmp.Or(cfg.APIKey, os.Getenv("OPENAI_API_KEY"))
+	return &OpenAI{client: openai.NewClient(opts...), http: hc, idle: cfg.IdleTimeout, key: key}
 }
 
 // CloseIdleConnections closes the connections the adapter's HTTP client
@@ -371,12 +378,9 @@ func (s *chunkStream) next() bool {
 	s.cur = chunk{}
 	err := json.Unmarshal(ev.Data, &s.cur)
 	if len(s.cur.Error) > 0 && string(s.cur.Error) != "null" { // "error": null is no error
-		msg := string(s.cur.Error)
-		var text string
-		if json.Unmarshal(s.cur.Error, &text) == nil {
-			msg = text
-		}
-		s.err = &ssestream.StreamError{Message: "received error while streaming: " + msg, Event: ev}
+		// What the event says goes on the *Error, scrubbed and capped, by
+		// classify; the raw text may hold what must not be shown.
+		s.err = &ssestream.StreamError{Message: "the stream carried an error event", Event: ev}
 		return false
 	}
 	var typeErr *json.UnmarshalTypeError
@@ -491,8 +495,16 @@ func (a *assembler) response() Response {
 
 // classify turns a failed request into an *Error. ctx is the caller's
 // context, sctx the request's (ctx plus the idle timer), res the last HTTP
-// response seen, if any.
+// response seen, if any. What the provider said about the failure (an
+// error body, an error event) is kept on the *Error; no text of it holds
+// the API key.
 func (m *OpenAI) classify(ctx, sctx context.Context, err error, res *http.Response, idleFor time.Duration) *Error {
+	e := m.classifyErr(ctx, sctx, err, res, idleFor)
+	e.Err = m.scrubErr(e.Err)
+	return e
+}
+
+func (m *OpenAI) classifyErr(ctx, sctx context.Context, err error, res *http.Response, idleFor time.Duration) *Error {
 	if ctx.Err() != nil {
 		return &Error{Kind: KindCancelled, Err: context.Cause(ctx)}
 	}
@@ -501,34 +513,42 @@ func (m *OpenAI) classify(ctx, sctx context.Context, err error, res *http.Respon
 	}
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
-		var h http.Header
-		if apiErr.Response != nil {
-			h = apiErr.Response.Header
+		r := cmp.Or(apiErr.Response, res)
+		s := m.errorBody(r)
+		if s == (said{}) {
+			s = said{code: m.clip(apiErr.Code, maxCodeBytes), typ: m.clip(apiErr.Type, maxCodeBytes),
+				msg: m.clip(apiErr.Message, MaxMessageBytes)}
 		}
-		return classifyStatus(apiErr.StatusCode, h, apiErr.Code, apiErr.Message, err)
+		var h http.Header
+		if r != nil {
+			h = r.Header
+		}
+		return classifyStatus(apiErr.StatusCode, h, s, err)
 	}
 	var streamErr *ssestream.StreamError
 	if errors.As(err, &streamErr) {
 		// An error event inside a 200 stream: the provider failed mid-way.
-		var body struct {
-			Error struct {
-				Code    json.RawMessage `json:"code"`
-				Message string          `json:"message"`
-				Type    string          `json:"type"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(streamErr.Event.Data, &body)
-		code := strings.Trim(string(body.Error.Code), `"`)
+		s := m.providerSaid(streamErr.Event.Data)
+		e := &Error{Status: statusOf(res), Err: err}
 		switch {
-		case isOverflow(code, body.Error.Message):
-			return &Error{Kind: KindContextOverflow, Status: statusOf(res), Err: err}
-		case strings.Contains(code, "rate_limit") || strings.Contains(body.Error.Type, "rate_limit"):
-			return &Error{Kind: KindRateLimited, Status: statusOf(res), Err: err}
+		case isOverflow(s.code, s.msg):
+			e.Kind = KindContextOverflow
+		case isAuth(s):
+			// A key refused mid-stream (a proxy checks it upstream) is
+			// refused again on a retry.
+			e.Kind = KindAuth
+		case strings.Contains(s.code, "rate_limit") || strings.Contains(s.typ, "rate_limit"):
+			e.Kind = KindRateLimited
+		default:
+			e.Kind = KindServer
 		}
-		return &Error{Kind: KindServer, Status: statusOf(res), Err: err}
+		return e.with(s)
 	}
 	if res != nil && res.StatusCode >= 400 {
-		return classifyStatus(res.StatusCode, res.Header, "", "", err)
+		// An error status whose body the SDK could not read as OpenAI's
+		// error (an HTML or plain page, {"detail": ...}).
+		return classifyStatus(res.StatusCode, res.Header, m.errorBody(res),
+			fmt.Errorf("%d %s (the SDK did not read its body: %w)", res.StatusCode, http.StatusText(res.StatusCode), err))
 	}
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
@@ -541,26 +561,28 @@ func (m *OpenAI) classify(ctx, sctx context.Context, err error, res *http.Respon
 	return &Error{Kind: KindConnection, Status: statusOf(res), Err: err}
 }
 
-// classifyStatus classifies an HTTP error status; code and msg come from the
-// error body, when there was one.
-func classifyStatus(status int, h http.Header, code, msg string, err error) *Error {
+// classifyStatus classifies an HTTP error status; s is what its body said.
+func classifyStatus(status int, h http.Header, s said, err error) *Error {
 	e := &Error{Status: status, Err: err, RetryAfter: retryAfter(h, time.Now())}
 	switch {
-	case status == http.StatusTooManyRequests:
-		e.Kind = KindRateLimited
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		e.Kind = KindAuth
+	case isAuth(s):
+		// A proxy's 400 or 5xx that says the key is wrong: no retry mends it.
+		e.Kind = KindAuth
+	case status == http.StatusTooManyRequests:
+		e.Kind = KindRateLimited
 	case status == http.StatusRequestTimeout:
 		// The server gave up waiting for our request: a retry may mend it.
 		e.Kind = KindConnection
-	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && isOverflow(code, msg):
+	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && isOverflow(s.code, s.msg):
 		e.Kind = KindContextOverflow
 	case status >= 500:
 		e.Kind = KindServer
 	default:
 		e.Kind = KindBadRequest
 	}
-	return e
+	return e.with(s)
 }
 
 // isOverflow reports whether an error body says the prompt is longer than

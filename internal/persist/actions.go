@@ -56,56 +56,7 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 		if err != nil {
 			return notFound(err, ErrRunNotFound)
 		}
-		if r.Status != vocab.StatusRequiresAction {
-			return fmt.Errorf("run is %s: %w", r.Status, ErrRunNotWaiting)
-		}
-		var action event.RequiredAction
-		_ = json.Unmarshal(r.RequiredAction, &action)
-		if (p.ToolCallID != "" && action.ToolCallID != p.ToolCallID) || (p.CallID != "" && action.CallID != p.CallID) {
-			return ErrActionMismatch
-		}
-		p.ToolCallID = action.ToolCallID
-		if !p.Decision.Answers(action.Type) {
-			return &DecisionError{Decision: p.Decision, Asks: action.Type}
-		}
-		var data event.Payload
-		switch p.Decision {
-		case vocab.DecisionApprove:
-			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'planned' WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID)
-			data = event.ToolCallApprovedData{Actor: p.Actor, ResolvedBy: event.ResolvedByClient, Status: vocab.CallPlanned, ToolCallID: p.ToolCallID}
-		case vocab.DecisionReject:
-			data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: vocab.CallAwaitingApproval, to: vocab.CallRejected,
-				err: event.Error{Kind: string(vocab.ToolErrRejected), Message: cmp.Or(p.Message, "the call was rejected by the client")}})
-		case vocab.DecisionResult:
-			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
-				WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
-			data = event.ToolCallCompletedData{Actor: p.Actor, ResolvedBy: event.ResolvedByClient, Result: p.Result, Status: vocab.CallSucceeded,
-				ToolCallID: p.ToolCallID}
-		case vocab.DecisionFail:
-			data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: vocab.CallUnknown, to: vocab.CallFailed,
-				err: event.Error{Kind: string(vocab.ToolErrClient), Message: cmp.Or(p.Message, "the tool call was failed by the client")}})
-		case vocab.DecisionRetry:
-			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', error = NULL WHERE id = $1 AND status = 'unknown'`, p.ToolCallID)
-			data = event.ToolCallRetryAllowedData{Actor: p.Actor, ResolvedBy: event.ResolvedByClient, Retry: true, Status: vocab.CallRunning,
-				ToolCallID: p.ToolCallID}
-		default:
-			return fmt.Errorf("unknown decision %q", p.Decision)
-		}
-		if err != nil {
-			return fmt.Errorf("resolve tool call: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE tool_calls SET decided_by = $2 WHERE id = $1`, p.ToolCallID, nullIfEmpty(p.Actor)); err != nil {
-			return fmt.Errorf("record who decided: %w", err)
-		}
-		lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq, []event.In{event.Of(r.StepCount, data)})
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', required_action = NULL, last_event_seq = $2,
-			resumed_by = $3, updated_at = now() WHERE id = $1`, r.ID, lastSeq, nullIfEmpty(p.Actor)); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, r.ID)
+		lastSeq, err = resolveLocked(ctx, tx, r, p, event.ResolvedByClient)
 		return err
 	})
 	if err != nil {
@@ -115,13 +66,83 @@ func (s *Store) RunResolveAction(ctx context.Context, p ActionParams) (Run, erro
 	return s.RunGet(ctx, p.TenantID, p.RunID)
 }
 
+// resolveLocked applies decision p to r, whose row the caller has locked,
+// as resolvedBy (a client, or the action timeout), and queues r again. It
+// returns the run's new last event seq.
+func resolveLocked(ctx context.Context, tx pgx.Tx, r Run, p ActionParams, resolvedBy string) (int64, error) {
+	if r.Status != vocab.StatusRequiresAction {
+		return 0, fmt.Errorf("run is %s: %w", r.Status, ErrRunNotWaiting)
+	}
+	var action event.RequiredAction
+	_ = json.Unmarshal(r.RequiredAction, &action)
+	if (p.ToolCallID != "" && action.ToolCallID != p.ToolCallID) || (p.CallID != "" && action.CallID != p.CallID) {
+		return 0, ErrActionMismatch
+	}
+	p.ToolCallID = action.ToolCallID
+	if !p.Decision.Answers(action.Type) {
+		return 0, &DecisionError{Decision: p.Decision, Asks: action.Type}
+	}
+	kind := func(k vocab.ToolErrorKind) string {
+		if resolvedBy == event.ResolvedByActionTimeout {
+			return string(vocab.ToolErrActionTimeout)
+		}
+		return string(k)
+	}
+	var data event.Payload
+	var err error
+	switch p.Decision {
+	case vocab.DecisionApprove:
+		_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'planned' WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID)
+		data = event.ToolCallApprovedData{Actor: p.Actor, ResolvedBy: resolvedBy, Status: vocab.CallPlanned, ToolCallID: p.ToolCallID}
+	case vocab.DecisionReject:
+		data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: vocab.CallAwaitingApproval, to: vocab.CallRejected,
+			resolvedBy: resolvedBy,
+			err:        event.Error{Kind: kind(vocab.ToolErrRejected), Message: cmp.Or(p.Message, "the call was rejected by the client")}})
+	case vocab.DecisionResult:
+		_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
+			WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
+		data = event.ToolCallCompletedData{Actor: p.Actor, ResolvedBy: resolvedBy, Result: p.Result, Status: vocab.CallSucceeded,
+			ToolCallID: p.ToolCallID}
+	case vocab.DecisionFail:
+		data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: vocab.CallUnknown, to: vocab.CallFailed,
+			resolvedBy: resolvedBy,
+			err:        event.Error{Kind: kind(vocab.ToolErrClient), Message: cmp.Or(p.Message, "the tool call was failed by the client")}})
+	case vocab.DecisionRetry:
+		_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', error = NULL WHERE id = $1 AND status = 'unknown'`, p.ToolCallID)
+		data = event.ToolCallRetryAllowedData{Actor: p.Actor, ResolvedBy: resolvedBy, Retry: true, Status: vocab.CallRunning,
+			ToolCallID: p.ToolCallID}
+	default:
+		return 0, fmt.Errorf("unknown decision %q", p.Decision)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("resolve tool call: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET decided_by = $2 WHERE id = $1`, p.ToolCallID, nullIfEmpty(p.Actor)); err != nil {
+		return 0, fmt.Errorf("record who decided: %w", err)
+	}
+	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, []event.In{event.Of(r.StepCount, data)})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', required_action = NULL, last_event_seq = $2,
+		resumed_by = $3, updated_at = now() WHERE id = $1`, r.ID, lastSeq, nullIfEmpty(p.Actor)); err != nil {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, resumeBudget, r.ID); err != nil {
+		return 0, fmt.Errorf("give back the total timeout: %w", err)
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, r.ID)
+	return lastSeq, err
+}
+
 // endCallParams say which call endCall ends, from which status to which,
 // and with what error the model is told.
 type endCallParams struct {
-	actor    string
-	id       string
-	from, to vocab.CallStatus
-	err      event.Error
+	actor      string
+	id         string
+	from, to   vocab.CallStatus
+	resolvedBy string
+	err        event.Error
 }
 
 // endCall moves a call waiting for a client's decision to a final status
@@ -133,5 +154,5 @@ func endCall(ctx context.Context, tx pgx.Tx, p endCallParams) (event.Payload, er
 	}
 	_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = $3, error = $4, finished_at = now()
 		WHERE id = $1 AND status = $2`, p.id, p.from, p.to, b)
-	return event.ToolCallCompletedData{Actor: p.actor, Error: &p.err, ResolvedBy: event.ResolvedByClient, Status: p.to, ToolCallID: p.id}, err
+	return event.ToolCallCompletedData{Actor: p.actor, Error: &p.err, ResolvedBy: p.resolvedBy, Status: p.to, ToolCallID: p.id}, err
 }

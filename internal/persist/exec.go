@@ -407,6 +407,9 @@ func (o RunEnd) queue(b *batch) error {
 	if o.Status == vocab.StatusCancelled || o.Status == vocab.StatusInterrupted {
 		b.exec("abort unanswered input", abortUnanswered, o.ID)
 	}
+	if o.Status == vocab.StatusRequiresAction {
+		b.exec("pause the total timeout", pauseBudget, o.ID)
+	}
 	return nil
 }
 

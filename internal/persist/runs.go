@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -262,11 +264,13 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-// RunsSweep ends runs that wait for a client past their deadline: they time
-// out (timed_out_total) and what they left open is closed (see closeOpen),
-// so that no run waits forever and its conversation is freed. (Runs left running by a dead
-// worker need no sweeper: any worker claims them once their lease expires.)
-// It returns how many it ended.
+// RunsSweep resolves what runs wait for once their action timeout passed
+// (a waiting run's deadline_at is the action's, its total timeout paused):
+// an approval is rejected, an unknown outcome failed, each with an error of
+// kind action_timeout that says so, and the run is queued again, so that
+// the model learns of it and no run waits forever. (Runs left running by a
+// dead worker need no sweeper: any worker claims them once their lease
+// expires.) It returns how many it resolved.
 func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 	ended := map[string]int64{}
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -278,7 +282,20 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 			return err
 		}
 		for _, r := range runs {
-			last, err := endLocked(ctx, tx, r, vocab.StatusTimedOut, vocab.ReasonTimedOutTotal, "")
+			var action event.RequiredAction
+			_ = json.Unmarshal(r.RequiredAction, &action)
+			after := (time.Duration(r.Params.Timeouts.ActionMS) * time.Millisecond).String()
+			if r.Params.Timeouts.ActionMS <= 0 {
+				after = (DefaultActionMS * time.Millisecond).String()
+			}
+			p := ActionParams{RunID: r.ID, ToolCallID: action.ToolCallID, Decision: vocab.DecisionReject,
+				Message: "no decision came within the run's action timeout (" + after + "): the call was rejected and did not run"}
+			if action.Type == vocab.ActionToolOutcomeUnknown {
+				p.Decision = vocab.DecisionFail
+				p.Message = "no decision came within the run's action timeout (" + after +
+					"): the call is taken as failed, though it may have had its effect"
+			}
+			last, err := resolveLocked(ctx, tx, r, p, event.ResolvedByActionTimeout)
 			if err != nil {
 				return fmt.Errorf("sweep run %s: %w", r.ID, err)
 			}
@@ -409,3 +426,19 @@ const abortUnanswered = `UPDATE messages SET status = 'aborted'
 // restoreInput undoes abortUnanswered for a run queued again.
 const restoreInput = `UPDATE messages SET status = 'completed'
 	WHERE run_id = $1 AND status = 'aborted' AND role IN ('user', 'system')`
+
+// pauseBudget keeps what is left of a run's total timeout as it starts to
+// wait for a client, and makes its deadline the action timeout's.
+var pauseBudget = `UPDATE runs SET
+	budget_left_ms = CASE WHEN deadline_at IS NULL THEN NULL
+		ELSE greatest(0, (extract(epoch FROM deadline_at - now()) * 1000)::bigint) END,
+	deadline_at = now() + coalesce(nullif((params->'timeouts'->>'action_ms')::bigint, 0), ` + strconv.Itoa(DefaultActionMS) + `)
+		* interval '1 millisecond'
+	WHERE id = $1`
+
+// resumeBudget gives a run that got its decision back what was left of its
+// total timeout.
+const resumeBudget = `UPDATE runs SET
+	deadline_at = CASE WHEN budget_left_ms IS NULL THEN NULL ELSE now() + budget_left_ms * interval '1 millisecond' END,
+	budget_left_ms = NULL
+	WHERE id = $1`

@@ -14,7 +14,14 @@ type Timeouts struct {
 	StepMS  int64 `json:"step_ms"`
 	IdleMS  int64 `json:"idle_ms"`
 	ToolMS  int64 `json:"tool_ms"`
+	// ActionMS bounds the wait for a client's decision (requires_action),
+	// which the total timeout does not count; 0 in runs stored before it
+	// existed means DefaultActionMS.
+	ActionMS int64 `json:"action_ms"`
 }
+
+// DefaultActionMS is the action timeout of a run that names none (24 h).
+const DefaultActionMS = 24 * 60 * 60 * 1000
 
 // RunParams is what a run was asked to do, beyond its input.
 type RunParams struct {

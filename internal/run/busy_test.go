@@ -2,6 +2,7 @@ package run_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -156,26 +157,54 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 	}
 }
 
-func TestSweeperTimesOutRunWaitingPastDeadline(t *testing.T) {
+// TestWaitingIsNotRunning: the total timeout counts execution only. A run
+// whose total timeout (1.5 s) passes while it waits for a decision is not
+// timed out: the decision that comes after 2 s lets it complete. A run
+// whose action timeout (600 ms) passes gets its pending call failed, with
+// an error that says why, and goes on: the model is told, and answers.
+func TestWaitingIsNotRunning(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.start(t, run.Config{LeaseTTL: 5 * time.Second, PollInterval: 200 * time.Millisecond, SweepInterval: 100 * time.Millisecond})
-	r := b.create(t, "/call slow_effect {}\n/say never", persist.RunParams{Timeouts: persist.Timeouts{TotalMS: 1500}})
-	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning })
-	if r.Status != vocab.StatusRequiresAction {
-		t.Fatalf("run is %s, want requires_action first", r.Status)
+	waiting := func(timeouts persist.Timeouts) persist.Run {
+		t.Helper()
+		r := b.create(t, "/call slow_effect {}\n/say done", persist.RunParams{Timeouts: timeouts})
+		r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning })
+		if r.Status != vocab.StatusRequiresAction {
+			t.Fatalf("run is %s, want requires_action first", r.Status)
+		}
+		return r
 	}
-	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != vocab.StatusRequiresAction })
-	if r.Status != vocab.StatusTimedOut || r.TerminalReason != vocab.ReasonTimedOutTotal {
-		t.Fatalf("run ended %s/%s, want timed_out/timed_out_total", r.Status, r.TerminalReason)
+
+	decided := waiting(persist.Timeouts{TotalMS: 1500, ActionMS: 60_000})
+	time.Sleep(2 * time.Second) // past the total timeout, all of it spent waiting
+	steps, _ := b.store.StepsList(context.Background(), decided.ID)
+	if _, err := b.store.RunResolveAction(context.Background(), persist.ActionParams{TenantID: "default", RunID: decided.ID,
+		ToolCallID: steps[0].Calls[0].ID, Decision: vocab.DecisionResult, Result: json.RawMessage(`{"ok": true}`)}); err != nil {
+		t.Fatalf("decision after the total timeout's time: %v", err)
 	}
-	steps, _ := b.store.StepsList(context.Background(), r.ID)
-	// The side effect's outcome is unknown, and stays so; the step is closed.
-	if c := steps[0].Calls[0]; c.Status != vocab.CallUnknown || steps[0].Status != vocab.StepFailed {
-		t.Fatalf("awaited call is %s, its step %s; want unknown and failed", c.Status, steps[0].Status)
+	if r := b.wait(t, decided.ID, func(r persist.Run) bool { return r.Status.Terminal() }); r.Status != vocab.StatusCompleted {
+		t.Fatalf("run decided after waiting longer than its total timeout: %s/%s, want completed", r.Status, r.TerminalReason)
 	}
-	evs := b.events(t, r.ID)
-	if last := evs[len(evs)-1]; last.Type != event.RunTimedOut || !strings.Contains(string(last.Data), `"unresolved_tool_calls":["`+steps[0].Calls[0].ID+`"]`) {
-		t.Fatalf("last event %s %s", last.Type, last.Data)
+
+	r := waiting(persist.Timeouts{TotalMS: 60_000, ActionMS: 600})
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+	if r.Status != vocab.StatusCompleted {
+		t.Fatalf("run past its action timeout: %s/%s, want completed after the call failed", r.Status, r.TerminalReason)
+	}
+	steps, _ = b.store.StepsList(context.Background(), r.ID)
+	c := steps[0].Calls[0]
+	if c.Status != vocab.CallFailed || !strings.Contains(string(c.Error), `"kind": "action_timeout"`) ||
+		!strings.Contains(string(c.Error), "action timeout (600ms)") {
+		t.Fatalf("awaited call is %s (%s); want failed by the action timeout", c.Status, c.Error)
+	}
+	var resolved bool
+	for _, e := range b.events(t, r.ID) {
+		if e.Type == event.ToolCallCompleted && strings.Contains(string(e.Data), `"resolved_by":"action_timeout"`) {
+			resolved = true
+		}
+	}
+	if !resolved {
+		t.Fatal("no tool_call.completed resolved by the action timeout")
 	}
 }

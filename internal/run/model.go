@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"agentd/internal/clean"
 	"agentd/internal/event"
@@ -78,8 +80,12 @@ func (x *execution) modelFailed(ctx context.Context, st persist.RunState, step *
 		if me != nil && me.Kind == llm.KindContextOverflow {
 			reason = vocab.ReasonContextOverflow
 		}
-		return false, true, x.end(st, step, endOf(vocab.StatusFailed, reason,
-			&event.Error{Kind: kind, Message: modelErrorMessage(f.err)}))
+		runErr := modelError(f.err)
+		// Logged once, as the run fails, with what the provider said (each
+		// retry before it logged its own error).
+		x.log.WarnContext(x.ctx, "model call failed; the run fails", "attempts", f.attempt, "kind", runErr.Kind,
+			"status", runErr.Status, "code", runErr.ProviderCode, "type", runErr.ProviderType, "message", runErr.Message)
+		return false, true, x.end(st, step, endOf(vocab.StatusFailed, reason, runErr))
 	}
 	wait := x.d.limits.modelBackoff << (f.attempt - 1)
 	if me != nil && me.RetryAfter > wait {
@@ -110,25 +116,88 @@ func (x *execution) stepEnded(ctx context.Context, st persist.RunState, step *pe
 	return x.stopFor(st, err)
 }
 
-func modelErrorMessage(err error) string {
+// maxModelDetail caps the text of a model error that is not the provider's
+// (a transport error's); maxProviderCode caps the provider's code and type.
+const (
+	maxModelDetail  = 300
+	maxProviderCode = 100
+)
+
+// modelError is the run's error for a final model failure: its kind, what
+// the provider said (status, code, type, message), and a message that says
+// what happened in a user's words, with the provider's message (or, for a
+// failure without one, what went wrong) after a colon.
+func modelError(err error) *event.Error {
 	var me *llm.Error
-	if errors.As(err, &me) {
-		switch me.Kind {
-		case llm.KindRateLimited:
-			return "the model kept rate-limiting the request"
-		case llm.KindServer:
-			return "the model's server kept failing"
-		case llm.KindConnection, llm.KindIdle:
-			return "the connection to the model kept failing"
-		case llm.KindAuth:
-			return "the model refused the credentials"
-		case llm.KindContextOverflow:
-			return "the conversation is too long for the model"
-		case llm.KindBadRequest:
-			return "the model rejected the request"
-		}
+	if !errors.As(err, &me) {
+		return &event.Error{Kind: "error", Message: "the model call failed"}
 	}
-	return "the model call failed"
+	e := &event.Error{Kind: string(me.Kind)}
+	if me.Status >= 400 { // an error inside a 200 stream has no status of its own
+		e.Status = me.Status
+	}
+	// llm's adapter caps and scrubs these; another Model may not.
+	e.ProviderCode = cutText(me.Code, maxProviderCode)
+	e.ProviderType = cutText(me.Type, maxProviderCode)
+	e.ProviderMessage = cutText(me.Message, llm.MaxMessageBytes)
+	var status string // " (503 Service Unavailable)"
+	if e.Status != 0 {
+		status = fmt.Sprintf(" (%d %s)", e.Status, http.StatusText(e.Status))
+	}
+	detail := e.ProviderMessage
+	var lead string
+	switch me.Kind {
+	case llm.KindRateLimited:
+		lead = "the model kept rate-limiting the request" + status
+	case llm.KindServer:
+		lead = "the model's server kept failing" + status
+	case llm.KindConnection, llm.KindIdle:
+		lead = "the connection to the model kept failing"
+		if detail == "" && me.Err != nil {
+			detail = cutText(me.Err.Error(), maxModelDetail)
+		}
+	case llm.KindAuth:
+		lead = "the model's endpoint refused the API key"
+		if e.Status != 0 {
+			lead += fmt.Sprintf(" (%d)", e.Status)
+		}
+	case llm.KindContextOverflow:
+		lead = "the conversation is too long for the model"
+	case llm.KindBadRequest:
+		if e.Status != 0 {
+			// A 404 here is most often a base URL without its /v1; the
+			// provider's message names the path it was asked for.
+			lead = fmt.Sprintf("the model's endpoint answered %d %s", e.Status, http.StatusText(e.Status))
+		} else {
+			lead = "the request to the model could not be made"
+			if detail == "" && me.Err != nil {
+				detail = cutText(me.Err.Error(), maxModelDetail)
+			}
+		}
+	default:
+		lead = "the model call failed"
+	}
+	if detail == "" {
+		e.Message = lead
+	} else {
+		e.Message = lead + ": " + detail
+	}
+	return e
+}
+
+// cutText returns s storable and cut to at most n bytes, on a rune
+// boundary, ending with "…" when it was cut.
+func cutText(s string, n int) string {
+	s, _ = clean.Text(s)
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	n -= len(ellipsis)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + ellipsis
 }
 
 func (x *execution) callModel(ctx context.Context, req llm.Request, co *coalescer) (llm.Response, error) {

@@ -254,6 +254,10 @@ const (
 	ToolErrReconciled ToolErrorKind = "reconciled" // the tool's reconciler reported that the call failed
 	ToolErrNotBegun   ToolErrorKind = "not_begun"  // the run stopped after the attempt was committed, before the tool was invoked
 	ToolErrUnknown    ToolErrorKind = "unknown"    // the outcome is not known (a worker died, or the run ended first)
+	// ToolErrActionTimeout: no client decided within the run's action
+	// timeout, so the call was rejected (an approval) or failed (an unknown
+	// outcome).
+	ToolErrActionTimeout ToolErrorKind = "action_timeout"
 	// A call that never ran because its run ended first carries the run's
 	// reason as its kind.
 	ToolErrCancelled     ToolErrorKind = ToolErrorKind(ReasonCancelled)
@@ -263,5 +267,6 @@ const (
 // ToolErrorKinds lists every tool error kind.
 func ToolErrorKinds() []ToolErrorKind {
 	return []ToolErrorKind{ToolErrFinal, ToolErrTransient, ToolErrTimeout, ToolErrConnection, ToolErrClient,
-		ToolErrRejected, ToolErrReconciled, ToolErrNotBegun, ToolErrUnknown, ToolErrCancelled, ToolErrTimedOutTotal}
+		ToolErrRejected, ToolErrReconciled, ToolErrNotBegun, ToolErrUnknown, ToolErrActionTimeout, ToolErrCancelled,
+		ToolErrTimedOutTotal}
 }

@@ -8,13 +8,15 @@
 //
 // # Endpoint
 //
-// POST /v1/chat/completions (also POST /chat/completions). The body is a Chat
+// POST /v1/chat/completions (also POST /chat/completions, unless the server
+// was made WithV1Only, as OpenAI's API is). The body is a Chat
 // Completions request; "model" may be any string and is echoed back. With
 // "stream": true the answer is Server-Sent Events (data: {chunk} lines, ended
 // by data: [DONE]); otherwise one chat.completion JSON object. A body that is
 // not valid JSON, or a malformed directive, gets a 400 with an OpenAI-style
-// error body ({"error":{"message","type","code"}}). Other paths get 404, other
-// methods 405.
+// error body ({"error":{"message","type","code"}}). Other paths get a 404
+// with OpenAI's error body for them ({"error":{"message":"Invalid URL (POST
+// /path)","type":"invalid_request_error","code":null}}), other methods 405.
 //
 // # Directives
 //

@@ -86,12 +86,20 @@ func WithMaxHistory(n int) Option {
 	return func(s *Server) { s.maxHistory = n }
 }
 
+// WithV1Only makes the server answer only POST /v1/chat/completions, as
+// OpenAI's API does: POST /chat/completions gets a 404, as a client whose
+// base URL lacks its /v1 gets from OpenAI.
+func WithV1Only() Option {
+	return func(s *Server) { s.v1Only = true }
+}
+
 // Server is the fake OpenAI-compatible server. It is an http.Handler, safe
 // for concurrent use.
 type Server struct {
 	onDone     func(Request)
 	log        *slog.Logger
 	maxHistory int
+	v1Only     bool
 
 	mu        sync.Mutex
 	seen      map[[sha256.Size]byte]bool // requests whose fault fired
@@ -152,10 +160,13 @@ func (s *Server) Reset() {
 	s.calls, s.cancelled, s.usage = 0, 0, Usage{}
 }
 
-// ServeHTTP serves POST /v1/chat/completions and POST /chat/completions.
+// ServeHTTP serves POST /v1/chat/completions and, unless WithV1Only, POST
+// /chat/completions.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/v1/chat/completions" && r.URL.Path != "/chat/completions" {
-		writeError(w, http.StatusNotFound, "not_found_error", "", "no such endpoint: "+r.URL.Path)
+	if r.URL.Path != "/v1/chat/completions" && (s.v1Only || r.URL.Path != "/chat/completions") {
+		// OpenAI's words for a path it does not serve.
+		writeError(w, http.StatusNotFound, "invalid_request_error", "",
+			"Invalid URL ("+r.Method+" "+r.URL.Path+")")
 		return
 	}
 	if r.Method != http.MethodPost {

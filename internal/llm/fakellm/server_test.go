@@ -238,3 +238,22 @@ func TestBadRequests(t *testing.T) {
 		t.Fatalf("calls %d, records %d", s.Calls(), len(s.Requests()))
 	}
 }
+
+func TestV1Only(t *testing.T) {
+	t.Parallel()
+	s := New(WithV1Only())
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	const body = `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	res := post(t, srv, "/chat/completions", body)
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 404 || string(b) != `{"error":{"message":"Invalid URL (POST /chat/completions)","type":"invalid_request_error","code":null}}` {
+		t.Fatalf("without /v1: %d %s", res.StatusCode, b)
+	}
+	if res := post(t, srv, "/v1/chat/completions", body); res.StatusCode != 200 {
+		t.Fatalf("with /v1: %d", res.StatusCode)
+	}
+	if s.Calls() != 1 {
+		t.Fatalf("calls %d, want 1", s.Calls())
+	}
+}
