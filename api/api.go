@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -29,6 +30,16 @@ type Store interface {
 	// ConversationGet returns a tenant's conversation, or
 	// persist.ErrConversationNotFound.
 	ConversationGet(ctx context.Context, tenantID, id string) (persist.Conversation, error)
+	// ConversationCreate stores a new, empty conversation.
+	ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (persist.Conversation, error)
+	// ConversationList returns a page of a tenant's conversations, newest first.
+	ConversationList(ctx context.Context, p persist.ConversationListParams) ([]persist.Conversation, error)
+	// ConversationUpdate sets a conversation's title and metadata, each when
+	// not nil; persist.ErrConversationNotFound.
+	ConversationUpdate(ctx context.Context, tenantID, id string, title *string, metadata json.RawMessage) (persist.Conversation, error)
+	// ConversationDelete removes a conversation and everything under it;
+	// persist.ErrConversationBusy while a run of it is in progress.
+	ConversationDelete(ctx context.Context, tenantID, id string) error
 	// MessagesList returns up to limit messages of a conversation after seq.
 	MessagesList(ctx context.Context, conversationID string, after, limit int) ([]persist.Message, error)
 	// IdempotencyBegin claims an Idempotency-Key of a POST for a request

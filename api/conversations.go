@@ -1,8 +1,11 @@
 package api
 
 import (
+	"cmp"
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -64,4 +67,145 @@ func (s *server) messagesList(w http.ResponseWriter, r *http.Request) error {
 	s.writeJSON(w, r, http.StatusOK, page(msgs, limit, messageView,
 		func(m persist.Message) string { return encodeCursor(cursorMessages, strconv.Itoa(m.Seq)) }))
 	return nil
+}
+
+// Paging of GET /conversations.
+const (
+	defaultConversationLimit = 20
+	maxConversationLimit     = 100
+	maxTitleBytes            = 1000
+)
+
+// conversationRequest is the body of POST /conversations and of PATCH
+// /conversations/{id}: an absent field is left as it is (or empty).
+type conversationRequest struct {
+	Title    *string         `json:"title"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+func (s *server) readConversation(w http.ResponseWriter, r *http.Request) (title *string, metadata json.RawMessage, err error) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	var req conversationRequest
+	if err := decodeStrict(body, &req, ""); err != nil {
+		return nil, nil, err
+	}
+	if req.Title != nil {
+		if len(*req.Title) > maxTitleBytes {
+			return nil, nil, fieldError("title", "must be at most %d bytes", maxTitleBytes)
+		}
+		if err := storable("title", *req.Title); err != nil {
+			return nil, nil, err
+		}
+	}
+	if !isNull(req.Metadata) {
+		if metadata, err = parseMetadata(req.Metadata); err != nil {
+			return nil, nil, err
+		}
+	}
+	return req.Title, metadata, nil
+}
+
+// conversationCreate answers POST /conversations: 201 and the new, empty
+// conversation, which runs then name by conversation_id.
+func (s *server) conversationCreate(w http.ResponseWriter, r *http.Request) error {
+	title, metadata, err := s.readConversation(w, r)
+	if err != nil {
+		return err
+	}
+	c, err := s.store.ConversationCreate(r.Context(), TenantFromContext(r.Context()), cmp.Or(deref(title), ""), metadata)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/conversations/"+c.ID)
+	s.writeJSON(w, r, http.StatusCreated, conversationView(c))
+	return nil
+}
+
+// conversationUpdate answers PATCH /conversations/{id}: the title and the
+// metadata given are set (metadata as a whole).
+func (s *server) conversationUpdate(w http.ResponseWriter, r *http.Request) error {
+	id, err := uuid.Parse(chi.URLParam(r, "id"))
+	if err != nil {
+		return errConversationNotFound
+	}
+	title, metadata, err := s.readConversation(w, r)
+	if err != nil {
+		return err
+	}
+	c, err := s.store.ConversationUpdate(r.Context(), TenantFromContext(r.Context()), id.String(), title, metadata)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, conversationView(c))
+	return nil
+}
+
+// conversationDelete answers DELETE /conversations/{id}: 204 once the
+// conversation and everything under it are gone; 409 conversation_busy
+// while one of its runs is in progress.
+func (s *server) conversationDelete(w http.ResponseWriter, r *http.Request) error {
+	id, err := uuid.Parse(chi.URLParam(r, "id"))
+	if err != nil {
+		return errConversationNotFound
+	}
+	if err := s.store.ConversationDelete(r.Context(), TenantFromContext(r.Context()), id.String()); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// conversationList answers GET /conversations: the tenant's conversations,
+// newest first, a page at a time; metadata.KEY=VALUE keeps those whose
+// metadata has KEY with the string VALUE.
+func (s *server) conversationList(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	p := persist.ConversationListParams{TenantID: TenantFromContext(r.Context())}
+	for name, vs := range q {
+		key, ok := strings.CutPrefix(name, "metadata.")
+		if !ok {
+			continue
+		}
+		if key == "" || len(vs) != 1 {
+			return fieldError(name, "give one metadata.KEY=VALUE per key")
+		}
+		if err := storable(name, key+vs[0]); err != nil {
+			return err
+		}
+		if p.Metadata == nil {
+			p.Metadata = map[string]string{}
+		}
+		p.Metadata[key] = vs[0]
+	}
+	limit, err := intParam(q, "limit", defaultConversationLimit, 1, maxConversationLimit)
+	if err != nil {
+		return err
+	}
+	if v := q.Get("cursor"); v != "" {
+		if p.Before, err = decodeCursor(v, cursorConversations); err != nil {
+			return err
+		}
+		if _, err := uuid.Parse(p.Before); err != nil {
+			return errBadCursor
+		}
+	}
+	p.Limit = limit + 1
+	cs, err := s.store.ConversationList(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, page(cs, limit, conversationView,
+		func(c persist.Conversation) string { return encodeCursor(cursorConversations, c.ID) }))
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

@@ -130,6 +130,9 @@ func problemFor(err error) (p problem, internal bool) {
 		ae = errRunNotFound
 	case errors.Is(err, persist.ErrConversationNotFound):
 		ae = errConversationNotFound
+	case errors.Is(err, persist.ErrConversationBusy):
+		ae = newError(http.StatusConflict, CodeConversationBusy, "Conversation busy",
+			"the conversation has a run in progress; cancel it, or wait for it to end, then delete")
 	case errors.Is(err, persist.ErrRunFinished):
 		ae = newError(http.StatusConflict, CodeRunFinished, "Run finished", "the run has already finished")
 	case errors.Is(err, persist.ErrRunCompleted):

@@ -35,7 +35,11 @@ var RouteScopes = map[string]auth.Scope{
 	"POST /runs/{id}/cancel":           auth.RunsWrite,
 	"POST /runs/{id}/resume":           auth.RunsWrite,
 	"POST /runs/{id}/actions":          auth.ActionsWrite,
+	"GET /conversations":               auth.RunsRead,
+	"POST /conversations":              auth.RunsWrite,
 	"GET /conversations/{id}":          auth.RunsRead,
+	"PATCH /conversations/{id}":        auth.RunsWrite,
+	"DELETE /conversations/{id}":       auth.RunsWrite,
 	"GET /conversations/{id}/messages": auth.RunsRead,
 	"GET /tools":                       auth.RunsRead,
 }
@@ -48,6 +52,7 @@ var RouteParams = map[string][]string{
 	"GET /runs":                        {"status", "conversation_id", "limit", "cursor"},
 	"GET /runs/{id}/events":            {"after"},
 	"GET /conversations/{id}/messages": {"limit", "cursor"},
+	"GET /conversations":               {"limit", "cursor", "metadata.*"},
 }
 
 // routes builds the router. Every route here is in openapi.yaml
@@ -82,7 +87,11 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.With(s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
 		changes.With(s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
 		r.Get("/runs/{id}/events", s.handle(s.runEvents))
+		r.Get("/conversations", s.handle(s.conversationList))
+		changes.With(s.idempotent).Post("/conversations", s.handle(s.conversationCreate))
 		r.Get("/conversations/{id}", s.handle(s.conversationGet))
+		changes.Patch("/conversations/{id}", s.handle(s.conversationUpdate))
+		changes.Delete("/conversations/{id}", s.handle(s.conversationDelete))
 		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))
 		r.Get("/tools", s.handle(s.toolsList))
 	})
@@ -196,7 +205,10 @@ func (s *server) guard(next http.Handler) http.Handler {
 func checkParams(route string, q url.Values) error {
 	known := RouteParams[route]
 	for name := range q {
-		if !slices.Contains(known, name) {
+		if !slices.ContainsFunc(known, func(k string) bool {
+			prefix, wild := strings.CutSuffix(k, "*")
+			return k == name || (wild && strings.HasPrefix(name, prefix) && len(name) > len(prefix))
+		}) {
 			takes := "no query parameters"
 			if len(known) > 0 {
 				takes = "only " + strings.Join(known, ", ")

@@ -162,8 +162,9 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 
 // A cursor names its list, so that one list's cursor is refused by another.
 const (
-	cursorRuns     = "runs:"
-	cursorMessages = "messages:"
+	cursorRuns          = "runs:"
+	cursorMessages      = "messages:"
+	cursorConversations = "conversations:"
 )
 
 var errBadCursor = fieldError("cursor", "is not a cursor this list gave: pass next_cursor as it came")

@@ -1,0 +1,85 @@
+package api_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"agentd/internal/persist"
+)
+
+type conversationBody struct {
+	ID       string         `json:"id"`
+	Title    string         `json:"title"`
+	Metadata map[string]any `json:"metadata"`
+}
+
+type conversationList struct {
+	Data       []conversationBody `json:"data"`
+	NextCursor *string            `json:"next_cursor"`
+	HasMore    bool               `json:"has_more"`
+}
+
+// TestConversationsLifecycle: a conversation is created, found by its
+// metadata, renamed, refused deletion while a run of it is in progress, and
+// then deleted with everything under it.
+func TestConversationsLifecycle(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.do("POST", "/conversations", `{"title": "support", "metadata": {"user": "u1", "n": 2}}`)
+	c := want[conversationBody](t, r, http.StatusCreated)
+	if c.Title != "support" || c.Metadata["user"] != "u1" || r.header.Get("Location") != "/conversations/"+c.ID {
+		t.Fatalf("created %+v, Location %q", c, r.header.Get("Location"))
+	}
+	run := b.createRun(`{"input": "hi", "conversation_id": "` + c.ID + `"}`)
+
+	if l := want[conversationList](t, b.do("GET", "/conversations?metadata.user=u1", ""), http.StatusOK); len(l.Data) != 1 || l.Data[0].ID != c.ID {
+		t.Fatalf("by metadata: %+v", l)
+	}
+	if l := want[conversationList](t, b.do("GET", "/conversations?metadata.user=u2", ""), http.StatusOK); len(l.Data) != 0 || l.HasMore {
+		t.Fatalf("by other metadata: %+v", l)
+	}
+	renamed := want[conversationBody](t, b.do("PATCH", "/conversations/"+c.ID, `{"title": "billing"}`), http.StatusOK)
+	if renamed.Title != "billing" || renamed.Metadata["user"] != "u1" {
+		t.Fatalf("renamed: %+v", renamed)
+	}
+	wantProblem(t, b.do("PATCH", "/conversations/"+c.ID, `{"metadata": [1]}`), http.StatusUnprocessableEntity, "invalid_field")
+	wantProblem(t, b.do("PATCH", "/conversations/"+c.ID, `{"owner": "x"}`), http.StatusUnprocessableEntity, "invalid_field")
+
+	wantProblem(t, b.do("DELETE", "/conversations/"+c.ID, ""), http.StatusConflict, "conversation_busy")
+	want[runBody](t, b.do("POST", "/runs/"+run.ID+"/cancel", ""), http.StatusOK)
+	if r := b.do("DELETE", "/conversations/"+c.ID, ""); r.status != http.StatusNoContent || len(r.body) != 0 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	wantProblem(t, b.do("GET", "/conversations/"+c.ID, ""), http.StatusNotFound, "conversation_not_found")
+	wantProblem(t, b.do("GET", "/runs/"+run.ID, ""), http.StatusNotFound, "run_not_found")
+	wantProblem(t, b.do("DELETE", "/conversations/"+c.ID, ""), http.StatusNotFound, "conversation_not_found")
+	if _, err := b.store.RunByID(context.Background(), run.ID); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("the deleted conversation's run is still stored: %v", err)
+	}
+	if evs, err := b.store.EventsAfter(context.Background(), run.ID, 0, 100); err != nil || len(evs) != 0 {
+		t.Fatalf("the deleted run's events: %d %v", len(evs), err)
+	}
+}
+
+// TestConversationsPage: conversations page newest first by cursor, like
+// runs and messages.
+func TestConversationsPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, want[conversationBody](t, b.do("POST", "/conversations", `{}`), http.StatusCreated).ID)
+	}
+	first := want[conversationList](t, b.do("GET", "/conversations?limit=2", ""), http.StatusOK)
+	if len(first.Data) != 2 || first.Data[0].ID != ids[2] || !first.HasMore || first.NextCursor == nil {
+		t.Fatalf("first page: %+v", first)
+	}
+	second := want[conversationList](t, b.do("GET", "/conversations?limit=2&cursor="+*first.NextCursor, ""), http.StatusOK)
+	if len(second.Data) != 1 || second.Data[0].ID != ids[0] || second.HasMore || second.NextCursor != nil {
+		t.Fatalf("second page: %+v", second)
+	}
+	wantProblem(t, b.do("GET", "/conversations?cursor="+*first.NextCursor+"x", ""), http.StatusUnprocessableEntity, "invalid_field")
+	wantProblem(t, b.do("GET", "/conversations?owner=me", ""), http.StatusBadRequest, "unknown_parameter")
+}

@@ -1,0 +1,109 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ErrConversationBusy is the ErrConflict of deleting a conversation that has
+// a run in progress (queued, running or waiting for a client).
+var ErrConversationBusy = fmt.Errorf("conversation has a run in progress: %w", ErrConflict)
+
+const conversationColumns = `id, tenant_id, title, metadata, created_at, updated_at`
+
+func scanConversation(row pgx.Row) (Conversation, error) {
+	var c Conversation
+	err := row.Scan(&c.ID, &c.TenantID, &c.Title, &c.Metadata, &c.CreatedAt, &c.UpdatedAt)
+	return c, translate(err)
+}
+
+// ConversationCreate stores a new, empty conversation of a tenant.
+func (s *Store) ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (Conversation, error) {
+	if len(metadata) == 0 {
+		metadata = json.RawMessage(`{}`)
+	}
+	return scanConversation(s.pool.QueryRow(ctx, `INSERT INTO conversations (id, tenant_id, title, metadata)
+		VALUES ($1, $2, $3, $4) RETURNING `+conversationColumns, newID(), tenantID, title, []byte(metadata)))
+}
+
+// ConversationListParams select a page of a tenant's conversations, newest
+// first.
+type ConversationListParams struct {
+	TenantID string
+	// Metadata, when not empty, keeps the conversations whose metadata
+	// holds each of its keys with that value.
+	Metadata map[string]string
+	Before   string // a conversation id: only older ones
+	Limit    int
+}
+
+// ConversationList returns a page of a tenant's conversations, newest first.
+func (s *Store) ConversationList(ctx context.Context, p ConversationListParams) ([]Conversation, error) {
+	var filter []byte
+	if len(p.Metadata) > 0 {
+		var err error
+		if filter, err = json.Marshal(p.Metadata); err != nil {
+			return nil, err
+		}
+	}
+	return queryAll(ctx, s.pool, scanConversation, `SELECT `+conversationColumns+` FROM conversations
+		WHERE tenant_id = $1 AND ($2::jsonb IS NULL OR metadata @> $2::jsonb) AND ($3 = '' OR id < $3::uuid)
+		ORDER BY id DESC LIMIT $4`, p.TenantID, filter, p.Before, p.Limit)
+}
+
+// ConversationUpdate sets a tenant's conversation's title and metadata,
+// each when not nil. ErrConversationNotFound: none of the tenant's has id.
+func (s *Store) ConversationUpdate(ctx context.Context, tenantID, id string, title *string, metadata json.RawMessage) (Conversation, error) {
+	var md []byte
+	if metadata != nil {
+		md = metadata
+	}
+	c, err := scanConversation(s.pool.QueryRow(ctx, `UPDATE conversations SET
+		title = coalesce($3, title), metadata = coalesce($4::jsonb, metadata), updated_at = now()
+		WHERE id = $1 AND tenant_id = $2 RETURNING `+conversationColumns, id, tenantID, title, md))
+	return c, notFound(err, ErrConversationNotFound)
+}
+
+// ConversationDelete removes a tenant's conversation and everything under
+// it (its messages, its runs with their steps, tool calls, attempts and
+// events) in one transaction. ErrConversationBusy: a run of it is in
+// progress; ErrConversationNotFound: none of the tenant's has id.
+func (s *Store) ConversationDelete(ctx context.Context, tenantID, id string) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		var found string
+		err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&found)
+		if errors.Is(translate(err), ErrNotFound) {
+			return ErrConversationNotFound
+		}
+		if err != nil {
+			return translate(err)
+		}
+		var busy bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM runs WHERE conversation_id = $1
+			AND status IN ('queued', 'running', 'requires_action'))`, id).Scan(&busy); err != nil {
+			return translate(err)
+		}
+		if busy {
+			return ErrConversationBusy
+		}
+		const runs = `(SELECT id FROM runs WHERE conversation_id = $1)`
+		for _, q := range []string{
+			`DELETE FROM tool_attempts WHERE tool_call_id IN (SELECT id FROM tool_calls WHERE run_id IN ` + runs + `)`,
+			`DELETE FROM tool_calls WHERE run_id IN ` + runs,
+			`DELETE FROM steps WHERE run_id IN ` + runs,
+			`DELETE FROM run_events WHERE run_id IN ` + runs,
+			`DELETE FROM messages WHERE conversation_id = $1`,
+			`DELETE FROM runs WHERE conversation_id = $1`,
+			`DELETE FROM conversations WHERE id = $1`,
+		} {
+			if _, err := tx.Exec(ctx, q, id); err != nil {
+				return fmt.Errorf("delete conversation: %w", translate(err))
+			}
+		}
+		return nil
+	})
+}
