@@ -32,7 +32,8 @@ func waitingRun(t *testing.T, b *bundle) (runID, callID string) {
 			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:call_1", Effect: "side_effect"},
 		persist.ToolCallFinish{ID: callID, Status: vocab.CallUnknown},
 		persist.RunEnd{ID: c.ID, Status: vocab.StatusRequiresAction,
-			RequiredAction: &event.RequiredAction{Type: vocab.ActionToolOutcomeUnknown, ToolCallID: callID, CallID: "call_1"}})
+			RequiredAction: &event.RequiredAction{Type: vocab.ActionToolOutcomeUnknown, ToolCallID: callID, CallID: "call_1",
+				Step: 1, Name: "charge", IdempotencyKey: c.ID + ":1:call_1", Arguments: json.RawMessage(`{}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,6 +139,7 @@ func (b *bundle) do(method, path, body string, headers ...string) response {
 	if err != nil {
 		b.t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
+	spectest.CheckResponse(b.t, method, path, resp.StatusCode, resp.Header, data)
 	return response{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
@@ -546,7 +547,7 @@ func TestStepsEmptyAndNested(t *testing.T) {
 		persist.ToolCallInsert{ID: callID, RunID: run.ID, StepID: stepID, CallID: "call_0", Name: "calculator",
 			Arguments: json.RawMessage(`{"expression":"2+2"}`), IdempotencyKey: run.ID + ":1:call_0", Effect: "read_only"},
 		persist.AttemptStart{ID: a1, ToolCallID: callID, N: 1, Worker: "w1", Epoch: f.Epoch},
-		persist.AttemptFinish{ID: a1, Status: "failed", Error: &event.Error{Message: "boom"}},
+		persist.AttemptFinish{ID: a1, Status: "failed", Error: &event.Error{Kind: "transient", Message: "boom"}},
 		persist.AttemptStart{ID: a2, ToolCallID: callID, N: 2, Worker: "w1", Epoch: f.Epoch},
 		persist.AttemptFinish{ID: a2, Status: "succeeded"},
 		persist.ToolCallFinish{ID: callID, Status: "succeeded", Result: json.RawMessage(`{"result":4}`)},

@@ -206,6 +206,7 @@ func (f *tenantFixture) do(cred, method, path, body string, headers ...string) r
 	if err != nil {
 		f.t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
+	spectest.CheckResponse(f.t, method, path, resp.StatusCode, resp.Header, data)
 	return response{status: resp.StatusCode, header: resp.Header, body: data}
 }
 

@@ -5,6 +5,11 @@
 // CheckEvent on what a client received), so that the events the engine writes
 // and the published description cannot drift apart unnoticed.
 //
+// CheckResponse does the same for HTTP answers: it finds the operation of a
+// request's method and path, the response of its status (or default), and
+// validates the body against that response's schema for its Content-Type.
+// The api package's test helpers call it on every answer they read.
+//
 // The check is stricter than the letter of the spec in one way: an object
 // schema that lists its properties is taken as closed, so a key the spec does
 // not describe is reported as drift too.

@@ -19,30 +19,40 @@ import (
 // docURL names the spec for the schema compiler; nothing is fetched from it.
 const docURL = "https://agentd.invalid/api/openapi.json"
 
-// eventSchemas are the compiled schemas of the stored events.
-type eventSchemas struct {
+// specSchemas are the compiled schemas of the spec: those of the stored
+// events, and those of the operations' responses.
+type specSchemas struct {
 	schemas  map[string]any // components.schemas, as JSON
 	envelope *jsonschema.Schema
 	data     map[string]*jsonschema.Schema // x-event-types: event type -> its data schema
 	types    []string                      // the stored types, sorted (x-event-types without heartbeat)
+
+	paths []*pathItem // paths, each with its operations and their responses (responses.go)
+
+	mu       sync.Mutex           // guards c and compiled: a Compiler is not safe for concurrent use
+	c        *jsonschema.Compiler // compiles response schemas on first use (schemaAt)
+	compiled map[string]compiled  // by JSON pointer
 }
 
 var (
 	loadOnce sync.Once
-	loaded   *eventSchemas
+	loaded   *specSchemas
 	errLoad  error
 )
 
-// schemas compiles the event schemas of api.OpenAPI once per test binary.
-func schemas() (*eventSchemas, error) {
+// schemas compiles the schemas of api.OpenAPI once per test binary.
+func schemas() (*specSchemas, error) {
 	loadOnce.Do(func() { loaded, errLoad = compile(api.OpenAPI()) })
 	return loaded, errLoad
 }
 
 // compile reads an OpenAPI document (YAML) and compiles, as JSON Schema
-// draft 2020-12 (the dialect of OpenAPI 3.1), its EventEnvelope schema and the
-// data schema of each entry of EventEnvelope's x-event-types.
-func compile(spec []byte) (*eventSchemas, error) {
+// draft 2020-12 (the dialect of OpenAPI 3.1), its EventEnvelope schema and
+// the data schema of each entry of EventEnvelope's x-event-types. It indexes
+// the operations of its paths, whose response schemas are compiled when a
+// response first needs one (schemaAt), so that a schema the compiler refuses
+// fails the responses that use it, not every check.
+func compile(spec []byte) (*specSchemas, error) {
 	js, err := yaml.YAMLToJSON(spec)
 	if err != nil {
 		return nil, fmt.Errorf("openapi.yaml to JSON: %w", err)
@@ -57,6 +67,10 @@ func compile(spec []byte) (*eventSchemas, error) {
 		return nil, errors.New("openapi.yaml: components.schemas.EventEnvelope has no x-event-types")
 	}
 	closeObjects(all)
+	// Response schemas may be written in place under paths (and, in
+	// principle, under components.responses); they are held to the same rule.
+	closeObjects(dig(doc, "paths"))
+	closeObjects(dig(doc, "components", "responses"))
 	// check validates data against its type's own schema, one of this anyOf
 	// (TestEventTypesAreTheStoredTypes keeps them the same list), so the
 	// envelope is checked without it: its errors would only repeat the data's,
@@ -72,7 +86,7 @@ func compile(spec []byte) (*eventSchemas, error) {
 	if err := c.AddResource(docURL, doc); err != nil {
 		return nil, err
 	}
-	s := &eventSchemas{schemas: all, data: map[string]*jsonschema.Schema{}}
+	s := &specSchemas{schemas: all, data: map[string]*jsonschema.Schema{}}
 	if s.envelope, err = c.Compile(docURL + "#/components/schemas/EventEnvelope"); err != nil {
 		return nil, fmt.Errorf("compile EventEnvelope: %w", err)
 	}
@@ -89,6 +103,10 @@ func compile(spec []byte) (*eventSchemas, error) {
 		}
 	}
 	slices.Sort(s.types)
+	if s.paths, err = indexPaths(doc); err != nil {
+		return nil, err
+	}
+	s.c, s.compiled = c, map[string]compiled{}
 	return s, nil
 }
 
@@ -174,12 +192,17 @@ func CheckEvent(t testing.TB, typ string, envelope []byte) {
 		return
 	}
 	if err := s.check(typ, envelope); err != nil {
-		msg := err.Error()
-		if strings.Contains(msg, "false schema") {
-			msg += "\n(\"false schema\": a key that openapi.yaml does not describe)"
-		}
-		t.Errorf("event %s does not match openapi.yaml: %s\nenvelope: %s", typ, msg, envelope)
+		t.Errorf("event %s does not match openapi.yaml: %s\nenvelope: %s", typ, explain(err), envelope)
 	}
+}
+
+// explain is err's text, with a word on the error of a closed object.
+func explain(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "false schema") {
+		msg += "\n(\"false schema\": a key that openapi.yaml does not describe)"
+	}
+	return msg
 }
 
 // CheckEvents calls CheckEvent on each of evs.
@@ -190,7 +213,7 @@ func CheckEvents(t testing.TB, evs []persist.Event) {
 	}
 }
 
-func (s *eventSchemas) check(typ string, envelope []byte) error {
+func (s *specSchemas) check(typ string, envelope []byte) error {
 	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(envelope))
 	if err != nil {
 		return fmt.Errorf("not one JSON value: %w", err)
