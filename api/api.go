@@ -40,6 +40,9 @@ type Store interface {
 	// ConversationDelete removes a conversation and everything under it;
 	// persist.ErrConversationBusy while a run of it is in progress.
 	ConversationDelete(ctx context.Context, tenantID, id string) error
+	// ContextWindow says which of a conversation's messages the model is
+	// still sent: those after coversTo (0: all), and the first user message.
+	ContextWindow(ctx context.Context, conversationID string) (coversTo, firstUser int, err error)
 	// MessagesList returns up to limit messages of a conversation after seq.
 	MessagesList(ctx context.Context, conversationID string, after, limit int) ([]persist.Message, error)
 	// IdempotencyBegin claims an Idempotency-Key of a POST for a request

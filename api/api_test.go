@@ -224,6 +224,7 @@ type messageBody struct {
 	Role           string       `json:"role"`
 	Content        []vocab.Part `json:"content"`
 	Status         string       `json:"status"`
+	InContext      bool         `json:"in_context"`
 }
 
 type messageList struct {

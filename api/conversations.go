@@ -64,7 +64,16 @@ func (s *server) messagesList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, page(msgs, limit, messageView,
+	coversTo, firstUser, err := s.store.ContextWindow(r.Context(), c.ID)
+	if err != nil {
+		return err
+	}
+	view := func(m persist.Message) messageJSON {
+		v := messageView(m)
+		v.InContext = v.InContext && (m.Seq > coversTo || m.Seq == firstUser)
+		return v
+	}
+	s.writeJSON(w, r, http.StatusOK, page(msgs, limit, view,
 		func(m persist.Message) string { return encodeCursor(cursorMessages, strconv.Itoa(m.Seq)) }))
 	return nil
 }

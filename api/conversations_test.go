@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"agentd/internal/persist"
 )
@@ -82,4 +83,34 @@ func TestConversationsPage(t *testing.T) {
 	}
 	wantProblem(t, b.do("GET", "/conversations?cursor="+*first.NextCursor+"x", ""), http.StatusUnprocessableEntity, "invalid_field")
 	wantProblem(t, b.do("GET", "/conversations?owner=me", ""), http.StatusBadRequest, "unknown_parameter")
+}
+
+// TestMessagesSayWhetherTheModelSeesThem: once a compaction stands for a
+// conversation's older messages, they are still listed, with in_context
+// false; the first user message and the later ones stay in context.
+func TestMessagesSayWhetherTheModelSeesThem(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.createRun(`{"input": "first"}`)
+	for _, in := range []string{"second", "third"} {
+		b.createRun(`{"input": "` + in + `", "conversation_id": "` + first.ConversationID + `", "if_busy": "enqueue"}`)
+	}
+	ctx := context.Background()
+	c, err := b.store.RunClaim(ctx, "w", time.Minute)
+	if err != nil || c.ID != first.ID {
+		t.Fatalf("claim: %v", err)
+	}
+	if _, err := b.store.Exec(ctx, persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}, nil,
+		persist.CompactionInsert{Compaction: persist.Compaction{ID: persist.NewID(), ConversationID: first.ConversationID,
+			RunID: c.ID, StepID: persist.NewID(), CoversToSeq: 2, MessagesCovered: 1, Summary: "s", TokensBefore: 10, TokensAfter: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := want[messageList](t, b.do("GET", "/conversations/"+first.ConversationID+"/messages", ""), http.StatusOK)
+	var got []bool
+	for _, m := range msgs.Data {
+		got = append(got, m.InContext)
+	}
+	if len(got) != 3 || !got[0] || got[1] || !got[2] {
+		t.Fatalf("in_context of seqs 1-3: %v, want true false true", got)
+	}
 }

@@ -211,6 +211,7 @@ type messageJSON struct {
 	Role           vocab.Role          `json:"role"`
 	Content        []vocab.Part        `json:"content"`
 	Status         vocab.MessageStatus `json:"status"`
+	InContext      bool                `json:"in_context"`
 	CreatedAt      time.Time           `json:"created_at"`
 }
 
@@ -228,6 +229,7 @@ func messageView(m persist.Message) messageJSON {
 		Role:           m.Role,
 		Content:        content,
 		Status:         m.Status,
+		InContext:      m.Status == vocab.MessageCompleted,
 		CreatedAt:      m.CreatedAt.UTC(),
 	}
 }

@@ -49,6 +49,7 @@ type config struct {
 	KeyCacheTTL    time.Duration
 	Quotas         api.Quotas
 	TenantRunning  int
+	ModelsFile     string
 }
 
 // Authentication modes (AGENTD_AUTH).
@@ -82,6 +83,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	heartbeat := fs.String("heartbeat", env("AGENTD_HEARTBEAT", "15s"), "SSE heartbeat interval (AGENTD_HEARTBEAT)")
 	sseRetry := fs.String("sse-retry", env("AGENTD_SSE_RETRY", "2s"), "reconnect delay advised to SSE clients in the retry: field (AGENTD_SSE_RETRY)")
 	grace := fs.String("shutdown-grace", env("AGENTD_SHUTDOWN_GRACE", "10s"), "how long runs may take to reach a step boundary at shutdown (AGENTD_SHUTDOWN_GRACE)")
+	fs.StringVar(&c.ModelsFile, "models-file", env("AGENTD_MODELS_FILE", ""), "JSON file of model profiles ({\"models\": {\"NAME\": {\"context_window\": N, \"max_output_tokens\": M}}}) over the built-in ones (AGENTD_MODELS_FILE)")
 	fs.StringVar(&c.ToolsFile, "tools-file", env("AGENTD_TOOLS_FILE", ""), "JSON file declaring webhook tools (AGENTD_TOOLS_FILE)")
 	fs.StringVar(&allow, "http-allow-hosts", env("AGENTD_HTTP_ALLOW_HOSTS", ""), "comma-separated hosts the http_request tool may call; empty disables the tool (AGENTD_HTTP_ALLOW_HOSTS)")
 	fs.StringVar(&c.Model, "model", env("AGENTD_MODEL", ""), "default model of a run (AGENTD_MODEL; default gpt-4o-mini, or fake with the built-in fake model)")

@@ -19,6 +19,7 @@ import (
 
 	"agentd/api"
 	"agentd/internal/auth"
+	"agentd/internal/compact"
 	"agentd/internal/llm"
 	"agentd/internal/llm/fakellm"
 	"agentd/internal/persist"
@@ -180,8 +181,15 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 	}
 	in.modelName = modelName
 	in.closers = append(in.closers, stopModel)
+	profiles := compact.DefaultProfiles()
+	if cfg.ModelsFile != "" {
+		if profiles, err = compact.LoadProfiles(cfg.ModelsFile); err != nil {
+			return nil, fmt.Errorf("models: %w", err)
+		}
+	}
 	in.eng = engine.New(engine.Config{
-		Store: in.store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
+		Profiles: profiles,
+		Store:    in.store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
 	})

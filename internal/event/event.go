@@ -45,6 +45,7 @@ const (
 	RunCancelled         Type = "run.cancelled"
 	RunTimedOut          Type = "run.timed_out"
 	RunInterrupted       Type = "run.interrupted"
+	ContextCompacted     Type = "context.compacted"
 )
 
 // Heartbeat is the type of the un-stored heartbeat of a stream; it is no
@@ -56,7 +57,7 @@ func Types() []Type {
 	return []Type{RunCreated, RunStarted, RunResumed, StepStarted, MessageDelta, MessageCompleted,
 		ToolCallCreated, ToolAttemptStarted, ToolAttemptFailed, ToolCallCompleted, ToolCallReused, ToolCallUnknown,
 		ToolCallRetryAllowed, ToolCallApproved, StepCompleted, StepRetracted, RunRequiresAction,
-		RunCompleted, RunFailed, RunCancelled, RunTimedOut, RunInterrupted}
+		ContextCompacted, RunCompleted, RunFailed, RunCancelled, RunTimedOut, RunInterrupted}
 }
 
 // Terminal reports whether t ends a run's stream: the server closes it after

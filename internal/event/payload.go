@@ -192,6 +192,19 @@ type RunEndedData struct {
 	UnresolvedToolCalls []string `json:"unresolved_tool_calls,omitempty"`
 }
 
+// ContextCompactedData is the data of context.compacted: the older part of
+// the conversation is now sent to the model as a summary.
+type ContextCompactedData struct {
+	CompactionID    string `json:"compaction_id"`
+	CoversToSeq     int    `json:"covers_to_seq"`
+	MessagesCovered int    `json:"messages_covered"`
+	TokensAfter     int    `json:"tokens_after"`
+	TokensBefore    int    `json:"tokens_before"`
+}
+
+// EventType implements Payload.
+func (ContextCompactedData) EventType() Type { return ContextCompacted }
+
 // EventType implements Payload.
 func (RunCreatedData) EventType() Type { return RunCreated }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -93,6 +94,9 @@ type RunState struct {
 	// CallCount is how many tool calls the run has planned, in all its
 	// steps.
 	CallCount int
+	// Compaction is the conversation's latest compaction, nil when it has
+	// none: the model is sent its summary instead of the messages it covers.
+	Compaction *Compaction
 }
 
 // RunStateLoad reads the committed state of a run, in one round trip and
@@ -109,6 +113,7 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 		FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
 		WHERE c.step_id = `+lastStep+` ORDER BY c.position, a.n`, runID)
 	b.Queue(`SELECT count(*) FROM tool_calls WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1)`, runID)
+	b.Queue(strings.Replace(latestCompaction, "$1", "(SELECT conversation_id FROM runs WHERE id = $1)", 1), runID)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var st RunState
@@ -130,6 +135,13 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 	}
 	if err := br.QueryRow().Scan(&st.CallCount); err != nil {
 		return st, fmt.Errorf("count tool calls: %w", translate(err))
+	}
+	cs, err := scanAll(br, scanCompaction)
+	if err != nil {
+		return st, fmt.Errorf("load compaction: %w", err)
+	}
+	if len(cs) > 0 {
+		st.Compaction = &cs[0]
 	}
 	return st, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"agentd/internal/compact"
 	"agentd/internal/event"
 	"agentd/internal/llm"
 	"agentd/internal/persist"
@@ -85,6 +86,9 @@ type Config struct {
 	// ToolConcurrency caps the tool attempts this instance makes at once,
 	// across its runs; default DefaultToolConcurrency.
 	ToolConcurrency int
+	// Profiles give each model its context window: a request past its
+	// threshold is compacted first (internal/compact). Nil: never compacted.
+	Profiles *compact.Profiles
 	// MaxStallClaims is how many times a run may be taken over (its worker
 	// died or lost its lease) without starting a new step; the claim after
 	// fails it (no_progress). Default DefaultMaxStallClaims.
@@ -193,6 +197,7 @@ func New(cfg Config) *Engine {
 		log: cfg.Logger,
 		m:   cfg.Metrics,
 		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger, onEnd: cfg.OnEndFunc,
+			profiles:  cfg.Profiles,
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"agentd/internal/clean"
+	"agentd/internal/compact"
 	"agentd/internal/event"
 	"agentd/internal/llm"
 	"agentd/internal/persist"
@@ -38,6 +39,8 @@ type deps struct {
 	log    *slog.Logger
 	onEnd  func(runID string, status vocab.RunStatus) // nil: none
 	limits limits
+	// profiles give models their context windows; nil: no compaction.
+	profiles *compact.Profiles
 	// toolSlots bounds the tool calls this instance runs at once.
 	toolSlots chan struct{}
 }

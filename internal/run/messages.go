@@ -1,6 +1,7 @@
 package run
 
 import (
+	"agentd/internal/compact"
 	"agentd/internal/llm"
 	"agentd/internal/persist"
 )
@@ -11,7 +12,8 @@ import (
 const unansweredResult = `{"error":"the tool call did not complete: its run ended first"}`
 
 // buildMessages rebuilds the model's input from committed state: the run's
-// instructions, then the conversation's messages in order.
+// instructions, then the conversation's messages in order, as the latest
+// compaction leaves them (compact.Visible).
 func buildMessages(st persist.RunState) []llm.Message {
 	var out []llm.Message
 	if st.Run.Params.Instructions != "" {
@@ -27,7 +29,7 @@ func buildMessages(st persist.RunState) []llm.Message {
 		}
 		pending = nil
 	}
-	for _, m := range st.Messages {
+	for _, m := range compact.Visible(st.Messages, st.Compaction) {
 		if m.Role != "tool" {
 			flush()
 		}

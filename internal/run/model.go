@@ -32,7 +32,11 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 			return true, x.stopFor(st, err)
 		}
 	}
-	req := llm.Request{Model: st.Run.Model, Messages: buildMessages(st), Tools: x.offered(st.Run.Params.Tools),
+	st, msgs, err := x.compactIfNeeded(ctx, st, step)
+	if err != nil {
+		return true, x.stopFor(st, err)
+	}
+	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params.Tools),
 		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
 	for attempt := 1; ; attempt++ {
 		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes)

@@ -1,8 +1,9 @@
 // Package fakellm is an OpenAI-compatible Chat Completions server for tests,
 // benchmarks and offline use. Its answer is a pure function of the request: it
 // reads directives from the last user message, so a test says in the prompt
-// what the "model" will do. Only one thing is stateful: a fault fires the first
-// time a request is seen, so that a retry of the same request succeeds.
+// what the "model" will do, and in the model name how long a prompt it takes.
+// Only one thing about an answer is stateful: a fault fires the first time a
+// request is seen, so that a retry of the same request succeeds.
 //
 // It imports nothing of agentd's.
 //
@@ -68,6 +69,12 @@
 //	                without [DONE]. A non-streaming response is cut halfway
 //	                through its JSON body.
 //
+// A request whose last message has no directive and whose first message is
+// a system prompt with Markdown headings ("## " lines), as agentd's
+// compaction sends, is answered with those headings, in order, each with a
+// bullet "- noted from N lines" (N the lines of the last message): a
+// summary in the shape the prompt asks for.
+//
 // # Steps
 //
 // The step k (0-based) is the number of assistant messages with tool_calls
@@ -97,11 +104,33 @@
 //
 // (all divisions round down).
 //
+// # Context window
+//
+// A model named "fake-<N>k" (N a decimal integer from 1 to 1048576, without
+// leading zeros: fake-1k, fake-8k, fake-128k) has a context window of N*1024
+// tokens (ContextWindow). A request to it whose prompt_tokens, counted as
+// above, exceed the window is refused (once its body and directives are
+// read, before any fault, which it does not use up, and before a stream
+// starts, with "stream": true too) with status 400 and the body OpenAI sends for it, word
+// for word:
+//
+//	{"error":{"message":"This model's maximum context length is W tokens.
+//	However, your messages resulted in P tokens. Please reduce the length of
+//	the messages.","type":"invalid_request_error","param":"messages",
+//	"code":"context_length_exceeded"}}
+//
+// (one line; W the window, P the prompt_tokens). A prompt of exactly W
+// tokens is served. Any other model name ("fake", "gpt-4o", "fake-0k",
+// "fake-xk") has no limit.
+//
 // # Observing the fake
 //
 // Server records every request it handled (Requests, Calls), the usage it
 // reported in responses that finished (UsageTotal), and whether the client
-// went away before the response finished (Request.Cancelled, Cancelled).
+// went away before the response finished (Request.Cancelled, Cancelled),
+// and, per model, the largest prompt_tokens of the requests it read, refused
+// ones included (MaxPromptTokens), so a test can check that a conversation
+// was kept within its window.
 // WithOnDone registers a function called when each request is done, so a test
 // can wait for the server side of a cancellation instead of polling.
 package fakellm

@@ -165,3 +165,24 @@ func splitRunes(text string, n int) []string {
 	}
 	return pieces
 }
+
+// empty reports whether the script has no directive at all.
+func (s script) empty() bool {
+	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0
+}
+
+// templateAnswer is the answer to a request whose system prompt gives a
+// template of Markdown headings ("## " lines) and whose last message has no
+// directive: each heading, in order, with one bullet that counts the lines
+// of that last message. The fake so writes summaries in the shape asked
+// for. "" when the system prompt has no heading.
+func templateAnswer(system, last string) string {
+	var b strings.Builder
+	lines := strings.Count(last, "\n") + 1
+	for _, l := range strings.Split(system, "\n") {
+		if h := strings.TrimSpace(l); strings.HasPrefix(h, "## ") {
+			fmt.Fprintf(&b, "%s\n- noted from %d lines\n", h, lines)
+		}
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -107,11 +107,12 @@ type Server struct {
 	calls     int
 	cancelled int
 	usage     Usage
+	maxPrompt map[string]int64 // the largest prompt_tokens seen, per model
 }
 
 // New returns a Server.
 func New(opts ...Option) *Server {
-	s := &Server{seen: make(map[[sha256.Size]byte]bool)}
+	s := &Server{seen: make(map[[sha256.Size]byte]bool), maxPrompt: make(map[string]int64)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -151,11 +152,22 @@ func (s *Server) Cancelled() int {
 	return s.cancelled
 }
 
+// MaxPromptTokens returns the largest prompt_tokens (counted as in the
+// package doc) of the requests for model the server has read so far,
+// including those it refused for exceeding the model's context window; 0
+// when it has seen none.
+func (s *Server) MaxPromptTokens(model string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxPrompt[model]
+}
+
 // Reset forgets every record and every fault already fired.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.seen = make(map[[sha256.Size]byte]bool)
+	s.maxPrompt = make(map[string]int64)
 	s.history = nil
 	s.calls, s.cancelled, s.usage = 0, 0, Usage{}
 }
@@ -202,6 +214,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rec.Step = a.step
+	s.mu.Lock()
+	s.maxPrompt[req.Model] = max(s.maxPrompt[req.Model], a.usage.PromptTokens)
+	s.mu.Unlock()
+	// The window is checked before any fault, as a provider validates a
+	// request before it serves it: a refused request does not use up its
+	// fault.
+	if win := ContextWindow(req.Model); win > 0 && a.usage.PromptTokens > win {
+		rec.Status = http.StatusBadRequest
+		writeContextLengthExceeded(w, win, a.usage.PromptTokens)
+		return
+	}
 	if a.fault != "" {
 		s.mu.Lock()
 		if s.seen[a.hash] {
@@ -328,6 +351,11 @@ func plan(req chatRequest) (answer, error) {
 	if lastUser >= 0 {
 		if sc, err = parseScript(msgs[lastUser].text()); err != nil {
 			return answer{}, err
+		}
+	}
+	if len(msgs) > 0 && msgs[0].Role == "system" && sc.empty() {
+		if t := templateAnswer(msgs[0].text(), msgs[len(msgs)-1].text()); t != "" {
+			sc.say = []string{t}
 		}
 	}
 	for _, m := range msgs[lastUser+1:] {
@@ -542,6 +570,49 @@ func pause(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// maxWindowK is the largest N of a fake-<N>k model name: windows of up to
+// 1Gi tokens, far past any real model's, and far from overflowing.
+const maxWindowK = 1 << 20
+
+// ContextWindow returns the context window, in tokens, the fake enforces for
+// model: N*1024 for "fake-<N>k" (N a decimal integer from 1 to 1048576,
+// without leading zeros), 0 (no limit) for any other name.
+func ContextWindow(model string) int64 {
+	n, ok := strings.CutPrefix(model, "fake-")
+	if !ok {
+		return 0
+	}
+	n, ok = strings.CutSuffix(n, "k")
+	if !ok || n == "" || n[0] == '0' || len(n) > 7 {
+		return 0
+	}
+	for _, c := range n {
+		if c < '0' || c > '9' {
+			return 0
+		}
+	}
+	k, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || k > maxWindowK {
+		return 0
+	}
+	return k * 1024
+}
+
+// writeContextLengthExceeded writes OpenAI's answer to a prompt of prompt
+// tokens sent to a model whose window is window tokens, word for word.
+func writeContextLengthExceeded(w http.ResponseWriter, window, prompt int64) {
+	var e errorBody
+	e.Error.Message = fmt.Sprintf("This model's maximum context length is %d tokens. "+
+		"However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, prompt)
+	e.Error.Type = "invalid_request_error"
+	param, code := "messages", "context_length_exceeded"
+	e.Error.Param, e.Error.Code = &param, &code
+	b, _ := json.Marshal(e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_, _ = w.Write(b)
 }
 
 func writeError(w http.ResponseWriter, status int, typ, code, msg string) {

@@ -141,6 +141,7 @@ type errorBody struct {
 	Error struct {
 		Message string  `json:"message"`
 		Type    string  `json:"type"`
+		Param   *string `json:"param,omitempty"` // only where OpenAI names one
 		Code    *string `json:"code"`
 	} `json:"error"`
 }

@@ -1,0 +1,179 @@
+package compact
+
+import (
+	"fmt"
+	"strings"
+
+	"agentd/internal/llm"
+	"agentd/internal/persist"
+	"agentd/internal/vocab"
+)
+
+// KeepTurns is how many of the latest user turns (each with everything
+// after it) a compaction keeps verbatim.
+const KeepTurns = 2
+
+// summaryLead opens the message that stands, in what the model is sent, for
+// the messages a compaction covers.
+const summaryLead = "Summary of the earlier conversation (the messages it stands for are kept, but no longer sent):\n\n"
+
+// Visible returns the messages the model is sent, oldest first: without a
+// compaction, msgs as they are; with c, the conversation's first user
+// message, then a system message holding c's summary, then the messages
+// after c.CoversToSeq.
+func Visible(msgs []persist.Message, c *persist.Compaction) []persist.Message {
+	if c == nil {
+		return msgs
+	}
+	out := make([]persist.Message, 0, len(msgs))
+	first := firstUser(msgs)
+	if first >= 0 && msgs[first].Seq <= c.CoversToSeq {
+		out = append(out, msgs[first])
+	}
+	out = append(out, persist.Message{Role: vocab.RoleSystem, Status: vocab.MessageCompleted,
+		Content: []vocab.Part{{Type: vocab.PartText, Text: summaryLead + c.Summary}}})
+	for _, m := range msgs {
+		if m.Seq > c.CoversToSeq {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// InContext reports whether the model is still sent m, given the
+// conversation's latest compaction c and its first user message's seq.
+func InContext(m persist.Message, c *persist.Compaction, firstUserSeq int) bool {
+	if m.Status != vocab.MessageCompleted {
+		return false
+	}
+	return c == nil || m.Seq > c.CoversToSeq || m.Seq == firstUserSeq
+}
+
+func firstUser(msgs []persist.Message) int {
+	for i, m := range msgs {
+		if m.Role == vocab.RoleUser {
+			return i
+		}
+	}
+	return -1
+}
+
+// Cut says what a new compaction of msgs (a conversation's completed
+// messages, oldest first) covers, after the previous compaction prev (nil
+// for none): the messages to summarize, and the seq of the last of them.
+// The first user message and the latest KeepTurns user turns (each user
+// message with everything after it) stay verbatim, and the cut falls just
+// before a user message, so a tool call and its result are never parted.
+// ok is false when there is nothing to summarize.
+func Cut(msgs []persist.Message, prev *persist.Compaction) (covered []persist.Message, coversTo int, ok bool) {
+	first := firstUser(msgs)
+	if first < 0 {
+		return nil, 0, false
+	}
+	var turns []int // indexes of the user messages after the first
+	for i := first + 1; i < len(msgs); i++ {
+		if msgs[i].Role == vocab.RoleUser {
+			turns = append(turns, i)
+		}
+	}
+	if len(turns) < KeepTurns {
+		return nil, 0, false
+	}
+	cut := turns[len(turns)-KeepTurns]
+	done := 0
+	if prev != nil {
+		done = prev.CoversToSeq
+	}
+	for _, m := range msgs[first+1 : cut] {
+		if m.Seq > done {
+			covered = append(covered, m)
+		}
+	}
+	if len(covered) == 0 {
+		return nil, 0, false
+	}
+	return covered, msgs[cut-1].Seq, true
+}
+
+// Instructions is the system prompt of a compaction's model call: the
+// template every summary follows.
+const Instructions = `You compact a conversation between a user and an AI agent that uses tools, so that the agent can go on within its context window. Write a summary that replaces the older part of the conversation shown to you (after the previous summary, if there is one, which your summary must include). The agent will see the user's first message, your summary, and the latest turns verbatim.
+
+Answer with exactly these six sections, each a heading line followed by short bullet points (write "- none" when a section is empty):
+
+## Goal
+## Constraints and preferences
+## Done
+## Open items / next steps
+## Files and artifacts
+## Key facts
+
+Under Key facts, keep names, ids, numbers, paths and values verbatim. Do not invent anything; do not address the user; do not call tools.`
+
+// Sections are the headings of the summary template, in order.
+var Sections = []string{"## Goal", "## Constraints and preferences", "## Done", "## Open items / next steps",
+	"## Files and artifacts", "## Key facts"}
+
+// maxQuoted caps a tool call's arguments or result in the transcript.
+const maxQuoted = 2000
+
+// Transcript renders what a compaction summarizes, as the user message of
+// its model call: the previous summary, then each message, every line
+// quoted with "> " (so that nothing in it reads as an instruction line).
+func Transcript(prev *persist.Compaction, covered []persist.Message) string {
+	var b strings.Builder
+	if prev != nil {
+		b.WriteString("Previous summary:\n")
+		quote(&b, prev.Summary)
+		b.WriteString("\n")
+	}
+	b.WriteString("Conversation to summarize:\n")
+	for _, m := range covered {
+		for _, p := range m.Content {
+			switch p.Type {
+			case vocab.PartText:
+				fmt.Fprintf(&b, "%s:\n", m.Role)
+				quote(&b, p.Text)
+			case vocab.PartToolCall:
+				fmt.Fprintf(&b, "%s called tool %s (call %s) with:\n", m.Role, p.Name, p.ID)
+				quote(&b, cut(p.Arguments, maxQuoted))
+			case vocab.PartToolResult:
+				fmt.Fprintf(&b, "tool result (call %s):\n", p.ToolCallID)
+				quote(&b, cut(p.Content, maxQuoted))
+			}
+		}
+	}
+	return b.String()
+}
+
+func quote(b *strings.Builder, text string) {
+	for _, line := range strings.Split(text, "\n") {
+		b.WriteString("> ")
+		b.WriteString(line)
+		b.WriteString("\n")
+	}
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n] + fmt.Sprintf("… (%d bytes in all)", len(s))
+}
+
+// EstimateRequest estimates the prompt tokens of msgs the way the built-in
+// fake model counts them (EstimateTokens of the bytes of every message's
+// content, tool call arguments included).
+func EstimateRequest(msgs []llm.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+		for _, c := range m.ToolCalls {
+			n += len(c.Arguments)
+		}
+	}
+	return EstimateTokens(n)
+}

@@ -1,0 +1,119 @@
+package compact_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"agentd/internal/compact"
+	"agentd/internal/persist"
+	"agentd/internal/vocab"
+)
+
+// history generates a conversation: turns of a user message, then steps
+// of an assistant message with parallel tool calls and their results (one
+// tool message per call, or one for all), then an answer.
+func history(r *rand.Rand) []persist.Message {
+	var msgs []persist.Message
+	add := func(role vocab.Role, parts ...vocab.Part) {
+		msgs = append(msgs, persist.Message{Seq: len(msgs) + 1, Role: role, Status: vocab.MessageCompleted, Content: parts})
+	}
+	for turn := range 1 + r.IntN(12) {
+		add(vocab.RoleUser, vocab.Part{Type: vocab.PartText, Text: fmt.Sprintf("question %d", turn)})
+		for step := range r.IntN(4) {
+			var calls, results []vocab.Part
+			for c := range 1 + r.IntN(3) {
+				id := fmt.Sprintf("call_%d_%d_%d", turn, step, c)
+				calls = append(calls, vocab.Part{Type: vocab.PartToolCall, ID: id, Name: "t", Arguments: "{}"})
+				results = append(results, vocab.Part{Type: vocab.PartToolResult, ToolCallID: id,
+					Content: strings.Repeat("x", r.IntN(5000))})
+			}
+			add(vocab.RoleAssistant, calls...)
+			if r.IntN(2) == 0 {
+				add(vocab.RoleTool, results...)
+			} else {
+				for _, p := range results {
+					add(vocab.RoleTool, p)
+				}
+			}
+		}
+		add(vocab.RoleAssistant, vocab.Part{Type: vocab.PartText, Text: fmt.Sprintf("answer %d", turn)})
+	}
+	return msgs
+}
+
+// TestCutKeepsTurnsWhole: over generated histories (and a previous
+// compaction at a random earlier cut), a cut falls just before a user
+// message, never parts a tool call from its result, keeps the first user
+// message and the latest KeepTurns turns, and covers only what the previous
+// compaction did not.
+func TestCutKeepsTurnsWhole(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	cuts := 0
+	for i := range 2000 {
+		msgs := history(r)
+		var prev *persist.Compaction
+		if r.IntN(2) == 0 {
+			if _, to, ok := compact.Cut(msgs[:r.IntN(len(msgs))+1], nil); ok {
+				prev = &persist.Compaction{CoversToSeq: to, Summary: "earlier"}
+			}
+		}
+		covered, coversTo, ok := compact.Cut(msgs, prev)
+		if !ok {
+			continue
+		}
+		cuts++
+		next := msgs[coversTo] // seqs are 1-based: the message after the cut
+		if next.Role != vocab.RoleUser {
+			t.Fatalf("history %d: the cut after seq %d falls before a %s message", i, coversTo, next.Role)
+		}
+		callAt := map[string]int{}
+		for _, m := range msgs {
+			for _, p := range m.Content {
+				if p.Type == vocab.PartToolCall {
+					callAt[p.ID] = m.Seq
+				}
+				if p.Type == vocab.PartToolResult && (callAt[p.ToolCallID] <= coversTo) != (m.Seq <= coversTo) {
+					t.Fatalf("history %d: call %s (seq %d) and its result (seq %d) fall on two sides of the cut after %d",
+						i, p.ToolCallID, callAt[p.ToolCallID], m.Seq, coversTo)
+				}
+			}
+		}
+		var users []int
+		for _, m := range msgs {
+			if m.Role == vocab.RoleUser {
+				users = append(users, m.Seq)
+			}
+		}
+		for _, m := range covered {
+			if m.Seq == users[0] {
+				t.Fatalf("history %d: the first user message is covered", i)
+			}
+			if m.Seq >= users[len(users)-compact.KeepTurns] {
+				t.Fatalf("history %d: message %d of the latest %d turns is covered", i, m.Seq, compact.KeepTurns)
+			}
+			if prev != nil && m.Seq <= prev.CoversToSeq {
+				t.Fatalf("history %d: message %d was covered by the previous compaction already", i, m.Seq)
+			}
+		}
+		visible := compact.Visible(msgs, &persist.Compaction{CoversToSeq: coversTo, Summary: "s"})
+		if visible[0].Seq != users[0] || visible[1].Role != vocab.RoleSystem {
+			t.Fatalf("history %d: the model would be sent %s %d then %s", i, visible[0].Role, visible[0].Seq, visible[1].Role)
+		}
+	}
+	if cuts < 500 {
+		t.Fatalf("only %d of 2000 histories were cut: the generator is too small", cuts)
+	}
+}
+
+// TestTranscriptQuotesEveryLine: no line of a transcript starts with what
+// a model (or the fake) would read as an instruction line.
+func TestTranscriptQuotesEveryLine(t *testing.T) {
+	msgs := []persist.Message{{Seq: 2, Role: vocab.RoleUser, Content: []vocab.Part{{Type: vocab.PartText, Text: "/say hi\n/call x {}"}}}}
+	for _, l := range strings.Split(compact.Transcript(&persist.Compaction{Summary: "/stream 3 1"}, msgs), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "/") {
+			t.Fatalf("transcript line %q reads as a directive", l)
+		}
+	}
+}
