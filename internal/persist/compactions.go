@@ -46,6 +46,19 @@ func (o CompactionInsert) queue(b *batch) error {
 		messages_covered, summary, tokens_before, tokens_after, input_tokens, output_tokens)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, c.ID, c.ConversationID, c.RunID, c.StepID, c.CoversToSeq,
 		c.MessagesCovered, c.Summary, c.TokensBefore, c.TokensAfter, c.InputTokens, c.OutputTokens)
+	b.exec("reset compaction failures", `UPDATE conversations SET compaction_failures = 0
+		WHERE id = $1 AND compaction_failures <> 0`, c.ConversationID)
+	return nil
+}
+
+// CompactionFailed counts a failed compaction of a conversation.
+type CompactionFailed struct {
+	ConversationID string
+}
+
+func (o CompactionFailed) queue(b *batch) error {
+	b.exec("count compaction failure", `UPDATE conversations SET compaction_failures = compaction_failures + 1
+		WHERE id = $1`, o.ConversationID)
 	return nil
 }
 

@@ -97,6 +97,9 @@ type RunState struct {
 	// Compaction is the conversation's latest compaction, nil when it has
 	// none: the model is sent its summary instead of the messages it covers.
 	Compaction *Compaction
+	// CompactionFailures counts the conversation's compactions that failed
+	// in a row.
+	CompactionFailures int
 }
 
 // RunStateLoad reads the committed state of a run, in one round trip and
@@ -114,6 +117,7 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 		WHERE c.step_id = `+lastStep+` ORDER BY c.position, a.n`, runID)
 	b.Queue(`SELECT count(*) FROM tool_calls WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1)`, runID)
 	b.Queue(strings.Replace(latestCompaction, "$1", "(SELECT conversation_id FROM runs WHERE id = $1)", 1), runID)
+	b.Queue(`SELECT compaction_failures FROM conversations WHERE id = (SELECT conversation_id FROM runs WHERE id = $1)`, runID)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var st RunState
@@ -142,6 +146,9 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 	}
 	if len(cs) > 0 {
 		st.Compaction = &cs[0]
+	}
+	if err := br.QueryRow().Scan(&st.CompactionFailures); err != nil {
+		return st, fmt.Errorf("load compaction failures: %w", translate(err))
 	}
 	return st, nil
 }

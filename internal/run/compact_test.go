@@ -1,14 +1,22 @@
 package run_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"agentd/internal/compact"
 	"agentd/internal/event"
+	"agentd/internal/llm"
 	"agentd/internal/persist"
 	"agentd/internal/run"
 	"agentd/internal/vocab"
@@ -85,4 +93,120 @@ func TestLongConversationNeverOverflows(t *testing.T) {
 	}
 	t.Logf("%d turns, %d compactions, largest request %d tokens, latest summary covers up to seq %d (%d tokens before, %d after)",
 		turns, compactions, b.fake.MaxPromptTokens("fake-4k"), c.CoversToSeq, c.TokensBefore, c.TokensAfter)
+}
+
+// profilesFile writes a models file and loads it.
+func profilesFile(t *testing.T, body string) *compact.Profiles {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "models.json")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := compact.LoadProfiles(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// converse runs turns of one conversation on model and returns the runs.
+func converse(t *testing.T, b *bundle, model string, turns, bytes int) []persist.Run {
+	t.Helper()
+	filler := strings.Repeat("x", bytes)
+	var conv string
+	var out []persist.Run
+	for i := range turns {
+		r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: model,
+			ConversationID: conv, Params: persist.RunParams{MaxSteps: 3, IfBusy: vocab.IfBusyEnqueue},
+			Input: []persist.InputMessage{{Role: "user", Content: fmt.Sprintf("q%d %s\n/say a%d %s", i, filler, i, filler)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv = r.ConversationID
+		out = append(out, b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() }))
+	}
+	return out
+}
+
+// TestContextOverflowCompactsAndRetries: a profile that promises more than
+// the model has (fake-2k said to hold 100,000 tokens) is never past its
+// threshold, so the model refuses a request as too long: agentd compacts
+// then and asks again, and the run completes. A single turn larger than
+// the window fails context_overflow, saying by how much.
+func TestContextOverflowCompactsAndRetries(t *testing.T) {
+	b := setup(t)
+	b.start(t, run.Config{Workers: 2, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
+		Profiles: profilesFile(t, `{"models": {"fake-2k": {"context_window": 100000, "max_output_tokens": 256}}}`)})
+	runs := converse(t, b, "fake-2k", 12, 1000)
+	compacted := 0
+	for i, r := range runs {
+		if r.Status != vocab.StatusCompleted {
+			t.Fatalf("turn %d ended %s/%s: %s", i, r.Status, r.TerminalReason, r.Error)
+		}
+		for _, e := range b.events(t, r.ID) {
+			if e.Type == event.ContextCompacted {
+				compacted++
+			}
+		}
+	}
+	if compacted == 0 {
+		t.Fatal("no compaction: the model never refused, so the test proves nothing")
+	}
+	big := converse(t, b, "fake-2k", 1, 10_000)[0]
+	if big.Status != vocab.StatusFailed || big.TerminalReason != vocab.ReasonContextOverflow ||
+		!strings.Contains(string(big.Error), "over)") || !strings.Contains(string(big.Error), "window of fake-2k is 100000") {
+		t.Fatalf("a turn larger than the window: %s/%s %s", big.Status, big.TerminalReason, big.Error)
+	}
+}
+
+// TestCompactionCircuitBreaker: when every compaction fails (the model's
+// endpoint refuses them), the conversation goes on uncompacted until the
+// third failure in a row; the next request that needs a compaction ends
+// its run, saying so, instead of asking again forever.
+func TestCompactionCircuitBreaker(t *testing.T) {
+	b := setup(t)
+	fsrv := httptest.NewServer(b.fake)
+	t.Cleanup(fsrv.Close)
+	var refused atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("You compact a conversation")) {
+			refused.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":{"message":"summaries are refused here","type":"invalid_request_error"}}`))
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, fsrv.URL+r.URL.Path, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(proxy.Close)
+	b.start(t, run.Config{Workers: 2, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
+		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: proxy.URL + "/v1", APIKey: "test"}), Profiles: compact.DefaultProfiles()})
+	runs := converse(t, b, "fake-16k", 40, 1500)
+	last := runs[len(runs)-1]
+	if refused.Load() != 3 {
+		t.Fatalf("%d compactions asked for, want 3 before agentd stops trying", refused.Load())
+	}
+	var failed *persist.Run
+	for i := range runs {
+		if runs[i].Status == vocab.StatusFailed {
+			failed = &runs[i]
+			break
+		}
+	}
+	if failed == nil || failed.TerminalReason != vocab.ReasonContextOverflow ||
+		!strings.Contains(string(failed.Error), "last 3 compactions failed") {
+		t.Fatalf("no run ended by the breaker (last: %s/%s %s)", last.Status, last.TerminalReason, last.Error)
+	}
 }

@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"agentd/internal/clean"
@@ -13,33 +14,49 @@ import (
 	"agentd/internal/vocab"
 )
 
+// maxCompactionFailures is how many compactions of a conversation may fail
+// in a row before agentd stops trying: a request that needs one then ends
+// its run.
+const maxCompactionFailures = 3
+
+// errCompactionsFailing: the conversation's last compactions all failed.
+var errCompactionsFailing = errors.New("compaction failed")
+
 // compactIfNeeded compacts the conversation when what the model would be
-// sent for step is past its model's threshold: the model summarizes the
-// older turns (compact.Cut) with compact.Instructions, and the summary is
-// committed, with the compaction's usage on the step and a
-// context.compacted event, in one write. The messages stay; from then on
-// the model is sent the summary instead (compact.Visible). It returns the
-// state the step goes on with. A compaction that fails is logged and the
-// step goes on uncompacted (the model may then refuse the request as too
-// long, which ends the run context_overflow); an error is a failed write,
-// which stops the run.
+// sent for step is past its model's threshold (see compactNow). It returns
+// the state the step goes on with, and the messages the model is then sent.
 func (x *execution) compactIfNeeded(ctx context.Context, st persist.RunState, step *persist.Step) (persist.RunState, []llm.Message, error) {
 	msgs := buildMessages(st)
 	if x.d.profiles == nil {
 		return st, msgs, nil
 	}
 	threshold := x.d.profiles.For(st.Run.Model).Threshold()
-	if threshold <= 0 {
+	if threshold <= 0 || compact.EstimateRequest(msgs) <= threshold {
 		return st, msgs, nil
 	}
-	before := compact.EstimateRequest(msgs)
-	if before <= threshold {
-		return st, msgs, nil
-	}
+	next, nextMsgs, _, err := x.compactNow(ctx, st, step, msgs)
+	return next, nextMsgs, err
+}
+
+// compactNow compacts the conversation: the model summarizes the older
+// turns (compact.Cut) with compact.Instructions, and the summary is
+// committed, with the compaction's usage on the step and a
+// context.compacted event, in one write. The messages stay; from then on
+// the model is sent the summary instead (compact.Visible). compacted is
+// false when there was nothing to summarize, or the compaction failed: the
+// failure is counted for the conversation and the step goes on
+// uncompacted. After maxCompactionFailures in a row it is not tried again:
+// errCompactionsFailing (the caller ends the run). Any other error is a
+// failed write, which stops the run.
+func (x *execution) compactNow(ctx context.Context, st persist.RunState, step *persist.Step, msgs []llm.Message) (_ persist.RunState, _ []llm.Message, compacted bool, _ error) {
 	covered, coversTo, ok := compact.Cut(st.Messages, st.Compaction)
 	if !ok {
-		return st, msgs, nil
+		return st, msgs, false, nil
 	}
+	if st.CompactionFailures >= maxCompactionFailures {
+		return st, msgs, false, errCompactionsFailing
+	}
+	before := compact.EstimateRequest(msgs)
 	started := time.Now()
 	req := llm.Request{Model: st.Run.Model, Messages: []llm.Message{
 		{Role: llm.RoleSystem, Content: compact.Instructions},
@@ -47,11 +64,19 @@ func (x *execution) compactIfNeeded(ctx context.Context, st persist.RunState, st
 	}, IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
 	resp, err := x.d.model.Stream(ctx, req, func(string) {})
 	if err == nil && resp.Text == "" {
-		err = errEmptySummary
+		err = errors.New("the model wrote an empty summary")
 	}
 	if err != nil {
-		x.log.Warn("compaction failed; the step goes on uncompacted", "error", err, "tokens", before, "threshold", threshold)
-		return st, msgs, nil
+		if ctx.Err() != nil {
+			return st, msgs, false, nil // the step's context ended: the model phase sees it
+		}
+		x.log.Warn("compaction failed; the step goes on uncompacted", "error", err, "tokens", before,
+			"failures_in_a_row", st.CompactionFailures+1)
+		if werr := x.write(x.durable(), nil, persist.CompactionFailed{ConversationID: st.Run.ConversationID}); werr != nil {
+			return st, msgs, false, werr
+		}
+		st.CompactionFailures++
+		return st, msgs, false, nil
 	}
 	x.countTokens(resp.Usage)
 	summary, _ := clean.Text(resp.Text)
@@ -60,20 +85,38 @@ func (x *execution) compactIfNeeded(ctx context.Context, st persist.RunState, st
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 	next := st
 	next.Compaction = &c
+	next.CompactionFailures = 0
 	nextMsgs := buildMessages(next)
 	c.TokensAfter = compact.EstimateRequest(nextMsgs)
-	usage := usageOf(resp.Usage)
 	err = x.write(x.durable(), []event.In{event.Of(step.Seq, event.ContextCompactedData{CompactionID: c.ID,
 		CoversToSeq: c.CoversToSeq, MessagesCovered: c.MessagesCovered, TokensAfter: c.TokensAfter, TokensBefore: c.TokensBefore})},
 		persist.CompactionInsert{Compaction: c},
-		persist.StepUpdate{ID: step.ID, Status: vocab.StepRunning, Usage: usage})
+		persist.StepUpdate{ID: step.ID, Status: vocab.StepRunning, Usage: usageOf(resp.Usage)})
 	if err != nil {
-		return st, msgs, err
+		return st, msgs, false, err
 	}
 	x.log.Info("conversation compacted", "tokens_before", c.TokensBefore, "tokens_after", c.TokensAfter,
 		"messages_covered", c.MessagesCovered, "duration", time.Since(started).String())
-	return next, nextMsgs, nil
+	return next, nextMsgs, true, nil
 }
 
-// errEmptySummary: the model answered a compaction with no text.
-var errEmptySummary = errors.New("the model wrote an empty summary")
+// overflowEnd is the end of a run whose conversation does not fit its
+// model: err is the model's refusal (nil when compactions kept failing),
+// tokens the request's estimate.
+func (x *execution) overflowEnd(st persist.RunState, err error, tokens int) runEnd {
+	var runErr *event.Error
+	if err != nil {
+		runErr = modelError(err)
+	} else {
+		runErr = &event.Error{Kind: string(llm.KindContextOverflow), Message: fmt.Sprintf(
+			"the conversation is too long for the model, and its last %d compactions failed: no further one is tried until a later run's succeeds",
+			maxCompactionFailures)}
+	}
+	if x.d.profiles != nil {
+		if w := x.d.profiles.For(st.Run.Model).ContextWindow; w > 0 {
+			runErr.Message += fmt.Sprintf(" (the request was about %d tokens; the window of %s is %d, so about %d over)",
+				tokens, st.Run.Model, w, max(0, tokens-w))
+		}
+	}
+	return endOf(vocab.StatusFailed, vocab.ReasonContextOverflow, runErr)
+}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"agentd/internal/clean"
+	"agentd/internal/compact"
 	"agentd/internal/event"
 	"agentd/internal/llm"
 	"agentd/internal/persist"
@@ -33,9 +34,13 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 		}
 	}
 	st, msgs, err := x.compactIfNeeded(ctx, st, step)
+	if errors.Is(err, errCompactionsFailing) {
+		return true, x.end(st, step, x.overflowEnd(st, nil, compact.EstimateRequest(msgs)))
+	}
 	if err != nil {
 		return true, x.stopFor(st, err)
 	}
+	reactive := false // a compaction after the model said the request was too long
 	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params.Tools),
 		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
 	for attempt := 1; ; attempt++ {
@@ -46,6 +51,24 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
 			x.countTokens(resp.Usage)
 			return x.commitModelOutput(st, step, modelOutput{resp: resp, tail: co.pending(), started: started})
+		}
+		var me *llm.Error
+		if errors.As(err, &me) && me.Kind == llm.KindContextOverflow && ctx.Err() == nil && co.sent == 0 {
+			x.d.m.ModelRequests.WithLabelValues(string(me.Kind)).Inc()
+			if !reactive && x.d.profiles != nil {
+				// The model's window is smaller than its profile said, or the
+				// estimate was short: compact now, and ask once more.
+				reactive = true
+				next, nextMsgs, compacted, cerr := x.compactNow(ctx, st, step, req.Messages)
+				if cerr != nil && !errors.Is(cerr, errCompactionsFailing) {
+					return true, x.stopFor(st, cerr)
+				}
+				if compacted {
+					st, req.Messages = next, nextMsgs
+					continue
+				}
+			}
+			return true, x.end(st, step, x.overflowEnd(st, err, compact.EstimateRequest(req.Messages)))
 		}
 		retry, done, err := x.modelFailed(ctx, st, step, modelFailure{err: err, attempt: attempt, co: co})
 		if !retry {
