@@ -46,7 +46,11 @@ type createRunRequest struct {
 	OnDisconnect   *string          `json:"on_disconnect"`
 	IfBusy         *string          `json:"if_busy"`
 	OnQuota        *string          `json:"on_quota"`
-	Metadata       json.RawMessage  `json:"metadata"`
+	LoopLimits     *struct {
+		FailuresInARow *int `json:"failures_in_a_row"`
+		IdenticalCalls *int `json:"identical_calls"`
+	} `json:"loop_limits"`
+	Metadata json.RawMessage `json:"metadata"`
 }
 
 type timeoutsRequest struct {
@@ -210,6 +214,25 @@ func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool,
 		return p, false, err
 	}
 	p.RejectOverQuota = onQuota == vocab.OnQuotaReject
+	p.Params.LoopLimits = persist.LoopLimits{}.OrDefaults()
+	if l := req.LoopLimits; l != nil {
+		for _, f := range []struct {
+			name string
+			in   *int
+			out  *int
+		}{
+			{"loop_limits.failures_in_a_row", l.FailuresInARow, &p.Params.LoopLimits.FailuresInARow},
+			{"loop_limits.identical_calls", l.IdenticalCalls, &p.Params.LoopLimits.IdenticalCalls},
+		} {
+			if f.in == nil {
+				continue
+			}
+			if *f.in < 1 || *f.in > 1000 {
+				return p, false, fieldError(f.name, "must be between 1 and 1000")
+			}
+			*f.out = *f.in
+		}
+	}
 	if p.Params.Metadata, err = parseMetadata(req.Metadata); err != nil {
 		return p, false, err
 	}

@@ -25,6 +25,7 @@ type runJSON struct {
 	Tools          []string           `json:"tools"` // null: every registered tool
 	MaxSteps       int                `json:"max_steps"`
 	Timeouts       persist.Timeouts   `json:"timeouts"`
+	LoopLimits     persist.LoopLimits `json:"loop_limits"`
 	OnDisconnect   vocab.OnDisconnect `json:"on_disconnect"`
 	IfBusy         vocab.IfBusy       `json:"if_busy"`
 	Metadata       json.RawMessage    `json:"metadata"`
@@ -62,6 +63,7 @@ func runView(r persist.Run) runJSON {
 		Tools:          r.Params.Tools,
 		MaxSteps:       r.Params.MaxSteps,
 		Timeouts:       timeoutsView(r.Params.Timeouts),
+		LoopLimits:     r.Params.LoopLimits.OrDefaults(),
 		OnDisconnect:   r.Params.OnDisconnect,
 		IfBusy:         r.Params.IfBusy,
 		Metadata:       md,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -241,3 +242,59 @@ func (s *Store) RunHeads(ctx context.Context, ids []string) ([]RunHead, error) {
 		return h, translate(err)
 	}, `SELECT id::text, status, step_count, last_event_seq, updated_at FROM runs WHERE id = ANY($1::text[]::uuid[])`, ids)
 }
+
+// CallKey names a tool call by what the model asked: its tool and
+// arguments (compared as JSON values).
+type CallKey struct {
+	Name      string
+	Arguments string
+}
+
+// CallRepeats is what a run already did of one CallKey: how many calls it
+// made of it, and their statuses, newest first.
+type CallRepeats struct {
+	Count  int
+	Latest []vocab.CallStatus
+}
+
+// ToolCallRepeats returns, for each key, the run's calls of it, in one
+// query. Arguments are compared as JSON values (key order and spacing
+// aside); arguments that are not JSON match nothing.
+func (s *Store) ToolCallRepeats(ctx context.Context, runID string, keys []CallKey) ([]CallRepeats, error) {
+	out := make([]CallRepeats, len(keys))
+	names := make([]string, 0, len(keys))
+	want := make([]any, len(keys))
+	for i, k := range keys {
+		names = append(names, k.Name)
+		if json.Unmarshal([]byte(k.Arguments), &want[i]) != nil {
+			want[i] = errNoJSON{}
+		}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT name, arguments::text, status FROM tool_calls
+		WHERE run_id = $1 AND name = ANY($2) ORDER BY created_at DESC, position DESC`, runID, names)
+	if err != nil {
+		return nil, translate(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, args string
+		var st vocab.CallStatus
+		if err := rows.Scan(&name, &args, &st); err != nil {
+			return nil, translate(err)
+		}
+		var got any
+		if json.Unmarshal([]byte(args), &got) != nil {
+			continue
+		}
+		for i, k := range keys {
+			if k.Name == name && reflect.DeepEqual(want[i], got) {
+				out[i].Count++
+				out[i].Latest = append(out[i].Latest, st)
+			}
+		}
+	}
+	return out, translate(rows.Err())
+}
+
+// errNoJSON stands for arguments that are not JSON: it equals no value.
+type errNoJSON struct{}

@@ -32,6 +32,36 @@ type RunParams struct {
 	OnDisconnect vocab.OnDisconnect `json:"on_disconnect"`
 	IfBusy       vocab.IfBusy       `json:"if_busy"`
 	Metadata     json.RawMessage    `json:"metadata,omitempty"`
+	LoopLimits   LoopLimits         `json:"loop_limits"`
+}
+
+// LoopLimits stop a model that keeps asking for the same tool call (the
+// same name and arguments). 0 in a run stored before they existed takes
+// the default.
+type LoopLimits struct {
+	// FailuresInARow: when the last this many identical calls all failed,
+	// the model's asking for it again ends the run tool_error (default 3).
+	FailuresInARow int `json:"failures_in_a_row"`
+	// IdenticalCalls: the model's asking for a call for the this-many-th
+	// time in the run ends it loop_detected (default 5).
+	IdenticalCalls int `json:"identical_calls"`
+}
+
+// Defaults of LoopLimits.
+const (
+	DefaultFailuresInARow = 3
+	DefaultIdenticalCalls = 5
+)
+
+// OrDefaults returns l with its zero fields at their defaults.
+func (l LoopLimits) OrDefaults() LoopLimits {
+	if l.FailuresInARow <= 0 {
+		l.FailuresInARow = DefaultFailuresInARow
+	}
+	if l.IdenticalCalls <= 0 {
+		l.IdenticalCalls = DefaultIdenticalCalls
+	}
+	return l
 }
 
 // Run is a row of runs.

@@ -35,6 +35,7 @@ type Store interface {
 	RunCancel(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
 	RunResume(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
 	RunCancelledBy(ctx context.Context, runID string) (string, error)
+	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
 	RunResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
 	RunInterrupt(ctx context.Context, id string) (persist.Run, error)
 }

@@ -26,6 +26,7 @@ type execStore interface {
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
 	RunCancelledBy(ctx context.Context, runID string) (string, error)
+	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
 }
 
 // deps is what an execution needs of its engine: its ports, its metrics and

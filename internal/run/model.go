@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -339,6 +340,20 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, o
 		e.ops, e.evs = ops, evs
 		return true, x.end(st, &final, e)
 	}
+	guard, err := x.loopGuard(st, resp.ToolCalls)
+	if err != nil {
+		return true, x.stopFor(st, err)
+	}
+	if guard != nil {
+		// The model is stuck on a call: its answer is kept, the call is not
+		// made again, and the run ends.
+		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted,
+			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
+		final := *step
+		final.Status = vocab.StepCompleted
+		guard.ops, guard.evs = ops, evs
+		return true, x.end(st, &final, *guard)
+	}
 	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepActing, FinishReason: resp.FinishReason, Usage: usage})
 	plan := x.planCalls(st, step, resp.ToolCalls)
 	if err := x.write(x.durable(), append(evs, plan.evs...), append(ops, plan.ops...)...); err != nil {
@@ -435,4 +450,56 @@ func (x *execution) startsWithOutput(st persist.RunState, c persist.ToolCallInse
 		return false
 	}
 	return x.d.tools.Validate(c.Name, c.Arguments) == nil
+}
+
+// loopGuard ends a run whose model is stuck on a tool call (the same name
+// and arguments), by the run's loop limits: when the last
+// FailuresInARow such calls all failed, asking again ends it tool_error;
+// asking for the IdenticalCalls-th time in the run ends it loop_detected.
+// It returns nil when the calls may be made.
+func (x *execution) loopGuard(st persist.RunState, asked []llm.ToolCall) (*runEnd, error) {
+	keys := make([]persist.CallKey, len(asked))
+	for i, c := range asked {
+		keys[i] = persist.CallKey{Name: c.Name, Arguments: c.Arguments}
+	}
+	reps, err := x.d.store.ToolCallRepeats(x.durable(), st.Run.ID, keys)
+	if err != nil {
+		// The guard is not worth stopping the run for: the step's write
+		// that follows meets the database's trouble anyway.
+		x.log.Warn("loop guard: read the run's earlier calls", "error", err)
+		return nil, nil
+	}
+	lim := st.Run.Params.LoopLimits.OrDefaults()
+	for i, c := range asked {
+		r := reps[i]
+		if len(r.Latest) >= lim.FailuresInARow && !slices.ContainsFunc(r.Latest[:lim.FailuresInARow],
+			func(s vocab.CallStatus) bool { return s != vocab.CallFailed }) {
+			e := endOf(vocab.StatusFailed, vocab.ReasonToolError, &event.Error{Kind: string(vocab.ReasonToolError), Message: fmt.Sprintf(
+				"the model asked again for %s with the same arguments after the last %d such calls all failed", c.Name, lim.FailuresInARow)})
+			return &e, nil
+		}
+		// Parallel calls of one response are not a loop: only the run's
+		// earlier steps count.
+		n := r.Count + 1
+		if n >= lim.IdenticalCalls {
+			e := endOf(vocab.StatusFailed, vocab.ReasonLoopDetected, &event.Error{Kind: string(vocab.ReasonLoopDetected), Message: fmt.Sprintf(
+				"the model asked for %s with the same arguments for the %d%s time in this run", c.Name, n, ordinal(n))})
+			return &e, nil
+		}
+	}
+	return nil, nil
+}
+
+func ordinal(n int) string {
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+		return "th"
+	case n%10 == 1:
+		return "st"
+	case n%10 == 2:
+		return "nd"
+	case n%10 == 3:
+		return "rd"
+	}
+	return "th"
 }

@@ -65,12 +65,16 @@ const (
 	// ReasonToolLimit: the model asked for tool calls after the run had
 	// made as many as it may.
 	ReasonToolLimit Reason = "tool_limit"
+	// ReasonLoopDetected: the model asked for a tool call (the same name
+	// and arguments) as many times in the run as its loop limits allow.
+	ReasonLoopDetected Reason = "loop_detected"
 )
 
 // Reasons lists every terminal reason.
 func Reasons() []Reason {
 	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
-		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress, ReasonToolLimit}
+		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress, ReasonToolLimit,
+		ReasonLoopDetected}
 }
 
 // IfBusy says what a new run does when its conversation has a run in flight.
