@@ -117,8 +117,11 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 		FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
 		WHERE c.step_id = `+lastStep+` ORDER BY c.position, a.n`, runID)
 	b.Queue(`SELECT count(*) FROM tool_calls WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1)`, runID)
-	b.Queue(strings.Replace(latestCompaction, "$1", "(SELECT conversation_id FROM runs WHERE id = $1)", 1), runID)
-	b.Queue(`SELECT compaction_failures FROM conversations WHERE id = (SELECT conversation_id FROM runs WHERE id = $1)`, runID)
+	// The conversation's compaction state, in one row: its failures in a
+	// row, and its latest compaction's columns (NULL without one).
+	b.Queue(`SELECT v.compaction_failures, c.* FROM conversations v
+		LEFT JOIN LATERAL (`+strings.Replace(latestCompaction, "$1", "v.id", 1)+`) c ON true
+		WHERE v.id = (SELECT conversation_id FROM runs WHERE id = $1)`, runID)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var st RunState
@@ -141,15 +144,20 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 	if err := br.QueryRow().Scan(&st.CallCount); err != nil {
 		return st, fmt.Errorf("count tool calls: %w", translate(err))
 	}
-	cs, err := scanAll(br, scanCompaction)
-	if err != nil {
-		return st, fmt.Errorf("load compaction: %w", err)
+	var c struct {
+		ID, ConversationID, RunID, StepID, Summary              *string
+		CoversToSeq, MessagesCovered, TokensBefore, TokensAfter *int
+		InputTokens, OutputTokens                               *int64
+		CreatedAt                                               *time.Time
 	}
-	if len(cs) > 0 {
-		st.Compaction = &cs[0]
+	if err := br.QueryRow().Scan(&st.CompactionFailures, &c.ID, &c.ConversationID, &c.RunID, &c.StepID, &c.CoversToSeq,
+		&c.MessagesCovered, &c.Summary, &c.TokensBefore, &c.TokensAfter, &c.InputTokens, &c.OutputTokens, &c.CreatedAt); err != nil {
+		return st, fmt.Errorf("load compaction: %w", translate(err))
 	}
-	if err := br.QueryRow().Scan(&st.CompactionFailures); err != nil {
-		return st, fmt.Errorf("load compaction failures: %w", translate(err))
+	if c.ID != nil {
+		st.Compaction = &Compaction{ID: *c.ID, ConversationID: *c.ConversationID, RunID: *c.RunID, StepID: *c.StepID,
+			CoversToSeq: *c.CoversToSeq, MessagesCovered: *c.MessagesCovered, Summary: *c.Summary, TokensBefore: *c.TokensBefore,
+			TokensAfter: *c.TokensAfter, InputTokens: *c.InputTokens, OutputTokens: *c.OutputTokens, CreatedAt: *c.CreatedAt}
 	}
 	return st, nil
 }

@@ -458,6 +458,10 @@ func (x *execution) startsWithOutput(st persist.RunState, c persist.ToolCallInse
 // asking for the IdenticalCalls-th time in the run ends it loop_detected.
 // It returns nil when the calls may be made.
 func (x *execution) loopGuard(st persist.RunState, asked []llm.ToolCall) (*runEnd, error) {
+	lim := st.Run.Params.LoopLimits.OrDefaults()
+	if st.CallCount == 0 && lim.IdenticalCalls > 1 {
+		return nil, nil // no earlier call to repeat: nothing to read
+	}
 	keys := make([]persist.CallKey, len(asked))
 	for i, c := range asked {
 		keys[i] = persist.CallKey{Name: c.Name, Arguments: c.Arguments}
@@ -469,7 +473,6 @@ func (x *execution) loopGuard(st persist.RunState, asked []llm.ToolCall) (*runEn
 		x.log.Warn("loop guard: read the run's earlier calls", "error", err)
 		return nil, nil
 	}
-	lim := st.Run.Params.LoopLimits.OrDefaults()
 	for i, c := range asked {
 		r := reps[i]
 		if len(r.Latest) >= lim.FailuresInARow && !slices.ContainsFunc(r.Latest[:lim.FailuresInARow],
