@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -285,7 +286,10 @@ func buildModel(cfg config, log *slog.Logger) (llm.Model, string, func(), error)
 		if name == "" {
 			name = "gpt-4o-mini"
 		}
-		m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey})
+		// prompt_cache_key goes to OpenAI's own API; another endpoint may
+		// refuse a field it does not know.
+		official := cfg.OpenAIBaseURL == "" || strings.Contains(cfg.OpenAIBaseURL, "api.openai.com")
+		m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey, PromptCacheKey: official})
 		return m, name, m.CloseIdleConnections, nil
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -299,7 +303,7 @@ func buildModel(cfg config, log *slog.Logger) (llm.Model, string, func(), error)
 		name = "fake"
 	}
 	log.Info("OPENAI_API_KEY is not set: using the built-in fake model; see README for its directives", "fake_base_url", base)
-	m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "fake"})
+	m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "fake", PromptCacheKey: true})
 	stop := func() {
 		m.CloseIdleConnections()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -52,6 +52,10 @@ type Request struct {
 	// IdleTimeout, when positive, overrides the adapter's idle timeout for
 	// this request: the longest wait for the next chunk of the stream.
 	IdleTimeout time.Duration
+	// CacheKey, when set, groups requests that share a prefix for the
+	// provider's prompt cache (OpenAI's prompt_cache_key); an adapter may
+	// leave it out where the API does not take it.
+	CacheKey string
 }
 
 // Usage is the token accounting of one completion.

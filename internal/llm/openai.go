@@ -42,6 +42,10 @@ type OpenAIConfig struct {
 	// the caller's context bound it) whose transport keeps up to
 	// DefaultIdleConns connections open for reuse.
 	HTTPClient *http.Client
+	// PromptCacheKey sends a request's CacheKey as "prompt_cache_key"
+	// (OpenAI's API takes it; other OpenAI-compatible servers may refuse a
+	// field they do not know).
+	PromptCacheKey bool
 }
 
 // DefaultIdleConns is how many idle connections to the model's host the
@@ -59,6 +63,7 @@ type OpenAI struct {
 	http   *http.Client
 	idle   time.Duration
 	key    string // the API key sent, scrubbed from errors
+	cache  bool   // send prompt_cache_key
 }
 
 // NewOpenAI returns an adapter configured by cfg.
@@ -83,7 +88,7 @@ func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	// The SDK reads OPENAI_API_KEY when no key is given; that is the key
 	// to keep out of errors then.
 	key := cmp.Or(cfg.APIKey, os.Getenv("OPENAI_API_KEY"))
-	return &OpenAI{client: openai.NewClient(opts...), http: hc, idle: cfg.IdleTimeout, key: key}
+	return &OpenAI{client: openai.NewClient(opts...), http: hc, idle: cfg.IdleTimeout, key: key, cache: cfg.PromptCacheKey}
 }
 
 // CloseIdleConnections closes the connections the adapter's HTTP client
@@ -103,6 +108,9 @@ var errTruncated = errors.New("stream ended without a finish_reason")
 // the idle timeout, KindConnection for a broken or truncated stream, and the
 // kinds of classifyStatus for an HTTP error status.
 func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
+	if !m.cache {
+		req.CacheKey = ""
+	}
 	body, err := requestBody(req)
 	if err != nil {
 		return Response{}, &Error{Kind: KindBadRequest, Err: err}
@@ -228,6 +236,10 @@ func requestBody(req Request) ([]byte, error) {
 	}
 	b = append(b, `],"model":`...)
 	b = appendString(b, req.Model)
+	if req.CacheKey != "" {
+		b = append(b, `,"prompt_cache_key":`...)
+		b = appendString(b, req.CacheKey)
+	}
 	b = append(b, `,"stream_options":{"include_usage":true}`...)
 	for i, t := range req.Tools {
 		if i == 0 {

@@ -105,6 +105,7 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 	for _, req := range []Request{
 		{Model: "gpt-test", Messages: msgs, Tools: tools},
 		{Model: "m \"quoted\"", Messages: msgs[:2]},
+		{Model: "gpt-test", Messages: msgs[:1], CacheKey: "01a23158-24d0-755c-8953-5268112791c4"},
 	} {
 		got, err := requestBody(req)
 		if err != nil {
@@ -113,6 +114,9 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 		p := openai.ChatCompletionNewParams{
 			Model:         shared.ChatModel(req.Model),
 			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		}
+		if req.CacheKey != "" {
+			p.PromptCacheKey = openai.String(req.CacheKey)
 		}
 		for _, m := range req.Messages {
 			p.Messages = append(p.Messages, sdkMessage(m))

@@ -42,7 +42,7 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 		return true, x.stopFor(st, err)
 	}
 	reactive := false // a compaction after the model said the request was too long
-	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params.Tools),
+	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params.Tools), CacheKey: st.Run.ConversationID,
 		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
 	for attempt := 1; ; attempt++ {
 		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes)

@@ -50,6 +50,7 @@ type Request struct {
 	Sent      []json.RawMessage
 	Step      int    // the step answered (see the package doc)
 	Stream    bool   // the client asked for a stream
+	CacheKey  string // the request's prompt_cache_key, if any
 	Status    int    // HTTP status sent
 	Fault     string // the fault injected ("429", "500", "hang", "truncate"), or ""
 	ToolCalls int    // tool calls in the answer; 0 for a final text
@@ -205,7 +206,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, rec.Status, "invalid_request_error", "", "invalid JSON body: "+err.Error())
 		return
 	}
-	rec.Model, rec.Messages, rec.Sent, rec.Stream = req.Model, len(req.Messages), req.Messages, req.Stream
+	rec.Model, rec.Messages, rec.Sent, rec.Stream, rec.CacheKey = req.Model, len(req.Messages), req.Messages, req.Stream, req.CacheKey
 
 	a, err := plan(req)
 	if err != nil {

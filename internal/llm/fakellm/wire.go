@@ -11,6 +11,7 @@ type chatRequest struct {
 	Model         string            `json:"model"`
 	Messages      []json.RawMessage `json:"messages"`
 	Stream        bool              `json:"stream"`
+	CacheKey      string            `json:"prompt_cache_key"`
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`

@@ -1,0 +1,54 @@
+package run_test
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"agentd/internal/compact"
+	"agentd/internal/llm"
+	"agentd/internal/llm/fakellm"
+	"agentd/internal/persist"
+	"agentd/internal/run"
+	"agentd/internal/vocab"
+)
+
+// TestRequestPrefixIsStable: over a 10-step run, each model request's
+// messages begin with exactly the bytes of the previous request's (the
+// provider's prompt cache can reuse them), and the requests carry the
+// conversation's id as prompt_cache_key. A compaction is the only thing
+// that changes what came before.
+func TestRequestPrefixIsStable(t *testing.T) {
+	b := setup(t)
+	fake := fakellm.New()
+	fsrv := httptest.NewServer(fake)
+	t.Cleanup(fsrv.Close)
+	b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
+		Model:    llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "test", PromptCacheKey: true}),
+		Profiles: compact.DefaultProfiles()})
+	input := strings.TrimSuffix(strings.Repeat(`/call calculator {"expression": "1+2"}`+"\n/next\n", 9), "\n/next\n") + "\n/say done"
+	r := b.create(t, input, persist.RunParams{MaxSteps: 12, LoopLimits: persist.LoopLimits{IdenticalCalls: 100}})
+	if r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() }); r.Status != vocab.StatusCompleted {
+		t.Fatalf("run %s/%s %s", r.Status, r.TerminalReason, r.Error)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 10 {
+		t.Fatalf("%d model requests, want 10", len(reqs))
+	}
+	for i := 1; i < len(reqs); i++ {
+		prev, cur := reqs[i-1].Sent, reqs[i].Sent
+		if len(cur) <= len(prev) {
+			t.Fatalf("request %d sent %d messages after %d", i+1, len(cur), len(prev))
+		}
+		for j := range prev {
+			if !bytes.Equal(prev[j], cur[j]) {
+				t.Fatalf("request %d changed message %d:\n was %s\n now %s", i+1, j, prev[j], cur[j])
+			}
+		}
+	}
+	if got := reqs[0].CacheKey; got != r.ConversationID {
+		t.Fatalf("prompt_cache_key %q, want the conversation id %s", got, r.ConversationID)
+	}
+}
