@@ -44,6 +44,10 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 	reactive := false // a compaction after the model said the request was too long
 	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params.Tools), CacheKey: st.Run.ConversationID,
 		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
+	// An answer cut at the model's output limit (finish_reason length) is
+	// continued: the model is sent what it wrote so far and asked to go on,
+	// at most maxContinuations times; the parts make one message.
+	var cont continuation
 	for attempt := 1; ; attempt++ {
 		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes)
 		resp, err := x.callModel(ctx, req, co)
@@ -51,6 +55,22 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 		if err == nil {
 			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
 			x.countTokens(resp.Usage)
+			if resp.FinishReason == "length" && len(resp.ToolCalls) == 0 && cont.n < maxContinuations {
+				// What was streamed and not yet committed goes first, so
+				// that the continuation's text follows it.
+				if tail := co.pending(); tail != "" {
+					if err := x.write(x.ctx, []event.In{event.Of(step.Seq, event.MessageDeltaData{Text: tail})}); err != nil {
+						return true, x.stopFor(st, err)
+					}
+				}
+				cont.add(resp)
+				req.Messages = append(msgs[:len(msgs):len(msgs)],
+					llm.Message{Role: llm.RoleAssistant, Content: cont.text},
+					llm.Message{Role: llm.RoleSystem, Content: continuePrompt})
+				attempt = 0
+				continue
+			}
+			resp = cont.merge(resp)
 			return x.commitModelOutput(st, step, modelOutput{resp: resp, tail: co.pending(), started: started})
 		}
 		var me *llm.Error
@@ -72,6 +92,10 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 			return true, x.end(st, step, x.overflowEnd(st, err, compact.EstimateRequest(req.Messages)))
 		}
 		retry, done, err := x.modelFailed(ctx, st, step, modelFailure{err: err, attempt: attempt, co: co})
+		if retry && co.sent > 0 && cont.n > 0 {
+			// The step's text was retracted: the whole answer is asked again.
+			cont, req.Messages = continuation{}, msgs
+		}
 		if !retry {
 			return done, err
 		}
@@ -325,6 +349,13 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, o
 		final := *step
 		final.Status = vocab.StepCompleted
 		e := endOf(vocab.StatusCompleted, vocab.ReasonCompleted, nil)
+		switch resp.FinishReason {
+		case "length":
+			e.reason = vocab.ReasonMaxOutputTokens
+		case "content_filter":
+			e = endOf(vocab.StatusFailed, vocab.ReasonContentFilter, &event.Error{Kind: string(vocab.ReasonContentFilter),
+				Message: "the model's content filter stopped its answer"})
+		}
 		e.ops, e.evs = ops, evs
 		return true, x.end(st, &final, e)
 	}
@@ -505,4 +536,41 @@ func ordinal(n int) string {
 		return "rd"
 	}
 	return "th"
+}
+
+// maxContinuations is how many times an answer cut at the model's output
+// limit is continued; one still cut after them ends the run completed
+// with reason max_output_tokens.
+const maxContinuations = 3
+
+// continuePrompt asks the model to go on with an answer it was cut in.
+const continuePrompt = "Your previous answer was cut at your output limit. Continue exactly where you stopped, without repeating anything."
+
+// continuation is what the cut answers of a step gave so far.
+type continuation struct {
+	n     int
+	text  string
+	usage llm.Usage
+}
+
+func (c *continuation) add(r llm.Response) {
+	c.n++
+	c.text += r.Text
+	c.usage = addUsage(c.usage, r.Usage)
+}
+
+// merge returns the last answer r with the text and usage of the earlier
+// parts before its own.
+func (c continuation) merge(r llm.Response) llm.Response {
+	if c.n == 0 {
+		return r
+	}
+	r.Text = c.text + r.Text
+	r.Usage = addUsage(c.usage, r.Usage)
+	return r
+}
+
+func addUsage(a, b llm.Usage) llm.Usage {
+	return llm.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
+		CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens, ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens}
 }

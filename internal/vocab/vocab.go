@@ -68,13 +68,18 @@ const (
 	// ReasonLoopDetected: the model asked for a tool call (the same name
 	// and arguments) as many times in the run as its loop limits allow.
 	ReasonLoopDetected Reason = "loop_detected"
+	// ReasonMaxOutputTokens: the answer was still cut at the model's output
+	// limit after it was continued 3 times (a completed run).
+	ReasonMaxOutputTokens Reason = "max_output_tokens"
+	// ReasonContentFilter: the model's content filter stopped its answer.
+	ReasonContentFilter Reason = "content_filter"
 )
 
 // Reasons lists every terminal reason.
 func Reasons() []Reason {
 	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
 		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress, ReasonToolLimit,
-		ReasonLoopDetected}
+		ReasonLoopDetected, ReasonMaxOutputTokens, ReasonContentFilter}
 }
 
 // IfBusy says what a new run does when its conversation has a run in flight.

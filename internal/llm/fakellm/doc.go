@@ -69,6 +69,13 @@
 //	                without [DONE]. A non-streaming response is cut halfway
 //	                through its JSON body.
 //
+//	/finish REASON [N]
+//	    The final text ends with finish_reason REASON (length or
+//	    content_filter) rather than stop; with N, only while the assistant
+//	    text after the last user message holds the final text fewer than N
+//	    times (a client that continues a cut answer sends it back), then
+//	    stop.
+//
 // A request whose last message has no directive and whose first message is
 // a system prompt with Markdown headings ("## " lines), as agentd's
 // compaction sends, is answered with those headings, in order, each with a

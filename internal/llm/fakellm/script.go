@@ -29,6 +29,8 @@ type script struct {
 	streamN   int // 0 when /stream was not given
 	streamGap time.Duration
 	faults    []fault
+	finish    string // /finish: the final text's finish_reason ("" for stop)
+	finishN   int    // ... for this many final answers in a row (0: all)
 }
 
 type fault struct {
@@ -82,6 +84,19 @@ func parseScript(text string) (script, error) {
 				return s, fmt.Errorf("/stream: MS must be a non-negative integer, got %q", f[1])
 			}
 			s.streamN, s.streamGap = n, time.Duration(ms)*time.Millisecond
+		case "/finish":
+			f := strings.Fields(rest)
+			if len(f) < 1 || len(f) > 2 || (f[0] != "length" && f[0] != "content_filter") {
+				return s, fmt.Errorf("/finish: want length or content_filter, and an optional count, got %q", rest)
+			}
+			s.finish = f[0]
+			if len(f) == 2 {
+				n, err := strconv.Atoi(f[1])
+				if err != nil || n < 1 {
+					return s, fmt.Errorf("/finish: the count must be a positive integer, got %q", f[1])
+				}
+				s.finishN = n
+			}
 		case "/fault":
 			kind, stepText, hasStep := strings.Cut(rest, "@")
 			switch kind {
@@ -168,7 +183,7 @@ func splitRunes(text string, n int) []string {
 
 // empty reports whether the script has no directive at all.
 func (s script) empty() bool {
-	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0
+	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0 && s.finish == ""
 }
 
 // templateAnswer is the answer to a request whose system prompt gives a

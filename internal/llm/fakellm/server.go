@@ -1,6 +1,7 @@
 package fakellm
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -305,6 +306,7 @@ type answer struct {
 	pieces []string // content chunks of the final text
 	gap    time.Duration
 	fault  string
+	finish string // the final text's finish_reason; "" means stop
 	usage  Usage
 }
 
@@ -366,6 +368,24 @@ func plan(req chatRequest) (answer, error) {
 	}
 	a.fault = sc.faultAt(a.step)
 	a.gap = sc.streamGap
+	if sc.finish != "" {
+		// The final answers so far: how often the final text appears in the
+		// assistant text after the last user message (a client continuing a
+		// cut answer sends it back, in one message or several).
+		var said strings.Builder
+		for _, m := range msgs[lastUser+1:] {
+			if m.Role == "assistant" && len(m.ToolCalls) == 0 {
+				said.WriteString(m.text())
+			}
+		}
+		answered := 0
+		if t := strings.Join(sc.finalPieces(), ""); t != "" {
+			answered = strings.Count(said.String(), t)
+		}
+		if sc.finishN == 0 || answered < sc.finishN {
+			a.finish = sc.finish
+		}
+	}
 
 	var completionBytes int64
 	if a.step < len(sc.groups) {
@@ -437,7 +457,7 @@ func (a answer) chunks(cut bool) []chunk {
 	}
 	out[0].Choices[0].Delta.Role = "assistant"
 	if !cut {
-		out = append(out, mk(delta{}, "stop"))
+		out = append(out, mk(delta{}, cmp.Or(a.finish, "stop")))
 	}
 	return out
 }
@@ -525,7 +545,7 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, a answer) 
 		return false
 	}
 	msg := completionMessage{Role: "assistant"}
-	finish := "stop"
+	finish := cmp.Or(a.finish, "stop")
 	if len(a.calls) > 0 {
 		finish = "tool_calls"
 		for i, c := range a.calls {
