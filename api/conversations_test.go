@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"testing"
@@ -112,5 +113,25 @@ func TestMessagesSayWhetherTheModelSeesThem(t *testing.T) {
 	}
 	if len(got) != 3 || !got[0] || got[1] || !got[2] {
 		t.Fatalf("in_context of seqs 1-3: %v, want true false true", got)
+	}
+}
+
+// TestCompactAtIsAFraction: compact_at of POST /runs is kept on the run,
+// and a value outside (0, 1) is refused.
+func TestCompactAtIsAFraction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.do("POST", "/runs", `{"input": "x", "compact_at": 0.5}`)
+	var got struct {
+		CompactAt *float64 `json:"compact_at"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil || r.status != http.StatusAccepted || got.CompactAt == nil || *got.CompactAt != 0.5 {
+		t.Fatalf("compact_at 0.5: %d %s", r.status, r.body)
+	}
+	for _, bad := range []string{"0", "1", "-0.2", "2"} {
+		if p := wantProblem(t, b.do("POST", "/runs", `{"input": "x", "compact_at": `+bad+`}`), http.StatusUnprocessableEntity,
+			"invalid_field"); p.Field != "compact_at" {
+			t.Fatalf("compact_at %s: %+v", bad, p)
+		}
 	}
 }

@@ -46,6 +46,7 @@ type createRunRequest struct {
 	OnDisconnect   *string          `json:"on_disconnect"`
 	IfBusy         *string          `json:"if_busy"`
 	OnQuota        *string          `json:"on_quota"`
+	CompactAt      *float64         `json:"compact_at"`
 	LoopLimits     *struct {
 		FailuresInARow *int `json:"failures_in_a_row"`
 		IdenticalCalls *int `json:"identical_calls"`
@@ -214,6 +215,12 @@ func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool,
 		return p, false, err
 	}
 	p.RejectOverQuota = onQuota == vocab.OnQuotaReject
+	if req.CompactAt != nil {
+		if *req.CompactAt <= 0 || *req.CompactAt >= 1 {
+			return p, false, fieldError("compact_at", "must be a fraction between 0 and 1 (exclusive), such as 0.8")
+		}
+		p.Params.CompactAt = *req.CompactAt
+	}
 	p.Params.LoopLimits = persist.LoopLimits{}.OrDefaults()
 	if l := req.LoopLimits; l != nil {
 		for _, f := range []struct {

@@ -26,6 +26,7 @@ type runJSON struct {
 	MaxSteps       int                `json:"max_steps"`
 	Timeouts       persist.Timeouts   `json:"timeouts"`
 	LoopLimits     persist.LoopLimits `json:"loop_limits"`
+	CompactAt      *float64           `json:"compact_at"`
 	OnDisconnect   vocab.OnDisconnect `json:"on_disconnect"`
 	IfBusy         vocab.IfBusy       `json:"if_busy"`
 	Metadata       json.RawMessage    `json:"metadata"`
@@ -64,6 +65,7 @@ func runView(r persist.Run) runJSON {
 		MaxSteps:       r.Params.MaxSteps,
 		Timeouts:       timeoutsView(r.Params.Timeouts),
 		LoopLimits:     r.Params.LoopLimits.OrDefaults(),
+		CompactAt:      nullFloat(r.Params.CompactAt),
 		OnDisconnect:   r.Params.OnDisconnect,
 		IfBusy:         r.Params.IfBusy,
 		Metadata:       md,
@@ -320,4 +322,11 @@ func timeoutsView(t persist.Timeouts) persist.Timeouts {
 		t.ActionMS = persist.DefaultActionMS
 	}
 	return t
+}
+
+func nullFloat(f float64) *float64 {
+	if f == 0 {
+		return nil
+	}
+	return &f
 }

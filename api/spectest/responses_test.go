@@ -18,6 +18,7 @@ func runJSON(extra string, drop ...string) string {
 		{"model", `"test-model"`}, {"instructions", `null`}, {"tools", `null`}, {"max_steps", `16`},
 		{"timeouts", `{"total_ms":600000,"step_ms":120000,"idle_ms":60000,"tool_ms":60000,"action_ms":86400000}`},
 		{"loop_limits", `{"failures_in_a_row":3,"identical_calls":5}`},
+		{"compact_at", `null`},
 		{"on_disconnect", `"continue"`}, {"if_busy", `"reject"`}, {"metadata", `{}`},
 		{"usage", `{"input_tokens":0,"output_tokens":0,"cached_input_tokens":0,"reasoning_tokens":0}`},
 		{"step_count", `0`}, {"last_event_seq", `1`}, {"required_action", `null`}, {"error", `null`},

@@ -33,6 +33,9 @@ type RunParams struct {
 	IfBusy       vocab.IfBusy       `json:"if_busy"`
 	Metadata     json.RawMessage    `json:"metadata,omitempty"`
 	LoopLimits   LoopLimits         `json:"loop_limits"`
+	// CompactAt, when set, replaces the model profile's compact_at for this
+	// run: the fraction of the window past which older turns are compacted.
+	CompactAt float64 `json:"compact_at,omitempty"`
 }
 
 // LoopLimits stop a model that keeps asking for the same tool call (the

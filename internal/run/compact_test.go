@@ -210,3 +210,39 @@ func TestCompactionCircuitBreaker(t *testing.T) {
 		t.Fatalf("no run ended by the breaker (last: %s/%s %s)", last.Status, last.TerminalReason, last.Error)
 	}
 }
+
+// TestCompactAtPerRun: a run's own compact_at moves its threshold: the
+// same short conversation on fake-16k is compacted with compact_at 0.1,
+// and not with the profile's 0.8.
+func TestCompactAtPerRun(t *testing.T) {
+	b := setup(t)
+	b.start(t, run.Config{Workers: 2, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
+		Profiles: compact.DefaultProfiles()})
+	compactions := func(at float64) int {
+		var conv string
+		n := 0
+		for i := range 6 {
+			r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake-16k",
+				ConversationID: conv, Params: persist.RunParams{MaxSteps: 3, IfBusy: vocab.IfBusyEnqueue, CompactAt: at},
+				Input: []persist.InputMessage{{Role: "user", Content: fmt.Sprintf("q%d %s\n/say a%d %s", i,
+					strings.Repeat("y", 1000), i, strings.Repeat("z", 1000))}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conv = r.ConversationID
+			b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+			for _, e := range b.events(t, r.ID) {
+				if e.Type == event.ContextCompacted {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := compactions(0); n != 0 {
+		t.Fatalf("%d compactions at the profile's threshold, want none", n)
+	}
+	if n := compactions(0.1); n == 0 {
+		t.Fatal("no compaction with compact_at 0.1")
+	}
+}

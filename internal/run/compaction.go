@@ -30,7 +30,11 @@ func (x *execution) compactIfNeeded(ctx context.Context, st persist.RunState, st
 	if x.d.profiles == nil {
 		return st, msgs, nil
 	}
-	threshold := x.d.profiles.For(st.Run.Model).Threshold()
+	prof := x.d.profiles.For(st.Run.Model)
+	if at := st.Run.Params.CompactAt; at > 0 {
+		prof.CompactAt = at
+	}
+	threshold := prof.Threshold()
 	if threshold <= 0 || compact.EstimateRequest(msgs) <= threshold {
 		return st, msgs, nil
 	}
