@@ -52,3 +52,46 @@ func TestRequestPrefixIsStable(t *testing.T) {
 		t.Fatalf("prompt_cache_key %q, want the conversation id %s", got, r.ConversationID)
 	}
 }
+
+// TestOnlyACompactionChangesThePrefix: over a conversation on fake-4k
+// that is compacted several times, each model request's messages begin
+// with the previous request's bytes, except right after a compaction,
+// which is the only thing that changes what came before.
+func TestOnlyACompactionChangesThePrefix(t *testing.T) {
+	b := setup(t)
+	fake := fakellm.New()
+	fsrv := httptest.NewServer(fake)
+	t.Cleanup(fsrv.Close)
+	b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
+		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "test", PromptCacheKey: true}),
+		Profiles: compact.DefaultProfiles()})
+	converse(t, b, "fake-4k", 20, 800)
+	compactions, changes := 0, 0
+	var prev [][]byte
+	compacted := false
+	for _, r := range fake.Requests() {
+		if len(r.Sent) > 0 && bytes.Contains(r.Sent[0], []byte("You compact a conversation")) {
+			compactions++
+			compacted = true
+			continue
+		}
+		cur := make([][]byte, len(r.Sent))
+		for i, m := range r.Sent {
+			cur[i] = m
+		}
+		same := len(cur) > len(prev)
+		for i := 0; same && i < len(prev); i++ {
+			same = bytes.Equal(prev[i], cur[i])
+		}
+		if !same {
+			if !compacted {
+				t.Fatalf("request %d changed the messages before it without a compaction", r.Seq)
+			}
+			changes++
+		}
+		prev, compacted = cur, false
+	}
+	if compactions == 0 || changes != compactions {
+		t.Fatalf("%d compactions, %d changes of the prefix: want as many, and some", compactions, changes)
+	}
+}
