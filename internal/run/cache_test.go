@@ -63,7 +63,7 @@ func TestOnlyACompactionChangesThePrefix(t *testing.T) {
 	fsrv := httptest.NewServer(fake)
 	t.Cleanup(fsrv.Close)
 	b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
-		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "test", PromptCacheKey: true}),
+		Model:    llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "test", PromptCacheKey: true}),
 		Profiles: compact.DefaultProfiles()})
 	converse(t, b, "fake-4k", 20, 800)
 	compactions, changes := 0, 0
