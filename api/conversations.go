@@ -1,7 +1,6 @@
 package api
 
 import (
-	"cmp"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -124,7 +123,7 @@ func (s *server) conversationCreate(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	c, err := s.store.ConversationCreate(r.Context(), TenantFromContext(r.Context()), cmp.Or(deref(title), ""), metadata)
+	c, err := s.store.ConversationCreate(r.Context(), TenantFromContext(r.Context()), deref(title), metadata)
 	if err != nil {
 		return err
 	}

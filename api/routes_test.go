@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -171,43 +170,18 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 // "Bearer ..." value); headers come in name, value pairs.
 func (f *tenantFixture) do(cred, method, path, body string, headers ...string) response {
 	f.t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, f.srv.URL+path, rd)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	switch {
 	case strings.HasPrefix(cred, "Bearer ") || strings.HasPrefix(cred, "Basic "):
-		req.Header.Set("Authorization", cred)
+		headers = append([]string{"Authorization", cred}, headers...)
 	case cred != "":
 		token, ok := f.keys[cred]
 		if !ok {
 			f.t.Fatalf("no key %q", cred)
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
+		headers = append([]string{"Authorization", "Bearer " + token}, headers...)
 	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := f.srv.Client().Do(req)
-	if err != nil {
-		f.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		f.t.Fatalf("%s %s: read body: %v", method, path, err)
-	}
-	spectest.CheckResponse(f.t, method, path, resp.StatusCode, resp.Header, data)
-	return response{status: resp.StatusCode, header: resp.Header, body: data}
+	b := bundle{t: f.t, store: f.store, srv: f.srv}
+	return b.do(method, path, body, headers...)
 }
 
 // routeCase is how the isolation test calls one route: the request, what

@@ -39,6 +39,29 @@ func keysCmd(t *testing.T, dbURL string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
+// bearerDo sends a request to base with a bearer token (none when empty)
+// and returns the status and body of the answer.
+func bearerDo(t *testing.T, base, method, path, body, bearer string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
 // freeAddr is a loopback address with a port that was free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -79,20 +102,7 @@ func TestKeysEndToEnd(t *testing.T) {
 	base := "http://" + c.addr
 	do := func(method, path, body, key string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if key != "" {
-			req.Header.Set("Authorization", "Bearer "+key)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return bearerDo(t, base, method, path, body, key)
 	}
 	if status, _ := do("POST", "/runs", `{"input": "hi"}`, ""); status != http.StatusUnauthorized {
 		t.Fatalf("POST /runs without a key: %d", status)
@@ -202,18 +212,7 @@ func TestOIDCEndToEnd(t *testing.T) {
 	base := "http://" + c.addr
 	do := func(method, path, body, bearer string) (int, []byte) {
 		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		if body != "" {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		req.Header.Set("Authorization", "Bearer "+bearer)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return bearerDo(t, base, method, path, body, bearer)
 	}
 	status, body := do("POST", "/runs", `{"input": "hi"}`, token("agentd", "runs:read runs:write"))
 	var r struct {

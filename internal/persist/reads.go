@@ -272,11 +272,10 @@ func (s *Store) ToolCallRepeats(ctx context.Context, runID string, keys []CallKe
 	out := make([]CallRepeats, len(keys))
 	names := make([]string, 0, len(keys))
 	want := make([]any, len(keys))
+	isJSON := make([]bool, len(keys))
 	for i, k := range keys {
 		names = append(names, k.Name)
-		if json.Unmarshal([]byte(k.Arguments), &want[i]) != nil {
-			want[i] = errNoJSON{}
-		}
+		isJSON[i] = json.Unmarshal([]byte(k.Arguments), &want[i]) == nil
 	}
 	rows, err := s.pool.Query(ctx, `SELECT name, arguments::text, status FROM tool_calls
 		WHERE run_id = $1 AND name = ANY($2) ORDER BY created_at DESC, position DESC`, runID, names)
@@ -295,7 +294,7 @@ func (s *Store) ToolCallRepeats(ctx context.Context, runID string, keys []CallKe
 			continue
 		}
 		for i, k := range keys {
-			if k.Name == name && reflect.DeepEqual(want[i], got) {
+			if isJSON[i] && k.Name == name && reflect.DeepEqual(want[i], got) {
 				out[i].Count++
 				out[i].Latest = append(out[i].Latest, st)
 			}
@@ -303,6 +302,3 @@ func (s *Store) ToolCallRepeats(ctx context.Context, runID string, keys []CallKe
 	}
 	return out, translate(rows.Err())
 }
-
-// errNoJSON stands for arguments that are not JSON: it equals no value.
-type errNoJSON struct{}

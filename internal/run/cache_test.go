@@ -2,6 +2,7 @@ package run_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -22,12 +23,7 @@ import (
 // that changes what came before.
 func TestRequestPrefixIsStable(t *testing.T) {
 	b := setup(t)
-	fake := fakellm.New()
-	fsrv := httptest.NewServer(fake)
-	t.Cleanup(fsrv.Close)
-	b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
-		Model:    llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "test", PromptCacheKey: true}),
-		Profiles: compact.DefaultProfiles()})
+	fake := cachingEngine(t, b)
 	input := strings.TrimSuffix(strings.Repeat(`/call calculator {"expression": "1+2"}`+"\n/next\n", 9), "\n/next\n") + "\n/say done"
 	r := b.create(t, input, persist.RunParams{MaxSteps: 12, LoopLimits: persist.LoopLimits{IdenticalCalls: 100}})
 	if r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() }); r.Status != vocab.StatusCompleted {
@@ -59,15 +55,10 @@ func TestRequestPrefixIsStable(t *testing.T) {
 // which is the only thing that changes what came before.
 func TestOnlyACompactionChangesThePrefix(t *testing.T) {
 	b := setup(t)
-	fake := fakellm.New()
-	fsrv := httptest.NewServer(fake)
-	t.Cleanup(fsrv.Close)
-	b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
-		Model:    llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "test", PromptCacheKey: true}),
-		Profiles: compact.DefaultProfiles()})
+	fake := cachingEngine(t, b)
 	converse(t, b, "fake-4k", 20, 800)
 	compactions, changes := 0, 0
-	var prev [][]byte
+	var prev []json.RawMessage
 	compacted := false
 	for _, r := range fake.Requests() {
 		if len(r.Sent) > 0 && bytes.Contains(r.Sent[0], []byte("You compact a conversation")) {
@@ -75,10 +66,7 @@ func TestOnlyACompactionChangesThePrefix(t *testing.T) {
 			compacted = true
 			continue
 		}
-		cur := make([][]byte, len(r.Sent))
-		for i, m := range r.Sent {
-			cur[i] = m
-		}
+		cur := r.Sent
 		same := len(cur) > len(prev)
 		for i := 0; same && i < len(prev); i++ {
 			same = bytes.Equal(prev[i], cur[i])
@@ -94,4 +82,17 @@ func TestOnlyACompactionChangesThePrefix(t *testing.T) {
 	if compactions == 0 || changes != compactions {
 		t.Fatalf("%d compactions, %d changes of the prefix: want as many, and some", compactions, changes)
 	}
+}
+
+// cachingEngine starts an engine on b whose model sends prompt_cache_key,
+// against a fake of its own, whose requests the test reads.
+func cachingEngine(t *testing.T, b *bundle) *fakellm.Server {
+	t.Helper()
+	fake := fakellm.New()
+	fsrv := httptest.NewServer(fake)
+	t.Cleanup(fsrv.Close)
+	b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
+		Model:    llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "test", PromptCacheKey: true}),
+		Profiles: compact.DefaultProfiles()})
+	return fake
 }
