@@ -73,8 +73,9 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		if err := storableJSON("result", req.Result); err != nil {
 			return err
 		}
-		// As a tool's own result would be: cut to the default size limit.
-		p.Result = tools.Truncate(req.Result, tools.DefaultMaxResultBytes)
+		// As a tool's own result would be: over the default limit, it is
+		// kept whole as an artifact and the model sees a preview.
+		p.Result, p.Artifact = tools.Offload(req.Result, tools.DefaultMaxResultBytes, uuid.NewString())
 	default:
 		if len(req.Result) > 0 {
 			return fieldError("result", "is only allowed with decision result")

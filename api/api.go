@@ -27,6 +27,9 @@ type Store interface {
 	RunList(ctx context.Context, p persist.RunListParams) ([]persist.Run, error)
 	// StepsList returns a run's steps with their tool calls and attempts.
 	StepsList(ctx context.Context, runID string) ([]persist.StepDetail, error)
+	// ArtifactGet returns an artifact of a tenant's run, or
+	// persist.ErrArtifactNotFound.
+	ArtifactGet(ctx context.Context, tenantID, runID, id string) (persist.Artifact, error)
 	// ConversationGet returns a tenant's conversation, or
 	// persist.ErrConversationNotFound.
 	ConversationGet(ctx context.Context, tenantID, id string) (persist.Conversation, error)

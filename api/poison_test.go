@@ -3,7 +3,6 @@ package api_test
 import (
 	"agentd/api"
 	"agentd/internal/persist"
-	"agentd/internal/tools"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -59,8 +58,8 @@ func TestPoisonValuesAreRefused(t *testing.T) {
 }
 
 // TestInputBounds: an input of more messages than the cap is 422 naming
-// input; a client's result larger than a tool's result limit is kept cut,
-// as a tool's own would be.
+// input; a client's result larger than a tool's result limit is kept whole
+// as an artifact, as a tool's own would be, and served whole.
 func TestInputBounds(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *api.Config) { c.MaxBodyBytes = 4 << 20 })
@@ -77,15 +76,30 @@ func TestInputBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cut struct {
-		Truncated bool   `json:"truncated"`
-		Bytes     int    `json:"bytes"`
-		Prefix    string `json:"prefix"`
+	var pv struct {
+		ArtifactID string `json:"artifact_id"`
+		Bytes      int    `json:"bytes"`
+		SHA256     string `json:"sha256"`
+		MediaType  string `json:"media_type"`
 	}
 	res := steps[0].Calls[0].Result
-	if err := json.Unmarshal(res, &cut); err != nil || !cut.Truncated || cut.Bytes != len(big) || len(cut.Prefix) >= tools.DefaultMaxResultBytes {
+	if err := json.Unmarshal(res, &pv); err != nil || pv.ArtifactID == "" || pv.Bytes != len(big) || len(res) > 4<<10 {
 		t.Fatalf("a 900 KiB result was stored as %d bytes: %.80s", len(res), res)
 	}
+	path := "/runs/" + runID + "/artifacts/" + pv.ArtifactID
+	got := b.do("GET", path, "")
+	if got.status != http.StatusOK || string(got.body) != big || got.header.Get("Content-Type") != "application/json" ||
+		got.header.Get("ETag") != `"`+pv.SHA256+`"` || !strings.HasPrefix(got.header.Get("Repr-Digest"), "sha-256=:") {
+		t.Fatalf("GET %s: %d, %d bytes, %v", path, got.status, len(got.body), got.header)
+	}
+	if r := b.do("GET", path, "", "Range", "bytes=2-7"); r.status != http.StatusPartialContent || string(r.body) != `blob":` {
+		t.Fatalf("a range: %d %q", r.status, r.body)
+	}
+	if r := b.do("GET", path, "", "If-None-Match", `"`+pv.SHA256+`"`); r.status != http.StatusNotModified {
+		t.Fatalf("If-None-Match: %d", r.status)
+	}
+	wantProblem(t, b.do("GET", "/runs/"+runID+"/artifacts/"+callID, ""), http.StatusNotFound, "artifact_not_found")
+	wantProblem(t, b.do("GET", "/runs/"+runID+"/artifacts/nope", ""), http.StatusNotFound, "artifact_not_found")
 }
 
 // TestTimeoutCeilings: a client's timeouts are at most the operator's

@@ -25,6 +25,7 @@ const (
 	CodeNotFound             = "not_found"              // 404: no such route
 	CodeRunNotFound          = "run_not_found"          // 404: no such run for this tenant
 	CodeConversationNotFound = "conversation_not_found" // 404: no such conversation for this tenant
+	CodeArtifactNotFound     = "artifact_not_found"     // 404: no such artifact of this run
 	CodeUnknownTool          = "unknown_tool"           // 422: "tools" names a tool that is not registered; "tool" names it
 	CodeConversationBusy     = "conversation_busy"      // 409: "busy_run_id" is the run in the way
 	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422: the key was used for another request
@@ -130,6 +131,8 @@ func problemFor(err error) (p problem, internal bool) {
 		ae = errRunNotFound
 	case errors.Is(err, persist.ErrConversationNotFound):
 		ae = errConversationNotFound
+	case errors.Is(err, persist.ErrArtifactNotFound):
+		ae = newError(http.StatusNotFound, CodeArtifactNotFound, "Artifact not found", "no artifact with this id in this run")
 	case errors.Is(err, persist.ErrConversationBusy):
 		ae = newError(http.StatusConflict, CodeConversationBusy, "Conversation busy",
 			"the conversation has a run in progress; cancel it, or wait for it to end, then delete")

@@ -24,24 +24,25 @@ const Public auth.Scope = "public"
 // route that is missing (a test walks the router for that), so no route can
 // be served without a decision about who may call it.
 var RouteScopes = map[string]auth.Scope{
-	"GET /livez":                       Public,
-	"GET /readyz":                      Public,
-	"GET /metrics":                     Public, // only when Config.HideMetrics is false: without authentication
-	"POST /runs":                       auth.RunsWrite,
-	"GET /runs":                        auth.RunsRead,
-	"GET /runs/{id}":                   auth.RunsRead,
-	"GET /runs/{id}/steps":             auth.RunsRead,
-	"GET /runs/{id}/events":            auth.RunsRead,
-	"POST /runs/{id}/cancel":           auth.RunsWrite,
-	"POST /runs/{id}/resume":           auth.RunsWrite,
-	"POST /runs/{id}/actions":          auth.ActionsWrite,
-	"GET /conversations":               auth.RunsRead,
-	"POST /conversations":              auth.RunsWrite,
-	"GET /conversations/{id}":          auth.RunsRead,
-	"PATCH /conversations/{id}":        auth.RunsWrite,
-	"DELETE /conversations/{id}":       auth.RunsWrite,
-	"GET /conversations/{id}/messages": auth.RunsRead,
-	"GET /tools":                       auth.RunsRead,
+	"GET /livez":                             Public,
+	"GET /readyz":                            Public,
+	"GET /metrics":                           Public, // only when Config.HideMetrics is false: without authentication
+	"POST /runs":                             auth.RunsWrite,
+	"GET /runs":                              auth.RunsRead,
+	"GET /runs/{id}":                         auth.RunsRead,
+	"GET /runs/{id}/steps":                   auth.RunsRead,
+	"GET /runs/{id}/events":                  auth.RunsRead,
+	"GET /runs/{id}/artifacts/{artifact_id}": auth.RunsRead,
+	"POST /runs/{id}/cancel":                 auth.RunsWrite,
+	"POST /runs/{id}/resume":                 auth.RunsWrite,
+	"POST /runs/{id}/actions":                auth.ActionsWrite,
+	"GET /conversations":                     auth.RunsRead,
+	"POST /conversations":                    auth.RunsWrite,
+	"GET /conversations/{id}":                auth.RunsRead,
+	"PATCH /conversations/{id}":              auth.RunsWrite,
+	"DELETE /conversations/{id}":             auth.RunsWrite,
+	"GET /conversations/{id}/messages":       auth.RunsRead,
+	"GET /tools":                             auth.RunsRead,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -87,6 +88,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.With(s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
 		changes.With(s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
 		r.Get("/runs/{id}/events", s.handle(s.runEvents))
+		r.Get("/runs/{id}/artifacts/{artifact_id}", s.handle(s.artifactGet))
 		r.Get("/conversations", s.handle(s.conversationList))
 		changes.With(s.idempotent).Post("/conversations", s.handle(s.conversationCreate))
 		r.Get("/conversations/{id}", s.handle(s.conversationGet))

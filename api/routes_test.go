@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
@@ -92,6 +93,7 @@ type tenantFixture struct {
 	run, ended, conv string
 	endedLast        int64
 	spare            string // an empty conversation, for the delete
+	artifact         string // of the ended run
 }
 
 // syncBuffer is a log sink that handlers may write concurrently.
@@ -117,7 +119,8 @@ const tenantA, tenantB = "acme", "globex"
 func newTenantFixture(t *testing.T) *tenantFixture {
 	t.Helper()
 	hub := stream.New(stream.Config{Heartbeat: time.Hour})
-	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
+	dbURL := persisttest.NewDatabase(t)
+	store := persisttest.Open(t, persist.Config{URL: dbURL, Publisher: hub})
 	if err := hub.Start(store); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +166,37 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	e = want[runBody](t, f.do("a", "POST", "/runs/"+e.ID+"/cancel", ""), http.StatusOK)
 	f.ended, f.endedLast = e.ID, e.LastEventSeq
 	f.spare = want[conversationBody](t, f.do("a", "POST", "/conversations", `{"title": "spare"}`), http.StatusCreated).ID
+	f.artifact = insertArtifact(t, dbURL, f.ended)
 	return f
+}
+
+// insertArtifact gives run a step with a call whose result is an
+// artifact, as the engine would, and returns the artifact's id.
+func insertArtifact(t *testing.T, url, run string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	step, call, id := persist.NewID(), persist.NewID(), persist.NewID()
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO steps (id, run_id, seq, status) VALUES ($1, $2, 1, 'completed')`, []any{step, run}},
+		{`INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments, idempotency_key, effect, status)
+			VALUES ($1, $2, $3, 0, 'call_1', 'big', '{}', $4, 'read_only', 'succeeded')`, []any{call, run, step, run + ":1:call_1"}},
+		{`INSERT INTO artifacts (id, tenant_id, conversation_id, run_id, tool_call_id, media_type, size, sha256, content)
+			SELECT $1, tenant_id, conversation_id, id, $3, 'text/plain; charset=utf-8', 5, 'x', 'hello' FROM runs WHERE id = $2`,
+			[]any{id, run, call}},
+	} {
+		if _, err := conn.Exec(ctx, q.sql, q.args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return id
 }
 
 // do sends a request with the key named cred ("" for none, or a raw
@@ -218,6 +251,8 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			otherSees: notIn(f.run, f.ended, f.conv)},
 		"GET /runs/{id}":       {method: "GET", path: runPath, owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},
 		"GET /runs/{id}/steps": {method: "GET", path: runPath + "/steps", owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},
+		"GET /runs/{id}/artifacts/{artifact_id}": {method: "GET", path: "/runs/" + f.ended + "/artifacts/" + f.artifact,
+			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "artifact_not_found"},
 		// A replay from Last-Event-ID of an ended run: it ends by itself.
 		"GET /runs/{id}/events": {method: "GET", path: "/runs/" + f.ended + "/events", headers: []string{"Last-Event-ID", last},
 			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"net/url"
@@ -216,6 +218,30 @@ func (s *server) stepsList(w http.ResponseWriter, r *http.Request) error {
 		out.Data = append(out.Data, stepView(st))
 	}
 	s.writeJSON(w, r, http.StatusOK, out)
+	return nil
+}
+
+// artifactGet answers GET /runs/{id}/artifacts/{artifact_id}: a tool result
+// kept whole, as its tool returned it, with its media type. Range requests
+// and If-None-Match work; ETag and Repr-Digest carry its SHA-256.
+func (s *server) artifactGet(w http.ResponseWriter, r *http.Request) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	a, err := s.store.ArtifactGet(r.Context(), TenantFromContext(r.Context()), id, chi.URLParam(r, "artifact_id"))
+	if err != nil {
+		return err
+	}
+	sum, err := hex.DecodeString(a.SHA256)
+	if err == nil {
+		w.Header().Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sum)+":")
+	}
+	w.Header().Set("Content-Type", a.MediaType)
+	w.Header().Set("ETag", `"`+a.SHA256+`"`)
+	w.Header().Set("Cache-Control", "private, max-age=31536000, immutable")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, "", a.CreatedAt, bytes.NewReader(a.Content))
 	return nil
 }
 

@@ -172,7 +172,7 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		return nil, err
 	}
 	in.closers = append(in.closers, func() { _ = in.hub.Stop(context.Background()) }) // safe twice
-	registry, err := buildTools(cfg)
+	registry, err := buildTools(cfg, in.store)
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
@@ -262,8 +262,8 @@ var (
 	_ api.Events = (*stream.Hub)(nil)
 )
 
-func buildTools(cfg config) (*tools.Registry, error) {
-	list := []tools.Tool{tools.Calculator(), tools.Clock()}
+func buildTools(cfg config, artifacts tools.ArtifactReader) (*tools.Registry, error) {
+	list := []tools.Tool{tools.Calculator(), tools.Clock(), tools.ReadArtifact(artifacts)}
 	if len(cfg.HTTPAllowHosts) > 0 {
 		list = append(list, tools.HTTPRequest(cfg.HTTPAllowHosts, nil))
 	}

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"agentd/internal/event"
+	"agentd/internal/tools"
 	"agentd/internal/vocab"
 	"cmp"
 	"context"
@@ -41,6 +42,7 @@ type ActionParams struct {
 	CallID                      string
 	Decision                    vocab.Decision
 	Result                      json.RawMessage // for vocab.DecisionResult
+	Artifact                    *tools.Artifact // the whole result, when Result is its preview
 	Message                     string          // for vocab.DecisionFail and vocab.DecisionReject: what the model is told
 	Actor                       string          // who decides: kept on the call (decided_by), the run (resumed_by) and the event
 }
@@ -101,6 +103,10 @@ func resolveLocked(ctx context.Context, tx pgx.Tx, r Run, p ActionParams, resolv
 	case vocab.DecisionResult:
 		_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
 			WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
+		if err == nil && p.Artifact != nil {
+			a := p.Artifact
+			_, err = tx.Exec(ctx, insertArtifact, a.ID, r.ID, p.ToolCallID, a.MediaType, a.Size(), a.SHA256, a.Content)
+		}
 		data = event.ToolCallCompletedData{Actor: p.Actor, ResolvedBy: resolvedBy, Result: p.Result, Status: vocab.CallSucceeded,
 			ToolCallID: p.ToolCallID}
 	case vocab.DecisionFail:

@@ -92,6 +92,7 @@ func (s *Store) ConversationDelete(ctx context.Context, tenantID, id string) err
 		}
 		const runs = `(SELECT id FROM runs WHERE conversation_id = $1)`
 		for _, q := range []string{
+			`DELETE FROM artifacts WHERE conversation_id = $1`,
 			`DELETE FROM tool_attempts WHERE tool_call_id IN (SELECT id FROM tool_calls WHERE run_id IN ` + runs + `)`,
 			`DELETE FROM tool_calls WHERE run_id IN ` + runs,
 			`DELETE FROM steps WHERE run_id IN ` + runs,

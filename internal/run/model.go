@@ -284,16 +284,23 @@ func (x *execution) countTokens(u llm.Usage) {
 	x.d.m.Tokens.WithLabelValues("reasoning").Add(float64(u.ReasoningTokens))
 }
 
-// offered returns the tool specs offered to the model: the run's list, or all.
+// offered returns the tool specs offered to the model: the run's list, or
+// all; a list of any tool brings read_artifact with it.
 func (x *execution) offered(names []string) []llm.ToolSpec {
 	var specs []tools.Spec
 	if names == nil {
 		specs = x.d.tools.List()
 	} else {
+		reader := false
 		for _, n := range names {
 			if t, ok := x.d.tools.Get(n); ok {
 				specs = append(specs, t.Spec())
+				reader = reader || n == tools.ReadArtifactName
 			}
+		}
+		// A run that may call tools may read what they returned.
+		if t, ok := x.d.tools.Get(tools.ReadArtifactName); ok && !reader && len(specs) > 0 {
+			specs = append(specs, t.Spec())
 		}
 	}
 	out := make([]llm.ToolSpec, len(specs))

@@ -14,6 +14,8 @@ import (
 	"agentd/internal/persist"
 	"agentd/internal/tools"
 	"agentd/internal/vocab"
+
+	"github.com/google/uuid"
 )
 
 // toolPhase runs the tool calls of a step whose model output is committed,
@@ -353,6 +355,9 @@ type attemptResult struct {
 // attempted commits how an attempt of c ended, and reports whether another
 // attempt follows (after its backoff).
 func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persist.ToolCall, a attemptResult) (again bool) {
+	if a.err == nil && len(a.result) > tools.MaxResultBytes {
+		a.err = tools.TooLarge(len(a.result))
+	}
 	if a.err == nil {
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "succeeded").Inc()
 		o := resultOf(a.result, a.spec.ResultLimit())
@@ -427,12 +432,14 @@ func storableResult(result json.RawMessage) (json.RawMessage, bool) {
 }
 
 // resultOf is the outcome of a call that succeeded with result, stored as
-// it can be within limit bytes; when the result had to be changed to be
-// stored, the bytes the tool returned are kept too (base64, cut to limit),
-// since they may matter to whoever looks.
+// it can be: a result over limit bytes is kept whole as an artifact, and
+// the call's result is its preview (tools.Offload). When the result had to
+// be changed to be stored, the bytes the tool returned are kept too
+// (base64, cut to limit), since they may matter to whoever looks.
 func resultOf(result json.RawMessage, limit int) callOutcome {
 	out, changed := storableResult(result)
-	o := callOutcome{status: vocab.CallSucceeded, result: tools.Truncate(out, limit)}
+	o := callOutcome{status: vocab.CallSucceeded}
+	o.result, o.artifact = tools.Offload(out, limit, uuid.NewString())
 	if changed {
 		o.raw = result[:min(len(result), limit)]
 	}
@@ -448,11 +455,12 @@ func attemptFailed(step *persist.Step, c *persist.ToolCall, errData *event.Error
 // callOutcome is how a call ended: its status, its result or error, and the
 // end of its last attempt when one was made.
 type callOutcome struct {
-	status  vocab.CallStatus
-	result  json.RawMessage
-	raw     []byte // the bytes the tool returned, when result had to be changed to be stored
-	err     *event.Error
-	attempt *persist.AttemptFinish
+	status   vocab.CallStatus
+	result   json.RawMessage
+	raw      []byte          // the bytes the tool returned, when result had to be changed to be stored
+	artifact *tools.Artifact // the whole result, when result is its preview
+	err      *event.Error
+	attempt  *persist.AttemptFinish
 }
 
 // finishCall commits a call's outcome (with its last attempt's) right after
@@ -468,6 +476,9 @@ func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, o callOu
 		ops = append(ops, *o.attempt)
 	}
 	ops = append(ops, persist.ToolCallFinish{ID: c.ID, Status: o.status, Result: o.result, Error: o.err})
+	if o.artifact != nil {
+		ops = append(ops, persist.ArtifactInsert{RunID: c.RunID, ToolCallID: c.ID, Artifact: *o.artifact})
+	}
 	if o.status == vocab.CallUnknown {
 		evs = append(evs, event.Of(step.Seq, event.ToolCallUnknownData{CallID: c.CallID, Error: o.err,
 			IdempotencyKey: c.IdempotencyKey, Name: c.Name, Status: o.status, ToolCallID: c.ID}))
@@ -517,6 +528,11 @@ func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *pe
 		if len(result) == 0 {
 			result = json.RawMessage(`null`)
 		}
+		if len(result) > tools.MaxResultBytes {
+			e := tools.TooLarge(len(result))
+			x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: &event.Error{Kind: string(e.Kind), Message: e.Message}})
+			return
+		}
 		x.finishCall(step, c, resultOf(result, tool.Spec().ResultLimit()))
 	case tools.OutcomeFailed:
 		msg, _ := clean.Text(res.Message)
@@ -535,8 +551,10 @@ func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *pe
 	}
 }
 
+// offered reports whether a run offered tool name, given its list names
+// (nil: every tool); read_artifact comes with any tool.
 func offered(names []string, name string) bool {
-	if names == nil {
+	if names == nil || (name == tools.ReadArtifactName && len(names) > 0) {
 		return true
 	}
 	for _, n := range names {

@@ -18,7 +18,7 @@ import (
 
 // HTTPRequest returns the side_effect tool "http_request", which sends one
 // HTTP request to a host in allowHosts and returns {"status", "headers" (a
-// few useful ones), "body" (cut to the result limit), "body_truncated"?}.
+// few useful ones), "body" (its first MiB), "body_truncated"?}.
 //
 // An allowHosts entry is a host name or IP ("api.example.com": ports 80 and
 // 443 only) or a host and port ("api.example.com:8443", "127.0.0.1:8080",
@@ -158,6 +158,9 @@ func (t *httpRequest) allowed(u *url.URL) bool {
 // resultHeaders are the response headers passed back to the model.
 var resultHeaders = []string{"Content-Type", "Content-Length", "Location", "ETag", "Last-Modified", "Retry-After", "Date"}
 
+// maxRequestBody is how much of a response http_request reads.
+const maxRequestBody = 1 << 20
+
 func (t *httpRequest) Invoke(ctx context.Context, call Call) (json.RawMessage, error) {
 	var args struct {
 		Method  string            `json:"method"`
@@ -205,7 +208,7 @@ func (t *httpRequest) Invoke(ctx context.Context, call Call) (json.RawMessage, e
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, more, err := readBody(ctx, resp.Body, DefaultMaxResultBytes, "request")
+	body, more, err := readBody(ctx, resp.Body, maxRequestBody, "request")
 	if err != nil {
 		return nil, err
 	}

@@ -2,9 +2,7 @@ package tools
 
 import (
 	"agentd/internal/vocab"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 	"unicode/utf8"
@@ -30,7 +28,7 @@ const (
 	DefaultMaxAttempts    = 3
 	DefaultBackoff        = 200 * time.Millisecond
 	MaxBackoff            = 5 * time.Second
-	DefaultMaxResultBytes = 64 << 10
+	DefaultMaxResultBytes = 16 << 10
 )
 
 // KindOf classifies err: the Kind of an *Error in its chain, KindTimeout for
@@ -100,8 +98,9 @@ func (s Spec) BackoffFor(attempt int) time.Duration {
 	return min(d, MaxBackoff)
 }
 
-// ResultLimit is the most bytes of result passed back to the model:
-// MaxResultBytes if set, else 64 KiB.
+// ResultLimit is the most bytes of result passed back to the model whole:
+// MaxResultBytes if set, else 16 KiB. A larger result is offloaded to an
+// artifact (Offload).
 func (s Spec) ResultLimit() int {
 	if s.MaxResultBytes > 0 {
 		return s.MaxResultBytes
@@ -115,60 +114,6 @@ func (s Spec) AttemptTimeout(def time.Duration) time.Duration {
 		return s.Timeout
 	}
 	return def
-}
-
-// Truncate returns result unchanged when it fits in limit bytes (or limit is
-// not positive). Otherwise it returns the JSON object
-// {"truncated":true,"bytes":N,"prefix":"..."}, where N is len(result) and
-// prefix is as much of the start of result as fits, so that the object is at
-// most limit bytes. Below about 40 bytes of limit the prefix, then bytes, are
-// left out; below 2 bytes nothing fits and the result is {}.
-func Truncate(result json.RawMessage, limit int) json.RawMessage {
-	if limit <= 0 || len(result) <= limit {
-		return result
-	}
-	return truncated(result, len(result), limit)
-}
-
-type truncation struct {
-	Truncated bool    `json:"truncated"`
-	Bytes     int     `json:"bytes,omitempty"`
-	Prefix    *string `json:"prefix,omitempty"`
-}
-
-// truncated builds the truncation object for data, the start of a result of
-// total bytes, in at most limit bytes.
-func truncated(data []byte, total, limit int) json.RawMessage {
-	enc := func(t truncation) []byte {
-		var buf bytes.Buffer
-		e := json.NewEncoder(&buf)
-		e.SetEscapeHTML(false)
-		_ = e.Encode(t) // cannot fail: plain struct
-		return bytes.TrimRight(buf.Bytes(), "\n")
-	}
-	empty := ""
-	base := enc(truncation{Truncated: true, Bytes: total, Prefix: &empty})
-	if room := limit - len(base); room > 0 {
-		// Binary search for the longest prefix whose escaped form fits.
-		best := base
-		lo, hi := 1, min(room, len(data))
-		for lo <= hi {
-			n := lo + (hi-lo)/2
-			p := validPrefix(data[:n])
-			if out := enc(truncation{Truncated: true, Bytes: total, Prefix: &p}); len(out) <= limit {
-				best, lo = out, n+1
-			} else {
-				hi = n - 1
-			}
-		}
-		return best
-	}
-	for _, t := range []truncation{{Truncated: true, Bytes: total}, {Truncated: true}} {
-		if out := enc(t); len(out) <= limit {
-			return out
-		}
-	}
-	return json.RawMessage(`{}`)
 }
 
 // validPrefix returns b as a string, cut back to end on a whole UTF-8 rune.

@@ -3,10 +3,8 @@ package tools
 import (
 	"agentd/internal/vocab"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 )
@@ -89,7 +87,7 @@ func TestSpecDefaults(t *testing.T) {
 	if got := (Spec{Backoff: time.Second}).BackoffFor(2); got != 2*time.Second {
 		t.Errorf("BackoffFor(2) with 1s = %v", got)
 	}
-	if got := s.ResultLimit(); got != 64<<10 {
+	if got := s.ResultLimit(); got != 16<<10 {
 		t.Errorf("ResultLimit = %d", got)
 	}
 	if got := (Spec{MaxResultBytes: 10}).ResultLimit(); got != 10 {
@@ -100,45 +98,5 @@ func TestSpecDefaults(t *testing.T) {
 	}
 	if got := (Spec{Timeout: time.Second}).AttemptTimeout(time.Minute); got != time.Second {
 		t.Errorf("AttemptTimeout = %v", got)
-	}
-}
-
-func TestTruncate(t *testing.T) {
-	t.Parallel()
-	small := json.RawMessage(`{"a":1}`)
-	if got := Truncate(small, 100); string(got) != string(small) {
-		t.Errorf("small result changed: %s", got)
-	}
-	bodies := map[string]json.RawMessage{
-		"ascii":   json.RawMessage(`{"text":"` + strings.Repeat("abcdefgh", 1000) + `"}`),
-		"escapes": json.RawMessage(`["` + strings.Repeat(`\"<>&\n`, 1000) + `"]`),
-		"utf8":    json.RawMessage(`"` + strings.Repeat("é€😀", 1000) + `"`),
-	}
-	for name, body := range bodies {
-		for _, limit := range []int{1, 2, 10, 30, 45, 50, 64, 100, 1000, 4096} {
-			got := Truncate(body, limit)
-			if len(got) > max(limit, 2) {
-				t.Errorf("%s limit %d: %d bytes: %s", name, limit, len(got), got)
-			}
-			if !json.Valid(got) {
-				t.Errorf("%s limit %d: invalid JSON %s", name, limit, got)
-			}
-			var v struct {
-				Truncated bool   `json:"truncated"`
-				Bytes     int    `json:"bytes"`
-				Prefix    string `json:"prefix"`
-			}
-			if limit >= 64 {
-				if err := json.Unmarshal(got, &v); err != nil || !v.Truncated || v.Bytes != len(body) || v.Prefix == "" {
-					t.Errorf("%s limit %d: %s (%v)", name, limit, got, err)
-				}
-				if !strings.HasPrefix(string(body), v.Prefix) {
-					t.Errorf("%s limit %d: prefix %q is not a prefix", name, limit, v.Prefix)
-				}
-			}
-			if limit >= 1000 && limit-len(got) > 20 {
-				t.Errorf("%s limit %d: only %d bytes used", name, limit, len(got))
-			}
-		}
 	}
 }

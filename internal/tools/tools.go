@@ -22,7 +22,9 @@ type Spec struct {
 	MaxAttempts int
 	// Backoff is the wait before the second attempt; it doubles after that.
 	Backoff time.Duration
-	// MaxResultBytes caps the result passed back to the model; 0 means 64 KiB.
+	// MaxResultBytes is the largest result passed back to the model whole;
+	// a larger one is kept as an artifact and the model sees a preview.
+	// 0 means 16 KiB.
 	MaxResultBytes int
 	// NeedsApproval marks a tool whose calls wait for a client's approval.
 	NeedsApproval bool

@@ -16,9 +16,6 @@ import (
 	"time"
 )
 
-// maxWebhookBody caps how much of a webhook's answer is read.
-const maxWebhookBody = 4 << 20
-
 // maxWebhookAttempts caps max_attempts in a tools file.
 const maxWebhookAttempts = 10
 
@@ -34,6 +31,9 @@ type WebhookConfig struct {
 	MaxAttempts   int               `json:"max_attempts"`
 	NeedsApproval bool              `json:"needs_approval"`
 	ReconcileURL  string            `json:"reconcile_url"`
+	// MaxResultBytes is the largest result shown to the model whole; a
+	// larger one is kept as an artifact (0: 16 KiB).
+	MaxResultBytes int `json:"max_result_bytes"`
 }
 
 // LoadFile reads a tools file (see ParseWebhooks).
@@ -152,6 +152,9 @@ func NewWebhook(cfg WebhookConfig, client *http.Client) (Tool, error) {
 	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > maxWebhookAttempts {
 		errs = append(errs, fmt.Errorf("max_attempts %d out of range 0..%d", cfg.MaxAttempts, maxWebhookAttempts))
 	}
+	if cfg.MaxResultBytes < 0 || cfg.MaxResultBytes > MaxResultBytes {
+		errs = append(errs, fmt.Errorf("max_result_bytes %d out of range 0..%d", cfg.MaxResultBytes, MaxResultBytes))
+	}
 	for k := range cfg.Headers {
 		if http.CanonicalHeaderKey(k) == "Content-Type" || http.CanonicalHeaderKey(k) == "Idempotency-Key" {
 			errs = append(errs, fmt.Errorf("headers: %s is set by the server", k))
@@ -171,13 +174,14 @@ func NewWebhook(cfg WebhookConfig, client *http.Client) (Tool, error) {
 	}
 	return &webhook{
 		spec: Spec{
-			Name:          cfg.Name,
-			Description:   cfg.Description,
-			Parameters:    params,
-			Effect:        cfg.Effect,
-			Timeout:       time.Duration(cfg.TimeoutMS) * time.Millisecond,
-			MaxAttempts:   cfg.MaxAttempts,
-			NeedsApproval: cfg.NeedsApproval,
+			Name:           cfg.Name,
+			Description:    cfg.Description,
+			Parameters:     params,
+			Effect:         cfg.Effect,
+			Timeout:        time.Duration(cfg.TimeoutMS) * time.Millisecond,
+			MaxAttempts:    cfg.MaxAttempts,
+			NeedsApproval:  cfg.NeedsApproval,
+			MaxResultBytes: cfg.MaxResultBytes,
 		},
 		url:          cfg.URL,
 		reconcileURL: cfg.ReconcileURL,
@@ -291,7 +295,7 @@ func (w *webhook) post(ctx context.Context, url, key string, body []byte) ([]byt
 		return nil, false, err
 	}
 	defer resp.Body.Close()
-	data, more, err := readBody(ctx, resp.Body, maxWebhookBody, "webhook")
+	data, more, err := readBody(ctx, resp.Body, MaxResultBytes, "webhook")
 	if err != nil {
 		return nil, false, err
 	}
@@ -314,15 +318,24 @@ func (w *webhook) Invoke(ctx context.Context, call Call) (json.RawMessage, error
 	if err != nil {
 		return nil, err
 	}
-	return asResult(data, more, w.spec.ResultLimit()), nil
+	if more {
+		return nil, TooLarge(-1)
+	}
+	return asResult(data), nil
 }
 
-// asResult turns a 2xx body into a JSON result. A body cut at
-// maxWebhookBody becomes a truncation object within limit.
-func asResult(data []byte, more bool, limit int) json.RawMessage {
-	if more {
-		return truncated(data, len(data), limit)
+// TooLarge is the final error of a tool whose result of n bytes (-1: not
+// read to its end) is over MaxResultBytes.
+func TooLarge(n int) *Error {
+	size := fmt.Sprintf("%d bytes", n)
+	if n < 0 {
+		size = fmt.Sprintf("larger than %d bytes", MaxResultBytes)
 	}
+	return &Error{Kind: KindFinal, Message: fmt.Sprintf("the tool's result is %s, over the %d bytes agentd keeps of a result", size, MaxResultBytes)}
+}
+
+// asResult turns a 2xx body into a JSON result.
+func asResult(data []byte) json.RawMessage {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
 		return json.RawMessage(`null`)

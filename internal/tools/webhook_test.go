@@ -86,6 +86,12 @@ func TestWebhookClassification(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 			io.WriteString(w, `queued "ok"`)
 		}, want: `"queued \"ok\""`},
+		{name: "200 large", h: func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, `"`+strings.Repeat("y", 100<<10)+`"`)
+		}, want: `"` + strings.Repeat("y", 100<<10) + `"`},
+		{name: "200 over the result cap", h: func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, strings.Repeat("y", MaxResultBytes+1))
+		}, kind: KindFinal, contains: "larger than 4194304 bytes"},
 		{name: "204", h: func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }, want: `null`},
 		{name: "400", h: func(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "field to: unknown recipient", http.StatusBadRequest)
