@@ -2,29 +2,36 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"agentd/api/spectest"
 	"agentd/internal/event"
+	"agentd/internal/llm/fakellm"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
 	"agentd/internal/tools/webhooktest"
 	"agentd/internal/vocab"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // The chaos test runs the server as real child processes: this test binary,
@@ -151,8 +158,16 @@ func TestChaosKill(t *testing.T) {
 		{"name":"poison","description":"answers what cannot be stored","parameters":{"type":"object"},"url":%q,"effect":"idempotent","timeout_ms":10000}]}`,
 		sink.URL+"/charge", sink.URL+"/lookup", sink.URL+"/poison")), 0o600)
 
+	// The instances share one fake model, in this process, so that it
+	// outlives their kills and can hold compactions long enough for a kill
+	// to land in one.
+	model := newCompactionStaller(fakellm.New(), 400*time.Millisecond)
+	msrv := httptest.NewServer(model)
+	defer msrv.Close()
+
 	dbURL := persisttest.NewDatabase(t)
 	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_TOOLS_FILE=" + toolsFile, "AGENTD_LEASE_TTL=1s",
+		"OPENAI_API_KEY=chaos", "OPENAI_BASE_URL=" + msrv.URL + "/v1", "AGENTD_MODEL=fake",
 		"AGENTD_POLL_INTERVAL=200ms", "AGENTD_LOG_LEVEL=info", "AGENTD_WORKERS=8", "AGENTD_SHUTDOWN_GRACE=300ms",
 		"AGENTD_SSE_RETRY=50ms", "AGENTD_HEARTBEAT=1s"}
 	store, err := persist.Open(context.Background(), persist.Config{URL: dbURL, MaxConns: 4})
@@ -178,6 +193,7 @@ func TestChaosKill(t *testing.T) {
 	var flow sync.WaitGroup
 	var rmu sync.Mutex
 	var ids []string
+	convs := map[int]string{} // compaction-heavy conversations, by number
 	transcripts := map[string]*[]sseEvent{}
 	var readers sync.WaitGroup
 	readCtx, stopReaders := context.WithCancel(context.Background())
@@ -192,17 +208,39 @@ func TestChaosKill(t *testing.T) {
 				// and in a tool's result: stored cleaned, the run goes on.
 				body = `{"input":"/call poison {\"q\":\"\\u0000\"}\n/next\n/call charge {}\n/next\n/stream 20 10"}`
 			}
+			conv := -1
+			if n%4 == 3 {
+				// A long conversation on a small window: each turn adds
+				// about 700 tokens to fake-4k's 4,096, so that about every
+				// second turn compacts.
+				conv = (n / 4) % 3
+				rmu.Lock()
+				req := map[string]any{"model": "fake-4k", "if_busy": "enqueue",
+					"input": fmt.Sprintf("[conv%d] turn %d: %s\n/say noted", conv, n, strings.Repeat("lorem ipsum ", 230))}
+				if id := convs[conv]; id != "" {
+					req["conversation_id"] = id
+				}
+				rmu.Unlock()
+				b, _ := json.Marshal(req)
+				body = string(b)
+			}
 			resp, err := http.Post("http://"+anyAddr()+"/runs", "application/json", strings.NewReader(body))
 			if err != nil { // the instance was just killed: another one takes the next
 				continue
 			}
-			var r struct{ ID string }
+			var r struct {
+				ID             string `json:"id"`
+				ConversationID string `json:"conversation_id"`
+			}
 			json.NewDecoder(resp.Body).Decode(&r)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusAccepted {
 				continue
 			}
 			rmu.Lock()
+			if conv >= 0 && convs[conv] == "" {
+				convs[conv] = r.ConversationID
+			}
 			ids = append(ids, r.ID)
 			if n%3 == 0 {
 				tr := &[]sseEvent{}
@@ -234,6 +272,18 @@ func TestChaosKill(t *testing.T) {
 		}
 		pmu.Lock()
 		i := rand.IntN(len(live))
+		if k%3 == 2 {
+			// Every third kill lands in a compaction, when one comes.
+			conversation := func(tag string) string {
+				rmu.Lock()
+				defer rmu.Unlock()
+				n, _ := strconv.Atoi(strings.Trim(tag, "[conv]"))
+				return convs[n]
+			}
+			if j, ok := model.owner(store, live, conversation, 2*time.Second); ok {
+				i = j
+			}
+		}
 		victim := live[i]
 		pmu.Unlock()
 		owned := runsOwnedBy(store, victim.cmd.Process.Pid)
@@ -367,13 +417,44 @@ func TestChaosKill(t *testing.T) {
 		slices.Sort(ds)
 		return fmt.Sprintf("p50 %v max %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
 	}
+	// Compactions: each is one row with its event, however often the
+	// instance writing it died; the conversations never overflowed (their
+	// runs completed, above).
+	db, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	var compactions, dupCompactions, compactedEvents int
+	for _, q := range []struct {
+		sql string
+		n   *int
+	}{
+		{`SELECT count(*) FROM compactions`, &compactions},
+		{`SELECT count(*) FROM (SELECT step_id FROM compactions GROUP BY step_id HAVING count(*) > 1) d`, &dupCompactions},
+		{`SELECT count(*) FROM run_events WHERE type = 'context.compacted'`, &compactedEvents},
+	} {
+		if err := db.QueryRow(context.Background(), q.sql).Scan(q.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dupCompactions > 0 || compactedEvents != compactions {
+		t.Errorf("%d compactions, %d steps with more than one, %d context.compacted events", compactions, dupCompactions, compactedEvents)
+	}
+	if compactions == 0 {
+		t.Error("no conversation was compacted: the compaction workload did not run")
+	}
+	if kills >= 3 && model.cut.Load() == 0 {
+		t.Error("no kill landed in a compaction")
+	}
 	if sink.Count("/poison") == 0 {
 		t.Error("no run called the poison tool: the harness injected no value that cannot be stored")
 	}
 	t.Logf("chaos: %d runs (%d completed, %d resolved by a client action), %d SIGKILLs, %d SIGTERMs, %d PostgreSQL restarts, "+
-		"%d SSE transcripts; %d duplicate executions, %d skipped side effects, %d lost or differing events; "+
+		"%d SSE transcripts; %d compactions, %d of %d summary requests cut by a kill; %d duplicate executions, %d skipped side effects, %d lost or differing events; "+
 		"SIGKILL to takeover %s (%d runs); SIGTERM to hand-over %s (%d runs)",
 		len(ids), completed, resolved, kills-terms, terms, envInt("AGENTD_CHAOS_PG_RESTARTS", 0), len(transcripts),
+		compactions, model.cut.Load(), model.summaries.Load(),
 		duplicates, skipped, lostEvents, p50(takeovers), len(takeovers), p50(handovers), len(handovers))
 	if len(takeovers)+len(handovers) == 0 {
 		t.Fatal("no kill caught a run in flight: the test proved nothing")
@@ -409,6 +490,75 @@ func chaosRead(ctx context.Context, addr func() string, id string, tr *[]sseEven
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// compactionStaller is the model of the chaos test: a fake that holds each
+// compaction's summary request for a while before answering it, and knows
+// which conversation's compaction is in flight.
+type compactionStaller struct {
+	next           http.Handler
+	hold           time.Duration
+	inflight       chan string // the conversation tag ("[convN]") of a summary request being held
+	summaries, cut atomic.Int64
+}
+
+func newCompactionStaller(next http.Handler, hold time.Duration) *compactionStaller {
+	return &compactionStaller{next: next, hold: hold, inflight: make(chan string, 64)}
+}
+
+var convTag = regexp.MustCompile(`\[conv\d+\]`)
+
+func (m *compactionStaller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if bytes.Contains(body, []byte("You compact a conversation")) {
+		m.summaries.Add(1)
+		select {
+		case m.inflight <- string(convTag.Find(body)):
+		default:
+		}
+		select {
+		case <-time.After(m.hold):
+		case <-r.Context().Done(): // the instance that asked died
+			m.cut.Add(1)
+			return
+		}
+	}
+	m.next.ServeHTTP(w, r)
+}
+
+// owner waits up to wait for a summary request in flight and returns the
+// index in live of the instance that runs its conversation's run;
+// conversation maps the request's tag to the conversation's id.
+func (m *compactionStaller) owner(store *persist.Store, live []*child, conversation func(tag string) string, wait time.Duration) (int, bool) {
+	timeout := time.After(wait)
+	for {
+		var tag string
+		select {
+		case tag = <-m.inflight:
+		case <-timeout:
+			return 0, false
+		}
+		id := conversation(tag)
+		if id == "" {
+			continue
+		}
+		runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: "default", ConversationID: id,
+			Status: vocab.StatusRunning, Limit: 10})
+		if err != nil {
+			return 0, false
+		}
+		for _, r := range runs {
+			for i, c := range live {
+				if strings.Contains(r.LeaseOwner, fmt.Sprintf(":%d:", c.cmd.Process.Pid)) {
+					return i, true
+				}
+			}
+		}
 	}
 }
 
