@@ -58,7 +58,7 @@ type remote struct {
 }
 
 // phases are the benchmarks, in the order each repetition runs them.
-var phases = []string{"floor", "steps", "http", "stream"}
+var phases = []string{"floor", "steps", "http", "stream", "compaction"}
 
 func runBench(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("agentbench", flag.ContinueOnError)
@@ -226,6 +226,12 @@ func (o options) repetition(ctx context.Context, fake string) ([]metric, error) 
 			ms, err = benchHTTP(ctx, o, fake)
 		case "stream":
 			ms, err = benchStream(ctx, o, fake)
+		case "compaction":
+			turns := compactionTurns
+			if o.quick {
+				turns = 40
+			}
+			ms, err = benchCompaction(ctx, o, turns)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", phase, err)

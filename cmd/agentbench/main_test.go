@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -262,7 +263,7 @@ func TestQuick(t *testing.T) {
 	needPostgres(t)
 	path := filepath.Join(t.TempDir(), "bench.json")
 	var out bytes.Buffer
-	err := runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", "floor,steps", "-reps", "1",
+	err := runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", "floor,steps,compaction", "-reps", "1",
 		"-duration", "1s", "-json", path}, &out)
 	t.Log(out.String())
 	if err != nil {
@@ -281,15 +282,20 @@ func TestQuick(t *testing.T) {
 		got[s.Phase+" "+s.Name] = s
 	}
 	for _, name := range []string{"floor transactions/s", "steps steps/s", "steps write transactions per step",
-		"steps WAL per step", "steps agentd CPU per step"} {
+		"steps WAL per step", "steps agentd CPU per step", "compaction compactions per 100 turns",
+		"compaction prompt tokens per step, compacted (fake-8k)", "compaction prompt tokens per step, without compaction"} {
 		if s, ok := got[name]; !ok || len(s.Values) != 1 || s.Median <= 0 {
 			t.Errorf("%s: %+v, want one positive value", name, s)
 		}
 	}
+	// 40 turns of about 300 tokens: sent whole, the last is over 8,192.
+	if c, w := got["compaction largest prompt, compacted"], got["compaction prompt tokens per step, without compaction"]; c.Met == nil || !*c.Met || w.Median <= got["compaction prompt tokens per step, compacted (fake-8k)"].Median {
+		t.Errorf("compaction: largest %+v, without %+v", c, w)
+	}
 	if s := got["steps "+violationsMetric]; s.Met == nil || !*s.Met {
 		t.Errorf("guarantee violations: %+v", s)
 	}
-	if !strings.Contains(out.String(), "steps  guarantee violations") {
+	if !regexp.MustCompile(`(?m)^steps +guarantee violations`).MatchString(out.String()) {
 		t.Error("no table row for the guarantee violations")
 	}
 }
