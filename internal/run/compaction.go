@@ -35,11 +35,47 @@ func (x *execution) compactIfNeeded(ctx context.Context, st persist.RunState, st
 		prof.CompactAt = at
 	}
 	threshold := prof.Threshold()
-	if threshold <= 0 || compact.EstimateRequest(msgs) <= threshold {
+	if threshold <= 0 || x.sent.estimate(st, msgs) <= threshold {
 		return st, msgs, nil
 	}
 	next, nextMsgs, _, err := x.compactNow(ctx, st, step, msgs)
 	return next, nextMsgs, err
+}
+
+// sentPrompt is what the model was sent last: the estimate of its messages
+// (compact.EstimateRequest), the prompt tokens the model reported for it,
+// and the compaction it was sent after (its covers_to_seq, 0 for none).
+type sentPrompt struct {
+	estimated, reported int
+	coversTo            int
+}
+
+// record keeps the prompt of a model call that answered with its usage.
+func (p *sentPrompt) record(st persist.RunState, msgs []llm.Message, reported int64) {
+	if reported <= 0 {
+		return
+	}
+	*p = sentPrompt{estimated: compact.EstimateRequest(msgs), reported: int(reported), coversTo: coversTo(st)}
+}
+
+// estimate is the prompt tokens msgs will take: the last reported count
+// plus the estimate of what was added since, when the last call was sent
+// the same history (no compaction since) and msgs only grew; else the
+// estimate alone. The reported count holds what the estimate does not see
+// (tool definitions, the model's own framing, its tokenizer).
+func (p sentPrompt) estimate(st persist.RunState, msgs []llm.Message) int {
+	est := compact.EstimateRequest(msgs)
+	if p.reported == 0 || p.coversTo != coversTo(st) || est < p.estimated {
+		return est
+	}
+	return p.reported + est - p.estimated
+}
+
+func coversTo(st persist.RunState) int {
+	if st.Compaction == nil {
+		return 0
+	}
+	return st.Compaction.CoversToSeq
 }
 
 // compactNow compacts the conversation: the model summarizes the older

@@ -94,6 +94,9 @@ type execution struct {
 	started prestarted
 	// outbox holds what goes out with the next write.
 	outbox outbox
+	// sent is the estimate and the model's count of the prompt of the
+	// execution's last model call, for the next call's budget.
+	sent sentPrompt
 }
 
 func newExecution(parent context.Context, d *deps, c persist.Claim, worker string) *execution {

@@ -55,6 +55,7 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 		if err == nil {
 			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
 			x.countTokens(resp.Usage)
+			x.sent.record(st, req.Messages, resp.Usage.InputTokens)
 			if resp.FinishReason == "length" && len(resp.ToolCalls) == 0 && cont.n < maxContinuations {
 				// What was streamed and not yet committed goes first, so
 				// that the continuation's text follows it.
