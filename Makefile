@@ -16,6 +16,7 @@ fakellm: ## run the fake OpenAI-compatible model alone on 127.0.0.1:8090
 test: ## run every test with the race detector, then each fuzz target for 10s (needs the local PostgreSQL, Node.js and npm)
 	cd test/eventsource && npm ci --no-audit --no-fund --loglevel=error
 	cd test/openapi && npm ci --no-audit --no-fund --loglevel=error
+	cd test/aisdk && npm ci --no-audit --no-fund --loglevel=error
 	AGENTD_REQUIRE_NODE=1 $(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 

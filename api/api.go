@@ -11,6 +11,7 @@ import (
 
 	"agentd/internal/auth"
 	"agentd/internal/persist"
+	"agentd/internal/stream"
 	"agentd/internal/tools"
 )
 
@@ -33,6 +34,9 @@ type Store interface {
 	// ConversationGet returns a tenant's conversation, or
 	// persist.ErrConversationNotFound.
 	ConversationGet(ctx context.Context, tenantID, id string) (persist.Conversation, error)
+	// ConversationForChat returns the conversation of an AI SDK chat,
+	// creating it when create is set; persist.ErrConversationNotFound.
+	ConversationForChat(ctx context.Context, tenantID, chatID string, create bool) (persist.Conversation, error)
 	// ConversationCreate stores a new, empty conversation.
 	ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (persist.Conversation, error)
 	// ConversationList returns a page of a tenant's conversations, newest first.
@@ -91,6 +95,8 @@ type Runs interface {
 // stream started, it reports whether it ended because the client left.
 type Events interface {
 	StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool, err error)
+	// StreamRunAs is StreamRun in another wire format (the AI SDK's).
+	StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, after int64, enc stream.Encoder) (clientLeft bool, err error)
 }
 
 // RunDefaults fill in what a POST /runs body leaves out.

@@ -799,6 +799,10 @@ func (f *fakeEvents) StreamRun(w http.ResponseWriter, r *http.Request, runID str
 }
 
 // took returns the calls so far, and forgets them.
+func (f *fakeEvents) StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, after int64, _ stream.Encoder) (bool, error) {
+	return f.StreamRun(w, r, runID, after)
+}
+
 func (f *fakeEvents) took() []eventsCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()

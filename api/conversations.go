@@ -192,6 +192,12 @@ func (s *server) conversationList(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	if v := q.Get("chat_id"); v != "" {
+		if err := storable("chat_id", v); err != nil {
+			return err
+		}
+		p.ChatID = v
+	}
 	if v := q.Get("cursor"); v != "" {
 		if p.Before, err = decodeCursor(v, cursorConversations); err != nil {
 			return err

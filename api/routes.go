@@ -43,6 +43,9 @@ var RouteScopes = map[string]auth.Scope{
 	"DELETE /conversations/{id}":             auth.RunsWrite,
 	"GET /conversations/{id}/messages":       auth.RunsRead,
 	"GET /tools":                             auth.RunsRead,
+	"POST /ai-sdk/chat":                      auth.RunsWrite, // answering an approval needs actions:write too
+	"GET /ai-sdk/chat/{id}/stream":           auth.RunsRead,
+	"DELETE /ai-sdk/chat/{id}/stream":        auth.RunsWrite,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -53,7 +56,7 @@ var RouteParams = map[string][]string{
 	"GET /runs":                        {"status", "conversation_id", "limit", "cursor"},
 	"GET /runs/{id}/events":            {"after"},
 	"GET /conversations/{id}/messages": {"limit", "cursor"},
-	"GET /conversations":               {"limit", "cursor", "metadata.*"},
+	"GET /conversations":               {"limit", "cursor", "metadata.*", "chat_id"},
 }
 
 // routes builds the router. Every route here is in openapi.yaml
@@ -96,6 +99,9 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.Delete("/conversations/{id}", s.handle(s.conversationDelete))
 		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))
 		r.Get("/tools", s.handle(s.toolsList))
+		changes.Post("/ai-sdk/chat", s.handle(s.chatSend))
+		r.Get("/ai-sdk/chat/{id}/stream", s.handle(s.chatResume))
+		r.With(s.checkOrigin).Delete("/ai-sdk/chat/{id}/stream", s.handle(s.chatStop))
 	})
 	return r
 }

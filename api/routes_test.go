@@ -94,6 +94,7 @@ type tenantFixture struct {
 	endedLast        int64
 	spare            string // an empty conversation, for the delete
 	artifact         string // of the ended run
+	chatRun          string // the cancelled run of A's chat "chat-a"
 }
 
 // syncBuffer is a log sink that handlers may write concurrently.
@@ -167,6 +168,12 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	f.ended, f.endedLast = e.ID, e.LastEventSeq
 	f.spare = want[conversationBody](t, f.do("a", "POST", "/conversations", `{"title": "spare"}`), http.StatusCreated).ID
 	f.artifact = insertArtifact(t, dbURL, f.ended)
+	chat, err := store.ConversationForChat(context.Background(), tenantA, "chat-a", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := want[runBody](t, f.do("a", "POST", "/runs", `{"input": "hi", "conversation_id": "`+chat.ID+`"}`), http.StatusAccepted)
+	f.chatRun = want[runBody](t, f.do("a", "POST", "/runs/"+c.ID+"/cancel", ""), http.StatusOK).ID
 	return f
 }
 
@@ -268,6 +275,14 @@ func (f *tenantFixture) cases() map[string]routeCase {
 		"GET /conversations/{id}/messages": {method: "GET", path: "/conversations/" + f.conv + "/messages", owner: http.StatusOK,
 			other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /tools": {method: "GET", path: "/tools", owner: http.StatusOK, other: http.StatusOK},
+		// A's chat waits for nothing; B has no chat of that id. Chat ids
+		// are the tenant's own: the resume of a chat B does not have, and
+		// its stop, find nothing (204).
+		"POST /ai-sdk/chat": {method: "POST", path: "/ai-sdk/chat", body: `{"id": "chat-a", "messages": [{"id": "m", "role": "assistant",
+			"parts": [{"type": "dynamic-tool", "toolCallId": "t", "state": "approval-responded", "approval": {"id": "t", "approved": true}}]}]}`,
+			owner: http.StatusConflict, other: http.StatusNotFound, otherCode: "conversation_not_found"},
+		"GET /ai-sdk/chat/{id}/stream":    {method: "GET", path: "/ai-sdk/chat/chat-a/stream", owner: http.StatusNoContent, other: http.StatusNoContent},
+		"DELETE /ai-sdk/chat/{id}/stream": {method: "DELETE", path: "/ai-sdk/chat/chat-a/stream", owner: http.StatusNoContent, other: http.StatusNoContent},
 		"GET /conversations": {method: "GET", path: "/conversations", owner: http.StatusOK, other: http.StatusOK,
 			otherSees: notIn(f.conv, f.spare)},
 		"POST /conversations": {method: "POST", path: "/conversations", body: `{"title": "t"}`, owner: http.StatusCreated,

@@ -186,6 +186,7 @@ type conversationJSON struct {
 	TenantID  string          `json:"tenant_id"`
 	Title     string          `json:"title"`
 	Metadata  json.RawMessage `json:"metadata"`
+	ChatID    *string         `json:"chat_id"`
 	CreatedAt time.Time       `json:"created_at"`
 	UpdatedAt time.Time       `json:"updated_at"`
 }
@@ -201,6 +202,7 @@ func conversationView(c persist.Conversation) conversationJSON {
 		TenantID:  c.TenantID,
 		Title:     c.Title,
 		Metadata:  md,
+		ChatID:    nilIfEmpty(c.ChatID),
 		CreatedAt: c.CreatedAt.UTC(),
 		UpdatedAt: c.UpdatedAt.UTC(),
 	}
@@ -329,4 +331,12 @@ func nullFloat(f float64) *float64 {
 		return nil
 	}
 	return &f
+}
+
+// nilIfEmpty is s, or nil (JSON null) for "".
+func nilIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

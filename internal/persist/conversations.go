@@ -13,12 +13,34 @@ import (
 // a run in progress (queued, running or waiting for a client).
 var ErrConversationBusy = fmt.Errorf("conversation has a run in progress: %w", ErrConflict)
 
-const conversationColumns = `id, tenant_id, title, metadata, created_at, updated_at`
+const conversationColumns = `id, tenant_id, title, metadata, coalesce(chat_id, ''), created_at, updated_at`
 
 func scanConversation(row pgx.Row) (Conversation, error) {
 	var c Conversation
-	err := row.Scan(&c.ID, &c.TenantID, &c.Title, &c.Metadata, &c.CreatedAt, &c.UpdatedAt)
+	err := row.Scan(&c.ID, &c.TenantID, &c.Title, &c.Metadata, &c.ChatID, &c.CreatedAt, &c.UpdatedAt)
 	return c, translate(err)
+}
+
+// ConversationForChat returns a tenant's conversation of the chat chatID
+// (an AI SDK client's id), creating it, empty, when create is set and there
+// is none. ErrConversationNotFound: none, and create is not set.
+func (s *Store) ConversationForChat(ctx context.Context, tenantID, chatID string, create bool) (Conversation, error) {
+	get := func() (Conversation, error) {
+		c, err := scanConversation(s.pool.QueryRow(ctx, `SELECT `+conversationColumns+` FROM conversations
+			WHERE tenant_id = $1 AND chat_id = $2`, tenantID, chatID))
+		return c, notFound(err, ErrConversationNotFound)
+	}
+	c, err := get()
+	if !create || !errors.Is(err, ErrConversationNotFound) {
+		return c, err
+	}
+	c, err = scanConversation(s.pool.QueryRow(ctx, `INSERT INTO conversations (id, tenant_id, title, metadata, chat_id)
+		VALUES ($1, $2, '', '{}', $3) ON CONFLICT (tenant_id, chat_id) WHERE chat_id IS NOT NULL DO NOTHING
+		RETURNING `+conversationColumns, newID(), tenantID, chatID))
+	if errors.Is(err, ErrNotFound) { // created meanwhile
+		return get()
+	}
+	return c, err
 }
 
 // ConversationCreate stores a new, empty conversation of a tenant.
@@ -37,6 +59,7 @@ type ConversationListParams struct {
 	// Metadata, when not empty, keeps the conversations whose metadata
 	// holds each of its keys with that value.
 	Metadata map[string]string
+	ChatID   string // when not empty, the conversation of this AI SDK chat
 	Before   string // a conversation id: only older ones
 	Limit    int
 }
@@ -52,7 +75,8 @@ func (s *Store) ConversationList(ctx context.Context, p ConversationListParams) 
 	}
 	return queryAll(ctx, s.pool, scanConversation, `SELECT `+conversationColumns+` FROM conversations
 		WHERE tenant_id = $1 AND ($2::jsonb IS NULL OR metadata @> $2::jsonb) AND ($3 = '' OR id < $3::uuid)
-		ORDER BY id DESC LIMIT $4`, p.TenantID, filter, p.Before, p.Limit)
+		AND ($5 = '' OR chat_id = $5)
+		ORDER BY id DESC LIMIT $4`, p.TenantID, filter, p.Before, p.Limit, p.ChatID)
 }
 
 // ConversationUpdate sets a tenant's conversation's title and metadata,

@@ -113,6 +113,7 @@ type Conversation struct {
 	TenantID  string
 	Title     string
 	Metadata  json.RawMessage
+	ChatID    string // the AI SDK chat it is the conversation of, or ""
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }

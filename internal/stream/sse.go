@@ -31,6 +31,27 @@ import (
 // it may come back with Last-Event-ID). Hub shutdown and database errors
 // are not the client's doing.
 func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool, err error) {
+	return h.StreamRunAs(w, r, runID, after, nil)
+}
+
+// Encoder writes a run's events in another wire format than agentd's own
+// SSE events (which a nil Encoder means). Each stream has an Encoder of its
+// own; its methods are called from the stream's goroutine only, in order.
+type Encoder interface {
+	// Start sets the response's headers and returns what is written first.
+	Start(h http.Header) []byte
+	// Event returns what is written for ev (nil: nothing), and whether
+	// the stream ends after it. followed says that events after ev are
+	// already known: ev is not the run's last one yet.
+	Event(ev persist.Event, followed bool) (out []byte, end bool)
+	// Heartbeat returns what is written when nothing happened for a while.
+	Heartbeat() []byte
+}
+
+// StreamRunAs is StreamRun with the events written by enc (nil: agentd's
+// own SSE events). The stream ends where enc says, or where StreamRun's
+// does for other reasons.
+func (h *Hub) StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, after int64, enc Encoder) (clientLeft bool, err error) {
 	pastEnd := false // the client says it is past the run's last event
 	if after > 0 {
 		var ended bool
@@ -64,7 +85,7 @@ func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, af
 	defer context.AfterFunc(h.ctx, cancel)()
 
 	s := &sse{hub: h, w: w, rc: http.NewResponseController(w), ctx: ctx, client: r.Context(), runID: runID, last: after,
-		pastEnd: pastEnd, feed: sub.feed}
+		pastEnd: pastEnd, feed: sub.feed, enc: enc}
 	end := s.serve(sub)
 	switch end {
 	case endWriteTimeout:
@@ -118,9 +139,18 @@ type sse struct {
 	last    int64     // the seq of the last event sent
 	movedAt time.Time // when the write deadline was last moved
 	scratch [64]byte  // for "id:" and "event:" lines
+	enc     Encoder   // nil: agentd's own events
 }
 
 func (s *sse) serve(sub *subscriber) end {
+	if s.enc != nil {
+		start := s.enc.Start(s.w.Header())
+		s.w.WriteHeader(http.StatusOK)
+		if e := s.write(start); e != endNone {
+			return e
+		}
+		return s.run(sub)
+	}
 	hdr := s.w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-cache")
@@ -130,6 +160,12 @@ func (s *sse) serve(sub *subscriber) end {
 	if e := s.write(append(line, "\n\n"...)); e != endNone {
 		return e
 	}
+	return s.run(sub)
+}
+
+// run sends what the stream has to send after its start: the stored
+// events, then the live ones.
+func (s *sse) run(sub *subscriber) end {
 	if e := s.flush(); e != endNone {
 		return e
 	}
@@ -241,6 +277,9 @@ func (s *sse) deliver(b *batch) end {
 // run that ended and was resumed goes on past its old end, and a replay
 // follows it to its real end.
 func (s *sse) event(ev persist.Event, live, followed bool) end {
+	if s.enc != nil {
+		return s.encoded(ev, followed)
+	}
 	b := strconv.AppendInt(append(s.scratch[:0], "id: "...), ev.Seq, 10)
 	b = append(append(append(b, "\nevent: "...), ev.Type...), '\n')
 	if e := s.write(b); e != endNone {
@@ -255,6 +294,25 @@ func (s *sse) event(ev persist.Event, live, followed bool) end {
 		s.hub.metrics.lag.Observe(time.Since(ev.CreatedAt).Seconds())
 	}
 	if ev.Type.Terminal() && !followed {
+		if e := s.flush(); e != endNone {
+			return e
+		}
+		return endTerminal
+	}
+	return endNone
+}
+
+// encoded writes one stored event as the stream's Encoder says.
+func (s *sse) encoded(ev persist.Event, followed bool) end {
+	out, stop := s.enc.Event(ev, followed)
+	if len(out) > 0 {
+		if e := s.write(out); e != endNone {
+			return e
+		}
+	}
+	s.last = ev.Seq
+	s.hub.metrics.sent.Inc()
+	if stop {
 		if e := s.flush(); e != endNone {
 			return e
 		}
@@ -289,6 +347,12 @@ func (s *sse) data(d []byte) end {
 // the run's streams at most half a heartbeat (and at most a second) ago. A
 // failed read of the run skips one beat.
 func (s *sse) heartbeat() end {
+	if s.enc != nil {
+		if e := s.write(s.enc.Heartbeat()); e != endNone {
+			return e
+		}
+		return s.flush()
+	}
 	ctx, cancel := context.WithTimeout(s.ctx, dbTimeout)
 	// The Hub's poll keeps the head at most a poll interval old; a read
 	// here is needed only when the poll is slower than half a heartbeat.

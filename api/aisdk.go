@@ -1,0 +1,310 @@
+package api
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"agentd/internal/aisdk"
+	"agentd/internal/auth"
+	"agentd/internal/persist"
+	"agentd/internal/vocab"
+)
+
+// chatRequest is the body the AI SDK's DefaultChatTransport sends. Only
+// the last message is read: agentd keeps the conversation, and earlier
+// messages a client sends are never trusted.
+type chatRequest struct {
+	ID       string      `json:"id"`
+	Messages []uiMessage `json:"messages"`
+	Trigger  string      `json:"trigger"`
+}
+
+type uiMessage struct {
+	ID    string   `json:"id"`
+	Role  string   `json:"role"`
+	Parts []uiPart `json:"parts"`
+}
+
+type uiPart struct {
+	Type       string `json:"type"`
+	Text       string `json:"text"`
+	ToolCallID string `json:"toolCallId"`
+	State      string `json:"state"`
+	Approval   *struct {
+		ID       string `json:"id"`
+		Approved *bool  `json:"approved"`
+		Reason   string `json:"reason"`
+	} `json:"approval"`
+}
+
+// chatTransportFields are the body fields the AI SDK itself sends; the
+// others an app adds go to the run, as in POST /runs.
+var chatTransportFields = []string{"id", "messages", "trigger", "messageId"}
+
+// chatRunFields are the POST /runs fields a chat request may carry.
+var chatRunFields = []string{"model", "instructions", "tools", "max_steps", "timeouts", "if_busy", "on_quota",
+	"compact_at", "loop_limits", "metadata"}
+
+// maxChatIDLen caps a chat's id.
+const maxChatIDLen = 255
+
+// chatSend answers POST /ai-sdk/chat: the chat's last message starts a run
+// of the chat's conversation (a user message), or answers the approval the
+// chat's run waits for (an assistant message whose tool part was
+// approved or denied); the answer is the run's UI message stream.
+func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	tenant := TenantFromContext(ctx)
+	if s.events == nil {
+		return errStreamingUnavailable
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := decodeStrict(body, &fields, ""); err != nil {
+		return err
+	}
+	var req chatRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return newError(http.StatusUnprocessableEntity, CodeInvalidField, "Invalid field",
+			"the body is not an AI SDK chat request: "+err.Error())
+	}
+	if req.ID == "" || len(req.ID) > maxChatIDLen {
+		return fieldError("id", "must be the chat's id: 1 to %d bytes", maxChatIDLen)
+	}
+	if err := storable("id", req.ID); err != nil {
+		return err
+	}
+	switch req.Trigger {
+	case "", "submit-message":
+	case "regenerate-message":
+		return fieldError("trigger", "regenerate-message is not supported: agentd keeps the conversation, and an answer stays in it; send the message again")
+	default:
+		return fieldError("trigger", "must be submit-message, not %q", req.Trigger)
+	}
+	if len(req.Messages) == 0 {
+		return fieldError("messages", "must hold the chat's messages, the new one last")
+	}
+	last := req.Messages[len(req.Messages)-1]
+	switch last.Role {
+	case "assistant":
+		return s.chatApprove(w, r, req.ID, last)
+	case "user":
+	default:
+		return fieldError("messages", "the last message must be the user's (a new message) or the assistant's (an approval), not %q", last.Role)
+	}
+	var text []string
+	for _, p := range last.Parts {
+		if p.Type == "text" && p.Text != "" {
+			text = append(text, p.Text)
+		}
+	}
+	if len(text) == 0 {
+		return fieldError("messages", "the last message has no text part")
+	}
+	// The app's own fields are POST /runs fields.
+	run := map[string]json.RawMessage{}
+	for k, v := range fields {
+		switch {
+		case slices.Contains(chatTransportFields, k):
+		case slices.Contains(chatRunFields, k):
+			run[k] = v
+		default:
+			return fieldError(k, "is not a field of a chat request: the AI SDK's id, messages, trigger and messageId, and of POST /runs %s",
+				strings.Join(chatRunFields, ", "))
+		}
+	}
+	input, _ := json.Marshal(strings.Join(text, "\n"))
+	run["input"] = input
+	runBody, _ := json.Marshal(run)
+	var cr createRunRequest
+	if err := decodeStrict(runBody, &cr, ""); err != nil {
+		return err
+	}
+	p, _, err := s.runParams(cr)
+	if err != nil {
+		return err
+	}
+	conv, err := s.store.ConversationForChat(ctx, tenant, req.ID, true)
+	if err != nil {
+		return err
+	}
+	p.ConversationID = conv.ID
+	p.TenantID = tenant
+	p.Actor = ActorFromContext(ctx)
+	if last.ID != "" {
+		// The same message sent again (a retry) is the same run.
+		sum := sha256.Sum256([]byte(req.ID + "\x00" + last.ID))
+		p.IdempotencyKey = "ai-sdk:" + hex.EncodeToString(sum[:])
+		if p.RequestHash, err = fingerprint(tenant, "POST /ai-sdk/chat", runBody); err != nil {
+			return err
+		}
+	}
+	done, ok := s.limits.openStream(tenant)
+	if !ok {
+		return errTooManyStreams(w)
+	}
+	defer done()
+	created, _, err := s.runs.Create(ctx, p)
+	if errors.Is(err, persist.ErrQuotaExceeded) {
+		w.Header().Set("Retry-After", "1")
+		return newError(http.StatusTooManyRequests, CodeQuotaExceeded, "Quota exceeded",
+			"this tenant has as many runs in progress as its quota allows; retry later, or send on_quota: queue")
+	}
+	if err != nil {
+		return err
+	}
+	s.known.add(tenant, created.ID)
+	w.Header().Set("Location", "/runs/"+created.ID)
+	return s.chatStream(w, r, created.ID, 0)
+}
+
+// chatApprove answers a chat request whose last message is the assistant's:
+// the approval or denial of the call the chat's run waits for, then the
+// run's stream from that decision on.
+func (s *server) chatApprove(w http.ResponseWriter, r *http.Request, chatID string, last uiMessage) error {
+	ctx := r.Context()
+	tenant := TenantFromContext(ctx)
+	if c, _ := ctx.Value(keyCaller).(*caller); c == nil || !c.Has(auth.ActionsWrite) {
+		return newError(http.StatusForbidden, CodeInsufficientScope, "Insufficient scope",
+			"answering an approval needs the "+string(auth.ActionsWrite)+" scope")
+	}
+	conv, err := s.store.ConversationForChat(ctx, tenant, chatID, false)
+	if err != nil {
+		return err
+	}
+	latest, err := s.latestRun(r, conv.ID)
+	if err != nil {
+		return err
+	}
+	if latest == nil || latest.Status != vocab.StatusRequiresAction {
+		return newError(http.StatusConflict, CodeRunNotWaiting, "Run not waiting", "the chat's run waits for no approval")
+	}
+	var action struct {
+		ToolCallID string `json:"tool_call_id"`
+	}
+	_ = json.Unmarshal(latest.RequiredAction, &action)
+	for _, p := range last.Parts {
+		if p.Approval == nil || p.Approval.Approved == nil || p.State != "approval-responded" || p.Approval.ID != action.ToolCallID {
+			continue
+		}
+		decision, message := vocab.DecisionApprove, ""
+		if !*p.Approval.Approved {
+			decision, message = vocab.DecisionReject, p.Approval.Reason
+		}
+		if len(message) > 4096 {
+			return fieldError("messages", "the denial's reason must be at most 4096 bytes")
+		}
+		if err := storable("messages", message); err != nil {
+			return err
+		}
+		run, err := s.runs.ResolveAction(ctx, persist.ActionParams{TenantID: tenant, RunID: latest.ID,
+			ToolCallID: action.ToolCallID, Decision: decision, Message: message, Actor: ActorFromContext(ctx)})
+		if err != nil {
+			return err
+		}
+		done, ok := s.limits.openStream(tenant)
+		if !ok {
+			return errTooManyStreams(w)
+		}
+		defer done()
+		// From the decision's event on: the chat has what came before.
+		return s.chatStream(w, r, run.ID, run.LastEventSeq-1)
+	}
+	return fieldError("messages", "the last message answers no approval the run waits for (tool call %s)", action.ToolCallID)
+}
+
+// chatResume answers GET /ai-sdk/chat/{id}/stream, which useChat's resume
+// calls: the stream of the chat's run in progress from its first chunk (the
+// AI SDK takes a resumed stream as a replay of the whole answer), on any
+// instance; 204 when the chat has none.
+func (s *server) chatResume(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.chatRunInProgress(r)
+	if err != nil {
+		return err
+	}
+	if run == nil {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	if s.events == nil {
+		return errStreamingUnavailable
+	}
+	done, ok := s.limits.openStream(TenantFromContext(r.Context()))
+	if !ok {
+		return errTooManyStreams(w)
+	}
+	defer done()
+	return s.chatStream(w, r, run.ID, 0)
+}
+
+// chatStop answers DELETE /ai-sdk/chat/{id}/stream: it cancels the chat's
+// run in progress (a dropped connection does not: the run goes on, to be
+// resumed). 204 either way.
+func (s *server) chatStop(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.chatRunInProgress(r)
+	if err != nil {
+		return err
+	}
+	if run != nil {
+		ctx := r.Context()
+		if _, err := s.runs.Cancel(ctx, TenantFromContext(ctx), run.ID, ActorFromContext(ctx)); err != nil &&
+			!errors.Is(err, persist.ErrRunFinished) {
+			return err
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// chatRunInProgress returns the run in progress of the chat the path
+// names, or nil.
+func (s *server) chatRunInProgress(r *http.Request) (*persist.Run, error) {
+	chatID, err := url.PathUnescape(chi.URLParam(r, "id"))
+	if err != nil || chatID == "" {
+		return nil, nil
+	}
+	conv, err := s.store.ConversationForChat(r.Context(), TenantFromContext(r.Context()), chatID, false)
+	if errors.Is(err, persist.ErrConversationNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	run, err := s.latestRun(r, conv.ID)
+	if err != nil || run == nil {
+		return nil, err
+	}
+	switch run.Status {
+	case vocab.StatusQueued, vocab.StatusRunning, vocab.StatusRequiresAction:
+		return run, nil
+	}
+	return nil, nil
+}
+
+// latestRun returns a conversation's newest run, or nil.
+func (s *server) latestRun(r *http.Request, conversationID string) (*persist.Run, error) {
+	runs, err := s.store.RunList(r.Context(), persist.RunListParams{TenantID: TenantFromContext(r.Context()),
+		ConversationID: conversationID, Limit: 1})
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	return &runs[0], nil
+}
+
+// chatStream writes run's UI message stream after event seq after. A
+// client that leaves does not stop the run: it may resume.
+func (s *server) chatStream(w http.ResponseWriter, r *http.Request, runID string, after int64) error {
+	_, err := s.events.StreamRunAs(w, r, runID, after, aisdk.NewEncoder(runID))
+	return streamErr(w, err)
+}

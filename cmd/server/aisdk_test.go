@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"agentd/internal/tools/webhooktest"
+)
+
+// chatResult is what test/aisdk/chat.mjs prints.
+type chatResult struct {
+	Status   string `json:"status"`
+	Errors   []string
+	Text     string `json:"text"`
+	AfterCut *struct {
+		Status, Text string
+	} `json:"afterCut"`
+	DeleteStatus int `json:"deleteStatus"`
+	Messages     []struct {
+		ID       string `json:"id"`
+		Role     string `json:"role"`
+		Metadata struct {
+			RunID  string `json:"run_id"`
+			Status string `json:"status"`
+			Reason string `json:"reason"`
+		} `json:"metadata"`
+		Parts []struct {
+			Type     string          `json:"type"`
+			Text     string          `json:"text"`
+			ToolName string          `json:"toolName"`
+			State    string          `json:"state"`
+			Output   json.RawMessage `json:"output"`
+		} `json:"parts"`
+	} `json:"messages"`
+}
+
+// chat runs one scenario of test/aisdk/chat.mjs, the AI SDK's own Chat
+// and DefaultChatTransport under Node.js, against base.
+func chat(t *testing.T, dir, base, scenario, chatID, text string) chatResult {
+	t.Helper()
+	cmd := exec.Command("node", "chat.mjs", base, scenario, chatID, text)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node chat.mjs %s: %v\n%s", scenario, err, stderr.String())
+	}
+	var r chatResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("chat.mjs %s printed %q: %v", scenario, out, err)
+	}
+	return r
+}
+
+type runView struct {
+	ID             string `json:"id"`
+	Status         string `json:"status"`
+	ConversationID string `json:"conversation_id"`
+	OutputText     string `json:"output_text"`
+}
+
+func waitRunEnd(t *testing.T, base, id string) runView {
+	t.Helper()
+	var r runView
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		getJSON(t, base+"/runs/"+id, &r)
+		switch r.Status {
+		case "completed", "failed", "cancelled", "timed_out", "interrupted":
+			return r
+		}
+	}
+	t.Fatalf("run %s is still %s", id, r.Status)
+	return r
+}
+
+// TestAISDKChat: the AI SDK's Chat talks to agentd unchanged: a tool call
+// renders as its parts; a connection cut mid-answer and resumeStream() end
+// with exactly the stored answer; a resume after the end gets 204; a second
+// message continues the conversation; stop with the DELETE cancels; an
+// approval asked by the run is answered from the chat.
+func TestAISDKChat(t *testing.T) {
+	t.Parallel()
+	dir, _ := filepath.Abs("../../test/aisdk")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai")); err != nil {
+		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
+			t.Fatalf("test/aisdk has no node_modules (run npm ci there): %v", err)
+		}
+		t.Skip("test/aisdk/node_modules is missing; `make test` installs it")
+	}
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/guarded": webhooktest.OK()})
+	toolsFile := filepath.Join(t.TempDir(), "tools.json")
+	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
+		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`, sink.URL+"/guarded")), 0o600)
+	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
+
+	t.Run("tools", func(t *testing.T) {
+		r := chat(t, dir, base, "send", "chat-tools", "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42.")
+		if r.Status != "ready" || len(r.Errors) > 0 || len(r.Messages) != 2 {
+			t.Fatalf("chat ended %s with %d messages: %v", r.Status, len(r.Messages), r.Errors)
+		}
+		m := r.Messages[1]
+		var kinds []string
+		for _, p := range m.Parts {
+			kinds = append(kinds, p.Type+":"+p.State)
+		}
+		if got := strings.Join(kinds, " "); got != "step-start: dynamic-tool:output-available step-start: text:done" {
+			t.Fatalf("the answer's parts are %s", got)
+		}
+		if m.Parts[1].ToolName != "calculator" || string(m.Parts[1].Output) != `{"result":42}` || m.Parts[3].Text != "The answer is 42." {
+			t.Fatalf("parts: %+v", m.Parts)
+		}
+		run := waitRunEnd(t, base, m.Metadata.RunID)
+		if m.ID != run.ID || m.Metadata.Status != "completed" || run.OutputText != m.Parts[3].Text {
+			t.Fatalf("message %s (%+v) of run %+v", m.ID, m.Metadata, run)
+		}
+	})
+
+	t.Run("retracted text", func(t *testing.T) {
+		// The first answer is cut after half its text and asked again: the
+		// half streamed (step.retracted, reset-step) does not stay.
+		r := chat(t, dir, base, "send", "chat-retract", "/say hello world again and again\n/stream 4 10\n/fault truncate")
+		if r.Text != "hello world again and again" || len(r.Errors) > 0 {
+			t.Fatalf("the answer reads %q (errors %v)", r.Text, r.Errors)
+		}
+		resp, err := http.Get(base + "/runs/" + r.Messages[1].Metadata.RunID + "/events")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(b, []byte("event: step.retracted")) {
+			t.Fatal("the fake's cut did not retract the step: the test proves nothing")
+		}
+	})
+
+	t.Run("cut then resume", func(t *testing.T) {
+		r := chat(t, dir, base, "cut", "chat-cut", "/stream 40 25")
+		if r.AfterCut == nil || r.AfterCut.Status != "error" || r.AfterCut.Text == "" {
+			t.Fatalf("the cut did not land mid-answer: %+v", r.AfterCut)
+		}
+		if len(r.Messages) != 2 || r.Status != "ready" {
+			t.Fatalf("after the resume: %s, %d messages", r.Status, len(r.Messages))
+		}
+		run := waitRunEnd(t, base, r.Messages[1].Metadata.RunID)
+		var want []string
+		for i := 1; i <= 40; i++ {
+			want = append(want, fmt.Sprintf("tok%d", i))
+		}
+		if r.Text != run.OutputText || r.Text != strings.Join(want, " ") || len(r.AfterCut.Text) >= len(r.Text) {
+			t.Fatalf("the resumed answer is %q (had %q at the cut); the run's is %q", r.Text, r.AfterCut.Text, run.OutputText)
+		}
+		// The answer has ended: resuming finds nothing.
+		if again := chat(t, dir, base, "resume", "chat-cut", ""); again.Status != "ready" || len(again.Messages) != 0 {
+			t.Fatalf("a resume after the end: %s with %d messages", again.Status, len(again.Messages))
+		}
+		resp, err := http.Get(base + "/ai-sdk/chat/chat-cut/stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			t.Fatalf("GET the ended chat's stream: %d, want 204", resp.StatusCode)
+		}
+	})
+
+	t.Run("second message", func(t *testing.T) {
+		r := chat(t, dir, base, "twice", "chat-twice", "hello")
+		if len(r.Messages) != 4 || r.Messages[1].Metadata.RunID == r.Messages[3].Metadata.RunID {
+			t.Fatalf("%d messages", len(r.Messages))
+		}
+		a, b := waitRunEnd(t, base, r.Messages[1].Metadata.RunID), waitRunEnd(t, base, r.Messages[3].Metadata.RunID)
+		if a.ConversationID != b.ConversationID || a.Status != "completed" || b.Status != "completed" {
+			t.Fatalf("runs %+v and %+v", a, b)
+		}
+		var convs struct {
+			Data []struct {
+				ID     string `json:"id"`
+				ChatID string `json:"chat_id"`
+			}
+		}
+		getJSON(t, base+"/conversations?chat_id=chat-twice", &convs)
+		if len(convs.Data) != 1 || convs.Data[0].ID != a.ConversationID || convs.Data[0].ChatID != "chat-twice" {
+			t.Fatalf("the chat's conversation: %+v, want %s", convs.Data, a.ConversationID)
+		}
+		var msgs struct{ Data []json.RawMessage }
+		getJSON(t, base+"/conversations/"+a.ConversationID+"/messages", &msgs)
+		if len(msgs.Data) != 4 {
+			t.Fatalf("the conversation holds %d messages, want 4", len(msgs.Data))
+		}
+	})
+
+	t.Run("stop", func(t *testing.T) {
+		r := chat(t, dir, base, "stop", "chat-stop", "/stream 100 50")
+		if r.DeleteStatus != http.StatusNoContent {
+			t.Fatalf("DELETE the stream: %d", r.DeleteStatus)
+		}
+		if run := waitRunEnd(t, base, r.Messages[1].Metadata.RunID); run.Status != "cancelled" {
+			t.Fatalf("the stopped run ended %s", run.Status)
+		}
+	})
+
+	t.Run("approval", func(t *testing.T) {
+		r := chat(t, dir, base, "approve", "chat-approve", "/call guarded {\"to\":\"bob\"}\n/say done")
+		m := r.Messages[len(r.Messages)-1]
+		if len(r.Messages) != 2 || r.Text != "done" || len(r.Errors) > 0 {
+			t.Fatalf("after the approval: %d messages, text %q, errors %v", len(r.Messages), r.Text, r.Errors)
+		}
+		var tool string
+		for _, p := range m.Parts {
+			if p.Type == "dynamic-tool" {
+				tool = p.ToolName + ":" + p.State
+			}
+		}
+		if tool != "guarded:output-available" || sink.Count("/guarded") != 1 {
+			t.Fatalf("the approved call: %s, the webhook ran %d times", tool, sink.Count("/guarded"))
+		}
+		if run := waitRunEnd(t, base, m.Metadata.RunID); run.Status != "completed" {
+			t.Fatalf("run ended %s", run.Status)
+		}
+	})
+}
+
+// TestAISDKStreamIsTheSameOnReplay: the chat's answer read live and its
+// replay from the resume endpoint, at the same time, are the same bytes.
+func TestAISDKStreamIsTheSameOnReplay(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, nil)
+	body := `{"id":"replay","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"/call calculator {\"expression\":\"1+1\"}\n/stream 30 20"}]}]}`
+	resp, err := http.Post(base+"/ai-sdk/chat", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("x-vercel-ai-ui-message-stream") != "v1" {
+		t.Fatalf("POST /ai-sdk/chat: %d %v", resp.StatusCode, resp.Header)
+	}
+	var wg sync.WaitGroup
+	var replay []byte
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		time.Sleep(200 * time.Millisecond) // mid-answer
+		r, err := http.Get(base + "/ai-sdk/chat/replay/stream")
+		if err != nil {
+			return
+		}
+		defer r.Body.Close()
+		replay, _ = io.ReadAll(r.Body)
+	}()
+	live, err := io.ReadAll(resp.Body)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(live, []byte("data: [DONE]\n\n")) || !bytes.Contains(live, []byte(`"type":"text-delta"`)) {
+		t.Fatalf("the live stream:\n%s", live)
+	}
+	if !bytes.Equal(live, replay) {
+		t.Fatalf("the replay differs from the live stream:\nlive:\n%s\nreplay:\n%s", live, replay)
+	}
+	// The same message again is the same run, replayed.
+	again, err := http.Post(base+"/ai-sdk/chat", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(again.Body)
+	again.Body.Close()
+	if !bytes.Equal(b, live) {
+		t.Fatalf("the same message sent again answered:\n%s", b)
+	}
+}

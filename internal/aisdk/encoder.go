@@ -1,0 +1,234 @@
+// Package aisdk speaks the AI SDK's UI message stream protocol (the `ai` npm
+// package, version 7): it turns a run's stored events into the chunks that
+// the AI SDK's useChat and DefaultChatTransport read, and reads the chat
+// requests they send.
+//
+// Every chunk is derived from committed events and the run's id only, so a
+// replay of a run gives the same bytes each time, on any instance.
+package aisdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"agentd/internal/event"
+	"agentd/internal/persist"
+	"agentd/internal/vocab"
+)
+
+// HeaderStream marks a response as a UI message stream.
+const HeaderStream = "x-vercel-ai-ui-message-stream"
+
+// done is the stream's last line.
+var done = []byte("data: [DONE]\n\n")
+
+// Encoder writes one run's events as a UI message stream: the run is one
+// assistant message, whose id is the run's id; each step is a step of it.
+// It implements stream.Encoder. The stream ends after the run's terminal
+// event, or when the run stops to wait for a client (requires_action)
+// with nothing after it yet: the chat then shows what it waits for, and the
+// client's answer (a new chat request) continues the same message.
+type Encoder struct {
+	runID   string
+	started bool // the start chunk was written
+	step    int  // the step whose start-step was written last
+	text    string
+	texts   int  // text parts of the run so far, for their ids
+	said    bool // the step streamed text since it started (or was retracted)
+	buf     bytes.Buffer
+}
+
+// NewEncoder returns the encoder of a stream of run runID.
+func NewEncoder(runID string) *Encoder { return &Encoder{runID: runID} }
+
+// Start sets the headers of a UI message stream.
+func (e *Encoder) Start(h http.Header) []byte {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Set(HeaderStream, "v1")
+	return nil
+}
+
+// Heartbeat is an SSE comment: the AI SDK's parser skips it.
+func (e *Encoder) Heartbeat() []byte { return []byte(": keep-alive\n\n") }
+
+// envelope is the part of a stored event's envelope the encoder reads.
+type envelope struct {
+	Step int             `json:"step"`
+	Data json.RawMessage `json:"data"`
+}
+
+// Event writes the chunks of ev.
+func (e *Encoder) Event(ev persist.Event, followed bool) ([]byte, bool) {
+	e.buf.Reset()
+	var env envelope
+	if err := json.Unmarshal(ev.Data, &env); err != nil {
+		return nil, false // not an event of agentd's: nothing to show
+	}
+	if !e.started {
+		e.started = true
+		e.chunk(map[string]any{"type": "start", "messageId": e.runID, "messageMetadata": map[string]any{"run_id": e.runID}})
+	}
+	end := false
+	switch ev.Type {
+	case event.StepStarted:
+		e.closeText()
+		e.startStep(env.Step)
+	case event.MessageDelta:
+		var d event.MessageDeltaData
+		if json.Unmarshal(env.Data, &d) == nil && d.Text != "" {
+			e.startStep(env.Step)
+			e.openText()
+			e.said = true
+			e.chunk(map[string]any{"type": "text-delta", "id": e.text, "delta": d.Text})
+		}
+	case event.MessageCompleted:
+		var d event.MessageCompletedData
+		if json.Unmarshal(env.Data, &d) == nil && !e.said && e.text == "" {
+			// Not streamed: the whole text at once.
+			if t := vocab.TextOf(d.Content); t != "" {
+				e.startStep(env.Step)
+				e.openText()
+				e.chunk(map[string]any{"type": "text-delta", "id": e.text, "delta": t})
+			}
+		}
+		e.closeText()
+	case event.ToolCallCreated:
+		var d event.ToolCallCreatedData
+		if json.Unmarshal(env.Data, &d) == nil {
+			e.closeText()
+			e.startStep(env.Step)
+			e.chunk(map[string]any{"type": "tool-input-available", "toolCallId": d.ToolCallID, "toolName": d.Name,
+				"input": rawOrNull(d.Arguments), "dynamic": true})
+		}
+	case event.ToolCallApproved:
+		var d event.ToolCallApprovedData
+		if json.Unmarshal(env.Data, &d) == nil {
+			e.chunk(map[string]any{"type": "tool-approval-response", "approvalId": d.ToolCallID, "approved": true})
+		}
+	case event.ToolCallCompleted:
+		var d event.ToolCallCompletedData
+		if json.Unmarshal(env.Data, &d) == nil {
+			switch d.Status {
+			case vocab.CallSucceeded:
+				e.chunk(map[string]any{"type": "tool-output-available", "toolCallId": d.ToolCallID, "output": rawOrNull(d.Result), "dynamic": true})
+			case vocab.CallRejected:
+				e.chunk(map[string]any{"type": "tool-output-denied", "toolCallId": d.ToolCallID})
+			default:
+				msg := "the tool call failed"
+				if d.Error != nil && d.Error.Message != "" {
+					msg = d.Error.Message
+				}
+				e.chunk(map[string]any{"type": "tool-output-error", "toolCallId": d.ToolCallID, "errorText": msg, "dynamic": true})
+			}
+		}
+	case event.StepCompleted:
+		e.closeText()
+		e.chunk(map[string]any{"type": "finish-step"})
+	case event.StepRetracted:
+		// What the step streamed is withdrawn: the text comes again.
+		e.text, e.said = "", false
+		e.chunk(map[string]any{"type": "reset-step"})
+	case event.RunRequiresAction:
+		var d event.RunRequiresActionData
+		if json.Unmarshal(env.Data, &d) == nil {
+			a := d.RequiredAction
+			if a.Type == vocab.ActionToolApproval {
+				e.chunk(map[string]any{"type": "tool-approval-request", "approvalId": a.ToolCallID, "toolCallId": a.ToolCallID})
+			}
+			if !followed {
+				e.closeText()
+				e.chunk(map[string]any{"type": "finish", "finishReason": "tool-calls", "messageMetadata": map[string]any{
+					"run_id": e.runID, "status": vocab.StatusRequiresAction, "required_action": a}})
+				e.buf.Write(done)
+				end = true
+			}
+		}
+	default:
+		if ev.Type.Terminal() && !followed {
+			var d event.RunEndedData
+			_ = json.Unmarshal(env.Data, &d)
+			e.closeText()
+			meta := map[string]any{"run_id": e.runID, "status": d.Status, "reason": d.Reason}
+			reason := finishReason(ev.Type, d.Reason)
+			switch ev.Type {
+			case event.RunFailed, event.RunTimedOut:
+				msg := fmt.Sprintf("the run ended %s (%s)", d.Status, d.Reason)
+				if d.Error != nil && d.Error.Message != "" {
+					msg = d.Error.Message
+				}
+				e.chunk(map[string]any{"type": "error", "errorText": msg})
+			case event.RunCancelled:
+				e.chunk(map[string]any{"type": "abort", "reason": string(d.Reason)})
+			}
+			e.chunk(map[string]any{"type": "finish", "finishReason": reason, "messageMetadata": meta})
+			e.buf.Write(done)
+			end = true
+		}
+	}
+	return bytes.Clone(e.buf.Bytes()), end
+}
+
+// finishReason is the AI SDK's name for how a run ended.
+func finishReason(t event.Type, r vocab.Reason) string {
+	switch t {
+	case event.RunCompleted:
+		if r == vocab.ReasonMaxOutputTokens || r == vocab.ReasonMaxSteps {
+			return "length"
+		}
+		return "stop"
+	case event.RunFailed:
+		if r == vocab.ReasonContentFilter {
+			return "content-filter"
+		}
+		return "error"
+	case event.RunTimedOut:
+		return "error"
+	case event.RunInterrupted:
+		return "interrupted"
+	}
+	return "other"
+}
+
+func (e *Encoder) startStep(step int) {
+	if step > e.step {
+		e.step, e.said = step, false
+		e.chunk(map[string]any{"type": "start-step"})
+	}
+}
+
+func (e *Encoder) openText() {
+	if e.text == "" {
+		e.texts++
+		e.text = fmt.Sprintf("%s-t%d", e.runID, e.texts)
+		e.chunk(map[string]any{"type": "text-start", "id": e.text})
+	}
+}
+
+func (e *Encoder) closeText() {
+	if e.text != "" {
+		e.chunk(map[string]any{"type": "text-end", "id": e.text})
+		e.text = ""
+	}
+}
+
+// chunk appends one chunk as an SSE data line.
+func (e *Encoder) chunk(c map[string]any) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return // cannot happen: maps of JSON values
+	}
+	e.buf.WriteString("data: ")
+	e.buf.Write(b)
+	e.buf.WriteString("\n\n")
+}
+
+func rawOrNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
