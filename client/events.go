@@ -1,0 +1,162 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxReconnectWait caps the wait between two connections of Events.
+const maxReconnectWait = 5 * time.Second
+
+// Events follows a run's events after seq after (0: from the first): the
+// stored ones, then the live ones, until the run's terminal event, which is
+// the last it yields. When the connection breaks, or the server goes away,
+// it connects again (to the same base URL) with Last-Event-ID, after the
+// server's retry: hint, doubling while connections keep failing: it skips
+// nothing and repeats nothing. It yields an error and stops when ctx ends,
+// when the server refuses the stream (an *Error, such as run_not_found), or
+// when the caller stops ranging.
+//
+// A run that has ended with no event after after yields nothing.
+func (c *Client) Events(ctx context.Context, runID string, after int64) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		last := after
+		retry := time.Second // until the server says
+		wait := time.Duration(0)
+		for {
+			if wait > 0 {
+				select {
+				case <-time.After(wait):
+				case <-ctx.Done():
+					yield(Event{}, ctx.Err())
+					return
+				}
+			}
+			progressed, ended, hint, err := c.follow(ctx, runID, &last, yield)
+			if hint > 0 {
+				retry = hint
+			}
+			switch {
+			case ended:
+				return
+			case ctx.Err() != nil:
+				yield(Event{}, ctx.Err())
+				return
+			case err != nil:
+				var apiErr *Error
+				if errors.As(err, &apiErr) && !retryableStatus(apiErr.Status) {
+					yield(Event{}, err)
+					return
+				}
+			}
+			if progressed || wait == 0 {
+				wait = retry
+			} else {
+				wait = min(wait*2, maxReconnectWait)
+			}
+		}
+	}
+}
+
+func retryableStatus(s int) bool {
+	return s == http.StatusTooManyRequests || s == http.StatusBadGateway || s == http.StatusServiceUnavailable ||
+		s == http.StatusGatewayTimeout || s >= 500
+}
+
+// errStop: the caller stopped ranging.
+var errStop = errors.New("stop")
+
+// follow reads one connection of the stream after *last, yielding each new
+// event. ended: the stream is over (the terminal event was yielded, the
+// server has nothing more, or the caller stopped).
+func (c *Client) follow(ctx context.Context, runID string, last *int64, yield func(Event, error) bool) (progressed, ended bool, retry time.Duration, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/runs/"+esc(runID)+"/events", nil)
+	if err != nil {
+		return false, false, 0, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if *last > 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(*last, 10))
+	}
+	c.authorize(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return false, false, 0, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNoContent:
+		return false, true, 0, nil // ended, nothing after *last
+	case resp.StatusCode != http.StatusOK:
+		return false, false, 0, readError(resp)
+	}
+	var id, typ string
+	var data strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" { // dispatch
+			if data.Len() > 0 && id != "" {
+				ev, perr := parseEvent(id, typ, data.String())
+				switch {
+				case perr != nil:
+					return progressed, false, retry, perr
+				case ev.Seq > *last:
+					*last, progressed = ev.Seq, true
+					if !yield(ev, nil) {
+						return progressed, true, retry, errStop
+					}
+					if ev.Terminal() {
+						return progressed, true, retry, nil
+					}
+				}
+			}
+			id, typ = "", ""
+			data.Reset()
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			id = value
+		case "event":
+			typ = value
+		case "data":
+			if data.Len() > 0 {
+				data.WriteByte('\n')
+			}
+			data.WriteString(value)
+		case "retry":
+			if ms, err := strconv.Atoi(value); err == nil && ms >= 0 {
+				retry = time.Duration(ms) * time.Millisecond
+			}
+		}
+	}
+	err = sc.Err()
+	if err == nil {
+		err = io.ErrUnexpectedEOF // the server closed the stream before the run's end
+	}
+	return progressed, false, retry, err
+}
+
+func parseEvent(id, typ, data string) (Event, error) {
+	var ev Event
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		return ev, fmt.Errorf("agentd: event %s: %w", id, err)
+	}
+	if strconv.FormatInt(ev.Seq, 10) != id || (typ != "" && ev.Type != typ) {
+		return ev, fmt.Errorf("agentd: event %s (%s) holds seq %d (%s)", id, typ, ev.Seq, ev.Type)
+	}
+	return ev, nil
+}
