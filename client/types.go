@@ -108,17 +108,17 @@ type ErrorDetail struct {
 
 // Step is one step of a run, with its tool calls.
 type Step struct {
-	ID            string          `json:"id"`
-	Seq           int             `json:"seq"`
-	Status        string          `json:"status"`
-	FinishReason  *string         `json:"finish_reason"`
-	Transition    *string         `json:"transition"`
-	ModelAttempts int             `json:"model_attempts"`
-	Usage         Usage           `json:"usage"`
-	Error         *ErrorDetail    `json:"error"`
-	StartedAt     time.Time       `json:"started_at"`
-	FinishedAt    *time.Time      `json:"finished_at"`
-	ToolCalls     []ToolCall      `json:"tool_calls"`
+	ID            string       `json:"id"`
+	Seq           int          `json:"seq"`
+	Status        string       `json:"status"`
+	FinishReason  *string      `json:"finish_reason"`
+	Transition    *string      `json:"transition"`
+	ModelAttempts int          `json:"model_attempts"`
+	Usage         Usage        `json:"usage"`
+	Error         *ErrorDetail `json:"error"`
+	StartedAt     time.Time    `json:"started_at"`
+	FinishedAt    *time.Time   `json:"finished_at"`
+	ToolCalls     []ToolCall   `json:"tool_calls"`
 }
 
 // ToolCall is a tool call of a step, with its attempts.
