@@ -82,7 +82,11 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	s := fmt.Sprintf("agentd: %d %s", e.Status, e.Code)
+	code := e.Code
+	if code == "" {
+		code = strings.ToLower(strings.ReplaceAll(http.StatusText(e.Status), " ", "_"))
+	}
+	s := fmt.Sprintf("agentd: %d %s", e.Status, code)
 	if e.Field != "" {
 		s += " (" + e.Field + ")"
 	}

@@ -18,13 +18,18 @@ import (
 const maxReconnectWait = 5 * time.Second
 
 // Events follows a run's events after seq after (0: from the first): the
-// stored ones, then the live ones, until the run's terminal event, which is
-// the last it yields. When the connection breaks, or the server goes away,
-// it connects again (to the same base URL) with Last-Event-ID, after the
-// server's retry: hint, doubling while connections keep failing: it skips
-// nothing and repeats nothing. It yields an error and stops when ctx ends,
-// when the server refuses the stream (an *Error, such as run_not_found), or
-// when the caller stops ranging.
+// stored ones, then the live ones, until the run's end: its terminal event
+// is the last it yields (a run that was resumed after an earlier end goes
+// on past it, as the server's stream does). When the connection breaks, or
+// the server goes away, it connects again (to the same base URL) with
+// Last-Event-ID, after the server's retry: hint, doubling while
+// connections keep failing, for as long as ctx lasts: it skips nothing and
+// repeats nothing. It yields an error and stops when ctx ends, when the
+// server refuses the stream (an *Error, such as run_not_found), when an
+// event cannot be read, or when the caller stops ranging.
+//
+// While a run waits for a client (requires_action) its stream stays open:
+// stop ranging at run.requires_action to act on it.
 //
 // A run that has ended with no event after after yields nothing.
 func (c *Client) Events(ctx context.Context, runID string, after int64) iter.Seq2[Event, error] {
@@ -45,8 +50,12 @@ func (c *Client) Events(ctx context.Context, runID string, after int64) iter.Seq
 			if hint > 0 {
 				retry = hint
 			}
+			var bad *badEvent
 			switch {
 			case ended:
+				return
+			case errors.As(err, &bad):
+				yield(Event{}, err)
 				return
 			case ctx.Err() != nil:
 				yield(Event{}, ctx.Err())
@@ -75,9 +84,15 @@ func retryableStatus(s int) bool {
 // errStop: the caller stopped ranging.
 var errStop = errors.New("stop")
 
+// badEvent is an event that cannot be read: reconnecting would not help.
+type badEvent struct{ err error }
+
+func (e *badEvent) Error() string { return e.err.Error() }
+func (e *badEvent) Unwrap() error { return e.err }
+
 // follow reads one connection of the stream after *last, yielding each new
-// event. ended: the stream is over (the terminal event was yielded, the
-// server has nothing more, or the caller stopped).
+// event. ended: the stream is over (the server closed it after a terminal
+// event, or has nothing more, or the caller stopped).
 func (c *Client) follow(ctx context.Context, runID string, last *int64, yield func(Event, error) bool) (progressed, ended bool, retry time.Duration, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/runs/"+esc(runID)+"/events", nil)
 	if err != nil {
@@ -101,6 +116,7 @@ func (c *Client) follow(ctx context.Context, runID string, last *int64, yield fu
 	}
 	var id, typ string
 	var data strings.Builder
+	terminal := false // the last event yielded was a terminal one
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -110,14 +126,11 @@ func (c *Client) follow(ctx context.Context, runID string, last *int64, yield fu
 				ev, perr := parseEvent(id, typ, data.String())
 				switch {
 				case perr != nil:
-					return progressed, false, retry, perr
+					return progressed, false, retry, &badEvent{perr}
 				case ev.Seq > *last:
-					*last, progressed = ev.Seq, true
+					*last, progressed, terminal = ev.Seq, true, ev.Terminal()
 					if !yield(ev, nil) {
 						return progressed, true, retry, errStop
-					}
-					if ev.Terminal() {
-						return progressed, true, retry, nil
 					}
 				}
 			}
@@ -144,6 +157,9 @@ func (c *Client) follow(ctx context.Context, runID string, last *int64, yield fu
 		}
 	}
 	err = sc.Err()
+	if err == nil && terminal {
+		return progressed, true, retry, nil // the server ends a stream after the run's end
+	}
 	if err == nil {
 		err = io.ErrUnexpectedEOF // the server closed the stream before the run's end
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -175,15 +176,16 @@ type Message struct {
 	CreatedAt      time.Time `json:"created_at"`
 }
 
-// Text is the text of a message's parts.
+// Text is the text of a message's text parts, joined with newlines, as
+// the server joins them for a run's output_text.
 func (m Message) Text() string {
-	var s string
+	var texts []string
 	for _, p := range m.Content {
-		if p.Type == "text" {
-			s += p.Text
+		if p.Type == "text" && p.Text != "" {
+			texts = append(texts, p.Text)
 		}
 	}
-	return s
+	return strings.Join(texts, "\n")
 }
 
 // Tool is a tool a run may call.

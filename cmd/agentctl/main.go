@@ -1,0 +1,240 @@
+// Command agentctl is the command-line client of agentd: it starts, reads,
+// follows, cancels and resumes runs, answers what a waiting run asks, and
+// reads conversations and tools. It is built on agentd's Go SDK
+// (agentd/client) alone.
+//
+//	agentctl [-url URL] [-key KEY] [-o table|json] COMMAND [flags] [args]
+//
+// Run "agentctl help" for the list of commands. The exit status is 0 when
+// a command worked (and, for the commands that follow a run, when the run
+// completed), 1 when the run failed or timed out, 2 for a usage error or an
+// error of the API, 3 when the run was cancelled or interrupted, and 4 when
+// the run waits for a decision (requires_action).
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"agentd/client"
+)
+
+// Exit statuses.
+const (
+	exitOK          = 0
+	exitFailed      = 1   // the run failed or timed out
+	exitError       = 2   // a usage error, or an error of the API
+	exitCancelled   = 3   // the run was cancelled or interrupted
+	exitWaiting     = 4   // the run waits for a decision (requires_action)
+	exitInterrupted = 130 // agentctl itself was interrupted (Ctrl-C)
+)
+
+const defaultURL = "http://127.0.0.1:8080"
+
+const usageText = `agentctl is the command-line client of agentd.
+
+Usage:
+  agentctl [-url URL] [-key KEY] [-o table|json] COMMAND [flags] [args]
+
+Runs:
+  runs create [flags] TEXT       start a run with TEXT as the user message
+                                 (-wait: wait for its end; -tail: follow it)
+  runs get ID                    show a run
+  runs list [flags]              list runs, newest first
+  runs steps ID                  show a run's steps, tool calls and attempts
+  runs tail [-after N] ID        follow a run live until it ends or waits
+  runs cancel ID                 cancel a run
+  runs resume ID                 queue an interrupted, failed or cancelled run again
+
+Decisions on a run in requires_action (the tool call is the run's
+required_action unless -call names it):
+  actions approve RUN_ID [-call ID]               let the tool call run
+  actions reject RUN_ID [-call ID] [-error MSG]   do not run it; the model is told MSG
+  actions result RUN_ID [-call ID] RESULT_JSON    the call of unknown outcome happened,
+                                                  with this result
+  actions retry RUN_ID [-call ID]                 it did not happen: attempt it again
+  actions fail RUN_ID [-call ID] [-error MSG]     give up on it; the model is told MSG
+
+Conversations and tools:
+  conversations get ID                 show a conversation
+  conversations messages [flags] ID    list a conversation's messages, oldest first
+  tools                                list the tools runs may call
+
+  help [COMMAND]                       show this help, or a command's flags
+
+Global flags (before COMMAND):
+  -url URL        agentd's address (default $AGENTD_URL, else ` + defaultURL + `)
+  -key KEY        API key, sent as a bearer token (default $AGENTD_API_KEY)
+  -o table|json   output: aligned tables and "key: value" lines, or the API's
+                  objects as indented JSON (runs tail: one event per line)
+
+Flags of a command may come before or after its arguments; -o may also
+follow COMMAND.
+
+Exit status:
+  0  done (for create -wait, create -tail and tail: the run completed)
+  1  the run failed or timed out
+  2  usage error, or an error of the API
+  3  the run was cancelled or interrupted
+  4  the run waits for a decision (requires_action)
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// app is what every command needs: the client, the output format and the
+// output streams.
+type app struct {
+	c      *client.Client
+	json   bool // -o json
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// run is agentctl: args are the arguments after the program's name, env
+// reads the environment. It returns the exit status.
+func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
+	a := &app{stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("agentctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	url := fs.String("url", cmp.Or(env("AGENTD_URL"), defaultURL), "agentd's address")
+	key := fs.String("key", env("AGENTD_API_KEY"), "API key")
+	format := fs.String("o", "table", "output: table or json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageText)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "agentctl: %v\n\n%s", err, usageText)
+		return exitError
+	}
+	switch *format {
+	case "table":
+	case "json":
+		a.json = true
+	default:
+		fmt.Fprintf(stderr, "agentctl: -o %q: want table or json\n", *format)
+		return exitError
+	}
+	var opts []client.Option
+	if *key != "" {
+		opts = append(opts, client.WithAPIKey(*key))
+	}
+	a.c = client.New(*url, opts...)
+
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fmt.Fprintf(stderr, "agentctl: no command\n\n%s", usageText)
+		return exitError
+	}
+	if rest[0] == "help" {
+		if len(rest) == 1 {
+			fmt.Fprint(stdout, usageText)
+			return exitOK
+		}
+		if cmd, _, ok := lookup(rest[1:]); ok {
+			return cmd(ctx, a, []string{"-h"})
+		}
+		fmt.Fprintf(stderr, "agentctl: no command %q\n\n%s", strings.Join(rest[1:], " "), usageText)
+		return exitError
+	}
+	cmd, cmdArgs, ok := lookup(rest)
+	if !ok {
+		fmt.Fprintf(stderr, "agentctl: no command %q\n\n%s", strings.Join(rest[:min(len(rest), 2)], " "), usageText)
+		return exitError
+	}
+	return cmd(ctx, a, cmdArgs)
+}
+
+// commandFunc runs one command with the arguments after its name and
+// returns the exit status.
+type commandFunc func(ctx context.Context, a *app, args []string) int
+
+// commands maps each command's name (one or two words) to its function.
+var commands = map[string]commandFunc{
+	"runs create":            runsCreate,
+	"runs get":               runsGet,
+	"runs list":              runsList,
+	"runs steps":             runsSteps,
+	"runs tail":              runsTail,
+	"runs cancel":            runsCancel,
+	"runs resume":            runsResume,
+	"actions approve":        actionCommand("approve"),
+	"actions reject":         actionCommand("reject"),
+	"actions result":         actionCommand("result"),
+	"actions retry":          actionCommand("retry"),
+	"actions fail":           actionCommand("fail"),
+	"conversations get":      conversationsGet,
+	"conversations messages": conversationsMessages,
+	"tools":                  toolsList,
+}
+
+// lookup finds the command that args start with: its function and the
+// arguments after its name.
+func lookup(args []string) (commandFunc, []string, bool) {
+	if len(args) >= 2 {
+		if cmd, ok := commands[args[0]+" "+args[1]]; ok {
+			return cmd, args[2:], true
+		}
+	}
+	if len(args) >= 1 {
+		if cmd, ok := commands[args[0]]; ok {
+			return cmd, args[1:], true
+		}
+	}
+	return nil, nil, false
+}
+
+// fail prints err and returns exitError, or exitInterrupted when ctx ended
+// (agentctl was interrupted).
+func (a *app) fail(ctx context.Context, err error) int {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		fmt.Fprintln(a.stderr, "agentctl: interrupted")
+		return exitInterrupted
+	}
+	fmt.Fprintf(a.stderr, "agentctl: %s\n", describeError(err))
+	return exitError
+}
+
+// describeError says what err is; for an error answer of the server, its
+// status, code, field, detail and request id.
+func describeError(err error) string {
+	var apiErr *client.Error
+	if !errors.As(err, &apiErr) {
+		return err.Error()
+	}
+	var b strings.Builder
+	code := cmp.Or(apiErr.Code, apiErr.Title, "error")
+	fmt.Fprintf(&b, "%s", code)
+	if apiErr.Field != "" {
+		fmt.Fprintf(&b, " (field %s)", apiErr.Field)
+	}
+	if apiErr.Tool != "" {
+		fmt.Fprintf(&b, " (tool %s)", apiErr.Tool)
+	}
+	if apiErr.Detail != "" {
+		fmt.Fprintf(&b, ": %s", apiErr.Detail)
+	}
+	if apiErr.BusyRunID != "" {
+		fmt.Fprintf(&b, " (busy with run %s)", apiErr.BusyRunID)
+	}
+	fmt.Fprintf(&b, " [HTTP %d", apiErr.Status)
+	if apiErr.RequestID != "" {
+		fmt.Fprintf(&b, ", request %s", apiErr.RequestID)
+	}
+	b.WriteString("]")
+	return b.String()
+}

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"agentd/client"
+)
+
+// Marks that start the lines the renderer writes for events; the model's
+// text is written as it streams, without a mark.
+const (
+	markCall      = "→" // a tool call
+	markResult    = "←" // its outcome
+	markRetracted = "↺" // the step's streamed text is withdrawn
+	markWait      = "⏸" // the run waits for a decision
+	markInfo      = "·" // something happened to the run
+	markEnd       = "■" // the run's end
+)
+
+// follow reads the events of run id after seq after and hands each to show
+// (when not nil), until the run's end, or until the run waits for a
+// decision: its stream stays open then, so follow stops at the
+// run.requires_action after which nothing has happened yet (stop true). A
+// run.requires_action the run has since moved past is shown with stop
+// false, and following goes on; so does a terminal event after which the
+// run was resumed. The SDK's iterator reconnects by itself when the
+// connection breaks or the server restarts.
+//
+// It returns the run's status at the end: the terminal event's, or
+// requires_action.
+func (a *app) follow(ctx context.Context, id string, after int64, show func(ev client.Event, stop bool)) (string, error) {
+	for {
+		resumed := false
+		for ev, err := range a.c.Events(ctx, id, after) {
+			if err != nil {
+				return "", err
+			}
+			after = ev.Seq
+			if ev.Type == "run.requires_action" {
+				r, err := a.getRun(ctx, id)
+				if err != nil {
+					return "", err
+				}
+				if r.Status == "requires_action" && r.LastEventSeq <= ev.Seq {
+					if show != nil {
+						show(ev, true)
+					}
+					return r.Status, nil
+				}
+			}
+			if show != nil {
+				show(ev, false)
+			}
+			if ev.Terminal() {
+				// The stream ends here; the run may have been resumed since.
+				r, err := a.getRun(ctx, id)
+				if err != nil {
+					return "", err
+				}
+				if r.Ended() && r.LastEventSeq <= ev.Seq {
+					return strings.TrimPrefix(ev.Type, "run."), nil
+				}
+				resumed = true
+			}
+		}
+		if !resumed {
+			break
+		}
+	}
+	// The run had ended with nothing after seq after.
+	r, err := a.getRun(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return r.Status, nil
+}
+
+// getRun reads run id while following it: it tries again, for as long as
+// ctx lasts, while the server cannot be reached or answers that it is
+// unavailable (as during a restart), as the SDK's event iterator does.
+func (a *app) getRun(ctx context.Context, id string) (*client.Run, error) {
+	wait := 200 * time.Millisecond
+	for {
+		r, err := a.c.GetRun(ctx, id)
+		var apiErr *client.Error
+		switch {
+		case err == nil:
+			return r, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.As(err, &apiErr) && apiErr.Status < 500 && apiErr.Status != http.StatusTooManyRequests:
+			return nil, err
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
+// statusCode is the exit status for a run that is in status.
+func statusCode(status string) int {
+	switch status {
+	case "completed":
+		return exitOK
+	case "failed", "timed_out":
+		return exitFailed
+	case "cancelled", "interrupted":
+		return exitCancelled
+	case "requires_action":
+		return exitWaiting
+	}
+	return exitError
+}
+
+// tail follows run id after seq after, writing its events as they come: as
+// the renderer shows them, or (-o json) one envelope per line. It returns
+// the exit status of the run's end.
+func (a *app) tail(ctx context.Context, id string, after int64) int {
+	r, err := a.c.GetRun(ctx, id)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	out := newRenderer(a.stdout, id)
+	if r.Status == "requires_action" && r.LastEventSeq <= after {
+		// Nothing will come until a decision: say what it waits for.
+		if a.json {
+			return exitWaiting
+		}
+		out.waiting(r.RequiredAction)
+		return exitWaiting
+	}
+	show := func(ev client.Event, stop bool) {
+		if a.json {
+			b, err := json.Marshal(ev)
+			if err == nil {
+				fmt.Fprintf(a.stdout, "%s\n", b)
+			}
+			return
+		}
+		if stop {
+			var d eventData
+			json.Unmarshal(ev.Data, &d)
+			out.waiting(d.RequiredAction)
+			return
+		}
+		out.event(ev)
+	}
+	status, err := a.follow(ctx, id, after, show)
+	out.endLine()
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return statusCode(status)
+}
+
+// renderer writes a run's events for a person: the model's text as it
+// streams, and a line for each tool call, attempt, outcome, retraction,
+// wait and end.
+type renderer struct {
+	w       io.Writer
+	runID   string
+	midLine bool              // text was written and its line is not ended
+	streams map[int]bool      // the steps whose text came as deltas (since their last retraction)
+	names   map[string]string // tool call id -> tool name
+}
+
+func newRenderer(w io.Writer, runID string) *renderer {
+	return &renderer{w: w, runID: runID, streams: map[int]bool{}, names: map[string]string{}}
+}
+
+// endLine ends the line of streamed text, when one is open.
+func (r *renderer) endLine() {
+	if r.midLine {
+		io.WriteString(r.w, "\n")
+		r.midLine = false
+	}
+}
+
+// line writes one line of its own.
+func (r *renderer) line(format string, args ...any) {
+	r.endLine()
+	fmt.Fprintf(r.w, format+"\n", args...)
+}
+
+// text writes streamed text.
+func (r *renderer) text(s string) {
+	if s == "" {
+		return
+	}
+	io.WriteString(r.w, s)
+	r.midLine = !strings.HasSuffix(s, "\n")
+}
+
+// eventData is the union of the data fields of the events the renderer
+// shows (see the event types of agentd's API).
+type eventData struct {
+	Text           string                 `json:"text"`          // message.delta
+	Content        []client.Part          `json:"content"`       // message.completed
+	FinishReason   string                 `json:"finish_reason"` // message.completed, step.completed
+	Name           string                 `json:"name"`          // tool calls and attempts
+	Arguments      json.RawMessage        `json:"arguments"`
+	ToolCallID     string                 `json:"tool_call_id"`
+	Status         string                 `json:"status"`
+	Attempt        int                    `json:"attempt"`
+	WillRetry      bool                   `json:"will_retry"`
+	Result         json.RawMessage        `json:"result"`
+	Error          *client.ErrorDetail    `json:"error"`
+	ResolvedBy     string                 `json:"resolved_by"`
+	Actor          string                 `json:"actor"`
+	Reason         string                 `json:"reason"` // step.retracted, run.resumed, terminal events
+	Unresolved     []string               `json:"unresolved_tool_calls"`
+	RequiredAction *client.RequiredAction `json:"required_action"` // run.requires_action
+	// context.compacted
+	MessagesCovered int `json:"messages_covered"`
+	TokensBefore    int `json:"tokens_before"`
+	TokensAfter     int `json:"tokens_after"`
+}
+
+// event writes ev.
+func (r *renderer) event(ev client.Event) {
+	var d eventData
+	if err := json.Unmarshal(ev.Data, &d); err != nil {
+		r.line("%s event %d (%s): unreadable data: %v", markInfo, ev.Seq, ev.Type, err)
+		return
+	}
+	switch ev.Type {
+	case "message.delta":
+		r.streams[ev.Step] = true
+		r.text(d.Text)
+	case "message.completed":
+		if !r.streams[ev.Step] {
+			// The text did not stream (or came before -after): it is whole here.
+			var texts []string
+			for _, p := range d.Content {
+				if p.Type == "text" && p.Text != "" {
+					texts = append(texts, p.Text)
+				}
+			}
+			r.text(strings.Join(texts, "\n"))
+		}
+		r.endLine()
+		switch d.FinishReason {
+		case "length":
+			r.line("%s the answer was cut at the model's output limit", markInfo)
+		case "content_filter":
+			r.line("%s the model's content filter stopped the answer", markInfo)
+		}
+	case "step.completed":
+		r.endLine()
+	case "step.retracted":
+		r.streams[ev.Step] = false
+		r.line("%s the text streamed so far in step %d is withdrawn (%s); the step starts over", markRetracted, ev.Step, d.Reason)
+	case "tool_call.created":
+		r.names[d.ToolCallID] = d.Name
+		args := compactJSON(d.Arguments)
+		suffix := ""
+		if d.Status == "awaiting_approval" {
+			suffix = "  (needs approval)"
+		}
+		r.line("%s %s %s%s", markCall, d.Name, args, suffix)
+	case "tool_attempt.started":
+		if d.Attempt > 1 {
+			r.line("  attempt %d of %s", d.Attempt, r.name(d.ToolCallID, d.Name))
+		}
+	case "tool_attempt.failed":
+		then := ""
+		if d.WillRetry {
+			then = " (retrying)"
+		}
+		r.line("  attempt %d failed: %s%s", d.Attempt, errorText(d.Error), then)
+	case "tool_call.completed":
+		name := r.name(d.ToolCallID, d.Name)
+		by := ""
+		switch {
+		case d.ResolvedBy == "client" && d.Actor != "":
+			by = " (decided by " + d.Actor + ")"
+		case d.ResolvedBy == "client":
+			by = " (a client's decision)"
+		case d.ResolvedBy != "":
+			by = " (" + d.ResolvedBy + ")"
+		}
+		if d.Error != nil && d.Error.Kind == d.Status {
+			d.Error.Kind = "" // "rejected: rejected: no" says it twice
+		}
+		switch {
+		case d.Error != nil:
+			r.line("%s %s %s: %s%s", markResult, name, d.Status, errorText(d.Error), by)
+		default:
+			r.line("%s %s %s %s%s", markResult, name, d.Status, compactJSON(d.Result), by)
+		}
+	case "tool_call.reused":
+		r.line("%s %s reused: its result was already committed", markResult, r.name(d.ToolCallID, d.Name))
+	case "tool_call.unknown":
+		s := fmt.Sprintf("? %s: the outcome is unknown", r.name(d.ToolCallID, d.Name))
+		if d.Error != nil {
+			s += ": " + errorText(d.Error)
+		}
+		r.line("%s", s)
+	case "tool_call.approved":
+		r.line("  %s approved%s", r.name(d.ToolCallID, ""), actorText(d.Actor))
+	case "tool_call.retry_allowed":
+		r.line("  %s will be attempted again (%s%s)", r.name(d.ToolCallID, ""), d.ResolvedBy, actorText(d.Actor))
+	case "run.requires_action":
+		// A wait the run has since moved past.
+		if ra := d.RequiredAction; ra != nil {
+			r.line("%s the run waited for %s", markWait, waitText(ra))
+		}
+	case "run.resumed":
+		if d.Reason == "recovered" {
+			r.line("%s run recovered by another worker", markInfo)
+		} else {
+			r.line("%s run resumed%s", markInfo, actorText(d.Actor))
+		}
+	case "context.compacted":
+		r.line("%s context compacted: %d messages summarized (%d → %d tokens)", markInfo, d.MessagesCovered, d.TokensBefore, d.TokensAfter)
+	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
+		status := strings.TrimPrefix(ev.Type, "run.")
+		s := fmt.Sprintf("%s run %s", markEnd, strings.ReplaceAll(status, "_", " "))
+		if d.Reason != "" && d.Reason != status {
+			s += " (" + d.Reason + ")"
+		}
+		s += actorText(d.Actor)
+		if d.Error != nil {
+			s += ": " + errorText(d.Error)
+		}
+		r.line("%s", s)
+		if len(d.Unresolved) > 0 {
+			r.line("  these side-effect calls may have happened: %s", strings.Join(d.Unresolved, ", "))
+		}
+	}
+}
+
+// waiting writes what a run in requires_action waits for, and the commands
+// that answer it.
+func (r *renderer) waiting(ra *client.RequiredAction) {
+	r.endLine()
+	if ra == nil {
+		r.line("%s the run waits for a decision", markWait)
+		return
+	}
+	r.line("%s the run waits for %s (tool call %s); answer with:", markWait, waitText(ra), ra.ToolCallID)
+	for _, c := range answerCommands(r.runID, ra) {
+		r.line("    %s", c)
+	}
+}
+
+// name is the name of tool call id: as the event gives it, else as its
+// tool_call.created said, else its id.
+func (r *renderer) name(id, given string) string {
+	switch {
+	case given != "":
+		return given
+	case r.names[id] != "":
+		return r.names[id]
+	}
+	return "tool call " + id
+}
+
+func actorText(actor string) string {
+	if actor == "" {
+		return ""
+	}
+	return " by " + actor
+}
