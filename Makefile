@@ -17,6 +17,7 @@ test: ## run every test with the race detector, then each fuzz target for 10s (n
 	cd test/eventsource && npm ci --no-audit --no-fund --loglevel=error
 	cd test/openapi && npm ci --no-audit --no-fund --loglevel=error
 	cd test/aisdk && npm ci --no-audit --no-fund --loglevel=error
+	cd test/mcp && npm ci --no-audit --no-fund --loglevel=error
 	AGENTD_REQUIRE_NODE=1 $(GO) test -race -count=1 ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
 

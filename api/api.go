@@ -154,6 +154,10 @@ type Config struct {
 	// ReadyFunc answers GET /readyz: nil error means ready, and ErrDraining
 	// says that the instance is shutting down. Nil means Store.Ping.
 	ReadyFunc func(ctx context.Context) error
+	// ToolSources, when set, says how the tool sources (MCP servers) are,
+	// in GET /readyz's body: a server that is down does not make the
+	// instance unready, its tools are just absent.
+	ToolSources func() any
 	// Defaults fill in what a new run's request leaves out.
 	Defaults RunDefaults
 	// MaxBodyBytes caps request bodies (default 1 MiB).
@@ -195,6 +199,7 @@ type server struct {
 	log         *slog.Logger
 	metrics     *httpMetrics
 	ready       func(ctx context.Context) error
+	toolSources func() any
 	defaults    RunDefaults
 	corsOrigins []string
 	bodyTimeout time.Duration
@@ -222,6 +227,7 @@ func newServer(cfg Config) *server {
 		tools:       cfg.Tools,
 		log:         cfg.Logger,
 		ready:       cfg.ReadyFunc,
+		toolSources: cfg.ToolSources,
 		defaults:    cfg.Defaults,
 		maxBody:     cfg.MaxBodyBytes,
 		corsOrigins: cfg.CORSOrigins,

@@ -13,7 +13,8 @@ import (
 const readyTimeout = 2 * time.Second
 
 type statusJSON struct {
-	Status string `json:"status"`
+	Status     string `json:"status"`
+	MCPServers any    `json:"mcp_servers,omitempty"`
 }
 
 // livez answers 200 while the process serves HTTP at all.
@@ -43,7 +44,11 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 			"a dependency of the server does not answer")))
 		return
 	}
-	s.writeJSON(w, r, http.StatusOK, statusJSON{Status: "ready"})
+	out := statusJSON{Status: "ready"}
+	if s.toolSources != nil {
+		out.MCPServers = s.toolSources()
+	}
+	s.writeJSON(w, r, http.StatusOK, out)
 }
 
 // toolsList answers GET /tools: the registered tools, sorted by name.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"agentd/internal/compact"
 	"agentd/internal/llm"
 	"agentd/internal/llm/fakellm"
+	"agentd/internal/mcptools"
 	"agentd/internal/persist"
 	engine "agentd/internal/run"
 	"agentd/internal/stream"
@@ -131,6 +133,7 @@ type instance struct {
 	handler   http.Handler
 	metrics   http.Handler // GET /metrics
 	modelName string
+	mcp       *mcptools.Manager
 	draining  atomic.Bool // set at shutdown: /readyz answers 503
 	closers   []func()    // run by close, last first
 }
@@ -172,10 +175,14 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		return nil, err
 	}
 	in.closers = append(in.closers, func() { _ = in.hub.Stop(context.Background()) }) // safe twice
-	registry, err := buildTools(cfg, in.store)
+	registry, mcpServers, err := buildTools(cfg, in.store)
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
+	mcp := mcptools.New(registry, mcpServers, log)
+	mcp.Start()
+	in.mcp = mcp
+	in.closers = append(in.closers, mcp.Stop) // after the engine stopped
 	model, modelName, stopModel, err := buildModel(cfg, log)
 	if err != nil {
 		return nil, err
@@ -211,6 +218,12 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		CORSOrigins:  cfg.CORSOrigins,
 		BodyTimeout:  cfg.BodyTimeout,
 		ReadyFunc:    in.ready,
+		ToolSources: func() any {
+			if st := in.mcp.Statuses(); len(st) > 0 {
+				return st
+			}
+			return nil
+		},
 	})
 	return in, nil
 }
@@ -262,19 +275,31 @@ var (
 	_ api.Events = (*stream.Hub)(nil)
 )
 
-func buildTools(cfg config, artifacts tools.ArtifactReader) (*tools.Registry, error) {
+// buildTools returns the registry of the built-in and tools-file tools, and
+// the MCP servers of the tools file, whose tools join the registry once
+// they are connected.
+func buildTools(cfg config, artifacts tools.ArtifactReader) (*tools.Registry, []mcptools.ServerConfig, error) {
 	list := []tools.Tool{tools.Calculator(), tools.Clock(), tools.ReadArtifact(artifacts)}
 	if len(cfg.HTTPAllowHosts) > 0 {
 		list = append(list, tools.HTTPRequest(cfg.HTTPAllowHosts, nil))
 	}
+	var servers []mcptools.ServerConfig
 	if cfg.ToolsFile != "" {
 		hooks, err := tools.LoadFile(cfg.ToolsFile, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		list = append(list, hooks...)
+		data, err := os.ReadFile(cfg.ToolsFile)
+		if err != nil {
+			return nil, nil, err
+		}
+		if servers, err = mcptools.ParseFile(data); err != nil {
+			return nil, nil, fmt.Errorf("load tools file %s: %w", cfg.ToolsFile, err)
+		}
 	}
-	return tools.NewRegistry(list...)
+	reg, err := tools.NewRegistry(list...)
+	return reg, servers, err
 }
 
 // buildModel returns the model adapter: the configured OpenAI-compatible

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -17,10 +20,20 @@ import (
 // namePattern is what OpenAI-compatible servers accept as a function name.
 var namePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 
-// Registry is the fixed set of tools a server offers, each with its compiled
-// argument schema. It is safe for concurrent use: it never changes after
-// NewRegistry.
+// Registry is the set of tools a server offers, each with its compiled
+// argument schema: the fixed ones given to NewRegistry, and those of its
+// sources (an MCP server's tools), which come and go. It is safe for
+// concurrent use; a lookup reads one snapshot, without a lock.
 type Registry struct {
+	fixed map[string]entry
+	snap  atomic.Pointer[snapshot]
+
+	mu      sync.Mutex // held while a source changes the snapshot
+	sources map[string]map[string]entry
+}
+
+// snapshot is the registry's tools at one moment.
+type snapshot struct {
 	entries map[string]entry
 	names   []string // sorted
 }
@@ -36,7 +49,7 @@ type entry struct {
 // unknown effect, a negative limit, or a schema that is not a JSON object or
 // does not compile. The error lists every problem found.
 func NewRegistry(tools ...Tool) (*Registry, error) {
-	r := &Registry{entries: make(map[string]entry, len(tools))}
+	r := &Registry{fixed: make(map[string]entry, len(tools)), sources: map[string]map[string]entry{}}
 	var errs []error
 	for i, t := range tools {
 		if t == nil {
@@ -48,7 +61,7 @@ func NewRegistry(tools ...Tool) (*Registry, error) {
 			errs = append(errs, fmt.Errorf("tool %d (%q): %w", i, spec.Name, err))
 			continue
 		}
-		if _, dup := r.entries[spec.Name]; dup {
+		if _, dup := r.fixed[spec.Name]; dup {
 			errs = append(errs, fmt.Errorf("tool %d: duplicate name %q", i, spec.Name))
 			continue
 		}
@@ -57,14 +70,76 @@ func NewRegistry(tools ...Tool) (*Registry, error) {
 			errs = append(errs, fmt.Errorf("tool %d (%q): %w", i, spec.Name, err))
 			continue
 		}
-		r.entries[spec.Name] = entry{tool: t, spec: spec, schema: sch}
-		r.names = append(r.names, spec.Name)
+		r.fixed[spec.Name] = entry{tool: t, spec: spec, schema: sch}
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("tool registry: %w", errors.Join(errs...))
 	}
-	slices.Sort(r.names)
+	r.publishLocked()
 	return r, nil
+}
+
+// SetSource replaces the tools of the source named source (all of them:
+// nil removes them). A tool whose spec or schema is invalid, or whose name
+// another tool already has, is left out; the error says which and why. The
+// others are offered from then on.
+func (r *Registry) SetSource(source string, tools []Tool) error {
+	var errs []error
+	entries := make(map[string]entry, len(tools))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range tools {
+		spec := t.Spec()
+		if err := checkSpec(spec); err != nil {
+			errs = append(errs, fmt.Errorf("tool %q: %w", spec.Name, err))
+			continue
+		}
+		if _, dup := r.fixed[spec.Name]; dup {
+			errs = append(errs, fmt.Errorf("tool %q: the name of a built-in or tools-file tool", spec.Name))
+			continue
+		}
+		if r.takenLocked(source, spec.Name) {
+			errs = append(errs, fmt.Errorf("tool %q: the name of another source's tool", spec.Name))
+			continue
+		}
+		if _, dup := entries[spec.Name]; dup {
+			errs = append(errs, fmt.Errorf("tool %q: listed twice", spec.Name))
+			continue
+		}
+		sch, err := compileSchema(spec.Name, spec.Parameters)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tool %q: %w", spec.Name, err))
+			continue
+		}
+		entries[spec.Name] = entry{tool: t, spec: spec, schema: sch}
+	}
+	if len(entries) == 0 {
+		delete(r.sources, source)
+	} else {
+		r.sources[source] = entries
+	}
+	r.publishLocked()
+	return errors.Join(errs...)
+}
+
+// takenLocked reports whether a source other than source has a tool name.
+func (r *Registry) takenLocked(source, name string) bool {
+	for s, entries := range r.sources {
+		if _, ok := entries[name]; ok && s != source {
+			return true
+		}
+	}
+	return false
+}
+
+// publishLocked makes the fixed tools and the sources' the snapshot.
+func (r *Registry) publishLocked() {
+	snap := &snapshot{entries: maps.Clone(r.fixed)}
+	for _, entries := range r.sources {
+		maps.Copy(snap.entries, entries)
+	}
+	snap.names = slices.Sorted(maps.Keys(snap.entries))
+	r.snap.Store(snap)
 }
 
 // checkSpec checks the fields of spec other than its schema.
@@ -118,21 +193,22 @@ func compileSchema(name string, params json.RawMessage) (*jsonschema.Schema, err
 
 // Get returns the tool registered under name.
 func (r *Registry) Get(name string) (Tool, bool) {
-	e, ok := r.entries[name]
+	e, ok := r.snap.Load().entries[name]
 	return e.tool, ok
 }
 
 // List returns the specs of all tools, sorted by name.
 func (r *Registry) List() []Spec {
-	specs := make([]Spec, 0, len(r.names))
-	for _, n := range r.names {
-		specs = append(specs, r.entries[n].spec)
+	snap := r.snap.Load()
+	specs := make([]Spec, 0, len(snap.names))
+	for _, n := range snap.names {
+		specs = append(specs, snap.entries[n].spec)
 	}
 	return specs
 }
 
 // Names returns the names of all tools, sorted.
-func (r *Registry) Names() []string { return slices.Clone(r.names) }
+func (r *Registry) Names() []string { return slices.Clone(r.snap.Load().names) }
 
 // Validate checks args against the named tool's parameters schema. Empty args
 // are read as {}. Every failure (unknown tool, invalid JSON, schema violation)
@@ -140,9 +216,10 @@ func (r *Registry) Names() []string { return slices.Clone(r.names) }
 // example: invalid arguments for tool "calculator": argument "expression":
 // missing property.
 func (r *Registry) Validate(name string, args json.RawMessage) error {
-	e, ok := r.entries[name]
+	snap := r.snap.Load()
+	e, ok := snap.entries[name]
 	if !ok {
-		return &Error{Kind: KindFinal, Message: fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(r.names, ", "))}
+		return &Error{Kind: KindFinal, Message: fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(snap.names, ", "))}
 	}
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)

@@ -60,12 +60,15 @@ func LoadFile(path string, client *http.Client) ([]Tool, error) {
 func ParseWebhooks(data []byte, client *http.Client) ([]Tool, error) {
 	var file struct {
 		Tools []json.RawMessage `json:"tools"`
+		// Read by internal/mcptools and by the policies.
+		MCPServers json.RawMessage `json:"mcp_servers"`
+		Policies   json.RawMessage `json:"policies"`
 	}
 	if err := decodeStrict(data, &file); err != nil {
 		return nil, fmt.Errorf("tools file: %w", err)
 	}
-	if file.Tools == nil {
-		return nil, errors.New(`tools file: missing "tools" array`)
+	if file.Tools == nil && file.MCPServers == nil {
+		return nil, errors.New(`tools file: missing "tools" array (or "mcp_servers")`)
 	}
 	c := noRedirects(client)
 	var (

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// everything returns the path of the reference MCP server's entry point,
+// server-everything from npm, or skips the test when it is not installed.
+func everything(t *testing.T) string {
+	t.Helper()
+	dir, _ := filepath.Abs("../../test/mcp")
+	main := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	if _, err := os.Stat(main); err != nil {
+		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
+			t.Fatalf("test/mcp has no node_modules (run npm ci there): %v", err)
+		}
+		t.Skip("test/mcp/node_modules is missing; `make test` installs it")
+	}
+	return main
+}
+
+// startEverythingHTTP runs server-everything over streamable HTTP and
+// returns its endpoint.
+func startEverythingHTTP(t *testing.T, main string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	cmd := exec.Command("node", main, "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+		}
+	}
+	t.Fatal("server-everything did not listen")
+	return ""
+}
+
+type mcpCall struct {
+	Name     string          `json:"name"`
+	Status   string          `json:"status"`
+	Effect   string          `json:"effect"`
+	Result   json.RawMessage `json:"result"`
+	Attempts int             `json:"attempts"`
+	Error    json.RawMessage `json:"error"`
+}
+
+func stepsCalls(t *testing.T, base, runID string) []mcpCall {
+	t.Helper()
+	var steps struct {
+		Data []struct {
+			ToolCalls []mcpCall `json:"tool_calls"`
+		}
+	}
+	getJSON(t, base+"/runs/"+runID+"/steps", &steps)
+	var out []mcpCall
+	for _, s := range steps.Data {
+		out = append(out, s.ToolCalls...)
+	}
+	return out
+}
+
+func createRun(t *testing.T, base, input string) string {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"input": input})
+	resp, err := http.Post(base+"/runs", "application/json", strings.NewReader(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&r)
+	if resp.StatusCode != http.StatusAccepted || r.ID == "" {
+		t.Fatalf("POST /runs: %d", resp.StatusCode)
+	}
+	return r.ID
+}
+
+func waitStatus(t *testing.T, base, id string, want ...string) runView {
+	t.Helper()
+	var r runView
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		getJSON(t, base+"/runs/"+id, &r)
+		for _, w := range want {
+			if r.Status == w {
+				return r
+			}
+		}
+	}
+	t.Fatalf("run %s is %s, want one of %v", id, r.Status, want)
+	return r
+}
+
+// TestMCPTools: agentd offers server-everything's tools, over stdio and
+// over streamable HTTP, with effects from their annotations or the tools
+// file; a run calls them; a server killed mid-call leaves a side-effect call
+// unknown and never makes it again, and has a read-only one made again once
+// it is back.
+func TestMCPTools(t *testing.T) {
+	t.Parallel()
+	main := everything(t)
+	endpoint := startEverythingHTTP(t, main)
+	// In front of it, a proxy that keeps the tools/call requests.
+	target, _ := url.Parse(endpoint)
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: target.Scheme, Host: target.Host})
+	direct := proxy.Director
+	proxy.Director = func(r *http.Request) { direct(r); r.Host = target.Host }
+	var callsMu sync.Mutex
+	var callBodies []string
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if bytes.Contains(b, []byte(`"tools/call"`)) {
+				callsMu.Lock()
+				callBodies = append(callBodies, string(b))
+				callsMu.Unlock()
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	endpoint = front.URL + target.Path
+	marker := fmt.Sprintf("agentd-mcp-test-%d", time.Now().UnixNano())
+	toolsFile := filepath.Join(t.TempDir(), "tools.json")
+	long := "trigger-long-running-operation"
+	cfg := fmt.Sprintf(`{"mcp_servers": [
+		{"name": "every", "command": "node", "args": [%q, "stdio", %q], "tools": ["echo", "get-sum", %q],
+		 "overrides": {%q: {"effect": "side_effect", "timeout_ms": 20000}}},
+		{"name": "again", "command": "node", "args": [%q, "stdio", %q], "tools": [%q],
+		 "overrides": {%q: {"effect": "read_only", "timeout_ms": 20000}}},
+		{"name": "web", "url": %q, "tools": ["echo", "get-sum"]},
+		{"name": "down", "url": "http://127.0.0.1:1/mcp"}]}`,
+		main, marker+"-se", long, long, main, marker+"-ro", long, long, endpoint)
+	os.WriteFile(toolsFile, []byte(cfg), 0o600)
+	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
+
+	// The tools appear, with their effects; the server that is down is
+	// said to be so, and agentd is ready all the same.
+	want := map[string]string{"every__echo": "read_only", "every__get-sum": "read_only", "every__" + long: "side_effect",
+		"again__" + long: "read_only", "web__echo": "read_only", "web__get-sum": "read_only"}
+	var listed map[string]string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var tools struct {
+			Data []struct{ Name, Effect string }
+		}
+		getJSON(t, base+"/tools", &tools)
+		listed = map[string]string{}
+		for _, tl := range tools.Data {
+			if strings.Contains(tl.Name, "__") {
+				listed[tl.Name] = tl.Effect
+			}
+		}
+		if fmt.Sprint(listed) == fmt.Sprint(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			resp, _ := http.Get(base + "/readyz")
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			t.Fatalf("MCP tools listed: %v, want %v; /readyz: %s", listed, want, b)
+		}
+	}
+	var ready struct {
+		Status     string
+		MCPServers []struct {
+			Name      string
+			Connected bool
+			Tools     int
+			Error     string
+		} `json:"mcp_servers"`
+	}
+	getJSON(t, base+"/readyz", &ready)
+	states := map[string]bool{}
+	for _, s := range ready.MCPServers {
+		states[s.Name] = s.Connected
+		if s.Name == "down" && s.Error == "" {
+			t.Errorf("the server that is down has no error in /readyz")
+		}
+	}
+	if ready.Status != "ready" || !states["every"] || !states["web"] || states["down"] || len(states) != 4 {
+		t.Fatalf("/readyz: %+v", ready)
+	}
+
+	t.Run("calls", func(t *testing.T) {
+		id := createRun(t, base, "/call every__echo {\"message\":\"hi\"}\n/call web__get-sum {\"a\":2,\"b\":3}\n/next\n/call every__get-sum {\"a\":\"x\"}\n/say done")
+		if r := waitStatus(t, base, id, "completed", "failed"); r.Status != "completed" {
+			t.Fatalf("run ended %s", r.Status)
+		}
+		calls := stepsCalls(t, base, id)
+		if len(calls) != 3 || string(calls[0].Result) != `"Echo: hi"` || string(calls[1].Result) != `"The sum of 2 and 3 is 5."` {
+			t.Fatalf("calls: %+v", calls)
+		}
+		// The call's idempotency key went in the request's _meta.
+		callsMu.Lock()
+		bodies := strings.Join(callBodies, "\n")
+		callsMu.Unlock()
+		if key := fmt.Sprintf(`"_meta":{"agentd/idempotency_key":"%s:1:call_0_1"}`, id); !strings.Contains(bodies, key) {
+			t.Fatalf("no %s in the tools/call requests: %s", key, bodies)
+		}
+		// Arguments that do not fit the tool's schema are a tool error the
+		// model sees, and the server is not called.
+		if calls[2].Status != "failed" || calls[2].Attempts != 0 || !strings.Contains(string(calls[2].Error), "wrong type") {
+			t.Fatalf("a call with bad arguments: %s %d %s", calls[2].Status, calls[2].Attempts, calls[2].Error)
+		}
+	})
+
+	kill := func(marker string) {
+		t.Helper()
+		if out, err := exec.Command("pkill", "-KILL", "-f", marker).CombinedOutput(); err != nil {
+			t.Fatalf("pkill %s: %v %s", marker, err, out)
+		}
+	}
+	midCall := func(id string) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			resp, err := http.Get(base + "/runs/" + id)
+			if err == nil {
+				var r runView
+				json.NewDecoder(resp.Body).Decode(&r)
+				resp.Body.Close()
+				if r.Status == "running" {
+					calls := stepsCalls(t, base, id)
+					if len(calls) == 1 && calls[0].Status == "running" {
+						time.Sleep(300 * time.Millisecond) // well inside the 3 s operation
+						return
+					}
+				}
+			}
+		}
+		t.Fatal("the call did not start")
+	}
+
+	t.Run("side effect killed mid-call", func(t *testing.T) {
+		id := createRun(t, base, fmt.Sprintf("/call every__%s {\"duration\":3,\"steps\":3}\n/say done", long))
+		midCall(id)
+		kill(marker + "-se")
+		r := waitStatus(t, base, id, "requires_action", "completed", "failed")
+		calls := stepsCalls(t, base, id)
+		if r.Status != "requires_action" || len(calls) != 1 || calls[0].Status != "unknown" || calls[0].Attempts != 1 {
+			t.Fatalf("run %s, calls %+v", r.Status, calls)
+		}
+		time.Sleep(2 * time.Second) // the server is back by now: the call is still not made again
+		if calls := stepsCalls(t, base, id); calls[0].Attempts != 1 || calls[0].Status != "unknown" {
+			t.Fatalf("the side effect was made again: %+v", calls[0])
+		}
+	})
+
+	t.Run("read-only killed mid-call", func(t *testing.T) {
+		id := createRun(t, base, fmt.Sprintf("/call again__%s {\"duration\":3,\"steps\":3}\n/say done", long))
+		midCall(id)
+		kill(marker + "-ro")
+		if r := waitStatus(t, base, id, "completed", "failed", "requires_action"); r.Status != "completed" {
+			t.Fatalf("run ended %s", r.Status)
+		}
+		calls := stepsCalls(t, base, id)
+		if len(calls) != 1 || calls[0].Status != "succeeded" || calls[0].Attempts != 2 {
+			t.Fatalf("the read-only call: %+v", calls)
+		}
+	})
+}
