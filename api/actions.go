@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"unicode/utf8"
 
@@ -17,6 +18,10 @@ import (
 // needs approval may run, or what became of a side effect whose outcome is
 // unknown.
 type actionRequest struct {
+	// Type tool_outputs answers client tool calls with Outputs; absent,
+	// the request is a decision.
+	Type       *string         `json:"type"`
+	Outputs    []toolOutput    `json:"outputs"`
 	ToolCallID *string         `json:"tool_call_id"`
 	CallID     *string         `json:"call_id"`
 	Decision   *string         `json:"decision"`
@@ -36,6 +41,9 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	var req actionRequest
 	if err := decodeStrict(body, &req, ""); err != nil {
 		return err
+	}
+	if req.Type != nil || req.Outputs != nil {
+		return s.toolOutputs(w, r, id, req)
 	}
 	var toolCallID, callID string
 	switch {
@@ -111,4 +119,67 @@ func clip(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// toolOutput is one element of a tool_outputs action's outputs.
+type toolOutput struct {
+	ToolCallID *string         `json:"tool_call_id"`
+	Output     json.RawMessage `json:"output"`
+	Error      *string         `json:"error"`
+}
+
+// maxOutputs caps the outputs of one tool_outputs action.
+const maxOutputs = 128
+
+// toolOutputs answers a run's client tool calls (required_action type
+// client_tool_calls): every call's output, or the error the model is told.
+func (s *server) toolOutputs(w http.ResponseWriter, r *http.Request, runID string, req actionRequest) error {
+	if req.Type == nil || *req.Type != "tool_outputs" {
+		return fieldError("type", "must be tool_outputs (with outputs), or absent for a decision")
+	}
+	if req.ToolCallID != nil || req.CallID != nil || req.Decision != nil || req.Result != nil || req.Error != nil {
+		return fieldError("type", "tool_outputs takes outputs only: one {tool_call_id, output | error} per client tool call")
+	}
+	if len(req.Outputs) == 0 || len(req.Outputs) > maxOutputs {
+		return fieldError("outputs", "must hold 1 to %d outputs: one per client tool call the run waits for", maxOutputs)
+	}
+	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: runID, Decision: vocab.DecisionOutputs,
+		Actor: ActorFromContext(r.Context())}
+	seen := map[string]bool{}
+	for i, o := range req.Outputs {
+		field := func(name string) string { return fmt.Sprintf("outputs[%d].%s", i, name) }
+		if o.ToolCallID == nil || uuid.Validate(*o.ToolCallID) != nil {
+			return fieldError(field("tool_call_id"), "must be the tool_call_id of one of required_action.calls, a UUID")
+		}
+		id := uuid.MustParse(*o.ToolCallID).String()
+		if seen[id] {
+			return fieldError(field("tool_call_id"), "names a call already answered in outputs")
+		}
+		seen[id] = true
+		out := persist.ToolOutput{ToolCallID: id}
+		switch {
+		case (len(o.Output) > 0) == (o.Error != nil):
+			return fieldError(field("output"), "give either output (the tool's result, JSON) or error (what the model is told)")
+		case o.Error != nil:
+			if *o.Error == "" || len(*o.Error) > 4096 {
+				return fieldError(field("error"), "must be 1 to 4096 bytes")
+			}
+			if err := storable(field("error"), *o.Error); err != nil {
+				return err
+			}
+			out.Error = *o.Error
+		default:
+			if err := storableJSON(field("output"), o.Output); err != nil {
+				return err
+			}
+			out.Output, out.Artifact = tools.Offload(o.Output, tools.DefaultMaxResultBytes, uuid.NewString())
+		}
+		p.Outputs = append(p.Outputs, out)
+	}
+	run, err := s.runs.ResolveAction(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, runView(run))
+	return nil
 }

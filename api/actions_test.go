@@ -144,3 +144,81 @@ func TestIdempotentChanges(t *testing.T) {
 	}
 	wantProblem(t, b.do(http.MethodPost, path+"/cancel", "", "Idempotency-Key", strings.Repeat("k", 300)), http.StatusUnprocessableEntity, "invalid_field")
 }
+
+// clientWaitingRun makes a run that waits for the outputs of two client
+// tool calls, as the engine leaves it.
+func clientWaitingRun(t *testing.T, b *bundle) (runID string, calls []string) {
+	t.Helper()
+	ctx := context.Background()
+	created := b.createRun(`{"input":"pick", "client_tools": [{"name": "pick_color"}]}`)
+	c, err := b.store.RunClaim(ctx, "w", time.Minute)
+	if err != nil || c.ID != created.ID {
+		t.Fatalf("claim: %v", err)
+	}
+	f := persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}
+	stepID := persist.NewID()
+	ops := []persist.Op{persist.StepInsert{ID: stepID, RunID: c.ID, Seq: 1}}
+	action := event.RequiredAction{Type: vocab.ActionClientToolCalls, Step: 1, Name: "pick_color", Arguments: json.RawMessage(`{}`)}
+	for i := range 2 {
+		id, callID := persist.NewID(), fmt.Sprintf("call_%d", i)
+		calls = append(calls, id)
+		ops = append(ops, persist.ToolCallInsert{ID: id, RunID: c.ID, StepID: stepID, Position: i, CallID: callID, Name: "pick_color",
+			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:" + callID, Effect: "side_effect", Status: vocab.CallAwaitingClient})
+		action.Calls = append(action.Calls, event.ClientCall{Arguments: json.RawMessage(`{}`), CallID: callID, Name: "pick_color", ToolCallID: id})
+	}
+	action.ToolCallID, action.CallID, action.IdempotencyKey = calls[0], "call_0", c.ID+":1:call_0"
+	ops = append(ops, persist.RunEnd{ID: c.ID, Status: vocab.StatusRequiresAction, RequiredAction: &action})
+	if _, err := b.store.Exec(ctx, f, nil, ops...); err != nil {
+		t.Fatal(err)
+	}
+	return c.ID, calls
+}
+
+// TestToolOutputs: a run waiting for client tool calls takes their outputs
+// in one tool_outputs action, each call once, idempotently; anything else
+// is refused naming the field.
+func TestToolOutputs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id, calls := clientWaitingRun(t, b)
+	path := "/runs/" + id + "/actions"
+	for _, c := range []struct{ body, field string }{
+		{`{"type":"tool_outputs"}`, "outputs"},
+		{`{"type":"outputs","outputs":[]}`, "type"},
+		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"output":1,"error":"x"}]}`, calls[0]), "outputs[0].output"},
+		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q}]}`, calls[0]), "outputs[0].output"},
+		{`{"type":"tool_outputs","outputs":[{"tool_call_id":"nope","output":1}]}`, "outputs[0].tool_call_id"},
+		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"output":1}]}`, calls[0]), "outputs"},
+		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"output":1},{"tool_call_id":%q,"output":2}]}`, calls[0], calls[0]), "outputs[1].tool_call_id"},
+		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"output":1},{"tool_call_id":%q,"output":2}]}`, calls[0], persist.NewID()), "outputs"},
+		{fmt.Sprintf(`{"tool_call_id":%q,"decision":"approve"}`, calls[0]), "decision"},
+	} {
+		p := wantProblem(t, b.do(http.MethodPost, path, c.body), http.StatusUnprocessableEntity, "invalid_field")
+		if p.Field != c.field {
+			t.Fatalf("%s: field %q, want %q (%s)", c.body, p.Field, c.field, p.Detail)
+		}
+	}
+	body := fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"error":"the user closed the dialog"},{"tool_call_id":%q,"output":{"color":"amber"}}]}`,
+		calls[1], calls[0])
+	first := b.do(http.MethodPost, path, body, "Idempotency-Key", "outputs-1")
+	run := want[runBody](t, first, http.StatusOK)
+	if run.Status != "queued" {
+		t.Fatalf("after the outputs the run is %s", run.Status)
+	}
+	again := b.do(http.MethodPost, path, body, "Idempotency-Key", "outputs-1")
+	if again.status != http.StatusOK || again.header.Get("Idempotent-Replayed") != "true" || string(again.body) != string(first.body) {
+		t.Fatalf("the same key again: %d %v", again.status, again.header)
+	}
+	steps, err := b.store.StepsList(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range steps[0].Calls {
+		got[c.ID] = string(c.Status)
+	}
+	if got[calls[0]] != "succeeded" || got[calls[1]] != "failed" {
+		t.Fatalf("calls after the outputs: %v", got)
+	}
+	wantProblem(t, b.do(http.MethodPost, path, body), http.StatusConflict, "run_not_waiting")
+}

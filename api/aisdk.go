@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,10 +12,13 @@ import (
 	"strings"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 
 	"agentd/internal/aisdk"
 	"agentd/internal/auth"
+	"agentd/internal/event"
 	"agentd/internal/persist"
+	"agentd/internal/tools"
 	"agentd/internal/vocab"
 )
 
@@ -34,10 +38,12 @@ type uiMessage struct {
 }
 
 type uiPart struct {
-	Type       string `json:"type"`
-	Text       string `json:"text"`
-	ToolCallID string `json:"toolCallId"`
-	State      string `json:"state"`
+	Type       string          `json:"type"`
+	Text       string          `json:"text"`
+	ToolCallID string          `json:"toolCallId"`
+	State      string          `json:"state"`
+	Output     json.RawMessage `json:"output"`
+	ErrorText  string          `json:"errorText"`
 	Approval   *struct {
 		ID       string `json:"id"`
 		Approved *bool  `json:"approved"`
@@ -50,7 +56,7 @@ type uiPart struct {
 var chatTransportFields = []string{"id", "messages", "trigger", "messageId"}
 
 // chatRunFields are the POST /runs fields a chat request may carry.
-var chatRunFields = []string{"model", "instructions", "tools", "max_steps", "timeouts", "if_busy", "on_quota",
+var chatRunFields = []string{"model", "instructions", "tools", "client_tools", "max_steps", "timeouts", "if_busy", "on_quota",
 	"compact_at", "loop_limits", "metadata"}
 
 // maxChatIDLen caps a chat's id.
@@ -170,8 +176,9 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 }
 
 // chatApprove answers a chat request whose last message is the assistant's:
-// the approval or denial of the call the chat's run waits for, then the
-// run's stream from that decision on.
+// the approval or denial of the call the chat's run waits for, or the
+// outputs of its client tool calls; then the run's stream from that answer
+// on.
 func (s *server) chatApprove(w http.ResponseWriter, r *http.Request, chatID string, last uiMessage) error {
 	ctx := r.Context()
 	tenant := TenantFromContext(ctx)
@@ -190,10 +197,11 @@ func (s *server) chatApprove(w http.ResponseWriter, r *http.Request, chatID stri
 	if latest == nil || latest.Status != vocab.StatusRequiresAction {
 		return newError(http.StatusConflict, CodeRunNotWaiting, "Run not waiting", "the chat's run waits for no approval")
 	}
-	var action struct {
-		ToolCallID string `json:"tool_call_id"`
-	}
+	var action event.RequiredAction
 	_ = json.Unmarshal(latest.RequiredAction, &action)
+	if action.Type == vocab.ActionClientToolCalls {
+		return s.chatOutputs(w, r, latest, action, last)
+	}
 	for _, p := range last.Parts {
 		if p.Approval == nil || p.Approval.Approved == nil || p.State != "approval-responded" || p.Approval.ID != action.ToolCallID {
 			continue
@@ -307,4 +315,54 @@ func (s *server) latestRun(r *http.Request, conversationID string) (*persist.Run
 func (s *server) chatStream(w http.ResponseWriter, r *http.Request, runID string, after int64) error {
 	_, err := s.events.StreamRunAs(w, r, runID, after, aisdk.NewEncoder(runID))
 	return streamErr(w, err)
+}
+
+// chatOutputs answers the client tool calls the chat's run waits for with
+// the outputs the chat's tool parts hold (output-available, or
+// output-error), then streams the run on.
+func (s *server) chatOutputs(w http.ResponseWriter, r *http.Request, run *persist.Run, action event.RequiredAction, last uiMessage) error {
+	ctx := r.Context()
+	parts := map[string]uiPart{}
+	for _, p := range last.Parts {
+		if p.State == "output-available" || p.State == "output-error" {
+			parts[p.ToolCallID] = p
+		}
+	}
+	p := persist.ActionParams{TenantID: TenantFromContext(ctx), RunID: run.ID, Decision: vocab.DecisionOutputs, Actor: ActorFromContext(ctx)}
+	for _, c := range action.Calls {
+		part, ok := parts[c.ToolCallID]
+		if !ok {
+			return fieldError("messages", "the last message has no output for the client tool call %s (%s)", c.ToolCallID, c.Name)
+		}
+		o := persist.ToolOutput{ToolCallID: c.ToolCallID}
+		if part.State == "output-error" {
+			o.Error = cmp.Or(part.ErrorText, "the client tool failed")
+			if len(o.Error) > 4096 {
+				o.Error = o.Error[:4096]
+			}
+			if err := storable("messages", o.Error); err != nil {
+				return err
+			}
+		} else {
+			out := part.Output
+			if len(out) == 0 {
+				out = json.RawMessage("null")
+			}
+			if err := storableJSON("messages", out); err != nil {
+				return err
+			}
+			o.Output, o.Artifact = tools.Offload(out, tools.DefaultMaxResultBytes, uuid.NewString())
+		}
+		p.Outputs = append(p.Outputs, o)
+	}
+	resolved, err := s.runs.ResolveAction(ctx, p)
+	if err != nil {
+		return err
+	}
+	done, ok := s.limits.openStream(p.TenantID)
+	if !ok {
+		return errTooManyStreams(w)
+	}
+	defer done()
+	return s.chatStream(w, r, resolved.ID, resolved.LastEventSeq-int64(len(p.Outputs)))
 }

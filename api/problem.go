@@ -10,6 +10,7 @@ import (
 
 	"agentd/internal/persist"
 	"agentd/internal/stream"
+	"agentd/internal/vocab"
 )
 
 // Codes are the stable values of a problem's "code" member. Clients branch on
@@ -123,8 +124,11 @@ func problemFor(err error) (p problem, internal bool) {
 		p.BusyRunID = busy.RunID
 		return p, false
 	case errors.As(err, &decision):
-		ae = fieldError("decision", "does not answer what the run asks (%s): approve or reject an approval; result, retry or fail an unknown outcome",
-			decision.Asks)
+		ae = fieldError("decision", "does not answer what the run asks (%s): approve or reject an approval; result, retry or fail an unknown outcome; "+
+			"type tool_outputs for client tool calls", decision.Asks)
+		if decision.Decision == vocab.DecisionOutputs {
+			ae.field = "type"
+		}
 	case errors.Is(err, persist.ErrIdempotencyMismatch):
 		ae = errKeyReused
 	case errors.Is(err, persist.ErrRunNotFound):
@@ -142,6 +146,8 @@ func problemFor(err error) (p problem, internal bool) {
 		ae = newError(http.StatusConflict, CodeRunCompleted, "Run completed", "a completed run cannot be resumed")
 	case errors.Is(err, persist.ErrRunNotWaiting):
 		ae = newError(http.StatusConflict, CodeRunNotWaiting, "Run not waiting", "the run is not waiting for an action")
+	case errors.Is(err, persist.ErrOutputsMismatch):
+		ae = fieldError("outputs", "must answer each of the run's required_action.calls, once, and nothing else")
 	case errors.Is(err, persist.ErrActionMismatch):
 		ae = newError(http.StatusConflict, CodeActionMismatch, "Action mismatch",
 			"the run waits for an action about another tool call; see its required_action")

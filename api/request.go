@@ -19,6 +19,7 @@ import (
 
 	"agentd/internal/clean"
 	"agentd/internal/persist"
+	"agentd/internal/tools"
 	"agentd/internal/vocab"
 )
 
@@ -51,7 +52,73 @@ type createRunRequest struct {
 		FailuresInARow *int `json:"failures_in_a_row"`
 		IdenticalCalls *int `json:"identical_calls"`
 	} `json:"loop_limits"`
-	Metadata json.RawMessage `json:"metadata"`
+	Metadata    json.RawMessage      `json:"metadata"`
+	ClientTools *[]clientToolRequest `json:"client_tools"`
+}
+
+// clientToolRequest is one of a run's client_tools.
+type clientToolRequest struct {
+	Name        *string         `json:"name"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// maxClientTools caps a run's client_tools.
+const maxClientTools = 64
+
+// clientTools checks a run's client tools: names as tool names go, not
+// the name of a server tool nor used twice, descriptions of at most 4 KiB,
+// parameters a JSON object schema (absent: no arguments).
+func (s *server) clientTools(req *[]clientToolRequest) ([]persist.ClientTool, error) {
+	if req == nil {
+		return nil, nil
+	}
+	if len(*req) > maxClientTools {
+		return nil, fieldError("client_tools", "must hold at most %d tools", maxClientTools)
+	}
+	out := make([]persist.ClientTool, 0, len(*req))
+	seen := map[string]bool{}
+	for i, t := range *req {
+		field := func(name string) string { return fmt.Sprintf("client_tools[%d].%s", i, name) }
+		if t.Name == nil || !tools.ValidName(*t.Name) {
+			return nil, fieldError(field("name"), "must match ^[a-zA-Z0-9_-]{1,64}$")
+		}
+		name := *t.Name
+		if seen[name] {
+			return nil, fieldError(field("name"), "%q is used twice", name)
+		}
+		seen[name] = true
+		if s.tools != nil {
+			if _, ok := s.tools.Get(name); ok {
+				return nil, fieldError(field("name"), "%q is the name of a server tool (GET /tools)", name)
+			}
+		}
+		ct := persist.ClientTool{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
+		if t.Description != nil {
+			if len(*t.Description) > 4096 {
+				return nil, fieldError(field("description"), "must be at most 4096 bytes")
+			}
+			if err := storable(field("description"), *t.Description); err != nil {
+				return nil, err
+			}
+			ct.Description = *t.Description
+		}
+		if !isNull(t.Parameters) {
+			if err := storableJSON(field("parameters"), t.Parameters); err != nil {
+				return nil, err
+			}
+			if err := tools.CheckParameters(name, t.Parameters); err != nil {
+				return nil, fieldError(field("parameters"), "%v", err)
+			}
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, t.Parameters); err != nil {
+				return nil, fieldError(field("parameters"), "is not JSON")
+			}
+			ct.Parameters = buf.Bytes()
+		}
+		out = append(out, ct)
+	}
+	return out, nil
 }
 
 type timeoutsRequest struct {
@@ -192,6 +259,9 @@ func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool,
 		p.Params.Instructions = *req.Instructions
 	}
 	if p.Params.Tools, err = s.toolNames(req.Tools); err != nil {
+		return p, false, err
+	}
+	if p.Params.ClientTools, err = s.clientTools(req.ClientTools); err != nil {
 		return p, false, err
 	}
 	p.Params.MaxSteps = s.defaults.MaxSteps

@@ -14,37 +14,38 @@ import (
 // keys.
 
 type runJSON struct {
-	ID             string             `json:"id"`
-	Object         string             `json:"object"`
-	TenantID       string             `json:"tenant_id"`
-	ConversationID string             `json:"conversation_id"`
-	Status         vocab.RunStatus    `json:"status"`
-	TerminalReason *vocab.Reason      `json:"terminal_reason"`
-	Model          string             `json:"model"`
-	Instructions   *string            `json:"instructions"`
-	Tools          []string           `json:"tools"` // null: every registered tool
-	MaxSteps       int                `json:"max_steps"`
-	Timeouts       persist.Timeouts   `json:"timeouts"`
-	LoopLimits     persist.LoopLimits `json:"loop_limits"`
-	CompactAt      *float64           `json:"compact_at"`
-	OnDisconnect   vocab.OnDisconnect `json:"on_disconnect"`
-	IfBusy         vocab.IfBusy       `json:"if_busy"`
-	Metadata       json.RawMessage    `json:"metadata"`
-	Usage          vocab.Usage        `json:"usage"`
-	StepCount      int                `json:"step_count"`
-	LastEventSeq   int64              `json:"last_event_seq"`
-	RequiredAction json.RawMessage    `json:"required_action"`
-	Error          json.RawMessage    `json:"error"`
-	CreatedAt      time.Time          `json:"created_at"`
-	StartedAt      *time.Time         `json:"started_at"`
-	FinishedAt     *time.Time         `json:"finished_at"`
-	UpdatedAt      time.Time          `json:"updated_at"`
-	DeadlineAt     *time.Time         `json:"deadline_at"`
-	CreatedBy      *string            `json:"created_by"`
-	CancelledBy    *string            `json:"cancelled_by"`
-	ResumedBy      *string            `json:"resumed_by"`
-	OutputText     *string            `json:"output_text"`
-	Output         []vocab.Part       `json:"output"`
+	ID             string               `json:"id"`
+	Object         string               `json:"object"`
+	TenantID       string               `json:"tenant_id"`
+	ConversationID string               `json:"conversation_id"`
+	Status         vocab.RunStatus      `json:"status"`
+	TerminalReason *vocab.Reason        `json:"terminal_reason"`
+	Model          string               `json:"model"`
+	Instructions   *string              `json:"instructions"`
+	Tools          []string             `json:"tools"` // null: every registered tool
+	ClientTools    []persist.ClientTool `json:"client_tools"`
+	MaxSteps       int                  `json:"max_steps"`
+	Timeouts       persist.Timeouts     `json:"timeouts"`
+	LoopLimits     persist.LoopLimits   `json:"loop_limits"`
+	CompactAt      *float64             `json:"compact_at"`
+	OnDisconnect   vocab.OnDisconnect   `json:"on_disconnect"`
+	IfBusy         vocab.IfBusy         `json:"if_busy"`
+	Metadata       json.RawMessage      `json:"metadata"`
+	Usage          vocab.Usage          `json:"usage"`
+	StepCount      int                  `json:"step_count"`
+	LastEventSeq   int64                `json:"last_event_seq"`
+	RequiredAction json.RawMessage      `json:"required_action"`
+	Error          json.RawMessage      `json:"error"`
+	CreatedAt      time.Time            `json:"created_at"`
+	StartedAt      *time.Time           `json:"started_at"`
+	FinishedAt     *time.Time           `json:"finished_at"`
+	UpdatedAt      time.Time            `json:"updated_at"`
+	DeadlineAt     *time.Time           `json:"deadline_at"`
+	CreatedBy      *string              `json:"created_by"`
+	CancelledBy    *string              `json:"cancelled_by"`
+	ResumedBy      *string              `json:"resumed_by"`
+	OutputText     *string              `json:"output_text"`
+	Output         []vocab.Part         `json:"output"`
 }
 
 func runView(r persist.Run) runJSON {
@@ -62,6 +63,7 @@ func runView(r persist.Run) runJSON {
 		Model:          r.Model,
 		Instructions:   nullString(r.Params.Instructions),
 		Tools:          r.Params.Tools,
+		ClientTools:    cmpOr(r.Params.ClientTools),
 		MaxSteps:       r.Params.MaxSteps,
 		Timeouts:       timeoutsView(r.Params.Timeouts),
 		LoopLimits:     r.Params.LoopLimits.OrDefaults(),
@@ -120,6 +122,7 @@ type toolCallJSON struct {
 	Error          json.RawMessage  `json:"error"`
 	Attempts       int              `json:"attempts"`
 	AttemptLog     []attemptJSON    `json:"attempt_log"`
+	Policy         json.RawMessage  `json:"policy"`
 	CreatedAt      time.Time        `json:"created_at"`
 	FinishedAt     *time.Time       `json:"finished_at"`
 }
@@ -161,6 +164,7 @@ func stepView(st persist.StepDetail) stepJSON {
 			Error:          nullRaw(c.Error),
 			Attempts:       c.ToolCall.Attempts,
 			AttemptLog:     make([]attemptJSON, 0, len(c.Attempts)),
+			Policy:         nullRaw(c.Policy),
 			CreatedAt:      c.CreatedAt.UTC(),
 			FinishedAt:     utc(c.FinishedAt),
 		}
@@ -339,4 +343,12 @@ func nilIfEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// cmpOr is ts, or an empty list for none.
+func cmpOr(ts []persist.ClientTool) []persist.ClientTool {
+	if ts == nil {
+		return []persist.ClientTool{}
+	}
+	return ts
 }

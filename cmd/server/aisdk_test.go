@@ -231,6 +231,50 @@ func TestAISDKChat(t *testing.T) {
 	})
 }
 
+// TestAISDKClientTools: a run's client tool is run by the AI SDK's Chat
+// (onToolCall, addToolOutput) and its output sent back through the same
+// endpoint; the run goes on with it.
+func TestAISDKClientTools(t *testing.T) {
+	t.Parallel()
+	dir, _ := filepath.Abs("../../test/aisdk")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai")); err != nil {
+		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
+			t.Fatalf("test/aisdk has no node_modules (run npm ci there): %v", err)
+		}
+		t.Skip("test/aisdk/node_modules is missing; `make test` installs it")
+	}
+	base, _ := startServer(t, nil)
+	r := chat(t, dir, base, "client", "chat-client", "/call pick_color {\"hint\":\"warm\"}\n/say done")
+	if len(r.Messages) != 2 || r.Text != "done" || len(r.Errors) > 0 {
+		t.Fatalf("%d messages, text %q, errors %v", len(r.Messages), r.Text, r.Errors)
+	}
+	m := r.Messages[1]
+	var tool string
+	for _, p := range m.Parts {
+		if p.Type == "dynamic-tool" {
+			tool = p.ToolName + ":" + p.State + ":" + string(p.Output)
+		}
+	}
+	if tool != `pick_color:output-available:{"color":"amber","hint":"warm"}` {
+		t.Fatalf("the client tool's part: %s", tool)
+	}
+	var steps struct {
+		Data []struct {
+			ToolCalls []struct {
+				Name, Status string
+				Result       json.RawMessage
+			} `json:"tool_calls"`
+		}
+	}
+	getJSON(t, base+"/runs/"+m.Metadata.RunID+"/steps", &steps)
+	c := steps.Data[0].ToolCalls[0]
+	var result map[string]string
+	json.Unmarshal(c.Result, &result)
+	if c.Name != "pick_color" || c.Status != "succeeded" || result["color"] != "amber" || result["hint"] != "warm" {
+		t.Fatalf("the stored call: %+v", c)
+	}
+}
+
 // TestAISDKStreamIsTheSameOnReplay: the chat's answer read live and its
 // replay from the resume endpoint, at the same time, are the same bytes.
 func TestAISDKStreamIsTheSameOnReplay(t *testing.T) {

@@ -284,6 +284,7 @@ func buildTools(cfg config, artifacts tools.ArtifactReader) (*tools.Registry, []
 		list = append(list, tools.HTTPRequest(cfg.HTTPAllowHosts, nil))
 	}
 	var servers []mcptools.ServerConfig
+	var policies tools.Policies
 	if cfg.ToolsFile != "" {
 		hooks, err := tools.LoadFile(cfg.ToolsFile, nil)
 		if err != nil {
@@ -297,8 +298,14 @@ func buildTools(cfg config, artifacts tools.ArtifactReader) (*tools.Registry, []
 		if servers, err = mcptools.ParseFile(data); err != nil {
 			return nil, nil, fmt.Errorf("load tools file %s: %w", cfg.ToolsFile, err)
 		}
+		if policies, err = tools.ParsePolicies(data); err != nil {
+			return nil, nil, fmt.Errorf("load tools file %s: %w", cfg.ToolsFile, err)
+		}
 	}
 	reg, err := tools.NewRegistry(list...)
+	if err == nil && len(policies) > 0 {
+		reg.SetHook(policies)
+	}
 	return reg, servers, err
 }
 

@@ -103,12 +103,23 @@ type Error struct {
 	Status          int    `json:"status,omitempty"`           // the HTTP error status a tool or the model's endpoint answered, when it answered one
 }
 
+// ClientCall is a call of a client tool that a run waits for the output of.
+type ClientCall struct {
+	Arguments  json.RawMessage `json:"arguments"`
+	CallID     string          `json:"call_id"`
+	Name       string          `json:"name"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
 // RequiredAction is what a run in requires_action waits for: a decision on
 // POST /runs/{id}/actions about one tool call. It is kept on the run and
 // carried by run.requires_action.
 type RequiredAction struct {
-	Arguments      json.RawMessage  `json:"arguments"`
-	CallID         string           `json:"call_id"`
+	Arguments json.RawMessage `json:"arguments"`
+	CallID    string          `json:"call_id"`
+	// Calls are, for client_tool_calls, every client tool call of the step
+	// (the fields above are the first one's).
+	Calls          []ClientCall     `json:"calls,omitempty"`
 	IdempotencyKey string           `json:"idempotency_key"`
 	Name           string           `json:"name"`
 	Step           int              `json:"step"`

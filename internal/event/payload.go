@@ -60,13 +60,16 @@ type MessageCompletedData struct {
 
 // ToolCallCreatedData is the data of tool_call.created.
 type ToolCallCreatedData struct {
-	Arguments      json.RawMessage  `json:"arguments"`
-	CallID         string           `json:"call_id"`
-	Effect         vocab.Effect     `json:"effect"`
-	IdempotencyKey string           `json:"idempotency_key"`
-	Name           string           `json:"name"`
-	Status         vocab.CallStatus `json:"status"` // planned or awaiting_approval
-	ToolCallID     string           `json:"tool_call_id"`
+	Arguments      json.RawMessage `json:"arguments"`
+	CallID         string          `json:"call_id"`
+	Effect         vocab.Effect    `json:"effect"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Name           string          `json:"name"`
+	// Policy is the operator's policy decision on the call, when a policy
+	// decided.
+	Policy     json.RawMessage  `json:"policy,omitempty"`
+	Status     vocab.CallStatus `json:"status"` // planned, awaiting_approval, awaiting_client, or failed (denied)
+	ToolCallID string           `json:"tool_call_id"`
 }
 
 // ToolAttemptStartedData is the data of tool_attempt.started.

@@ -45,7 +45,23 @@ type ActionParams struct {
 	Artifact                    *tools.Artifact // the whole result, when Result is its preview
 	Message                     string          // for vocab.DecisionFail and vocab.DecisionReject: what the model is told
 	Actor                       string          // who decides: kept on the call (decided_by), the run (resumed_by) and the event
+	// Outputs, for vocab.DecisionOutputs, answer every client tool call the
+	// run waits for.
+	Outputs []ToolOutput
 }
+
+// ToolOutput is a client's answer to one client tool call: its output (a
+// result), or the error the model is told.
+type ToolOutput struct {
+	ToolCallID string
+	Output     json.RawMessage
+	Artifact   *tools.Artifact // the whole output, when Output is its preview
+	Error      string          // when set, the call failed
+}
+
+// ErrOutputsMismatch: a tool_outputs action that does not answer exactly
+// the client tool calls the run waits for.
+var ErrOutputsMismatch = errors.New("the outputs do not answer the client tool calls the run waits for")
 
 // RunResolveAction records a client's decision on the tool call a waiting run
 // asks about and queues the run again. ErrRunNotFound, ErrRunNotWaiting,
@@ -83,6 +99,9 @@ func resolveLocked(ctx context.Context, tx pgx.Tx, r Run, p ActionParams, resolv
 	p.ToolCallID = action.ToolCallID
 	if !p.Decision.Answers(action.Type) {
 		return 0, &DecisionError{Decision: p.Decision, Asks: action.Type}
+	}
+	if p.Decision == vocab.DecisionOutputs {
+		return resolveOutputs(ctx, tx, r, action, p, resolvedBy)
 	}
 	kind := func(k vocab.ToolErrorKind) string {
 		if resolvedBy == event.ResolvedByActionTimeout {
@@ -126,12 +145,61 @@ func resolveLocked(ctx context.Context, tx pgx.Tx, r Run, p ActionParams, resolv
 	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET decided_by = $2 WHERE id = $1`, p.ToolCallID, nullIfEmpty(p.Actor)); err != nil {
 		return 0, fmt.Errorf("record who decided: %w", err)
 	}
-	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, []event.In{event.Of(r.StepCount, data)})
+	return requeue(ctx, tx, r, p.Actor, []event.In{event.Of(r.StepCount, data)})
+}
+
+// resolveOutputs answers each client tool call the run waits for with its
+// output or its error, and queues the run again.
+func resolveOutputs(ctx context.Context, tx pgx.Tx, r Run, action event.RequiredAction, p ActionParams, resolvedBy string) (int64, error) {
+	if len(p.Outputs) != len(action.Calls) {
+		return 0, ErrOutputsMismatch
+	}
+	want := map[string]bool{}
+	for _, c := range action.Calls {
+		want[c.ToolCallID] = true
+	}
+	evs := make([]event.In, 0, len(p.Outputs))
+	for _, o := range p.Outputs {
+		if !want[o.ToolCallID] {
+			return 0, ErrOutputsMismatch
+		}
+		delete(want, o.ToolCallID) // each once
+		d := event.ToolCallCompletedData{Actor: p.Actor, ResolvedBy: resolvedBy, ToolCallID: o.ToolCallID}
+		var err error
+		if o.Error != "" {
+			kind := string(vocab.ToolErrClient)
+			if resolvedBy == event.ResolvedByActionTimeout {
+				kind = string(vocab.ToolErrActionTimeout)
+			}
+			d.Status, d.Error = vocab.CallFailed, &event.Error{Kind: kind, Message: o.Error}
+			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'failed', error = $2, finished_at = now(), decided_by = $3
+				WHERE id = $1 AND status = 'awaiting_client'`, o.ToolCallID, mustJSON(d.Error), nullIfEmpty(p.Actor))
+		} else {
+			d.Status, d.Result = vocab.CallSucceeded, o.Output
+			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, finished_at = now(), decided_by = $3
+				WHERE id = $1 AND status = 'awaiting_client'`, o.ToolCallID, []byte(o.Output), nullIfEmpty(p.Actor))
+			if err == nil && o.Artifact != nil {
+				a := o.Artifact
+				_, err = tx.Exec(ctx, insertArtifact, a.ID, r.ID, o.ToolCallID, a.MediaType, a.Size(), a.SHA256, a.Content)
+			}
+		}
+		if err != nil {
+			return 0, fmt.Errorf("record a client tool's output: %w", err)
+		}
+		evs = append(evs, event.Of(r.StepCount, d))
+	}
+	return requeue(ctx, tx, r, p.Actor, evs)
+}
+
+// requeue appends evs to the log of r, a run whose decision was recorded,
+// and queues it again, with the rest of its total timeout.
+func requeue(ctx context.Context, tx pgx.Tx, r Run, actor string, evs []event.In) (int64, error) {
+	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
 	if err != nil {
 		return 0, err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', required_action = NULL, last_event_seq = $2,
-		resumed_by = $3, updated_at = now() WHERE id = $1`, r.ID, lastSeq, nullIfEmpty(p.Actor)); err != nil {
+		resumed_by = $3, updated_at = now() WHERE id = $1`, r.ID, lastSeq, nullIfEmpty(actor)); err != nil {
 		return 0, err
 	}
 	if _, err := tx.Exec(ctx, resumeBudget, r.ID); err != nil {

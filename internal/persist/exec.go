@@ -270,21 +270,44 @@ type ToolCallInsert struct {
 	Arguments         json.RawMessage
 	IdempotencyKey    string
 	Effect            vocab.Effect
-	Status            vocab.CallStatus // planned (the default) or awaiting_approval
+	Status            vocab.CallStatus // planned (the default), awaiting_approval, awaiting_client, or failed (denied)
+	Error             *event.Error     // for a call that failed as it was planned (a policy denied it)
+	Policy            json.RawMessage  // the policy decision on the call, when a policy decided
 }
 
 // Call is the tool call as the insert stores it (its time aside), for a
 // RunState kept in memory.
 func (o ToolCallInsert) Call() ToolCall {
-	return ToolCall{ID: o.ID, RunID: o.RunID, StepID: o.StepID, Position: o.Position, CallID: o.CallID, Name: o.Name,
-		Arguments: o.Arguments, IdempotencyKey: o.IdempotencyKey, Effect: o.Effect, Status: cmp.Or(o.Status, vocab.CallPlanned)}
+	c := ToolCall{ID: o.ID, RunID: o.RunID, StepID: o.StepID, Position: o.Position, CallID: o.CallID, Name: o.Name,
+		Arguments: o.Arguments, IdempotencyKey: o.IdempotencyKey, Effect: o.Effect, Status: cmp.Or(o.Status, vocab.CallPlanned),
+		Policy: o.Policy}
+	if o.Error != nil {
+		c.Error = mustJSON(o.Error)
+	}
+	return c
 }
 
 func (o ToolCallInsert) queue(b *batch) error {
 	status := cmp.Or(o.Status, vocab.CallPlanned)
+	if o.Error == nil && o.Policy == nil {
+		b.exec("insert tool call", `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
+			idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+			o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect, status)
+		return nil
+	}
+	errJSON, err := jsonOrNull(o.Error)
+	if err != nil {
+		return err
+	}
+	var policy []byte
+	if o.Policy != nil {
+		policy = o.Policy
+	}
 	b.exec("insert tool call", `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
-		idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
-		o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect, status)
+		idempotency_key, effect, status, error, policy, finished_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, CASE WHEN $13 THEN now() END)`,
+		o.ID, o.RunID, o.StepID, o.Position, o.CallID, o.Name, []byte(o.Arguments), o.IdempotencyKey, o.Effect, status,
+		errJSON, policy, status.Final())
 	return nil
 }
 

@@ -24,12 +24,12 @@ func scanStep(row pgx.Row) (Step, error) {
 }
 
 const callColumns = `id, run_id, step_id, position, call_id, name, arguments, idempotency_key, effect, status,
-	result, error, attempts, created_at, finished_at`
+	result, error, attempts, created_at, finished_at, policy`
 
 func scanCall(row pgx.Row) (ToolCall, error) {
 	var c ToolCall
 	err := row.Scan(&c.ID, &c.RunID, &c.StepID, &c.Position, &c.CallID, &c.Name, &c.Arguments, &c.IdempotencyKey,
-		&c.Effect, &c.Status, &c.Result, &c.Error, &c.Attempts, &c.CreatedAt, &c.FinishedAt)
+		&c.Effect, &c.Status, &c.Result, &c.Error, &c.Attempts, &c.CreatedAt, &c.FinishedAt, &c.Policy)
 	return c, translate(err)
 }
 

@@ -224,7 +224,7 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r Run, reason vocab.Reason) (evs 
 	notRun := event.Error{Kind: string(vocab.ToolErrorKind(reason)), Message: "the run ended (" + string(reason) + ") before this call ran"}
 	rejected, err := queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
-			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'running')
+			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'awaiting_client', 'running')
 			RETURNING id, step_id, position
 		)
 		SELECT c.id::text FROM c JOIN steps s ON s.id = c.step_id ORDER BY s.seq, c.position`, r.ID, mustJSON(notRun))
@@ -290,10 +290,17 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 			}
 			p := ActionParams{RunID: r.ID, ToolCallID: action.ToolCallID, Decision: vocab.DecisionReject,
 				Message: "no decision came within the run's action timeout (" + after + "): the call was rejected and did not run"}
-			if action.Type == vocab.ActionToolOutcomeUnknown {
+			switch action.Type {
+			case vocab.ActionToolOutcomeUnknown:
 				p.Decision = vocab.DecisionFail
 				p.Message = "no decision came within the run's action timeout (" + after +
 					"): the call is taken as failed, though it may have had its effect"
+			case vocab.ActionClientToolCalls:
+				p.Decision = vocab.DecisionOutputs
+				for _, c := range action.Calls {
+					p.Outputs = append(p.Outputs, ToolOutput{ToolCallID: c.ToolCallID,
+						Error: "the client gave no output within the run's action timeout (" + after + ")"})
+				}
 			}
 			last, err := resolveLocked(ctx, tx, r, p, event.ResolvedByActionTimeout)
 			if err != nil {

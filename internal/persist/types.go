@@ -36,6 +36,26 @@ type RunParams struct {
 	// CompactAt, when set, replaces the model profile's compact_at for this
 	// run: the fraction of the window past which older turns are compacted.
 	CompactAt float64 `json:"compact_at,omitempty"`
+	// ClientTools are tools the client runs: their calls wait for its
+	// outputs (requires_action client_tool_calls).
+	ClientTools []ClientTool `json:"client_tools,omitempty"`
+}
+
+// ClientTool is a tool a run's client runs, as the model sees it.
+type ClientTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ClientTool returns the run's client tool named name.
+func (p RunParams) ClientTool(name string) (ClientTool, bool) {
+	for _, t := range p.ClientTools {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return ClientTool{}, false
 }
 
 // LoopLimits stop a model that keeps asking for the same tool call (the
@@ -162,6 +182,7 @@ type ToolCall struct {
 	Attempts       int
 	CreatedAt      time.Time
 	FinishedAt     *time.Time
+	Policy         json.RawMessage // the policy decision on the call, when a policy decided
 }
 
 // Attempt is a row of tool_attempts.

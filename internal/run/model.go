@@ -42,7 +42,7 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 		return true, x.stopFor(st, err)
 	}
 	reactive := false // a compaction after the model said the request was too long
-	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params.Tools), CacheKey: st.Run.ConversationID,
+	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params), CacheKey: st.Run.ConversationID,
 		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
 	// An answer cut at the model's output limit (finish_reason length) is
 	// continued: the model is sent what it wrote so far and asked to go on,
@@ -286,8 +286,10 @@ func (x *execution) countTokens(u llm.Usage) {
 }
 
 // offered returns the tool specs offered to the model: the run's list, or
-// all; a list of any tool brings read_artifact with it.
-func (x *execution) offered(names []string) []llm.ToolSpec {
+// all (a list of any tool brings read_artifact with it), then the run's
+// client tools.
+func (x *execution) offered(p persist.RunParams) []llm.ToolSpec {
+	names := p.Tools
 	var specs []tools.Spec
 	if names == nil {
 		specs = x.d.tools.List()
@@ -304,9 +306,12 @@ func (x *execution) offered(names []string) []llm.ToolSpec {
 			specs = append(specs, t.Spec())
 		}
 	}
-	out := make([]llm.ToolSpec, len(specs))
+	out := make([]llm.ToolSpec, len(specs), len(specs)+len(p.ClientTools))
 	for i, s := range specs {
 		out[i] = llm.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
+	}
+	for _, t := range p.ClientTools {
+		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
 	return out
 }
@@ -444,7 +449,10 @@ func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []l
 	var startEvs []event.In
 	for i, c := range asked {
 		effect, status := vocab.EffectReadOnly, vocab.CallPlanned
-		if t, ok := x.d.tools.Get(c.Name); ok {
+		if _, ok := st.Run.Params.ClientTool(c.Name); ok {
+			// The client runs it: what it does is its own.
+			effect, status = vocab.EffectSideEffect, vocab.CallAwaitingClient
+		} else if t, ok := x.d.tools.Get(c.Name); ok {
 			effect = t.Spec().Effect
 			if t.Spec().NeedsApproval && offered(st.Run.Params.Tools, c.Name) {
 				status = vocab.CallAwaitingApproval
@@ -457,10 +465,17 @@ func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []l
 		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
 		call := persist.ToolCallInsert{ID: persist.NewID(), RunID: st.Run.ID, StepID: step.ID, Position: i,
 			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status}
+		if status != vocab.CallAwaitingClient {
+			x.applyPolicy(st, &call)
+		}
 		p.ops = append(p.ops, call)
 		p.calls = append(p.calls, call.Call())
-		p.evs = append(p.evs, event.Of(step.Seq, event.ToolCallCreatedData{Arguments: args, CallID: c.ID, Effect: effect,
-			IdempotencyKey: key, Name: c.Name, Status: status, ToolCallID: call.ID}))
+		p.evs = append(p.evs, event.Of(step.Seq, event.ToolCallCreatedData{Arguments: call.Arguments, CallID: c.ID, Effect: effect,
+			IdempotencyKey: key, Name: c.Name, Policy: call.Policy, Status: call.Status, ToolCallID: call.ID}))
+		if call.Status == vocab.CallFailed {
+			p.evs = append(p.evs, event.Of(step.Seq, event.ToolCallCompletedData{CallID: c.ID, Error: call.Error, Name: c.Name,
+				Status: vocab.CallFailed, ToolCallID: call.ID}))
+		}
 		if x.startsWithOutput(st, call) {
 			// Its first attempt is committed with the model's output, so
 			// the tool runs without a write of its own. Only for tools that
@@ -476,6 +491,30 @@ func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []l
 	}
 	p.evs = append(p.evs, startEvs...)
 	return p
+}
+
+// applyPolicy puts the operator's policy decision on a call it plans:
+// denied, it fails at once with the reason (the model is told); requiring
+// approval, it waits for one; allowed, maybe with other arguments. A
+// decision of a policy is recorded on the call and its event.
+func (x *execution) applyPolicy(st persist.RunState, call *persist.ToolCallInsert) {
+	v := x.d.tools.Before(x.durable(), tools.HookCall{RunID: st.Run.ID, Tool: call.Name, Arguments: call.Arguments})
+	if v.Arguments != nil {
+		if args, _, err := clean.JSON(v.Arguments); err == nil {
+			call.Arguments, v.Rewritten = args, true
+		}
+	}
+	if v.Policy == "" && !v.Rewritten {
+		return // no policy decided
+	}
+	call.Policy, _ = json.Marshal(v)
+	switch v.Action {
+	case tools.PolicyDeny:
+		call.Status = vocab.CallFailed
+		call.Error = &event.Error{Kind: string(vocab.ToolErrPolicy), Message: v.Reason}
+	case tools.PolicyRequireApproval:
+		call.Status = vocab.CallAwaitingApproval
+	}
 }
 
 // startsWithOutput reports whether a call's first attempt may be committed

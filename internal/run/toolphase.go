@@ -118,10 +118,13 @@ func (x *execution) settle(ctx context.Context, st persist.RunState, step *persi
 		}
 	}
 	var pending *persist.ToolCall
+	var client []persist.ToolCall
 	for i := range calls {
-		if calls[i].Status.Pending() {
+		if calls[i].Status.Pending() && pending == nil {
 			pending = &calls[i]
-			break
+		}
+		if calls[i].Status == vocab.CallAwaitingClient {
+			client = append(client, calls[i])
 		}
 	}
 	switch {
@@ -135,8 +138,31 @@ func (x *execution) settle(ctx context.Context, st persist.RunState, step *persi
 		// is not committed, so the step must not complete on a guess. The
 		// run is left to its lease; whoever claims it next recovers the call.
 		return true, errors.New("tool call " + pending.ID + " has no committed outcome")
+	case len(client) > 0:
+		// The server's calls are done; the client's wait for its outputs.
+		return true, x.requireClient(st, step, client)
 	}
 	return false, nil
+}
+
+// requireClient stops the run for the outputs of the step's client tool
+// calls, all together.
+func (x *execution) requireClient(st persist.RunState, step *persist.Step, calls []persist.ToolCall) error {
+	c := calls[0]
+	action := event.RequiredAction{Arguments: c.Arguments, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
+		Name: c.Name, Step: step.Seq, ToolCallID: c.ID, Type: vocab.ActionClientToolCalls}
+	for _, c := range calls {
+		action.Calls = append(action.Calls, event.ClientCall{Arguments: c.Arguments, CallID: c.CallID, Name: c.Name, ToolCallID: c.ID})
+	}
+	ops, evs := x.started.unbegun()
+	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: vocab.StatusRequiresAction, RequiredAction: &action})
+	evs = append(evs, event.Of(step.Seq, event.RunRequiresActionData{RequiredAction: action}))
+	if err := x.write(x.durable(), evs, ops...); err != nil {
+		return err
+	}
+	x.left(st.Run, vocab.StatusRequiresAction, "")
+	x.log.Info("run requires action", "type", vocab.ActionClientToolCalls, "calls", len(calls))
+	return nil
 }
 
 // completeStep completes a step whose calls all have a committed outcome.
@@ -357,6 +383,15 @@ type attemptResult struct {
 func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persist.ToolCall, a attemptResult) (again bool) {
 	if a.err == nil && len(a.result) > tools.MaxResultBytes {
 		a.err = tools.TooLarge(len(a.result))
+	}
+	if a.err == nil {
+		// The operator's hook may redact the result before it is kept.
+		out, err := x.d.tools.After(ctx, tools.HookCall{RunID: c.RunID, Tool: c.Name, Arguments: c.Arguments}, a.result)
+		if err != nil {
+			a.err = &tools.Error{Kind: tools.KindFinal, Message: "the operator's policy hook refused the result: " + err.Error(), Err: err}
+		} else {
+			a.result = out
+		}
 	}
 	if a.err == nil {
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "succeeded").Inc()

@@ -3,6 +3,7 @@ package tools
 import (
 	"agentd/internal/vocab"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +31,35 @@ type Registry struct {
 
 	mu      sync.Mutex // held while a source changes the snapshot
 	sources map[string]map[string]entry
+	hook    Hook // nil: every call is allowed as it is
+}
+
+// SetHook makes h decide about every call before it is planned, and see
+// every result before it is stored. Set it before the registry is used.
+func (r *Registry) SetHook(h Hook) { r.hook = h }
+
+// Before is the hook's verdict on a call; allow without a hook. A hook's
+// error denies the call, saying so.
+func (r *Registry) Before(ctx context.Context, c HookCall) Verdict {
+	if r.hook == nil {
+		return Verdict{Action: PolicyAllow}
+	}
+	v, err := r.hook.Before(ctx, c)
+	if err != nil {
+		return Verdict{Action: PolicyDeny, Policy: "hook", Reason: "the operator's policy hook failed: " + err.Error()}
+	}
+	if v.Action == "" {
+		v.Action = PolicyAllow
+	}
+	return v
+}
+
+// After is a call's result as the hook changes it; unchanged without one.
+func (r *Registry) After(ctx context.Context, c HookCall, result json.RawMessage) (json.RawMessage, error) {
+	if r.hook == nil {
+		return result, nil
+	}
+	return r.hook.After(ctx, c, result)
 }
 
 // snapshot is the registry's tools at one moment.
@@ -160,6 +190,17 @@ func checkSpec(spec Spec) error {
 	}
 	return nil
 }
+
+// CheckParameters checks a parameters schema as NewRegistry does: a JSON
+// object schema that compiles and loads nothing from outside itself.
+func CheckParameters(name string, params json.RawMessage) error {
+	_, err := compileSchema(name, params)
+	return err
+}
+
+// ValidName reports whether name is a tool name OpenAI-compatible servers
+// accept: ^[a-zA-Z0-9_-]{1,64}$.
+func ValidName(name string) bool { return namePattern.MatchString(name) }
 
 // compileSchema compiles a tool's parameters schema. The schema must be a
 // JSON object; it may not load anything from outside itself.

@@ -181,6 +181,9 @@ const (
 	// CallRejected: a client rejected the call, or its run ended while the
 	// call waited for a decision.
 	CallRejected CallStatus = "rejected"
+	// CallAwaitingClient: a call of a client tool (the run's client_tools),
+	// which the client runs and answers with its output.
+	CallAwaitingClient CallStatus = "awaiting_client"
 )
 
 // Final reports whether the call's outcome is settled for good.
@@ -219,6 +222,7 @@ type ActionType string
 const (
 	ActionToolApproval       ActionType = "tool_approval"        // may this call run?
 	ActionToolOutcomeUnknown ActionType = "tool_outcome_unknown" // did this side effect happen?
+	ActionClientToolCalls    ActionType = "client_tool_calls"    // the outputs of the step's client tool calls
 )
 
 // Decision is a client's answer to a required action.
@@ -232,6 +236,9 @@ const (
 	DecisionResult  Decision = "result"  // it happened; here is its result
 	DecisionRetry   Decision = "retry"   // it did not happen; attempt it again with the same key
 	DecisionFail    Decision = "fail"    // give up on it; the model sees an error
+	// DecisionOutputs answers client tool calls with their outputs: an
+	// action of type tool_outputs, not a "decision" a client names.
+	DecisionOutputs Decision = "tool_outputs"
 )
 
 // Decisions lists every decision.
@@ -241,8 +248,11 @@ func Decisions() []Decision {
 
 // Answers reports whether d answers action a.
 func (d Decision) Answers(a ActionType) bool {
-	if d == DecisionApprove || d == DecisionReject {
+	switch d {
+	case DecisionApprove, DecisionReject:
 		return a == ActionToolApproval
+	case DecisionOutputs:
+		return a == ActionClientToolCalls
 	}
 	return a == ActionToolOutcomeUnknown
 }
@@ -259,6 +269,7 @@ const (
 	ToolErrTimeout    ToolErrorKind = "timeout"    // the attempt ran out of time; the effect may have happened
 	ToolErrConnection ToolErrorKind = "connection" // the connection was lost; the effect may have happened
 	ToolErrClient     ToolErrorKind = "client"     // a client failed the call (decision fail)
+	ToolErrPolicy     ToolErrorKind = "policy"     // the operator's policy denied the call
 	ToolErrRejected   ToolErrorKind = "rejected"   // a client rejected a call that needed approval
 	ToolErrReconciled ToolErrorKind = "reconciled" // the tool's reconciler reported that the call failed
 	ToolErrNotBegun   ToolErrorKind = "not_begun"  // the run stopped after the attempt was committed, before the tool was invoked
@@ -277,5 +288,5 @@ const (
 func ToolErrorKinds() []ToolErrorKind {
 	return []ToolErrorKind{ToolErrFinal, ToolErrTransient, ToolErrTimeout, ToolErrConnection, ToolErrClient,
 		ToolErrRejected, ToolErrReconciled, ToolErrNotBegun, ToolErrUnknown, ToolErrActionTimeout, ToolErrCancelled,
-		ToolErrTimedOutTotal}
+		ToolErrTimedOutTotal, ToolErrPolicy}
 }

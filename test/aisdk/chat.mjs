@@ -14,7 +14,9 @@
 //             stream, as README wires useChat's stop; print the messages
 //   approve   send TEXT, approve the call the run asks about, let the chat
 //             send the approval; print the messages
-import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
+//   client    send TEXT with a client tool pick_color, which the chat runs
+//             (onToolCall, addToolOutput) and sends back; print the messages
+import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
 
 const [base, scenario, chatId, text] = process.argv.slice(2);
 const api = base + "/ai-sdk/chat";
@@ -120,6 +122,23 @@ switch (scenario) {
     out.requested = part;
     await chat.addToolApprovalResponse({ id: part.approval.id, approved: true });
     await until(() => chat.status === "ready" && chat.messages.at(-1).parts.some((p) => p.state === "output-available"), "the approved call's output");
+    await until(() => chat.status === "ready" && chat.messages.at(-1).metadata?.status === "completed", "the run's end");
+    break;
+  }
+  case "client": {
+    const clientTools = [{ name: "pick_color", description: "Ask the user for a color", parameters: { type: "object", properties: { hint: { type: "string" } } } }];
+    chat = new Chat({
+      id: chatId,
+      transport: new DefaultChatTransport({ api, body: { client_tools: clientTools } }),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+      onToolCall: async ({ toolCall }) => {
+        if (toolCall.toolName === "pick_color") {
+          chat.addToolOutput({ tool: "pick_color", toolCallId: toolCall.toolCallId, output: { color: "amber", hint: toolCall.input.hint } });
+        }
+      },
+      onError: (e) => errors.push(String(e)),
+    });
+    await chat.sendMessage({ text });
     await until(() => chat.status === "ready" && chat.messages.at(-1).metadata?.status === "completed", "the run's end");
     break;
   }

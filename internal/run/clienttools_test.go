@@ -1,0 +1,87 @@
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"agentd/internal/event"
+	"agentd/internal/persist"
+	"agentd/internal/run"
+	"agentd/internal/vocab"
+)
+
+// TestClientTools: the model's calls of a run's client tools wait, all of
+// the step's together, for the client's outputs, across a restart of the
+// engine; the server's own calls of the step run first; the outputs go to
+// the model and the run continues.
+func TestClientTools(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.start(t, runConfig())
+	ctx := context.Background()
+	params := persist.RunParams{MaxSteps: 10, ClientTools: []persist.ClientTool{
+		{Name: "pick_color", Description: "ask the user", Parameters: json.RawMessage(`{"type":"object"}`)},
+		{Name: "read_gps", Description: "where the device is", Parameters: json.RawMessage(`{"type":"object"}`)},
+	}}
+	r := b.create(t, "/call pick_color {\"hint\":\"warm\"}\n/call calculator {\"expression\":\"2+3\"}\n/call read_gps {}\n/say done", params)
+	r = b.wait(t, r.ID, nil)
+	var action event.RequiredAction
+	if err := json.Unmarshal(r.RequiredAction, &action); err != nil || r.Status != vocab.StatusRequiresAction ||
+		action.Type != vocab.ActionClientToolCalls || len(action.Calls) != 2 {
+		t.Fatalf("run %s, required action %s", r.Status, r.RequiredAction)
+	}
+	if action.Calls[0].Name != "pick_color" || action.Calls[1].Name != "read_gps" || string(action.Calls[0].Arguments) != `{"hint": "warm"}` && string(action.Calls[0].Arguments) != `{"hint":"warm"}` {
+		t.Fatalf("calls %+v", action.Calls)
+	}
+	steps, _ := b.store.StepsList(ctx, r.ID)
+	for _, c := range steps[0].Calls {
+		want := vocab.CallAwaitingClient
+		if c.Name == "calculator" {
+			want = vocab.CallSucceeded // the server's call ran
+		}
+		if c.Status != want {
+			t.Fatalf("call %s is %s, want %s", c.Name, c.Status, want)
+		}
+	}
+	// The engine stops; another answers the run once the outputs are in.
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	first.Stop(sctx)
+	cancel()
+	b.start(t, runConfig())
+	if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID,
+		Decision: vocab.DecisionOutputs, Outputs: []persist.ToolOutput{{ToolCallID: action.Calls[0].ToolCallID}}}); err == nil {
+		t.Fatal("one output of two was taken")
+	}
+	if _, err := b.store.RunResolveAction(ctx, persist.ActionParams{TenantID: "default", RunID: r.ID, Decision: vocab.DecisionOutputs,
+		Outputs: []persist.ToolOutput{
+			{ToolCallID: action.Calls[1].ToolCallID, Error: "no GPS on this device"},
+			{ToolCallID: action.Calls[0].ToolCallID, Output: json.RawMessage(`{"color":"amber"}`)},
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+	if r.Status != vocab.StatusCompleted {
+		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+	}
+	// The model was sent the outputs.
+	msgs, err := b.store.MessagesList(ctx, r.ConversationID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tools []string
+	for _, m := range msgs {
+		if m.Role == vocab.RoleTool {
+			tools = append(tools, m.Content[0].Content)
+		}
+	}
+	if got := strings.Join(tools, " | "); !strings.Contains(got, `"amber"`) || !strings.Contains(got, "no GPS on this device") {
+		t.Fatalf("tool messages: %s", got)
+	}
+}
+
+func runConfig() run.Config {
+	return run.Config{LeaseTTL: 5 * time.Second, PollInterval: 100 * time.Millisecond, Workers: 2}
+}
