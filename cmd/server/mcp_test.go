@@ -135,7 +135,7 @@ func TestMCPTools(t *testing.T) {
 		if r.Method == http.MethodPost {
 			b, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(b))
-			if bytes.Contains(b, []byte(`"tools/call"`)) {
+			if bytes.Contains(b, []byte(`"tools/call"`)) || bytes.Contains(b, []byte(`"notifications/cancelled"`)) {
 				callsMu.Lock()
 				callBodies = append(callBodies, string(b))
 				callsMu.Unlock()
@@ -149,20 +149,20 @@ func TestMCPTools(t *testing.T) {
 	toolsFile := filepath.Join(t.TempDir(), "tools.json")
 	long := "trigger-long-running-operation"
 	cfg := fmt.Sprintf(`{"mcp_servers": [
-		{"name": "every", "command": "node", "args": [%q, "stdio", %q], "tools": ["echo", "get-sum", %q],
+		{"name": "every", "command": "node", "args": [%q, "stdio", %q], "tools": ["echo", "get-sum", "get-structured-content", %q],
 		 "overrides": {%q: {"effect": "side_effect", "timeout_ms": 20000}}},
 		{"name": "again", "command": "node", "args": [%q, "stdio", %q], "tools": [%q],
 		 "overrides": {%q: {"effect": "read_only", "timeout_ms": 20000}}},
-		{"name": "web", "url": %q, "tools": ["echo", "get-sum"]},
+		{"name": "web", "url": %q, "tools": ["echo", "get-sum", %q]},
 		{"name": "down", "url": "http://127.0.0.1:1/mcp"}]}`,
-		main, marker+"-se", long, long, main, marker+"-ro", long, long, endpoint)
+		main, marker+"-se", long, long, main, marker+"-ro", long, long, endpoint, long)
 	os.WriteFile(toolsFile, []byte(cfg), 0o600)
 	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
 
 	// The tools appear, with their effects; the server that is down is
 	// said to be so, and agentd is ready all the same.
-	want := map[string]string{"every__echo": "read_only", "every__get-sum": "read_only", "every__" + long: "side_effect",
-		"again__" + long: "read_only", "web__echo": "read_only", "web__get-sum": "read_only"}
+	want := map[string]string{"every__echo": "read_only", "every__get-sum": "read_only", "every__get-structured-content": "read_only", "every__" + long: "side_effect",
+		"again__" + long: "read_only", "web__echo": "read_only", "web__get-sum": "read_only", "web__" + long: "read_only"}
 	var listed map[string]string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		var tools struct {
@@ -207,13 +207,25 @@ func TestMCPTools(t *testing.T) {
 	}
 
 	t.Run("calls", func(t *testing.T) {
-		id := createRun(t, base, "/call every__echo {\"message\":\"hi\"}\n/call web__get-sum {\"a\":2,\"b\":3}\n/next\n/call every__get-sum {\"a\":\"x\"}\n/say done")
+		id := createRun(t, base, "/call every__echo {\"message\":\"hi\"}\n/call web__get-sum {\"a\":2,\"b\":3}\n/next\n/call every__get-sum {\"a\":\"x\"}\n/call every__get-structured-content {\"location\":\"Chicago\"}\n/say done")
 		if r := waitStatus(t, base, id, "completed", "failed"); r.Status != "completed" {
 			t.Fatalf("run ended %s", r.Status)
 		}
 		calls := stepsCalls(t, base, id)
-		if len(calls) != 3 || string(calls[0].Result) != `"Echo: hi"` || string(calls[1].Result) != `"The sum of 2 and 3 is 5."` {
+		if len(calls) != 4 || string(calls[0].Result) != `"Echo: hi"` || string(calls[1].Result) != `"The sum of 2 and 3 is 5."` {
 			t.Fatalf("calls: %+v", calls)
+		}
+		// Structured content comes with the content, in MCP's own form.
+		var structured struct {
+			Content    []struct{ Type, Text string }
+			Structured struct {
+				Temperature *float64
+				Conditions  string
+			} `json:"structured_content"`
+		}
+		if err := json.Unmarshal(calls[3].Result, &structured); err != nil || calls[3].Status != "succeeded" ||
+			structured.Structured.Temperature == nil || structured.Structured.Conditions == "" || len(structured.Content) == 0 || structured.Content[0].Type != "text" {
+			t.Fatalf("the structured result: %s %s (%v)", calls[3].Status, calls[3].Result, err)
 		}
 		// The call's idempotency key went in the request's _meta.
 		callsMu.Lock()
@@ -280,6 +292,28 @@ func TestMCPTools(t *testing.T) {
 		calls := stepsCalls(t, base, id)
 		if len(calls) != 1 || calls[0].Status != "succeeded" || calls[0].Attempts != 2 {
 			t.Fatalf("the read-only call: %+v", calls)
+		}
+	})
+
+	t.Run("cancel mid-call", func(t *testing.T) {
+		id := createRun(t, base, fmt.Sprintf("/call web__%s {\"duration\":5,\"steps\":5}\n/say done", long))
+		midCall(id)
+		resp, err := http.Post(base+"/runs/"+id+"/cancel", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		waitStatus(t, base, id, "cancelled")
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			callsMu.Lock()
+			bodies := strings.Join(callBodies, "\n")
+			callsMu.Unlock()
+			if strings.Contains(bodies, `"notifications/cancelled"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the cancelled run's MCP request was not cancelled (no notifications/cancelled)")
+			}
 		}
 	})
 }
