@@ -80,6 +80,14 @@ func TestClientTools(t *testing.T) {
 	if got := strings.Join(tools, " | "); !strings.Contains(got, `"amber"`) || !strings.Contains(got, "no GPS on this device") {
 		t.Fatalf("tool messages: %s", got)
 	}
+	// Arguments the client tool's schema refuses go back to the model.
+	strict := persist.RunParams{MaxSteps: 5, ClientTools: []persist.ClientTool{{Name: "pick_color",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"hint":{"type":"string"}},"required":["hint"]}`)}}}
+	r = b.wait(t, b.create(t, "/call pick_color {}\n/say done", strict).ID, func(r persist.Run) bool { return r.Status.Terminal() })
+	steps, _ = b.store.StepsList(ctx, r.ID)
+	if c := steps[0].Calls[0]; r.Status != vocab.StatusCompleted || c.Status != vocab.CallFailed || !strings.Contains(string(c.Error), "missing property") {
+		t.Fatalf("a client call with bad arguments: run %s, call %s %s", r.Status, c.Status, c.Error)
+	}
 }
 
 func runConfig() run.Config {

@@ -465,7 +465,12 @@ func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []l
 		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
 		call := persist.ToolCallInsert{ID: persist.NewID(), RunID: st.Run.ID, StepID: step.ID, Position: i,
 			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status}
-		if status != vocab.CallAwaitingClient {
+		if ct, ok := st.Run.Params.ClientTool(c.Name); ok {
+			// Arguments the schema refuses go back to the model, not to the client.
+			if err := tools.ValidateArgs(c.Name, ct.Parameters, args); err != nil {
+				call.Status, call.Error = vocab.CallFailed, toolErrorData(err)
+			}
+		} else {
 			x.applyPolicy(st, &call)
 		}
 		p.ops = append(p.ops, call)

@@ -198,6 +198,16 @@ func CheckParameters(name string, params json.RawMessage) error {
 	return err
 }
 
+// ValidateArgs checks args against a parameters schema that is not in a
+// registry (a run's client tool's), as Validate does.
+func ValidateArgs(name string, params, args json.RawMessage) error {
+	sch, err := compileSchema(name, params)
+	if err != nil {
+		return &Error{Kind: KindFinal, Message: fmt.Sprintf("tool %q has no usable parameters schema: %v", name, err), Err: err}
+	}
+	return validate(name, sch, args)
+}
+
 // ValidName reports whether name is a tool name OpenAI-compatible servers
 // accept: ^[a-zA-Z0-9_-]{1,64}$.
 func ValidName(name string) bool { return namePattern.MatchString(name) }
@@ -262,6 +272,11 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 	if !ok {
 		return &Error{Kind: KindFinal, Message: fmt.Sprintf("unknown tool %q; available tools: %s", name, strings.Join(snap.names, ", "))}
 	}
+	return validate(name, e.schema, args)
+}
+
+// validate checks args against the tool name's compiled schema.
+func validate(name string, schema *jsonschema.Schema, args json.RawMessage) error {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage(`{}`)
 	}
@@ -269,7 +284,7 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 	if err != nil {
 		return &Error{Kind: KindFinal, Message: fmt.Sprintf("invalid arguments for tool %q: not valid JSON: %v", name, err), Err: err}
 	}
-	err = e.schema.Validate(doc)
+	err = schema.Validate(doc)
 	if err == nil {
 		return nil
 	}
