@@ -134,6 +134,7 @@ type instance struct {
 	metrics   http.Handler // GET /metrics
 	modelName string
 	mcp       *mcptools.Manager
+	reg       *prometheus.Registry // every metric the instance exports
 	draining  atomic.Bool // set at shutdown: /readyz answers 503
 	closers   []func()    // run by close, last first
 }
@@ -158,6 +159,7 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		}
 	}
 	reg := prometheus.NewRegistry()
+	in.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The hub publishes the store's commits: they reach this instance's
 	// streams at once (the executor's without being read back), and peers
