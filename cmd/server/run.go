@@ -135,8 +135,8 @@ type instance struct {
 	modelName string
 	mcp       *mcptools.Manager
 	reg       *prometheus.Registry // every metric the instance exports
-	draining  atomic.Bool // set at shutdown: /readyz answers 503
-	closers   []func()    // run by close, last first
+	draining  atomic.Bool          // set at shutdown: /readyz answers 503
+	closers   []func()             // run by close, last first
 }
 
 // assemble prepares the database and builds agentd's parts. On an error it
