@@ -18,6 +18,7 @@ import (
 	"agentd/internal/auth"
 	"agentd/internal/event"
 	"agentd/internal/persist"
+	"agentd/internal/telemetry"
 	"agentd/internal/tools"
 	"agentd/internal/vocab"
 )
@@ -148,6 +149,7 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 	p.ConversationID = conv.ID
 	p.TenantID = tenant
 	p.Actor = ActorFromContext(ctx)
+	p.Params.TraceParent = telemetry.TraceParent(ctx)
 	if last.ID != "" {
 		// The same message sent again (a retry) is the same run.
 		sum := sha256.Sum256([]byte(req.ID + "\x00" + last.ID))

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"agentd/internal/auth"
 )
@@ -148,6 +150,10 @@ func (s *server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		route := r.Method + " " + chi.RouteContext(ctx).RoutePattern()
+		if span := trace.SpanFromContext(ctx); span.IsRecording() {
+			span.SetName(route)
+			span.SetAttributes(attribute.String("http.route", chi.RouteContext(ctx).RoutePattern()))
+		}
 		need, ok := RouteScopes[route]
 		if !ok {
 			s.fail(w, r, errors.New("route "+route+" has no entry in RouteScopes"))

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"agentd/internal/persist"
+	"agentd/internal/telemetry"
 	"agentd/internal/vocab"
 )
 
@@ -64,6 +65,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	p.TenantID = tenant
 	p.Actor = ActorFromContext(ctx)
+	p.Params.TraceParent = telemetry.TraceParent(ctx)
 	if key != "" {
 		p.IdempotencyKey = key
 		if p.RequestHash, err = fingerprint(tenant, "POST /runs", body); err != nil {

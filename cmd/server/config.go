@@ -50,6 +50,10 @@ type config struct {
 	Quotas         api.Quotas
 	TenantRunning  int
 	ModelsFile     string
+	// getenv is the environment the config was read from: tracing reads
+	// the standard OTEL_* variables from it.
+	getenv       func(string) string
+	TraceContent bool
 }
 
 // Authentication modes (AGENTD_AUTH).
@@ -119,6 +123,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	c.OpenAIKey = getenv("OPENAI_API_KEY")
+	c.getenv = getenv
+	c.TraceContent = strings.EqualFold(getenv("AGENTD_TRACE_CONTENT"), "true")
 	var errs []error
 	atoi := func(name, v string, min int) int {
 		n, err := strconv.Atoi(v)

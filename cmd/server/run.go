@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"golang.org/x/net/netutil"
 
 	"agentd/api"
@@ -28,6 +29,7 @@ import (
 	"agentd/internal/persist"
 	engine "agentd/internal/run"
 	"agentd/internal/stream"
+	"agentd/internal/telemetry"
 	"agentd/internal/tools"
 )
 
@@ -202,12 +204,26 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		Store:    in.store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
+		TraceContent: cfg.TraceContent,
 	})
 	authn, err := buildAuth(ctx, cfg, in.store)
 	if err != nil {
 		return nil, err
 	}
 	in.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	getenv := cfg.getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	shutdownTracing, err := telemetry.Setup(ctx, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	in.closers = append(in.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(sctx) // flushes the last spans
+	})
 	in.handler = api.New(api.Config{
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
@@ -227,6 +243,11 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 			return nil
 		},
 	})
+	if telemetry.Endpoint(getenv) != "" {
+		// HTTP server spans, joining a caller's trace (traceparent); the
+		// API names each by its route.
+		in.handler = otelhttp.NewHandler(in.handler, "agentd")
+	}
 	return in, nil
 }
 

@@ -39,6 +39,9 @@ type RunParams struct {
 	// ClientTools are tools the client runs: their calls wait for its
 	// outputs (requires_action client_tool_calls).
 	ClientTools []ClientTool `json:"client_tools,omitempty"`
+	// TraceParent is the W3C trace context of the request that created the
+	// run, when tracing is on: the run's executions join that trace.
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // ClientTool is a tool a run's client runs, as the model sees it.

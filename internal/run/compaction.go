@@ -12,6 +12,8 @@ import (
 	"agentd/internal/llm"
 	"agentd/internal/persist"
 	"agentd/internal/vocab"
+
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // maxCompactionFailures is how many compactions of a conversation may fail
@@ -102,7 +104,10 @@ func (x *execution) compactNow(ctx context.Context, st persist.RunState, step *p
 		{Role: llm.RoleSystem, Content: compact.Instructions},
 		{Role: llm.RoleUser, Content: compact.Transcript(st.Compaction, covered)},
 	}, IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
-	resp, err := x.d.model.Stream(ctx, req, func(string) {})
+	sctx, span := x.chatSpan(ctx, step.Seq, req)
+	span.SetAttributes(attribute.Bool("agentd.compaction", true))
+	resp, err := x.d.model.Stream(sctx, req, func(string) {})
+	endChatSpan(span, req, resp, err, x.d.traceContent)
 	if err == nil && resp.Text == "" {
 		err = errors.New("the model wrote an empty summary")
 	}

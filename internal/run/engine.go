@@ -90,6 +90,10 @@ type Config struct {
 	// Profiles give each model its context window: a request past its
 	// threshold is compacted first (internal/compact). Nil: never compacted.
 	Profiles *compact.Profiles
+	// TraceContent puts messages, tool arguments and results on the spans
+	// of model calls and tool attempts (AGENTD_TRACE_CONTENT); off, spans
+	// carry names, ids, counts and outcomes only.
+	TraceContent bool
 	// MaxStallClaims is how many times a run may be taken over (its worker
 	// died or lost its lease) without starting a new step; the claim after
 	// fails it (no_progress). Default DefaultMaxStallClaims.
@@ -198,7 +202,7 @@ func New(cfg Config) *Engine {
 		log: cfg.Logger,
 		m:   cfg.Metrics,
 		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger, onEnd: cfg.OnEndFunc,
-			profiles:  cfg.Profiles,
+			profiles: cfg.Profiles, traceContent: cfg.TraceContent,
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,

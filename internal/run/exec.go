@@ -16,6 +16,9 @@ import (
 	"agentd/internal/persist"
 	"agentd/internal/tools"
 	"agentd/internal/vocab"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // execStore is what an execution needs of persistence: its fenced writes,
@@ -44,6 +47,8 @@ type deps struct {
 	profiles *compact.Profiles
 	// toolSlots bounds the tool calls this instance runs at once.
 	toolSlots chan struct{}
+	// traceContent puts messages, arguments and results on spans.
+	traceContent bool
 }
 
 // limits are the settings of a run's execution, from Config.
@@ -202,6 +207,9 @@ func (x *execution) durable() context.Context { return context.WithoutCancel(x.c
 
 func (x *execution) execute() {
 	defer x.cancel(nil)
+	var span trace.Span
+	x.ctx, span = x.agentSpan(x.ctx)
+	defer span.End()
 	stopBeat := x.heartbeat()
 	defer stopBeat()
 	if x.claim.DeadlineAt != nil {
@@ -216,6 +224,9 @@ func (x *execution) execute() {
 		x.interrupt()
 	}
 	err := x.loop()
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, err.Error())
+	}
 	cause := context.Cause(x.ctx)
 	switch {
 	case errors.Is(err, errAbandoned) || errors.Is(cause, errAbandoned):

@@ -50,7 +50,7 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 	var cont continuation
 	for attempt := 1; ; attempt++ {
 		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes)
-		resp, err := x.callModel(ctx, req, co)
+		resp, err := x.callModel(ctx, step.Seq, req, co)
 		co.stop()
 		if err == nil {
 			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
@@ -253,7 +253,10 @@ func cutText(s string, n int) string {
 	return s[:n] + ellipsis
 }
 
-func (x *execution) callModel(ctx context.Context, req llm.Request, co *coalescer) (llm.Response, error) {
+func (x *execution) callModel(ctx context.Context, step int, req llm.Request, co *coalescer) (_ llm.Response, err error) {
+	ctx, span := x.chatSpan(ctx, step, req)
+	var resp llm.Response
+	defer func() { endChatSpan(span, req, resp, err, x.d.traceContent) }()
 	sent := time.Now()
 	first := true
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -269,13 +272,14 @@ func (x *execution) callModel(ctx context.Context, req llm.Request, co *coalesce
 	if x.interrupted.Load() {
 		cancel(ErrInterruptRequested)
 	}
-	return x.d.model.Stream(ctx, req, func(text string) {
+	resp, err = x.d.model.Stream(ctx, req, func(text string) {
 		if first {
 			first = false
 			x.d.m.TimeToFirstTok.Observe(time.Since(sent).Seconds())
 		}
 		co.add(text)
 	})
+	return resp, err
 }
 
 func (x *execution) countTokens(u llm.Usage) {

@@ -361,8 +361,10 @@ func (x *execution) runCall(ctx context.Context, st persist.RunState, step *pers
 		}
 		c.Attempts, c.Status = n, vocab.CallRunning
 		actx, cancel := context.WithTimeout(ctx, timeout)
+		actx, span := x.toolSpan(actx, step, c, tool.Spec())
 		result, err := tool.Invoke(actx, tools.Call{RunID: st.Run.ID, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
 			Attempt: n, Arguments: c.Arguments})
+		endToolSpan(span, result, err, x.d.traceContent)
 		cancel()
 		if !x.attempted(ctx, step, c, attemptResult{id: attemptID, spec: tool.Spec(), result: result, err: err}) {
 			return

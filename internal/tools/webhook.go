@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"net/http"
 	"net/url"
@@ -293,6 +295,8 @@ func (w *webhook) post(ctx context.Context, url, key string, body []byte) ([]byt
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	// The attempt's trace context (traceparent), when tracing is on.
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := do(ctx, w.client, req, "webhook")
 	if err != nil {
 		return nil, false, err
