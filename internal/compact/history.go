@@ -121,6 +121,41 @@ const maxQuoted = 2000
 // its model call: the previous summary, then each message, every line
 // quoted with "> " (so that nothing in it reads as an instruction line).
 func Transcript(prev *persist.Compaction, covered []persist.Message) string {
+	return transcript(prev, covered, 0, 0)
+}
+
+// TranscriptWithin is Transcript cut to fit in maxTokens (0: no limit), so
+// that the compaction's own request fits the model's window however much
+// went uncompacted: each message's text is cut shorter and shorter, down to
+// 200 bytes; past that the oldest messages are left out, and the
+// transcript says how many.
+func TranscriptWithin(prev *persist.Compaction, covered []persist.Message, maxTokens int) string {
+	t := transcript(prev, covered, 0, 0)
+	if maxTokens <= 0 || EstimateTokens(len(t)) <= maxTokens {
+		return t
+	}
+	for limit := 8000; limit >= 200; limit /= 2 {
+		if t = transcript(prev, covered, limit, 0); EstimateTokens(len(t)) <= maxTokens {
+			return t
+		}
+	}
+	for skip := 1; skip < len(covered); skip++ {
+		if t = transcript(prev, covered, 200, skip); EstimateTokens(len(t)) <= maxTokens {
+			return t
+		}
+	}
+	return t
+}
+
+// transcript renders prev and covered, each text cut to limit bytes (0:
+// whole), leaving out the first skip messages.
+func transcript(prev *persist.Compaction, covered []persist.Message, limit, skip int) string {
+	text := func(s string) string {
+		if limit > 0 && len(s) > limit {
+			return cut(s, limit) + " [cut]"
+		}
+		return s
+	}
 	var b strings.Builder
 	if prev != nil {
 		b.WriteString("Previous summary:\n")
@@ -128,12 +163,16 @@ func Transcript(prev *persist.Compaction, covered []persist.Message) string {
 		b.WriteString("\n")
 	}
 	b.WriteString("Conversation to summarize:\n")
+	if skip > 0 {
+		fmt.Fprintf(&b, "[%d earlier messages are left out: they do not fit]\n", skip)
+		covered = covered[skip:]
+	}
 	for _, m := range covered {
 		for _, p := range m.Content {
 			switch p.Type {
 			case vocab.PartText:
 				fmt.Fprintf(&b, "%s:\n", m.Role)
-				quote(&b, p.Text)
+				quote(&b, text(p.Text))
 			case vocab.PartToolCall:
 				fmt.Fprintf(&b, "%s called tool %s (call %s) with:\n", m.Role, p.Name, p.ID)
 				quote(&b, cut(p.Arguments, maxQuoted))

@@ -117,3 +117,30 @@ func TestTranscriptQuotesEveryLine(t *testing.T) {
 		}
 	}
 }
+
+// TestTranscriptWithin: a transcript too long for its room is cut to fit:
+// texts first, then the oldest messages, which it says are left out.
+func TestTranscriptWithin(t *testing.T) {
+	t.Parallel()
+	var msgs []persist.Message
+	for i := range 40 {
+		msgs = append(msgs, persist.Message{Seq: i + 1, Role: vocab.RoleUser,
+			Content: []vocab.Part{{Type: vocab.PartText, Text: fmt.Sprintf("turn %d %s", i, strings.Repeat("word ", 600))}}})
+	}
+	whole := compact.Transcript(nil, msgs)
+	if got := compact.TranscriptWithin(nil, msgs, 0); got != whole {
+		t.Fatal("no limit changed the transcript")
+	}
+	for _, room := range []int{20000, 4000, 1500, 300} {
+		got := compact.TranscriptWithin(nil, msgs, room)
+		if compact.EstimateTokens(len(got)) > room {
+			t.Fatalf("room %d: the transcript is %d tokens", room, compact.EstimateTokens(len(got)))
+		}
+		if !strings.Contains(got, "turn 39") {
+			t.Fatalf("room %d: the newest message is gone", room)
+		}
+		if room == 300 && !strings.Contains(got, "earlier messages are left out") {
+			t.Fatalf("room 300 left nothing out:\n%.300s", got)
+		}
+	}
+}

@@ -246,3 +246,31 @@ func TestCompactAtPerRun(t *testing.T) {
 		t.Fatal("no compaction with compact_at 0.1")
 	}
 }
+
+// TestCompactionOfALongBacklog: a conversation held on a model without a
+// window, then continued on fake-4k, has far more history than the small
+// window: the compaction's own request is cut to fit it, and the run goes
+// on rather than failing context_overflow.
+func TestCompactionOfALongBacklog(t *testing.T) {
+	b := setup(t)
+	b.start(t, run.Config{Workers: 2, LeaseTTL: 10 * time.Second, PollInterval: 100 * time.Millisecond,
+		Profiles: compact.DefaultProfiles()})
+	runs := converse(t, b, "fake", 12, 1500) // about 9,000 tokens, all of them sent
+	conv := runs[0].ConversationID
+	r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake-4k",
+		ConversationID: conv, Params: persist.RunParams{MaxSteps: 3, IfBusy: vocab.IfBusyEnqueue},
+		Input: []persist.InputMessage{{Role: "user", Content: "and now?\n/say fine"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+	if r.Status != vocab.StatusCompleted {
+		t.Fatalf("the turn on the small window ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+	}
+	if max := b.fake.MaxPromptTokens("fake-4k"); max > 4096 {
+		t.Fatalf("fake-4k was sent %d tokens", max)
+	}
+	if _, err := b.store.CompactionLatest(context.Background(), conv); err != nil {
+		t.Fatalf("no compaction: %v", err)
+	}
+}

@@ -102,7 +102,7 @@ func (x *execution) compactNow(ctx context.Context, st persist.RunState, step *p
 	started := time.Now()
 	req := llm.Request{Model: st.Run.Model, Messages: []llm.Message{
 		{Role: llm.RoleSystem, Content: compact.Instructions},
-		{Role: llm.RoleUser, Content: compact.Transcript(st.Compaction, covered)},
+		{Role: llm.RoleUser, Content: compact.TranscriptWithin(st.Compaction, covered, x.summaryRoom(st))},
 	}, IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
 	sctx, span := x.chatSpan(ctx, step.Seq, req)
 	span.SetAttributes(attribute.Bool("agentd.compaction", true))
@@ -164,4 +164,19 @@ func (x *execution) overflowEnd(st persist.RunState, err error, tokens int) runE
 		}
 	}
 	return endOf(vocab.StatusFailed, vocab.ReasonContextOverflow, runErr)
+}
+
+// summaryRoom is how many tokens a compaction's transcript may take: the
+// model's window less its answer's reserve, the instructions and a margin
+// for the estimate; 0 when the window is not known.
+func (x *execution) summaryRoom(st persist.RunState) int {
+	if x.d.profiles == nil {
+		return 0
+	}
+	prof := x.d.profiles.For(st.Run.Model)
+	if prof.ContextWindow <= 0 {
+		return 0
+	}
+	room := prof.ContextWindow - prof.MaxOutputTokens - compact.EstimateTokens(len(compact.Instructions))
+	return max(room*9/10, 1)
 }
