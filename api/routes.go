@@ -28,6 +28,8 @@ const Public auth.Scope = "public"
 var RouteScopes = map[string]auth.Scope{
 	"GET /livez":                             Public,
 	"GET /readyz":                            Public,
+	"GET /ui":                                Public, // the run viewer's pages: they hold no data
+	"GET /ui/*":                              Public,
 	"GET /metrics":                           Public, // only when Config.HideMetrics is false: without authentication
 	"POST /runs":                             auth.RunsWrite,
 	"GET /runs":                              auth.RunsRead,
@@ -76,6 +78,8 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.Use(s.guard)
 		r.Get("/livez", s.livez)
 		r.Get("/readyz", s.readyz)
+		r.Get("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently).ServeHTTP)
+		r.Get("/ui/*", uiHandler().ServeHTTP)
 		if !cfg.HideMetrics {
 			metrics := cfg.Metrics
 			if metrics == nil {

@@ -1,0 +1,401 @@
+// agentd's run viewer: runs, one run's timeline from its event stream, one
+// conversation's messages. It uses the public API only, with the key typed
+// once (kept in this tab's session storage), and follows a run's events
+// with Last-Event-ID across dropped connections, as any SSE client does.
+
+const main = document.getElementById("main");
+const keyInput = document.getElementById("key");
+const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted"]);
+
+keyInput.value = sessionStorage.getItem("agentd-key") || "";
+document.getElementById("keyform").addEventListener("submit", (e) => {
+  e.preventDefault();
+  sessionStorage.setItem("agentd-key", keyInput.value.trim());
+  route();
+});
+
+function headers(extra = {}) {
+  const h = { ...extra };
+  const key = sessionStorage.getItem("agentd-key");
+  if (key) h.Authorization = "Bearer " + key;
+  return h;
+}
+
+async function api(path, options = {}) {
+  const res = await fetch(path, { ...options, headers: headers(options.headers) });
+  if (res.status === 204) return null;
+  const body = await res.json().catch(() => null);
+  if (!res.ok) {
+    const msg = body && body.detail ? `${body.code}: ${body.detail}` : `HTTP ${res.status}`;
+    throw new Error(msg);
+  }
+  return body;
+}
+
+// el builds an element: el("td", {class: "x"}, "text", child, ...).
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null) continue;
+    if (k === "class") e.className = v;
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined) continue;
+    e.append(c instanceof Node ? c : String(c));
+  }
+  return e;
+}
+
+const status = (s) => el("span", { class: "status " + s }, s);
+const when = (t) => (t ? new Date(t).toLocaleString() : "");
+const short = (v, n = 160) => {
+  const s = typeof v === "string" ? v : JSON.stringify(v);
+  return s && s.length > n ? s.slice(0, n) + "…" : s;
+};
+
+// Each page sets stop to end what it started (polls, streams).
+let stop = () => {};
+
+function route() {
+  stop();
+  stop = () => {};
+  const hash = location.hash.replace(/^#/, "") || "/";
+  let m;
+  if ((m = hash.match(/^\/runs\/([0-9a-f-]+)$/))) return runPage(m[1]);
+  if ((m = hash.match(/^\/conversations\/([0-9a-f-]+)$/))) return conversationPage(m[1]);
+  return runsPage(new URLSearchParams(hash.split("?")[1] || ""));
+}
+window.addEventListener("hashchange", route);
+
+// ---- Runs ----
+
+function runsPage(q) {
+  const statusSel = el("select", { id: "filter-status", "aria-label": "status" },
+    ...["", "queued", "running", "requires_action", "completed", "failed", "cancelled", "timed_out", "interrupted"]
+      .map((s) => el("option", { value: s }, s || "any status")));
+  statusSel.value = q.get("status") || "";
+  const convInput = el("input", { id: "filter-conversation", placeholder: "conversation id", size: 38, value: q.get("conversation_id") || "" });
+  const apply = () => {
+    const p = new URLSearchParams();
+    if (statusSel.value) p.set("status", statusSel.value);
+    if (convInput.value.trim()) p.set("conversation_id", convInput.value.trim());
+    location.hash = "#/?" + p.toString();
+  };
+  const body = el("tbody");
+  const more = el("div", { class: "pager" });
+  const err = el("p", { class: "error" });
+  main.replaceChildren(
+    el("h1", {}, "Runs"),
+    el("div", { class: "filters" }, statusSel, convInput, el("button", { onclick: apply }, "Filter")),
+    err,
+    el("table", { id: "runs" },
+      el("thead", {}, el("tr", {}, ...["Run", "Status", "Reason", "Model", "Steps", "Created", "Conversation"].map((h) => el("th", {}, h)))),
+      body),
+    more);
+  let cursor = q.get("cursor") || "";
+  const load = async () => {
+    const p = new URLSearchParams();
+    if (q.get("status")) p.set("status", q.get("status"));
+    if (q.get("conversation_id")) p.set("conversation_id", q.get("conversation_id"));
+    if (cursor) p.set("cursor", cursor);
+    p.set("limit", "25");
+    try {
+      const page = await api("/runs?" + p.toString());
+      err.textContent = "";
+      body.replaceChildren(...page.data.map((r) => el("tr", { "data-run": r.id },
+        el("td", {}, el("a", { href: "#/runs/" + r.id, class: "mono" }, r.id)),
+        el("td", {}, status(r.status)),
+        el("td", {}, r.terminal_reason || ""),
+        el("td", {}, r.model),
+        el("td", {}, r.step_count),
+        el("td", {}, when(r.created_at)),
+        el("td", {}, el("a", { href: "#/conversations/" + r.conversation_id, class: "mono" }, r.conversation_id.slice(0, 8) + "…")))));
+      more.replaceChildren(page.has_more
+        ? el("button", { onclick: () => { const n = new URLSearchParams(q); n.set("cursor", page.next_cursor); location.hash = "#/?" + n.toString(); } }, "Older runs")
+        : "");
+    } catch (e) {
+      err.textContent = e.message;
+    }
+  };
+  load();
+  const timer = setInterval(load, 2000); // live status
+  stop = () => clearInterval(timer);
+}
+
+// ---- One run ----
+
+function runPage(id) {
+  const summary = el("div", { class: "card summary", id: "summary" });
+  const actions = el("div", { id: "actions" });
+  const timeline = el("div", { id: "timeline" });
+  const log = el("div", { class: "card events", id: "events" });
+  const err = el("p", { class: "error", id: "error" });
+  main.replaceChildren(el("h1", {}, "Run ", el("code", {}, id)), summary, actions, err, el("h2", {}, "Timeline"), timeline,
+    el("h2", {}, "Events"), log);
+
+  const refresh = async () => {
+    try {
+      const r = await api("/runs/" + id);
+      showSummary(summary, r);
+      showActions(actions, r, refresh);
+      return r;
+    } catch (e) {
+      err.textContent = e.message;
+    }
+  };
+  refresh();
+
+  const view = new Timeline(timeline, log);
+  const ac = new AbortController();
+  stop = () => ac.abort();
+  follow(id, ac.signal, (ev) => {
+    view.add(ev);
+    if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed" || ev.type === "run.started") refresh();
+  }, (msg) => { err.textContent = msg; }).then(() => refresh());
+}
+
+function showSummary(box, r) {
+  const item = (label, value) => el("div", {}, el("span", {}, label), value);
+  box.replaceChildren(
+    item("Status", el("span", { id: "status" }, status(r.status))),
+    item("Reason", r.terminal_reason || "—"),
+    item("Model", r.model),
+    item("Steps", r.step_count),
+    item("Tokens in / out", `${r.usage.input_tokens} / ${r.usage.output_tokens}`),
+    item("Created", when(r.created_at)),
+    item("Finished", when(r.finished_at) || "—"),
+    item("Conversation", el("a", { href: "#/conversations/" + r.conversation_id }, r.conversation_id.slice(0, 8) + "…")));
+}
+
+// showActions offers what a run in requires_action asks for.
+function showActions(box, r, refresh) {
+  box.replaceChildren();
+  if (r.status !== "requires_action" || !r.required_action) return;
+  const a = r.required_action;
+  const send = async (body) => {
+    try {
+      await api(`/runs/${r.id}/actions`, { method: "POST", headers: { "Content-Type": "application/json", "Idempotency-Key": crypto.randomUUID() }, body: JSON.stringify(body) });
+      box.replaceChildren(el("p", { class: "note" }, "Sent; the run goes on."));
+      refresh();
+    } catch (e) {
+      box.append(el("p", { class: "error" }, e.message));
+    }
+  };
+  const reason = el("input", { placeholder: "what the model is told (optional)", size: 40 });
+  const card = el("div", { class: "card actions" });
+  if (a.type === "tool_approval") {
+    card.append(el("p", {}, `The call ${a.name} ${short(a.arguments)} waits for approval.`),
+      el("button", { "data-decision": "approve", onclick: () => send({ tool_call_id: a.tool_call_id, decision: "approve" }) }, "Approve"),
+      el("button", { "data-decision": "reject", onclick: () => send({ tool_call_id: a.tool_call_id, decision: "reject", ...(reason.value ? { error: reason.value } : {}) }) }, "Reject"),
+      reason);
+  } else if (a.type === "tool_outcome_unknown") {
+    const result = el("textarea", { rows: 2, cols: 50, placeholder: '{"the": "result"}' });
+    card.append(el("p", {}, `Did ${a.name} ${short(a.arguments)} happen? Its outcome is unknown (key ${a.idempotency_key}).`),
+      el("button", { "data-decision": "result", onclick: () => { try { send({ tool_call_id: a.tool_call_id, decision: "result", result: JSON.parse(result.value || "null") }); } catch { box.append(el("p", { class: "error" }, "the result must be JSON")); } } }, "It happened: this result"),
+      result,
+      el("button", { "data-decision": "retry", onclick: () => send({ tool_call_id: a.tool_call_id, decision: "retry" }) }, "It did not: retry"),
+      el("button", { "data-decision": "fail", onclick: () => send({ tool_call_id: a.tool_call_id, decision: "fail", ...(reason.value ? { error: reason.value } : {}) }) }, "Fail it"),
+      reason);
+  } else if (a.type === "client_tool_calls") {
+    const inputs = a.calls.map((c) => ({ c, box: el("textarea", { rows: 2, cols: 50, placeholder: "output (JSON)" }) }));
+    card.append(el("p", {}, "The run waits for the outputs of its client tools:"),
+      ...inputs.flatMap(({ c, box }) => [el("div", {}, el("code", {}, `${c.name} ${short(c.arguments)}`)), box]),
+      el("button", { "data-decision": "outputs", onclick: () => {
+        try { send({ type: "tool_outputs", outputs: inputs.map(({ c, box }) => ({ tool_call_id: c.tool_call_id, output: JSON.parse(box.value || "null") })) }); } catch { box.append(el("p", { class: "error" }, "outputs must be JSON")); }
+      } }, "Send outputs"));
+  }
+  box.append(card);
+}
+
+// follow reads a run's events from the first, reconnecting with
+// Last-Event-ID when the connection breaks, until the run's end. fetch
+// rather than EventSource, so that the key goes in a header.
+async function follow(id, signal, onEvent, onError) {
+  let last = 0;
+  let retry = 1000;
+  let ended = false;
+  while (!signal.aborted && !ended) {
+    try {
+      const h = headers({ Accept: "text/event-stream" });
+      if (last > 0) h["Last-Event-ID"] = String(last);
+      const res = await fetch(`/runs/${id}/events`, { headers: h, signal });
+      if (res.status === 204) return;
+      if (!res.ok) {
+        const body = await res.json().catch(() => ({}));
+        onError(`${body.code || res.status}: ${body.detail || "the stream was refused"}`);
+        if (res.status < 500) return;
+      } else {
+        const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+        let buf = "";
+        let field = { id: "", event: "", data: "" };
+        let terminal = false;
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          buf += value;
+          let nl;
+          while ((nl = buf.indexOf("\n")) >= 0) {
+            const line = buf.slice(0, nl).replace(/\r$/, "");
+            buf = buf.slice(nl + 1);
+            if (line === "") {
+              if (field.id && field.data) {
+                const ev = JSON.parse(field.data);
+                if (ev.seq > last) {
+                  last = ev.seq;
+                  terminal = TERMINAL.has(ev.type);
+                  onEvent(ev);
+                }
+              }
+              field = { id: "", event: "", data: "" };
+              continue;
+            }
+            const i = line.indexOf(":");
+            const name = i < 0 ? line : line.slice(0, i);
+            const v = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+            if (name === "id") field.id = v;
+            else if (name === "event") field.event = v;
+            else if (name === "data") field.data += (field.data ? "\n" : "") + v;
+            else if (name === "retry" && /^\d+$/.test(v)) retry = Number(v);
+          }
+        }
+        if (terminal) ended = true; // the server ends a stream after the run's end
+      }
+    } catch (e) {
+      if (signal.aborted) return;
+    }
+    if (!ended) await new Promise((r) => setTimeout(r, retry));
+  }
+}
+
+// Timeline renders a run's events as steps, text, tool calls and attempts.
+class Timeline {
+  constructor(box, log) {
+    this.box = box;
+    this.log = log;
+    this.step = null;
+    this.text = null;
+    this.calls = new Map();
+  }
+
+  stepBox(n) {
+    if (!this.step || this.step.n !== n) {
+      const body = el("div", { class: "step", "data-step": n }, el("h3", {}, `Step ${n}`));
+      this.box.append(body);
+      this.step = { n, body };
+      this.text = null;
+    }
+    return this.step.body;
+  }
+
+  textNode(n) {
+    if (!this.text) {
+      this.text = el("div", { class: "text" });
+      this.stepBox(n).append(this.text);
+    }
+    return this.text;
+  }
+
+  note(n, msg) {
+    (n > 0 ? this.stepBox(n) : this.box).append(el("p", { class: "note" }, msg));
+  }
+
+  add(ev) {
+    const d = ev.data || {};
+    this.log.append(el("div", { class: "event", "data-seq": ev.seq, "data-type": ev.type },
+      el("code", {}, `${ev.seq} ${ev.type}`), " ", el("span", { class: "muted" }, new Date(ev.at).toLocaleTimeString())));
+    switch (ev.type) {
+      case "run.created": this.note(0, `Created (model ${d.model}).`); break;
+      case "run.started": this.note(0, `Started by ${d.worker} (epoch ${d.epoch}).`); break;
+      case "run.resumed": this.note(0, d.reason === "recovered" ? `Taken over by ${d.worker} (epoch ${d.epoch}).` : `Resumed (epoch ${d.epoch}).`); break;
+      case "step.started": this.stepBox(ev.step); break;
+      case "message.delta": this.textNode(ev.step).append(d.text); break;
+      case "step.retracted":
+        if (this.text) this.text.classList.add("retracted");
+        this.text = null;
+        this.note(ev.step, d.reason === "recovered" ? "The text above was withdrawn: the step is asked again after a takeover." : "The text above was withdrawn: the model call failed and is made again.");
+        break;
+      case "message.completed": {
+        if (!this.text || this.text.classList.contains("retracted")) {
+          const t = (d.content || []).filter((p) => p.type === "text").map((p) => p.text).join("\n");
+          if (t) this.textNode(ev.step).append(t);
+        }
+        this.text = null;
+        const u = d.usage || {};
+        this.note(ev.step, `Model: ${d.finish_reason}; ${u.input_tokens || 0} tokens in, ${u.output_tokens || 0} out.`);
+        break;
+      }
+      case "tool_call.created": {
+        const row = el("div", { class: "tool", "data-call": d.tool_call_id },
+          el("div", {}, el("strong", {}, d.name), " ", el("code", {}, short(d.arguments)), " ", el("span", { class: "call-status" }, status(d.status)),
+            d.policy ? el("span", { class: "muted" }, ` policy: ${d.policy.action}${d.policy.reason ? " (" + d.policy.reason + ")" : ""}`) : null),
+          el("div", { class: "attempts" }),
+          el("div", { class: "result mono" }));
+        this.calls.set(d.tool_call_id, row);
+        this.stepBox(ev.step).append(row);
+        this.text = null;
+        break;
+      }
+      case "tool_attempt.started": this.attempt(d.tool_call_id, `attempt ${d.attempt} started`); this.callStatus(d.tool_call_id, "running"); break;
+      case "tool_attempt.failed": this.attempt(d.tool_call_id, `attempt ${d.attempt} failed (${d.error.kind}): ${d.error.message}${d.will_retry ? "; retrying" : ""}`); break;
+      case "tool_call.approved": this.callStatus(d.tool_call_id, "approved"); break;
+      case "tool_call.retry_allowed": this.callStatus(d.tool_call_id, "retry allowed"); break;
+      case "tool_call.unknown": this.callStatus(d.tool_call_id, "unknown"); break;
+      case "tool_call.reused": this.callStatus(d.tool_call_id, "succeeded"); this.attempt(d.tool_call_id, "its committed result was reused"); break;
+      case "tool_call.completed": {
+        this.callStatus(d.tool_call_id, d.status);
+        const row = this.calls.get(d.tool_call_id);
+        if (row) row.querySelector(".result").textContent = d.error ? d.error.message : short(d.result, 400);
+        break;
+      }
+      case "step.completed": this.note(ev.step, `Step done: ${d.finish_reason}.`); break;
+      case "run.requires_action": this.note(ev.step, `Waiting for a decision: ${d.required_action.type} on ${d.required_action.name}.`); break;
+      case "context.compacted": this.note(ev.step, `Context compacted: ${d.messages_covered} messages summarized.`); break;
+      default:
+        if (TERMINAL.has(ev.type)) {
+          this.box.append(el("p", { class: "note", id: "ended" }, `Run ${d.status} (${d.reason})${d.error ? ": " + d.error.message : ""}.`));
+        }
+    }
+  }
+
+  attempt(id, msg) {
+    const row = this.calls.get(id);
+    if (row) row.querySelector(".attempts").append(el("div", {}, msg));
+  }
+
+  callStatus(id, s) {
+    const row = this.calls.get(id);
+    if (row) row.querySelector(".call-status").replaceChildren(status(s));
+  }
+}
+
+// ---- One conversation ----
+
+async function conversationPage(id) {
+  const err = el("p", { class: "error" });
+  const list = el("div", { id: "messages" });
+  main.replaceChildren(el("h1", {}, "Conversation ", el("code", {}, id)), err, list,
+    el("p", {}, el("a", { href: "#/?conversation_id=" + id }, "Its runs")));
+  try {
+    let cursor = "";
+    do {
+      const page = await api(`/conversations/${id}/messages?limit=100${cursor ? "&cursor=" + encodeURIComponent(cursor) : ""}`);
+      for (const m of page.data) {
+        const text = (m.content || []).map((p) => p.type === "text" ? p.text
+          : p.type === "tool_call" ? `→ ${p.name} ${p.arguments}`
+          : p.type === "tool_result" ? `← ${short(p.content, 400)}` : "").join("\n");
+        list.append(el("div", { class: "card message" + (m.in_context ? "" : " out"), "data-seq": m.seq },
+          el("div", {}, el("strong", {}, m.role), " ", el("span", { class: "muted" }, `#${m.seq} ${when(m.created_at)}`),
+            m.in_context ? "" : el("span", { class: "muted" }, " — compacted: the model no longer sees it"),
+            m.run_id ? el("span", {}, " ", el("a", { href: "#/runs/" + m.run_id }, "run")) : ""),
+          el("div", { class: "text" }, text)));
+      }
+      cursor = page.has_more ? page.next_cursor : "";
+    } while (cursor);
+  } catch (e) {
+    err.textContent = e.message;
+  }
+}
+
+route(); // after every declaration above: classes are not hoisted
