@@ -54,6 +54,10 @@ type config struct {
 	// the standard OTEL_* variables from it.
 	getenv       func(string) string
 	TraceContent bool
+	// Retention, when set, is how long what ended is kept (AGENTD_RETENTION);
+	// RetentionEvery is how often a pass runs.
+	Retention      time.Duration
+	RetentionEvery time.Duration
 }
 
 // Authentication modes (AGENTD_AUTH).
@@ -87,6 +91,8 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	heartbeat := fs.String("heartbeat", env("AGENTD_HEARTBEAT", "15s"), "SSE heartbeat interval (AGENTD_HEARTBEAT)")
 	sseRetry := fs.String("sse-retry", env("AGENTD_SSE_RETRY", "2s"), "reconnect delay advised to SSE clients in the retry: field (AGENTD_SSE_RETRY)")
 	grace := fs.String("shutdown-grace", env("AGENTD_SHUTDOWN_GRACE", "10s"), "how long runs may take to reach a step boundary at shutdown (AGENTD_SHUTDOWN_GRACE)")
+	retention := fs.String("retention", env("AGENTD_RETENTION", ""), "remove conversations whose runs all ended longer ago than this, such as 30d or 720h; empty: keep everything (AGENTD_RETENTION)")
+	retentionEvery := fs.String("retention-interval", env("AGENTD_RETENTION_INTERVAL", "10m"), "how often a retention pass runs (AGENTD_RETENTION_INTERVAL)")
 	fs.StringVar(&c.ModelsFile, "models-file", env("AGENTD_MODELS_FILE", ""), "JSON file of model profiles ({\"models\": {\"NAME\": {\"context_window\": N, \"max_output_tokens\": M}}}) over the built-in ones (AGENTD_MODELS_FILE)")
 	fs.StringVar(&c.ToolsFile, "tools-file", env("AGENTD_TOOLS_FILE", ""), "JSON file declaring webhook tools (AGENTD_TOOLS_FILE)")
 	fs.StringVar(&allow, "http-allow-hosts", env("AGENTD_HTTP_ALLOW_HOSTS", ""), "comma-separated hosts the http_request tool may call; empty disables the tool (AGENTD_HTTP_ALLOW_HOSTS)")
@@ -123,6 +129,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, err
 	}
 	c.OpenAIKey = getenv("OPENAI_API_KEY")
+	if *retention != "" {
+		d, err := parseDays(*retention)
+		if err != nil || d < time.Minute {
+			return c, fmt.Errorf("retention: want a duration of at least 1m, such as 30d or 720h, got %q", *retention)
+		}
+		c.Retention = d
+	}
 	c.getenv = getenv
 	c.TraceContent = strings.EqualFold(getenv("AGENTD_TRACE_CONTENT"), "true")
 	var errs []error
@@ -166,6 +179,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	c.ShutdownGrace = dur("shutdown-grace", *grace)
 	c.BodyTimeout = dur("body-timeout", *bodyTimeout)
 	c.KeyCacheTTL = dur("key-cache-ttl", *keyCache)
+	c.RetentionEvery = dur("retention-interval", *retentionEvery)
 	c.MaxTimeouts = [5]time.Duration{dur("max-total-timeout", *maxTotal), dur("max-step-timeout", *maxStep),
 		dur("max-idle-timeout", *maxIdle), dur("max-tool-timeout", *maxTool), dur("max-action-timeout", *maxAction)}
 	switch strings.ToLower(migrate) {
@@ -230,4 +244,16 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// parseDays reads a duration that may be given in days ("30d").
+func parseDays(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("bad number of days %q", days)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(v)
 }

@@ -175,6 +175,9 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 	in.closers = append(in.closers, in.store.Close)
 	in.store.StartGroupCommit(cfg.Committers, 64)
 	in.closers = append(in.closers, in.store.StopGroupCommit) // after the engine stopped
+	if cfg.Retention > 0 {
+		in.closers = append(in.closers, startRetention(in.store, cfg.Retention, cfg.RetentionEvery, log))
+	}
 	if err := in.hub.Start(in.store); err != nil {
 		return nil, err
 	}
@@ -384,4 +387,36 @@ func buildAuth(ctx context.Context, cfg config, store *persist.Store) (auth.Auth
 		return auth.Either(keys(), o), nil
 	}
 	return auth.None(), nil
+}
+
+// startRetention runs a retention pass every interval (the first one at
+// once), removing what ended longer ago than keep. The function it returns
+// stops it and waits for a pass under way.
+func startRetention(store *persist.Store, keep, interval time.Duration, log *slog.Logger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			start := time.Now()
+			st, err := store.RetentionPass(ctx, start.Add(-keep))
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				log.Warn("retention pass", "error", err)
+			case st.Conversations+st.IdempotencyKeys > 0:
+				log.Info("retention pass", "conversations", st.Conversations, "runs", st.Runs,
+					"idempotency_keys", st.IdempotencyKeys, "took", time.Since(start).Round(time.Millisecond))
+			}
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }

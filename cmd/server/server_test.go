@@ -138,8 +138,20 @@ func TestConfigErrors(t *testing.T) {
 	c, err := parseConfig(nil, func(k string) string {
 		return map[string]string{"AGENTD_ADDR": "0.0.0.0:9999", "AGENTD_WORKERS": "3", "AGENTD_AUTH": "keys"}[k]
 	}, io.Discard)
-	if err != nil || c.Addr != "0.0.0.0:9999" || c.Workers != 3 || c.DatabaseURL != defaultDatabaseURL || c.LeaseTTL != 15*time.Second {
+	if err != nil || c.Addr != "0.0.0.0:9999" || c.Workers != 3 || c.DatabaseURL != defaultDatabaseURL || c.LeaseTTL != 15*time.Second ||
+		c.Retention != 0 {
 		t.Fatalf("env config: %+v %v", c, err)
+	}
+	for v, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "36h": 36 * time.Hour} {
+		c, err := parseConfig([]string{"-retention", v}, func(string) string { return "" }, io.Discard)
+		if err != nil || c.Retention != want || c.RetentionEvery != 10*time.Minute {
+			t.Errorf("retention %s: %v %v", v, c.Retention, err)
+		}
+	}
+	for _, v := range []string{"soon", "30s", "-3d"} {
+		if _, err := parseConfig([]string{"-retention", v}, func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "retention") {
+			t.Errorf("retention %s accepted: %v", v, err)
+		}
 	}
 }
 
