@@ -163,12 +163,7 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 		return errTooManyStreams(w)
 	}
 	defer done()
-	created, _, err := s.runs.Create(ctx, p)
-	if errors.Is(err, persist.ErrQuotaExceeded) {
-		w.Header().Set("Retry-After", "1")
-		return newError(http.StatusTooManyRequests, CodeQuotaExceeded, "Quota exceeded",
-			"this tenant has as many runs in progress as its quota allows; retry later, or send on_quota: queue")
-	}
+	created, _, err := s.create(w, ctx, p)
 	if err != nil {
 		return err
 	}

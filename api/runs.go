@@ -72,12 +72,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	run, created, err := s.runs.Create(ctx, p)
-	if errors.Is(err, persist.ErrQuotaExceeded) {
-		w.Header().Set("Retry-After", "1")
-		return newError(http.StatusTooManyRequests, CodeQuotaExceeded, "Quota exceeded",
-			"this tenant has as many runs in progress as its quota allows; retry later, or send on_quota: queue")
-	}
+	run, created, err := s.create(w, ctx, p)
 	if err != nil {
 		return err
 	}
@@ -202,6 +197,19 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 		return 0, fieldError(name, "must be an integer between %d and %d", lo, hi)
 	}
 	return n, nil
+}
+
+// create creates a run, saying quota_exceeded (with Retry-After) when the
+// tenant's runs in progress are at its quota and the run asked to be
+// refused then.
+func (s *server) create(w http.ResponseWriter, ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error) {
+	run, created, err := s.runs.Create(ctx, p)
+	if errors.Is(err, persist.ErrQuotaExceeded) {
+		w.Header().Set("Retry-After", "1")
+		return run, false, newError(http.StatusTooManyRequests, CodeQuotaExceeded, "Quota exceeded",
+			"this tenant has as many runs in progress as its quota allows; retry later, or send on_quota: queue")
+	}
+	return run, created, err
 }
 
 // stepsList answers GET /runs/{id}/steps: the run's steps with their tool

@@ -6,14 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,82 +18,10 @@ import (
 	"agentd/client"
 	"agentd/internal/persist"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/servertest"
 )
 
-// serverBin is agentd, built once for the tests.
-var serverBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agentd-client-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(dir, "agentd")
-	build := exec.Command("go", "build", "-o", serverBin, "agentd/cmd/server")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build agentd:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// server is an agentd process.
-type server struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs bytes.Buffer
-}
-
-// startServer runs agentd on addr with database url and waits until it is
-// ready; it is killed when t ends.
-func startServer(t *testing.T, addr, url string) *server {
-	t.Helper()
-	s := &server{cmd: exec.Command(serverBin), done: make(chan struct{})}
-	s.cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "AGENTD_ADDR="+addr, "AGENTD_LOG_LEVEL=warn",
-		"AGENTD_LEASE_TTL=1s", "AGENTD_POLL_INTERVAL=100ms", "AGENTD_SSE_RETRY=50ms", "OPENAI_API_KEY=")
-	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(s.kill)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		select {
-		case <-s.done:
-			t.Fatalf("agentd exited: %s", s.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agentd is not ready: %s", s.logs.String())
-		}
-	}
-}
-
-// kill sends SIGKILL and waits for the process to end.
-func (s *server) kill() {
-	s.cmd.Process.Kill()
-	<-s.done
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func TestMain(m *testing.M) { servertest.Main(m) }
 
 func collect(t *testing.T, c *client.Client, ctx context.Context, runID string) []client.Event {
 	t.Helper()
@@ -144,8 +68,8 @@ func jsonEqual(a, b []byte) bool {
 func TestClientEndToEnd(t *testing.T) {
 	t.Parallel()
 	url := persisttest.NewDatabase(t)
-	addr := freeAddr(t)
-	startServer(t, addr, url)
+	addr := servertest.FreeAddr(t)
+	servertest.Start(t, addr, url)
 	store := persisttest.Open(t, persist.Config{URL: url})
 	ctx := context.Background()
 	c := client.New("http://" + addr)
@@ -232,8 +156,8 @@ func TestClientEndToEnd(t *testing.T) {
 func TestClientRetriesWithTheSameKey(t *testing.T) {
 	t.Parallel()
 	url := persisttest.NewDatabase(t)
-	addr := freeAddr(t)
-	startServer(t, addr, url)
+	addr := servertest.FreeAddr(t)
+	servertest.Start(t, addr, url)
 	target, _ := neturl("http://" + addr)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var posts atomic.Int32
@@ -273,8 +197,8 @@ func neturl(s string) (*url.URL, error) { return url.Parse(s) }
 func TestEventsAcrossServerRestart(t *testing.T) {
 	t.Parallel()
 	url := persisttest.NewDatabase(t)
-	addr := freeAddr(t)
-	first := startServer(t, addr, url)
+	addr := servertest.FreeAddr(t)
+	first := servertest.Start(t, addr, url)
 	store := persisttest.Open(t, persist.Config{URL: url})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -292,8 +216,8 @@ func TestEventsAcrossServerRestart(t *testing.T) {
 		got = append(got, ev)
 		if !restarted && ev.Type == "message.delta" && len(got) > 8 {
 			restarted = true
-			first.kill()
-			startServer(t, addr, url)
+			first.Kill()
+			servertest.Start(t, addr, url)
 		}
 	}
 	if !restarted {

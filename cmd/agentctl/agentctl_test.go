@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,92 +17,19 @@ import (
 
 	"agentd/client"
 	"agentd/internal/persist/persisttest"
+	"agentd/internal/servertest"
 )
 
 // The tests run agentctl against real agentd processes, each on its own
 // database, with the server's built-in fake model.
 
-// serverBin is agentd, built once for the tests.
-var serverBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agentctl-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	serverBin = filepath.Join(dir, "agentd")
-	build := exec.Command("go", "build", "-o", serverBin, "agentd/cmd/server")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build agentd:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// server is an agentd process.
-type server struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	logs syncBuffer
-}
-
-// startServer runs agentd on addr with database url (and env, extra
-// variables) and waits until it is ready; it is killed when t ends.
-func startServer(t *testing.T, addr, url string, env ...string) *server {
-	t.Helper()
-	s := &server{cmd: exec.Command(serverBin), done: make(chan struct{})}
-	s.cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "AGENTD_ADDR="+addr, "AGENTD_LOG_LEVEL=warn",
-		"AGENTD_LEASE_TTL=1s", "AGENTD_POLL_INTERVAL=100ms", "AGENTD_SSE_RETRY=50ms", "OPENAI_API_KEY=")
-	s.cmd.Env = append(s.cmd.Env, env...)
-	s.cmd.Stdout, s.cmd.Stderr = &s.logs, &s.logs
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(s.kill)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		select {
-		case <-s.done:
-			t.Fatalf("agentd exited: %s", s.logs.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agentd is not ready: %s", s.logs.String())
-		}
-	}
-}
-
-// kill sends SIGKILL and waits for the process to end.
-func (s *server) kill() {
-	s.cmd.Process.Kill()
-	<-s.done
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func TestMain(m *testing.M) { servertest.Main(m) }
 
 // newServer starts agentd on a fresh database and returns its base URL.
 func newServer(t *testing.T, env ...string) string {
 	t.Helper()
-	addr := freeAddr(t)
-	startServer(t, addr, persisttest.NewDatabase(t), env...)
+	addr := servertest.FreeAddr(t)
+	servertest.Start(t, addr, persisttest.NewDatabase(t), env...)
 	return "http://" + addr
 }
 
@@ -336,8 +261,8 @@ func TestTailStreams(t *testing.T) {
 func TestTailSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	url := persisttest.NewDatabase(t)
-	addr := freeAddr(t)
-	first := startServer(t, addr, url)
+	addr := servertest.FreeAddr(t)
+	first := servertest.Start(t, addr, url)
 	base := "http://" + addr
 	c := client.New(base)
 	run := createRun(t, c, client.CreateRun{Input: "/stream 80 25"})
@@ -345,8 +270,8 @@ func TestTailSurvivesRestart(t *testing.T) {
 	var out syncBuffer
 	done := background(base, &out, "runs", "tail", run.ID)
 	waitFor(t, &out, "tok5 ")
-	first.kill()
-	startServer(t, addr, url)
+	first.Kill()
+	servertest.Start(t, addr, url)
 	r := await(t, done)
 	if r.code != exitOK {
 		t.Fatalf("runs tail across a restart: %s", r)
@@ -438,7 +363,7 @@ func TestExitCodes(t *testing.T) {
 		t.Fatalf("a bad -max-steps: %s", r)
 	}
 	// A server that is not there: 2.
-	if r := ctl(t, "http://"+freeAddr(t), "runs", "get", missing); r.code != exitError || !strings.HasPrefix(r.stderr, "agentctl: ") {
+	if r := ctl(t, "http://"+servertest.FreeAddr(t), "runs", "get", missing); r.code != exitError || !strings.HasPrefix(r.stderr, "agentctl: ") {
 		t.Fatalf("no server: %s", r)
 	}
 	// Usage errors: 2.
