@@ -58,7 +58,7 @@ type remote struct {
 }
 
 // phases are the benchmarks, in the order each repetition runs them.
-var phases = []string{"floor", "steps", "http", "stream", "compaction"}
+var phases = []string{"floor", "steps", "http", "stream", "compaction", "path"}
 
 func runBench(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("agentbench", flag.ContinueOnError)
@@ -226,6 +226,8 @@ func (o options) repetition(ctx context.Context, fake string) ([]metric, error) 
 			ms, err = benchHTTP(ctx, o, fake)
 		case "stream":
 			ms, err = benchStream(ctx, o, fake)
+		case "path":
+			ms, err = benchPath(ctx, o)
 		case "compaction":
 			turns := compactionTurns
 			if o.quick {

@@ -371,3 +371,40 @@ func TestMachineCPU(t *testing.T) {
 		t.Fatalf("PostgreSQL's processes used %v while a query ran for 5s", used)
 	}
 }
+
+// TestPathPhase: the path phase builds agentd, runs it as a process of its
+// own, and measures whole runs both ways, with CPU split by process.
+func TestPathPhase(t *testing.T) {
+	needPostgres(t)
+	path := filepath.Join(t.TempDir(), "bench.json")
+	var out bytes.Buffer
+	err := runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", "path", "-reps", "1",
+		"-duration", "1s", "-json", path}, &out)
+	t.Log(out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]summary{}
+	for _, s := range r.Metrics {
+		got[s.Name] = s
+	}
+	for _, mode := range []string{"subscribe", "stream"} {
+		level := ", " + mode + ", 16 clients"
+		for _, name := range []string{"runs/s", "agentd CPU per run", "load driver CPU per run", "write transactions per run"} {
+			if s, ok := got[name+level]; !ok || s.Median <= 0 {
+				t.Errorf("%s%s: %+v, want a positive value", name, level, s)
+			}
+		}
+		if s := got["failed runs"+level]; s.Met == nil || !*s.Met {
+			t.Errorf("failed runs%s: %+v", level, s)
+		}
+	}
+}

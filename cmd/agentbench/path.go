@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// benchPath measures the path the product is used by, with each part in a
+// process of its own: agentd (this module's cmd/server, with its built-in
+// fake model), started by the benchmark on a database of its own; the load
+// driver, this process; PostgreSQL. A run is the 3-step calculator run,
+// made by POST /runs then GET /runs/{id}/events to its terminal event
+// ("subscribe"), or by POST /runs with "stream": true ("stream"), at 16 and
+// 64 clients. CPU per run is split by process; write transactions and WAL
+// are per run; at 64 clients it reports how far run latency's p99 is from
+// its p50, and how many queued runs started before one accepted earlier.
+func benchPath(ctx context.Context, o options) ([]metric, error) {
+	bin, cleanup, err := agentdBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	url, drop, err := newDatabase(ctx, o.admin, "path")
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	srv, err := startAgentd(ctx, bin, url)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	defer client.CloseIdleConnections()
+
+	var ms []metric
+	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"path", name, unit, v, t}) }
+	levels := []int{16, 64}
+	if o.quick {
+		levels = []int{16}
+	}
+	for _, mode := range []string{"subscribe", "stream"} {
+		for _, clients := range levels {
+			before, err := readCounters(ctx, url)
+			if err != nil {
+				return nil, err
+			}
+			self0, agentd0, machine0 := cpuTime(), processCPU(srv.pid), o.cpu.read()
+			startedAt := time.Now()
+			lat, failed := pathRuns(ctx, srv.base, clients, o.duration, mode == "stream")
+			elapsed := time.Since(startedAt)
+			self, agentd, machine := cpuTime()-self0, processCPU(srv.pid)-agentd0, o.cpu.read()
+			_, cost, err := costSince(ctx, o.out, "path", url, before)
+			if err != nil {
+				return nil, err
+			}
+			n := float64(max(len(lat), 1))
+			p50, p99 := percentiles(lat)
+			level := fmt.Sprintf(", %s, %d clients", mode, clients)
+			var cpuT, pgT, agentdT *target
+			if clients == 16 && mode == "subscribe" {
+				cpuT, pgT, agentdT = atMost(2.5), atMost(1.0), atMost(0.8)
+			}
+			add("runs/s"+level, "runs/s", float64(len(lat))/elapsed.Seconds(), nil)
+			add("run latency p50"+level, "ms", msOf(p50), nil)
+			add("run latency p99"+level, "ms", msOf(p99), nil)
+			add("failed runs"+level, "runs", float64(failed), atMost(0))
+			add("agentd CPU per run"+level, "ms", msOf(agentd)/n, agentdT)
+			add("load driver CPU per run"+level, "ms", msOf(self)/n, nil)
+			if o.cpu.postmaster > 0 {
+				add("PostgreSQL CPU per run"+level, "ms", msOf(machine.postgres-machine0.postgres)/n, pgT)
+			}
+			if machine.machine > 0 {
+				add("machine CPU per run"+level, "ms", msOf(machine.machine-machine0.machine)/n, cpuT)
+			}
+			add("write transactions per run"+level, "tx", float64(cost.writeTx)/n, nil)
+			add("WAL per run"+level, "B", float64(cost.wal)/n, nil)
+			fmt.Fprintf(o.out, "  path: %s, %d clients: %d runs in %.1fs (%d failed), p50 %v p99 %v; agentd %.2f ms, driver %.2f ms per run\n",
+				mode, clients, len(lat), elapsed.Seconds(), failed, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond),
+				msOf(agentd)/n, msOf(self)/n)
+			if clients == 64 && mode == "subscribe" {
+				add("run latency p99 to p50, subscribe, 64 clients", "x", float64(p99)/float64(max(p50, 1)), atMost(3))
+				inversions, total, err := startInversions(ctx, url, startedAt)
+				if err != nil {
+					return nil, err
+				}
+				add("runs started after one accepted later, 64 clients", "%", 100*float64(inversions)/float64(max(total, 1)), nil)
+			}
+		}
+	}
+	return ms, nil
+}
+
+// pathRuns runs whole runs from clients goroutines for d: POST /runs, then
+// the run's events to the terminal one, on a connection of their own
+// (subscribe), or POST /runs with "stream": true (stream).
+func pathRuns(ctx context.Context, base string, clients int, d time.Duration, stream bool) (lat []time.Duration, failed int) {
+	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
+	var mu sync.Mutex
+	deadline := time.Now().Add(d)
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				t0 := time.Now()
+				err := pathRun(base, input, stream)
+				took := time.Since(t0)
+				mu.Lock()
+				if err != nil {
+					failed++
+				} else {
+					lat = append(lat, took)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return lat, failed
+}
+
+func pathRun(base, input string, stream bool) error {
+	resp, err := postRun(base, input, stream)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if stream {
+		_, err = follow(resp.Body, nil)
+		return err
+	}
+	var run struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&run); err != nil || run.ID == "" {
+		return fmt.Errorf("POST /runs: %d: %v", resp.StatusCode, err)
+	}
+	ev, err := client.Get(base + "/runs/" + run.ID + "/events")
+	if err != nil {
+		return err
+	}
+	defer ev.Body.Close()
+	if ev.StatusCode == http.StatusNoContent {
+		return nil // it had ended already
+	}
+	_, err = follow(ev.Body, nil)
+	return err
+}
+
+// startInversions counts, of the runs accepted since since (total), those
+// that started after a run accepted later had started: runs taken out of
+// the order they were accepted in.
+func startInversions(ctx context.Context, url string, since time.Time) (inversions, total int, err error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer conn.Close(ctx)
+	err = conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE started_at < earlier_max), count(*)
+		FROM (SELECT started_at, created_at, max(started_at) OVER (ORDER BY created_at, id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_max
+		      FROM runs WHERE created_at >= $1 AND started_at IS NOT NULL) r`, since).Scan(&inversions, &total)
+	return inversions, total, err
+}
+
+// agentdBinary builds cmd/server into a temporary directory.
+func agentdBinary(ctx context.Context) (string, func(), error) {
+	dir, err := os.MkdirTemp("", "agentbench-agentd")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "agentd")
+	var out bytes.Buffer
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "agentd/cmd/server")
+	build.Stdout, build.Stderr = &out, &out
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build agentd: %v\n%s", err, out.String())
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// agentdProcess is the agentd the path phase measures.
+type agentdProcess struct {
+	cmd  *exec.Cmd
+	base string
+	pid  int
+	logs bytes.Buffer
+}
+
+// startAgentd starts bin on a free loopback port with database url and its
+// built-in fake model, and waits until it is ready.
+func startAgentd(ctx context.Context, bin, url string) (*agentdProcess, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p := &agentdProcess{cmd: exec.Command(bin), base: "http://" + addr}
+	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "AGENTD_ADDR="+addr, "AGENTD_LOG_LEVEL=warn", "OPENAI_API_KEY=")
+	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	p.pid = p.cmd.Process.Pid
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := client.Get(p.base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	p.stop()
+	return nil, fmt.Errorf("agentd did not become ready: %s", p.logs.String())
+}
+
+func (p *agentdProcess) stop() {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
