@@ -256,3 +256,42 @@ func TestTraceOfARunTakenOver(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceContent: with AGENTD_TRACE_CONTENT=true, model calls carry
+// their messages and tool attempts their arguments and results.
+func TestTraceContent(t *testing.T) {
+	t.Parallel()
+	rec := &otlpReceiver{}
+	collector := httptest.NewServer(rec)
+	defer collector.Close()
+	srv := startChild(t, []string{"DATABASE_URL=" + persisttest.NewDatabase(t), "AGENTD_TRACE_CONTENT=true",
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=100"})
+	trace := strings.Repeat("cd", 16)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+srv.addr+"/runs", strings.NewReader(
+		`{"input": "/call calculator {\"expression\":\"6*7\"}\n/say secret answer"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id, _ := hex.DecodeString(trace)
+	spans := rec.waitSpans(t, id, func(s []*tracepb.Span) bool { return len(named(s, "chat")) == 2 && len(named(s, "execute_tool")) == 1 })
+	tool := named(spans, "execute_tool")[0]
+	if attr(tool, "gen_ai.tool.call.arguments").GetStringValue() != `{"expression": "6*7"}` &&
+		attr(tool, "gen_ai.tool.call.arguments").GetStringValue() != `{"expression":"6*7"}` ||
+		!strings.Contains(attr(tool, "gen_ai.tool.call.result").GetStringValue(), "42") {
+		t.Fatalf("the tool span's content:\n%s", spanList([]*tracepb.Span{tool}))
+	}
+	var saw bool
+	for _, c := range named(spans, "chat") {
+		saw = saw || strings.Contains(attr(c, "gen_ai.output.messages").GetStringValue(), "secret answer")
+		if !strings.Contains(attr(c, "gen_ai.input.messages").GetStringValue(), "/say secret answer") {
+			t.Fatalf("a chat span without its input messages:\n%s", spanList([]*tracepb.Span{c}))
+		}
+	}
+	if !saw {
+		t.Fatal("no chat span carries the answer")
+	}
+}
