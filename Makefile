@@ -13,13 +13,13 @@ run: ## run the server against the local PostgreSQL (the fake model unless OPENA
 fakellm: ## run the fake OpenAI-compatible model alone on 127.0.0.1:8090
 	$(GO) run ./cmd/fakellm
 
-test: ## run every test with the race detector, then each fuzz target for 10s (needs the local PostgreSQL, Node.js and npm)
+test: ## run every test with the race detector, then each fuzz target for 50,000 inputs (needs the local PostgreSQL, Node.js and npm)
 	cd test/eventsource && npm ci --no-audit --no-fund --loglevel=error
 	cd test/openapi && npm ci --no-audit --no-fund --loglevel=error
 	cd test/aisdk && npm ci --no-audit --no-fund --loglevel=error
 	cd test/mcp && npm ci --no-audit --no-fund --loglevel=error
 	AGENTD_REQUIRE_NODE=1 $(GO) test -race -count=1 ./...
-	$(MAKE) --no-print-directory fuzz FUZZTIME=10s
+	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
 
 lint: ## gofmt, go vet, and staticcheck when installed
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)
