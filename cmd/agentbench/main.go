@@ -40,7 +40,10 @@ type options struct {
 	floorTPS    float64 // given with -floor: the floor is not measured
 	streamRuns  int
 	subscribers []int
-	out         io.Writer
+	// pathInstances is how many agentd processes the path phase runs
+	// against one database (AGENTBENCH_PATH_INSTANCES, default 1).
+	pathInstances int
+	out           io.Writer
 	// cpu reads the CPU time of the machine's parts: the fake model's and
 	// PostgreSQL's processes, when they are readable here.
 	cpu machineCPU
@@ -253,6 +256,13 @@ func (o *options) fromEnv() error {
 			return fmt.Errorf("AGENTBENCH_STREAM_RUNS=%q: want a positive number", v)
 		}
 		o.streamRuns = n
+	}
+	if v := os.Getenv("AGENTBENCH_PATH_INSTANCES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 8 {
+			return fmt.Errorf("AGENTBENCH_PATH_INSTANCES=%q: want 1 to 8", v)
+		}
+		o.pathInstances = n
 	}
 	if v := os.Getenv("AGENTBENCH_SUBSCRIBERS"); v != "" {
 		o.subscribers = nil

@@ -36,12 +36,35 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 		return nil, err
 	}
 	defer drop()
-	srv, err := startAgentd(ctx, bin, url)
-	if err != nil {
-		return nil, err
+	var srvs []*agentdProcess
+	defer func() {
+		for _, s := range srvs {
+			s.stop()
+		}
+	}()
+	for range max(o.pathInstances, 1) {
+		srv, err := startAgentd(ctx, bin, url)
+		if err != nil {
+			return nil, err
+		}
+		srvs = append(srvs, srv)
 	}
-	defer srv.stop()
+	var bases []string
+	var pids []int
+	for _, s := range srvs {
+		bases, pids = append(bases, s.base), append(pids, s.pid)
+	}
+	agentdCPU := func() time.Duration {
+		var d time.Duration
+		for _, pid := range pids {
+			d += processCPU(pid)
+		}
+		return d
+	}
 	defer client.CloseIdleConnections()
+	if len(srvs) > 1 {
+		fmt.Fprintf(o.out, "  path: %d agentd instances on one database; clients take them in turn\n", len(srvs))
+	}
 
 	var ms []metric
 	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"path", name, unit, v, t}) }
@@ -55,11 +78,11 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 			if err != nil {
 				return nil, err
 			}
-			self0, agentd0, machine0 := cpuTime(), processCPU(srv.pid), o.cpu.read()
+			self0, agentd0, machine0 := cpuTime(), agentdCPU(), o.cpu.read()
 			startedAt := time.Now()
-			lat, failed := pathRuns(ctx, srv.base, clients, o.duration, mode == "stream")
+			lat, failed := pathRuns(ctx, bases, clients, o.duration, mode == "stream")
 			elapsed := time.Since(startedAt)
-			self, agentd, machine := cpuTime()-self0, processCPU(srv.pid)-agentd0, o.cpu.read()
+			self, agentd, machine := cpuTime()-self0, agentdCPU()-agentd0, o.cpu.read()
 			_, cost, err := costSince(ctx, o.out, "path", url, before)
 			if err != nil {
 				return nil, err
@@ -104,12 +127,13 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 // pathRuns runs whole runs from clients goroutines for d: POST /runs, then
 // the run's events to the terminal one, on a connection of their own
 // (subscribe), or POST /runs with "stream": true (stream).
-func pathRuns(ctx context.Context, base string, clients int, d time.Duration, stream bool) (lat []time.Duration, failed int) {
+func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration, stream bool) (lat []time.Duration, failed int) {
 	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
 	var mu sync.Mutex
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
-	for range clients {
+	for i := range clients {
+		base := bases[i%len(bases)] // each client keeps to one instance
 		wg.Go(func() {
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				t0 := time.Now()
