@@ -259,11 +259,13 @@ func needPostgres(t *testing.T) {
 	conn.Close(ctx)
 }
 
-func TestQuick(t *testing.T) {
-	needPostgres(t)
+// quickRun runs the phases what in their quick form, one repetition of
+// 1 s, and returns the printed output and each metric by "phase name".
+func quickRun(t *testing.T, what string) (string, map[string]summary) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "bench.json")
 	var out bytes.Buffer
-	err := runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", "floor,steps,compaction", "-reps", "1",
+	err := runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", what, "-reps", "1",
 		"-duration", "1s", "-json", path}, &out)
 	t.Log(out.String())
 	if err != nil {
@@ -281,6 +283,12 @@ func TestQuick(t *testing.T) {
 	for _, s := range r.Metrics {
 		got[s.Phase+" "+s.Name] = s
 	}
+	return out.String(), got
+}
+
+func TestQuick(t *testing.T) {
+	needPostgres(t)
+	printed, got := quickRun(t, "floor,steps,compaction")
 	for _, name := range []string{"floor transactions/s", "steps steps/s", "steps write transactions per step",
 		"steps WAL per step", "steps agentd CPU per step", "compaction compactions per 100 turns",
 		"compaction prompt tokens per step, compacted (fake-8k)", "compaction prompt tokens per step, without compaction"} {
@@ -295,7 +303,7 @@ func TestQuick(t *testing.T) {
 	if s := got["steps "+violationsMetric]; s.Met == nil || !*s.Met {
 		t.Errorf("guarantee violations: %+v", s)
 	}
-	if !regexp.MustCompile(`(?m)^steps +guarantee violations`).MatchString(out.String()) {
+	if !regexp.MustCompile(`(?m)^steps +guarantee violations`).MatchString(printed) {
 		t.Error("no table row for the guarantee violations")
 	}
 }
@@ -376,34 +384,15 @@ func TestMachineCPU(t *testing.T) {
 // own, and measures whole runs both ways, with CPU split by process.
 func TestPathPhase(t *testing.T) {
 	needPostgres(t)
-	path := filepath.Join(t.TempDir(), "bench.json")
-	var out bytes.Buffer
-	err := runBench([]string{"-database-url", persisttest.AdminURL(), "-quick", "-what", "path", "-reps", "1",
-		"-duration", "1s", "-json", path}, &out)
-	t.Log(out.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r report
-	if err := json.Unmarshal(b, &r); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]summary{}
-	for _, s := range r.Metrics {
-		got[s.Name] = s
-	}
+	_, got := quickRun(t, "path")
 	for _, mode := range []string{"subscribe", "stream"} {
 		level := ", " + mode + ", 16 clients"
-		for _, name := range []string{"runs/s", "agentd CPU per run", "load driver CPU per run", "write transactions per run"} {
+		for _, name := range []string{"path runs/s", "path agentd CPU per run", "path load driver CPU per run", "path write transactions per run"} {
 			if s, ok := got[name+level]; !ok || s.Median <= 0 {
 				t.Errorf("%s%s: %+v, want a positive value", name, level, s)
 			}
 		}
-		if s := got["failed runs"+level]; s.Met == nil || !*s.Met {
+		if s := got["path failed runs"+level]; s.Met == nil || !*s.Met {
 			t.Errorf("failed runs%s: %+v", level, s)
 		}
 	}
