@@ -63,7 +63,7 @@ func runView(r persist.Run) runJSON {
 		Model:          r.Model,
 		Instructions:   nullString(r.Params.Instructions),
 		Tools:          r.Params.Tools,
-		ClientTools:    cmpOr(r.Params.ClientTools),
+		ClientTools:    clientToolsView(r.Params.ClientTools),
 		MaxSteps:       r.Params.MaxSteps,
 		Timeouts:       timeoutsView(r.Params.Timeouts),
 		LoopLimits:     r.Params.LoopLimits.OrDefaults(),
@@ -345,8 +345,8 @@ func nilIfEmpty(s string) *string {
 	return &s
 }
 
-// cmpOr is ts, or an empty list for none.
-func cmpOr(ts []persist.ClientTool) []persist.ClientTool {
+// clientToolsView is a run's client tools, or an empty list for none.
+func clientToolsView(ts []persist.ClientTool) []persist.ClientTool {
 	if ts == nil {
 		return []persist.ClientTool{}
 	}

@@ -157,7 +157,7 @@ func TestRunViewer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shot := screenshot(t, ctx, "run.jpg")
+	screenshot(t, ctx, "run.jpg")
 	var want []string
 	for i := 1; i <= 40; i++ {
 		want = append(want, fmt.Sprintf("tok%d", i))
@@ -193,7 +193,6 @@ func TestRunViewer(t *testing.T) {
 		}
 		os.WriteFile("../../docs/ui-run.png", png, 0o644)
 	}
-	_ = shot
 
 	// A call that needs approval is approved from the page.
 	wait := createRun(t, base, "/call guarded {\"to\":\"bob\"}\n/say done")

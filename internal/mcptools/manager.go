@@ -52,7 +52,8 @@ func New(reg *tools.Registry, cfgs []ServerConfig, log *slog.Logger) *Manager {
 	}
 	m := &Manager{reg: reg, log: log}
 	for _, c := range cfgs {
-		m.servers = append(m.servers, &server{cfg: c, reg: reg, log: log.With("mcp_server", c.Name), relist: make(chan struct{}, 1)})
+		m.servers = append(m.servers, &server{cfg: c, reg: reg, log: log.With("mcp_server", c.Name),
+			relist: make(chan struct{}, 1), up: make(chan struct{})})
 	}
 	return m
 }
@@ -98,7 +99,7 @@ type server struct {
 
 	mu      sync.Mutex
 	session *mcp.ClientSession // nil while disconnected
-	up      chan struct{}      // closed when session is set; replaced when it is lost
+	up      chan struct{}      // closed when session is set; a new one when it is lost
 	tools   int
 	lastErr string
 }
@@ -110,9 +111,6 @@ const connectWait = 10 * time.Second
 // (within ctx) for one; nil if none came.
 func (s *server) waitSession(ctx context.Context) *mcp.ClientSession {
 	s.mu.Lock()
-	if s.up == nil {
-		s.up = make(chan struct{})
-	}
 	session, up := s.session, s.up
 	s.mu.Unlock()
 	if session != nil {
@@ -200,9 +198,6 @@ func (s *server) serve(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.session, s.lastErr = session, ""
-	if s.up == nil {
-		s.up = make(chan struct{})
-	}
 	close(s.up)
 	s.mu.Unlock()
 	s.log.Info("mcp: connected", "tools", s.status().Tools)

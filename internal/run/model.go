@@ -507,6 +507,9 @@ func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []l
 // approval, it waits for one; allowed, maybe with other arguments. A
 // decision of a policy is recorded on the call and its event.
 func (x *execution) applyPolicy(st persist.RunState, call *persist.ToolCallInsert) {
+	if !x.d.tools.Hooked() {
+		return
+	}
 	v := x.d.tools.Before(x.durable(), tools.HookCall{RunID: st.Run.ID, Tool: call.Name, Arguments: call.Arguments})
 	if v.Arguments != nil {
 		if args, _, err := clean.JSON(v.Arguments); err == nil {

@@ -386,7 +386,7 @@ func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persis
 	if a.err == nil && len(a.result) > tools.MaxResultBytes {
 		a.err = tools.TooLarge(len(a.result))
 	}
-	if a.err == nil {
+	if a.err == nil && x.d.tools.Hooked() {
 		// The operator's hook may redact the result before it is kept.
 		out, err := x.d.tools.After(ctx, tools.HookCall{RunID: c.RunID, Tool: c.Name, Arguments: c.Arguments}, a.result)
 		if err != nil {

@@ -21,23 +21,24 @@ import (
 // marked recovered.
 func (x *execution) agentSpan(ctx context.Context) (context.Context, trace.Span) {
 	if !telemetry.On() {
-		return ctx, trace.SpanFromContext(ctx)
+		return ctx, trace.SpanFromContext(ctx) // records nothing
 	}
 	ctx = telemetry.WithTraceParent(ctx, x.claim.Params.TraceParent)
-	return telemetry.Start(ctx, "invoke_agent agentd", func() []attribute.KeyValue {
-		return []attribute.KeyValue{telemetry.OperationName.String("invoke_agent"), telemetry.AgentName.String("agentd"),
+	return telemetry.Tracer().Start(ctx, "invoke_agent agentd", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(telemetry.OperationName.String("invoke_agent"), telemetry.AgentName.String("agentd"),
 			telemetry.ConversationID.String(x.claim.ConversationID), telemetry.RequestModel.String(x.claim.Model),
 			telemetry.RunID.String(x.claim.ID), telemetry.Epoch.Int64(x.claim.Epoch),
-			telemetry.Recovered.Bool(x.claim.Epoch > 1)}
-	}, trace.WithSpanKind(trace.SpanKindInternal))
+			telemetry.Recovered.Bool(x.claim.Epoch > 1)))
 }
 
 // chatSpan starts the chat span of a model call of step.
 func (x *execution) chatSpan(ctx context.Context, step int, req llm.Request) (context.Context, trace.Span) {
-	return telemetry.Start(ctx, "chat "+req.Model, func() []attribute.KeyValue {
-		return []attribute.KeyValue{telemetry.OperationName.String("chat"), telemetry.ProviderName.String("openai"),
-			telemetry.RequestModel.String(req.Model), telemetry.RunID.String(x.claim.ID), telemetry.Step.Int(step)}
-	}, trace.WithSpanKind(trace.SpanKindClient))
+	if !telemetry.On() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return telemetry.Tracer().Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(telemetry.OperationName.String("chat"), telemetry.ProviderName.String("openai"),
+			telemetry.RequestModel.String(req.Model), telemetry.RunID.String(x.claim.ID), telemetry.Step.Int(step)))
 }
 
 // endChatSpan records a model call's outcome on its span and ends it;
@@ -68,12 +69,14 @@ func endChatSpan(span trace.Span, req llm.Request, resp llm.Response, err error,
 
 // toolSpan starts the execute_tool span of an attempt of call c.
 func (x *execution) toolSpan(ctx context.Context, step *persist.Step, c *persist.ToolCall, spec tools.Spec) (context.Context, trace.Span) {
-	ctx, span := telemetry.Start(ctx, "execute_tool "+c.Name, func() []attribute.KeyValue {
-		return []attribute.KeyValue{telemetry.OperationName.String("execute_tool"), telemetry.ToolName.String(c.Name),
+	if !telemetry.On() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	ctx, span := telemetry.Tracer().Start(ctx, "execute_tool "+c.Name, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(telemetry.OperationName.String("execute_tool"), telemetry.ToolName.String(c.Name),
 			telemetry.ToolCallID.String(c.CallID), telemetry.ToolType.String("function"), telemetry.RunID.String(x.claim.ID),
-			telemetry.Step.Int(step.Seq), telemetry.Attempt.Int(c.Attempts), telemetry.Effect.String(string(spec.Effect))}
-	}, trace.WithSpanKind(trace.SpanKindInternal))
-	if x.d.traceContent && span.IsRecording() {
+			telemetry.Step.Int(step.Seq), telemetry.Attempt.Int(c.Attempts), telemetry.Effect.String(string(spec.Effect))))
+	if x.d.traceContent {
 		span.SetAttributes(telemetry.ToolArguments.String(string(c.Arguments)))
 	}
 	return ctx, span

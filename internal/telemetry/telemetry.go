@@ -66,18 +66,6 @@ var on atomic.Bool
 // (and their attributes) when they are not.
 func On() bool { return on.Load() }
 
-// noSpan is the span of a context without one: it records nothing.
-var noSpan = trace.SpanFromContext(context.Background())
-
-// Start starts a span as Tracer().Start does, when spans are exported;
-// otherwise it returns ctx and a span that records nothing, at no cost.
-func Start(ctx context.Context, name string, attrs func() []attribute.KeyValue, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
-	if !On() {
-		return ctx, noSpan
-	}
-	return Tracer().Start(ctx, name, append(opts, trace.WithAttributes(attrs()...))...)
-}
-
 // Endpoint is the URL spans are sent to, from the standard variables:
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as it is, or OTEL_EXPORTER_OTLP_ENDPOINT
 // with /v1/traces; "" (tracing off) without either, or when
@@ -146,17 +134,6 @@ func WithTraceParent(ctx context.Context, traceparent string) context.Context {
 	}
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
 }
-
-// Inject writes ctx's trace context into headers (an outgoing request's).
-func Inject(ctx context.Context, set func(key, value string)) {
-	otel.GetTextMapPropagator().Inject(ctx, setter(set))
-}
-
-type setter func(key, value string)
-
-func (s setter) Get(string) string { return "" }
-func (s setter) Set(k, v string)   { s(k, v) }
-func (s setter) Keys() []string    { return nil }
 
 // batchTimeout is OTEL_BSP_SCHEDULE_DELAY (milliseconds), default 5 s.
 func batchTimeout(getenv func(string) string) time.Duration {

@@ -38,6 +38,10 @@ type Registry struct {
 // every result before it is stored. Set it before the registry is used.
 func (r *Registry) SetHook(h Hook) { r.hook = h }
 
+// Hooked reports whether a hook is set: without one, Before allows every
+// call and After changes no result, and callers need not ask.
+func (r *Registry) Hooked() bool { return r.hook != nil }
+
 // Before is the hook's verdict on a call; allow without a hook. A hook's
 // error denies the call, saying so.
 func (r *Registry) Before(ctx context.Context, c HookCall) Verdict {
