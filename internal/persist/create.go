@@ -40,6 +40,19 @@ type RunCreateParams struct {
 	// that no claim follows. The run returned then has status running and
 	// the worker as its lease owner.
 	ClaimFor *ClaimFor
+	// QueuedBy names the worker that will claim the run if it is created
+	// queued: the wake-up sent to every instance's ChannelRuns says so
+	// (NotifyPayload), and that worker need not search for it.
+	QueuedBy string
+}
+
+// NotifyPayload is the payload of ChannelRuns for run id queued by worker
+// (see RunCreateParams.QueuedBy; empty: by none).
+func NotifyPayload(id, worker string) string {
+	if worker == "" {
+		return id
+	}
+	return id + " " + worker
 }
 
 // ClaimFor is a worker that takes a new run at creation.
@@ -298,7 +311,7 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 			p.ClaimFor.StepID, c.runID)
 		c.state.Steps = []Step{{ID: p.ClaimFor.StepID, RunID: c.runID, Seq: 1, Status: vocab.StepRunning, ModelAttempts: 1, StartedAt: at}}
 	} else {
-		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, c.runID)
+		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, NotifyPayload(c.runID, p.QueuedBy))
 	}
 	queueEvents(b, rows)
 	return nil

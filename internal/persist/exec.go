@@ -30,6 +30,22 @@ func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) 
 // events of event.FirstStep, which the executor would otherwise commit in a
 // write of its own right after. Claim.StartedStep names the step.
 func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
+	return s.claimStart(ctx, s.claimCTE, worker, ttl)
+}
+
+// RunClaimStartID is RunClaimStart of one queued run, by its id: the
+// run is claimed only if it is still queued, its conversation has nothing
+// before it in flight, and its tenant is below Config.TenantRunsInProgress.
+// It costs a few index probes where RunClaimStart's search reads every
+// claimable run; the engine claims so the runs it queued itself, in the
+// order it accepted them. ErrNotFound: the run is not claimable now.
+func (s *Store) RunClaimStartID(ctx context.Context, worker string, ttl time.Duration, id string) (Claim, error) {
+	return s.claimStart(ctx, s.claimIDCTE, worker, ttl, id)
+}
+
+// claimStart runs RunClaimStart's statement with the claim cte; extra are
+// its arguments after the statement's own eight ($9 on).
+func (s *Store) claimStart(ctx context.Context, cte, worker string, ttl time.Duration, extra ...any) (Claim, error) {
 	evs, err := buildEvents(nil, "", 0, event.FirstStep(worker), eventTime())
 	if err != nil {
 		return Claim{}, err
@@ -38,7 +54,8 @@ func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Durat
 	var c Claim
 	// The claim moves the run's last seq past the step's events; they are
 	// numbered after the seq it had.
-	row := s.pool.QueryRow(ctx, `WITH `+s.claimCTE+`,
+	args := append([]any{worker, ttl.Milliseconds(), len(evs), newID(), cols.types, cols.steps, cols.datas, cols.ats}, extra...)
+	row := s.pool.QueryRow(ctx, `WITH `+cte+`,
 		step AS (
 			INSERT INTO steps (id, run_id, seq, status, model_attempts)
 			SELECT $4, id, 1, 'running', 1 FROM claimed WHERE fresh
@@ -50,8 +67,7 @@ func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Durat
 			FROM claimed, unnest($5::text[], $6::int[], $7::text[], $8::timestamptz[]) WITH ORDINALITY AS e(t, n, d, a, k)
 			WHERE fresh
 		)
-		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), `+runColumns+` FROM claimed`,
-		worker, ttl.Milliseconds(), len(evs), newID(), cols.types, cols.steps, cols.datas, cols.ats)
+		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), `+runColumns+` FROM claimed`, args...)
 	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus, &c.StartedStep}})
 	c.Run = r
 	return c, err
@@ -70,7 +86,22 @@ func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Durat
 // queued run of a tenant at its cap is left queued; a takeover is always
 // allowed (the run is already counted). The cap is checked without a lock:
 // instances that claim at the same moment may each take one run past it.
-const claimCTE = `busy AS (
+const claimCTE = claimSearch + claimUpdate
+
+// claimIDCTE is claimCTE of the queued run $9 only (see RunClaimStartID):
+// the tenant's running runs are counted only with a cap.
+const claimIDCTE = `prev AS (
+		SELECT q.id AS prev_id, q.status AS prev_status FROM runs q
+		WHERE q.id = $9 AND q.status = 'queued'
+		AND (%[1]d <= 0 OR (SELECT count(*) FROM runs b WHERE b.status IN ('queued', 'running')
+			AND b.status = 'running' AND b.tenant_id = q.tenant_id) < %[1]d)
+		AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
+			AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
+		FOR UPDATE OF q SKIP LOCKED
+	),` + claimUpdate
+
+// claimSearch finds the run claimCTE claims, as prev.
+const claimSearch = `busy AS (
 		SELECT tenant_id, count(*) FILTER (WHERE status = 'running') AS n
 		FROM runs WHERE status IN ('queued', 'running') GROUP BY tenant_id
 	),
@@ -83,7 +114,10 @@ const claimCTE = `busy AS (
 		ORDER BY b.n, q.created_at
 		LIMIT 1
 		FOR UPDATE OF q SKIP LOCKED
-	),
+	),`
+
+// claimUpdate claims the run prev names.
+const claimUpdate = `
 	claimed AS (
 		UPDATE runs SET status = 'running', epoch = epoch + 1, lease_owner = $1,
 			stall_claims = stall_claims + CASE WHEN status = 'running' THEN 1 ELSE 0 END,

@@ -164,6 +164,43 @@ func TestClaimStartStartsTheFirstStepOnce(t *testing.T) {
 	}
 }
 
+// RunClaimStartID claims the one queued run it names, as RunClaimStart
+// would, and nothing that is not claimable: a run behind another of its
+// conversation, a run of a tenant at its cap, a run already claimed.
+func TestClaimStartIDClaimsOnlyThatRun(t *testing.T) {
+	t.Parallel()
+	s, url := persisttest.New(t)
+	ctx := context.Background()
+	older, r := createRun(t, s, ""), createRun(t, s, "")
+	c, err := s.RunClaimStartID(ctx, "w1", time.Minute, r.ID)
+	if err != nil || c.ID != r.ID || c.Epoch != 1 || c.PrevStatus != vocab.StatusQueued || c.StartedStep == "" || c.LastEventSeq != 3 {
+		t.Fatalf("claim by id: %v %+v", err, c)
+	}
+	if _, err := s.RunClaimStartID(ctx, "w2", time.Minute, r.ID); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("a claimed run claimed again: %v", err)
+	}
+	if got, _ := s.RunByID(ctx, older.ID); got.Status != vocab.StatusQueued {
+		t.Fatalf("the older run is %s", got.Status)
+	}
+	// Queued behind the conversation's running run.
+	next, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "m", ConversationID: r.ConversationID,
+		Params: persist.RunParams{MaxSteps: 4, IfBusy: "enqueue"}, Input: []persist.InputMessage{{Role: "user", Content: "next"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunClaimStartID(ctx, "w1", time.Minute, next.ID); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("a run behind its conversation's run claimed: %v", err)
+	}
+	// A cap of one run in progress per tenant: r holds it.
+	capped := persisttest.Open(t, persist.Config{URL: url, TenantRunsInProgress: 1})
+	if _, err := capped.RunClaimStartID(ctx, "w1", time.Minute, older.ID); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("a run of a tenant at its cap claimed: %v", err)
+	}
+	if c, err := s.RunClaimStartID(ctx, "w1", time.Minute, older.ID); err != nil || c.ID != older.ID {
+		t.Fatalf("without the cap: %v %+v", err, c)
+	}
+}
+
 // What RunCreateState says of a new run is what a read of it finds.
 func TestRunCreateStateMatchesTheStore(t *testing.T) {
 	t.Parallel()

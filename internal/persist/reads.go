@@ -116,7 +116,10 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 	b.Queue(`SELECT `+attemptColumns+`
 		FROM tool_attempts a JOIN tool_calls c ON c.id = a.tool_call_id
 		WHERE c.step_id = `+lastStep+` ORDER BY c.position, a.n`, runID)
-	b.Queue(`SELECT count(*) FROM tool_calls WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1)`, runID)
+	// Counted step by step, through tool_calls_step_position: a join lets
+	// the planner read the whole of tool_calls.
+	b.Queue(`SELECT coalesce(sum((SELECT count(*) FROM tool_calls t WHERE t.step_id = s.id)), 0)::bigint
+		FROM steps s WHERE s.run_id = $1`, runID)
 	// The conversation's compaction state, in one row: its failures in a
 	// row, and its latest compaction's columns (NULL without one).
 	b.Queue(`SELECT v.compaction_failures, c.* FROM conversations v

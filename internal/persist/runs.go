@@ -16,7 +16,7 @@ import (
 
 // Channels of the LISTEN/NOTIFY bridge.
 const (
-	ChannelRuns   = "agentd_runs"   // payload: run id; a run became claimable
+	ChannelRuns   = "agentd_runs"   // payload: run id, and the worker that claims it (NotifyPayload); a run became claimable
 	ChannelCancel = "agentd_cancel" // payload: run id; a cancel was requested
 	ChannelEvents = "agentd_events" // payload: "run_id:last_seq"
 )

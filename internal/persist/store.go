@@ -97,8 +97,9 @@ type Store struct {
 	url  string
 	pub  Publisher // nil: nobody is told
 
-	tenantCap int    // Config.TenantRunsInProgress
-	claimCTE  string // claimCTE with tenantCap
+	tenantCap  int    // Config.TenantRunsInProgress
+	claimCTE   string // claimCTE with tenantCap
+	claimIDCTE string // claimIDCTE with tenantCap
 
 	group    atomic.Pointer[committer] // set while group commit is on
 	execTx   atomic.Int64              // executor transactions committed
@@ -125,7 +126,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
 	return &Store{pool: pool, url: cfg.URL, pub: cfg.Publisher, tenantCap: cfg.TenantRunsInProgress,
-		claimCTE: fmt.Sprintf(claimCTE, max(0, cfg.TenantRunsInProgress))}, nil
+		claimCTE:   fmt.Sprintf(claimCTE, max(0, cfg.TenantRunsInProgress)),
+		claimIDCTE: fmt.Sprintf(claimIDCTE, max(0, cfg.TenantRunsInProgress))}, nil
 }
 
 // publish tells the publisher, if any, that a commit appended the events of

@@ -24,6 +24,7 @@ import (
 type Store interface {
 	RunCreateState(ctx context.Context, p persist.RunCreateParams) (persist.RunState, bool, error)
 	RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
+	RunClaimStartID(ctx context.Context, worker string, ttl time.Duration, id string) (persist.Claim, error)
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error)
@@ -115,11 +116,18 @@ type Engine struct {
 	m   *Metrics
 	d   *deps // what executions get
 
-	wake chan struct{}
+	wake chan struct{} // search for claimable runs
+	kick chan struct{} // a run was added to the queue: look at it only
 	sem  chan struct{}
 
 	mu     sync.Mutex
 	active map[string]*execution
+	// The runs this instance created queued (queue.go), by tenant, and
+	// how many there are; and its executions by tenant.
+	queues    map[string]*tenantQueue
+	queued    int
+	handoffs  uint64
+	executing map[string]int
 
 	ctx        context.Context // parent of every run's context
 	cancel     context.CancelCauseFunc
@@ -208,8 +216,9 @@ func New(cfg Config) *Engine {
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
 				callsPerStep: cfg.ToolCallsPerStep, callsPerRun: cfg.ToolCallsPerRun, maxStallClaims: cfg.MaxStallClaims}},
 		wake:   make(chan struct{}, 1),
+		kick:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),
-		active: map[string]*execution{},
+		active: map[string]*execution{}, queues: map[string]*tenantQueue{}, executing: map[string]int{},
 	}
 }
 
@@ -250,7 +259,11 @@ func (e *Engine) Wake() {
 func (e *Engine) onNotify(channel, payload string) {
 	switch channel {
 	case persist.ChannelRuns:
-		e.Wake()
+		// A run this instance queued is claimed by its queue, not found by
+		// a search.
+		if _, by, _ := strings.Cut(payload, " "); by != e.cfg.WorkerID {
+			e.Wake()
+		}
 	case persist.ChannelCancel:
 		id, interrupt := strings.CutSuffix(payload, persist.InterruptPayload)
 		e.mu.Lock()
@@ -266,11 +279,13 @@ func (e *Engine) onNotify(channel, payload string) {
 	}
 }
 
-// dispatch claims runs while workers are free, waiting for a wake-up or the
-// poll interval when there is nothing to claim.
+// dispatch claims runs while workers are free: the runs of the engine's
+// queue first, in the order it accepted them; then, after a wake-up or the
+// poll interval, any claimable run, searched for until none is left.
 func (e *Engine) dispatch() {
 	poll := time.NewTicker(e.cfg.PollInterval)
 	defer poll.Stop()
+	search := true
 	for {
 		// Wait for a free worker slot.
 		select {
@@ -278,17 +293,33 @@ func (e *Engine) dispatch() {
 		case <-e.claiming.Done():
 			return
 		}
-		claimed := e.claimOne()
-		if claimed {
-			continue // look for more at once
+		if e.claimQueued() {
+			continue
+		}
+		if search {
+			if e.claimOne() {
+				continue // look for more at once
+			}
+			search = false
 		}
 		<-e.sem
 		select {
 		case <-e.claiming.Done():
 			return
 		case <-e.wake:
+			search = true
+		case <-e.kick:
 		case <-poll.C:
+			search = true
 		}
+	}
+}
+
+// kickQueue makes the dispatcher look at the engine's queue now.
+func (e *Engine) kickQueue() {
+	select {
+	case e.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -360,16 +391,25 @@ func (e *Engine) launch(c persist.Claim, st *persist.RunState, unlessStopping bo
 		return false
 	}
 	e.active[c.ID] = x
+	e.executing[c.TenantID]++
 	e.runs.Add(1) // under e.mu: Stop waits for e.runs only after it stopped claiming
 	e.mu.Unlock()
 	e.m.RunsActive.Inc()
 	go func() {
 		defer e.runs.Done()
-		defer func() { <-e.sem }()
+		defer func() {
+			// The slot goes to the next run this instance queued, if any.
+			if !e.claimQueued() {
+				<-e.sem
+			}
+		}()
 		defer e.m.RunsActive.Dec()
 		defer func() {
 			e.mu.Lock()
 			delete(e.active, c.ID)
+			if e.executing[c.TenantID]--; e.executing[c.TenantID] == 0 {
+				delete(e.executing, c.TenantID)
+			}
 			e.mu.Unlock()
 		}()
 		x.execute()

@@ -130,3 +130,57 @@ func TestTenantRunsInProgressCap(t *testing.T) {
 		b.wait(t, id, nil)
 	}
 }
+
+// TestQueuedRunsStartInTheOrderAccepted: runs created through the engine
+// while its one worker is busy wait in its queue and start in the order
+// they were accepted, each as the run before it ends, with no poll and no
+// search (the poll interval is a minute); between tenants the queue is fair
+// as the claim is: tenant B's run, accepted after tenant A's five, starts
+// second.
+func TestQueuedRunsStartInTheOrderAccepted(t *testing.T) {
+	b := setup(t)
+	e := b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: time.Minute})
+	create := func(tenant, input string) persist.Run {
+		t.Helper()
+		r, created, err := e.Service().Create(context.Background(), persist.RunCreateParams{TenantID: tenant, Model: "fake",
+			Params: persist.RunParams{MaxSteps: 5}, Input: []persist.InputMessage{{Role: "user", Content: input}}})
+		if err != nil || !created {
+			t.Fatalf("create: %v (created %v)", err, created)
+		}
+		return r
+	}
+	first := create("acme", "/stream 10 20")
+	if first.Status != vocab.StatusRunning {
+		t.Fatalf("the first run is %s, want running (claimed at creation)", first.Status)
+	}
+	var queued []persist.Run
+	for i := range 5 {
+		queued = append(queued, create("acme", "/say a"+string(rune('0'+i))))
+	}
+	queued = append(queued, create("globex", "/say b"))
+	for _, r := range queued {
+		if r.Status != vocab.StatusQueued {
+			t.Fatalf("run %s created %s while the worker was busy", r.ID, r.Status)
+		}
+	}
+	var order []string
+	var at []time.Time
+	for _, r := range append([]persist.Run{first}, queued...) {
+		r = b.wait(t, r.ID, nil)
+		if r.Status != vocab.StatusCompleted || r.StartedAt == nil {
+			t.Fatalf("run %s ended %s", r.ID, r.Status)
+		}
+		order, at = append(order, r.ID), append(at, *r.StartedAt)
+	}
+	started := slices.Clone(order)
+	slices.SortStableFunc(started, func(x, y string) int {
+		return at[slices.Index(order, x)].Compare(at[slices.Index(order, y)])
+	})
+	// Accepted: first, a0..a4, b. Started: first; a0 (neither tenant has
+	// a run executing, nor was served yet: a0 is older); b (still none
+	// executing, and globex was served less recently); a1..a4.
+	want := []string{first.ID, queued[0].ID, queued[5].ID, queued[1].ID, queued[2].ID, queued[3].ID, queued[4].ID}
+	if !slices.Equal(started, want) {
+		t.Fatalf("runs started in the order %v, want %v", started, want)
+	}
+}

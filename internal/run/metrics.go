@@ -61,7 +61,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "agentd_runs_active", Help: "Runs executing on this instance now.",
 		})),
 		ClaimsAttempted: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentd_claims_total", Help: "Claim attempts by result (claimed, empty, conflict, error), and runs claimed as they were created (at_creation).",
+			Name: "agentd_claims_total", Help: "Claim attempts by result: searches for a claimable run (claimed, empty, conflict, error), runs claimed as they were created (at_creation), runs of this instance's queue claimed (queued) or found claimed elsewhere, cancelled or not claimable yet (queued_gone).",
 		}, []string{"result"})),
 	}
 	return m

@@ -77,24 +77,47 @@ func (s *Service) ClientLeft(ctx context.Context, run persist.Run) error {
 // a free worker and the run can start at once (its conversation has nothing
 // else in flight), that worker claims it in the same transaction and it
 // starts executing here: no claim, and no wake-up of other instances.
+//
+// While runs this instance queued wait, a new run is queued behind them,
+// and the engine's queue (queue.go) starts them in order.
 func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error) {
-	reserved := false
-	if e.claiming != nil && e.claiming.Err() == nil {
-		select {
-		case e.sem <- struct{}{}:
-			reserved = true
-		default:
+	reserved, claiming := false, e.claiming != nil && e.claiming.Err() == nil
+	if claiming {
+		e.mu.Lock()
+		waiting, full := e.queued > 0, e.queued >= maxQueued
+		e.mu.Unlock()
+		if !full {
+			p.QueuedBy = e.cfg.WorkerID
+		}
+		if !waiting {
+			select {
+			case e.sem <- struct{}{}:
+				reserved = true
+			default:
+			}
 		}
 	}
-	if !reserved {
-		st, created, err := e.cfg.Store.RunCreateState(ctx, p)
-		return st.Run, created, err
+	if reserved {
+		p.ClaimFor = &persist.ClaimFor{Worker: e.cfg.WorkerID, TTL: e.cfg.LeaseTTL, StepID: persist.NewID()}
 	}
-	p.ClaimFor = &persist.ClaimFor{Worker: e.cfg.WorkerID, TTL: e.cfg.LeaseTTL, StepID: persist.NewID()}
 	st, created, err := e.cfg.Store.RunCreateState(ctx, p)
 	run := st.Run
 	if err != nil || !created || run.Status != vocab.StatusRunning || run.LeaseOwner != e.cfg.WorkerID {
-		<-e.sem // not claimed here: queued, or an earlier run found by its key
+		if reserved {
+			<-e.sem // not claimed here: queued, or an earlier run found by its key
+		}
+		if p.QueuedBy != "" && err == nil && created && run.Status == vocab.StatusQueued {
+			var known *persist.RunState
+			if p.ConversationID == "" {
+				known = &st
+			}
+			e.mu.Lock()
+			e.enqueueLocked(run, known)
+			e.mu.Unlock()
+			if len(e.sem) < cap(e.sem) {
+				e.kickQueue() // a worker came free meanwhile
+			}
+		}
 		return run, created, err
 	}
 	e.m.ClaimsAttempted.WithLabelValues("at_creation").Inc()
@@ -107,11 +130,7 @@ func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (persist
 	if !e.launch(persist.Claim{Run: run, PrevStatus: vocab.StatusQueued, StartedStep: p.ClaimFor.StepID}, known, true) {
 		// The engine began stopping meanwhile: hand the run back at once.
 		<-e.sem
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := e.cfg.Store.LeaseRelease(rctx, persist.Fence{RunID: run.ID, Epoch: run.Epoch, Worker: e.cfg.WorkerID}); err != nil {
-			e.log.Warn("hand back a run created while stopping", "run_id", run.ID, "error", err)
-		}
+		e.handBack(run)
 	}
 	return run, true, nil
 }

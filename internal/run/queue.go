@@ -1,0 +1,161 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"agentd/internal/persist"
+	"agentd/internal/vocab"
+)
+
+// The engine's queue: the runs this instance created queued, because every
+// worker was busy or others were queued before them. A worker that finishes
+// a run takes the next of them by its id (Store.RunClaimStartID: a few
+// index probes), in the order they were accepted, before it frees its slot;
+// and while any wait, a new run is queued behind them rather than claimed
+// at its creation, so that runs start in the order they came. Between
+// tenants the queue is fair as the claim is: the next run is the oldest of
+// the tenant with the fewest runs executing here, tenants with as many
+// taking turns.
+//
+// The queue is this instance's knowledge, not the truth: a run in it may
+// have been claimed by another instance, cancelled, or be behind another
+// run of its conversation. Its claim then finds nothing and the run is
+// dropped from the queue; the database's queue, which every instance's
+// dispatcher searches, still has whatever was not claimed.
+
+// maxQueued bounds the runs the queue remembers; past it, runs queued are
+// left to the dispatcher's search, which also takes the oldest first.
+const maxQueued = 10000
+
+// queuedRun is a run in the engine's queue, with the state its creation
+// knew when that is the whole state (a run of a new conversation).
+type queuedRun struct {
+	id    string
+	known *persist.RunState
+}
+
+// tenantQueue is one tenant's queued runs, oldest first, and when the queue
+// last gave one of them a worker (a count of hand-offs; 0: not yet).
+type tenantQueue struct {
+	runs   []queuedRun
+	served uint64
+}
+
+// enqueueLocked remembers run, just created queued for this instance's
+// queue (RunCreateParams.QueuedBy): create asks for that only while the
+// queue holds fewer than maxQueued runs. Called with e.mu held.
+func (e *Engine) enqueueLocked(run persist.Run, known *persist.RunState) {
+	q := e.queues[run.TenantID]
+	if q == nil {
+		q = &tenantQueue{}
+		e.queues[run.TenantID] = q
+	}
+	// Runs are accepted in the order of their ids (UUIDv7); commits may
+	// finish out of that order, so insert in place.
+	i := len(q.runs)
+	for i > 0 && q.runs[i-1].id > run.ID {
+		i--
+	}
+	q.runs = append(q.runs, queuedRun{})
+	copy(q.runs[i+1:], q.runs[i:])
+	q.runs[i] = queuedRun{id: run.ID, known: known}
+	e.queued++
+}
+
+// popLocked takes the next run of the queue: the oldest run of the tenant
+// with the fewest runs executing here, and of those the tenant served least
+// recently, so that tenants with as many runs executing take turns. Called
+// with e.mu held.
+func (e *Engine) popLocked() (queuedRun, bool) {
+	var best string
+	for tenant, q := range e.queues {
+		if best == "" {
+			best = tenant
+			continue
+		}
+		b := e.queues[best]
+		nb, nt := e.executing[best], e.executing[tenant]
+		if nt < nb || (nt == nb && (q.served < b.served || (q.served == b.served && q.runs[0].id < b.runs[0].id))) {
+			best = tenant
+		}
+	}
+	if best == "" {
+		return queuedRun{}, false
+	}
+	q := e.queues[best]
+	e.handoffs++
+	q.served = e.handoffs
+	r := q.runs[0]
+	q.runs[0] = queuedRun{}
+	q.runs = q.runs[1:]
+	if len(q.runs) == 0 {
+		delete(e.queues, best)
+	}
+	e.queued--
+	return r, true
+}
+
+// claimQueued claims the next run of the queue that is still claimable and
+// launches it in the worker slot its caller holds. It reports false (the
+// slot is still the caller's) when the queue has nothing claimable or the
+// engine stops claiming.
+func (e *Engine) claimQueued() bool {
+	for e.claiming.Err() == nil {
+		e.mu.Lock()
+		r, ok := e.popLocked()
+		e.mu.Unlock()
+		if !ok {
+			return false
+		}
+		ctx, cancel := context.WithTimeout(e.claiming, 5*time.Second)
+		c, err := e.cfg.Store.RunClaimStartID(ctx, e.cfg.WorkerID, e.cfg.LeaseTTL, r.id)
+		cancel()
+		switch {
+		case errors.Is(err, persist.ErrNotFound):
+			// Claimed elsewhere or cancelled; or it waits for its
+			// conversation or its tenant's cap: the dispatcher's next
+			// search (now, or after its poll) looks for it.
+			e.m.ClaimsAttempted.WithLabelValues("queued_gone").Inc()
+			e.Wake()
+			continue
+		case err != nil:
+			if e.claiming.Err() == nil {
+				e.m.ClaimsAttempted.WithLabelValues("error").Inc()
+				e.log.Error("claim queued run", "run_id", r.id, "error", err)
+				e.Wake() // the dispatcher's search finds it later
+			}
+			return false
+		}
+		e.m.ClaimsAttempted.WithLabelValues("queued").Inc()
+		st := r.known
+		if st != nil && c.StartedStep != "" {
+			// The claim changed the run and started its first step; the
+			// rest of a new conversation's run is as its creation left it.
+			known := *st
+			known.Run = c.Run
+			known.Steps = []persist.Step{{ID: c.StartedStep, RunID: c.ID, Seq: 1, Status: vocab.StepRunning,
+				ModelAttempts: 1, StartedAt: time.Now()}}
+			st = &known
+		} else {
+			st = nil
+		}
+		if !e.launch(c, st, true) {
+			e.handBack(c.Run)
+			return false
+		}
+		return true
+	}
+	return false
+}
+
+// handBack releases the lease of a run claimed while the engine began
+// stopping, so that a peer takes it over at once.
+func (e *Engine) handBack(run persist.Run) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 5*time.Second)
+	defer cancel()
+	if err := e.cfg.Store.LeaseRelease(ctx, persist.Fence{RunID: run.ID, Epoch: run.Epoch, Worker: e.cfg.WorkerID}); err != nil {
+		e.log.Warn("hand back a run claimed while stopping", "run_id", run.ID, "error", err)
+	}
+}
