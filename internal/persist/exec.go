@@ -89,14 +89,17 @@ func (s *Store) claimStart(ctx context.Context, cte, worker string, ttl time.Dur
 const claimCTE = claimSearch + claimUpdate
 
 // claimIDCTE is claimCTE of the queued run $9 only (see RunClaimStartID):
-// the tenant's running runs are counted only with a cap.
+// the tenant's running runs are counted only with a cap. The conversation's
+// runs are read through runs_conversation alone (OFFSET 0 keeps the planner
+// from combining it with the partial indexes on status, whose dead entries
+// a busy table has thousands of).
 const claimIDCTE = `prev AS (
 		SELECT q.id AS prev_id, q.status AS prev_status FROM runs q
 		WHERE q.id = $9 AND q.status = 'queued'
 		AND (%[1]d <= 0 OR (SELECT count(*) FROM runs b WHERE b.status IN ('queued', 'running')
 			AND b.status = 'running' AND b.tenant_id = q.tenant_id) < %[1]d)
-		AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
-			AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
+		AND NOT EXISTS (SELECT 1 FROM (SELECT id, status FROM runs WHERE conversation_id = q.conversation_id OFFSET 0) o
+			WHERE o.id <> q.id AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
 		FOR UPDATE OF q SKIP LOCKED
 	),` + claimUpdate
 
