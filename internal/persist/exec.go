@@ -358,9 +358,7 @@ type AttemptStart struct {
 }
 
 func (o AttemptStart) queue(b *batch) error {
-	// The call is updated before the attempt is inserted: the attempt's
-	// foreign key then finds the call already locked by this transaction
-	// and writes no lock record of its own.
+	// The attempt is inserted only if its call is there to be updated.
 	b.exec("start attempt", `WITH c AS (
 			UPDATE tool_calls SET status = 'running', attempts = $3 WHERE id = $2 RETURNING id
 		)
