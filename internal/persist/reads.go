@@ -4,6 +4,7 @@ import (
 	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -242,6 +243,17 @@ type RunHead struct {
 // Head returns the run's RunHead.
 func (r Run) Head() RunHead {
 	return RunHead{RunID: r.ID, Status: r.Status, StepCount: r.StepCount, LastEventSeq: r.LastEventSeq, UpdatedAt: r.UpdatedAt}
+}
+
+// RunHead returns the head of run id; ErrNotFound when there is none.
+func (s *Store) RunHead(ctx context.Context, id string) (RunHead, error) {
+	var h RunHead
+	err := s.pool.QueryRow(ctx, `SELECT id::text, status, step_count, last_event_seq, updated_at FROM runs WHERE id = $1`, id).
+		Scan(&h.RunID, &h.Status, &h.StepCount, &h.LastEventSeq, &h.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return h, ErrNotFound
+	}
+	return h, translate(err)
 }
 
 // RunHeads returns the heads of the runs ids that exist, in one query: the

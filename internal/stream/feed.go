@@ -196,7 +196,7 @@ func (h *Hub) runFeed(f *feed) {
 func (h *Hub) position(f *feed) int64 {
 	ctx, cancel := context.WithTimeout(h.ctx, dbTimeout)
 	defer cancel()
-	run, err := h.store.RunByID(ctx, f.runID)
+	head, err := h.store.RunHead(ctx, f.runID)
 	switch {
 	case errors.Is(err, persist.ErrNotFound):
 		return 0
@@ -206,8 +206,8 @@ func (h *Hub) position(f *feed) int64 {
 		}
 		return -1
 	}
-	h.fanOut(f, &batch{upTo: run.LastEventSeq})
-	return run.LastEventSeq
+	h.fanOut(f, &batch{upTo: head.LastEventSeq})
+	return head.LastEventSeq
 }
 
 // read hands the subscribers the run's events after last: those this
@@ -286,14 +286,14 @@ func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.D
 		done := make(chan struct{})
 		b.loading = done
 		b.mu.Unlock()
-		run, err := store.RunByID(ctx, runID)
+		head, err := store.RunHead(ctx, runID)
 		b.mu.Lock()
 		b.loading = nil
 		close(done)
 		if err == nil {
-			b.head, b.at = run.Head(), time.Now()
+			b.head, b.at = head, time.Now()
 		}
 		b.mu.Unlock()
-		return run.Head(), err
+		return head, err
 	}
 }

@@ -19,8 +19,8 @@ import (
 type Store interface {
 	// EventsAfter returns up to limit events of a run after seq, in order.
 	EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error)
-	// RunByID returns a run; persist.ErrNotFound when there is none.
-	RunByID(ctx context.Context, id string) (persist.Run, error)
+	// RunHead returns a run's head; persist.ErrNotFound when there is none.
+	RunHead(ctx context.Context, id string) (persist.RunHead, error)
 	// Listen calls fn for each notification on channels, reconnecting until
 	// ctx ends, and onConnect after each (re)connection. It returns ctx's error.
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error

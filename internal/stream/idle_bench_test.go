@@ -23,9 +23,9 @@ func (c *queryCounter) EventsAfter(ctx context.Context, runID string, after int6
 	return c.Store.EventsAfter(ctx, runID, after, limit)
 }
 
-func (c *queryCounter) RunByID(ctx context.Context, id string) (persist.Run, error) {
+func (c *queryCounter) RunHead(ctx context.Context, id string) (persist.RunHead, error) {
 	c.n.Add(1)
-	return c.Store.RunByID(ctx, id)
+	return c.Store.RunHead(ctx, id)
 }
 
 func (c *queryCounter) RunHeads(ctx context.Context, ids []string) ([]persist.RunHead, error) {

@@ -105,11 +105,11 @@ func (h *Hub) StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, 
 func (h *Hub) clientPosition(ctx context.Context, runID string, after int64) (ended, pastEnd bool) {
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
-	run, err := h.store.RunByID(ctx, runID)
+	head, err := h.store.RunHead(ctx, runID)
 	if err != nil {
 		return false, false
 	}
-	return run.Status.Stopped() && run.LastEventSeq <= after, run.LastEventSeq < after
+	return head.Status.Stopped() && head.LastEventSeq <= after, head.LastEventSeq < after
 }
 
 // end says why a stream ended.

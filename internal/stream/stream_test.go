@@ -653,9 +653,9 @@ type runReadCounter struct {
 	runReads atomic.Int64
 }
 
-func (c *runReadCounter) RunByID(ctx context.Context, id string) (persist.Run, error) {
+func (c *runReadCounter) RunHead(ctx context.Context, id string) (persist.RunHead, error) {
 	c.runReads.Add(1)
-	return c.Store.RunByID(ctx, id)
+	return c.Store.RunHead(ctx, id)
 }
 
 // TestHeartbeatsShareTheRunRead: the heartbeats of a run's streams that
