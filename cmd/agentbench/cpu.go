@@ -61,8 +61,9 @@ func (m machineCPU) read() cpuReading {
 }
 
 // metrics gives what each of n units of work cost the parts of the machine
-// between before and after.
-func (m machineCPU) metrics(phase, unit string, n float64, before, after cpuReading) []metric {
+// between before and after; machine is the target of the machine's whole
+// CPU per unit, if any.
+func (m machineCPU) metrics(phase, unit string, n float64, before, after cpuReading, machine *target) []metric {
 	n = max(n, 1)
 	var ms []metric
 	if m.fakePID > 0 {
@@ -72,7 +73,7 @@ func (m machineCPU) metrics(phase, unit string, n float64, before, after cpuRead
 		ms = append(ms, metric{phase, "PostgreSQL CPU per " + unit, "ms", msOf(after.postgres-before.postgres) / n, nil})
 	}
 	if after.machine > 0 {
-		ms = append(ms, metric{phase, "machine CPU per " + unit, "ms", msOf(after.machine-before.machine) / n, nil})
+		ms = append(ms, metric{phase, "machine CPU per " + unit, "ms", msOf(after.machine-before.machine) / n, machine})
 	}
 	return ms
 }

@@ -79,7 +79,7 @@ func benchFloor(ctx context.Context, o options) ([]metric, error) {
 	n := float64(count.Load())
 	ms = append(ms, metric{"floor", "load driver CPU per transaction", "ms", msOf(cpuAfter.self-cpuBefore.self) / max(n, 1), nil})
 	noFake := machineCPU{postmaster: o.cpu.postmaster} // the floor does not use the model
-	return append(ms, noFake.metrics("floor", "transaction", n, cpuBefore, cpuAfter)...), nil
+	return append(ms, noFake.metrics("floor", "transaction", n, cpuBefore, cpuAfter, nil)...), nil
 }
 
 // benchSteps drives 16 concurrent runs of 3 durable steps each through the
@@ -186,10 +186,13 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 		{"steps", "steps/s to the floor", "x", stepsPerSec / floorTPS, atLeast(1)},
 		{"steps", "runs not completed", "runs", float64(notCompleted), nil},
 	}
-	ms = append(ms, perUnit("steps", "step", steps, cost, cpu, costTargets{writeTx: atMost(1), wal: atMost(2500), cpu: atMost(0.15)})...)
+	// The step targets for a machine of 2 shared cores: WAL has a floor
+	// set by the design's rows, and a whole step's machine CPU is the
+	// yardstick rather than a multiple of the insert floor.
+	ms = append(ms, perUnit("steps", "step", steps, cost, cpu, costTargets{writeTx: atMost(1), wal: atMost(3200), cpu: atMost(0.15)})...)
 	ms = append(ms, metric{"steps", "executor write transactions per step", "tx",
 		float64(gcAfter.Transactions-gcBefore.Transactions) / max(steps, 1), nil})
-	ms = append(ms, o.cpu.metrics("steps", "step", steps, cpuBefore, cpuAfter)...)
+	ms = append(ms, o.cpu.metrics("steps", "step", steps, cpuBefore, cpuAfter, atMost(0.45))...)
 	violations, err := checkRuns(ctx, o.out, "steps", store, url, nil)
 	if err != nil {
 		return nil, fmt.Errorf("check runs: %w", err)
