@@ -133,7 +133,9 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (RunState
 		return RunState{}, false, err
 	}
 	s.published(c.cancelled)
-	s.publish(c.state.Run.ID, c.state.Run.LastEventSeq)
+	if s.pub != nil {
+		s.pub.PublishedEvents(c.state.Run.ID, c.events())
+	}
 	return c.state, true, nil
 }
 
@@ -147,6 +149,18 @@ type creation struct {
 	params    []byte           // p.Params as JSON
 	state     RunState         // what the creation knows of the run, once committed
 	cancelled map[string]int64 // runs ended by if_busy: interrupt, and their last seq
+	rows      []eventRow       // the run's events, numbered from 1
+}
+
+// events returns the run's events, once committed, as EventsAfter reads
+// them back.
+func (c *creation) events() []Event {
+	evs := make([]Event, len(c.rows))
+	for i, r := range c.rows {
+		evs[i] = Event{RunID: c.runID, Seq: r.seq, Type: r.typ, CreatedAt: r.at,
+			Data: envelope(r.seq, string(r.typ), c.runID, r.step, formatEventTime(r.at), []byte(r.data))}
+	}
+	return evs
 }
 
 func newCreation(p RunCreateParams) (*creation, error) {
@@ -286,6 +300,7 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 	if err != nil {
 		return err
 	}
+	c.rows = rows
 	var key, hash *string
 	if p.IdempotencyKey != "" {
 		key, hash = &p.IdempotencyKey, &p.RequestHash

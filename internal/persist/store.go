@@ -69,9 +69,9 @@ func notFound(err, as error) error {
 type Publisher interface {
 	// Published says that a commit appended a run's events up to lastSeq.
 	Published(runID string, lastSeq int64)
-	// PublishedEvents says the same of a commit of the executor's writes
-	// (Exec), with the events it appended to the run, in order, exactly as
-	// EventsAfter reads them back.
+	// PublishedEvents says the same of a run's creation or a commit of the
+	// executor's writes (Exec), with the events it appended to the run, in
+	// order, exactly as EventsAfter reads them back.
 	PublishedEvents(runID string, events []Event)
 }
 

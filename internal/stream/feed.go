@@ -118,6 +118,11 @@ func (h *Hub) subscribeLocked(runID string) *subscriber {
 	s := &subscriber{feed: f, ch: make(chan *batch, subscriberBuffer), gone: make(chan struct{})}
 	f.subs[s] = struct{}{}
 	f.recent.share(len(f.subs) > 1)
+	if evs := h.fresh.takeLocked(runID); evs != nil {
+		// The run was created here a moment ago: its first stream replays
+		// its first events from memory.
+		f.recent.seed(evs)
+	}
 	h.subscribers++
 	return s
 }

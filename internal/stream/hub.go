@@ -119,6 +119,7 @@ type Hub struct {
 	started     bool
 	stopped     bool
 	feeds       map[string]*feed
+	fresh       fresh // first events of runs no feed follows yet
 	subscribers int
 	streams     int
 	wg          sync.WaitGroup // listener, notifier, feeds, streams; Add only under mu while !stopped
@@ -247,6 +248,9 @@ func (h *Hub) PublishedEvents(runID string, evs []persist.Event) {
 	}
 	h.mu.Lock()
 	f := h.feeds[runID]
+	if f == nil && evs[0].Seq == 1 {
+		h.fresh.putLocked(runID, evs)
+	}
 	h.mu.Unlock()
 	if f != nil {
 		f.hand(evs)

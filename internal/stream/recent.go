@@ -45,6 +45,17 @@ func (r *recent) share(shared bool) {
 	}
 }
 
+// seed holds evs, a run's first events (contiguous from seq 1), when it
+// holds nothing, whether the feed is shared or not: the first stream of a
+// new feed replays them from here. The caller holds Hub.mu.
+func (r *recent) seed(evs []persist.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.events) == 0 {
+		r.events, r.bytes = slices.Clip(evs), dataBytes(evs)
+	}
+}
+
 // add records what the feed handed its subscribers: events (contiguous and
 // ascending), and that every event up to upTo was told. The caller holds
 // Hub.mu, so a stream subscribes either before this (and gets the batch) or

@@ -926,3 +926,38 @@ func TestStop(t *testing.T) {
 		t.Errorf("after Stop: %+v", s)
 	}
 }
+
+// TestANewRunsFirstStreamReadsNothingBack: the first stream of a run
+// created on this instance a moment ago (POST /runs, then its events)
+// replays the run's first events from what its creation handed the Hub, not
+// from the database, and still gets the run's exact transcript; a run whose
+// first stream comes after the Hub let them go replays from the database.
+func TestANewRunsFirstStreamReadsNothingBack(t *testing.T) {
+	t.Parallel()
+	hub := stream.New(stream.Config{})
+	store := publishing(t, persisttest.NewDatabase(t), hub)
+	counter := &readCounter{Store: store}
+	inst := newInstance(t, hub, counter, nil)
+	f := newRun(t, store)
+	got := openStreams(t, inst, f.RunID, 1)
+	appendEvents(t, store, f, 6, 2, 30)
+	complete(t, store, f)
+	wantTranscripts(t, store, f.RunID, got)
+	if n := counter.fromStart.Load(); n != 0 {
+		t.Fatalf("the new run's first stream read its events from the start %d times, want 0", n)
+	}
+	// The Hub keeps the first events of a bounded number of runs only.
+	old := newRun(t, store)
+	for range 1100 {
+		if _, _, err := store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "t1", Model: "m",
+			Input: []persist.InputMessage{{Role: "user", Content: "later"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = openStreams(t, inst, old.RunID, 1)
+	complete(t, store, old)
+	wantTranscripts(t, store, old.RunID, got)
+	if n := counter.fromStart.Load(); n != 1 {
+		t.Fatalf("a stream of a run the Hub let go read from the start %d times, want 1", n)
+	}
+}
