@@ -127,6 +127,8 @@ type Engine struct {
 	queues    map[string]*tenantQueue
 	queued    int
 	handoffs  uint64
+	parked    map[string][]queuedRun // by conversation: queued behind its run
+	nparked   int
 	executing map[string]int
 
 	ctx        context.Context // parent of every run's context
@@ -219,6 +221,7 @@ func New(cfg Config) *Engine {
 		kick:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),
 		active: map[string]*execution{}, queues: map[string]*tenantQueue{}, executing: map[string]int{},
+		parked: map[string][]queuedRun{},
 	}
 }
 
@@ -398,7 +401,9 @@ func (e *Engine) launch(c persist.Claim, st *persist.RunState, unlessStopping bo
 	go func() {
 		defer e.runs.Done()
 		defer func() {
-			// The slot goes to the next run this instance queued, if any.
+			// The slot goes to the next run this instance queued, if any:
+			// first those that waited for this run's conversation.
+			e.unpark(c.ConversationID)
 			if !e.claimQueued() {
 				<-e.sem
 			}

@@ -184,3 +184,22 @@ func TestQueuedRunsStartInTheOrderAccepted(t *testing.T) {
 		t.Fatalf("runs started in the order %v, want %v", started, want)
 	}
 }
+
+// TestARunQueuedBehindItsConversationStartsWhenItEnds: a run created with
+// if_busy enqueue behind its conversation's run starts as soon as that run
+// ends on this instance, taking its worker, with no poll (the poll
+// interval is a minute) and no other instance.
+func TestARunQueuedBehindItsConversationStartsWhenItEnds(t *testing.T) {
+	b := setup(t)
+	e := b.start(t, run.Config{Workers: 2, LeaseTTL: 10 * time.Second, PollInterval: time.Minute})
+	first := createVia(t, e.Service().Create, "", "/stream 10 20", "")
+	b.wait(t, first.ID, func(r persist.Run) bool { return r.Status == vocab.StatusRunning })
+	next := createVia(t, e.Service().Create, first.ConversationID, "/say next", vocab.IfBusyEnqueue)
+	if next.Status != vocab.StatusQueued {
+		t.Fatalf("the run behind its conversation's run is %s", next.Status)
+	}
+	done := b.wait(t, first.ID, nil)
+	if r := b.wait(t, next.ID, nil); r.Status != vocab.StatusCompleted || r.StartedAt == nil || r.StartedAt.Before(*done.FinishedAt) {
+		t.Fatalf("the queued run: %s, started %v, after the first ended at %v", r.Status, r.StartedAt, done.FinishedAt)
+	}
+}

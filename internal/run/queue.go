@@ -21,20 +21,26 @@ import (
 //
 // The queue is this instance's knowledge, not the truth: a run in it may
 // have been claimed by another instance, cancelled, or be behind another
-// run of its conversation. Its claim then finds nothing and the run is
-// dropped from the queue; the database's queue, which every instance's
-// dispatcher searches, still has whatever was not claimed.
+// run of its conversation (if_busy: enqueue). Its claim then finds nothing
+// and the run leaves the queue, parked until a run of its conversation
+// ends here, when it goes back once; the database's queue, which every
+// instance's dispatcher searches, still has whatever was not claimed.
 
 // maxQueued bounds the runs the queue remembers; past it, runs queued are
 // left to the dispatcher's search, which also takes the oldest first.
 const maxQueued = 10000
 
-// queuedRun is a run in the engine's queue, with the state its creation
-// knew when that is the whole state (a run of a new conversation).
+// queuedRun is a run in the engine's queue, with its conversation, the
+// state its creation knew when that is the whole state (a run of a new
+// conversation), and whether it was parked once already.
 type queuedRun struct {
-	id    string
-	known *persist.RunState
+	id, tenant, conversation string
+	known                    *persist.RunState
+	unparked                 bool
 }
+
+// maxParked bounds the runs parked behind their conversation's run.
+const maxParked = 1000
 
 // tenantQueue is one tenant's queued runs, oldest first, and when the queue
 // last gave one of them a worker (a count of hand-offs; 0: not yet).
@@ -47,21 +53,50 @@ type tenantQueue struct {
 // queue (RunCreateParams.QueuedBy): create asks for that only while the
 // queue holds fewer than maxQueued runs. Called with e.mu held.
 func (e *Engine) enqueueLocked(run persist.Run, known *persist.RunState) {
-	q := e.queues[run.TenantID]
+	e.insertLocked(queuedRun{id: run.ID, tenant: run.TenantID, conversation: run.ConversationID, known: known})
+}
+
+// insertLocked puts r in its tenant's queue, in its place: runs are
+// accepted in the order of their ids (UUIDv7), and commits may finish out
+// of that order. Called with e.mu held.
+func (e *Engine) insertLocked(r queuedRun) {
+	q := e.queues[r.tenant]
 	if q == nil {
 		q = &tenantQueue{}
-		e.queues[run.TenantID] = q
+		e.queues[r.tenant] = q
 	}
-	// Runs are accepted in the order of their ids (UUIDv7); commits may
-	// finish out of that order, so insert in place.
 	i := len(q.runs)
-	for i > 0 && q.runs[i-1].id > run.ID {
+	for i > 0 && q.runs[i-1].id > r.id {
 		i--
 	}
 	q.runs = append(q.runs, queuedRun{})
 	copy(q.runs[i+1:], q.runs[i:])
-	q.runs[i] = queuedRun{id: run.ID, known: known}
+	q.runs[i] = r
 	e.queued++
+}
+
+// parkLocked keeps r, which its claim did not find claimable, until a run
+// of its conversation ends here: it may be waiting behind that run (if_busy
+// enqueue). A run is parked once. Called with e.mu held.
+func (e *Engine) parkLocked(r queuedRun) {
+	if r.unparked || r.conversation == "" || e.nparked >= maxParked {
+		return
+	}
+	e.parked[r.conversation] = append(e.parked[r.conversation], r)
+	e.nparked++
+}
+
+// unpark returns to the queue the runs parked behind conversation, whose
+// run here has just ended, so that the worker it leaves claims the next.
+func (e *Engine) unpark(conversation string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, r := range e.parked[conversation] {
+		r.unparked = true
+		e.insertLocked(r)
+		e.nparked--
+	}
+	delete(e.parked, conversation)
 }
 
 // popLocked takes the next run of the queue: the oldest run of the tenant
@@ -115,9 +150,13 @@ func (e *Engine) claimQueued() bool {
 		switch {
 		case errors.Is(err, persist.ErrNotFound):
 			// Claimed elsewhere or cancelled; or it waits for its
-			// conversation or its tenant's cap: the dispatcher's next
-			// search (now, or after its poll) looks for it.
+			// conversation or its tenant's cap: it is parked until a run
+			// of its conversation ends here, and the dispatcher's next
+			// search (now, or after its poll) looks for it too.
 			e.m.ClaimsAttempted.WithLabelValues("queued_gone").Inc()
+			e.mu.Lock()
+			e.parkLocked(r)
+			e.mu.Unlock()
 			e.Wake()
 			continue
 		case err != nil:
