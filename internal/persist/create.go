@@ -254,7 +254,10 @@ func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (idle bool, err erro
 // returns its id.
 func (c *creation) queueConversation(b *batch) string {
 	id := newID()
-	b.exec("insert conversation", `INSERT INTO conversations (id, tenant_id) VALUES ($1, $2)`, id, c.p.TenantID)
+	// Its counter starts past the run's input, which queueRun numbers
+	// 1, 2, ... itself.
+	b.exec("insert conversation", `INSERT INTO conversations (id, tenant_id, next_seq) VALUES ($1, $2, $3)`,
+		id, c.p.TenantID, len(c.p.Input)+1)
 	return id
 }
 
@@ -314,11 +317,14 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 	for i, m := range p.Input {
 		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,
 			Content: []vocab.Part{{Type: vocab.PartText, Text: m.Content}}, Status: vocab.MessageCompleted}
+		if p.ConversationID == "" {
+			// A new conversation's messages are numbered from 1, and its
+			// counter starts past them (queueConversation).
+			op.seq = i + 1
+			c.state.Messages = append(c.state.Messages, op.Message(i+1))
+		}
 		if err := op.queue(b); err != nil {
 			return err
-		}
-		if p.ConversationID == "" { // a new conversation's messages are numbered from 1
-			c.state.Messages = append(c.state.Messages, op.Message(i+1))
 		}
 	}
 	if claimed {

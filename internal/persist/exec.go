@@ -273,6 +273,10 @@ type MessageInsert struct {
 	Role                      vocab.Role
 	Content                   []vocab.Part
 	Status                    vocab.MessageStatus
+	// seq, when set, is the message's number in a conversation inserted in
+	// the same transaction with its counter already past it (a new
+	// conversation's input): the counter is not moved again.
+	seq int
 }
 
 // Message is the message as the insert stores it, numbered seq in its
@@ -290,6 +294,11 @@ func (o MessageInsert) queue(b *batch) error {
 	var runID *string
 	if o.RunID != "" {
 		runID = &o.RunID
+	}
+	if o.seq > 0 {
+		b.exec("insert message", `INSERT INTO messages (id, conversation_id, run_id, seq, role, content, status)
+			VALUES ($1, $2, $3, $7, $4, $5, $6)`, o.ID, o.ConversationID, runID, o.Role, content, o.Status, o.seq)
+		return nil
 	}
 	b.exec("insert message", `WITH n AS (
 			UPDATE conversations SET next_seq = next_seq + 1, updated_at = now() WHERE id = $2 RETURNING next_seq - 1 AS seq

@@ -232,6 +232,17 @@ func TestRunCreateStateMatchesTheStore(t *testing.T) {
 	if st.Run.StepCount != got.Run.StepCount || st.Run.LastEventSeq != got.Run.LastEventSeq || st.Run.Epoch != got.Run.Epoch {
 		t.Fatalf("run: created %+v, stored %+v", st.Run, got.Run)
 	}
+	// The new conversation's counter starts past its input: the next
+	// message is 3, whoever appends it.
+	next, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "m", ConversationID: st.Run.ConversationID,
+		Params: persist.RunParams{MaxSteps: 4, IfBusy: "enqueue"}, Input: []persist.InputMessage{{Role: "user", Content: "and then"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s.MessagesList(ctx, st.Run.ConversationID, 0, 10)
+	if err != nil || len(msgs) != 3 || msgs[2].Seq != 3 || msgs[2].RunID != next.ID {
+		t.Fatalf("messages after a second run's input: %v %+v", err, msgs)
+	}
 }
 
 // A run created with its conversation is one implicit transaction: when a
