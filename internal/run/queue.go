@@ -105,21 +105,19 @@ func (e *Engine) unpark(conversation string) {
 // with e.mu held.
 func (e *Engine) popLocked() (queuedRun, bool) {
 	var best string
-	for tenant, q := range e.queues {
-		if best == "" {
-			best = tenant
-			continue
+	var q *tenantQueue
+	for tenant, t := range e.queues {
+		if q != nil {
+			nb, nt := e.executing[best], e.executing[tenant]
+			if nt > nb || (nt == nb && (t.served > q.served || (t.served == q.served && t.runs[0].id > q.runs[0].id))) {
+				continue
+			}
 		}
-		b := e.queues[best]
-		nb, nt := e.executing[best], e.executing[tenant]
-		if nt < nb || (nt == nb && (q.served < b.served || (q.served == b.served && q.runs[0].id < b.runs[0].id))) {
-			best = tenant
-		}
+		best, q = tenant, t
 	}
-	if best == "" {
+	if q == nil {
 		return queuedRun{}, false
 	}
-	q := e.queues[best]
 	e.handoffs++
 	q.served = e.handoffs
 	r := q.runs[0]
