@@ -157,8 +157,7 @@ type creation struct {
 func (c *creation) events() []Event {
 	evs := make([]Event, len(c.rows))
 	for i, r := range c.rows {
-		evs[i] = Event{RunID: c.runID, Seq: r.seq, Type: r.typ, CreatedAt: r.at,
-			Data: envelope(r.seq, string(r.typ), c.runID, r.step, formatEventTime(r.at), []byte(r.data))}
+		evs[i] = r.event()
 	}
 	return evs
 }
@@ -330,7 +329,7 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 	if claimed {
 		b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
 			p.ClaimFor.StepID, c.runID)
-		c.state.Steps = []Step{{ID: p.ClaimFor.StepID, RunID: c.runID, Seq: 1, Status: vocab.StepRunning, ModelAttempts: 1, StartedAt: at}}
+		c.state.Steps = []Step{FirstStep(c.runID, p.ClaimFor.StepID, at)}
 	} else {
 		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, NotifyPayload(c.runID, p.QueuedBy))
 	}

@@ -26,6 +26,12 @@ type eventRow struct {
 	data  string // JSON
 }
 
+// event is the row as EventsAfter reads it back, once committed.
+func (r eventRow) event() Event {
+	return Event{RunID: r.runID, Seq: r.seq, Type: r.typ, CreatedAt: r.at,
+		Data: envelope(r.seq, string(r.typ), r.runID, r.step, formatEventTime(r.at), []byte(r.data))}
+}
+
 // eventTime is the time of events written now: to the microsecond, as the
 // database keeps it, so that a read puts back the "at" a client was sent.
 func eventTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }

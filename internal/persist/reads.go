@@ -4,7 +4,6 @@ import (
 	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -245,25 +244,23 @@ func (r Run) Head() RunHead {
 	return RunHead{RunID: r.ID, Status: r.Status, StepCount: r.StepCount, LastEventSeq: r.LastEventSeq, UpdatedAt: r.UpdatedAt}
 }
 
+const headColumns = `id::text, status, step_count, last_event_seq, updated_at`
+
+func scanHead(row pgx.Row) (RunHead, error) {
+	var h RunHead
+	err := row.Scan(&h.RunID, &h.Status, &h.StepCount, &h.LastEventSeq, &h.UpdatedAt)
+	return h, translate(err)
+}
+
 // RunHead returns the head of run id; ErrNotFound when there is none.
 func (s *Store) RunHead(ctx context.Context, id string) (RunHead, error) {
-	var h RunHead
-	err := s.pool.QueryRow(ctx, `SELECT id::text, status, step_count, last_event_seq, updated_at FROM runs WHERE id = $1`, id).
-		Scan(&h.RunID, &h.Status, &h.StepCount, &h.LastEventSeq, &h.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return h, ErrNotFound
-	}
-	return h, translate(err)
+	return scanHead(s.pool.QueryRow(ctx, `SELECT `+headColumns+` FROM runs WHERE id = $1`, id))
 }
 
 // RunHeads returns the heads of the runs ids that exist, in one query: the
 // streams of an instance poll their runs with it.
 func (s *Store) RunHeads(ctx context.Context, ids []string) ([]RunHead, error) {
-	return queryAll(ctx, s.pool, func(row pgx.Row) (RunHead, error) {
-		var h RunHead
-		err := row.Scan(&h.RunID, &h.Status, &h.StepCount, &h.LastEventSeq, &h.UpdatedAt)
-		return h, translate(err)
-	}, `SELECT id::text, status, step_count, last_event_seq, updated_at FROM runs WHERE id = ANY($1::text[]::uuid[])`, ids)
+	return queryAll(ctx, s.pool, scanHead, `SELECT `+headColumns+` FROM runs WHERE id = ANY($1::text[]::uuid[])`, ids)
 }
 
 // CallKey names a tool call by what the model asked: its tool and

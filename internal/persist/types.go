@@ -168,6 +168,12 @@ type Step struct {
 	FinishedAt    *time.Time
 }
 
+// FirstStep is a run's first step as its claim (or its creation, claimed)
+// starts it at at, for a RunState kept in memory.
+func FirstStep(runID, stepID string, at time.Time) Step {
+	return Step{ID: stepID, RunID: runID, Seq: 1, Status: vocab.StepRunning, ModelAttempts: 1, StartedAt: at}
+}
+
 // ToolCall is a row of tool_calls.
 type ToolCall struct {
 	ID             string

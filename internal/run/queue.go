@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"agentd/internal/persist"
-	"agentd/internal/vocab"
 )
 
 // The engine's queue: the runs this instance created queued, because every
@@ -172,8 +171,7 @@ func (e *Engine) claimQueued() bool {
 			// rest of a new conversation's run is as its creation left it.
 			known := *st
 			known.Run = c.Run
-			known.Steps = []persist.Step{{ID: c.StartedStep, RunID: c.ID, Seq: 1, Status: vocab.StepRunning,
-				ModelAttempts: 1, StartedAt: time.Now()}}
+			known.Steps = []persist.Step{persist.FirstStep(c.ID, c.StartedStep, time.Now())}
 			st = &known
 		} else {
 			st = nil

@@ -154,6 +154,12 @@ func (x *execution) requireClient(st persist.RunState, step *persist.Step, calls
 	for _, c := range calls {
 		action.Calls = append(action.Calls, event.ClientCall{Arguments: c.Arguments, CallID: c.CallID, Name: c.Name, ToolCallID: c.ID})
 	}
+	return x.waitFor(st, step, action)
+}
+
+// waitFor commits that the run requires action, and leaves it to the
+// client.
+func (x *execution) waitFor(st persist.RunState, step *persist.Step, action event.RequiredAction) error {
 	ops, evs := x.started.unbegun()
 	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: vocab.StatusRequiresAction, RequiredAction: &action})
 	evs = append(evs, event.Of(step.Seq, event.RunRequiresActionData{RequiredAction: action}))
@@ -161,7 +167,7 @@ func (x *execution) requireClient(st persist.RunState, step *persist.Step, calls
 		return err
 	}
 	x.left(st.Run, vocab.StatusRequiresAction, "")
-	x.log.Info("run requires action", "type", vocab.ActionClientToolCalls, "calls", len(calls))
+	x.log.Info("run requires action", "type", action.Type, "tool_call_id", action.ToolCallID, "calls", max(len(action.Calls), 1))
 	return nil
 }
 
@@ -286,15 +292,7 @@ func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls 
 func (x *execution) requireAction(st persist.RunState, step *persist.Step, c persist.ToolCall, kind vocab.ActionType) error {
 	action := event.RequiredAction{Arguments: c.Arguments, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
 		Name: c.Name, Step: step.Seq, ToolCallID: c.ID, Type: kind}
-	ops, evs := x.started.unbegun()
-	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: vocab.StatusRequiresAction, RequiredAction: &action})
-	evs = append(evs, event.Of(step.Seq, event.RunRequiresActionData{RequiredAction: action}))
-	if err := x.write(x.durable(), evs, ops...); err != nil {
-		return err
-	}
-	x.left(st.Run, vocab.StatusRequiresAction, "")
-	x.log.Info("run requires action", "type", kind, "tool_call_id", c.ID)
-	return nil
+	return x.waitFor(st, step, action)
 }
 
 // attemptTimeout is the time one attempt of a tool may take: the tool's

@@ -48,9 +48,7 @@ func endChatSpan(span trace.Span, req llm.Request, resp llm.Response, err error,
 		return
 	}
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, errorType(err))
-		span.SetAttributes(attribute.String("error.type", errorType(err)))
+		failSpan(span, err)
 	} else {
 		span.SetAttributes(telemetry.ResponseModel.String(req.Model), telemetry.InputTokens.Int64(resp.Usage.InputTokens),
 			telemetry.OutputTokens.Int64(resp.Usage.OutputTokens), telemetry.FinishReasons.StringSlice([]string{resp.FinishReason}))
@@ -65,6 +63,13 @@ func endChatSpan(span trace.Span, req llm.Request, resp llm.Response, err error,
 		}
 	}
 	span.End()
+}
+
+// failSpan records err on span, with its error.type.
+func failSpan(span trace.Span, err error) {
+	span.RecordError(err)
+	span.SetStatus(codes.Error, errorType(err))
+	span.SetAttributes(attribute.String("error.type", errorType(err)))
 }
 
 // toolSpan starts the execute_tool span of an attempt of call c.
@@ -88,9 +93,7 @@ func endToolSpan(span trace.Span, result json.RawMessage, err error, content boo
 		return
 	}
 	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, errorType(err))
-		span.SetAttributes(attribute.String("error.type", errorType(err)))
+		failSpan(span, err)
 	} else if content {
 		span.SetAttributes(telemetry.ToolResult.String(string(result)))
 	}

@@ -11,30 +11,24 @@ const maxFresh = 1024
 // which the client that created a run usually asks for a moment later
 // (POST /runs then GET /runs/{id}/events, or "stream": true). The run's
 // first feed starts with them, so that its first stream replays them from
-// memory instead of reading them back. The oldest go past maxFresh runs.
+// memory instead of reading them back. The oldest of the last maxFresh runs
+// kept go first.
 type fresh struct {
 	events map[string][]persist.Event
-	order  []string // run ids, oldest first; may name runs already taken
+	ring   [maxFresh]string // the runs kept, in the order they came; next is the oldest
+	next   int
 }
 
-// putLocked keeps evs, a run's first committed events. The caller holds
-// Hub.mu.
+// putLocked keeps evs, a run's first committed events (a run has them put
+// once). The caller holds Hub.mu.
 func (f *fresh) putLocked(runID string, evs []persist.Event) {
 	if f.events == nil {
 		f.events = map[string][]persist.Event{}
 	}
-	if _, ok := f.events[runID]; ok {
-		return
-	}
-	for len(f.events) >= maxFresh && len(f.order) > 0 {
-		delete(f.events, f.order[0])
-		f.order = f.order[1:]
-	}
-	if len(f.order) >= 2*maxFresh { // ids of runs taken meanwhile
-		f.order = compact(f.order, f.events)
-	}
+	delete(f.events, f.ring[f.next]) // taken already, or the oldest
+	f.ring[f.next] = runID
+	f.next = (f.next + 1) % maxFresh
 	f.events[runID] = evs
-	f.order = append(f.order, runID)
 }
 
 // takeLocked returns and forgets the first events kept of a run, nil when
@@ -45,16 +39,4 @@ func (f *fresh) takeLocked(runID string) []persist.Event {
 		delete(f.events, runID)
 	}
 	return evs
-}
-
-// compact returns the ids of order still in events, in order, in a new
-// slice.
-func compact(order []string, events map[string][]persist.Event) []string {
-	kept := make([]string, 0, len(events))
-	for _, id := range order {
-		if _, ok := events[id]; ok {
-			kept = append(kept, id)
-		}
-	}
-	return kept
 }
