@@ -1,4 +1,4 @@
-module agentd
+module github.com/agentd/agentd
 
 go 1.26.0
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"agentd/internal/persist"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // actionRequest is the body of POST /runs/{id}/actions: a client's decision

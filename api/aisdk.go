@@ -14,13 +14,13 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"agentd/internal/aisdk"
-	"agentd/internal/auth"
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/telemetry"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/aisdk"
+	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // chatRequest is the body the AI SDK's DefaultChatTransport sends. Only

@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"agentd/internal/auth"
-	"agentd/internal/persist"
-	"agentd/internal/stream"
-	"agentd/internal/tools"
+	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/stream"
+	"github.com/agentd/agentd/internal/tools"
 )
 
 // Store is what the API reads from the database, and where it keeps the

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"agentd/api"
+	"github.com/agentd/agentd/api"
 )
 
 // TestBrowserSafety: a web page of another origin cannot change state (403

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 type conversationBody struct {

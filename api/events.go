@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/stream"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/stream"
 )
 
 // errStreamingUnavailable answers a request for an event stream on a server

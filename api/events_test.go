@@ -14,13 +14,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"agentd/api"
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/run"
-	"agentd/internal/stream"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/stream"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestUppercaseRunIDStreamsLive: a stream opened with the run's id in

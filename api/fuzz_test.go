@@ -3,8 +3,8 @@ package api
 import (
 	"testing"
 
-	"agentd/internal/clean"
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/persist"
 
 	"github.com/prometheus/client_golang/prometheus"
 )

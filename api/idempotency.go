@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // CodeRequestInProgress: a request with this Idempotency-Key is still being

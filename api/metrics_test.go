@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"agentd/api"
+	"github.com/agentd/agentd/api"
 )
 
 // TestMetricLabelsAreBounded: made-up methods and paths do not create

@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/metrics"
 )
 
 type ctxKey int

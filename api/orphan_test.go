@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestInterruptedInputIsNotSentAgain: a queued run cancelled by if_busy:

@@ -1,13 +1,14 @@
 package api_test
 
 import (
-	"agentd/api"
-	"agentd/internal/persist"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // TestPoisonValuesAreRefused: values PostgreSQL cannot store (NUL, invalid

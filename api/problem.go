@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 
-	"agentd/internal/persist"
-	"agentd/internal/stream"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/stream"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Codes are the stable values of a problem's "code" member. Clients branch on

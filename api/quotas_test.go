@@ -9,11 +9,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"agentd/api"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/run"
-	"agentd/internal/stream"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/stream"
 )
 
 // TestCreateRateIsPerTenant: past its bucket (burst 2, 1 per second), a

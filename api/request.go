@@ -17,10 +17,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"agentd/internal/clean"
-	"agentd/internal/persist"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Limits of a POST /runs body beyond its overall size.
@@ -540,7 +540,7 @@ func validKey(k string) bool {
 // still matches. An empty body is its own value.
 func fingerprint(tenant, scope string, body []byte) (string, error) {
 	h := sha256.New()
-	h.Write([]byte("agentd/v1\x00" + tenant + "\x00" + scope + "\x00"))
+	h.Write([]byte("github.com/agentd/agentd/v1\x00" + tenant + "\x00" + scope + "\x00"))
 	if len(bytes.TrimSpace(body)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.UseNumber()

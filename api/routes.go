@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"agentd/internal/auth"
+	"github.com/agentd/agentd/internal/auth"
 )
 
 // Public marks a route that needs no credential.

@@ -19,14 +19,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
-	"agentd/api"
-	"agentd/api/spectest"
-	"agentd/internal/auth"
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/run"
-	"agentd/internal/stream"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/stream"
 )
 
 // walkRoutes lists the router's routes as "METHOD pattern".

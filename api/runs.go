@@ -15,9 +15,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"agentd/internal/persist"
-	"agentd/internal/telemetry"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Headers of POST /runs.

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // The JSON shapes of responses. Field names are snake_case; absent values

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"agentd/client"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/servertest"
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/servertest"
 )
 
 func TestMain(m *testing.M) { servertest.Main(m) }

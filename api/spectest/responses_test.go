@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"agentd/api"
+	"github.com/agentd/agentd/api"
 )
 
 // runJSON is a run as GET /runs/{id} answers it, with extra spliced in

@@ -12,8 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"sigs.k8s.io/yaml"
 
-	"agentd/api"
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // docURL names the spec for the schema compiler; nothing is fetched from it.

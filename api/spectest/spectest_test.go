@@ -8,8 +8,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"agentd/api"
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // recorder is a testing.TB that records what would fail a test instead of

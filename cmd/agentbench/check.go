@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // sampleSize is how many finished runs each check reads back.

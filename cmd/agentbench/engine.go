@@ -11,11 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // benchFloor measures what PostgreSQL sustains here: 16 connections, each

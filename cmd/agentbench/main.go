@@ -21,7 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 func main() {

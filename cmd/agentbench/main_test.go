@@ -16,11 +16,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"agentd/internal/event"
-	"agentd/internal/llm/fakellm"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {

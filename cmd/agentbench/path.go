@@ -218,7 +218,7 @@ func agentdBinary(ctx context.Context) (string, func(), error) {
 	}
 	bin := filepath.Join(dir, "agentd")
 	var out bytes.Buffer
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "agentd/cmd/server")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/agentd/agentd/cmd/server")
 	build.Stdout, build.Stderr = &out, &out
 	if err := build.Run(); err != nil {
 		os.RemoveAll(dir)

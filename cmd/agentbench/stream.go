@@ -19,14 +19,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"agentd/api"
-	"agentd/internal/event"
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/stream"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/stream"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // stack is agentd assembled in this process, as cmd/server assembles it, on

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"agentd/client"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/servertest"
+	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/servertest"
 )
 
 // The tests run agentctl against real agentd processes, each on its own

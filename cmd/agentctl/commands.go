@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"agentd/client"
+	"github.com/agentd/agentd/client"
 )
 
 // actionAbout says what each decision does.

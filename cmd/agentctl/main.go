@@ -1,7 +1,7 @@
 // Command agentctl is the command-line client of agentd: it starts, reads,
 // follows, cancels and resumes runs, answers what a waiting run asks, and
 // reads conversations and tools. It is built on agentd's Go SDK
-// (agentd/client) alone.
+// (github.com/agentd/agentd/client) alone.
 //
 //	agentctl [-url URL] [-key KEY] [-o table|json] COMMAND [flags] [args]
 //
@@ -24,7 +24,7 @@ import (
 	"strings"
 	"syscall"
 
-	"agentd/client"
+	"github.com/agentd/agentd/client"
 )
 
 // Exit statuses.

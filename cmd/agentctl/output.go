@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"agentd/client"
+	"github.com/agentd/agentd/client"
 )
 
 // printJSON writes v as indented JSON.

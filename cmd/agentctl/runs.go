@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"agentd/client"
+	"github.com/agentd/agentd/client"
 )
 
 // runsCreate: agentctl runs create [flags] TEXT.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"agentd/client"
+	"github.com/agentd/agentd/client"
 )
 
 // Marks that start the lines the renderer writes for events; the model's

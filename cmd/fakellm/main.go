@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 // shutdownGrace bounds how long a stop waits for open responses.

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
 // chatResult is what test/aisdk/chat.mjs prints.

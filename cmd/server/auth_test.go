@@ -19,7 +19,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // keysCmd runs `agentd keys args...` against the database of dbURL and

@@ -23,13 +23,13 @@ import (
 	"testing"
 	"time"
 
-	"agentd/api/spectest"
-	"agentd/internal/event"
-	"agentd/internal/llm/fakellm"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/tools/webhooktest"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/vocab"
 
 	"github.com/jackc/pgx/v5"
 )

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"agentd/api"
-	"agentd/internal/auth"
-	engine "agentd/internal/run"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/auth"
+	engine "github.com/agentd/agentd/internal/run"
 )
 
 // config is the server's configuration.

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"agentd/api/spectest"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/tools/webhooktest"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestKillBetweenEffectAndCommit kills the server process while a

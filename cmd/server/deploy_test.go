@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // exportedMetrics returns the names of every metric an assembled instance

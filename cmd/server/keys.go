@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"agentd/internal/auth"
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 const keysUsage = `usage:

@@ -231,7 +231,7 @@ func TestMCPTools(t *testing.T) {
 		callsMu.Lock()
 		bodies := strings.Join(callBodies, "\n")
 		callsMu.Unlock()
-		if key := fmt.Sprintf(`"_meta":{"agentd/idempotency_key":"%s:1:call_0_1"}`, id); !strings.Contains(bodies, key) {
+		if key := fmt.Sprintf(`"_meta":{"github.com/agentd/agentd/idempotency_key":"%s:1:call_0_1"}`, id); !strings.Contains(bodies, key) {
 			t.Fatalf("no %s in the tools/call requests: %s", key, bodies)
 		}
 		// Arguments that do not fit the tool's schema are a tool error the

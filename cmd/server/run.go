@@ -20,17 +20,17 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"golang.org/x/net/netutil"
 
-	"agentd/api"
-	"agentd/internal/auth"
-	"agentd/internal/compact"
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
-	"agentd/internal/mcptools"
-	"agentd/internal/persist"
-	engine "agentd/internal/run"
-	"agentd/internal/stream"
-	"agentd/internal/telemetry"
-	"agentd/internal/tools"
+	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/mcptools"
+	"github.com/agentd/agentd/internal/persist"
+	engine "github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/stream"
+	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/internal/tools"
 )
 
 // run starts agentd and serves until ctx ends, then shuts down in this

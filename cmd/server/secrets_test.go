@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // lockedBuffer collects a process's output from two goroutines.

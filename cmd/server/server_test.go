@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 func TestMain(m *testing.M) {

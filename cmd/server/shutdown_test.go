@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // TestShutdownOrder stops a server process with SIGTERM while one run

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"agentd/api/spectest"
-	"agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
 // sseEvent is one event as a client sees it.

@@ -21,7 +21,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver, as a collector runs one:

@@ -18,7 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
 // browser returns a headless Chromium context, or skips the test when

@@ -13,9 +13,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // HeaderStream marks a response as a UI message stream.

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // ev builds a stored event of step with data, in its envelope.

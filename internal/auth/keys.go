@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // An API key reads agd_<prefix>_<secret>: the prefix (12 hex digits) names

@@ -20,9 +20,9 @@ import (
 
 	"go.uber.org/goleak"
 
-	"agentd/internal/auth"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 func TestMain(m *testing.M) {

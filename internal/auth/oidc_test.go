@@ -21,8 +21,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
-	"agentd/internal/auth"
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // rsaKeys are made once: a 2048-bit key takes a while under -race.

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // KeepTurns is how many of the latest user turns (each with everything

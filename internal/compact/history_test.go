@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"agentd/internal/compact"
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // history generates a conversation: turns of a user message, then steps

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 func TestFor(t *testing.T) {

@@ -14,7 +14,7 @@ package event
 import (
 	"encoding/json"
 
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Type is the type of a stored event: the SSE "event:" field and the

@@ -3,7 +3,7 @@ package event
 import (
 	"encoding/json"
 
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // The data of each event type. Fields are declared in the alphabetical order

@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 // benchSchema is a tool schema of the size agentd's built-in tools have.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 // secretKey is the API key of the tests that check it never shows: long

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 // TestFakeWindowIsContextOverflow checks that the fake's refusal of a prompt

@@ -17,8 +17,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 func TestMain(m *testing.M) {

@@ -14,13 +14,13 @@ import (
 	"net/url"
 	"regexp"
 
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // MetaIdempotencyKey is the _meta field of a tools/call request that holds
 // the call's idempotency key (run_id:step:call_id), the same on every
 // attempt of the call.
-const MetaIdempotencyKey = "agentd/idempotency_key"
+const MetaIdempotencyKey = "github.com/agentd/agentd/idempotency_key"
 
 // Separator joins a server's name and its tool's name into the name the
 // model sees.

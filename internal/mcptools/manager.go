@@ -17,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Backoff bounds between two connection attempts to a server.

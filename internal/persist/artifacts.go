@@ -1,11 +1,12 @@
 package persist
 
 import (
-	"agentd/internal/tools"
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/tools"
 )
 
 // ErrArtifactNotFound is the ErrNotFound of an artifact.

@@ -1,12 +1,13 @@
 package persist
 
 import (
-	"agentd/internal/event"
 	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/agentd/agentd/internal/event"
 
 	"github.com/jackc/pgx/v5"
 )

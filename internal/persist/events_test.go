@@ -10,10 +10,10 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/migrations"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/migrations"
 )
 
 // Events stored before migration 00007 hold their whole envelope; after it,

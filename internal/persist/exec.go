@@ -1,14 +1,15 @@
 package persist
 
 import (
-	"agentd/internal/event"
-	"agentd/internal/vocab"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/vocab"
 
 	"github.com/jackc/pgx/v5"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"agentd/internal/event"
+	"github.com/agentd/agentd/internal/event"
 )
 
 // fence builds the call of agentd_fence (migration 00007) for the requests

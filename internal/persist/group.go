@@ -1,12 +1,13 @@
 package persist
 
 import (
-	"agentd/internal/event"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/agentd/agentd/internal/event"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // BenchmarkEventRemoval compares the two ways to remove old events that

@@ -1,13 +1,14 @@
 package persist
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/agentd/agentd/internal/vocab"
 
 	"github.com/jackc/pgx/v5"
 )

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // TestRetentionPass: a pass removes the conversations whose runs all ended

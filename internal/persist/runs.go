@@ -1,14 +1,15 @@
 package persist
 
 import (
-	"agentd/internal/event"
-	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/vocab"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"

@@ -17,7 +17,7 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
-	"agentd/migrations"
+	"github.com/agentd/agentd/migrations"
 )
 
 // Sentinel errors that callers branch on.

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"agentd/internal/event"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Timeouts of a run, in milliseconds; 0 means none.

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestSchemaAllowsTheVocabulary: the CHECK constraints of runs allow every

@@ -1,10 +1,6 @@
 package run_test
 
 import (
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // bigTool returns a long text: lines numbered from 1, with characters of

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/tools"
-	"agentd/internal/tools/webhooktest"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // boundedEngine starts an engine on b's store with its own tools and

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 func (b *bundle) createOn(t *testing.T, conv, input string, ifBusy vocab.IfBusy) (persist.Run, error) {

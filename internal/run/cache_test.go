@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/compact"
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestRequestPrefixIsStable: over a 10-step run, each model request's

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestClientTools: the model's calls of a run's client tools wait, all of

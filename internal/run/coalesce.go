@@ -1,8 +1,8 @@
 package run
 
 import (
-	"agentd/internal/clean"
-	"agentd/internal/event"
+	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/event"
 	"strings"
 	"sync"
 	"time"

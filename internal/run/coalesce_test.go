@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // gateStore is an execStore whose Exec records the delta texts it commits,

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/compact"
-	"agentd/internal/event"
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestLongConversationNeverOverflows: 200 runs of one conversation on

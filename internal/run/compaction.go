@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"agentd/internal/clean"
-	"agentd/internal/compact"
-	"agentd/internal/event"
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 
 	"go.opentelemetry.io/otel/attribute"
 )

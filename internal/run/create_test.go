@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 func createVia(t *testing.T, create func(context.Context, persist.RunCreateParams) (persist.Run, bool, error), conv, input string, ifBusy vocab.IfBusy) persist.Run {

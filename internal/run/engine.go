@@ -12,12 +12,12 @@ import (
 	"sync"
 	"time"
 
-	"agentd/internal/compact"
-	"agentd/internal/event"
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Store is what the engine needs of persistence.

@@ -9,12 +9,12 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/run"
-	"agentd/internal/tools"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/tools"
 )
 
 // BenchmarkTenantStartLatency measures how long tenant B's runs wait to

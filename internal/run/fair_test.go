@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/run"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // createFor creates a run of tenant with input on store.

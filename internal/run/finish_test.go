@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestFinishReasons: an answer cut at the model's output limit is

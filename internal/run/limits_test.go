@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestModelFaultsAreRetriedAndPartialTextRetracted(t *testing.T) {

@@ -1,9 +1,9 @@
 package run
 
 import (
-	"agentd/internal/compact"
-	"agentd/internal/llm"
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // unansweredResult answers a tool call that has no committed result (its run

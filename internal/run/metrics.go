@@ -3,7 +3,7 @@ package run
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/metrics"
 )
 
 // Metrics are the engine's Prometheus series.

@@ -10,13 +10,13 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"agentd/internal/clean"
-	"agentd/internal/compact"
-	"agentd/internal/event"
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // modelPhase asks the model for a step's output and commits it: the

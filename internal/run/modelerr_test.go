@@ -15,12 +15,12 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/event"
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // modelKey is the API key of the model in these tests: distinctive, so

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestCompletedRunCarriesItsAnswer: a completed run keeps the parts of its

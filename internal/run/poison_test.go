@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/clean"
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/tools"
-	"agentd/internal/tools/webhooktest"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestPoisonOutputDoesNotWedgeARun: model output and tool results holding

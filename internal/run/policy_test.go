@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"agentd/internal/persist"
-	"agentd/internal/run"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // rewriter is a Go hook: it sends calculator "1+1" as "2+2", then the JSON

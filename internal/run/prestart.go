@@ -5,9 +5,9 @@ import (
 	"slices"
 	"sync"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // prestarted holds the first attempts committed with a step's model output

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // The engine's queue: the runs this instance created queued, because every

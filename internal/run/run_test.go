@@ -12,16 +12,16 @@ import (
 
 	"go.uber.org/goleak"
 
-	"agentd/api/spectest"
-	"agentd/internal/event"
-	"agentd/internal/llm"
-	"agentd/internal/llm/fakellm"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/run"
-	"agentd/internal/tools"
-	"agentd/internal/tools/webhooktest"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Service is the engine's one door for commands: every change that a client

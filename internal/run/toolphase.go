@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"agentd/internal/clean"
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/tools"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/vocab"
 
 	"github.com/google/uuid"
 )

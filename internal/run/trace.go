@@ -9,10 +9,10 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"agentd/internal/llm"
-	"agentd/internal/persist"
-	"agentd/internal/telemetry"
-	"agentd/internal/tools"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/internal/tools"
 )
 
 // agentSpan starts the invoke_agent span of an execution, in the trace of

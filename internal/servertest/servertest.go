@@ -25,7 +25,7 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	bin = filepath.Join(dir, "agentd")
-	build := exec.Command("go", "build", "-o", bin, "agentd/cmd/server")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agentd/agentd/cmd/server")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build agentd:", err)

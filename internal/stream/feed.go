@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // batch is what a feed hands its subscribers after one read: the events it

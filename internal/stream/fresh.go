@@ -1,6 +1,6 @@
 package stream
 
-import "agentd/internal/persist"
+import "github.com/agentd/agentd/internal/persist"
 
 // maxFresh is how many runs' first events the Hub keeps for streams that
 // have not subscribed yet.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // Store is what the Hub needs of persistence.

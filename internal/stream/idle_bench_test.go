@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/stream"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/stream"
 )
 
 // queryCounter counts the Hub's database calls, each one transaction.

@@ -3,7 +3,7 @@ package stream
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	promreg "agentd/internal/metrics"
+	promreg "github.com/agentd/agentd/internal/metrics"
 )
 
 // Reasons for which the Hub drops a client.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // recentBytes caps the event data a feed keeps in memory; above it, the

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist"
 )
 
 // evs returns events from..to with size bytes of data each.

@@ -25,11 +25,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"agentd/internal/event"
-	"agentd/internal/persist"
-	"agentd/internal/persist/persisttest"
-	"agentd/internal/stream"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/stream"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {

@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -10,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Offload limits.

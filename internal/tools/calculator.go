@@ -1,13 +1,14 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Calculator returns the read_only tool "calculator", which evaluates an

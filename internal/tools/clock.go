@@ -1,12 +1,13 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
 	_ "time/tzdata" // zone names work on hosts without a zoneinfo database
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Clock returns the read_only tool "clock", which tells the current time in

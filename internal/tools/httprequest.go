@@ -1,7 +1,6 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // HTTPRequest returns the side_effect tool "http_request", which sends one

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
 func TestHTTPRequest(t *testing.T) {

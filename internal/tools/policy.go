@@ -1,11 +1,12 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"errors"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Decision is what the engine does after a failed attempt.

@@ -1,12 +1,13 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestDecide(t *testing.T) {

@@ -1,13 +1,14 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 type fakeTool struct{ spec Spec }

@@ -1,11 +1,12 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Spec describes a tool: what the model sees and how the engine runs it.

@@ -1,14 +1,11 @@
 package tools
 
 import (
-	"agentd/internal/vocab"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +13,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 // maxWebhookAttempts caps max_attempts in a tools file.

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/tools/webhooktest"
-	"agentd/internal/vocab"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/vocab"
 )
 
 func webhookTool(t *testing.T, url string, extra string) Tool {

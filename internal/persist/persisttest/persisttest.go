@@ -18,9 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"agentd/internal/persist"
-	"agentd/internal/vocab"
-	"agentd/migrations"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd/migrations"
 )
 
 // AdminURL is the database URL tests connect to in order to create their own.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"agentd/internal/tools/webhooktest"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
 // post sends body to the sink's path with key and returns the status and
