@@ -8,9 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // actionRequest is the body of POST /runs/{id}/actions: a client's decision
@@ -67,14 +66,14 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if req.Decision == nil {
 		return fieldError("decision", "is required: approve or reject (an approval); result, retry or fail (an unknown outcome)")
 	}
-	decision, err := oneOf("decision", req.Decision, vocab.Decisions())
+	decision, err := oneOf("decision", req.Decision, agentd.Decisions())
 	if err != nil {
 		return err
 	}
-	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: toolCallID, CallID: callID,
+	p := agentd.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: toolCallID, CallID: callID,
 		Decision: decision, Actor: ActorFromContext(r.Context())}
 	switch decision {
-	case vocab.DecisionResult:
+	case agentd.DecisionResult:
 		if len(req.Result) == 0 {
 			return fieldError("result", "is required with decision result: the tool's result as JSON")
 		}
@@ -90,7 +89,7 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if req.Error != nil {
-		if decision != vocab.DecisionFail && decision != vocab.DecisionReject {
+		if decision != agentd.DecisionFail && decision != agentd.DecisionReject {
 			return fieldError("error", "is only allowed with decision fail or reject")
 		}
 		if len(*req.Error) > 4096 {
@@ -143,7 +142,7 @@ func (s *server) toolOutputs(w http.ResponseWriter, r *http.Request, runID strin
 	if len(req.Outputs) == 0 || len(req.Outputs) > maxOutputs {
 		return fieldError("outputs", "must hold 1 to %d outputs: one per client tool call the run waits for", maxOutputs)
 	}
-	p := persist.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: runID, Decision: vocab.DecisionOutputs,
+	p := agentd.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: runID, Decision: agentd.DecisionOutputs,
 		Actor: ActorFromContext(r.Context())}
 	seen := map[string]bool{}
 	for i, o := range req.Outputs {
@@ -156,7 +155,7 @@ func (s *server) toolOutputs(w http.ResponseWriter, r *http.Request, runID strin
 			return fieldError(field("tool_call_id"), "names a call already answered in outputs")
 		}
 		seen[id] = true
-		out := persist.ToolOutput{ToolCallID: id}
+		out := agentd.ToolOutput{ToolCallID: id}
 		switch {
 		case (len(o.Output) > 0) == (o.Error != nil):
 			return fieldError(field("output"), "give either output (the tool's result, JSON) or error (what the model is told)")

@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // waitingRun makes a run that waits for a decision on a side-effect call, as
@@ -25,14 +24,14 @@ func waitingRun(t *testing.T, b *bundle) (runID, callID string) {
 		t.Fatalf("claim: %v", err)
 	}
 	f := persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}
-	stepID, callID := persist.NewID(), persist.NewID()
+	stepID, callID := agentd.NewID(), agentd.NewID()
 	_, err = b.store.Exec(ctx, f, nil,
 		persist.StepInsert{ID: stepID, RunID: c.ID, Seq: 1},
 		persist.ToolCallInsert{ID: callID, RunID: c.ID, StepID: stepID, CallID: "call_1", Name: "charge",
 			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:call_1", Effect: "side_effect"},
-		persist.ToolCallFinish{ID: callID, Status: vocab.CallUnknown},
-		persist.RunEnd{ID: c.ID, Status: vocab.StatusRequiresAction,
-			RequiredAction: &event.RequiredAction{Type: vocab.ActionToolOutcomeUnknown, ToolCallID: callID, CallID: "call_1",
+		persist.ToolCallFinish{ID: callID, Status: agentd.CallUnknown},
+		persist.RunEnd{ID: c.ID, Status: agentd.StatusRequiresAction,
+			RequiredAction: &agentd.RequiredAction{Type: agentd.ActionToolOutcomeUnknown, ToolCallID: callID, CallID: "call_1",
 				Step: 1, Name: "charge", IdempotencyKey: c.ID + ":1:call_1", Arguments: json.RawMessage(`{}`)}})
 	if err != nil {
 		t.Fatal(err)
@@ -58,20 +57,20 @@ func TestResolveAction(t *testing.T) {
 			t.Fatalf("%s: field %q, want %q", c.body, p.Field, c.field)
 		}
 	}
-	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, persist.NewID())),
+	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, agentd.NewID())),
 		http.StatusConflict, "action_mismatch")
 	if p := wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"approve"}`, callID)),
 		http.StatusUnprocessableEntity, "invalid_field"); p.Field != "decision" || !strings.Contains(p.Detail, "tool_outcome_unknown") {
 		t.Fatalf("approve of an unknown outcome: %+v", p)
 	}
-	wantProblem(t, b.do(http.MethodPost, "/runs/"+persist.NewID()+"/actions", fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
+	wantProblem(t, b.do(http.MethodPost, "/runs/"+agentd.NewID()+"/actions", fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
 		http.StatusNotFound, "run_not_found")
 	run := want[runBody](t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"result","result":{"charged":true}}`, callID)), http.StatusOK)
 	if run.Status != "queued" {
 		t.Fatalf("status %s after the decision", run.Status)
 	}
 	steps, err := b.store.StepsList(context.Background(), id)
-	if err != nil || steps[0].Calls[0].Status != vocab.CallSucceeded || string(steps[0].Calls[0].Result) != `{"charged": true}` {
+	if err != nil || steps[0].Calls[0].Status != agentd.CallSucceeded || string(steps[0].Calls[0].Result) != `{"charged": true}` {
 		t.Fatalf("call after the decision: %v %+v", err, steps)
 	}
 	wantProblem(t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
@@ -105,7 +104,7 @@ func TestResolveActionByCallID(t *testing.T) {
 		t.Fatalf("status %s after the decision by call_id", run.Status)
 	}
 	steps, err := b.store.StepsList(context.Background(), id)
-	if err != nil || steps[0].Calls[0].Status != vocab.CallRunning {
+	if err != nil || steps[0].Calls[0].Status != agentd.CallRunning {
 		t.Fatalf("call after retry by call_id: %v %+v", err, steps)
 	}
 }
@@ -156,18 +155,18 @@ func clientWaitingRun(t *testing.T, b *bundle) (runID string, calls []string) {
 		t.Fatalf("claim: %v", err)
 	}
 	f := persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}
-	stepID := persist.NewID()
+	stepID := agentd.NewID()
 	ops := []persist.Op{persist.StepInsert{ID: stepID, RunID: c.ID, Seq: 1}}
-	action := event.RequiredAction{Type: vocab.ActionClientToolCalls, Step: 1, Name: "pick_color", Arguments: json.RawMessage(`{}`)}
+	action := agentd.RequiredAction{Type: agentd.ActionClientToolCalls, Step: 1, Name: "pick_color", Arguments: json.RawMessage(`{}`)}
 	for i := range 2 {
-		id, callID := persist.NewID(), fmt.Sprintf("call_%d", i)
+		id, callID := agentd.NewID(), fmt.Sprintf("call_%d", i)
 		calls = append(calls, id)
 		ops = append(ops, persist.ToolCallInsert{ID: id, RunID: c.ID, StepID: stepID, Position: i, CallID: callID, Name: "pick_color",
-			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:" + callID, Effect: "side_effect", Status: vocab.CallAwaitingClient})
-		action.Calls = append(action.Calls, event.ClientCall{Arguments: json.RawMessage(`{}`), CallID: callID, Name: "pick_color", ToolCallID: id})
+			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:" + callID, Effect: "side_effect", Status: agentd.CallAwaitingClient})
+		action.Calls = append(action.Calls, agentd.ClientCall{Arguments: json.RawMessage(`{}`), CallID: callID, Name: "pick_color", ToolCallID: id})
 	}
 	action.ToolCallID, action.CallID, action.IdempotencyKey = calls[0], "call_0", c.ID+":1:call_0"
-	ops = append(ops, persist.RunEnd{ID: c.ID, Status: vocab.StatusRequiresAction, RequiredAction: &action})
+	ops = append(ops, persist.RunEnd{ID: c.ID, Status: agentd.StatusRequiresAction, RequiredAction: &action})
 	if _, err := b.store.Exec(ctx, f, nil, ops...); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +189,7 @@ func TestToolOutputs(t *testing.T) {
 		{`{"type":"tool_outputs","outputs":[{"tool_call_id":"nope","output":1}]}`, "outputs[0].tool_call_id"},
 		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"output":1}]}`, calls[0]), "outputs"},
 		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"output":1},{"tool_call_id":%q,"output":2}]}`, calls[0], calls[0]), "outputs[1].tool_call_id"},
-		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"output":1},{"tool_call_id":%q,"output":2}]}`, calls[0], persist.NewID()), "outputs"},
+		{fmt.Sprintf(`{"type":"tool_outputs","outputs":[{"tool_call_id":%q,"output":1},{"tool_call_id":%q,"output":2}]}`, calls[0], agentd.NewID()), "outputs"},
 		{fmt.Sprintf(`{"tool_call_id":%q,"decision":"approve"}`, calls[0]), "decision"},
 	} {
 		p := wantProblem(t, b.do(http.MethodPost, path, c.body), http.StatusUnprocessableEntity, "invalid_field")

@@ -14,13 +14,11 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/aisdk"
 	"github.com/agentd/agentd/internal/auth"
-	"github.com/agentd/agentd/internal/event"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // chatRequest is the body the AI SDK's DefaultChatTransport sends. Only
@@ -191,21 +189,21 @@ func (s *server) chatApprove(w http.ResponseWriter, r *http.Request, chatID stri
 	if err != nil {
 		return err
 	}
-	if latest == nil || latest.Status != vocab.StatusRequiresAction {
+	if latest == nil || latest.Status != agentd.StatusRequiresAction {
 		return newError(http.StatusConflict, CodeRunNotWaiting, "Run not waiting", "the chat's run waits for no approval")
 	}
-	var action event.RequiredAction
+	var action agentd.RequiredAction
 	_ = json.Unmarshal(latest.RequiredAction, &action)
-	if action.Type == vocab.ActionClientToolCalls {
+	if action.Type == agentd.ActionClientToolCalls {
 		return s.chatOutputs(w, r, latest, action, last)
 	}
 	for _, p := range last.Parts {
 		if p.Approval == nil || p.Approval.Approved == nil || p.State != "approval-responded" || p.Approval.ID != action.ToolCallID {
 			continue
 		}
-		decision, message := vocab.DecisionApprove, ""
+		decision, message := agentd.DecisionApprove, ""
 		if !*p.Approval.Approved {
-			decision, message = vocab.DecisionReject, p.Approval.Reason
+			decision, message = agentd.DecisionReject, p.Approval.Reason
 		}
 		if len(message) > 4096 {
 			return fieldError("messages", "the denial's reason must be at most 4096 bytes")
@@ -213,7 +211,7 @@ func (s *server) chatApprove(w http.ResponseWriter, r *http.Request, chatID stri
 		if err := storable("messages", message); err != nil {
 			return err
 		}
-		run, err := s.runs.ResolveAction(ctx, persist.ActionParams{TenantID: tenant, RunID: latest.ID,
+		run, err := s.runs.ResolveAction(ctx, agentd.ActionParams{TenantID: tenant, RunID: latest.ID,
 			ToolCallID: action.ToolCallID, Decision: decision, Message: message, Actor: ActorFromContext(ctx)})
 		if err != nil {
 			return err
@@ -264,7 +262,7 @@ func (s *server) chatStop(w http.ResponseWriter, r *http.Request) error {
 	if run != nil {
 		ctx := r.Context()
 		if _, err := s.runs.Cancel(ctx, TenantFromContext(ctx), run.ID, ActorFromContext(ctx)); err != nil &&
-			!errors.Is(err, persist.ErrRunFinished) {
+			!errors.Is(err, agentd.ErrRunFinished) {
 			return err
 		}
 	}
@@ -274,13 +272,13 @@ func (s *server) chatStop(w http.ResponseWriter, r *http.Request) error {
 
 // chatRunInProgress returns the run in progress of the chat the path
 // names, or nil.
-func (s *server) chatRunInProgress(r *http.Request) (*persist.Run, error) {
+func (s *server) chatRunInProgress(r *http.Request) (*agentd.Run, error) {
 	chatID, err := url.PathUnescape(chi.URLParam(r, "id"))
 	if err != nil || chatID == "" {
 		return nil, nil
 	}
 	conv, err := s.store.ConversationForChat(r.Context(), TenantFromContext(r.Context()), chatID, false)
-	if errors.Is(err, persist.ErrConversationNotFound) {
+	if errors.Is(err, agentd.ErrConversationNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -291,15 +289,15 @@ func (s *server) chatRunInProgress(r *http.Request) (*persist.Run, error) {
 		return nil, err
 	}
 	switch run.Status {
-	case vocab.StatusQueued, vocab.StatusRunning, vocab.StatusRequiresAction:
+	case agentd.StatusQueued, agentd.StatusRunning, agentd.StatusRequiresAction:
 		return run, nil
 	}
 	return nil, nil
 }
 
 // latestRun returns a conversation's newest run, or nil.
-func (s *server) latestRun(r *http.Request, conversationID string) (*persist.Run, error) {
-	runs, err := s.store.RunList(r.Context(), persist.RunListParams{TenantID: TenantFromContext(r.Context()),
+func (s *server) latestRun(r *http.Request, conversationID string) (*agentd.Run, error) {
+	runs, err := s.store.RunList(r.Context(), agentd.RunListParams{TenantID: TenantFromContext(r.Context()),
 		ConversationID: conversationID, Limit: 1})
 	if err != nil || len(runs) == 0 {
 		return nil, err
@@ -317,7 +315,7 @@ func (s *server) chatStream(w http.ResponseWriter, r *http.Request, runID string
 // chatOutputs answers the client tool calls the chat's run waits for with
 // the outputs the chat's tool parts hold (output-available, or
 // output-error), then streams the run on.
-func (s *server) chatOutputs(w http.ResponseWriter, r *http.Request, run *persist.Run, action event.RequiredAction, last uiMessage) error {
+func (s *server) chatOutputs(w http.ResponseWriter, r *http.Request, run *agentd.Run, action agentd.RequiredAction, last uiMessage) error {
 	ctx := r.Context()
 	parts := map[string]uiPart{}
 	for _, p := range last.Parts {
@@ -325,13 +323,13 @@ func (s *server) chatOutputs(w http.ResponseWriter, r *http.Request, run *persis
 			parts[p.ToolCallID] = p
 		}
 	}
-	p := persist.ActionParams{TenantID: TenantFromContext(ctx), RunID: run.ID, Decision: vocab.DecisionOutputs, Actor: ActorFromContext(ctx)}
+	p := agentd.ActionParams{TenantID: TenantFromContext(ctx), RunID: run.ID, Decision: agentd.DecisionOutputs, Actor: ActorFromContext(ctx)}
 	for _, c := range action.Calls {
 		part, ok := parts[c.ToolCallID]
 		if !ok {
 			return fieldError("messages", "the last message has no output for the client tool call %s (%s)", c.ToolCallID, c.Name)
 		}
-		o := persist.ToolOutput{ToolCallID: c.ToolCallID}
+		o := agentd.ToolOutput{ToolCallID: c.ToolCallID}
 		if part.State == "output-error" {
 			o.Error = cmp.Or(part.ErrorText, "the client tool failed")
 			if len(o.Error) > 4096 {

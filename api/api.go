@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/stream"
@@ -23,27 +24,27 @@ import (
 // run or conversation first.
 type Store interface {
 	// RunGet returns a tenant's run, or persist.ErrRunNotFound.
-	RunGet(ctx context.Context, tenantID, id string) (persist.Run, error)
+	RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error)
 	// RunList returns a tenant's runs, newest first.
-	RunList(ctx context.Context, p persist.RunListParams) ([]persist.Run, error)
+	RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error)
 	// StepsList returns a run's steps with their tool calls and attempts.
-	StepsList(ctx context.Context, runID string) ([]persist.StepDetail, error)
+	StepsList(ctx context.Context, runID string) ([]agentd.StepDetail, error)
 	// ArtifactGet returns an artifact of a tenant's run, or
 	// persist.ErrArtifactNotFound.
-	ArtifactGet(ctx context.Context, tenantID, runID, id string) (persist.Artifact, error)
+	ArtifactGet(ctx context.Context, tenantID, runID, id string) (agentd.Artifact, error)
 	// ConversationGet returns a tenant's conversation, or
 	// persist.ErrConversationNotFound.
-	ConversationGet(ctx context.Context, tenantID, id string) (persist.Conversation, error)
+	ConversationGet(ctx context.Context, tenantID, id string) (agentd.Conversation, error)
 	// ConversationForChat returns the conversation of an AI SDK chat,
 	// creating it when create is set; persist.ErrConversationNotFound.
-	ConversationForChat(ctx context.Context, tenantID, chatID string, create bool) (persist.Conversation, error)
+	ConversationForChat(ctx context.Context, tenantID, chatID string, create bool) (agentd.Conversation, error)
 	// ConversationCreate stores a new, empty conversation.
-	ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (persist.Conversation, error)
+	ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (agentd.Conversation, error)
 	// ConversationList returns a page of a tenant's conversations, newest first.
-	ConversationList(ctx context.Context, p persist.ConversationListParams) ([]persist.Conversation, error)
+	ConversationList(ctx context.Context, p agentd.ConversationListParams) ([]agentd.Conversation, error)
 	// ConversationUpdate sets a conversation's title and metadata, each when
 	// not nil; persist.ErrConversationNotFound.
-	ConversationUpdate(ctx context.Context, tenantID, id string, title *string, metadata json.RawMessage) (persist.Conversation, error)
+	ConversationUpdate(ctx context.Context, tenantID, id string, title *string, metadata json.RawMessage) (agentd.Conversation, error)
 	// ConversationDelete removes a conversation and everything under it;
 	// persist.ErrConversationBusy while a run of it is in progress.
 	ConversationDelete(ctx context.Context, tenantID, id string) error
@@ -51,16 +52,16 @@ type Store interface {
 	// still sent: those after coversTo (0: all), and the first user message.
 	ContextWindow(ctx context.Context, conversationID string) (coversTo, firstUser int, err error)
 	// MessagesList returns up to limit messages of a conversation after seq.
-	MessagesList(ctx context.Context, conversationID string, after, limit int) ([]persist.Message, error)
+	MessagesList(ctx context.Context, conversationID string, after, limit int) ([]agentd.Message, error)
 	// IdempotencyBegin claims an Idempotency-Key of a POST for a request
 	// whose fingerprint is hash: fresh is true when this request claimed it
 	// and must be answered; otherwise the record is the earlier request's
 	// (Done when its response is stored). persist.ErrConflict: the key was
 	// claimed meanwhile, try again.
-	IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec persist.IdempotencyRecord, fresh bool, err error)
+	IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec agentd.IdempotencyRecord, fresh bool, err error)
 	// IdempotencyFinish stores the response of the request that claimed its
 	// key.
-	IdempotencyFinish(ctx context.Context, r persist.IdempotencyResponse) error
+	IdempotencyFinish(ctx context.Context, r agentd.IdempotencyResponse) error
 	// IdempotencyAbandon frees a key whose request failed with a server
 	// error, so that a retry runs it again.
 	IdempotencyAbandon(ctx context.Context, tenantID, key string) error
@@ -76,16 +77,16 @@ var _ Store = (*persist.Store)(nil)
 type Runs interface {
 	// Create commits a new run (or finds the first one of a repeated
 	// idempotency key: created is false).
-	Create(ctx context.Context, p persist.RunCreateParams) (run persist.Run, created bool, err error)
+	Create(ctx context.Context, p persist.RunCreateParams) (run agentd.Run, created bool, err error)
 	// Cancel asks a run to stop; actor is who asks.
-	Cancel(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
+	Cancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)
 	// Resume queues a run again; actor is who asks.
-	Resume(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
+	Resume(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)
 	// ResolveAction records a decision on what a waiting run asks.
-	ResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
+	ResolveAction(ctx context.Context, p agentd.ActionParams) (agentd.Run, error)
 	// ClientLeft applies the run's on_disconnect policy after the client of
 	// its stream from POST /runs went away.
-	ClientLeft(ctx context.Context, run persist.Run) error
+	ClientLeft(ctx context.Context, run agentd.Run) error
 }
 
 // Events streams a run's events as Server-Sent Events (*stream.Hub
@@ -111,13 +112,13 @@ type RunDefaults struct {
 	// Timeouts are the defaults of the timeouts a request does not give, in
 	// milliseconds (defaults: total 600000, step 120000, idle 60000, tool
 	// 60000, action 86400000). A zero field takes its default.
-	Timeouts persist.Timeouts
+	Timeouts agentd.Timeouts
 	// MaxTimeouts are the ceilings of the timeouts a client may ask for, in
 	// milliseconds (defaults: total 86400000 (24 h), step 3600000 (1 h),
 	// idle 600000 (10 min), tool 3600000 (1 h), action 604800000 (7 days)). A client's 0 asks for the
 	// ceiling, so that no run is unbounded. A zero field takes its default;
 	// a default above its ceiling is lowered to it.
-	MaxTimeouts persist.Timeouts
+	MaxTimeouts agentd.Timeouts
 }
 
 // Config configures the handler returned by New. Store and Runs are
@@ -186,7 +187,7 @@ const (
 	DefaultMaxStepMS     = 60 * 60 * 1000
 	DefaultMaxIdleMS     = 10 * 60 * 1000
 	DefaultMaxToolMS     = 60 * 60 * 1000
-	DefaultActionMS      = persist.DefaultActionMS
+	DefaultActionMS      = agentd.DefaultActionMS
 	DefaultMaxActionMS   = 7 * 24 * 60 * 60 * 1000
 )
 

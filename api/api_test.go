@@ -18,15 +18,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/goleak"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/api/spectest"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/stream"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -67,7 +66,7 @@ func checkEventsAtEnd(t *testing.T, store *persist.Store) {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		for _, tenant := range []string{"default", "acme"} {
-			runs, err := store.RunList(ctx, persist.RunListParams{TenantID: tenant, Limit: 10000})
+			runs, err := store.RunList(ctx, agentd.RunListParams{TenantID: tenant, Limit: 10000})
 			if err != nil {
 				t.Errorf("list runs to check their events: %v", err)
 				return
@@ -183,30 +182,30 @@ func wantProblem(t *testing.T, r response, status int, code string) problemBody 
 }
 
 type runBody struct {
-	ID             string           `json:"id"`
-	Object         string           `json:"object"`
-	TenantID       string           `json:"tenant_id"`
-	ConversationID string           `json:"conversation_id"`
-	Status         string           `json:"status"`
-	TerminalReason *string          `json:"terminal_reason"`
-	Model          string           `json:"model"`
-	Instructions   *string          `json:"instructions"`
-	Tools          []string         `json:"tools"`
-	MaxSteps       int              `json:"max_steps"`
-	Timeouts       persist.Timeouts `json:"timeouts"`
-	OnDisconnect   string           `json:"on_disconnect"`
-	IfBusy         string           `json:"if_busy"`
-	Metadata       json.RawMessage  `json:"metadata"`
-	Usage          vocab.Usage      `json:"usage"`
-	StepCount      int              `json:"step_count"`
-	LastEventSeq   int64            `json:"last_event_seq"`
-	RequiredAction json.RawMessage  `json:"required_action"`
-	Error          json.RawMessage  `json:"error"`
-	CreatedAt      string           `json:"created_at"`
-	StartedAt      *string          `json:"started_at"`
-	FinishedAt     *string          `json:"finished_at"`
-	UpdatedAt      string           `json:"updated_at"`
-	DeadlineAt     *string          `json:"deadline_at"`
+	ID             string          `json:"id"`
+	Object         string          `json:"object"`
+	TenantID       string          `json:"tenant_id"`
+	ConversationID string          `json:"conversation_id"`
+	Status         string          `json:"status"`
+	TerminalReason *string         `json:"terminal_reason"`
+	Model          string          `json:"model"`
+	Instructions   *string         `json:"instructions"`
+	Tools          []string        `json:"tools"`
+	MaxSteps       int             `json:"max_steps"`
+	Timeouts       agentd.Timeouts `json:"timeouts"`
+	OnDisconnect   string          `json:"on_disconnect"`
+	IfBusy         string          `json:"if_busy"`
+	Metadata       json.RawMessage `json:"metadata"`
+	Usage          agentd.Usage    `json:"usage"`
+	StepCount      int             `json:"step_count"`
+	LastEventSeq   int64           `json:"last_event_seq"`
+	RequiredAction json.RawMessage `json:"required_action"`
+	Error          json.RawMessage `json:"error"`
+	CreatedAt      string          `json:"created_at"`
+	StartedAt      *string         `json:"started_at"`
+	FinishedAt     *string         `json:"finished_at"`
+	UpdatedAt      string          `json:"updated_at"`
+	DeadlineAt     *string         `json:"deadline_at"`
 }
 
 type runList struct {
@@ -216,15 +215,15 @@ type runList struct {
 }
 
 type messageBody struct {
-	ID             string       `json:"id"`
-	Object         string       `json:"object"`
-	ConversationID string       `json:"conversation_id"`
-	RunID          *string      `json:"run_id"`
-	Seq            int          `json:"seq"`
-	Role           string       `json:"role"`
-	Content        []vocab.Part `json:"content"`
-	Status         string       `json:"status"`
-	InContext      bool         `json:"in_context"`
+	ID             string        `json:"id"`
+	Object         string        `json:"object"`
+	ConversationID string        `json:"conversation_id"`
+	RunID          *string       `json:"run_id"`
+	Seq            int           `json:"seq"`
+	Role           string        `json:"role"`
+	Content        []agentd.Part `json:"content"`
+	Status         string        `json:"status"`
+	InContext      bool          `json:"in_context"`
 }
 
 type messageList struct {
@@ -257,7 +256,7 @@ func (b *bundle) createRun(body string, headers ...string) runBody {
 func (b *bundle) counts(tenant string) (runs, messages int) {
 	b.t.Helper()
 	ctx := context.Background()
-	rs, err := b.store.RunList(ctx, persist.RunListParams{TenantID: tenant, Limit: 10000})
+	rs, err := b.store.RunList(ctx, agentd.RunListParams{TenantID: tenant, Limit: 10000})
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -294,7 +293,7 @@ func TestCreateRunText(t *testing.T) {
 		string(run.Error) != "null" || string(run.RequiredAction) != "null" {
 		t.Fatalf("new run: %s", r.body)
 	}
-	if run.Timeouts != (persist.Timeouts{TotalMS: 600000, StepMS: 120000, IdleMS: 60000, ToolMS: 60000, ActionMS: api.DefaultActionMS}) {
+	if run.Timeouts != (agentd.Timeouts{TotalMS: 600000, StepMS: 120000, IdleMS: 60000, ToolMS: 60000, ActionMS: api.DefaultActionMS}) {
 		t.Fatalf("default timeouts: %+v", run.Timeouts)
 	}
 	// Every key is present, absent values as null.
@@ -325,7 +324,7 @@ func TestCreateRunText(t *testing.T) {
 	}
 	m := msgs.Data[0]
 	if m.Object != "message" || m.Role != "user" || m.Seq != 1 || m.Status != "completed" || m.RunID == nil || *m.RunID != run.ID ||
-		len(m.Content) != 1 || m.Content[0] != (vocab.Part{Type: "text", Text: "What is 2+2?"}) {
+		len(m.Content) != 1 || m.Content[0] != (agentd.Part{Type: "text", Text: "What is 2+2?"}) {
 		t.Fatalf("stored input message: %+v", m)
 	}
 }
@@ -343,7 +342,7 @@ func TestCreateRunFull(t *testing.T) {
 		!sameJSON(t, run.Metadata, `{"user": "u1", "n": [1, 2]}`) {
 		t.Fatalf("run: %+v metadata %s", run, run.Metadata)
 	}
-	if run.Timeouts != (persist.Timeouts{TotalMS: 600000, StepMS: 1000, IdleMS: api.DefaultMaxIdleMS, ToolMS: 60000, ActionMS: api.DefaultActionMS}) { // 0: the ceiling
+	if run.Timeouts != (agentd.Timeouts{TotalMS: 600000, StepMS: 1000, IdleMS: api.DefaultMaxIdleMS, ToolMS: 60000, ActionMS: api.DefaultActionMS}) { // 0: the ceiling
 		t.Fatalf("timeouts: %+v", run.Timeouts)
 	}
 	msgs := want[messageList](t, b.do("GET", "/conversations/"+run.ConversationID+"/messages", ""), http.StatusOK)
@@ -542,18 +541,18 @@ func TestStepsEmptyAndNested(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := persist.Fence{RunID: run.ID, Epoch: claimed.Epoch, Worker: "w1"}
-	stepID, callID, a1, a2 := persist.NewID(), persist.NewID(), persist.NewID(), persist.NewID()
+	stepID, callID, a1, a2 := agentd.NewID(), agentd.NewID(), agentd.NewID(), agentd.NewID()
 	_, err = b.store.Exec(ctx, f, nil,
 		persist.StepInsert{ID: stepID, RunID: run.ID, Seq: 1},
 		persist.ToolCallInsert{ID: callID, RunID: run.ID, StepID: stepID, CallID: "call_0", Name: "calculator",
 			Arguments: json.RawMessage(`{"expression":"2+2"}`), IdempotencyKey: run.ID + ":1:call_0", Effect: "read_only"},
 		persist.AttemptStart{ID: a1, ToolCallID: callID, N: 1, Worker: "w1", Epoch: f.Epoch},
-		persist.AttemptFinish{ID: a1, Status: "failed", Error: &event.Error{Kind: "transient", Message: "boom"}},
+		persist.AttemptFinish{ID: a1, Status: "failed", Error: &agentd.ErrorDetail{Kind: "transient", Message: "boom"}},
 		persist.AttemptStart{ID: a2, ToolCallID: callID, N: 2, Worker: "w1", Epoch: f.Epoch},
 		persist.AttemptFinish{ID: a2, Status: "succeeded"},
 		persist.ToolCallFinish{ID: callID, Status: "succeeded", Result: json.RawMessage(`{"result":4}`)},
 		persist.StepUpdate{ID: stepID, Status: "completed", FinishReason: "tool_calls",
-			Usage: vocab.Usage{InputTokens: 10, OutputTokens: 3}, Finished: true},
+			Usage: agentd.Usage{InputTokens: 10, OutputTokens: 3}, Finished: true},
 	)
 	if err != nil {
 		t.Fatalf("commit step: %v", err)
@@ -587,7 +586,7 @@ type stepsBody struct {
 		FinishReason  *string         `json:"finish_reason"`
 		Transition    *string         `json:"transition"`
 		ModelAttempts int             `json:"model_attempts"`
-		Usage         vocab.Usage     `json:"usage"`
+		Usage         agentd.Usage    `json:"usage"`
 		Error         json.RawMessage `json:"error"`
 		FinishedAt    *string         `json:"finished_at"`
 		ToolCalls     []struct {
@@ -643,7 +642,7 @@ func TestCancelAndResume(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	f := persist.Fence{RunID: run.ID, Epoch: claimed.Epoch, Worker: "w1"}
-	if _, err := b.store.Exec(ctx, f, []event.In{event.RunEnd(0, vocab.StatusCompleted, vocab.ReasonCompleted, nil, "")},
+	if _, err := b.store.Exec(ctx, f, []agentd.EventIn{agentd.RunEndEvent(0, agentd.StatusCompleted, agentd.ReasonCompleted, nil, "")},
 		persist.RunEnd{ID: run.ID, Status: "completed", Reason: "completed"}); err != nil {
 		t.Fatal(err)
 	}
@@ -739,11 +738,11 @@ type faultyStore struct {
 	panicOnGet bool
 }
 
-func (f faultyStore) RunGet(ctx context.Context, tenantID, id string) (persist.Run, error) {
+func (f faultyStore) RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error) {
 	if f.panicOnGet {
 		panic("kaboom")
 	}
-	return persist.Run{}, errSecret
+	return agentd.Run{}, errSecret
 }
 
 var errSecret = &secretError{}
@@ -894,7 +893,7 @@ type countingStore struct {
 	gets atomic.Int64
 }
 
-func (c *countingStore) RunGet(ctx context.Context, tenantID, id string) (persist.Run, error) {
+func (c *countingStore) RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error) {
 	c.gets.Add(1)
 	return c.Store.RunGet(ctx, tenantID, id)
 }
@@ -910,7 +909,7 @@ func TestEventsCheckARunOnce(t *testing.T) {
 	b := setupWith(t, store, counting, func(c *api.Config) { c.Events = &fakeEvents{} })
 	created := b.createRun(`{"input": "hi"}`).ID
 	foreign, _, err := store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "acme", Model: "m",
-		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "theirs"}}})
+		Params: agentd.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []agentd.InputMessage{{Role: "user", Content: "theirs"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 )
 
 // Paging of GET /conversations/{id}/messages.
@@ -20,10 +20,10 @@ const (
 
 // conversationFor reads the conversation named by the path, for the
 // request's tenant.
-func (s *server) conversationFor(r *http.Request) (persist.Conversation, error) {
+func (s *server) conversationFor(r *http.Request) (agentd.Conversation, error) {
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if err != nil {
-		return persist.Conversation{}, errConversationNotFound
+		return agentd.Conversation{}, errConversationNotFound
 	}
 	return s.store.ConversationGet(r.Context(), TenantFromContext(r.Context()), id.String())
 }
@@ -67,13 +67,13 @@ func (s *server) messagesList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	view := func(m persist.Message) messageJSON {
+	view := func(m agentd.Message) messageJSON {
 		v := messageView(m)
 		v.InContext = v.InContext && (m.Seq > coversTo || m.Seq == firstUser)
 		return v
 	}
 	s.writeJSON(w, r, http.StatusOK, page(msgs, limit, view,
-		func(m persist.Message) string { return encodeCursor(cursorMessages, strconv.Itoa(m.Seq)) }))
+		func(m agentd.Message) string { return encodeCursor(cursorMessages, strconv.Itoa(m.Seq)) }))
 	return nil
 }
 
@@ -171,7 +171,7 @@ func (s *server) conversationDelete(w http.ResponseWriter, r *http.Request) erro
 // metadata has KEY with the string VALUE.
 func (s *server) conversationList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	p := persist.ConversationListParams{TenantID: TenantFromContext(r.Context())}
+	p := agentd.ConversationListParams{TenantID: TenantFromContext(r.Context())}
 	for name, vs := range q {
 		key, ok := strings.CutPrefix(name, "metadata.")
 		if !ok {
@@ -212,7 +212,7 @@ func (s *server) conversationList(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, page(cs, limit, conversationView,
-		func(c persist.Conversation) string { return encodeCursor(cursorConversations, c.ID) }))
+		func(c agentd.Conversation) string { return encodeCursor(cursorConversations, c.ID) }))
 	return nil
 }
 

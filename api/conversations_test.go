@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 )
 
@@ -57,7 +58,7 @@ func TestConversationsLifecycle(t *testing.T) {
 	wantProblem(t, b.do("GET", "/conversations/"+c.ID, ""), http.StatusNotFound, "conversation_not_found")
 	wantProblem(t, b.do("GET", "/runs/"+run.ID, ""), http.StatusNotFound, "run_not_found")
 	wantProblem(t, b.do("DELETE", "/conversations/"+c.ID, ""), http.StatusNotFound, "conversation_not_found")
-	if _, err := b.store.RunByID(context.Background(), run.ID); !errors.Is(err, persist.ErrNotFound) {
+	if _, err := b.store.RunByID(context.Background(), run.ID); !errors.Is(err, agentd.ErrNotFound) {
 		t.Fatalf("the deleted conversation's run is still stored: %v", err)
 	}
 	if evs, err := b.store.EventsAfter(context.Background(), run.ID, 0, 100); err != nil || len(evs) != 0 {
@@ -102,8 +103,8 @@ func TestMessagesSayWhetherTheModelSeesThem(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	if _, err := b.store.Exec(ctx, persist.Fence{RunID: c.ID, Epoch: c.Epoch, Worker: "w"}, nil,
-		persist.CompactionInsert{Compaction: persist.Compaction{ID: persist.NewID(), ConversationID: first.ConversationID,
-			RunID: c.ID, StepID: persist.NewID(), CoversToSeq: 2, MessagesCovered: 1, Summary: "s", TokensBefore: 10, TokensAfter: 5}}); err != nil {
+		persist.CompactionInsert{Compaction: agentd.Compaction{ID: agentd.NewID(), ConversationID: first.ConversationID,
+			RunID: c.ID, StepID: agentd.NewID(), CoversToSeq: 2, MessagesCovered: 1, Summary: "s", TokensBefore: 10, TokensAfter: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	msgs := want[messageList](t, b.do("GET", "/conversations/"+first.ConversationID+"/messages", ""), http.StatusOK)

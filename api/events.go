@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/stream"
 )
 
@@ -48,7 +48,7 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) error {
 
 // streamRun answers a POST /runs with "stream": true: the new run's events
 // from the first, then its on_disconnect policy when the client left first.
-func (s *server) streamRun(w http.ResponseWriter, r *http.Request, run persist.Run) error {
+func (s *server) streamRun(w http.ResponseWriter, r *http.Request, run agentd.Run) error {
 	clientLeft, err := s.events.StreamRun(w, r, run.ID, 0)
 	if err != nil {
 		return streamErr(w, err)

@@ -14,13 +14,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/stream"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestUppercaseRunIDStreamsLive: a stream opened with the run's id in
@@ -90,7 +89,7 @@ func TestUppercaseRunIDStreamsLive(t *testing.T) {
 		next(name, "1") // run.created, replayed
 	}
 	for seq := 2; seq <= 6; seq++ {
-		evs := []event.In{event.Of(1, event.MessageDeltaData{Text: fmt.Sprint(seq)})}
+		evs := []agentd.EventIn{agentd.EventOf(1, agentd.MessageDeltaData{Text: fmt.Sprint(seq)})}
 		if _, err := store.Exec(context.Background(), fence, evs); err != nil {
 			t.Fatal(err)
 		}
@@ -140,8 +139,8 @@ func TestRunIDFormsAreCanonicalised(t *testing.T) {
 		t.Fatalf("claim: %v %s", err, claim.ID)
 	}
 	if _, err := store.Exec(context.Background(), persist.Fence{RunID: id, Epoch: claim.Epoch, Worker: "w"},
-		[]event.In{event.RunEnd(0, vocab.StatusCompleted, vocab.ReasonCompleted, nil, "")},
-		persist.RunEnd{ID: id, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted}); err != nil {
+		[]agentd.EventIn{agentd.RunEndEvent(0, agentd.StatusCompleted, agentd.ReasonCompleted, nil, "")},
+		persist.RunEnd{ID: id, Status: agentd.StatusCompleted, Reason: agentd.ReasonCompleted}); err != nil {
 		t.Fatal(err)
 	}
 	for _, form := range []string{"urn:uuid:" + id, "{" + id + "}", strings.ToUpper(id), strings.ReplaceAll(id, "-", "")} {

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 )
 
 // CodeRequestInProgress: a request with this Idempotency-Key is still being
@@ -44,11 +44,11 @@ func (s *server) idempotent(next http.Handler) http.Handler {
 			return
 		}
 
-		var rec persist.IdempotencyRecord
+		var rec agentd.IdempotencyRecord
 		var fresh bool
 		for wait := 10 * time.Millisecond; ; wait *= 2 {
 			rec, fresh, err = s.store.IdempotencyBegin(r.Context(), tenant, key, hash)
-			if err != nil && !errors.Is(err, persist.ErrConflict) {
+			if err != nil && !errors.Is(err, agentd.ErrConflict) {
 				s.fail(w, r, err)
 				return
 			}
@@ -87,7 +87,7 @@ func (s *server) idempotent(next http.Handler) http.Handler {
 			if err := s.store.IdempotencyAbandon(ctx, tenant, key); err != nil {
 				s.log.ErrorContext(ctx, "free idempotency key", "error", err.Error())
 			}
-		} else if err := s.store.IdempotencyFinish(ctx, persist.IdempotencyResponse{TenantID: tenant, Key: key,
+		} else if err := s.store.IdempotencyFinish(ctx, agentd.IdempotencyResponse{TenantID: tenant, Key: key,
 			Status: rw.status, ContentType: rw.header.Get("Content-Type"), Body: rw.body.Bytes()}); err != nil {
 			s.fail(w, r, err)
 			return

@@ -11,12 +11,11 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/api/spectest"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // specOperations reads "METHOD /path" of every operation under the top-level
@@ -131,24 +130,24 @@ func TestVocabularyMatchesTheSpec(t *testing.T) {
 			t.Errorf("%s: the code lists %v, openapi.yaml %v", name, got, want)
 		}
 	}
-	same("event types", strs(event.Types()), spectest.Enum(t, "EventType"))
-	same("event types with a data schema", strs(event.Types()), spectest.EventTypes())
-	same("run statuses", strs(vocab.RunStatuses()), spectest.Enum(t, "RunStatus"))
-	same("terminal reasons", strs(vocab.Reasons()), spectest.Enum(t, "Run", "properties", "terminal_reason"))
-	same("if_busy", strs(vocab.IfBusyPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "if_busy"))
-	same("on_disconnect", strs(vocab.OnDisconnectPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_disconnect"))
-	same("tool error kinds", strs(vocab.ToolErrorKinds()), spectest.Enum(t, "ToolError", "properties", "kind"))
-	same("on_quota", strs(vocab.OnQuotaPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_quota"))
-	same("effects", strs(vocab.Effects()), spectest.Enum(t, "Tool", "properties", "effect"))
+	same("event types", strs(agentd.EventTypes()), spectest.Enum(t, "EventType"))
+	same("event types with a data schema", strs(agentd.EventTypes()), spectest.EventTypes())
+	same("run statuses", strs(agentd.RunStatuses()), spectest.Enum(t, "RunStatus"))
+	same("terminal reasons", strs(agentd.Reasons()), spectest.Enum(t, "Run", "properties", "terminal_reason"))
+	same("if_busy", strs(agentd.IfBusyPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "if_busy"))
+	same("on_disconnect", strs(agentd.OnDisconnectPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_disconnect"))
+	same("tool error kinds", strs(agentd.ToolErrorKinds()), spectest.Enum(t, "ToolError", "properties", "kind"))
+	same("on_quota", strs(agentd.OnQuotaPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_quota"))
+	same("effects", strs(agentd.Effects()), spectest.Enum(t, "Tool", "properties", "effect"))
 	var terminal, ends []string
-	for _, typ := range event.Types() {
+	for _, typ := range agentd.EventTypes() {
 		if typ.Terminal() {
 			terminal = append(terminal, string(typ))
 		}
 	}
-	for _, s := range vocab.RunStatuses() {
+	for _, s := range agentd.RunStatuses() {
 		if s.Stopped() {
-			ends = append(ends, string(event.RunEnd(0, s, "", nil, "").Type()))
+			ends = append(ends, string(agentd.RunEndEvent(0, s, "", nil, "").Type()))
 		}
 	}
 	same("terminal event types", terminal, ends)

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // TestInterruptedInputIsNotSentAgain: a queued run cancelled by if_busy:
@@ -28,7 +28,7 @@ func TestInterruptedInputIsNotSentAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Messages) != 1 || st.Messages[0].Content[0].Text != "second question" || st.Messages[0].Role != vocab.RoleUser {
+	if len(st.Messages) != 1 || st.Messages[0].Content[0].Text != "second question" || st.Messages[0].Role != agentd.RoleUser {
 		t.Fatalf("what the second run's model is sent: %+v", st.Messages)
 	}
 	// Once the second run is out of the way, the first may be resumed: its

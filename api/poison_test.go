@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/internal/persist"
 )
 
 // TestPoisonValuesAreRefused: values PostgreSQL cannot store (NUL, invalid
@@ -108,10 +108,10 @@ func TestInputBounds(t *testing.T) {
 func TestTimeoutCeilings(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *api.Config) {
-		c.Defaults.MaxTimeouts = persist.Timeouts{TotalMS: 5000, StepMS: 4000, IdleMS: 3000, ToolMS: 2000, ActionMS: 1000}
+		c.Defaults.MaxTimeouts = agentd.Timeouts{TotalMS: 5000, StepMS: 4000, IdleMS: 3000, ToolMS: 2000, ActionMS: 1000}
 	})
 	r := b.createRun(`{"input":"x","timeouts":{"total_ms":0,"step_ms":100,"idle_ms":0}}`)
-	if r.Timeouts != (persist.Timeouts{TotalMS: 5000, StepMS: 100, IdleMS: 3000, ToolMS: 2000, ActionMS: 1000}) {
+	if r.Timeouts != (agentd.Timeouts{TotalMS: 5000, StepMS: 100, IdleMS: 3000, ToolMS: 2000, ActionMS: 1000}) {
 		t.Fatalf("timeouts %+v: want 0 to take the ceiling and the defaults lowered to it", r.Timeouts)
 	}
 	for _, field := range []string{"total_ms", "step_ms", "idle_ms", "tool_ms", "action_ms"} {

@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/stream"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Codes are the stable values of a problem's "code" member. Clients branch on
@@ -109,8 +109,8 @@ var errShuttingDown = newError(http.StatusServiceUnavailable, CodeShuttingDown, 
 func problemFor(err error) (p problem, internal bool) {
 	var (
 		ae       *apiError
-		busy     *persist.BusyError
-		decision *persist.DecisionError
+		busy     *agentd.BusyError
+		decision *agentd.DecisionError
 		tooLarge *http.MaxBytesError
 	)
 	switch {
@@ -126,29 +126,29 @@ func problemFor(err error) (p problem, internal bool) {
 	case errors.As(err, &decision):
 		ae = fieldError("decision", "does not answer what the run asks (%s): approve or reject an approval; result, retry or fail an unknown outcome; "+
 			"type tool_outputs for client tool calls", decision.Asks)
-		if decision.Decision == vocab.DecisionOutputs {
+		if decision.Decision == agentd.DecisionOutputs {
 			ae.field = "type"
 		}
-	case errors.Is(err, persist.ErrIdempotencyMismatch):
+	case errors.Is(err, agentd.ErrIdempotencyMismatch):
 		ae = errKeyReused
-	case errors.Is(err, persist.ErrRunNotFound):
+	case errors.Is(err, agentd.ErrRunNotFound):
 		ae = errRunNotFound
-	case errors.Is(err, persist.ErrConversationNotFound):
+	case errors.Is(err, agentd.ErrConversationNotFound):
 		ae = errConversationNotFound
-	case errors.Is(err, persist.ErrArtifactNotFound):
+	case errors.Is(err, agentd.ErrArtifactNotFound):
 		ae = newError(http.StatusNotFound, CodeArtifactNotFound, "Artifact not found", "no artifact with this id in this run")
-	case errors.Is(err, persist.ErrConversationBusy):
+	case errors.Is(err, agentd.ErrConversationBusy):
 		ae = newError(http.StatusConflict, CodeConversationBusy, "Conversation busy",
 			"the conversation has a run in progress; cancel it, or wait for it to end, then delete")
-	case errors.Is(err, persist.ErrRunFinished):
+	case errors.Is(err, agentd.ErrRunFinished):
 		ae = newError(http.StatusConflict, CodeRunFinished, "Run finished", "the run has already finished")
-	case errors.Is(err, persist.ErrRunCompleted):
+	case errors.Is(err, agentd.ErrRunCompleted):
 		ae = newError(http.StatusConflict, CodeRunCompleted, "Run completed", "a completed run cannot be resumed")
-	case errors.Is(err, persist.ErrRunNotWaiting):
+	case errors.Is(err, agentd.ErrRunNotWaiting):
 		ae = newError(http.StatusConflict, CodeRunNotWaiting, "Run not waiting", "the run is not waiting for an action")
-	case errors.Is(err, persist.ErrOutputsMismatch):
+	case errors.Is(err, agentd.ErrOutputsMismatch):
 		ae = fieldError("outputs", "must answer each of the run's required_action.calls, once, and nothing else")
-	case errors.Is(err, persist.ErrActionMismatch):
+	case errors.Is(err, agentd.ErrActionMismatch):
 		ae = newError(http.StatusConflict, CodeActionMismatch, "Action mismatch",
 			"the run waits for an action about another tool call; see its required_action")
 	case errors.Is(err, persist.ErrInvalidValue):

@@ -17,10 +17,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/clean"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Limits of a POST /runs body beyond its overall size.
@@ -69,14 +69,14 @@ const maxClientTools = 64
 // clientTools checks a run's client tools: names as tool names go, not
 // the name of a server tool nor used twice, descriptions of at most 4 KiB,
 // parameters a JSON object schema (absent: no arguments).
-func (s *server) clientTools(req *[]clientToolRequest) ([]persist.ClientTool, error) {
+func (s *server) clientTools(req *[]clientToolRequest) ([]agentd.ClientTool, error) {
 	if req == nil {
 		return nil, nil
 	}
 	if len(*req) > maxClientTools {
 		return nil, fieldError("client_tools", "must hold at most %d tools", maxClientTools)
 	}
-	out := make([]persist.ClientTool, 0, len(*req))
+	out := make([]agentd.ClientTool, 0, len(*req))
 	seen := map[string]bool{}
 	for i, t := range *req {
 		field := func(name string) string { return fmt.Sprintf("client_tools[%d].%s", i, name) }
@@ -93,7 +93,7 @@ func (s *server) clientTools(req *[]clientToolRequest) ([]persist.ClientTool, er
 				return nil, fieldError(field("name"), "%q is the name of a server tool (GET /tools)", name)
 			}
 		}
-		ct := persist.ClientTool{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
+		ct := agentd.ClientTool{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
 		if t.Description != nil {
 			if len(*t.Description) > 4096 {
 				return nil, fieldError(field("description"), "must be at most 4096 bytes")
@@ -274,24 +274,24 @@ func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool,
 	if p.Params.Timeouts, err = s.timeouts(req.Timeouts); err != nil {
 		return p, false, err
 	}
-	if p.Params.OnDisconnect, err = oneOf("on_disconnect", req.OnDisconnect, vocab.OnDisconnectPolicies()); err != nil {
+	if p.Params.OnDisconnect, err = oneOf("on_disconnect", req.OnDisconnect, agentd.OnDisconnectPolicies()); err != nil {
 		return p, false, err
 	}
-	if p.Params.IfBusy, err = oneOf("if_busy", req.IfBusy, vocab.IfBusyPolicies()); err != nil {
+	if p.Params.IfBusy, err = oneOf("if_busy", req.IfBusy, agentd.IfBusyPolicies()); err != nil {
 		return p, false, err
 	}
-	onQuota, err := oneOf("on_quota", req.OnQuota, vocab.OnQuotaPolicies())
+	onQuota, err := oneOf("on_quota", req.OnQuota, agentd.OnQuotaPolicies())
 	if err != nil {
 		return p, false, err
 	}
-	p.RejectOverQuota = onQuota == vocab.OnQuotaReject
+	p.RejectOverQuota = onQuota == agentd.OnQuotaReject
 	if req.CompactAt != nil {
 		if *req.CompactAt <= 0 || *req.CompactAt >= 1 {
 			return p, false, fieldError("compact_at", "must be a fraction between 0 and 1 (exclusive), such as 0.8")
 		}
 		p.Params.CompactAt = *req.CompactAt
 	}
-	p.Params.LoopLimits = persist.LoopLimits{}.OrDefaults()
+	p.Params.LoopLimits = agentd.LoopLimits{}.OrDefaults()
 	if l := req.LoopLimits; l != nil {
 		for _, f := range []struct {
 			name string
@@ -324,7 +324,7 @@ func isNull(raw json.RawMessage) bool {
 
 // parseInput reads "input": a non-empty string (one user message) or a
 // non-empty array of messages.
-func parseInput(raw json.RawMessage) ([]persist.InputMessage, error) {
+func parseInput(raw json.RawMessage) ([]agentd.InputMessage, error) {
 	if isNull(raw) {
 		return nil, fieldError("input", "is required: a non-empty string or a non-empty array of messages")
 	}
@@ -341,7 +341,7 @@ func parseInput(raw json.RawMessage) ([]persist.InputMessage, error) {
 		if err := storable("input", text); err != nil {
 			return nil, err
 		}
-		return []persist.InputMessage{{Role: vocab.RoleUser, Content: text}}, nil
+		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, nil
 	case '[':
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil {
@@ -353,7 +353,7 @@ func parseInput(raw json.RawMessage) ([]persist.InputMessage, error) {
 		if len(items) > maxInputMessages {
 			return nil, fieldError("input", "must hold at most %d messages, not %d", maxInputMessages, len(items))
 		}
-		out := make([]persist.InputMessage, 0, len(items))
+		out := make([]agentd.InputMessage, 0, len(items))
 		for i, item := range items {
 			m, err := parseInputMessage(item, fmt.Sprintf("input[%d]", i))
 			if err != nil {
@@ -366,29 +366,29 @@ func parseInput(raw json.RawMessage) ([]persist.InputMessage, error) {
 	return nil, fieldError("input", "must be a string or an array of messages")
 }
 
-func parseInputMessage(raw json.RawMessage, field string) (persist.InputMessage, error) {
+func parseInputMessage(raw json.RawMessage, field string) (agentd.InputMessage, error) {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-		return persist.InputMessage{}, fieldError(field, "must be an object with role and content")
+		return agentd.InputMessage{}, fieldError(field, "must be an object with role and content")
 	}
 	var m inputMessage
 	if err := decodeStrict(raw, &m, field); err != nil {
-		return persist.InputMessage{}, err
+		return agentd.InputMessage{}, err
 	}
 	if m.Role == nil {
-		return persist.InputMessage{}, fieldError(field+".role", "is required")
+		return agentd.InputMessage{}, fieldError(field+".role", "is required")
 	}
 	switch *m.Role {
 	case "user", "assistant", "system":
 	default:
-		return persist.InputMessage{}, fieldError(field+".role", "must be user, assistant or system, not %q", *m.Role)
+		return agentd.InputMessage{}, fieldError(field+".role", "must be user, assistant or system, not %q", *m.Role)
 	}
 	if m.Content == nil || *m.Content == "" {
-		return persist.InputMessage{}, fieldError(field+".content", "is required: a non-empty string")
+		return agentd.InputMessage{}, fieldError(field+".content", "is required: a non-empty string")
 	}
 	if err := storable(field+".content", *m.Content); err != nil {
-		return persist.InputMessage{}, err
+		return agentd.InputMessage{}, err
 	}
-	return persist.InputMessage{Role: vocab.Role(*m.Role), Content: *m.Content}, nil
+	return agentd.InputMessage{Role: agentd.Role(*m.Role), Content: *m.Content}, nil
 }
 
 func (s *server) model(m *string) (string, error) {
@@ -434,7 +434,7 @@ func (s *server) toolNames(names *[]string) ([]string, error) {
 
 // timeouts checks the requested timeouts against the server's ceilings: a
 // field may not exceed its ceiling, and 0 asks for the ceiling itself.
-func (s *server) timeouts(t *timeoutsRequest) (persist.Timeouts, error) {
+func (s *server) timeouts(t *timeoutsRequest) (agentd.Timeouts, error) {
 	out, ceil := s.defaults.Timeouts, s.defaults.MaxTimeouts
 	if t == nil {
 		return out, nil

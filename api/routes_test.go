@@ -19,10 +19,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/api/spectest"
 	"github.com/agentd/agentd/internal/auth"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/run"
@@ -187,7 +187,7 @@ func insertArtifact(t *testing.T, url, run string) string {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	step, call, id := persist.NewID(), persist.NewID(), persist.NewID()
+	step, call, id := agentd.NewID(), agentd.NewID(), agentd.NewID()
 	for _, q := range []struct {
 		sql  string
 		args []any
@@ -416,7 +416,7 @@ func TestActorIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	spectest.CheckEvents(t, evs)
-	actors := map[event.Type]string{}
+	actors := map[agentd.EventType]string{}
 	for _, e := range evs {
 		var env struct {
 			Data struct {
@@ -428,7 +428,7 @@ func TestActorIsRecorded(t *testing.T) {
 		}
 		actors[e.Type] = env.Data.Actor
 	}
-	if actors[event.RunCreated] != actorA || actors[event.RunCancelled] != actorW {
+	if actors[agentd.EventRunCreated] != actorA || actors[agentd.EventRunCancelled] != actorW {
 		t.Fatalf("events' actors: %v", actors)
 	}
 }

@@ -15,9 +15,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/telemetry"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Headers of POST /runs.
@@ -102,10 +102,10 @@ func runID(r *http.Request) (string, error) {
 }
 
 // runFor reads the run named by the path, for the request's tenant.
-func (s *server) runFor(r *http.Request) (persist.Run, error) {
+func (s *server) runFor(r *http.Request) (agentd.Run, error) {
 	id, err := runID(r)
 	if err != nil {
-		return persist.Run{}, err
+		return agentd.Run{}, err
 	}
 	return s.store.RunGet(r.Context(), TenantFromContext(r.Context()), id)
 }
@@ -123,7 +123,7 @@ func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
 // time.
 func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	p := persist.RunListParams{TenantID: TenantFromContext(r.Context())}
+	p := agentd.RunListParams{TenantID: TenantFromContext(r.Context())}
 	if v := q.Get("conversation_id"); v != "" {
 		id, err := uuid.Parse(v)
 		if err != nil {
@@ -132,10 +132,10 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 		p.ConversationID = id.String()
 	}
 	if v := q.Get("status"); v != "" {
-		if !slices.Contains(vocab.RunStatuses(), vocab.RunStatus(v)) {
-			return fieldError("status", "must be one of %v, not %q", vocab.RunStatuses(), v)
+		if !slices.Contains(agentd.RunStatuses(), agentd.RunStatus(v)) {
+			return fieldError("status", "must be one of %v, not %q", agentd.RunStatuses(), v)
 		}
-		p.Status = vocab.RunStatus(v)
+		p.Status = agentd.RunStatus(v)
 	}
 	limit, err := intParam(q, "limit", defaultRunLimit, 1, maxRunLimit)
 	if err != nil {
@@ -155,7 +155,7 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.writeJSON(w, r, http.StatusOK, page(runs, limit, runView,
-		func(r persist.Run) string { return encodeCursor(cursorRuns, r.ID) }))
+		func(r agentd.Run) string { return encodeCursor(cursorRuns, r.ID) }))
 	return nil
 }
 
@@ -202,9 +202,9 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 // create creates a run, saying quota_exceeded (with Retry-After) when the
 // tenant's runs in progress are at its quota and the run asked to be
 // refused then.
-func (s *server) create(w http.ResponseWriter, ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error) {
+func (s *server) create(w http.ResponseWriter, ctx context.Context, p persist.RunCreateParams) (agentd.Run, bool, error) {
 	run, created, err := s.runs.Create(ctx, p)
-	if errors.Is(err, persist.ErrQuotaExceeded) {
+	if errors.Is(err, agentd.ErrQuotaExceeded) {
 		w.Header().Set("Retry-After", "1")
 		return run, false, newError(http.StatusTooManyRequests, CodeQuotaExceeded, "Quota exceeded",
 			"this tenant has as many runs in progress as its quota allows; retry later, or send on_quota: queue")
@@ -265,7 +265,7 @@ func (s *server) runResume(w http.ResponseWriter, r *http.Request) error {
 
 // runChange applies a cancel or a resume and answers with the run.
 func (s *server) runChange(w http.ResponseWriter, r *http.Request,
-	change func(ctx context.Context, tenantID, id, actor string) (persist.Run, error)) error {
+	change func(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)) error {
 	id, err := runID(r)
 	if err != nil {
 		return err

@@ -4,9 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // The JSON shapes of responses. Field names are snake_case; absent values
@@ -14,41 +13,41 @@ import (
 // keys.
 
 type runJSON struct {
-	ID             string               `json:"id"`
-	Object         string               `json:"object"`
-	TenantID       string               `json:"tenant_id"`
-	ConversationID string               `json:"conversation_id"`
-	Status         vocab.RunStatus      `json:"status"`
-	TerminalReason *vocab.Reason        `json:"terminal_reason"`
-	Model          string               `json:"model"`
-	Instructions   *string              `json:"instructions"`
-	Tools          []string             `json:"tools"` // null: every registered tool
-	ClientTools    []persist.ClientTool `json:"client_tools"`
-	MaxSteps       int                  `json:"max_steps"`
-	Timeouts       persist.Timeouts     `json:"timeouts"`
-	LoopLimits     persist.LoopLimits   `json:"loop_limits"`
-	CompactAt      *float64             `json:"compact_at"`
-	OnDisconnect   vocab.OnDisconnect   `json:"on_disconnect"`
-	IfBusy         vocab.IfBusy         `json:"if_busy"`
-	Metadata       json.RawMessage      `json:"metadata"`
-	Usage          vocab.Usage          `json:"usage"`
-	StepCount      int                  `json:"step_count"`
-	LastEventSeq   int64                `json:"last_event_seq"`
-	RequiredAction json.RawMessage      `json:"required_action"`
-	Error          json.RawMessage      `json:"error"`
-	CreatedAt      time.Time            `json:"created_at"`
-	StartedAt      *time.Time           `json:"started_at"`
-	FinishedAt     *time.Time           `json:"finished_at"`
-	UpdatedAt      time.Time            `json:"updated_at"`
-	DeadlineAt     *time.Time           `json:"deadline_at"`
-	CreatedBy      *string              `json:"created_by"`
-	CancelledBy    *string              `json:"cancelled_by"`
-	ResumedBy      *string              `json:"resumed_by"`
-	OutputText     *string              `json:"output_text"`
-	Output         []vocab.Part         `json:"output"`
+	ID             string              `json:"id"`
+	Object         string              `json:"object"`
+	TenantID       string              `json:"tenant_id"`
+	ConversationID string              `json:"conversation_id"`
+	Status         agentd.RunStatus    `json:"status"`
+	TerminalReason *agentd.Reason      `json:"terminal_reason"`
+	Model          string              `json:"model"`
+	Instructions   *string             `json:"instructions"`
+	Tools          []string            `json:"tools"` // null: every registered tool
+	ClientTools    []agentd.ClientTool `json:"client_tools"`
+	MaxSteps       int                 `json:"max_steps"`
+	Timeouts       agentd.Timeouts     `json:"timeouts"`
+	LoopLimits     agentd.LoopLimits   `json:"loop_limits"`
+	CompactAt      *float64            `json:"compact_at"`
+	OnDisconnect   agentd.OnDisconnect `json:"on_disconnect"`
+	IfBusy         agentd.IfBusy       `json:"if_busy"`
+	Metadata       json.RawMessage     `json:"metadata"`
+	Usage          agentd.Usage        `json:"usage"`
+	StepCount      int                 `json:"step_count"`
+	LastEventSeq   int64               `json:"last_event_seq"`
+	RequiredAction json.RawMessage     `json:"required_action"`
+	Error          json.RawMessage     `json:"error"`
+	CreatedAt      time.Time           `json:"created_at"`
+	StartedAt      *time.Time          `json:"started_at"`
+	FinishedAt     *time.Time          `json:"finished_at"`
+	UpdatedAt      time.Time           `json:"updated_at"`
+	DeadlineAt     *time.Time          `json:"deadline_at"`
+	CreatedBy      *string             `json:"created_by"`
+	CancelledBy    *string             `json:"cancelled_by"`
+	ResumedBy      *string             `json:"resumed_by"`
+	OutputText     *string             `json:"output_text"`
+	Output         []agentd.Part       `json:"output"`
 }
 
-func runView(r persist.Run) runJSON {
+func runView(r agentd.Run) runJSON {
 	md := r.Params.Metadata
 	if len(md) == 0 {
 		md = json.RawMessage(`{}`)
@@ -86,10 +85,10 @@ func runView(r persist.Run) runJSON {
 		ResumedBy:      nullString(r.ResumedBy),
 	}
 	if len(r.Output) > 0 {
-		// Written by the executor from []vocab.Part; a row it cannot read
+		// Written by the executor from []agentd.Part; a row it cannot read
 		// shows no output rather than failing the read.
 		if err := json.Unmarshal(r.Output, &v.Output); err == nil {
-			text := vocab.TextOf(v.Output)
+			text := agentd.TextOf(v.Output)
 			v.OutputText = &text
 		}
 	}
@@ -97,47 +96,47 @@ func runView(r persist.Run) runJSON {
 }
 
 type stepJSON struct {
-	ID            string            `json:"id"`
-	Seq           int               `json:"seq"`
-	Status        vocab.StepStatus  `json:"status"`
-	FinishReason  *string           `json:"finish_reason"`
-	Transition    *vocab.Transition `json:"transition"`
-	ModelAttempts int               `json:"model_attempts"`
-	Usage         vocab.Usage       `json:"usage"`
-	Error         json.RawMessage   `json:"error"`
-	StartedAt     time.Time         `json:"started_at"`
-	FinishedAt    *time.Time        `json:"finished_at"`
-	ToolCalls     []toolCallJSON    `json:"tool_calls"`
+	ID            string             `json:"id"`
+	Seq           int                `json:"seq"`
+	Status        agentd.StepStatus  `json:"status"`
+	FinishReason  *string            `json:"finish_reason"`
+	Transition    *agentd.Transition `json:"transition"`
+	ModelAttempts int                `json:"model_attempts"`
+	Usage         agentd.Usage       `json:"usage"`
+	Error         json.RawMessage    `json:"error"`
+	StartedAt     time.Time          `json:"started_at"`
+	FinishedAt    *time.Time         `json:"finished_at"`
+	ToolCalls     []toolCallJSON     `json:"tool_calls"`
 }
 
 type toolCallJSON struct {
-	ID             string           `json:"id"`
-	CallID         string           `json:"call_id"`
-	Name           string           `json:"name"`
-	Arguments      json.RawMessage  `json:"arguments"`
-	IdempotencyKey string           `json:"idempotency_key"`
-	Effect         vocab.Effect     `json:"effect"`
-	Status         vocab.CallStatus `json:"status"`
-	Result         json.RawMessage  `json:"result"`
-	Error          json.RawMessage  `json:"error"`
-	Attempts       int              `json:"attempts"`
-	AttemptLog     []attemptJSON    `json:"attempt_log"`
-	Policy         json.RawMessage  `json:"policy"`
-	CreatedAt      time.Time        `json:"created_at"`
-	FinishedAt     *time.Time       `json:"finished_at"`
+	ID             string            `json:"id"`
+	CallID         string            `json:"call_id"`
+	Name           string            `json:"name"`
+	Arguments      json.RawMessage   `json:"arguments"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Effect         agentd.Effect     `json:"effect"`
+	Status         agentd.CallStatus `json:"status"`
+	Result         json.RawMessage   `json:"result"`
+	Error          json.RawMessage   `json:"error"`
+	Attempts       int               `json:"attempts"`
+	AttemptLog     []attemptJSON     `json:"attempt_log"`
+	Policy         json.RawMessage   `json:"policy"`
+	CreatedAt      time.Time         `json:"created_at"`
+	FinishedAt     *time.Time        `json:"finished_at"`
 }
 
 type attemptJSON struct {
-	N          int                 `json:"n"`
-	Status     vocab.AttemptStatus `json:"status"`
-	Error      json.RawMessage     `json:"error"`
-	Worker     string              `json:"worker"`
-	Epoch      int64               `json:"epoch"`
-	StartedAt  time.Time           `json:"started_at"`
-	FinishedAt *time.Time          `json:"finished_at"`
+	N          int                  `json:"n"`
+	Status     agentd.AttemptStatus `json:"status"`
+	Error      json.RawMessage      `json:"error"`
+	Worker     string               `json:"worker"`
+	Epoch      int64                `json:"epoch"`
+	StartedAt  time.Time            `json:"started_at"`
+	FinishedAt *time.Time           `json:"finished_at"`
 }
 
-func stepView(st persist.StepDetail) stepJSON {
+func stepView(st agentd.StepDetail) stepJSON {
 	out := stepJSON{
 		ID:            st.ID,
 		Seq:           st.Seq,
@@ -195,7 +194,7 @@ type conversationJSON struct {
 	UpdatedAt time.Time       `json:"updated_at"`
 }
 
-func conversationView(c persist.Conversation) conversationJSON {
+func conversationView(c agentd.Conversation) conversationJSON {
 	md := c.Metadata
 	if len(md) == 0 {
 		md = json.RawMessage(`{}`)
@@ -213,22 +212,22 @@ func conversationView(c persist.Conversation) conversationJSON {
 }
 
 type messageJSON struct {
-	ID             string              `json:"id"`
-	Object         string              `json:"object"`
-	ConversationID string              `json:"conversation_id"`
-	RunID          *string             `json:"run_id"`
-	Seq            int                 `json:"seq"`
-	Role           vocab.Role          `json:"role"`
-	Content        []vocab.Part        `json:"content"`
-	Status         vocab.MessageStatus `json:"status"`
-	InContext      bool                `json:"in_context"`
-	CreatedAt      time.Time           `json:"created_at"`
+	ID             string               `json:"id"`
+	Object         string               `json:"object"`
+	ConversationID string               `json:"conversation_id"`
+	RunID          *string              `json:"run_id"`
+	Seq            int                  `json:"seq"`
+	Role           agentd.Role          `json:"role"`
+	Content        []agentd.Part        `json:"content"`
+	Status         agentd.MessageStatus `json:"status"`
+	InContext      bool                 `json:"in_context"`
+	CreatedAt      time.Time            `json:"created_at"`
 }
 
-func messageView(m persist.Message) messageJSON {
+func messageView(m agentd.Message) messageJSON {
 	content := m.Content
 	if content == nil {
-		content = []vocab.Part{}
+		content = []agentd.Part{}
 	}
 	return messageJSON{
 		ID:             m.ID,
@@ -239,7 +238,7 @@ func messageView(m persist.Message) messageJSON {
 		Role:           m.Role,
 		Content:        content,
 		Status:         m.Status,
-		InContext:      m.Status == vocab.MessageCompleted,
+		InContext:      m.Status == agentd.MessageCompleted,
 		CreatedAt:      m.CreatedAt.UTC(),
 	}
 }
@@ -323,9 +322,9 @@ func utc(t *time.Time) *time.Time {
 
 // timeoutsView is a run's timeouts; a run stored before action timeouts
 // existed waits DefaultActionMS.
-func timeoutsView(t persist.Timeouts) persist.Timeouts {
+func timeoutsView(t agentd.Timeouts) agentd.Timeouts {
 	if t.ActionMS <= 0 {
-		t.ActionMS = persist.DefaultActionMS
+		t.ActionMS = agentd.DefaultActionMS
 	}
 	return t
 }
@@ -346,9 +345,9 @@ func nilIfEmpty(s string) *string {
 }
 
 // clientToolsView is a run's client tools, or an empty list for none.
-func clientToolsView(ts []persist.ClientTool) []persist.ClientTool {
+func clientToolsView(ts []agentd.ClientTool) []agentd.ClientTool {
 	if ts == nil {
-		return []persist.ClientTool{}
+		return []agentd.ClientTool{}
 	}
 	return ts
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/internal/persist"
 )
 
 // docURL names the spec for the schema compiler; nothing is fetched from it.
@@ -206,7 +206,7 @@ func explain(err error) string {
 }
 
 // CheckEvents calls CheckEvent on each of evs.
-func CheckEvents(t testing.TB, evs []persist.Event) {
+func CheckEvents(t testing.TB, evs []agentd.Event) {
 	t.Helper()
 	for _, e := range evs {
 		CheckEvent(t, string(e.Type), e.Data)

@@ -8,8 +8,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/internal/persist"
 )
 
 // recorder is a testing.TB that records what would fail a test instead of
@@ -44,7 +44,7 @@ func envelope(seq int, typ string, step int, data string) []byte {
 
 func TestValidEventsPass(t *testing.T) {
 	t.Parallel()
-	evs := []persist.Event{
+	evs := []agentd.Event{
 		{Type: "run.created", Data: envelope(1, "run.created", 0, `{"conversation_id":"`+convID+`","model":"fake","status":"queued"}`)},
 		{Type: "run.started", Data: envelope(2, "run.started", 0, `{"epoch":1,"worker":"host:1:abc"}`)},
 		{Type: "step.started", Data: envelope(3, "step.started", 1, `{"transition":null}`)},

@@ -9,9 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // sampleSize is how many finished runs each check reads back.
@@ -78,7 +77,7 @@ func sampleRuns(ctx context.Context, url string, n int) ([]string, error) {
 	}
 	defer conn.Close(ctx)
 	rows, err := conn.Query(ctx, `SELECT id::text FROM runs WHERE status = ANY($1) ORDER BY random() LIMIT $2`,
-		[]string{string(vocab.StatusCompleted), string(vocab.StatusFailed), string(vocab.StatusCancelled), string(vocab.StatusTimedOut)}, n)
+		[]string{string(agentd.StatusCompleted), string(agentd.StatusFailed), string(agentd.StatusCancelled), string(agentd.StatusTimedOut)}, n)
 	if err != nil {
 		return nil, err
 	}
@@ -87,9 +86,9 @@ func sampleRuns(ctx context.Context, url string, n int) ([]string, error) {
 
 // runRecord is what the store holds of one run.
 type runRecord struct {
-	run    persist.Run
-	events []persist.Event
-	steps  []persist.StepDetail
+	run    agentd.Run
+	events []agentd.Event
+	steps  []agentd.StepDetail
 }
 
 // violations lists how a run that ended breaks the store's rules: its
@@ -110,9 +109,9 @@ func (rec runRecord) violations(keys map[string]string) []string {
 			break
 		}
 		var env struct {
-			Seq   int64      `json:"seq"`
-			Type  event.Type `json:"type"`
-			RunID string     `json:"run_id"`
+			Seq   int64            `json:"seq"`
+			Type  agentd.EventType `json:"type"`
+			RunID string           `json:"run_id"`
 		}
 		if err := json.Unmarshal(ev.Data, &env); err != nil || env.Seq != ev.Seq || env.Type != ev.Type || env.RunID != r.ID {
 			bad("event %d (%s): its data %s does not match it", ev.Seq, ev.Type, ev.Data)
@@ -124,7 +123,7 @@ func (rec runRecord) violations(keys map[string]string) []string {
 		if i != len(rec.events)-1 {
 			bad("terminal event %s at seq %d is not the last of %d", ev.Type, ev.Seq, len(rec.events))
 		}
-		if ev.Type != event.Type("run."+string(r.Status)) {
+		if ev.Type != agentd.EventType("run."+string(r.Status)) {
 			bad("terminal event %s for a run %s", ev.Type, r.Status)
 		}
 	}
@@ -134,13 +133,13 @@ func (rec runRecord) violations(keys map[string]string) []string {
 	if n := int64(len(rec.events)); n != r.LastEventSeq {
 		bad("%d events stored, last_event_seq %d", n, r.LastEventSeq)
 	}
-	var sum vocab.Usage
+	var sum agentd.Usage
 	for _, st := range rec.steps {
 		sum = sum.Add(st.Usage)
 		for _, c := range st.Calls {
 			succeeded := 0
 			for _, a := range c.Attempts {
-				if a.Status == vocab.AttemptSucceeded {
+				if a.Status == agentd.AttemptSucceeded {
 					succeeded++
 				}
 			}
@@ -153,7 +152,7 @@ func (rec runRecord) violations(keys map[string]string) []string {
 				bad("tool calls %s and %s share the idempotency key %s", other, c.ID, c.IdempotencyKey)
 			}
 			keys[c.IdempotencyKey] = c.ID
-			if r.Status == vocab.StatusCompleted && (c.Status != vocab.CallSucceeded || succeeded != 1 || st.Status != vocab.StepCompleted) {
+			if r.Status == agentd.StatusCompleted && (c.Status != agentd.CallSucceeded || succeeded != 1 || st.Status != agentd.StepCompleted) {
 				bad("tool call %s of a completed run is %s with %d succeeded attempts, in a step %s", c.ID, c.Status, succeeded, st.Status)
 			}
 		}
@@ -168,7 +167,7 @@ func (rec runRecord) violations(keys map[string]string) []string {
 // the events stored after the run ended: nothing may be shown that is not
 // stored, byte for byte and in the same order, and a client that read to
 // the terminal event saw them all.
-func transcriptViolation(seen []sseEvent, stored []persist.Event) string {
+func transcriptViolation(seen []sseEvent, stored []agentd.Event) string {
 	for i, ev := range seen {
 		if i == len(stored) {
 			return fmt.Sprintf("the client was shown event %s (%s), beyond the %d stored", ev.ID, ev.Event, len(stored))

@@ -9,13 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // compactionTurns is the length of the compaction benchmark's conversation.
@@ -104,10 +104,10 @@ func converse(ctx context.Context, o options, model string, turns int) (conversa
 	if err != nil {
 		return c, err
 	}
-	ended := make(chan vocab.RunStatus, 1)
+	ended := make(chan agentd.RunStatus, 1)
 	eng := run.New(run.Config{Store: store, Tools: reg, Workers: 2, Profiles: compact.DefaultProfiles(),
 		Model:     llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "bench"}),
-		OnEndFunc: func(_ string, status vocab.RunStatus) { ended <- status }})
+		OnEndFunc: func(_ string, status agentd.RunStatus) { ended <- status }})
 	if err := eng.Start(ctx); err != nil {
 		return c, err
 	}
@@ -123,15 +123,15 @@ func converse(ctx context.Context, o options, model string, turns int) (conversa
 	for i := range turns {
 		start := time.Now()
 		r, _, err := eng.Service().Create(ctx, persist.RunCreateParams{TenantID: "bench", Model: model, ConversationID: conv,
-			Params: persist.RunParams{MaxSteps: 3, IfBusy: vocab.IfBusyEnqueue},
-			Input:  []persist.InputMessage{{Role: "user", Content: fmt.Sprintf("question %d: %s\n/say answer %d: %s", i, question, i, answer)}}})
+			Params: agentd.RunParams{MaxSteps: 3, IfBusy: agentd.IfBusyEnqueue},
+			Input:  []agentd.InputMessage{{Role: "user", Content: fmt.Sprintf("question %d: %s\n/say answer %d: %s", i, question, i, answer)}}})
 		if err != nil {
 			return c, err
 		}
 		conv = r.ConversationID
 		select {
 		case status := <-ended:
-			if status != vocab.StatusCompleted {
+			if status != agentd.StatusCompleted {
 				c.failed++
 			}
 		case <-time.After(time.Minute):

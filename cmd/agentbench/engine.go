@@ -11,11 +11,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // benchFloor measures what PostgreSQL sustains here: 16 connections, each
@@ -110,8 +110,8 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	var failed atomic.Int64
 	eng := run.New(run.Config{Store: store, Tools: reg, Workers: concurrency,
 		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake, APIKey: "bench"}),
-		OnEndFunc: func(_ string, status vocab.RunStatus) {
-			if status != vocab.StatusCompleted {
+		OnEndFunc: func(_ string, status agentd.RunStatus) {
+			if status != agentd.StatusCompleted {
 				failed.Add(1)
 			}
 			ended.Add(1)
@@ -128,9 +128,9 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
 	create := func() error {
 		_, _, err := eng.Service().Create(ctx, persist.RunCreateParams{TenantID: "bench", Model: "fake",
-			Params: persist.RunParams{MaxSteps: 4, OnDisconnect: "continue", IfBusy: "reject",
-				Timeouts: persist.Timeouts{TotalMS: 60000, StepMS: 30000, IdleMS: 30000, ToolMS: 30000}},
-			Input: []persist.InputMessage{{Role: "user", Content: input}}})
+			Params: agentd.RunParams{MaxSteps: 4, OnDisconnect: "continue", IfBusy: "reject",
+				Timeouts: agentd.Timeouts{TotalMS: 60000, StepMS: 30000, IdleMS: 30000, ToolMS: 30000}},
+			Input: []agentd.InputMessage{{Role: "user", Content: input}}})
 		return err
 	}
 	stop := make(chan struct{})

@@ -16,11 +16,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/llm/fakellm"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -149,22 +147,22 @@ func TestFollow(t *testing.T) {
 // keeps it.
 func goodRun() runRecord {
 	id := "r1"
-	ev := func(seq int64, typ string) persist.Event {
+	ev := func(seq int64, typ string) agentd.Event {
 		b, _ := json.Marshal(map[string]any{"seq": seq, "type": typ, "run_id": id, "step": 1})
-		return persist.Event{RunID: id, Seq: seq, Type: event.Type(typ), Data: b}
+		return agentd.Event{RunID: id, Seq: seq, Type: agentd.EventType(typ), Data: b}
 	}
-	call := persist.CallDetail{
-		ToolCall: persist.ToolCall{ID: "c1", IdempotencyKey: "k1", Status: vocab.CallSucceeded},
-		Attempts: []persist.Attempt{{N: 1, Status: vocab.AttemptFailed}, {N: 2, Status: vocab.AttemptSucceeded}},
+	call := agentd.CallDetail{
+		ToolCall: agentd.ToolCall{ID: "c1", IdempotencyKey: "k1", Status: agentd.CallSucceeded},
+		Attempts: []agentd.Attempt{{N: 1, Status: agentd.AttemptFailed}, {N: 2, Status: agentd.AttemptSucceeded}},
 	}
 	return runRecord{
-		run: persist.Run{ID: id, Status: vocab.StatusCompleted, LastEventSeq: 4,
-			Usage: vocab.Usage{InputTokens: 30, OutputTokens: 7}},
-		events: []persist.Event{ev(1, "run.created"), ev(2, "tool_call.completed"), ev(3, "message.completed"), ev(4, "run.completed")},
-		steps: []persist.StepDetail{
-			{Step: persist.Step{Seq: 1, Status: vocab.StepCompleted, Usage: vocab.Usage{InputTokens: 10, OutputTokens: 3}},
-				Calls: []persist.CallDetail{call}},
-			{Step: persist.Step{Seq: 2, Status: vocab.StepCompleted, Usage: vocab.Usage{InputTokens: 20, OutputTokens: 4}}},
+		run: agentd.Run{ID: id, Status: agentd.StatusCompleted, LastEventSeq: 4,
+			Usage: agentd.Usage{InputTokens: 30, OutputTokens: 7}},
+		events: []agentd.Event{ev(1, "run.created"), ev(2, "tool_call.completed"), ev(3, "message.completed"), ev(4, "run.completed")},
+		steps: []agentd.StepDetail{
+			{Step: agentd.Step{Seq: 1, Status: agentd.StepCompleted, Usage: agentd.Usage{InputTokens: 10, OutputTokens: 3}},
+				Calls: []agentd.CallDetail{call}},
+			{Step: agentd.Step{Seq: 2, Status: agentd.StepCompleted, Usage: agentd.Usage{InputTokens: 20, OutputTokens: 4}}},
 		},
 	}
 }
@@ -182,12 +180,12 @@ func TestViolations(t *testing.T) {
 		"envelope":         {func(r *runRecord) { r.events[1].Data = r.events[2].Data }, "does not match"},
 		"no terminal":      {func(r *runRecord) { r.events = r.events[:3]; r.run.LastEventSeq = 3 }, "0 terminal events"},
 		"not last":         {func(r *runRecord) { r.events[2].Type, r.events[3].Type = "run.completed", "message.completed" }, "is not the last"},
-		"status":           {func(r *runRecord) { r.run.Status = vocab.StatusFailed }, "terminal event run.completed for a run failed"},
+		"status":           {func(r *runRecord) { r.run.Status = agentd.StatusFailed }, "terminal event run.completed for a run failed"},
 		"last_event_seq":   {func(r *runRecord) { r.run.LastEventSeq = 5 }, "4 events stored, last_event_seq 5"},
-		"ran twice":        {func(r *runRecord) { r.steps[0].Calls[0].Attempts[0].Status = vocab.AttemptSucceeded }, "succeeded 2 times"},
+		"ran twice":        {func(r *runRecord) { r.steps[0].Calls[0].Attempts[0].Status = agentd.AttemptSucceeded }, "succeeded 2 times"},
 		"no key":           {func(r *runRecord) { r.steps[0].Calls[0].IdempotencyKey = "" }, "no idempotency key"},
-		"call not done":    {func(r *runRecord) { r.steps[0].Calls[0].Status = vocab.CallUnknown }, "is unknown with 1 succeeded attempts"},
-		"step not done":    {func(r *runRecord) { r.steps[0].Status = vocab.StepActing }, "in a step acting"},
+		"call not done":    {func(r *runRecord) { r.steps[0].Calls[0].Status = agentd.CallUnknown }, "is unknown with 1 succeeded attempts"},
+		"step not done":    {func(r *runRecord) { r.steps[0].Status = agentd.StepActing }, "in a step acting"},
 		"usage":            {func(r *runRecord) { r.run.Usage.OutputTokens++ }, "its steps' sum"},
 		"terminal missing": {func(r *runRecord) { r.events[3].Type = "run.failed" }, "terminal event run.failed for a run completed"},
 	} {
@@ -208,9 +206,9 @@ func TestViolations(t *testing.T) {
 	}
 	// A failed run's call need not have succeeded.
 	failed := goodRun()
-	failed.run.Status, failed.events[3].Type = vocab.StatusFailed, "run.failed"
+	failed.run.Status, failed.events[3].Type = agentd.StatusFailed, "run.failed"
 	failed.events[3].Data = []byte(strings.Replace(string(failed.events[3].Data), "run.completed", "run.failed", 1))
-	failed.steps[0].Calls[0].Status, failed.steps[0].Calls[0].Attempts = vocab.CallFailed, nil
+	failed.steps[0].Calls[0].Status, failed.steps[0].Calls[0].Attempts = agentd.CallFailed, nil
 	if v := failed.violations(map[string]string{}); v != nil {
 		t.Errorf("a failed run: %q", v)
 	}

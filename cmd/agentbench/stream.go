@@ -19,14 +19,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/stream"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // stack is agentd assembled in this process, as cmd/server assembles it, on
@@ -117,7 +116,7 @@ func (p loggingPublisher) Published(runID string, lastSeq int64) {
 	p.hub.Published(runID, lastSeq)
 }
 
-func (p loggingPublisher) PublishedEvents(runID string, evs []persist.Event) {
+func (p loggingPublisher) PublishedEvents(runID string, evs []agentd.Event) {
 	p.log.add(runID, evs[len(evs)-1].Seq)
 	p.hub.PublishedEvents(runID, evs)
 }
@@ -175,7 +174,7 @@ func follow(body io.Reader, keep func(sseEvent)) (events int, err error) {
 					ev.Data = strings.Join(data, "\n")
 					keep(ev)
 				}
-				if event.Type(ev.Event).Terminal() {
+				if agentd.EventType(ev.Event).Terminal() {
 					return events, nil
 				}
 			}
@@ -575,7 +574,7 @@ func rawFollow(base, runID string, seen func(typ string, seq int64, opened time.
 				if seen != nil {
 					seen(string(typ), seq, opened)
 				}
-				if event.Type(typ).Terminal() {
+				if agentd.EventType(typ).Terminal() {
 					return events
 				}
 			}
@@ -599,7 +598,7 @@ func benchReplay(ctx context.Context, s *stack) (eventsPerSec float64, err error
 	// The engine stops here, so that the run stays ours to write.
 	s.eng.Stop(ctx)
 	r, _, err := s.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
-		Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "/say replay"}}})
+		Params: agentd.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []agentd.InputMessage{{Role: "user", Content: "/say replay"}}})
 	if err != nil {
 		return 0, err
 	}
@@ -611,17 +610,17 @@ func benchReplay(ctx context.Context, s *stack) (eventsPerSec float64, err error
 	text := strings.Repeat("token ", 10)
 	for n := 1; n < total-1; {
 		k := min(500, total-1-n)
-		evs := make([]event.In, k)
+		evs := make([]agentd.EventIn, k)
 		for i := range evs {
-			evs[i] = event.Of(1, event.MessageDeltaData{Text: text})
+			evs[i] = agentd.EventOf(1, agentd.MessageDeltaData{Text: text})
 		}
 		if _, err := s.store.Exec(ctx, f, evs); err != nil {
 			return 0, err
 		}
 		n += k
 	}
-	if _, err := s.store.Exec(ctx, f, []event.In{event.RunEnd(1, vocab.StatusCompleted, vocab.ReasonCompleted, nil, "")},
-		persist.RunEnd{ID: r.ID, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted}); err != nil {
+	if _, err := s.store.Exec(ctx, f, []agentd.EventIn{agentd.RunEndEvent(1, agentd.StatusCompleted, agentd.ReasonCompleted, nil, "")},
+		persist.RunEnd{ID: r.ID, Status: agentd.StatusCompleted, Reason: agentd.ReasonCompleted}); err != nil {
 		return 0, err
 	}
 	best := time.Duration(1 << 62)
@@ -654,7 +653,7 @@ func benchConnections(ctx context.Context, s *stack, runEach bool) (float64, err
 	ids := make([]string, runs)
 	for i := range ids {
 		r, _, err := s.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
-			Params: persist.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []persist.InputMessage{{Role: "user", Content: "/say idle"}}})
+			Params: agentd.RunParams{MaxSteps: 1, IfBusy: "reject"}, Input: []agentd.InputMessage{{Role: "user", Content: "/say idle"}}})
 		if err != nil {
 			return 0, err
 		}

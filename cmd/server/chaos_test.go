@@ -23,13 +23,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api/spectest"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
-	"github.com/agentd/agentd/internal/vocab"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -325,13 +324,13 @@ func TestChaosKill(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	var completed, resolved int
 	for _, id := range ids {
-		persisttest.WaitRun(t, store, id, func(r persist.Run) bool {
+		persisttest.WaitRun(t, store, id, func(r agentd.Run) bool {
 			switch r.Status {
-			case vocab.StatusCompleted:
+			case agentd.StatusCompleted:
 				completed++
 				return true
-			case vocab.StatusRequiresAction:
-				var action event.RequiredAction
+			case agentd.StatusRequiresAction:
+				var action agentd.RequiredAction
 				json.Unmarshal(r.RequiredAction, &action)
 				decision := `"decision":"retry"`
 				if sink.Keys("/charge")[action.IdempotencyKey] > 0 {
@@ -345,7 +344,7 @@ func TestChaosKill(t *testing.T) {
 						resolved++
 					}
 				}
-			case vocab.StatusQueued, vocab.StatusRunning:
+			case agentd.StatusQueued, agentd.StatusRunning:
 			default:
 				t.Fatalf("run %s ended %s/%s: %s", id, r.Status, r.TerminalReason, r.Error)
 			}
@@ -547,8 +546,8 @@ func (m *compactionStaller) owner(store *persist.Store, live []*child, conversat
 		if id == "" {
 			continue
 		}
-		runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: "default", ConversationID: id,
-			Status: vocab.StatusRunning, Limit: 10})
+		runs, err := store.RunList(context.Background(), agentd.RunListParams{TenantID: "default", ConversationID: id,
+			Status: agentd.StatusRunning, Limit: 10})
 		if err != nil {
 			return 0, false
 		}
@@ -565,7 +564,7 @@ func (m *compactionStaller) owner(store *persist.Store, live []*child, conversat
 // runsOwnedBy returns the epochs of the running runs whose lease the process
 // pid holds.
 func runsOwnedBy(store *persist.Store, pid int) map[string]int64 {
-	runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: "default", Status: vocab.StatusRunning, Limit: 100})
+	runs, err := store.RunList(context.Background(), agentd.RunListParams{TenantID: "default", Status: agentd.StatusRunning, Limit: 100})
 	if err != nil {
 		return nil
 	}

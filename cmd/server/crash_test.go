@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api/spectest"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestKillBetweenEffectAndCommit kills the server process while a
@@ -71,7 +71,7 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer store.Close()
-			r := persisttest.WaitRun(t, store, run.ID, func(r persist.Run) bool { return r.Epoch >= 2 }, 30*time.Second)
+			r := persisttest.WaitRun(t, store, run.ID, func(r agentd.Run) bool { return r.Epoch >= 2 }, 30*time.Second)
 			t.Logf("taken over %v after the SIGKILL (lease TTL 1s)", time.Since(killed).Round(time.Millisecond))
 			if !withReconciler {
 				r = persisttest.WaitRun(t, store, run.ID, nil, 30*time.Second)
@@ -80,7 +80,7 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 					ToolCallID string `json:"tool_call_id"`
 				}
 				json.Unmarshal(r.RequiredAction, &action)
-				if r.Status != vocab.StatusRequiresAction || action.Type != "tool_outcome_unknown" {
+				if r.Status != agentd.StatusRequiresAction || action.Type != "tool_outcome_unknown" {
 					t.Fatalf("run is %s with %s, want requires_action tool_outcome_unknown", r.Status, r.RequiredAction)
 				}
 				body := fmt.Sprintf(`{"tool_call_id":%q,"decision":"result","result":{"charged":true}}`, action.ToolCallID)
@@ -90,8 +90,8 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 				}
 				resp.Body.Close()
 			}
-			r = persisttest.WaitRun(t, store, run.ID, func(r persist.Run) bool { return r.Status.Terminal() }, 30*time.Second)
-			if r.Status != vocab.StatusCompleted {
+			r = persisttest.WaitRun(t, store, run.ID, func(r agentd.Run) bool { return r.Status.Terminal() }, 30*time.Second)
+			if r.Status != agentd.StatusCompleted {
 				t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
 			}
 			if n := sink.Keys("/charge")[key]; n != 1 {
@@ -104,7 +104,7 @@ func TestKillBetweenEffectAndCommit(t *testing.T) {
 			spectest.CheckEvents(t, evs)
 			steps, _ := store.StepsList(context.Background(), run.ID)
 			call := steps[0].Calls[0]
-			if call.Status != vocab.CallSucceeded || len(call.Attempts) != 1 || call.Attempts[0].Status != vocab.AttemptUnknown {
+			if call.Status != agentd.CallSucceeded || len(call.Attempts) != 1 || call.Attempts[0].Status != agentd.AttemptUnknown {
 				t.Fatalf("call %s with %d attempts", call.Status, len(call.Attempts))
 			}
 		})
@@ -154,7 +154,7 @@ func TestConcurrentIdempotentCreateAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: "default", Limit: 100})
+	runs, err := store.RunList(context.Background(), agentd.RunListParams{TenantID: "default", Limit: 100})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("%d runs stored (%v)", len(runs), err)
 	}

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/persist"
 )
@@ -107,7 +108,7 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		defer store.Close()
 		k, err := store.KeyRevoke(ctx, prefix)
-		if errors.Is(err, persist.ErrNotFound) {
+		if errors.Is(err, agentd.ErrNotFound) {
 			return fmt.Errorf("keys revoke: no key with prefix %q", prefix)
 		}
 		if err != nil {

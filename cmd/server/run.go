@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"golang.org/x/net/netutil"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/compact"
@@ -231,7 +232,7 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
 		Auth: authn, Quotas: cfg.Quotas,
-		Defaults: api.RunDefaults{Model: modelName, MaxTimeouts: persist.Timeouts{
+		Defaults: api.RunDefaults{Model: modelName, MaxTimeouts: agentd.Timeouts{
 			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
 			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds(),
 			ActionMS: cfg.MaxTimeouts[4].Milliseconds()}},

@@ -13,9 +13,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/agentd/agentd/internal/event"
-	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // HeaderStream marks a response as a UI message stream.
@@ -62,7 +60,7 @@ type envelope struct {
 }
 
 // Event writes the chunks of ev.
-func (e *Encoder) Event(ev persist.Event, followed bool) ([]byte, bool) {
+func (e *Encoder) Event(ev agentd.Event, followed bool) ([]byte, bool) {
 	e.buf.Reset()
 	var env envelope
 	if err := json.Unmarshal(ev.Data, &env); err != nil {
@@ -74,48 +72,48 @@ func (e *Encoder) Event(ev persist.Event, followed bool) ([]byte, bool) {
 	}
 	end := false
 	switch ev.Type {
-	case event.StepStarted:
+	case agentd.EventStepStarted:
 		e.closeText()
 		e.startStep(env.Step)
-	case event.MessageDelta:
-		var d event.MessageDeltaData
+	case agentd.EventMessageDelta:
+		var d agentd.MessageDeltaData
 		if json.Unmarshal(env.Data, &d) == nil && d.Text != "" {
 			e.startStep(env.Step)
 			e.openText()
 			e.said = true
 			e.chunk(map[string]any{"type": "text-delta", "id": e.text, "delta": d.Text})
 		}
-	case event.MessageCompleted:
-		var d event.MessageCompletedData
+	case agentd.EventMessageCompleted:
+		var d agentd.MessageCompletedData
 		if json.Unmarshal(env.Data, &d) == nil && !e.said && e.text == "" {
 			// Not streamed: the whole text at once.
-			if t := vocab.TextOf(d.Content); t != "" {
+			if t := agentd.TextOf(d.Content); t != "" {
 				e.startStep(env.Step)
 				e.openText()
 				e.chunk(map[string]any{"type": "text-delta", "id": e.text, "delta": t})
 			}
 		}
 		e.closeText()
-	case event.ToolCallCreated:
-		var d event.ToolCallCreatedData
+	case agentd.EventToolCallCreated:
+		var d agentd.ToolCallCreatedData
 		if json.Unmarshal(env.Data, &d) == nil {
 			e.closeText()
 			e.startStep(env.Step)
 			e.chunk(map[string]any{"type": "tool-input-available", "toolCallId": d.ToolCallID, "toolName": d.Name,
 				"input": rawOrNull(d.Arguments), "dynamic": true})
 		}
-	case event.ToolCallApproved:
-		var d event.ToolCallApprovedData
+	case agentd.EventToolCallApproved:
+		var d agentd.ToolCallApprovedData
 		if json.Unmarshal(env.Data, &d) == nil {
 			e.chunk(map[string]any{"type": "tool-approval-response", "approvalId": d.ToolCallID, "approved": true})
 		}
-	case event.ToolCallCompleted:
-		var d event.ToolCallCompletedData
+	case agentd.EventToolCallCompleted:
+		var d agentd.ToolCallCompletedData
 		if json.Unmarshal(env.Data, &d) == nil {
 			switch d.Status {
-			case vocab.CallSucceeded:
+			case agentd.CallSucceeded:
 				e.chunk(map[string]any{"type": "tool-output-available", "toolCallId": d.ToolCallID, "output": rawOrNull(d.Result), "dynamic": true})
-			case vocab.CallRejected:
+			case agentd.CallRejected:
 				e.chunk(map[string]any{"type": "tool-output-denied", "toolCallId": d.ToolCallID})
 			default:
 				msg := "the tool call failed"
@@ -125,43 +123,43 @@ func (e *Encoder) Event(ev persist.Event, followed bool) ([]byte, bool) {
 				e.chunk(map[string]any{"type": "tool-output-error", "toolCallId": d.ToolCallID, "errorText": msg, "dynamic": true})
 			}
 		}
-	case event.StepCompleted:
+	case agentd.EventStepCompleted:
 		e.closeText()
 		e.chunk(map[string]any{"type": "finish-step"})
-	case event.StepRetracted:
+	case agentd.EventStepRetracted:
 		// What the step streamed is withdrawn: the text comes again.
 		e.text, e.said = "", false
 		e.chunk(map[string]any{"type": "reset-step"})
-	case event.RunRequiresAction:
-		var d event.RunRequiresActionData
+	case agentd.EventRunRequiresAction:
+		var d agentd.RunRequiresActionData
 		if json.Unmarshal(env.Data, &d) == nil {
 			a := d.RequiredAction
-			if a.Type == vocab.ActionToolApproval {
+			if a.Type == agentd.ActionToolApproval {
 				e.chunk(map[string]any{"type": "tool-approval-request", "approvalId": a.ToolCallID, "toolCallId": a.ToolCallID})
 			}
 			if !followed {
 				e.closeText()
 				e.chunk(map[string]any{"type": "finish", "finishReason": "tool-calls", "messageMetadata": map[string]any{
-					"run_id": e.runID, "status": vocab.StatusRequiresAction, "required_action": a}})
+					"run_id": e.runID, "status": agentd.StatusRequiresAction, "required_action": a}})
 				e.buf.Write(done)
 				end = true
 			}
 		}
 	default:
 		if ev.Type.Terminal() && !followed {
-			var d event.RunEndedData
+			var d agentd.RunEndedData
 			_ = json.Unmarshal(env.Data, &d)
 			e.closeText()
 			meta := map[string]any{"run_id": e.runID, "status": d.Status, "reason": d.Reason}
 			reason := finishReason(ev.Type, d.Reason)
 			switch ev.Type {
-			case event.RunFailed, event.RunTimedOut:
+			case agentd.EventRunFailed, agentd.EventRunTimedOut:
 				msg := fmt.Sprintf("the run ended %s (%s)", d.Status, d.Reason)
 				if d.Error != nil && d.Error.Message != "" {
 					msg = d.Error.Message
 				}
 				e.chunk(map[string]any{"type": "error", "errorText": msg})
-			case event.RunCancelled:
+			case agentd.EventRunCancelled:
 				e.chunk(map[string]any{"type": "abort", "reason": string(d.Reason)})
 			}
 			e.chunk(map[string]any{"type": "finish", "finishReason": reason, "messageMetadata": meta})
@@ -173,21 +171,21 @@ func (e *Encoder) Event(ev persist.Event, followed bool) ([]byte, bool) {
 }
 
 // finishReason is the AI SDK's name for how a run ended.
-func finishReason(t event.Type, r vocab.Reason) string {
+func finishReason(t agentd.EventType, r agentd.Reason) string {
 	switch t {
-	case event.RunCompleted:
-		if r == vocab.ReasonMaxOutputTokens || r == vocab.ReasonMaxSteps {
+	case agentd.EventRunCompleted:
+		if r == agentd.ReasonMaxOutputTokens || r == agentd.ReasonMaxSteps {
 			return "length"
 		}
 		return "stop"
-	case event.RunFailed:
-		if r == vocab.ReasonContentFilter {
+	case agentd.EventRunFailed:
+		if r == agentd.ReasonContentFilter {
 			return "content-filter"
 		}
 		return "error"
-	case event.RunTimedOut:
+	case agentd.EventRunTimedOut:
 		return "error"
-	case event.RunInterrupted:
+	case agentd.EventRunInterrupted:
 		return "interrupted"
 	}
 	return "other"

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 )
 
@@ -31,27 +32,27 @@ const (
 
 // NewKey makes a key for tenant with a name and scopes: the token to hand
 // to its user once, and the row to store.
-func NewKey(tenant, name string, scopes []Scope) (token string, row persist.APIKey, err error) {
+func NewKey(tenant, name string, scopes []Scope) (token string, row agentd.APIKey, err error) {
 	if !ValidTenant(tenant) {
-		return "", persist.APIKey{}, fmt.Errorf("tenant %q: must be %s", tenant, TenantRule)
+		return "", agentd.APIKey{}, fmt.Errorf("tenant %q: must be %s", tenant, TenantRule)
 	}
 	if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > 200 {
-		return "", persist.APIKey{}, errors.New("name: must be 1 to 200 characters")
+		return "", agentd.APIKey{}, errors.New("name: must be 1 to 200 characters")
 	}
 	if len(scopes) == 0 {
-		return "", persist.APIKey{}, errors.New("scopes: give at least one")
+		return "", agentd.APIKey{}, errors.New("scopes: give at least one")
 	}
 	var p [prefixLen / 2]byte
 	var s [secretBytes]byte
 	if _, err := rand.Read(p[:]); err != nil {
-		return "", persist.APIKey{}, err
+		return "", agentd.APIKey{}, err
 	}
 	if _, err := rand.Read(s[:]); err != nil {
-		return "", persist.APIKey{}, err
+		return "", agentd.APIKey{}, err
 	}
 	prefix := hex.EncodeToString(p[:])
 	secret := base64.RawURLEncoding.EncodeToString(s[:])
-	row = persist.APIKey{Prefix: prefix, TenantID: tenant, Name: name, SecretHash: hashSecret(secret)}
+	row = agentd.APIKey{Prefix: prefix, TenantID: tenant, Name: name, SecretHash: hashSecret(secret)}
 	for _, sc := range scopes {
 		row.Scopes = append(row.Scopes, string(sc))
 	}
@@ -78,7 +79,7 @@ func ParseKey(token string) (prefix, secret string, err error) {
 
 // KeyStore is where keys are kept (*persist.Store).
 type KeyStore interface {
-	KeyGet(ctx context.Context, prefix string) (persist.APIKey, error)
+	KeyGet(ctx context.Context, prefix string) (agentd.APIKey, error)
 	KeyTouch(ctx context.Context, prefix string, at time.Time) error
 }
 
@@ -108,7 +109,7 @@ type Keys struct {
 }
 
 type cachedKey struct {
-	key     persist.APIKey
+	key     agentd.APIKey
 	fetched time.Time
 	touched time.Time
 }
@@ -172,7 +173,7 @@ func (k *Keys) Verify(ctx context.Context, token string) (Principal, error) {
 }
 
 // lookup returns the key of prefix, from the cache while it is fresh.
-func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (persist.APIKey, error) {
+func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (agentd.APIKey, error) {
 	k.mu.Lock()
 	c := k.cache[prefix]
 	if c != nil && now.Sub(c.fetched) < k.cfg.CacheTTL {
@@ -182,11 +183,11 @@ func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (persis
 	}
 	k.mu.Unlock()
 	key, err := k.cfg.Store.KeyGet(ctx, prefix)
-	if errors.Is(err, persist.ErrNotFound) {
-		return persist.APIKey{}, invalid("unknown or revoked key")
+	if errors.Is(err, agentd.ErrNotFound) {
+		return agentd.APIKey{}, invalid("unknown or revoked key")
 	}
 	if err != nil {
-		return persist.APIKey{}, fmt.Errorf("read key: %w", err)
+		return agentd.APIKey{}, fmt.Errorf("read key: %w", err)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()

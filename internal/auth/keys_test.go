@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
@@ -37,7 +38,7 @@ type countingStore struct {
 	touches atomic.Int64
 }
 
-func (c *countingStore) KeyGet(ctx context.Context, prefix string) (persist.APIKey, error) {
+func (c *countingStore) KeyGet(ctx context.Context, prefix string) (agentd.APIKey, error) {
 	c.gets.Add(1)
 	return c.inner.KeyGet(ctx, prefix)
 }
@@ -77,7 +78,7 @@ func (c *fakeClock) Set(at time.Time) {
 }
 
 // insertKey makes a key of tenant with scopes and stores it.
-func insertKey(t *testing.T, store *persist.Store, tenant string, scopes ...auth.Scope) (string, persist.APIKey) {
+func insertKey(t *testing.T, store *persist.Store, tenant string, scopes ...auth.Scope) (string, agentd.APIKey) {
 	t.Helper()
 	token, row, err := auth.NewKey(tenant, "test key", scopes)
 	if err != nil {
@@ -257,7 +258,7 @@ func TestKeysAuthenticateErrors(t *testing.T) {
 	// A key whose prefix surely has letters, to write it in upper case.
 	lettersSecret := strings.Repeat("L", 43)
 	lettersHash := sha256.Sum256([]byte(lettersSecret))
-	if _, err := store.KeyInsert(t.Context(), persist.APIKey{Prefix: "abcdef012345", TenantID: "acme", Name: "letters",
+	if _, err := store.KeyInsert(t.Context(), agentd.APIKey{Prefix: "abcdef012345", TenantID: "acme", Name: "letters",
 		Scopes: []string{"runs:read"}, SecretHash: lettersHash[:]}); err != nil {
 		t.Fatalf("KeyInsert: %v", err)
 	}

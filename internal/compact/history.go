@@ -4,9 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/llm"
-	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // KeepTurns is how many of the latest user turns (each with everything
@@ -21,17 +20,17 @@ const summaryLead = "Summary of the earlier conversation (the messages it stands
 // compaction, msgs as they are; with c, the conversation's first user
 // message, then a system message holding c's summary, then the messages
 // after c.CoversToSeq.
-func Visible(msgs []persist.Message, c *persist.Compaction) []persist.Message {
+func Visible(msgs []agentd.Message, c *agentd.Compaction) []agentd.Message {
 	if c == nil {
 		return msgs
 	}
-	out := make([]persist.Message, 0, len(msgs))
+	out := make([]agentd.Message, 0, len(msgs))
 	first := firstUser(msgs)
 	if first >= 0 && msgs[first].Seq <= c.CoversToSeq {
 		out = append(out, msgs[first])
 	}
-	out = append(out, persist.Message{Role: vocab.RoleSystem, Status: vocab.MessageCompleted,
-		Content: []vocab.Part{{Type: vocab.PartText, Text: summaryLead + c.Summary}}})
+	out = append(out, agentd.Message{Role: agentd.RoleSystem, Status: agentd.MessageCompleted,
+		Content: []agentd.Part{{Type: agentd.PartText, Text: summaryLead + c.Summary}}})
 	for _, m := range msgs {
 		if m.Seq > c.CoversToSeq {
 			out = append(out, m)
@@ -42,16 +41,16 @@ func Visible(msgs []persist.Message, c *persist.Compaction) []persist.Message {
 
 // InContext reports whether the model is still sent m, given the
 // conversation's latest compaction c and its first user message's seq.
-func InContext(m persist.Message, c *persist.Compaction, firstUserSeq int) bool {
-	if m.Status != vocab.MessageCompleted {
+func InContext(m agentd.Message, c *agentd.Compaction, firstUserSeq int) bool {
+	if m.Status != agentd.MessageCompleted {
 		return false
 	}
 	return c == nil || m.Seq > c.CoversToSeq || m.Seq == firstUserSeq
 }
 
-func firstUser(msgs []persist.Message) int {
+func firstUser(msgs []agentd.Message) int {
 	for i, m := range msgs {
-		if m.Role == vocab.RoleUser {
+		if m.Role == agentd.RoleUser {
 			return i
 		}
 	}
@@ -65,14 +64,14 @@ func firstUser(msgs []persist.Message) int {
 // message with everything after it) stay verbatim, and the cut falls just
 // before a user message, so a tool call and its result are never parted.
 // ok is false when there is nothing to summarize.
-func Cut(msgs []persist.Message, prev *persist.Compaction) (covered []persist.Message, coversTo int, ok bool) {
+func Cut(msgs []agentd.Message, prev *agentd.Compaction) (covered []agentd.Message, coversTo int, ok bool) {
 	first := firstUser(msgs)
 	if first < 0 {
 		return nil, 0, false
 	}
 	var turns []int // indexes of the user messages after the first
 	for i := first + 1; i < len(msgs); i++ {
-		if msgs[i].Role == vocab.RoleUser {
+		if msgs[i].Role == agentd.RoleUser {
 			turns = append(turns, i)
 		}
 	}
@@ -120,7 +119,7 @@ const maxQuoted = 2000
 // Transcript renders what a compaction summarizes, as the user message of
 // its model call: the previous summary, then each message, every line
 // quoted with "> " (so that nothing in it reads as an instruction line).
-func Transcript(prev *persist.Compaction, covered []persist.Message) string {
+func Transcript(prev *agentd.Compaction, covered []agentd.Message) string {
 	return transcript(prev, covered, 0, 0)
 }
 
@@ -129,7 +128,7 @@ func Transcript(prev *persist.Compaction, covered []persist.Message) string {
 // went uncompacted: each message's text is cut shorter and shorter, down to
 // 200 bytes; past that the oldest messages are left out, and the
 // transcript says how many.
-func TranscriptWithin(prev *persist.Compaction, covered []persist.Message, maxTokens int) string {
+func TranscriptWithin(prev *agentd.Compaction, covered []agentd.Message, maxTokens int) string {
 	t := transcript(prev, covered, 0, 0)
 	if maxTokens <= 0 || EstimateTokens(len(t)) <= maxTokens {
 		return t
@@ -149,7 +148,7 @@ func TranscriptWithin(prev *persist.Compaction, covered []persist.Message, maxTo
 
 // transcript renders prev and covered, each text cut to limit bytes (0:
 // whole), leaving out the first skip messages.
-func transcript(prev *persist.Compaction, covered []persist.Message, limit, skip int) string {
+func transcript(prev *agentd.Compaction, covered []agentd.Message, limit, skip int) string {
 	text := func(s string) string {
 		if limit > 0 && len(s) > limit {
 			return cut(s, limit) + " [cut]"
@@ -170,13 +169,13 @@ func transcript(prev *persist.Compaction, covered []persist.Message, limit, skip
 	for _, m := range covered {
 		for _, p := range m.Content {
 			switch p.Type {
-			case vocab.PartText:
+			case agentd.PartText:
 				fmt.Fprintf(&b, "%s:\n", m.Role)
 				quote(&b, text(p.Text))
-			case vocab.PartToolCall:
+			case agentd.PartToolCall:
 				fmt.Fprintf(&b, "%s called tool %s (call %s) with:\n", m.Role, p.Name, p.ID)
 				quote(&b, cut(p.Arguments, maxQuoted))
-			case vocab.PartToolResult:
+			case agentd.PartToolResult:
 				fmt.Fprintf(&b, "tool result (call %s):\n", p.ToolCallID)
 				quote(&b, cut(p.Content, maxQuoted))
 			}

@@ -6,39 +6,38 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
-	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // history generates a conversation: turns of a user message, then steps
 // of an assistant message with parallel tool calls and their results (one
 // tool message per call, or one for all), then an answer.
-func history(r *rand.Rand) []persist.Message {
-	var msgs []persist.Message
-	add := func(role vocab.Role, parts ...vocab.Part) {
-		msgs = append(msgs, persist.Message{Seq: len(msgs) + 1, Role: role, Status: vocab.MessageCompleted, Content: parts})
+func history(r *rand.Rand) []agentd.Message {
+	var msgs []agentd.Message
+	add := func(role agentd.Role, parts ...agentd.Part) {
+		msgs = append(msgs, agentd.Message{Seq: len(msgs) + 1, Role: role, Status: agentd.MessageCompleted, Content: parts})
 	}
 	for turn := range 1 + r.IntN(12) {
-		add(vocab.RoleUser, vocab.Part{Type: vocab.PartText, Text: fmt.Sprintf("question %d", turn)})
+		add(agentd.RoleUser, agentd.Part{Type: agentd.PartText, Text: fmt.Sprintf("question %d", turn)})
 		for step := range r.IntN(4) {
-			var calls, results []vocab.Part
+			var calls, results []agentd.Part
 			for c := range 1 + r.IntN(3) {
 				id := fmt.Sprintf("call_%d_%d_%d", turn, step, c)
-				calls = append(calls, vocab.Part{Type: vocab.PartToolCall, ID: id, Name: "t", Arguments: "{}"})
-				results = append(results, vocab.Part{Type: vocab.PartToolResult, ToolCallID: id,
+				calls = append(calls, agentd.Part{Type: agentd.PartToolCall, ID: id, Name: "t", Arguments: "{}"})
+				results = append(results, agentd.Part{Type: agentd.PartToolResult, ToolCallID: id,
 					Content: strings.Repeat("x", r.IntN(5000))})
 			}
-			add(vocab.RoleAssistant, calls...)
+			add(agentd.RoleAssistant, calls...)
 			if r.IntN(2) == 0 {
-				add(vocab.RoleTool, results...)
+				add(agentd.RoleTool, results...)
 			} else {
 				for _, p := range results {
-					add(vocab.RoleTool, p)
+					add(agentd.RoleTool, p)
 				}
 			}
 		}
-		add(vocab.RoleAssistant, vocab.Part{Type: vocab.PartText, Text: fmt.Sprintf("answer %d", turn)})
+		add(agentd.RoleAssistant, agentd.Part{Type: agentd.PartText, Text: fmt.Sprintf("answer %d", turn)})
 	}
 	return msgs
 }
@@ -53,10 +52,10 @@ func TestCutKeepsTurnsWhole(t *testing.T) {
 	cuts := 0
 	for i := range 2000 {
 		msgs := history(r)
-		var prev *persist.Compaction
+		var prev *agentd.Compaction
 		if r.IntN(2) == 0 {
 			if _, to, ok := compact.Cut(msgs[:r.IntN(len(msgs))+1], nil); ok {
-				prev = &persist.Compaction{CoversToSeq: to, Summary: "earlier"}
+				prev = &agentd.Compaction{CoversToSeq: to, Summary: "earlier"}
 			}
 		}
 		covered, coversTo, ok := compact.Cut(msgs, prev)
@@ -65,16 +64,16 @@ func TestCutKeepsTurnsWhole(t *testing.T) {
 		}
 		cuts++
 		next := msgs[coversTo] // seqs are 1-based: the message after the cut
-		if next.Role != vocab.RoleUser {
+		if next.Role != agentd.RoleUser {
 			t.Fatalf("history %d: the cut after seq %d falls before a %s message", i, coversTo, next.Role)
 		}
 		callAt := map[string]int{}
 		for _, m := range msgs {
 			for _, p := range m.Content {
-				if p.Type == vocab.PartToolCall {
+				if p.Type == agentd.PartToolCall {
 					callAt[p.ID] = m.Seq
 				}
-				if p.Type == vocab.PartToolResult && (callAt[p.ToolCallID] <= coversTo) != (m.Seq <= coversTo) {
+				if p.Type == agentd.PartToolResult && (callAt[p.ToolCallID] <= coversTo) != (m.Seq <= coversTo) {
 					t.Fatalf("history %d: call %s (seq %d) and its result (seq %d) fall on two sides of the cut after %d",
 						i, p.ToolCallID, callAt[p.ToolCallID], m.Seq, coversTo)
 				}
@@ -82,7 +81,7 @@ func TestCutKeepsTurnsWhole(t *testing.T) {
 		}
 		var users []int
 		for _, m := range msgs {
-			if m.Role == vocab.RoleUser {
+			if m.Role == agentd.RoleUser {
 				users = append(users, m.Seq)
 			}
 		}
@@ -97,8 +96,8 @@ func TestCutKeepsTurnsWhole(t *testing.T) {
 				t.Fatalf("history %d: message %d was covered by the previous compaction already", i, m.Seq)
 			}
 		}
-		visible := compact.Visible(msgs, &persist.Compaction{CoversToSeq: coversTo, Summary: "s"})
-		if visible[0].Seq != users[0] || visible[1].Role != vocab.RoleSystem {
+		visible := compact.Visible(msgs, &agentd.Compaction{CoversToSeq: coversTo, Summary: "s"})
+		if visible[0].Seq != users[0] || visible[1].Role != agentd.RoleSystem {
 			t.Fatalf("history %d: the model would be sent %s %d then %s", i, visible[0].Role, visible[0].Seq, visible[1].Role)
 		}
 	}
@@ -110,8 +109,8 @@ func TestCutKeepsTurnsWhole(t *testing.T) {
 // TestTranscriptQuotesEveryLine: no line of a transcript starts with what
 // a model (or the fake) would read as an instruction line.
 func TestTranscriptQuotesEveryLine(t *testing.T) {
-	msgs := []persist.Message{{Seq: 2, Role: vocab.RoleUser, Content: []vocab.Part{{Type: vocab.PartText, Text: "/say hi\n/call x {}"}}}}
-	for _, l := range strings.Split(compact.Transcript(&persist.Compaction{Summary: "/stream 3 1"}, msgs), "\n") {
+	msgs := []agentd.Message{{Seq: 2, Role: agentd.RoleUser, Content: []agentd.Part{{Type: agentd.PartText, Text: "/say hi\n/call x {}"}}}}
+	for _, l := range strings.Split(compact.Transcript(&agentd.Compaction{Summary: "/stream 3 1"}, msgs), "\n") {
 		if strings.HasPrefix(strings.TrimSpace(l), "/") {
 			t.Fatalf("transcript line %q reads as a directive", l)
 		}
@@ -122,10 +121,10 @@ func TestTranscriptQuotesEveryLine(t *testing.T) {
 // texts first, then the oldest messages, which it says are left out.
 func TestTranscriptWithin(t *testing.T) {
 	t.Parallel()
-	var msgs []persist.Message
+	var msgs []agentd.Message
 	for i := range 40 {
-		msgs = append(msgs, persist.Message{Seq: i + 1, Role: vocab.RoleUser,
-			Content: []vocab.Part{{Type: vocab.PartText, Text: fmt.Sprintf("turn %d %s", i, strings.Repeat("word ", 600))}}})
+		msgs = append(msgs, agentd.Message{Seq: i + 1, Role: agentd.RoleUser,
+			Content: []agentd.Part{{Type: agentd.PartText, Text: fmt.Sprintf("turn %d %s", i, strings.Repeat("word ", 600))}}})
 	}
 	whole := compact.Transcript(nil, msgs)
 	if got := compact.TranscriptWithin(nil, msgs, 0); got != whole {

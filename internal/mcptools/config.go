@@ -14,7 +14,7 @@ import (
 	"net/url"
 	"regexp"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // MetaIdempotencyKey is the _meta field of a tools/call request that holds
@@ -45,10 +45,10 @@ type ServerConfig struct {
 
 // Override is what a tools file sets for one MCP tool.
 type Override struct {
-	Effect         vocab.Effect `json:"effect"`
-	TimeoutMS      int          `json:"timeout_ms"`
-	NeedsApproval  *bool        `json:"needs_approval"`
-	MaxResultBytes int          `json:"max_result_bytes"`
+	Effect         agentd.Effect `json:"effect"`
+	TimeoutMS      int           `json:"timeout_ms"`
+	NeedsApproval  *bool         `json:"needs_approval"`
+	MaxResultBytes int           `json:"max_result_bytes"`
 }
 
 // ParseFile reads the mcp_servers of a tools file; a file without them has

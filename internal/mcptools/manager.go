@@ -17,8 +17,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Backoff bounds between two connection attempts to a server.
@@ -314,16 +314,16 @@ func (s *server) adapt(t *mcp.Tool) (*tool, error) {
 // effectOf is the effect class an MCP tool's annotations say: read-only,
 // idempotent (and not read-only), else a side effect, which is never
 // retried blindly. No annotations is a side effect.
-func effectOf(a *mcp.ToolAnnotations) vocab.Effect {
+func effectOf(a *mcp.ToolAnnotations) agentd.Effect {
 	switch {
 	case a == nil:
-		return vocab.EffectSideEffect
+		return agentd.EffectSideEffect
 	case a.ReadOnlyHint:
-		return vocab.EffectReadOnly
+		return agentd.EffectReadOnly
 	case a.IdempotentHint:
-		return vocab.EffectIdempotent
+		return agentd.EffectIdempotent
 	}
-	return vocab.EffectSideEffect
+	return agentd.EffectSideEffect
 }
 
 // tool is an MCP server's tool, as agentd offers it.

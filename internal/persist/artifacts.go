@@ -3,34 +3,16 @@ package persist
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
-	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd"
 )
-
-// ErrArtifactNotFound is the ErrNotFound of an artifact.
-var ErrArtifactNotFound = fmt.Errorf("artifact %w", ErrNotFound)
-
-// Artifact is a row of artifacts: a tool result kept whole because it was
-// too large to show the model.
-type Artifact struct {
-	ID         string
-	RunID      string
-	ToolCallID string
-	MediaType  string
-	Size       int64
-	SHA256     string
-	Content    []byte
-	CreatedAt  time.Time
-}
 
 // ArtifactInsert commits the artifact of a call's result, with the call's
 // finish: both or neither. The artifact takes the tenant and conversation
 // of the call's run.
 type ArtifactInsert struct {
 	RunID, ToolCallID string
-	Artifact          tools.Artifact
+	Artifact          agentd.Artifact
 }
 
 func (o ArtifactInsert) queue(b *batch) error {
@@ -45,31 +27,31 @@ const insertArtifact = `INSERT INTO artifacts (id, tenant_id, conversation_id, r
 
 // ArtifactGet returns the artifact id of a tenant's run, with its content,
 // or ErrArtifactNotFound.
-func (s *Store) ArtifactGet(ctx context.Context, tenantID, runID, id string) (Artifact, error) {
-	a := Artifact{ID: id, RunID: runID}
-	err := s.pool.QueryRow(ctx, `SELECT tool_call_id, media_type, size, sha256, content, created_at
+func (s *Store) ArtifactGet(ctx context.Context, tenantID, runID, id string) (agentd.Artifact, error) {
+	a := agentd.Artifact{ID: id, RunID: runID}
+	err := s.pool.QueryRow(ctx, `SELECT tool_call_id, media_type, sha256, content, created_at
 		FROM artifacts WHERE id = $1 AND run_id = $2 AND tenant_id = $3`, id, runID, tenantID).
-		Scan(&a.ToolCallID, &a.MediaType, &a.Size, &a.SHA256, &a.Content, &a.CreatedAt)
+		Scan(&a.ToolCallID, &a.MediaType, &a.SHA256, &a.Content, &a.CreatedAt)
 	if err := translate(err); err != nil {
 		if errors.Is(err, ErrInvalidValue) { // an id that is not a uuid
-			err = ErrNotFound
+			err = agentd.ErrNotFound
 		}
-		return Artifact{}, notFound(err, ErrArtifactNotFound)
+		return agentd.Artifact{}, notFound(err, agentd.ErrArtifactNotFound)
 	}
 	return a, nil
 }
 
 // ArtifactRead reads length bytes from offset (0-based) of artifact id, if
-// it belongs to the conversation of run runID; else tools.ErrNoArtifact.
+// it belongs to the conversation of run runID; else ErrArtifactNotFound.
 // It is what read_artifact reads through.
-func (s *Store) ArtifactRead(ctx context.Context, runID, id string, offset, length int64) (tools.ArtifactPage, error) {
-	var p tools.ArtifactPage
+func (s *Store) ArtifactRead(ctx context.Context, runID, id string, offset, length int64) (agentd.ArtifactPage, error) {
+	var p agentd.ArtifactPage
 	err := s.pool.QueryRow(ctx, `SELECT a.size, a.media_type, substring(a.content FROM $3::int + 1 FOR $4::int)
 		FROM artifacts a JOIN runs r ON r.conversation_id = a.conversation_id AND r.tenant_id = a.tenant_id
 		WHERE r.id = $1 AND a.id = $2`, runID, id, offset, length).Scan(&p.Size, &p.MediaType, &p.Content)
 	if err := translate(err); err != nil {
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidValue) {
-			return p, tools.ErrNoArtifact // ErrInvalidValue: an id that is not a uuid
+		if errors.Is(err, agentd.ErrNotFound) || errors.Is(err, ErrInvalidValue) {
+			return p, agentd.ErrArtifactNotFound // ErrInvalidValue: an id that is not a uuid
 		}
 		return p, err
 	}

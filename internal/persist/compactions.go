@@ -2,34 +2,17 @@ package persist
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// Compaction is a row of compactions: a summary that replaces, in what the
-// model is sent, a conversation's messages up to CoversToSeq (all but its
-// first user message).
-type Compaction struct {
-	ID              string
-	ConversationID  string
-	RunID           string
-	StepID          string
-	CoversToSeq     int
-	MessagesCovered int
-	Summary         string
-	TokensBefore    int
-	TokensAfter     int
-	InputTokens     int64
-	OutputTokens    int64
-	CreatedAt       time.Time
-}
+	"github.com/agentd/agentd"
+)
 
 const compactionColumns = `id, conversation_id, run_id, step_id, covers_to_seq, messages_covered, summary,
 	tokens_before, tokens_after, input_tokens, output_tokens, created_at`
 
-func scanCompaction(row pgx.Row) (Compaction, error) {
-	var c Compaction
+func scanCompaction(row pgx.Row) (agentd.Compaction, error) {
+	var c agentd.Compaction
 	err := row.Scan(&c.ID, &c.ConversationID, &c.RunID, &c.StepID, &c.CoversToSeq, &c.MessagesCovered, &c.Summary,
 		&c.TokensBefore, &c.TokensAfter, &c.InputTokens, &c.OutputTokens, &c.CreatedAt)
 	return c, translate(err)
@@ -37,7 +20,7 @@ func scanCompaction(row pgx.Row) (Compaction, error) {
 
 // CompactionInsert commits a compaction, with the executor's other writes.
 type CompactionInsert struct {
-	Compaction
+	agentd.Compaction
 }
 
 func (o CompactionInsert) queue(b *batch) error {
@@ -68,7 +51,7 @@ const latestCompaction = `SELECT ` + compactionColumns + ` FROM compactions WHER
 
 // CompactionLatest returns the latest compaction of a conversation, or
 // ErrNotFound when it has none.
-func (s *Store) CompactionLatest(ctx context.Context, conversationID string) (Compaction, error) {
+func (s *Store) CompactionLatest(ctx context.Context, conversationID string) (agentd.Compaction, error) {
 	return scanCompaction(s.pool.QueryRow(ctx, latestCompaction, conversationID))
 }
 

@@ -7,16 +7,14 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// ErrConversationBusy is the ErrConflict of deleting a conversation that has
-// a run in progress (queued, running or waiting for a client).
-var ErrConversationBusy = fmt.Errorf("conversation has a run in progress: %w", ErrConflict)
+	"github.com/agentd/agentd"
+)
 
 const conversationColumns = `id, tenant_id, title, metadata, coalesce(chat_id, ''), created_at, updated_at`
 
-func scanConversation(row pgx.Row) (Conversation, error) {
-	var c Conversation
+func scanConversation(row pgx.Row) (agentd.Conversation, error) {
+	var c agentd.Conversation
 	err := row.Scan(&c.ID, &c.TenantID, &c.Title, &c.Metadata, &c.ChatID, &c.CreatedAt, &c.UpdatedAt)
 	return c, translate(err)
 }
@@ -24,27 +22,27 @@ func scanConversation(row pgx.Row) (Conversation, error) {
 // ConversationForChat returns a tenant's conversation of the chat chatID
 // (an AI SDK client's id), creating it, empty, when create is set and there
 // is none. ErrConversationNotFound: none, and create is not set.
-func (s *Store) ConversationForChat(ctx context.Context, tenantID, chatID string, create bool) (Conversation, error) {
-	get := func() (Conversation, error) {
+func (s *Store) ConversationForChat(ctx context.Context, tenantID, chatID string, create bool) (agentd.Conversation, error) {
+	get := func() (agentd.Conversation, error) {
 		c, err := scanConversation(s.pool.QueryRow(ctx, `SELECT `+conversationColumns+` FROM conversations
 			WHERE tenant_id = $1 AND chat_id = $2`, tenantID, chatID))
-		return c, notFound(err, ErrConversationNotFound)
+		return c, notFound(err, agentd.ErrConversationNotFound)
 	}
 	c, err := get()
-	if !create || !errors.Is(err, ErrConversationNotFound) {
+	if !create || !errors.Is(err, agentd.ErrConversationNotFound) {
 		return c, err
 	}
 	c, err = scanConversation(s.pool.QueryRow(ctx, `INSERT INTO conversations (id, tenant_id, title, metadata, chat_id)
 		VALUES ($1, $2, '', '{}', $3) ON CONFLICT (tenant_id, chat_id) WHERE chat_id IS NOT NULL DO NOTHING
 		RETURNING `+conversationColumns, newID(), tenantID, chatID))
-	if errors.Is(err, ErrNotFound) { // created meanwhile
+	if errors.Is(err, agentd.ErrNotFound) { // created meanwhile
 		return get()
 	}
 	return c, err
 }
 
 // ConversationCreate stores a new, empty conversation of a tenant.
-func (s *Store) ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (Conversation, error) {
+func (s *Store) ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (agentd.Conversation, error) {
 	if len(metadata) == 0 {
 		metadata = json.RawMessage(`{}`)
 	}
@@ -52,20 +50,8 @@ func (s *Store) ConversationCreate(ctx context.Context, tenantID, title string, 
 		VALUES ($1, $2, $3, $4) RETURNING `+conversationColumns, newID(), tenantID, title, []byte(metadata)))
 }
 
-// ConversationListParams select a page of a tenant's conversations, newest
-// first.
-type ConversationListParams struct {
-	TenantID string
-	// Metadata, when not empty, keeps the conversations whose metadata
-	// holds each of its keys with that value.
-	Metadata map[string]string
-	ChatID   string // when not empty, the conversation of this AI SDK chat
-	Before   string // a conversation id: only older ones
-	Limit    int
-}
-
 // ConversationList returns a page of a tenant's conversations, newest first.
-func (s *Store) ConversationList(ctx context.Context, p ConversationListParams) ([]Conversation, error) {
+func (s *Store) ConversationList(ctx context.Context, p agentd.ConversationListParams) ([]agentd.Conversation, error) {
 	var filter []byte
 	if len(p.Metadata) > 0 {
 		var err error
@@ -81,7 +67,7 @@ func (s *Store) ConversationList(ctx context.Context, p ConversationListParams) 
 
 // ConversationUpdate sets a tenant's conversation's title and metadata,
 // each when not nil. ErrConversationNotFound: none of the tenant's has id.
-func (s *Store) ConversationUpdate(ctx context.Context, tenantID, id string, title *string, metadata json.RawMessage) (Conversation, error) {
+func (s *Store) ConversationUpdate(ctx context.Context, tenantID, id string, title *string, metadata json.RawMessage) (agentd.Conversation, error) {
 	var md []byte
 	if metadata != nil {
 		md = metadata
@@ -89,7 +75,7 @@ func (s *Store) ConversationUpdate(ctx context.Context, tenantID, id string, tit
 	c, err := scanConversation(s.pool.QueryRow(ctx, `UPDATE conversations SET
 		title = coalesce($3, title), metadata = coalesce($4::jsonb, metadata), updated_at = now()
 		WHERE id = $1 AND tenant_id = $2 RETURNING `+conversationColumns, id, tenantID, title, md))
-	return c, notFound(err, ErrConversationNotFound)
+	return c, notFound(err, agentd.ErrConversationNotFound)
 }
 
 // ConversationDelete removes a tenant's conversation and everything under
@@ -100,8 +86,8 @@ func (s *Store) ConversationDelete(ctx context.Context, tenantID, id string) err
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		var found string
 		err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&found)
-		if errors.Is(translate(err), ErrNotFound) {
-			return ErrConversationNotFound
+		if errors.Is(translate(err), agentd.ErrNotFound) {
+			return agentd.ErrConversationNotFound
 		}
 		if err != nil {
 			return translate(err)
@@ -112,7 +98,7 @@ func (s *Store) ConversationDelete(ctx context.Context, tenantID, id string) err
 			return translate(err)
 		}
 		if busy {
-			return ErrConversationBusy
+			return agentd.ErrConversationBusy
 		}
 		const runs = `(SELECT id FROM runs WHERE conversation_id = $1)`
 		for _, q := range []string{

@@ -9,23 +9,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentd/agentd/internal/event"
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
-
-// InputMessage is one message of a run's input.
-type InputMessage struct {
-	Role    vocab.Role
-	Content string
-}
 
 // RunCreateParams are the inputs of RunCreate.
 type RunCreateParams struct {
 	TenantID       string
 	ConversationID string // empty: start a new conversation
 	Model          string
-	Params         RunParams
-	Input          []InputMessage
+	Params         agentd.RunParams
+	Input          []agentd.InputMessage
 	IdempotencyKey string // optional
 	RequestHash    string // fingerprint of the request, compared on a repeated key
 	Actor          string // who asked (the credential's actor); optional
@@ -62,24 +55,13 @@ type ClaimFor struct {
 	StepID string // the id of the run's first step
 }
 
-// BusyError says that a conversation already has a run in flight.
-type BusyError struct{ RunID string }
-
-func (e *BusyError) Error() string { return "conversation is busy with run " + e.RunID }
-
-// Is makes errors.Is(err, ErrConflict) true for a BusyError.
-func (e *BusyError) Is(target error) bool { return target == ErrConflict }
-
-// ErrIdempotencyMismatch: an idempotency key was reused with a different request.
-var ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
-
 // RunCreate commits a run, its conversation (when new), its input messages and
 // its run.created event in one transaction, and wakes the workers. With an
 // idempotency key already used for the same request, it returns the first run
 // and created=false; for another request, ErrIdempotencyMismatch. A busy
 // conversation gives a *BusyError when IfBusy is "reject" (or empty); an
 // unknown one ErrConversationNotFound.
-func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, created bool, err error) {
+func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run agentd.Run, created bool, err error) {
 	st, created, err := s.RunCreateState(ctx, p)
 	return st.Run, created, err
 }
@@ -94,20 +76,20 @@ func (s *Store) RunCreate(ctx context.Context, p RunCreateParams) (run Run, crea
 // nothing, and is created in one pipelined round trip (createAlone);
 // otherwise a transaction locks the conversation and applies if_busy
 // (createInConversation).
-func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (RunState, bool, error) {
+func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (agentd.RunState, bool, error) {
 	if p.IdempotencyKey != "" {
 		if r, ok, err := s.runByKey(ctx, p); ok || err != nil {
-			return RunState{Run: r}, false, err
+			return agentd.RunState{Run: r}, false, err
 		}
 	}
 	if p.RejectOverQuota && s.tenantCap > 0 {
 		var n int
 		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'running'`,
 			p.TenantID).Scan(&n); err != nil {
-			return RunState{}, false, translate(err)
+			return agentd.RunState{}, false, translate(err)
 		}
 		if n >= s.tenantCap {
-			return RunState{}, false, ErrQuotaExceeded
+			return agentd.RunState{}, false, agentd.ErrQuotaExceeded
 		}
 	}
 	if s.tenantCap > 0 {
@@ -115,7 +97,7 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (RunState
 	}
 	c, err := newCreation(p)
 	if err != nil {
-		return RunState{}, false, err
+		return agentd.RunState{}, false, err
 	}
 	if p.ConversationID == "" && p.IdempotencyKey == "" {
 		err = s.createAlone(ctx, c)
@@ -125,12 +107,12 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (RunState
 	if errors.Is(err, errDuplicateKey) {
 		r, ok, err := s.runByKey(ctx, p)
 		if err == nil && !ok {
-			err = fmt.Errorf("run with idempotency key vanished: %w", ErrConflict)
+			err = fmt.Errorf("run with idempotency key vanished: %w", agentd.ErrConflict)
 		}
-		return RunState{Run: r}, false, err
+		return agentd.RunState{Run: r}, false, err
 	}
 	if err != nil {
-		return RunState{}, false, err
+		return agentd.RunState{}, false, err
 	}
 	s.published(c.cancelled)
 	if s.pub != nil {
@@ -147,15 +129,15 @@ type creation struct {
 	p         RunCreateParams
 	runID     string
 	params    []byte           // p.Params as JSON
-	state     RunState         // what the creation knows of the run, once committed
+	state     agentd.RunState  // what the creation knows of the run, once committed
 	cancelled map[string]int64 // runs ended by if_busy: interrupt, and their last seq
 	rows      []eventRow       // the run's events, numbered from 1
 }
 
 // events returns the run's events, once committed, as EventsAfter reads
 // them back.
-func (c *creation) events() []Event {
-	evs := make([]Event, len(c.rows))
+func (c *creation) events() []agentd.Event {
+	evs := make([]agentd.Event, len(c.rows))
 	for i, r := range c.rows {
 		evs[i] = r.event()
 	}
@@ -215,7 +197,7 @@ func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (idle bool, err erro
 	err = tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
 		convID, c.p.TenantID).Scan(&id)
 	if err != nil {
-		return false, fmt.Errorf("lock conversation: %w", notFound(translate(err), ErrConversationNotFound))
+		return false, fmt.Errorf("lock conversation: %w", notFound(translate(err), agentd.ErrConversationNotFound))
 	}
 	var busy string
 	err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
@@ -227,16 +209,16 @@ func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (idle bool, err erro
 		return false, fmt.Errorf("busy check: %w", err)
 	}
 	switch c.p.Params.IfBusy {
-	case vocab.IfBusyEnqueue:
+	case agentd.IfBusyEnqueue:
 		return false, nil
-	case vocab.IfBusyInterrupt:
+	case agentd.IfBusyInterrupt:
 		busyRuns, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs WHERE conversation_id = $1
 			AND status IN ('queued', 'running', 'requires_action') ORDER BY id FOR UPDATE`, convID)
 		if err != nil {
 			return false, fmt.Errorf("interrupt busy runs: %w", err)
 		}
 		for _, r := range busyRuns {
-			last, err := endLocked(ctx, tx, r, vocab.StatusCancelled, vocab.ReasonCancelled, c.p.Actor)
+			last, err := endLocked(ctx, tx, r, agentd.StatusCancelled, agentd.ReasonCancelled, c.p.Actor)
 			if err != nil {
 				return false, fmt.Errorf("interrupt run %s: %w", r.ID, err)
 			}
@@ -246,7 +228,7 @@ func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (idle bool, err erro
 		}
 		return false, nil
 	}
-	return false, &BusyError{RunID: busy}
+	return false, &agentd.BusyError{RunID: busy}
 }
 
 // queueConversation queues the insert of the run's new conversation, and
@@ -291,12 +273,12 @@ const (
 // idle workers). idle says that the conversation has no run in flight.
 func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 	p := c.p
-	c.state = RunState{}
+	c.state = agentd.RunState{}
 	claimed := p.ClaimFor != nil && idle && p.Params.MaxSteps > 0
 	at := eventTime()
-	evs := []event.In{event.Of(0, event.RunCreatedData{Actor: p.Actor, ConversationID: convID, Model: p.Model, Status: vocab.StatusQueued})}
+	evs := []agentd.EventIn{agentd.EventOf(0, agentd.RunCreatedData{Actor: p.Actor, ConversationID: convID, Model: p.Model, Status: agentd.StatusQueued})}
 	if claimed {
-		evs = append(evs, event.FirstStep(p.ClaimFor.Worker)...)
+		evs = append(evs, agentd.FirstStepEvents(p.ClaimFor.Worker)...)
 	}
 	rows, err := buildEvents(nil, c.runID, 0, evs, at)
 	if err != nil {
@@ -315,7 +297,7 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 	b.query("insert run", insertRunSQL[b2i(claimed)][b2i(key != nil)], args, scanNewRun(&c.state.Run))
 	for i, m := range p.Input {
 		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,
-			Content: []vocab.Part{{Type: vocab.PartText, Text: m.Content}}, Status: vocab.MessageCompleted}
+			Content: []agentd.Part{{Type: agentd.PartText, Text: m.Content}}, Status: agentd.MessageCompleted}
 		if p.ConversationID == "" {
 			// A new conversation's messages are numbered from 1, and its
 			// counter starts past them (queueConversation).
@@ -329,7 +311,7 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 	if claimed {
 		b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
 			p.ClaimFor.StepID, c.runID)
-		c.state.Steps = []Step{FirstStep(c.runID, p.ClaimFor.StepID, at)}
+		c.state.Steps = []agentd.Step{agentd.FirstStep(c.runID, p.ClaimFor.StepID, at)}
 	} else {
 		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, NotifyPayload(c.runID, p.QueuedBy))
 	}
@@ -346,7 +328,7 @@ func b2i(b bool) int {
 
 // scanNewRun reads the row of an inserted run into run; errDuplicateKey when
 // there is none: its idempotency key was taken meanwhile.
-func scanNewRun(run *Run) func(pgx.Rows) error {
+func scanNewRun(run *agentd.Run) func(pgx.Rows) error {
 	return func(rows pgx.Rows) error {
 		defer rows.Close()
 		if !rows.Next() {

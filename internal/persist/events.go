@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -21,15 +21,15 @@ import (
 type eventRow struct {
 	runID string
 	seq   int64 // 0 when SQL numbers it
-	typ   event.Type
+	typ   agentd.EventType
 	step  int
 	at    time.Time
 	data  string // JSON
 }
 
 // event is the row as EventsAfter reads it back, once committed.
-func (r eventRow) event() Event {
-	return Event{RunID: r.runID, Seq: r.seq, Type: r.typ, CreatedAt: r.at,
+func (r eventRow) event() agentd.Event {
+	return agentd.Event{RunID: r.runID, Seq: r.seq, Type: r.typ, CreatedAt: r.at,
 		Data: envelope(r.seq, string(r.typ), r.runID, r.step, formatEventTime(r.at), []byte(r.data))}
 }
 
@@ -37,7 +37,7 @@ func (r eventRow) event() Event {
 // database keeps it, so that a read puts back the "at" a client was sent.
 func eventTime() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
 
-func newEventRow(runID string, seq int64, ev event.In, at time.Time) (eventRow, error) {
+func newEventRow(runID string, seq int64, ev agentd.EventIn, at time.Time) (eventRow, error) {
 	b, err := json.Marshal(ev.Data)
 	if err != nil {
 		return eventRow{}, fmt.Errorf("encode event %s: %w", ev.Type(), err)
@@ -82,7 +82,7 @@ func appendJSONString(b []byte, s string) []byte {
 }
 
 // buildEvents numbers evs after seq last.
-func buildEvents(rows []eventRow, runID string, last int64, evs []event.In, at time.Time) ([]eventRow, error) {
+func buildEvents(rows []eventRow, runID string, last int64, evs []agentd.EventIn, at time.Time) ([]eventRow, error) {
 	for i, ev := range evs {
 		r, err := newEventRow(runID, last+int64(i)+1, ev, at)
 		if err != nil {
@@ -131,7 +131,7 @@ func queueEvents(b *batch, rows []eventRow) {
 
 // appendEvents inserts evs after seq last and returns the new last seq. The
 // caller holds the run's row lock and updates runs.last_event_seq.
-func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs []event.In) (int64, error) {
+func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs []agentd.EventIn) (int64, error) {
 	rows, err := buildEvents(nil, runID, last, evs, eventTime())
 	if err != nil {
 		return 0, err
@@ -145,9 +145,9 @@ func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs 
 }
 
 // EventsAfter returns up to limit events of a run after seq, in order.
-func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]Event, error) {
-	return queryAll(ctx, s.pool, func(row pgx.Row) (Event, error) {
-		var e Event
+func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error) {
+	return queryAll(ctx, s.pool, func(row pgx.Row) (agentd.Event, error) {
+		var e agentd.Event
 		var step int
 		var at string
 		var data []byte

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/migrations"
@@ -34,8 +34,8 @@ func TestEventsReadTheSameAcrossTheCompactingMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := persist.Fence{RunID: r.ID, Epoch: c.Epoch, Worker: "w1"}
-	if _, err := s.Exec(ctx, f, []event.In{event.Of(1, event.MessageDeltaData{Text: "<hi> & \"bye\""}),
-		event.Of(1, event.StepCompletedData{})}); err != nil {
+	if _, err := s.Exec(ctx, f, []agentd.EventIn{agentd.EventOf(1, agentd.MessageDeltaData{Text: "<hi> & \"bye\""}),
+		agentd.EventOf(1, agentd.StepCompletedData{})}); err != nil {
 		t.Fatal(err)
 	}
 	before, err := s.EventsAfter(ctx, r.ID, 0, 100)

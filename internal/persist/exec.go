@@ -8,8 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -28,7 +27,7 @@ func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) 
 
 // RunClaimStart is RunClaim that, on a run's first claim, also starts its
 // first step in the same transaction: the step's row (running) and the
-// events of event.FirstStep, which the executor would otherwise commit in a
+// events of agentd.FirstStep, which the executor would otherwise commit in a
 // write of its own right after. Claim.StartedStep names the step.
 func (s *Store) RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
 	return s.claimStart(ctx, s.claimCTE, worker, ttl)
@@ -47,7 +46,7 @@ func (s *Store) RunClaimStartID(ctx context.Context, worker string, ttl time.Dur
 // claimStart runs RunClaimStart's statement with the claim cte; extra are
 // its arguments after the statement's own eight ($9 on).
 func (s *Store) claimStart(ctx context.Context, cte, worker string, ttl time.Duration, extra ...any) (Claim, error) {
-	evs, err := buildEvents(nil, "", 0, event.FirstStep(worker), eventTime())
+	evs, err := buildEvents(nil, "", 0, agentd.FirstStepEvents(worker), eventTime())
 	if err != nil {
 		return Claim{}, err
 	}
@@ -139,8 +138,8 @@ const claimUpdate = `
 // Claim is a run just claimed, with the status it had before the claim
 // (queued for a new or resumed run, running for one taken over).
 type Claim struct {
-	Run
-	PrevStatus vocab.RunStatus
+	agentd.Run
+	PrevStatus agentd.RunStatus
 	// StartedStep is the id of the first step, when RunClaimStart started
 	// it with the claim.
 	StartedStep string
@@ -189,7 +188,7 @@ type Op interface {
 // runCounter is an op that also moves its run's counters (step count,
 // usage); the fence applies them, so that a write updates the run's row once.
 type runCounter interface {
-	counts() (step int, usage vocab.Usage)
+	counts() (step int, usage agentd.Usage)
 }
 
 // Exec runs ops and appends evs in one transaction fenced by f: the fence
@@ -197,7 +196,7 @@ type runCounter interface {
 // that event seqs stay gapless), and nothing commits otherwise (ErrLeaseLost).
 // The transaction is one pipelined round trip (see commitPipelined). It
 // returns the run's last event seq.
-func (s *Store) Exec(ctx context.Context, f Fence, evs []event.In, ops ...Op) (int64, error) {
+func (s *Store) Exec(ctx context.Context, f Fence, evs []agentd.EventIn, ops ...Op) (int64, error) {
 	if c := s.group.Load(); c != nil {
 		return s.execGrouped(ctx, c, f, evs, ops)
 	}
@@ -212,7 +211,7 @@ func (s *Store) Exec(ctx context.Context, f Fence, evs []event.In, ops ...Op) (i
 type StepInsert struct {
 	ID, RunID  string
 	Seq        int
-	Transition vocab.Transition
+	Transition agentd.Transition
 }
 
 func (o StepInsert) queue(b *batch) error {
@@ -222,13 +221,13 @@ func (o StepInsert) queue(b *batch) error {
 }
 
 // counts: the run's step count goes up to the step's seq.
-func (o StepInsert) counts() (int, vocab.Usage) { return o.Seq, vocab.Usage{} }
+func (o StepInsert) counts() (int, agentd.Usage) { return o.Seq, agentd.Usage{} }
 
 // StepReask records that a step's model call is made again (after a retry or
 // a recovery), with why.
 type StepReask struct {
 	ID         string
-	Transition vocab.Transition
+	Transition agentd.Transition
 }
 
 func (o StepReask) queue(b *batch) error {
@@ -241,11 +240,11 @@ func (o StepReask) queue(b *batch) error {
 // the step's counters, and to its run's (by the fence of the write).
 type StepUpdate struct {
 	ID           string
-	Status       vocab.StepStatus
-	FinishReason string           // kept when empty
-	Transition   vocab.Transition // kept when empty
-	Usage        vocab.Usage
-	Error        *event.Error // nil: kept
+	Status       agentd.StepStatus
+	FinishReason string            // kept when empty
+	Transition   agentd.Transition // kept when empty
+	Usage        agentd.Usage
+	Error        *agentd.ErrorDetail // nil: kept
 	Finished     bool
 }
 
@@ -265,15 +264,15 @@ func (o StepUpdate) queue(b *batch) error {
 }
 
 // counts: the step's usage is added to the run's.
-func (o StepUpdate) counts() (int, vocab.Usage) { return 0, o.Usage }
+func (o StepUpdate) counts() (int, agentd.Usage) { return 0, o.Usage }
 
 // MessageInsert appends a message to a conversation, numbering it after the
 // conversation's last one.
 type MessageInsert struct {
 	ID, ConversationID, RunID string
-	Role                      vocab.Role
-	Content                   []vocab.Part
-	Status                    vocab.MessageStatus
+	Role                      agentd.Role
+	Content                   []agentd.Part
+	Status                    agentd.MessageStatus
 	// seq, when set, is the message's number in a conversation inserted in
 	// the same transaction with its counter already past it (a new
 	// conversation's input): the counter is not moved again.
@@ -282,8 +281,8 @@ type MessageInsert struct {
 
 // Message is the message as the insert stores it, numbered seq in its
 // conversation (its time aside), for a RunState kept in memory.
-func (o MessageInsert) Message(seq int) Message {
-	return Message{ID: o.ID, ConversationID: o.ConversationID, RunID: o.RunID, Seq: seq, Role: o.Role,
+func (o MessageInsert) Message(seq int) agentd.Message {
+	return agentd.Message{ID: o.ID, ConversationID: o.ConversationID, RunID: o.RunID, Seq: seq, Role: o.Role,
 		Content: o.Content, Status: o.Status}
 }
 
@@ -316,17 +315,17 @@ type ToolCallInsert struct {
 	CallID, Name      string
 	Arguments         json.RawMessage
 	IdempotencyKey    string
-	Effect            vocab.Effect
-	Status            vocab.CallStatus // planned (the default), awaiting_approval, awaiting_client, or failed (denied)
-	Error             *event.Error     // for a call that failed as it was planned (a policy denied it)
-	Policy            json.RawMessage  // the policy decision on the call, when a policy decided
+	Effect            agentd.Effect
+	Status            agentd.CallStatus   // planned (the default), awaiting_approval, awaiting_client, or failed (denied)
+	Error             *agentd.ErrorDetail // for a call that failed as it was planned (a policy denied it)
+	Policy            json.RawMessage     // the policy decision on the call, when a policy decided
 }
 
 // Call is the tool call as the insert stores it (its time aside), for a
 // RunState kept in memory.
-func (o ToolCallInsert) Call() ToolCall {
-	c := ToolCall{ID: o.ID, RunID: o.RunID, StepID: o.StepID, Position: o.Position, CallID: o.CallID, Name: o.Name,
-		Arguments: o.Arguments, IdempotencyKey: o.IdempotencyKey, Effect: o.Effect, Status: cmp.Or(o.Status, vocab.CallPlanned),
+func (o ToolCallInsert) Call() agentd.ToolCall {
+	c := agentd.ToolCall{ID: o.ID, RunID: o.RunID, StepID: o.StepID, Position: o.Position, CallID: o.CallID, Name: o.Name,
+		Arguments: o.Arguments, IdempotencyKey: o.IdempotencyKey, Effect: o.Effect, Status: cmp.Or(o.Status, agentd.CallPlanned),
 		Policy: o.Policy}
 	if o.Error != nil {
 		c.Error = mustJSON(o.Error)
@@ -335,7 +334,7 @@ func (o ToolCallInsert) Call() ToolCall {
 }
 
 func (o ToolCallInsert) queue(b *batch) error {
-	status := cmp.Or(o.Status, vocab.CallPlanned)
+	status := cmp.Or(o.Status, agentd.CallPlanned)
 	if o.Error == nil && o.Policy == nil {
 		b.exec("insert tool call", `INSERT INTO tool_calls (id, run_id, step_id, position, call_id, name, arguments,
 			idempotency_key, effect, status) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
@@ -380,8 +379,8 @@ func (o AttemptStart) queue(b *batch) error {
 // AttemptFinish records how an attempt ended.
 type AttemptFinish struct {
 	ID     string
-	Status vocab.AttemptStatus
-	Error  *event.Error
+	Status agentd.AttemptStatus
+	Error  *agentd.ErrorDetail
 }
 
 func (o AttemptFinish) queue(b *batch) error {
@@ -397,9 +396,9 @@ func (o AttemptFinish) queue(b *batch) error {
 // ToolCallFinish records a tool call's outcome.
 type ToolCallFinish struct {
 	ID     string
-	Status vocab.CallStatus
+	Status agentd.CallStatus
 	Result json.RawMessage
-	Error  *event.Error
+	Error  *agentd.ErrorDetail
 }
 
 func (o ToolCallFinish) queue(b *batch) error {
@@ -423,7 +422,7 @@ func (o ToolCallFinish) queue(b *batch) error {
 // unknown too, and any other is planned again, for a resume to attempt.
 type AttemptsClose struct {
 	RunID string
-	Error event.Error // why, on each attempt
+	Error agentd.ErrorDetail // why, on each attempt
 }
 
 func (o AttemptsClose) queue(b *batch) error {
@@ -446,11 +445,11 @@ func (o AttemptsClose) queue(b *batch) error {
 // interrupted, or requires_action. The lease is released with it.
 type RunEnd struct {
 	ID             string
-	Status         vocab.RunStatus
-	Reason         vocab.Reason
-	Error          *event.Error
-	RequiredAction *event.RequiredAction // with requires_action
-	Output         []vocab.Part          // with completed: the final assistant message's parts
+	Status         agentd.RunStatus
+	Reason         agentd.Reason
+	Error          *agentd.ErrorDetail
+	RequiredAction *agentd.RequiredAction // with requires_action
+	Output         []agentd.Part          // with completed: the final assistant message's parts
 }
 
 func (o RunEnd) queue(b *batch) error {
@@ -472,10 +471,10 @@ func (o RunEnd) queue(b *batch) error {
 		lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL, stall_claims = 0,
 		finished_at = CASE WHEN $6 THEN now() END, output = $7
 		WHERE id = $1`, o.ID, o.Status, o.Reason, errJSON, action, o.Status.Stopped(), output)
-	if o.Status == vocab.StatusCancelled || o.Status == vocab.StatusInterrupted {
+	if o.Status == agentd.StatusCancelled || o.Status == agentd.StatusInterrupted {
 		b.exec("abort unanswered input", abortUnanswered, o.ID)
 	}
-	if o.Status == vocab.StatusRequiresAction {
+	if o.Status == agentd.StatusRequiresAction {
 		b.exec("pause the total timeout", pauseBudget, o.ID)
 	}
 	return nil

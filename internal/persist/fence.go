@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 )
 
 // fence builds the call of agentd_fence (migration 00007) for the requests
@@ -99,7 +99,7 @@ func (f *fence) count(i int, op runCounter) {
 }
 
 // add appends ev to run i's events.
-func (f *fence) add(i int, ev event.In) error {
+func (f *fence) add(i int, ev agentd.EventIn) error {
 	row, err := newEventRow(f.runs.ids[i], 0, ev, f.at)
 	if err != nil {
 		return err
@@ -164,12 +164,20 @@ func (f *fence) publish(pub Publisher) {
 		if n == 0 {
 			continue
 		}
-		evs := make([]Event, len(f.of[i]))
+		evs := make([]agentd.Event, len(f.of[i]))
 		for k, j := range f.of[i] {
 			seq := f.last[id] - n + int64(k) + 1
-			evs[k] = Event{RunID: id, Seq: seq, Type: event.Type(e.types[j]), CreatedAt: f.at,
+			evs[k] = agentd.Event{RunID: id, Seq: seq, Type: agentd.EventType(e.types[j]), CreatedAt: f.at,
 				Data: envelope(seq, e.types[j], id, int(e.steps[j]), atText, []byte(e.datas[j]))}
 		}
 		pub.PublishedEvents(id, evs)
 	}
+}
+
+// Fence identifies a worker's claim on a run: writes made under it commit
+// only while the run's epoch is still Epoch.
+type Fence struct {
+	RunID  string
+	Epoch  int64
+	Worker string
 }

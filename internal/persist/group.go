@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,7 +26,7 @@ import (
 type execReq struct {
 	ctx  context.Context
 	f    Fence
-	evs  []event.In
+	evs  []agentd.EventIn
 	ops  []Op
 	last int64
 	err  error
@@ -116,7 +116,7 @@ func (s *Store) commitLoop(c *committer, maxBatch int) {
 }
 
 // execGrouped hands a request to the committers and waits for its outcome.
-func (s *Store) execGrouped(ctx context.Context, c *committer, f Fence, evs []event.In, ops []Op) (int64, error) {
+func (s *Store) execGrouped(ctx context.Context, c *committer, f Fence, evs []agentd.EventIn, ops []Op) (int64, error) {
 	r := &execReq{ctx: ctx, f: f, evs: evs, ops: ops, done: make(chan struct{})}
 	select {
 	case c.reqs <- r:

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 )
@@ -35,7 +35,7 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range writes {
-					if _, err := s.Exec(ctx, f, []event.In{event.Of(0, event.MessageDeltaData{Text: "x"})}); err != nil {
+					if _, err := s.Exec(ctx, f, []agentd.EventIn{agentd.EventOf(0, agentd.MessageDeltaData{Text: "x"})}); err != nil {
 						t.Errorf("exec: %v", err)
 						return
 					}
@@ -47,7 +47,7 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for range writes {
-			_, err := s.Exec(ctx, stale, []event.In{event.Of(0, event.MessageDeltaData{Text: "late"})})
+			_, err := s.Exec(ctx, stale, []agentd.EventIn{agentd.EventOf(0, agentd.MessageDeltaData{Text: "late"})})
 			mu.Lock()
 			if errors.Is(err, persist.ErrLeaseLost) {
 				staleLost++
@@ -76,9 +76,9 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 			}
 			// The envelope, numbered in SQL, agrees with the row.
 			var env struct {
-				Seq   int64      `json:"seq"`
-				Type  event.Type `json:"type"`
-				RunID string     `json:"run_id"`
+				Seq   int64            `json:"seq"`
+				Type  agentd.EventType `json:"type"`
+				RunID string           `json:"run_id"`
 			}
 			if err := json.Unmarshal(e.Data, &env); err != nil || env.Seq != e.Seq || env.Type != e.Type || env.RunID != f.RunID ||
 				!strings.HasPrefix(string(e.Data), fmt.Sprintf(`{"seq":%d,"type":`, e.Seq)) {
@@ -96,12 +96,12 @@ func TestGroupCommitSharesTransactionsAndKeepsFences(t *testing.T) {
 // handedEvents is a publisher that keeps the events handed to it.
 type handedEvents struct {
 	mu     sync.Mutex
-	handed map[string][]persist.Event
+	handed map[string][]agentd.Event
 }
 
 func (h *handedEvents) Published(string, int64) {}
 
-func (h *handedEvents) PublishedEvents(runID string, evs []persist.Event) {
+func (h *handedEvents) PublishedEvents(runID string, evs []agentd.Event) {
 	h.mu.Lock()
 	h.handed[runID] = append(h.handed[runID], evs...)
 	h.mu.Unlock()
@@ -113,7 +113,7 @@ func (h *handedEvents) PublishedEvents(runID string, evs []persist.Event) {
 // order, and no commit is reported twice.
 func TestPublishedEventsMatchTheStoredEvents(t *testing.T) {
 	t.Parallel()
-	pub := &handedEvents{handed: map[string][]persist.Event{}}
+	pub := &handedEvents{handed: map[string][]agentd.Event{}}
 	s := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: pub})
 	ctx := context.Background()
 	const runs, writes = 6, 20
@@ -125,9 +125,9 @@ func TestPublishedEventsMatchTheStoredEvents(t *testing.T) {
 	for i, f := range fences {
 		wg.Go(func() {
 			for w := range writes {
-				evs := []event.In{event.Of(w, event.MessageDeltaData{Text: fmt.Sprintf("x<&>\"é %d", w)})}
+				evs := []agentd.EventIn{agentd.EventOf(w, agentd.MessageDeltaData{Text: fmt.Sprintf("x<&>\"é %d", w)})}
 				if w%3 == 0 {
-					evs = append(evs, event.Of(w, event.StepCompletedData{FinishReason: fmt.Sprint(i)}), event.Of(w, event.StepRetractedData{}))
+					evs = append(evs, agentd.EventOf(w, agentd.StepCompletedData{FinishReason: fmt.Sprint(i)}), agentd.EventOf(w, agentd.StepRetractedData{}))
 				}
 				if _, err := s.Exec(ctx, f, evs); err != nil {
 					t.Errorf("exec: %v", err)

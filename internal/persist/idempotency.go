@@ -5,30 +5,22 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// IdempotencyRecord is what a key stored: the fingerprint of its first
-// request and, once that request finished, its response.
-type IdempotencyRecord struct {
-	RequestHash string
-	Done        bool
-	Status      int
-	ContentType string
-	Response    []byte
-}
+	"github.com/agentd/agentd"
+)
 
 // IdempotencyBegin claims key for a request with fingerprint hash. fresh is
 // true when the key was unused: the caller runs the request, then calls
 // IdempotencyFinish (or IdempotencyAbandon). Otherwise rec is what the key
 // holds (its response, or Done false while the first request is in flight).
-func (s *Store) IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec IdempotencyRecord, fresh bool, err error) {
+func (s *Store) IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec agentd.IdempotencyRecord, fresh bool, err error) {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO idempotency_keys (tenant_id, key, request_hash) VALUES ($1, $2, $3)
 		ON CONFLICT (tenant_id, key) DO NOTHING`, tenantID, key, hash)
 	if err != nil {
 		return rec, false, translate(err)
 	}
 	if tag.RowsAffected() == 1 {
-		return IdempotencyRecord{RequestHash: hash}, true, nil
+		return agentd.IdempotencyRecord{RequestHash: hash}, true, nil
 	}
 	var status *int32
 	var ct *string
@@ -36,7 +28,7 @@ func (s *Store) IdempotencyBegin(ctx context.Context, tenantID, key, hash string
 		WHERE tenant_id = $1 AND key = $2`, tenantID, key).Scan(&rec.RequestHash, &status, &ct, &rec.Response)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Abandoned between the two statements: the caller may try again.
-		return rec, false, ErrConflict
+		return rec, false, agentd.ErrConflict
 	}
 	if err != nil {
 		return rec, false, translate(err)
@@ -50,16 +42,8 @@ func (s *Store) IdempotencyBegin(ctx context.Context, tenantID, key, hash string
 	return rec, false, nil
 }
 
-// IdempotencyResponse is the response stored for an idempotency key.
-type IdempotencyResponse struct {
-	TenantID, Key string
-	Status        int
-	ContentType   string
-	Body          []byte
-}
-
 // IdempotencyFinish stores the response of the request that claimed the key.
-func (s *Store) IdempotencyFinish(ctx context.Context, r IdempotencyResponse) error {
+func (s *Store) IdempotencyFinish(ctx context.Context, r agentd.IdempotencyResponse) error {
 	_, err := s.pool.Exec(ctx, `UPDATE idempotency_keys SET status = $3, content_type = $4, response = $5
 		WHERE tenant_id = $1 AND key = $2`, r.TenantID, r.Key, r.Status, r.ContentType, r.Body)
 	return translate(err)

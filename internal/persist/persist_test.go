@@ -10,18 +10,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
-func createRun(t *testing.T, s *persist.Store, key string) persist.Run {
+func createRun(t *testing.T, s *persist.Store, key string) agentd.Run {
 	t.Helper()
 	r, _, err := s.RunCreate(context.Background(), persist.RunCreateParams{
 		TenantID: "default", Model: "m", IdempotencyKey: key, RequestHash: "h1",
-		Params: persist.RunParams{MaxSteps: 4, IfBusy: "reject"},
-		Input:  []persist.InputMessage{{Role: "user", Content: "hi"}},
+		Params: agentd.RunParams{MaxSteps: 4, IfBusy: "reject"},
+		Input:  []agentd.InputMessage{{Role: "user", Content: "hi"}},
 	})
 	if err != nil {
 		t.Fatalf("create run: %v", err)
@@ -34,18 +33,18 @@ func TestClaimFenceAndLeaseLost(t *testing.T) {
 	s, _ := persisttest.New(t)
 	ctx := context.Background()
 	r := createRun(t, s, "")
-	if r.Status != vocab.StatusQueued || r.LastEventSeq != 1 {
+	if r.Status != agentd.StatusQueued || r.LastEventSeq != 1 {
 		t.Fatalf("new run: status %s last seq %d", r.Status, r.LastEventSeq)
 	}
 	a, err := s.RunClaim(ctx, "w1", time.Minute)
 	if err != nil || a.ID != r.ID || a.Epoch != 1 {
 		t.Fatalf("claim: %v %+v", err, a)
 	}
-	if _, err := s.RunClaim(ctx, "w2", time.Minute); !errors.Is(err, persist.ErrNotFound) {
+	if _, err := s.RunClaim(ctx, "w2", time.Minute); !errors.Is(err, agentd.ErrNotFound) {
 		t.Fatalf("second claim of a leased run: %v", err)
 	}
 	f1 := persist.Fence{RunID: r.ID, Epoch: a.Epoch, Worker: "w1"}
-	last, err := s.Exec(ctx, f1, []event.In{event.Claimed(0, a.Epoch, "w1", false, "")}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 1})
+	last, err := s.Exec(ctx, f1, []agentd.EventIn{agentd.ClaimedEvent(0, a.Epoch, "w1", false, "")}, persist.StepInsert{ID: agentd.NewID(), RunID: r.ID, Seq: 1})
 	if err != nil || last != 2 {
 		t.Fatalf("fenced exec: %v last %d", err, last)
 	}
@@ -54,10 +53,10 @@ func TestClaimFenceAndLeaseLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, err := s.RunClaim(ctx, "w2", time.Minute)
-	if err != nil || b.Epoch != 2 || b.PrevStatus != vocab.StatusRunning {
+	if err != nil || b.Epoch != 2 || b.PrevStatus != agentd.StatusRunning {
 		t.Fatalf("takeover: %v epoch %d", err, b.Epoch)
 	}
-	_, err = s.Exec(ctx, f1, []event.In{event.Of(0, event.MessageDeltaData{Text: "late"})}, persist.StepInsert{ID: persist.NewID(), RunID: r.ID, Seq: 2})
+	_, err = s.Exec(ctx, f1, []agentd.EventIn{agentd.EventOf(0, agentd.MessageDeltaData{Text: "late"})}, persist.StepInsert{ID: agentd.NewID(), RunID: r.ID, Seq: 2})
 	if !errors.Is(err, persist.ErrLeaseLost) {
 		t.Fatalf("stale write: got %v, want ErrLeaseLost", err)
 	}
@@ -85,7 +84,7 @@ func TestRunCreateIdempotentConcurrent(t *testing.T) {
 			defer wg.Done()
 			r, _, err := s.RunCreate(context.Background(), persist.RunCreateParams{
 				TenantID: "default", Model: "m", IdempotencyKey: "k1", RequestHash: "h1",
-				Params: persist.RunParams{MaxSteps: 4}, Input: []persist.InputMessage{{Role: "user", Content: "hi"}},
+				Params: agentd.RunParams{MaxSteps: 4}, Input: []agentd.InputMessage{{Role: "user", Content: "hi"}},
 			})
 			if err != nil {
 				t.Errorf("create: %v", err)
@@ -101,11 +100,11 @@ func TestRunCreateIdempotentConcurrent(t *testing.T) {
 		}
 	}
 	_, _, err := s.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "m",
-		IdempotencyKey: "k1", RequestHash: "other", Input: []persist.InputMessage{{Role: "user", Content: "x"}}})
-	if !errors.Is(err, persist.ErrIdempotencyMismatch) {
+		IdempotencyKey: "k1", RequestHash: "other", Input: []agentd.InputMessage{{Role: "user", Content: "x"}}})
+	if !errors.Is(err, agentd.ErrIdempotencyMismatch) {
 		t.Fatalf("different body: %v", err)
 	}
-	runs, err := s.RunList(context.Background(), persist.RunListParams{TenantID: "default", Limit: 10})
+	runs, err := s.RunList(context.Background(), agentd.RunListParams{TenantID: "default", Limit: 10})
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs stored: %d %v", len(runs), err)
 	}
@@ -116,9 +115,9 @@ func TestBusyConversationRejects(t *testing.T) {
 	s, _ := persisttest.New(t)
 	r := createRun(t, s, "")
 	_, _, err := s.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "m",
-		ConversationID: r.ConversationID, Params: persist.RunParams{IfBusy: "reject"},
-		Input: []persist.InputMessage{{Role: "user", Content: "again"}}})
-	var busy *persist.BusyError
+		ConversationID: r.ConversationID, Params: agentd.RunParams{IfBusy: "reject"},
+		Input: []agentd.InputMessage{{Role: "user", Content: "again"}}})
+	var busy *agentd.BusyError
 	if !errors.As(err, &busy) || busy.RunID != r.ID {
 		t.Fatalf("busy: %v", err)
 	}
@@ -134,7 +133,7 @@ func TestClaimStartStartsTheFirstStepOnce(t *testing.T) {
 		t.Fatalf("claim: %v %+v", err, a)
 	}
 	st, err := s.RunStateLoad(ctx, r.ID)
-	if err != nil || len(st.Steps) != 1 || st.Steps[0].ID != a.StartedStep || st.Steps[0].Seq != 1 || st.Steps[0].Status != vocab.StepRunning {
+	if err != nil || len(st.Steps) != 1 || st.Steps[0].ID != a.StartedStep || st.Steps[0].Seq != 1 || st.Steps[0].Status != agentd.StepRunning {
 		t.Fatalf("state: %v %+v", err, st.Steps)
 	}
 	evs, err := s.EventsAfter(ctx, r.ID, 0, 100)
@@ -173,27 +172,27 @@ func TestClaimStartIDClaimsOnlyThatRun(t *testing.T) {
 	ctx := context.Background()
 	older, r := createRun(t, s, ""), createRun(t, s, "")
 	c, err := s.RunClaimStartID(ctx, "w1", time.Minute, r.ID)
-	if err != nil || c.ID != r.ID || c.Epoch != 1 || c.PrevStatus != vocab.StatusQueued || c.StartedStep == "" || c.LastEventSeq != 3 {
+	if err != nil || c.ID != r.ID || c.Epoch != 1 || c.PrevStatus != agentd.StatusQueued || c.StartedStep == "" || c.LastEventSeq != 3 {
 		t.Fatalf("claim by id: %v %+v", err, c)
 	}
-	if _, err := s.RunClaimStartID(ctx, "w2", time.Minute, r.ID); !errors.Is(err, persist.ErrNotFound) {
+	if _, err := s.RunClaimStartID(ctx, "w2", time.Minute, r.ID); !errors.Is(err, agentd.ErrNotFound) {
 		t.Fatalf("a claimed run claimed again: %v", err)
 	}
-	if got, _ := s.RunByID(ctx, older.ID); got.Status != vocab.StatusQueued {
+	if got, _ := s.RunByID(ctx, older.ID); got.Status != agentd.StatusQueued {
 		t.Fatalf("the older run is %s", got.Status)
 	}
 	// Queued behind the conversation's running run.
 	next, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "m", ConversationID: r.ConversationID,
-		Params: persist.RunParams{MaxSteps: 4, IfBusy: "enqueue"}, Input: []persist.InputMessage{{Role: "user", Content: "next"}}})
+		Params: agentd.RunParams{MaxSteps: 4, IfBusy: "enqueue"}, Input: []agentd.InputMessage{{Role: "user", Content: "next"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RunClaimStartID(ctx, "w1", time.Minute, next.ID); !errors.Is(err, persist.ErrNotFound) {
+	if _, err := s.RunClaimStartID(ctx, "w1", time.Minute, next.ID); !errors.Is(err, agentd.ErrNotFound) {
 		t.Fatalf("a run behind its conversation's run claimed: %v", err)
 	}
 	// A cap of one run in progress per tenant: r holds it.
 	capped := persisttest.Open(t, persist.Config{URL: url, TenantRunsInProgress: 1})
-	if _, err := capped.RunClaimStartID(ctx, "w1", time.Minute, older.ID); !errors.Is(err, persist.ErrNotFound) {
+	if _, err := capped.RunClaimStartID(ctx, "w1", time.Minute, older.ID); !errors.Is(err, agentd.ErrNotFound) {
 		t.Fatalf("a run of a tenant at its cap claimed: %v", err)
 	}
 	if c, err := s.RunClaimStartID(ctx, "w1", time.Minute, older.ID); err != nil || c.ID != older.ID {
@@ -207,10 +206,10 @@ func TestRunCreateStateMatchesTheStore(t *testing.T) {
 	s, _ := persisttest.New(t)
 	ctx := context.Background()
 	st, created, err := s.RunCreateState(ctx, persist.RunCreateParams{TenantID: "default", Model: "m",
-		Params:   persist.RunParams{MaxSteps: 4, IfBusy: "reject"},
-		Input:    []persist.InputMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}},
-		ClaimFor: &persist.ClaimFor{Worker: "w1", TTL: time.Minute, StepID: persist.NewID()}})
-	if err != nil || !created || st.Run.Status != vocab.StatusRunning || st.Run.LeaseOwner != "w1" {
+		Params:   agentd.RunParams{MaxSteps: 4, IfBusy: "reject"},
+		Input:    []agentd.InputMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hi"}},
+		ClaimFor: &persist.ClaimFor{Worker: "w1", TTL: time.Minute, StepID: agentd.NewID()}})
+	if err != nil || !created || st.Run.Status != agentd.StatusRunning || st.Run.LeaseOwner != "w1" {
 		t.Fatalf("create: %v %v %+v", err, created, st.Run)
 	}
 	got, err := s.RunStateLoad(ctx, st.Run.ID)
@@ -235,7 +234,7 @@ func TestRunCreateStateMatchesTheStore(t *testing.T) {
 	// The new conversation's counter starts past its input: the next
 	// message is 3, whoever appends it.
 	next, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "m", ConversationID: st.Run.ConversationID,
-		Params: persist.RunParams{MaxSteps: 4, IfBusy: "enqueue"}, Input: []persist.InputMessage{{Role: "user", Content: "and then"}}})
+		Params: agentd.RunParams{MaxSteps: 4, IfBusy: "enqueue"}, Input: []agentd.InputMessage{{Role: "user", Content: "and then"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,10 +251,10 @@ func TestRunCreateIsAllOrNothing(t *testing.T) {
 	t.Parallel()
 	s, url := persisttest.New(t)
 	ctx := context.Background()
-	for _, claim := range []*persist.ClaimFor{nil, {Worker: "w1", TTL: time.Minute, StepID: persist.NewID()}} {
+	for _, claim := range []*persist.ClaimFor{nil, {Worker: "w1", TTL: time.Minute, StepID: agentd.NewID()}} {
 		_, _, err := s.RunCreateState(ctx, persist.RunCreateParams{TenantID: "t1", Model: "m",
-			Params:   persist.RunParams{MaxSteps: 4, IfBusy: "reject"},
-			Input:    []persist.InputMessage{{Role: "user", Content: "hi"}, {Role: "robot", Content: "beep"}},
+			Params:   agentd.RunParams{MaxSteps: 4, IfBusy: "reject"},
+			Input:    []agentd.InputMessage{{Role: "user", Content: "hi"}, {Role: "robot", Content: "beep"}},
 			ClaimFor: claim})
 		if err == nil {
 			t.Fatalf("claim %v: a message of role robot was stored", claim)

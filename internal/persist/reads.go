@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -16,8 +16,8 @@ import (
 const stepColumns = `id, run_id, seq, status, coalesce(finish_reason, ''), coalesce(transition, ''), model_attempts,
 	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error, started_at, finished_at`
 
-func scanStep(row pgx.Row) (Step, error) {
-	var s Step
+func scanStep(row pgx.Row) (agentd.Step, error) {
+	var s agentd.Step
 	err := row.Scan(&s.ID, &s.RunID, &s.Seq, &s.Status, &s.FinishReason, &s.Transition, &s.ModelAttempts,
 		&s.Usage.InputTokens, &s.Usage.OutputTokens, &s.Usage.CachedInputTokens, &s.Usage.ReasoningTokens,
 		&s.Error, &s.StartedAt, &s.FinishedAt)
@@ -27,8 +27,8 @@ func scanStep(row pgx.Row) (Step, error) {
 const callColumns = `id, run_id, step_id, position, call_id, name, arguments, idempotency_key, effect, status,
 	result, error, attempts, created_at, finished_at, policy`
 
-func scanCall(row pgx.Row) (ToolCall, error) {
-	var c ToolCall
+func scanCall(row pgx.Row) (agentd.ToolCall, error) {
+	var c agentd.ToolCall
 	err := row.Scan(&c.ID, &c.RunID, &c.StepID, &c.Position, &c.CallID, &c.Name, &c.Arguments, &c.IdempotencyKey,
 		&c.Effect, &c.Status, &c.Result, &c.Error, &c.Attempts, &c.CreatedAt, &c.FinishedAt, &c.Policy)
 	return c, translate(err)
@@ -37,22 +37,22 @@ func scanCall(row pgx.Row) (ToolCall, error) {
 // attemptColumns are read from tool_attempts aliased a (joined with tool_calls c).
 const attemptColumns = `a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch, a.started_at, a.finished_at`
 
-func scanAttempt(row pgx.Row) (Attempt, error) {
-	var a Attempt
+func scanAttempt(row pgx.Row) (agentd.Attempt, error) {
+	var a agentd.Attempt
 	err := row.Scan(&a.ID, &a.ToolCallID, &a.N, &a.Status, &a.Error, &a.Worker, &a.Epoch, &a.StartedAt, &a.FinishedAt)
 	return a, translate(err)
 }
 
 const messageColumns = `id, conversation_id, coalesce(run_id::text, ''), seq, role, content, status, created_at`
 
-func scanMessage(row pgx.Row) (Message, error) {
-	var m Message
+func scanMessage(row pgx.Row) (agentd.Message, error) {
+	var m agentd.Message
 	var content []byte
 	if err := row.Scan(&m.ID, &m.ConversationID, &m.RunID, &m.Seq, &m.Role, &content, &m.Status, &m.CreatedAt); err != nil {
-		return Message{}, translate(err)
+		return agentd.Message{}, translate(err)
 	}
 	if err := json.Unmarshal(content, &m.Content); err != nil {
-		return Message{}, fmt.Errorf("decode message %s: %w", m.ID, err)
+		return agentd.Message{}, fmt.Errorf("decode message %s: %w", m.ID, err)
 	}
 	return m, nil
 }
@@ -86,27 +86,9 @@ func collectRows[T any](rows pgx.Rows, err error, scan func(pgx.Row) (T, error))
 	return out, translate(rows.Err())
 }
 
-// RunState is the committed state the agent loop is rebuilt from.
-type RunState struct {
-	Run      Run
-	Messages []Message  // the conversation's completed messages, in order
-	Steps    []Step     // the run's steps, in order
-	Calls    []ToolCall // the tool calls of the run's last step, in order
-	Attempts []Attempt  // the attempts of those calls
-	// CallCount is how many tool calls the run has planned, in all its
-	// steps.
-	CallCount int
-	// Compaction is the conversation's latest compaction, nil when it has
-	// none: the model is sent its summary instead of the messages it covers.
-	Compaction *Compaction
-	// CompactionFailures counts the conversation's compactions that failed
-	// in a row.
-	CompactionFailures int
-}
-
 // RunStateLoad reads the committed state of a run, in one round trip and
 // one snapshot.
-func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error) {
+func (s *Store) RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error) {
 	const lastStep = `(SELECT id FROM steps WHERE run_id = $1 ORDER BY seq DESC LIMIT 1)`
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+runColumns+` FROM runs WHERE id = $1`, runID)
@@ -128,7 +110,7 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 		WHERE v.id = (SELECT conversation_id FROM runs WHERE id = $1)`, runID)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
-	var st RunState
+	var st agentd.RunState
 	var err error
 	if st.Run, err = scanRun(br.QueryRow()); err != nil {
 		return st, err
@@ -159,7 +141,7 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (RunState, error
 		return st, fmt.Errorf("load compaction: %w", translate(err))
 	}
 	if c.ID != nil {
-		st.Compaction = &Compaction{ID: *c.ID, ConversationID: *c.ConversationID, RunID: *c.RunID, StepID: *c.StepID,
+		st.Compaction = &agentd.Compaction{ID: *c.ID, ConversationID: *c.ConversationID, RunID: *c.RunID, StepID: *c.StepID,
 			CoversToSeq: *c.CoversToSeq, MessagesCovered: *c.MessagesCovered, Summary: *c.Summary, TokensBefore: *c.TokensBefore,
 			TokensAfter: *c.TokensAfter, InputTokens: *c.InputTokens, OutputTokens: *c.OutputTokens, CreatedAt: *c.CreatedAt}
 	}
@@ -172,20 +154,8 @@ func scanAll[T any](br pgx.BatchResults, scan func(pgx.Row) (T, error)) ([]T, er
 	return collectRows(rows, err, scan)
 }
 
-// StepDetail is a step with its tool calls and their attempts.
-type StepDetail struct {
-	Step
-	Calls []CallDetail
-}
-
-// CallDetail is a tool call with its attempts.
-type CallDetail struct {
-	ToolCall
-	Attempts []Attempt
-}
-
 // StepsList returns a run's steps with their calls and attempts, in order.
-func (s *Store) StepsList(ctx context.Context, runID string) ([]StepDetail, error) {
+func (s *Store) StepsList(ctx context.Context, runID string) ([]agentd.StepDetail, error) {
 	steps, err := queryAll(ctx, s.pool, scanStep, `SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("list steps: %w", err)
@@ -200,67 +170,52 @@ func (s *Store) StepsList(ctx context.Context, runID string) ([]StepDetail, erro
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
 	}
-	byCall := map[string][]Attempt{}
+	byCall := map[string][]agentd.Attempt{}
 	for _, a := range attempts {
 		byCall[a.ToolCallID] = append(byCall[a.ToolCallID], a)
 	}
-	byStep := map[string][]CallDetail{}
+	byStep := map[string][]agentd.CallDetail{}
 	for _, c := range calls {
-		byStep[c.StepID] = append(byStep[c.StepID], CallDetail{ToolCall: c, Attempts: byCall[c.ID]})
+		byStep[c.StepID] = append(byStep[c.StepID], agentd.CallDetail{ToolCall: c, Attempts: byCall[c.ID]})
 	}
-	out := make([]StepDetail, len(steps))
+	out := make([]agentd.StepDetail, len(steps))
 	for i, st := range steps {
-		out[i] = StepDetail{Step: st, Calls: byStep[st.ID]}
+		out[i] = agentd.StepDetail{Step: st, Calls: byStep[st.ID]}
 	}
 	return out, nil
 }
 
 // ConversationGet returns a tenant's conversation; ErrConversationNotFound
 // when there is none.
-func (s *Store) ConversationGet(ctx context.Context, tenantID, id string) (Conversation, error) {
-	var c Conversation
+func (s *Store) ConversationGet(ctx context.Context, tenantID, id string) (agentd.Conversation, error) {
+	var c agentd.Conversation
 	err := s.pool.QueryRow(ctx, `SELECT id, tenant_id, title, metadata, created_at, updated_at FROM conversations
 		WHERE id = $1 AND tenant_id = $2`, id, tenantID).Scan(&c.ID, &c.TenantID, &c.Title, &c.Metadata, &c.CreatedAt, &c.UpdatedAt)
-	return c, notFound(translate(err), ErrConversationNotFound)
+	return c, notFound(translate(err), agentd.ErrConversationNotFound)
 }
 
 // MessagesList returns a conversation's messages after seq, in order.
-func (s *Store) MessagesList(ctx context.Context, conversationID string, after, limit int) ([]Message, error) {
+func (s *Store) MessagesList(ctx context.Context, conversationID string, after, limit int) ([]agentd.Message, error) {
 	return queryAll(ctx, s.pool, scanMessage, `SELECT `+messageColumns+` FROM messages
 		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, conversationID, after, limit)
 }
 
-// RunHead is what a run's streams need of it: where its log ends, and its
-// state for heartbeats.
-type RunHead struct {
-	RunID        string
-	Status       vocab.RunStatus
-	StepCount    int
-	LastEventSeq int64
-	UpdatedAt    time.Time
-}
-
-// Head returns the run's RunHead.
-func (r Run) Head() RunHead {
-	return RunHead{RunID: r.ID, Status: r.Status, StepCount: r.StepCount, LastEventSeq: r.LastEventSeq, UpdatedAt: r.UpdatedAt}
-}
-
 const headColumns = `id::text, status, step_count, last_event_seq, updated_at`
 
-func scanHead(row pgx.Row) (RunHead, error) {
-	var h RunHead
+func scanHead(row pgx.Row) (agentd.RunHead, error) {
+	var h agentd.RunHead
 	err := row.Scan(&h.RunID, &h.Status, &h.StepCount, &h.LastEventSeq, &h.UpdatedAt)
 	return h, translate(err)
 }
 
 // RunHead returns the head of run id; ErrNotFound when there is none.
-func (s *Store) RunHead(ctx context.Context, id string) (RunHead, error) {
+func (s *Store) RunHead(ctx context.Context, id string) (agentd.RunHead, error) {
 	return scanHead(s.pool.QueryRow(ctx, `SELECT `+headColumns+` FROM runs WHERE id = $1`, id))
 }
 
 // RunHeads returns the heads of the runs ids that exist, in one query: the
 // streams of an instance poll their runs with it.
-func (s *Store) RunHeads(ctx context.Context, ids []string) ([]RunHead, error) {
+func (s *Store) RunHeads(ctx context.Context, ids []string) ([]agentd.RunHead, error) {
 	return queryAll(ctx, s.pool, scanHead, `SELECT `+headColumns+` FROM runs WHERE id = ANY($1::text[]::uuid[])`, ids)
 }
 
@@ -275,7 +230,7 @@ type CallKey struct {
 // made of it, and their statuses, newest first.
 type CallRepeats struct {
 	Count  int
-	Latest []vocab.CallStatus
+	Latest []agentd.CallStatus
 }
 
 // ToolCallRepeats returns, for each key, the run's calls of it, in one
@@ -298,7 +253,7 @@ func (s *Store) ToolCallRepeats(ctx context.Context, runID string, keys []CallKe
 	defer rows.Close()
 	for rows.Next() {
 		var name, args string
-		var st vocab.CallStatus
+		var st agentd.CallStatus
 		if err := rows.Scan(&name, &args, &st); err != nil {
 			return nil, translate(err)
 		}

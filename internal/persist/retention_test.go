@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 )
@@ -39,10 +40,10 @@ func TestRetentionPass(t *testing.T) {
 		return n
 	}
 	// ended makes a conversation's run that ended (cancelled) age ago.
-	ended := func(conv string, age time.Duration) persist.Run {
+	ended := func(conv string, age time.Duration) agentd.Run {
 		t.Helper()
 		r, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "t", Model: "m", ConversationID: conv,
-			Params: persist.RunParams{MaxSteps: 3, IfBusy: "enqueue"}, Input: []persist.InputMessage{{Role: "user", Content: "hi"}}})
+			Params: agentd.RunParams{MaxSteps: 3, IfBusy: "enqueue"}, Input: []agentd.InputMessage{{Role: "user", Content: "hi"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +60,7 @@ func TestRetentionPass(t *testing.T) {
 	ended(mixed.ConversationID, 10*time.Minute)
 	recent := ended("", 10*time.Minute) // kept
 	live, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "t", Model: "m",
-		Params: persist.RunParams{MaxSteps: 3}, Input: []persist.InputMessage{{Role: "user", Content: "still going"}}})
+		Params: agentd.RunParams{MaxSteps: 3}, Input: []agentd.InputMessage{{Role: "user", Content: "still going"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,8 +123,8 @@ func BenchmarkRetentionPass(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for range runs {
-			r, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "t", Model: "m", Params: persist.RunParams{MaxSteps: 3},
-				Input: []persist.InputMessage{{Role: "user", Content: "hi"}}})
+			r, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "t", Model: "m", Params: agentd.RunParams{MaxSteps: 3},
+				Input: []agentd.InputMessage{{Role: "user", Content: "hi"}}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -8,10 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -29,8 +27,8 @@ const runColumns = `id, tenant_id, conversation_id, status, coalesce(terminal_re
 	created_at, started_at, finished_at, updated_at, stall_claims,
 	coalesce(created_by, ''), coalesce(cancelled_by, ''), coalesce(resumed_by, ''), output`
 
-func scanRun(row pgx.Row) (Run, error) {
-	var r Run
+func scanRun(row pgx.Row) (agentd.Run, error) {
+	var r agentd.Run
 	var params []byte
 	err := row.Scan(&r.ID, &r.TenantID, &r.ConversationID, &r.Status, &r.TerminalReason, &r.Model, &params,
 		&r.IdempotencyKey, &r.Epoch, &r.LeaseOwner, &r.LeaseExpiresAt, &r.DeadlineAt,
@@ -39,27 +37,27 @@ func scanRun(row pgx.Row) (Run, error) {
 		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.StallClaims,
 		&r.CreatedBy, &r.CancelledBy, &r.ResumedBy, &r.Output)
 	if err != nil {
-		return Run{}, translate(err)
+		return agentd.Run{}, translate(err)
 	}
 	if err := json.Unmarshal(params, &r.Params); err != nil {
-		return Run{}, fmt.Errorf("decode run params: %w", err)
+		return agentd.Run{}, fmt.Errorf("decode run params: %w", err)
 	}
 	return r, nil
 }
 
-func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (Run, bool, error) {
+func (s *Store) runByKey(ctx context.Context, p RunCreateParams) (agentd.Run, bool, error) {
 	var hash string
 	row := s.pool.QueryRow(ctx, `SELECT coalesce(request_hash, ''), `+runColumns+` FROM runs
 		WHERE tenant_id = $1 AND idempotency_key = $2`, p.TenantID, p.IdempotencyKey)
 	r, err := scanRun(scanPrefix{row, []any{&hash}})
-	if errors.Is(err, ErrNotFound) {
-		return Run{}, false, nil
+	if errors.Is(err, agentd.ErrNotFound) {
+		return agentd.Run{}, false, nil
 	}
 	if err != nil {
-		return Run{}, false, err
+		return agentd.Run{}, false, err
 	}
 	if hash != p.RequestHash {
-		return r, true, ErrIdempotencyMismatch
+		return r, true, agentd.ErrIdempotencyMismatch
 	}
 	return r, true, nil
 }
@@ -75,29 +73,20 @@ func (s scanPrefix) Scan(dest ...any) error {
 }
 
 // RunGet returns a run of the tenant; ErrRunNotFound when there is none.
-func (s *Store) RunGet(ctx context.Context, tenantID, id string) (Run, error) {
+func (s *Store) RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error) {
 	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2`, id, tenantID))
-	return r, notFound(err, ErrRunNotFound)
+	return r, notFound(err, agentd.ErrRunNotFound)
 }
 
 // RunByID returns a run whatever its tenant (for the engine and the
 // streams); ErrRunNotFound when there is none.
-func (s *Store) RunByID(ctx context.Context, id string) (Run, error) {
+func (s *Store) RunByID(ctx context.Context, id string) (agentd.Run, error) {
 	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
-	return r, notFound(err, ErrRunNotFound)
-}
-
-// RunListParams filter and page RunList.
-type RunListParams struct {
-	TenantID       string
-	ConversationID string          // optional
-	Status         vocab.RunStatus // optional
-	Before         string          // cursor: runs with a smaller id (older)
-	Limit          int
+	return r, notFound(err, agentd.ErrRunNotFound)
 }
 
 // RunList returns a tenant's runs, newest first.
-func (s *Store) RunList(ctx context.Context, p RunListParams) ([]Run, error) {
+func (s *Store) RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error) {
 	var conv, status, before *string
 	if p.ConversationID != "" {
 		conv = &p.ConversationID
@@ -117,7 +106,7 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]Run, error) {
 		return nil, translate(err)
 	}
 	defer rows.Close()
-	var out []Run
+	var out []agentd.Run
 	for rows.Next() {
 		r, err := scanRun(rows)
 		if err != nil {
@@ -136,24 +125,24 @@ func (s *Store) RunList(ctx context.Context, p RunListParams) ([]Run, error) {
 //
 // actor is who asks: it is kept as the run's cancelled_by and in its
 // run.cancelled event.
-func (s *Store) RunCancel(ctx context.Context, tenantID, id, actor string) (Run, error) {
+func (s *Store) RunCancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error) {
 	var lastSeq int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID))
 		if err != nil {
-			return notFound(err, ErrRunNotFound)
+			return notFound(err, agentd.ErrRunNotFound)
 		}
 		switch r.Status {
-		case vocab.StatusCancelled:
+		case agentd.StatusCancelled:
 			return nil
-		case vocab.StatusCompleted, vocab.StatusFailed, vocab.StatusTimedOut:
-			return fmt.Errorf("run is %s: %w", r.Status, ErrRunFinished)
+		case agentd.StatusCompleted, agentd.StatusFailed, agentd.StatusTimedOut:
+			return fmt.Errorf("run is %s: %w", r.Status, agentd.ErrRunFinished)
 		}
-		lastSeq, err = endLocked(ctx, tx, r, vocab.StatusCancelled, vocab.ReasonCancelled, actor)
+		lastSeq, err = endLocked(ctx, tx, r, agentd.StatusCancelled, agentd.ReasonCancelled, actor)
 		return err
 	})
 	if err != nil {
-		return Run{}, err
+		return agentd.Run{}, err
 	}
 	s.publish(id, lastSeq)
 	return s.RunGet(ctx, tenantID, id)
@@ -165,8 +154,8 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id, actor string) (Run,
 // executes is ended here with status and reason, and what it left open is
 // closed (closeOpen). It returns the run's new last event seq when it
 // appended events, else 0.
-func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, reason vocab.Reason, actor string) (int64, error) {
-	if r.Status == vocab.StatusRunning {
+func endLocked(ctx context.Context, tx pgx.Tx, r agentd.Run, status agentd.RunStatus, reason agentd.Reason, actor string) (int64, error) {
+	if r.Status == agentd.StatusRunning {
 		if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now(),
 			cancelled_by = CASE WHEN cancel_requested_at IS NULL THEN $2 ELSE cancelled_by END
 			WHERE id = $1`, r.ID, nullIfEmpty(actor)); err != nil {
@@ -179,16 +168,16 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, re
 	if err != nil {
 		return 0, err
 	}
-	if status == vocab.StatusCancelled {
+	if status == agentd.StatusCancelled {
 		if _, err := tx.Exec(ctx, abortUnanswered, r.ID); err != nil {
 			return 0, fmt.Errorf("abort unanswered input: %w", err)
 		}
 	}
-	var runErr *event.Error
-	if status == vocab.StatusTimedOut {
-		runErr = &event.Error{Message: "the run's total timeout elapsed while it waited for a client's decision"}
+	var runErr *agentd.ErrorDetail
+	if status == agentd.StatusTimedOut {
+		runErr = &agentd.ErrorDetail{Message: "the run's total timeout elapsed while it waited for a client's decision"}
 	}
-	evs = append(evs, event.Of(r.StepCount, event.RunEndedData{Actor: actor, Error: runErr, Reason: reason, Status: status,
+	evs = append(evs, agentd.EventOf(r.StepCount, agentd.RunEndedData{Actor: actor, Error: runErr, Reason: reason, Status: status,
 		UnresolvedToolCalls: unresolved}))
 	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
 	if err != nil {
@@ -213,16 +202,16 @@ func endLocked(ctx context.Context, tx pgx.Tx, r Run, status vocab.RunStatus, re
 // retry) is rejected, with a tool_call.completed event each. A side effect
 // whose outcome is unknown stays unknown, since it may have happened: its
 // error notes the end, and the run's end lists it as unresolved.
-func closeOpen(ctx context.Context, tx pgx.Tx, r Run, reason vocab.Reason) (evs []event.In, unresolved []string, err error) {
-	stepStatus := vocab.StepAborted
-	if reason == vocab.ReasonTimedOutTotal || reason == vocab.ReasonTimedOutStep {
-		stepStatus = vocab.StepFailed
+func closeOpen(ctx context.Context, tx pgx.Tx, r agentd.Run, reason agentd.Reason) (evs []agentd.EventIn, unresolved []string, err error) {
+	stepStatus := agentd.StepAborted
+	if reason == agentd.ReasonTimedOutTotal || reason == agentd.ReasonTimedOutStep {
+		stepStatus = agentd.StepFailed
 	}
 	if _, err := tx.Exec(ctx, `UPDATE steps SET status = $2, finished_at = now()
 		WHERE run_id = $1 AND status IN ('running', 'acting')`, r.ID, stepStatus); err != nil {
 		return nil, nil, fmt.Errorf("close steps: %w", err)
 	}
-	notRun := event.Error{Kind: string(vocab.ToolErrorKind(reason)), Message: "the run ended (" + string(reason) + ") before this call ran"}
+	notRun := agentd.ErrorDetail{Kind: string(agentd.ToolErrorKind(reason)), Message: "the run ended (" + string(reason) + ") before this call ran"}
 	rejected, err := queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
 			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'awaiting_client', 'running')
@@ -234,10 +223,10 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r Run, reason vocab.Reason) (evs 
 	}
 	for _, id := range rejected {
 		errData := notRun
-		evs = append(evs, event.Of(r.StepCount, event.ToolCallCompletedData{Error: &errData, ResolvedBy: string(reason),
-			Status: vocab.CallRejected, ToolCallID: id}))
+		evs = append(evs, agentd.EventOf(r.StepCount, agentd.ToolCallCompletedData{Error: &errData, ResolvedBy: string(reason),
+			Status: agentd.CallRejected, ToolCallID: id}))
 	}
-	note := event.Error{Kind: string(vocab.ToolErrUnknown), Message: "the outcome is unknown: the run ended (" + string(reason) +
+	note := agentd.ErrorDetail{Kind: string(agentd.ToolErrUnknown), Message: "the outcome is unknown: the run ended (" + string(reason) +
 		") before a client said what happened"}
 	unresolved, err = queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET error = $2 WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status = 'unknown'
@@ -283,27 +272,27 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 			return err
 		}
 		for _, r := range runs {
-			var action event.RequiredAction
+			var action agentd.RequiredAction
 			_ = json.Unmarshal(r.RequiredAction, &action)
 			after := (time.Duration(r.Params.Timeouts.ActionMS) * time.Millisecond).String()
 			if r.Params.Timeouts.ActionMS <= 0 {
-				after = (DefaultActionMS * time.Millisecond).String()
+				after = (agentd.DefaultActionMS * time.Millisecond).String()
 			}
-			p := ActionParams{RunID: r.ID, ToolCallID: action.ToolCallID, Decision: vocab.DecisionReject,
+			p := agentd.ActionParams{RunID: r.ID, ToolCallID: action.ToolCallID, Decision: agentd.DecisionReject,
 				Message: "no decision came within the run's action timeout (" + after + "): the call was rejected and did not run"}
 			switch action.Type {
-			case vocab.ActionToolOutcomeUnknown:
-				p.Decision = vocab.DecisionFail
+			case agentd.ActionToolOutcomeUnknown:
+				p.Decision = agentd.DecisionFail
 				p.Message = "no decision came within the run's action timeout (" + after +
 					"): the call is taken as failed, though it may have had its effect"
-			case vocab.ActionClientToolCalls:
-				p.Decision = vocab.DecisionOutputs
+			case agentd.ActionClientToolCalls:
+				p.Decision = agentd.DecisionOutputs
 				for _, c := range action.Calls {
-					p.Outputs = append(p.Outputs, ToolOutput{ToolCallID: c.ToolCallID,
+					p.Outputs = append(p.Outputs, agentd.ToolOutput{ToolCallID: c.ToolCallID,
 						Error: "the client gave no output within the run's action timeout (" + after + ")"})
 				}
 			}
-			last, err := resolveLocked(ctx, tx, r, p, event.ResolvedByActionTimeout)
+			last, err := resolveLocked(ctx, tx, r, p, agentd.ResolvedByActionTimeout)
 			if err != nil {
 				return fmt.Errorf("sweep run %s: %w", r.ID, err)
 			}
@@ -325,18 +314,18 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 //
 // actor is who asks: it is kept as the run's resumed_by and in the
 // run.resumed event of its next claim.
-func (s *Store) RunResume(ctx context.Context, tenantID, id, actor string) (Run, error) {
+func (s *Store) RunResume(ctx context.Context, tenantID, id, actor string) (agentd.Run, error) {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var status vocab.RunStatus
+		var status agentd.RunStatus
 		err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&status)
 		if err != nil {
-			return notFound(translate(err), ErrRunNotFound)
+			return notFound(translate(err), agentd.ErrRunNotFound)
 		}
 		switch status {
-		case vocab.StatusQueued, vocab.StatusRunning, vocab.StatusRequiresAction:
+		case agentd.StatusQueued, agentd.StatusRunning, agentd.StatusRequiresAction:
 			return nil
-		case vocab.StatusCompleted:
-			return ErrRunCompleted
+		case agentd.StatusCompleted:
+			return agentd.ErrRunCompleted
 		}
 		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', terminal_reason = NULL, error = NULL,
 			deadline_at = NULL, cancel_requested_at = NULL, interrupt_requested_at = NULL, finished_at = NULL, updated_at = now(),
@@ -351,7 +340,7 @@ func (s *Store) RunResume(ctx context.Context, tenantID, id, actor string) (Run,
 		return err
 	})
 	if err != nil {
-		return Run{}, err
+		return agentd.Run{}, err
 	}
 	return s.RunGet(ctx, tenantID, id)
 }
@@ -364,24 +353,24 @@ const InterruptPayload = ":interrupt"
 // interrupted (its client went away and it asked for that). A queued run is
 // interrupted at once; a running one is flagged and its executor told through
 // NOTIFY; a run in any other state is left as it is. It returns the run.
-func (s *Store) RunInterrupt(ctx context.Context, id string) (Run, error) {
+func (s *Store) RunInterrupt(ctx context.Context, id string) (agentd.Run, error) {
 	var lastSeq int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 FOR UPDATE`, id))
 		if err != nil {
-			return notFound(err, ErrRunNotFound)
+			return notFound(err, agentd.ErrRunNotFound)
 		}
 		switch r.Status {
-		case vocab.StatusRunning:
+		case agentd.StatusRunning:
 			if _, err := tx.Exec(ctx, `UPDATE runs SET interrupt_requested_at = coalesce(interrupt_requested_at, now()),
 				updated_at = now() WHERE id = $1`, id); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, id+InterruptPayload)
 			return err
-		case vocab.StatusQueued:
+		case agentd.StatusQueued:
 			lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq,
-				[]event.In{event.RunEnd(r.StepCount, vocab.StatusInterrupted, vocab.ReasonInterrupted, nil, "")})
+				[]agentd.EventIn{agentd.RunEndEvent(r.StepCount, agentd.StatusInterrupted, agentd.ReasonInterrupted, nil, "")})
 			if err != nil {
 				return err
 			}
@@ -395,17 +384,14 @@ func (s *Store) RunInterrupt(ctx context.Context, id string) (Run, error) {
 		return nil
 	})
 	if err != nil {
-		return Run{}, err
+		return agentd.Run{}, err
 	}
 	s.publish(id, lastSeq)
 	return s.RunByID(ctx, id)
 }
 
 // newID returns a new UUIDv7.
-func newID() string { return uuid.Must(uuid.NewV7()).String() }
-
-// NewID returns a new time-ordered id (UUIDv7) for rows the caller names.
-func NewID() string { return newID() }
+func newID() string { return agentd.NewID() }
 
 // RunCancelledBy returns who asked for the run's cancel ("" when nobody
 // said, or no cancel was asked).
@@ -440,7 +426,7 @@ const restoreInput = `UPDATE messages SET status = 'completed'
 var pauseBudget = `UPDATE runs SET
 	budget_left_ms = CASE WHEN deadline_at IS NULL THEN NULL
 		ELSE greatest(0, (extract(epoch FROM deadline_at - now()) * 1000)::bigint) END,
-	deadline_at = now() + coalesce(nullif((params->'timeouts'->>'action_ms')::bigint, 0), ` + strconv.Itoa(DefaultActionMS) + `)
+	deadline_at = now() + coalesce(nullif((params->'timeouts'->>'action_ms')::bigint, 0), ` + strconv.Itoa(agentd.DefaultActionMS) + `)
 		* interval '1 millisecond'
 	WHERE id = $1`
 

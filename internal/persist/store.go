@@ -17,15 +17,13 @@ import (
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/migrations"
 )
 
 // Sentinel errors that callers branch on.
 var (
-	// ErrNotFound: the row does not exist (or belongs to another tenant).
-	ErrNotFound = errors.New("not found")
-	// ErrConflict: a unique constraint or a state rule refused the write.
-	ErrConflict = errors.New("conflict")
+
 	// ErrLeaseLost: the run's epoch moved on; this worker no longer owns it.
 	ErrLeaseLost = errors.New("lease lost")
 
@@ -37,26 +35,12 @@ var (
 	// ErrConstraint: a constraint other than a unique key refused the write
 	// (SQLSTATE class 23: a foreign key, a check, a not-null).
 	ErrConstraint = errors.New("constraint violated")
-
-	// ErrRunNotFound is the ErrNotFound of a run (none of the tenant's has
-	// this id).
-	ErrRunNotFound = fmt.Errorf("run %w", ErrNotFound)
-	// ErrConversationNotFound is the ErrNotFound of a conversation.
-	ErrConversationNotFound = fmt.Errorf("conversation %w", ErrNotFound)
-	// ErrRunFinished is the ErrConflict of cancelling a run that already
-	// ended otherwise than cancelled.
-	ErrRunFinished = fmt.Errorf("run already finished: %w", ErrConflict)
-	// ErrQuotaExceeded: the tenant has as many runs in progress as it may,
-	// and the run asked to be refused rather than queued.
-	ErrQuotaExceeded = errors.New("the tenant has as many runs in progress as its quota allows")
-	// ErrRunCompleted is the ErrConflict of resuming a completed run.
-	ErrRunCompleted = fmt.Errorf("run is completed: %w", ErrConflict)
 )
 
 // notFound returns as, which names what was not found, for an ErrNotFound,
 // and err otherwise.
 func notFound(err, as error) error {
-	if errors.Is(err, ErrNotFound) && !errors.Is(err, as) {
+	if errors.Is(err, agentd.ErrNotFound) && !errors.Is(err, as) {
 		return as
 	}
 	return err
@@ -72,7 +56,7 @@ type Publisher interface {
 	// PublishedEvents says the same of a run's creation or a commit of the
 	// executor's writes (Exec), with the events it appended to the run, in
 	// order, exactly as EventsAfter reads them back.
-	PublishedEvents(runID string, events []Event)
+	PublishedEvents(runID string, events []agentd.Event)
 }
 
 // Config configures Open.
@@ -248,19 +232,19 @@ func translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{ErrNotFound, ErrConflict, ErrLeaseLost, ErrInvalidValue, ErrConstraint} {
+	for _, known := range []error{agentd.ErrNotFound, agentd.ErrConflict, ErrLeaseLost, ErrInvalidValue, ErrConstraint} {
 		if errors.Is(err, known) {
 			return err
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
+		return agentd.ErrNotFound
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
 		case pgErr.Code == "23505": // unique_violation
-			return fmt.Errorf("%w: %s", ErrConflict, pgErr.ConstraintName)
+			return fmt.Errorf("%w: %s", agentd.ErrConflict, pgErr.ConstraintName)
 		case pgErr.Code == "AD001": // raised by agentd_fence: a run's epoch moved on
 			return ErrLeaseLost
 		case strings.HasPrefix(pgErr.Code, "22"): // data_exception

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist/persisttest"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestSchemaAllowsTheVocabulary: the CHECK constraints of runs allow every
@@ -24,8 +24,8 @@ func TestSchemaAllowsTheVocabulary(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	for constraint, values := range map[string][]string{
-		"runs_status_check":          strs(vocab.RunStatuses()),
-		"runs_terminal_reason_check": strs(vocab.Reasons()),
+		"runs_status_check":          strs(agentd.RunStatuses()),
+		"runs_terminal_reason_check": strs(agentd.Reasons()),
 	} {
 		var def string
 		if err := conn.QueryRow(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1`,

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // bigTool returns a long text: lines numbered from 1, with characters of
@@ -22,7 +22,7 @@ type bigTool struct{ lines int }
 
 func (bigTool) Spec() tools.Spec {
 	return tools.Spec{Name: "big", Description: "a long text", Parameters: json.RawMessage(`{"type":"object"}`),
-		Effect: vocab.EffectReadOnly}
+		Effect: agentd.EffectReadOnly}
 }
 
 func (b bigTool) text() string {
@@ -50,15 +50,15 @@ func TestToolOutputOffload(t *testing.T) {
 	}
 	b.start(t, run.Config{Tools: reg, LeaseTTL: 5 * time.Second, PollInterval: 200 * time.Millisecond, Workers: 2})
 	ctx := context.Background()
-	start := func(conv, input string) persist.Run {
+	start := func(conv, input string) agentd.Run {
 		t.Helper()
 		r, _, err := b.store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake", ConversationID: conv,
-			Params: persist.RunParams{MaxSteps: 10, Tools: []string{"big"}}, Input: []persist.InputMessage{{Role: "user", Content: input}}})
+			Params: agentd.RunParams{MaxSteps: 10, Tools: []string{"big"}}, Input: []agentd.InputMessage{{Role: "user", Content: input}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r = b.wait(t, r.ID, nil)
-		if r.Status != vocab.StatusCompleted {
+		if r.Status != agentd.StatusCompleted {
 			t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 		}
 		return r
@@ -108,7 +108,7 @@ func TestToolOutputOffload(t *testing.T) {
 		}
 		r2 := start(r.ConversationID, fmt.Sprintf(`/call read_artifact {"id":%q,"offset":%d,"length":65536}`+"\n/say ok", pv.ArtifactID, offset))
 		steps, err := b.store.StepsList(ctx, r2.ID)
-		if err != nil || len(steps) == 0 || len(steps[0].Calls) != 1 || steps[0].Calls[0].Status != vocab.CallSucceeded {
+		if err != nil || len(steps) == 0 || len(steps[0].Calls) != 1 || steps[0].Calls[0].Status != agentd.CallSucceeded {
 			t.Fatalf("read_artifact: %v %+v", err, steps)
 		}
 		var p struct {
@@ -131,7 +131,7 @@ func TestToolOutputOffload(t *testing.T) {
 	// Another conversation cannot read it.
 	r3 := start("", fmt.Sprintf(`/call read_artifact {"id":%q}`+"\n/say ok", pv.ArtifactID))
 	steps, err = b.store.StepsList(ctx, r3.ID)
-	if err != nil || steps[0].Calls[0].Status != vocab.CallFailed || !strings.Contains(string(steps[0].Calls[0].Error), "no artifact") {
+	if err != nil || steps[0].Calls[0].Status != agentd.CallFailed || !strings.Contains(string(steps[0].Calls[0].Error), "no artifact") {
 		t.Fatalf("another conversation's read: %v %s %s", err, steps[0].Calls[0].Status, steps[0].Calls[0].Error)
 	}
 }

@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/tools"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // boundedEngine starts an engine on b's store with its own tools and
@@ -32,8 +31,8 @@ func TestToolCallsPastTheStepCapAreNotRun(t *testing.T) {
 	b := setup(t)
 	boundedEngine(t, b, b.reg, 3, 0)
 	input := strings.Repeat("/call calculator {\"expression\":\"1+1\"}\n", 5) + "/say done"
-	r := b.wait(t, b.create(t, input, persist.RunParams{}).ID, nil)
-	if r.Status != vocab.StatusCompleted {
+	r := b.wait(t, b.create(t, input, agentd.RunParams{}).ID, nil)
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
@@ -44,7 +43,7 @@ func TestToolCallsPastTheStepCapAreNotRun(t *testing.T) {
 	answered, refused := 0, 0
 	for _, m := range msgs {
 		for _, p := range m.Content {
-			if p.Type != vocab.PartToolResult {
+			if p.Type != agentd.PartToolResult {
 				continue
 			}
 			answered++
@@ -74,7 +73,7 @@ func TestToolConcurrencyIsBounded(t *testing.T) {
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	})})
 	hook, err := tools.NewWebhook(tools.WebhookConfig{Name: "slow", Description: "slow", URL: sink.URL + "/slow",
-		Parameters: json.RawMessage(`{"type":"object"}`), Effect: vocab.EffectIdempotent}, nil)
+		Parameters: json.RawMessage(`{"type":"object"}`), Effect: agentd.EffectIdempotent}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,9 +83,9 @@ func TestToolConcurrencyIsBounded(t *testing.T) {
 	}
 	boundedEngine(t, b, reg, 0, 2)
 	input := strings.Repeat("/call slow {}\n", 6) + "/say done"
-	ids := []string{b.create(t, input, persist.RunParams{}).ID, b.create(t, input, persist.RunParams{}).ID}
+	ids := []string{b.create(t, input, agentd.RunParams{}).ID, b.create(t, input, agentd.RunParams{}).ID}
 	for _, id := range ids {
-		if r := b.wait(t, id, nil); r.Status != vocab.StatusCompleted {
+		if r := b.wait(t, id, nil); r.Status != agentd.StatusCompleted {
 			t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 		}
 	}
@@ -103,8 +102,8 @@ func TestToolCallsPastTheRunCapEndTheRun(t *testing.T) {
 	b := setup(t)
 	b.start(t, run.Config{LeaseTTL: 5 * time.Second, PollInterval: 100 * time.Millisecond, ToolCallsPerStep: 2, ToolCallsPerRun: 3})
 	calc := "/call calculator {\"expression\":\"1+1\"}\n"
-	r := b.wait(t, b.create(t, calc+calc+"/next\n"+calc+calc+"/next\n"+calc+"/say done", persist.RunParams{}).ID, nil)
-	if r.Status != vocab.StatusFailed || r.TerminalReason != vocab.ReasonToolLimit {
+	r := b.wait(t, b.create(t, calc+calc+"/next\n"+calc+calc+"/next\n"+calc+"/say done", agentd.RunParams{}).ID, nil)
+	if r.Status != agentd.StatusFailed || r.TerminalReason != agentd.ReasonToolLimit {
 		t.Fatalf("run ended %s/%s, want failed/tool_limit", r.Status, r.TerminalReason)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
@@ -115,7 +114,7 @@ func TestToolCallsPastTheRunCapEndTheRun(t *testing.T) {
 	told := 0
 	for _, m := range msgs {
 		for _, p := range m.Content {
-			if p.Type == vocab.PartToolResult && p.IsError && strings.Contains(p.Content, "a run may make at most 3") {
+			if p.Type == agentd.PartToolResult && p.IsError && strings.Contains(p.Content, "a run may make at most 3") {
 				told++
 			}
 		}

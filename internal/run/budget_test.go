@@ -1,11 +1,12 @@
 package run
 
 import (
-	"github.com/agentd/agentd/internal/compact"
-	"github.com/agentd/agentd/internal/llm"
-	"github.com/agentd/agentd/internal/persist"
 	"strings"
 	"testing"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/llm"
 )
 
 // TestBudgetUsesTheReportedCount: after a model call that reported its
@@ -17,7 +18,7 @@ func TestBudgetUsesTheReportedCount(t *testing.T) {
 	msg := func(n int) llm.Message { return llm.Message{Role: llm.RoleUser, Content: strings.Repeat("x", n)} }
 	first := []llm.Message{msg(4000)}
 	grown := []llm.Message{msg(4000), msg(400)}
-	st := persist.RunState{}
+	st := agentd.RunState{}
 	var p sentPrompt
 	if got, want := p.estimate(st, grown), compact.EstimateRequest(grown); got != want {
 		t.Fatalf("nothing sent yet: %d, want the estimate %d", got, want)
@@ -33,7 +34,7 @@ func TestBudgetUsesTheReportedCount(t *testing.T) {
 	if got, want := p.estimate(st, []llm.Message{msg(10)}), compact.EstimateRequest([]llm.Message{msg(10)}); got != want {
 		t.Fatalf("a shorter history: %d, want the estimate %d", got, want)
 	}
-	compacted := persist.RunState{Compaction: &persist.Compaction{CoversToSeq: 7}}
+	compacted := agentd.RunState{Compaction: &agentd.Compaction{CoversToSeq: 7}}
 	if got, want := p.estimate(compacted, grown), compact.EstimateRequest(grown); got != want {
 		t.Fatalf("after a compaction: %d, want the estimate %d", got, want)
 	}

@@ -9,17 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
-func (b *bundle) createOn(t *testing.T, conv, input string, ifBusy vocab.IfBusy) (persist.Run, error) {
+func (b *bundle) createOn(t *testing.T, conv, input string, ifBusy agentd.IfBusy) (agentd.Run, error) {
 	t.Helper()
 	r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake",
-		ConversationID: conv, Params: persist.RunParams{MaxSteps: 10, IfBusy: ifBusy},
-		Input: []persist.InputMessage{{Role: "user", Content: input}}})
+		ConversationID: conv, Params: agentd.RunParams{MaxSteps: 10, IfBusy: ifBusy},
+		Input: []agentd.InputMessage{{Role: "user", Content: input}}})
 	return r, err
 }
 
@@ -35,7 +34,7 @@ func (b *bundle) raceCreate(t *testing.T, conv, busyRun string, n int) (created,
 		go func() {
 			defer wg.Done()
 			_, err := b.createOn(t, conv, "/say again", "reject")
-			var be *persist.BusyError
+			var be *agentd.BusyError
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -55,7 +54,7 @@ func (b *bundle) raceCreate(t *testing.T, conv, busyRun string, n int) (created,
 func TestIfBusyRejectUnderConcurrentRequests(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	first := b.create(t, "/say first", persist.RunParams{}) // queued: the conversation is busy
+	first := b.create(t, "/say first", agentd.RunParams{}) // queued: the conversation is busy
 	if created, busy := b.raceCreate(t, first.ConversationID, first.ID, 10); created != 0 || busy != 10 {
 		t.Fatalf("%d created, %d refused as busy; want 0 and 10", created, busy)
 	}
@@ -71,7 +70,7 @@ func TestIfBusyRejectUnderConcurrentRequests(t *testing.T) {
 func TestIfBusyEnqueueRunsOneAtATime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	first := b.create(t, "/stream 4 30", persist.RunParams{})
+	first := b.create(t, "/stream 4 30", agentd.RunParams{})
 	var wg sync.WaitGroup
 	ids := make(chan string, 5)
 	for range 5 {
@@ -89,12 +88,12 @@ func TestIfBusyEnqueueRunsOneAtATime(t *testing.T) {
 	wg.Wait()
 	close(ids)
 	b.engine(t, 5*time.Second)
-	all := []persist.Run{b.wait(t, first.ID, nil)}
+	all := []agentd.Run{b.wait(t, first.ID, nil)}
 	for id := range ids {
 		all = append(all, b.wait(t, id, nil))
 	}
 	for _, r := range all {
-		if r.Status != vocab.StatusCompleted {
+		if r.Status != agentd.StatusCompleted {
 			t.Fatalf("run %s ended %s", r.ID, r.Status)
 		}
 	}
@@ -116,16 +115,16 @@ func TestIfBusyInterruptCancelsTheBusyRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	busy := b.create(t, "/call blocker {}\n/say never", persist.RunParams{})
+	busy := b.create(t, "/call blocker {}\n/say never", agentd.RunParams{})
 	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	next, err := b.createOn(t, busy.ConversationID, "/say next", "interrupt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := b.wait(t, busy.ID, nil); r.Status != vocab.StatusCancelled {
+	if r := b.wait(t, busy.ID, nil); r.Status != agentd.StatusCancelled {
 		t.Fatalf("busy run ended %s, want cancelled", r.Status)
 	}
-	if r := b.wait(t, next.ID, nil); r.Status != vocab.StatusCompleted {
+	if r := b.wait(t, next.ID, nil); r.Status != agentd.StatusCompleted {
 		t.Fatalf("new run ended %s", r.Status)
 	}
 }
@@ -134,8 +133,8 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	r := b.create(t, "/call slow_effect {}\n/say never", persist.RunParams{})
-	if r = b.wait(t, r.ID, nil); r.Status != vocab.StatusRequiresAction {
+	r := b.create(t, "/call slow_effect {}\n/say never", agentd.RunParams{})
+	if r = b.wait(t, r.ID, nil); r.Status != agentd.StatusRequiresAction {
 		t.Fatalf("run is %s, want requires_action", r.Status)
 	}
 	if _, err := b.createOn(t, r.ConversationID, "/say blocked", "reject"); err == nil {
@@ -145,14 +144,14 @@ func TestCancelWhileAwaitingActionUnwedgesConversation(t *testing.T) {
 		t.Fatal(err)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
-	if c := steps[0].Calls[0]; c.Status != vocab.CallUnknown || !strings.Contains(string(c.Error), "ended (cancelled)") {
+	if c := steps[0].Calls[0]; c.Status != agentd.CallUnknown || !strings.Contains(string(c.Error), "ended (cancelled)") {
 		t.Fatalf("the awaited side effect is %s (%s), want still unknown, the cancel noted", c.Status, c.Error)
 	}
 	next, err := b.createOn(t, r.ConversationID, "/say free again", "reject")
 	if err != nil {
 		t.Fatalf("conversation still wedged: %v", err)
 	}
-	if n := b.wait(t, next.ID, nil); n.Status != vocab.StatusCompleted {
+	if n := b.wait(t, next.ID, nil); n.Status != agentd.StatusCompleted {
 		t.Fatalf("next run ended %s", n.Status)
 	}
 }
@@ -166,41 +165,41 @@ func TestWaitingIsNotRunning(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.start(t, run.Config{LeaseTTL: 5 * time.Second, PollInterval: 200 * time.Millisecond, SweepInterval: 100 * time.Millisecond})
-	waiting := func(timeouts persist.Timeouts) persist.Run {
+	waiting := func(timeouts agentd.Timeouts) agentd.Run {
 		t.Helper()
-		r := b.create(t, "/call slow_effect {}\n/say done", persist.RunParams{Timeouts: timeouts})
-		r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning })
-		if r.Status != vocab.StatusRequiresAction {
+		r := b.create(t, "/call slow_effect {}\n/say done", agentd.RunParams{Timeouts: timeouts})
+		r = b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status != agentd.StatusQueued && r.Status != agentd.StatusRunning })
+		if r.Status != agentd.StatusRequiresAction {
 			t.Fatalf("run is %s, want requires_action first", r.Status)
 		}
 		return r
 	}
 
-	decided := waiting(persist.Timeouts{TotalMS: 1500, ActionMS: 60_000})
+	decided := waiting(agentd.Timeouts{TotalMS: 1500, ActionMS: 60_000})
 	time.Sleep(2 * time.Second) // past the total timeout, all of it spent waiting
 	steps, _ := b.store.StepsList(context.Background(), decided.ID)
-	if _, err := b.store.RunResolveAction(context.Background(), persist.ActionParams{TenantID: "default", RunID: decided.ID,
-		ToolCallID: steps[0].Calls[0].ID, Decision: vocab.DecisionResult, Result: json.RawMessage(`{"ok": true}`)}); err != nil {
+	if _, err := b.store.RunResolveAction(context.Background(), agentd.ActionParams{TenantID: "default", RunID: decided.ID,
+		ToolCallID: steps[0].Calls[0].ID, Decision: agentd.DecisionResult, Result: json.RawMessage(`{"ok": true}`)}); err != nil {
 		t.Fatalf("decision after the total timeout's time: %v", err)
 	}
-	if r := b.wait(t, decided.ID, func(r persist.Run) bool { return r.Status.Terminal() }); r.Status != vocab.StatusCompleted {
+	if r := b.wait(t, decided.ID, func(r agentd.Run) bool { return r.Status.Terminal() }); r.Status != agentd.StatusCompleted {
 		t.Fatalf("run decided after waiting longer than its total timeout: %s/%s, want completed", r.Status, r.TerminalReason)
 	}
 
-	r := waiting(persist.Timeouts{TotalMS: 60_000, ActionMS: 600})
-	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
-	if r.Status != vocab.StatusCompleted {
+	r := waiting(agentd.Timeouts{TotalMS: 60_000, ActionMS: 600})
+	r = b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("run past its action timeout: %s/%s, want completed after the call failed", r.Status, r.TerminalReason)
 	}
 	steps, _ = b.store.StepsList(context.Background(), r.ID)
 	c := steps[0].Calls[0]
-	if c.Status != vocab.CallFailed || !strings.Contains(string(c.Error), `"kind": "action_timeout"`) ||
+	if c.Status != agentd.CallFailed || !strings.Contains(string(c.Error), `"kind": "action_timeout"`) ||
 		!strings.Contains(string(c.Error), "action timeout (600ms)") {
 		t.Fatalf("awaited call is %s (%s); want failed by the action timeout", c.Status, c.Error)
 	}
 	var resolved bool
 	for _, e := range b.events(t, r.ID) {
-		if e.Type == event.ToolCallCompleted && strings.Contains(string(e.Data), `"resolved_by":"action_timeout"`) {
+		if e.Type == agentd.EventToolCallCompleted && strings.Contains(string(e.Data), `"resolved_by":"action_timeout"`) {
 			resolved = true
 		}
 	}

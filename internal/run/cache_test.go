@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestRequestPrefixIsStable: over a 10-step run, each model request's
@@ -25,8 +24,8 @@ func TestRequestPrefixIsStable(t *testing.T) {
 	b := setup(t)
 	fake := cachingEngine(t, b)
 	input := strings.TrimSuffix(strings.Repeat(`/call calculator {"expression": "1+2"}`+"\n/next\n", 9), "\n/next\n") + "\n/say done"
-	r := b.create(t, input, persist.RunParams{MaxSteps: 12, LoopLimits: persist.LoopLimits{IdenticalCalls: 100}})
-	if r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() }); r.Status != vocab.StatusCompleted {
+	r := b.create(t, input, agentd.RunParams{MaxSteps: 12, LoopLimits: agentd.LoopLimits{IdenticalCalls: 100}})
+	if r = b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() }); r.Status != agentd.StatusCompleted {
 		t.Fatalf("run %s/%s %s", r.Status, r.TerminalReason, r.Error)
 	}
 	reqs := fake.Requests()

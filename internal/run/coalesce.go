@@ -1,11 +1,12 @@
 package run
 
 import (
-	"github.com/agentd/agentd/internal/clean"
-	"github.com/agentd/agentd/internal/event"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/clean"
 )
 
 // coalescer batches a model attempt's text deltas into message.delta events:
@@ -93,7 +94,7 @@ func (c *coalescer) flushLocked() {
 		c.buf.Reset()
 		c.due = false
 		c.mu.Unlock()
-		err := c.x.write(c.x.ctx, []event.In{event.Of(c.step, event.MessageDeltaData{Text: text})})
+		err := c.x.write(c.x.ctx, []agentd.EventIn{agentd.EventOf(c.step, agentd.MessageDeltaData{Text: text})})
 		c.mu.Lock()
 		if err != nil {
 			c.failed = err

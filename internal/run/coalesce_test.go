@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 )
 
@@ -23,7 +23,7 @@ type gateStore struct {
 	texts []string
 }
 
-func (g *gateStore) Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error) {
+func (g *gateStore) Exec(ctx context.Context, f persist.Fence, evs []agentd.EventIn, ops ...persist.Op) (int64, error) {
 	g.mu.Lock()
 	first := len(g.texts) == 0
 	g.mu.Unlock()
@@ -34,7 +34,7 @@ func (g *gateStore) Exec(ctx context.Context, f persist.Fence, evs []event.In, o
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, e := range evs {
-		g.texts = append(g.texts, e.Data.(event.MessageDeltaData).Text)
+		g.texts = append(g.texts, e.Data.(agentd.MessageDeltaData).Text)
 	}
 	return int64(len(g.texts)), nil
 }

@@ -14,12 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestLongConversationNeverOverflows: 200 runs of one conversation on
@@ -41,13 +40,13 @@ func TestLongConversationNeverOverflows(t *testing.T) {
 	for i := range turns {
 		input := fmt.Sprintf("question %d: %s\n/say answer %d: %s", i, filler, i, filler)
 		r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake-4k",
-			ConversationID: conv, Params: persist.RunParams{MaxSteps: 3, IfBusy: vocab.IfBusyEnqueue},
-			Input: []persist.InputMessage{{Role: "user", Content: input}}})
+			ConversationID: conv, Params: agentd.RunParams{MaxSteps: 3, IfBusy: agentd.IfBusyEnqueue},
+			Input: []agentd.InputMessage{{Role: "user", Content: input}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		conv = r.ConversationID
-		if r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() }); r.Status != vocab.StatusCompleted {
+		if r = b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() }); r.Status != agentd.StatusCompleted {
 			t.Fatalf("turn %d ended %s/%s: %s", i, r.Status, r.TerminalReason, r.Error)
 		}
 	}
@@ -68,7 +67,7 @@ func TestLongConversationNeverOverflows(t *testing.T) {
 		}
 	}
 	visible := compact.Visible(msgs, &c)
-	if visible[0].Seq != 1 || visible[1].Role != vocab.RoleSystem || len(visible) >= 20 {
+	if visible[0].Seq != 1 || visible[1].Role != agentd.RoleSystem || len(visible) >= 20 {
 		t.Fatalf("the model is sent %d messages, starting %s %d, %s", len(visible), visible[0].Role, visible[0].Seq, visible[1].Role)
 	}
 	for _, m := range visible[2:] {
@@ -77,13 +76,13 @@ func TestLongConversationNeverOverflows(t *testing.T) {
 		}
 	}
 	var compactions int
-	r, err := b.store.RunList(context.Background(), persist.RunListParams{TenantID: "default", ConversationID: conv, Limit: 1000})
+	r, err := b.store.RunList(context.Background(), agentd.RunListParams{TenantID: "default", ConversationID: conv, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, run := range r {
 		for _, e := range b.events(t, run.ID) {
-			if e.Type == event.ContextCompacted {
+			if e.Type == agentd.EventContextCompacted {
 				compactions++
 			}
 		}
@@ -110,20 +109,20 @@ func profilesFile(t *testing.T, body string) *compact.Profiles {
 }
 
 // converse runs turns of one conversation on model and returns the runs.
-func converse(t *testing.T, b *bundle, model string, turns, bytes int) []persist.Run {
+func converse(t *testing.T, b *bundle, model string, turns, bytes int) []agentd.Run {
 	t.Helper()
 	filler := strings.Repeat("x", bytes)
 	var conv string
-	var out []persist.Run
+	var out []agentd.Run
 	for i := range turns {
 		r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: model,
-			ConversationID: conv, Params: persist.RunParams{MaxSteps: 3, IfBusy: vocab.IfBusyEnqueue},
-			Input: []persist.InputMessage{{Role: "user", Content: fmt.Sprintf("q%d %s\n/say a%d %s", i, filler, i, filler)}}})
+			ConversationID: conv, Params: agentd.RunParams{MaxSteps: 3, IfBusy: agentd.IfBusyEnqueue},
+			Input: []agentd.InputMessage{{Role: "user", Content: fmt.Sprintf("q%d %s\n/say a%d %s", i, filler, i, filler)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		conv = r.ConversationID
-		out = append(out, b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() }))
+		out = append(out, b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() }))
 	}
 	return out
 }
@@ -140,11 +139,11 @@ func TestContextOverflowCompactsAndRetries(t *testing.T) {
 	runs := converse(t, b, "fake-2k", 12, 1000)
 	compacted := 0
 	for i, r := range runs {
-		if r.Status != vocab.StatusCompleted {
+		if r.Status != agentd.StatusCompleted {
 			t.Fatalf("turn %d ended %s/%s: %s", i, r.Status, r.TerminalReason, r.Error)
 		}
 		for _, e := range b.events(t, r.ID) {
-			if e.Type == event.ContextCompacted {
+			if e.Type == agentd.EventContextCompacted {
 				compacted++
 			}
 		}
@@ -153,7 +152,7 @@ func TestContextOverflowCompactsAndRetries(t *testing.T) {
 		t.Fatal("no compaction: the model never refused, so the test proves nothing")
 	}
 	big := converse(t, b, "fake-2k", 1, 10_000)[0]
-	if big.Status != vocab.StatusFailed || big.TerminalReason != vocab.ReasonContextOverflow ||
+	if big.Status != agentd.StatusFailed || big.TerminalReason != agentd.ReasonContextOverflow ||
 		!strings.Contains(string(big.Error), "over)") || !strings.Contains(string(big.Error), "window of fake-2k is 100000") {
 		t.Fatalf("a turn larger than the window: %s/%s %s", big.Status, big.TerminalReason, big.Error)
 	}
@@ -198,14 +197,14 @@ func TestCompactionCircuitBreaker(t *testing.T) {
 	if refused.Load() != 3 {
 		t.Fatalf("%d compactions asked for, want 3 before agentd stops trying", refused.Load())
 	}
-	var failed *persist.Run
+	var failed *agentd.Run
 	for i := range runs {
-		if runs[i].Status == vocab.StatusFailed {
+		if runs[i].Status == agentd.StatusFailed {
 			failed = &runs[i]
 			break
 		}
 	}
-	if failed == nil || failed.TerminalReason != vocab.ReasonContextOverflow ||
+	if failed == nil || failed.TerminalReason != agentd.ReasonContextOverflow ||
 		!strings.Contains(string(failed.Error), "last 3 compactions failed") {
 		t.Fatalf("no run ended by the breaker (last: %s/%s %s)", last.Status, last.TerminalReason, last.Error)
 	}
@@ -223,16 +222,16 @@ func TestCompactAtPerRun(t *testing.T) {
 		n := 0
 		for i := range 6 {
 			r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake-16k",
-				ConversationID: conv, Params: persist.RunParams{MaxSteps: 3, IfBusy: vocab.IfBusyEnqueue, CompactAt: at},
-				Input: []persist.InputMessage{{Role: "user", Content: fmt.Sprintf("q%d %s\n/say a%d %s", i,
+				ConversationID: conv, Params: agentd.RunParams{MaxSteps: 3, IfBusy: agentd.IfBusyEnqueue, CompactAt: at},
+				Input: []agentd.InputMessage{{Role: "user", Content: fmt.Sprintf("q%d %s\n/say a%d %s", i,
 					strings.Repeat("y", 1000), i, strings.Repeat("z", 1000))}}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			conv = r.ConversationID
-			b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+			b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
 			for _, e := range b.events(t, r.ID) {
-				if e.Type == event.ContextCompacted {
+				if e.Type == agentd.EventContextCompacted {
 					n++
 				}
 			}
@@ -258,13 +257,13 @@ func TestCompactionOfALongBacklog(t *testing.T) {
 	runs := converse(t, b, "fake", 12, 1500) // about 9,000 tokens, all of them sent
 	conv := runs[0].ConversationID
 	r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake-4k",
-		ConversationID: conv, Params: persist.RunParams{MaxSteps: 3, IfBusy: vocab.IfBusyEnqueue},
-		Input: []persist.InputMessage{{Role: "user", Content: "and now?\n/say fine"}}})
+		ConversationID: conv, Params: agentd.RunParams{MaxSteps: 3, IfBusy: agentd.IfBusyEnqueue},
+		Input: []agentd.InputMessage{{Role: "user", Content: "and now?\n/say fine"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
-	if r.Status != vocab.StatusCompleted {
+	r = b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("the turn on the small window ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	if max := b.fake.MaxPromptTokens("fake-4k"); max > 4096 {

@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/clean"
 	"github.com/agentd/agentd/internal/compact"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -27,7 +26,7 @@ var errCompactionsFailing = errors.New("compaction failed")
 // compactIfNeeded compacts the conversation when what the model would be
 // sent for step is past its model's threshold (see compactNow). It returns
 // the state the step goes on with, and the messages the model is then sent.
-func (x *execution) compactIfNeeded(ctx context.Context, st persist.RunState, step *persist.Step) (persist.RunState, []llm.Message, error) {
+func (x *execution) compactIfNeeded(ctx context.Context, st agentd.RunState, step *agentd.Step) (agentd.RunState, []llm.Message, error) {
 	msgs := buildMessages(st)
 	if x.d.profiles == nil {
 		return st, msgs, nil
@@ -53,7 +52,7 @@ type sentPrompt struct {
 }
 
 // record keeps the prompt of a model call that answered with its usage.
-func (p *sentPrompt) record(st persist.RunState, msgs []llm.Message, reported int64) {
+func (p *sentPrompt) record(st agentd.RunState, msgs []llm.Message, reported int64) {
 	if reported <= 0 {
 		return
 	}
@@ -65,7 +64,7 @@ func (p *sentPrompt) record(st persist.RunState, msgs []llm.Message, reported in
 // the same history (no compaction since) and msgs only grew; else the
 // estimate alone. The reported count holds what the estimate does not see
 // (tool definitions, the model's own framing, its tokenizer).
-func (p sentPrompt) estimate(st persist.RunState, msgs []llm.Message) int {
+func (p sentPrompt) estimate(st agentd.RunState, msgs []llm.Message) int {
 	est := compact.EstimateRequest(msgs)
 	if p.reported == 0 || p.coversTo != coversTo(st) || est < p.estimated {
 		return est
@@ -73,7 +72,7 @@ func (p sentPrompt) estimate(st persist.RunState, msgs []llm.Message) int {
 	return p.reported + est - p.estimated
 }
 
-func coversTo(st persist.RunState) int {
+func coversTo(st agentd.RunState) int {
 	if st.Compaction == nil {
 		return 0
 	}
@@ -90,7 +89,7 @@ func coversTo(st persist.RunState) int {
 // uncompacted. After maxCompactionFailures in a row it is not tried again:
 // errCompactionsFailing (the caller ends the run). Any other error is a
 // failed write, which stops the run.
-func (x *execution) compactNow(ctx context.Context, st persist.RunState, step *persist.Step, msgs []llm.Message) (_ persist.RunState, _ []llm.Message, compacted bool, _ error) {
+func (x *execution) compactNow(ctx context.Context, st agentd.RunState, step *agentd.Step, msgs []llm.Message) (_ agentd.RunState, _ []llm.Message, compacted bool, _ error) {
 	covered, coversTo, ok := compact.Cut(st.Messages, st.Compaction)
 	if !ok {
 		return st, msgs, false, nil
@@ -125,7 +124,7 @@ func (x *execution) compactNow(ctx context.Context, st persist.RunState, step *p
 	}
 	x.countTokens(resp.Usage)
 	summary, _ := clean.Text(resp.Text)
-	c := persist.Compaction{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID, StepID: step.ID,
+	c := agentd.Compaction{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID, StepID: step.ID,
 		CoversToSeq: coversTo, MessagesCovered: len(covered), Summary: summary, TokensBefore: before,
 		InputTokens: resp.Usage.InputTokens, OutputTokens: resp.Usage.OutputTokens}
 	next := st
@@ -133,10 +132,10 @@ func (x *execution) compactNow(ctx context.Context, st persist.RunState, step *p
 	next.CompactionFailures = 0
 	nextMsgs := buildMessages(next)
 	c.TokensAfter = compact.EstimateRequest(nextMsgs)
-	err = x.write(x.durable(), []event.In{event.Of(step.Seq, event.ContextCompactedData{CompactionID: c.ID,
+	err = x.write(x.durable(), []agentd.EventIn{agentd.EventOf(step.Seq, agentd.ContextCompactedData{CompactionID: c.ID,
 		CoversToSeq: c.CoversToSeq, MessagesCovered: c.MessagesCovered, TokensAfter: c.TokensAfter, TokensBefore: c.TokensBefore})},
 		persist.CompactionInsert{Compaction: c},
-		persist.StepUpdate{ID: step.ID, Status: vocab.StepRunning, Usage: usageOf(resp.Usage)})
+		persist.StepUpdate{ID: step.ID, Status: agentd.StepRunning, Usage: usageOf(resp.Usage)})
 	if err != nil {
 		return st, msgs, false, err
 	}
@@ -148,12 +147,12 @@ func (x *execution) compactNow(ctx context.Context, st persist.RunState, step *p
 // overflowEnd is the end of a run whose conversation does not fit its
 // model: err is the model's refusal (nil when compactions kept failing),
 // tokens the request's estimate.
-func (x *execution) overflowEnd(st persist.RunState, err error, tokens int) runEnd {
-	var runErr *event.Error
+func (x *execution) overflowEnd(st agentd.RunState, err error, tokens int) runEnd {
+	var runErr *agentd.ErrorDetail
 	if err != nil {
 		runErr = modelError(err)
 	} else {
-		runErr = &event.Error{Kind: string(llm.KindContextOverflow), Message: fmt.Sprintf(
+		runErr = &agentd.ErrorDetail{Kind: string(llm.KindContextOverflow), Message: fmt.Sprintf(
 			"the conversation is too long for the model, and its last %d compactions failed: no further one is tried until a later run's succeeds",
 			maxCompactionFailures)}
 	}
@@ -163,13 +162,13 @@ func (x *execution) overflowEnd(st persist.RunState, err error, tokens int) runE
 				tokens, st.Run.Model, w, max(0, tokens-w))
 		}
 	}
-	return endOf(vocab.StatusFailed, vocab.ReasonContextOverflow, runErr)
+	return endOf(agentd.StatusFailed, agentd.ReasonContextOverflow, runErr)
 }
 
 // summaryRoom is how many tokens a compaction's transcript may take: the
 // model's window less its answer's reserve, the instructions and a margin
 // for the estimate; 0 when the window is not known.
-func (x *execution) summaryRoom(st persist.RunState) int {
+func (x *execution) summaryRoom(st agentd.RunState) int {
 	if x.d.profiles == nil {
 		return 0
 	}

@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
-func createVia(t *testing.T, create func(context.Context, persist.RunCreateParams) (persist.Run, bool, error), conv, input string, ifBusy vocab.IfBusy) persist.Run {
+func createVia(t *testing.T, create func(context.Context, persist.RunCreateParams) (agentd.Run, bool, error), conv, input string, ifBusy agentd.IfBusy) agentd.Run {
 	t.Helper()
 	r, created, err := create(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake", ConversationID: conv,
-		Params: persist.RunParams{MaxSteps: 10, IfBusy: ifBusy}, Input: []persist.InputMessage{{Role: "user", Content: input}}})
+		Params: agentd.RunParams{MaxSteps: 10, IfBusy: ifBusy}, Input: []agentd.InputMessage{{Role: "user", Content: input}}})
 	if err != nil || !created {
 		t.Fatalf("create: %v (created %v)", err, created)
 	}
@@ -28,11 +28,11 @@ func TestCreateOnAFreeWorkerStartsWithoutAClaim(t *testing.T) {
 	b := setup(t)
 	e := b.engine(t, 5*time.Second)
 	r := createVia(t, e.Service().Create, "", "/call calculator {\"expression\":\"6*7\"}\n/say 42", "")
-	if r.Status != vocab.StatusRunning || r.Epoch != 1 || r.LeaseOwner == "" || r.StepCount != 1 || r.LastEventSeq != 3 {
+	if r.Status != agentd.StatusRunning || r.Epoch != 1 || r.LeaseOwner == "" || r.StepCount != 1 || r.LastEventSeq != 3 {
 		t.Fatalf("created: status %s epoch %d owner %q steps %d last seq %d", r.Status, r.Epoch, r.LeaseOwner, r.StepCount, r.LastEventSeq)
 	}
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted || r.Epoch != 1 {
+	if r.Status != agentd.StatusCompleted || r.Epoch != 1 {
 		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
 	}
 	evs := b.events(t, r.ID)
@@ -68,25 +68,25 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	e := b.engine(t, 5*time.Second)
 	first := createVia(t, e.Service().Create, "", "/stream 20 30", "")
 	next := createVia(t, e.Service().Create, first.ConversationID, "/say next", "enqueue")
-	if first.Status != vocab.StatusRunning || next.Status != vocab.StatusQueued || next.Epoch != 0 {
+	if first.Status != agentd.StatusRunning || next.Status != agentd.StatusQueued || next.Epoch != 0 {
 		t.Fatalf("first %s, enqueued %s at epoch %d", first.Status, next.Status, next.Epoch)
 	}
 	// Four workers: three more runs take them (one created while the
 	// dispatcher held a slot for a moment waits for its claim), and then
 	// the fifth waits.
-	var busy []persist.Run
+	var busy []agentd.Run
 	for range 3 {
 		busy = append(busy, createVia(t, e.Service().Create, "", "/stream 20 30", ""))
 	}
 	for _, r := range busy {
-		b.wait(t, r.ID, func(r persist.Run) bool { return r.Status == vocab.StatusRunning })
+		b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status == agentd.StatusRunning })
 	}
 	extra := createVia(t, e.Service().Create, "", "/say extra", "")
-	if extra.Status != vocab.StatusQueued {
+	if extra.Status != agentd.StatusQueued {
 		t.Fatalf("with every worker busy the run is %s", extra.Status)
 	}
 	for _, r := range append(busy, first, next, extra) {
-		if r = b.wait(t, r.ID, nil); r.Status != vocab.StatusCompleted {
+		if r = b.wait(t, r.ID, nil); r.Status != agentd.StatusCompleted {
 			t.Fatalf("run %s ended %s", r.ID, r.Status)
 		}
 	}
@@ -96,7 +96,7 @@ func TestCreateQueuesWhatCannotStartAtOnce(t *testing.T) {
 	if err := e.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if late := createVia(t, e.Service().Create, "", "/say late", ""); late.Status != vocab.StatusQueued {
+	if late := createVia(t, e.Service().Create, "", "/say late", ""); late.Status != agentd.StatusQueued {
 		t.Fatalf("created by a stopped engine: %s", late.Status)
 	}
 }
@@ -111,12 +111,12 @@ func TestCancelBeforeAPrestartedAttemptBeginsClosesIt(t *testing.T) {
 	b.engine(t, 5*time.Second)
 	// A side-effect call makes the step's calls run one by one; the
 	// calculator's attempt was committed with the model's output.
-	r := b.create(t, "/call block_effect {}\n/call calculator {\"expression\":\"1\"}\n/say never", persist.RunParams{})
+	r := b.create(t, "/call block_effect {}\n/call calculator {\"expression\":\"1\"}\n/say never", agentd.RunParams{})
 	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	if _, err := b.store.RunCancel(context.Background(), "default", r.ID, "local"); err != nil {
 		t.Fatal(err)
 	}
-	if r = b.wait(t, r.ID, nil); r.Status != vocab.StatusCancelled {
+	if r = b.wait(t, r.ID, nil); r.Status != agentd.StatusCancelled {
 		t.Fatalf("run ended %s", r.Status)
 	}
 	steps, err := b.store.StepsList(context.Background(), r.ID)
@@ -124,13 +124,13 @@ func TestCancelBeforeAPrestartedAttemptBeginsClosesIt(t *testing.T) {
 		t.Fatalf("steps: %v %+v", err, steps)
 	}
 	calc := steps[0].Calls[1]
-	if calc.Name != "calculator" || calc.Status != vocab.CallPlanned || len(calc.Attempts) != 1 ||
-		calc.Attempts[0].Status != vocab.AttemptFailed || !strings.Contains(string(calc.Attempts[0].Error), "not_begun") {
+	if calc.Name != "calculator" || calc.Status != agentd.CallPlanned || len(calc.Attempts) != 1 ||
+		calc.Attempts[0].Status != agentd.AttemptFailed || !strings.Contains(string(calc.Attempts[0].Error), "not_begun") {
 		t.Fatalf("calculator call %s with attempts %+v", calc.Status, calc.Attempts)
 	}
 	for _, c := range steps[0].Calls {
 		for _, a := range c.Attempts {
-			if a.Status == vocab.AttemptRunning {
+			if a.Status == agentd.AttemptRunning {
 				t.Fatalf("call %s has an attempt still running in a cancelled run", c.Name)
 			}
 		}

@@ -12,33 +12,32 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Store is what the engine needs of persistence.
 type Store interface {
-	RunCreateState(ctx context.Context, p persist.RunCreateParams) (persist.RunState, bool, error)
+	RunCreateState(ctx context.Context, p persist.RunCreateParams) (agentd.RunState, bool, error)
 	RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
 	RunClaimStartID(ctx context.Context, worker string, ttl time.Duration, id string) (persist.Claim, error)
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
-	Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error)
-	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
+	Exec(ctx context.Context, f persist.Fence, evs []agentd.EventIn, ops ...persist.Op) (int64, error)
+	RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error)
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	RunsSweep(ctx context.Context, limit int) (int, error)
 
 	// The commands of the Service; see persist.Store for their errors.
-	RunCancel(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
-	RunResume(ctx context.Context, tenantID, id, actor string) (persist.Run, error)
+	RunCancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)
+	RunResume(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)
 	RunCancelledBy(ctx context.Context, runID string) (string, error)
 	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
-	RunResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error)
-	RunInterrupt(ctx context.Context, id string) (persist.Run, error)
+	RunResolveAction(ctx context.Context, p agentd.ActionParams) (agentd.Run, error)
+	RunInterrupt(ctx context.Context, id string) (agentd.Run, error)
 }
 
 var _ Store = (*persist.Store)(nil)
@@ -105,7 +104,7 @@ type Config struct {
 	// OnEndFunc, when set, is called after a run left this engine's executor
 	// with its status committed (a terminal status, interrupted or
 	// requires_action). It must not block.
-	OnEndFunc func(runID string, status vocab.RunStatus)
+	OnEndFunc func(runID string, status agentd.RunStatus)
 }
 
 // Engine claims and executes runs. Start it once; Stop it once (further
@@ -344,7 +343,7 @@ func (e *Engine) sweep() {
 		case err != nil && e.claiming.Err() == nil:
 			e.log.Warn("sweep runs waiting past their deadline", "error", err)
 		case n > 0:
-			e.m.RunsEnded.WithLabelValues(string(vocab.StatusTimedOut), string(vocab.ReasonTimedOutTotal)).Add(float64(n))
+			e.m.RunsEnded.WithLabelValues(string(agentd.StatusTimedOut), string(agentd.ReasonTimedOutTotal)).Add(float64(n))
 			e.log.Info("timed out runs that waited for a client past their deadline", "runs", n)
 		}
 	}
@@ -357,10 +356,10 @@ func (e *Engine) claimOne() bool {
 	defer cancel()
 	c, err := e.cfg.Store.RunClaimStart(ctx, e.cfg.WorkerID, e.cfg.LeaseTTL)
 	switch {
-	case errors.Is(err, persist.ErrNotFound):
+	case errors.Is(err, agentd.ErrNotFound):
 		e.m.ClaimsAttempted.WithLabelValues("empty").Inc()
 		return false
-	case errors.Is(err, persist.ErrConflict):
+	case errors.Is(err, agentd.ErrConflict):
 		// Two workers raced for runs of one conversation; the other won.
 		e.m.ClaimsAttempted.WithLabelValues("conflict").Inc()
 		e.Wake()
@@ -373,7 +372,7 @@ func (e *Engine) claimOne() bool {
 		return false
 	}
 	e.m.ClaimsAttempted.WithLabelValues("claimed").Inc()
-	if c.PrevStatus == vocab.StatusRunning {
+	if c.PrevStatus == agentd.StatusRunning {
 		e.m.RunsRecovered.Inc()
 	}
 	e.launch(c, nil, false)
@@ -385,7 +384,7 @@ func (e *Engine) claimOne() bool {
 // nothing once the engine stops claiming, and reports false (the slot is
 // still the caller's); the dispatcher's own claims are always launched, since
 // Stop waits for the dispatcher before it waits for the runs.
-func (e *Engine) launch(c persist.Claim, st *persist.RunState, unlessStopping bool) bool {
+func (e *Engine) launch(c persist.Claim, st *agentd.RunState, unlessStopping bool) bool {
 	x := newExecution(e.ctx, e.d, c, e.cfg.WorkerID)
 	x.next = st // nil: the execution reads the run's state
 	e.mu.Lock()

@@ -9,13 +9,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/clean"
 	"github.com/agentd/agentd/internal/compact"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -24,10 +23,10 @@ import (
 // execStore is what an execution needs of persistence: its fenced writes,
 // its lease, and the committed state it is rebuilt from.
 type execStore interface {
-	Exec(ctx context.Context, f persist.Fence, evs []event.In, ops ...persist.Op) (int64, error)
+	Exec(ctx context.Context, f persist.Fence, evs []agentd.EventIn, ops ...persist.Op) (int64, error)
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
-	RunStateLoad(ctx context.Context, runID string) (persist.RunState, error)
+	RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error)
 	RunCancelledBy(ctx context.Context, runID string) (string, error)
 	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
 }
@@ -41,7 +40,7 @@ type deps struct {
 	tools  *tools.Registry
 	m      *Metrics
 	log    *slog.Logger
-	onEnd  func(runID string, status vocab.RunStatus) // nil: none
+	onEnd  func(runID string, status agentd.RunStatus) // nil: none
 	limits limits
 	// profiles give models their context windows; nil: no compaction.
 	profiles *compact.Profiles
@@ -92,7 +91,7 @@ type execution struct {
 	//
 	// next is the run's state as the last pass of the loop committed it,
 	// when that pass went on normally; the next pass starts from it.
-	next *persist.RunState
+	next *agentd.RunState
 	// started holds the calls of the step in hand whose first attempt was
 	// committed with the model's output: the tool is invoked without a write
 	// of its own.
@@ -123,12 +122,12 @@ func newExecution(parent context.Context, d *deps, c persist.Claim, worker strin
 // which the next step's start (or the run's end) carries.
 type outbox struct {
 	mu  sync.Mutex
-	evs []event.In
+	evs []agentd.EventIn
 	ops []persist.Op
 }
 
 // add queues evs and ops.
-func (o *outbox) add(evs []event.In, ops ...persist.Op) {
+func (o *outbox) add(evs []agentd.EventIn, ops ...persist.Op) {
 	o.mu.Lock()
 	o.evs = append(o.evs, evs...)
 	o.ops = append(o.ops, ops...)
@@ -136,7 +135,7 @@ func (o *outbox) add(evs []event.In, ops ...persist.Op) {
 }
 
 // take returns what is queued, and empties the outbox.
-func (o *outbox) take() ([]event.In, []persist.Op) {
+func (o *outbox) take() ([]agentd.EventIn, []persist.Op) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	evs, ops := o.evs, o.ops
@@ -148,7 +147,7 @@ func (o *outbox) take() ([]event.In, []persist.Op) {
 // fence. Writes that must survive the run's context ending (a tool result, a
 // terminal status) pass a context without cancel; nothing is written once
 // the engine was abandoned.
-func (x *execution) write(ctx context.Context, evs []event.In, ops ...persist.Op) error {
+func (x *execution) write(ctx context.Context, evs []agentd.EventIn, ops ...persist.Op) error {
 	if x.abandoned.Load() {
 		return errAbandoned
 	}
@@ -299,8 +298,8 @@ func (x *execution) loop() error {
 		}
 		if x.first {
 			x.announce(st)
-			if x.claim.PrevStatus == vocab.StatusRunning && x.claim.StallClaims > x.d.limits.maxStallClaims {
-				return x.end(st, lastStep(st), endOf(vocab.StatusFailed, vocab.ReasonNoProgress, &event.Error{Kind: "no_progress",
+			if x.claim.PrevStatus == agentd.StatusRunning && x.claim.StallClaims > x.d.limits.maxStallClaims {
+				return x.end(st, lastStep(st), endOf(agentd.StatusFailed, agentd.ReasonNoProgress, &agentd.ErrorDetail{Kind: "no_progress",
 					Message: fmt.Sprintf("the run was taken over %d times without starting a new step", x.claim.StallClaims)}))
 			}
 		}
@@ -309,7 +308,7 @@ func (x *execution) loop() error {
 		}
 		last := lastStep(st)
 		if x.interrupted.Load() {
-			return x.end(st, last, endOf(vocab.StatusInterrupted, vocab.ReasonInterrupted, nil))
+			return x.end(st, last, endOf(agentd.StatusInterrupted, agentd.ReasonInterrupted, nil))
 		}
 		done, err := x.pass(st, last)
 		if err != nil || done {
@@ -322,17 +321,17 @@ func (x *execution) loop() error {
 // pass makes one pass of the loop from st, whose last step is last (nil
 // before the first): it starts the next step, or finishes the last one.
 // done is true when the run left the executor.
-func (x *execution) pass(st persist.RunState, last *persist.Step) (done bool, err error) {
+func (x *execution) pass(st agentd.RunState, last *agentd.Step) (done bool, err error) {
 	switch {
-	case last == nil || last.Status == vocab.StepCompleted:
+	case last == nil || last.Status == agentd.StepCompleted:
 		return x.nextStep(st, last)
-	case last.Status == vocab.StepRunning && x.first && last.ID == x.claim.StartedStep:
+	case last.Status == agentd.StepRunning && x.first && last.ID == x.claim.StartedStep:
 		// The claim started the run's first step: ask the model.
 		return x.modelPhase(st, last, false)
-	case last.Status == vocab.StepRunning:
+	case last.Status == agentd.StepRunning:
 		// The model's output for this step was never committed: ask again.
 		return x.modelPhase(st, last, true)
-	case last.Status == vocab.StepActing, len(st.Calls) > 0:
+	case last.Status == agentd.StepActing, len(st.Calls) > 0:
 		// Acting, or a step cancelled, failed or timed out after its model
 		// output was committed, and then resumed: finish its tools.
 		return x.toolPhase(st, last)
@@ -345,20 +344,20 @@ func (x *execution) pass(st persist.RunState, last *persist.Step) (done bool, er
 // nextStep starts the step after last (the first when last is nil) and asks
 // the model for it, unless the run stops here: at a shutdown's step
 // boundary, or at its step budget.
-func (x *execution) nextStep(st persist.RunState, last *persist.Step) (done bool, err error) {
+func (x *execution) nextStep(st agentd.RunState, last *agentd.Step) (done bool, err error) {
 	if x.draining.Load() {
 		x.cancel(ErrShutdown) // execute commits what is pending, then hands the run back
 		return true, nil
 	}
 	if st.Run.StepCount >= st.Run.Params.MaxSteps {
-		return true, x.end(st, nil, endOf(vocab.StatusCompleted, vocab.ReasonMaxSteps, nil))
+		return true, x.end(st, nil, endOf(agentd.StatusCompleted, agentd.ReasonMaxSteps, nil))
 	}
-	seq, transition := 1, vocab.TransitionNone
+	seq, transition := 1, agentd.TransitionNone
 	if last != nil {
-		seq, transition = last.Seq+1, vocab.TransitionToolResults
+		seq, transition = last.Seq+1, agentd.TransitionToolResults
 	}
-	step := persist.Step{ID: persist.NewID(), RunID: st.Run.ID, Seq: seq, Status: vocab.StepRunning}
-	if err := x.write(x.ctx, []event.In{event.StepStart(seq, transition)},
+	step := agentd.Step{ID: agentd.NewID(), RunID: st.Run.ID, Seq: seq, Status: agentd.StepRunning}
+	if err := x.write(x.ctx, []agentd.EventIn{agentd.StepStartEvent(seq, transition)},
 		persist.StepInsert{ID: step.ID, RunID: st.Run.ID, Seq: seq, Transition: transition}); err != nil {
 		return true, x.stopFor(st, err)
 	}
@@ -368,7 +367,7 @@ func (x *execution) nextStep(st persist.RunState, last *persist.Step) (done bool
 }
 
 // lastStep returns the run's last step, nil before the first.
-func lastStep(st persist.RunState) *persist.Step {
+func lastStep(st agentd.RunState) *agentd.Step {
 	if n := len(st.Steps); n > 0 {
 		return &st.Steps[n-1]
 	}
@@ -377,7 +376,7 @@ func lastStep(st persist.RunState) *persist.Step {
 
 // state returns the run's committed state: what the last pass of the loop
 // left, else read from the database.
-func (x *execution) state() (persist.RunState, error) {
+func (x *execution) state() (agentd.RunState, error) {
 	if st := x.next; st != nil {
 		x.next = nil
 		return *st, nil
@@ -387,10 +386,10 @@ func (x *execution) state() (persist.RunState, error) {
 }
 
 // carry keeps st, just committed, for the next pass of the loop.
-func (x *execution) carry(st persist.RunState) { x.next = &st }
+func (x *execution) carry(st agentd.RunState) { x.next = &st }
 
 // setStep replaces the step of st with step's id by step.
-func setStep(st *persist.RunState, step persist.Step) {
+func setStep(st *agentd.RunState, step agentd.Step) {
 	for i := range st.Steps {
 		if st.Steps[i].ID == step.ID {
 			st.Steps[i] = step
@@ -400,7 +399,7 @@ func setStep(st *persist.RunState, step persist.Step) {
 
 // appendMessage adds a message just committed to st, numbered as the
 // database numbered it (after the conversation's last message).
-func appendMessage(st *persist.RunState, m persist.MessageInsert) {
+func appendMessage(st *agentd.RunState, m persist.MessageInsert) {
 	seq := 1
 	if n := len(st.Messages); n > 0 {
 		seq = st.Messages[n-1].Seq + 1
@@ -408,7 +407,7 @@ func appendMessage(st *persist.RunState, m persist.MessageInsert) {
 	st.Messages = append(st.Messages, m.Message(seq))
 }
 
-func (x *execution) load() (persist.RunState, error) {
+func (x *execution) load() (agentd.RunState, error) {
 	ctx, cancel := context.WithTimeout(x.durable(), 10*time.Second)
 	defer cancel()
 	return x.d.store.RunStateLoad(ctx, x.fence.RunID)
@@ -417,25 +416,25 @@ func (x *execution) load() (persist.RunState, error) {
 // announce emits run.started on a run's first claim, run.resumed otherwise,
 // with the claim's first write; a claim that started the run's first step
 // committed run.started with it.
-func (x *execution) announce(st persist.RunState) {
+func (x *execution) announce(st agentd.RunState) {
 	if x.claim.StartedStep != "" {
 		return
 	}
-	recovered := x.claim.PrevStatus == vocab.StatusRunning
-	x.outbox.add([]event.In{event.Claimed(st.Run.StepCount, x.fence.Epoch, x.fence.Worker, recovered, st.Run.ResumedBy)})
+	recovered := x.claim.PrevStatus == agentd.StatusRunning
+	x.outbox.add([]agentd.EventIn{agentd.ClaimedEvent(st.Run.StepCount, x.fence.Epoch, x.fence.Worker, recovered, st.Run.ResumedBy)})
 }
 
 // stopFor ends the run as its context's cause says (cancel, deadline), or
 // returns err for the caller to handle (lease lost, shutdown, abandon).
-func (x *execution) stopFor(st persist.RunState, err error) error {
+func (x *execution) stopFor(st agentd.RunState, err error) error {
 	cause := context.Cause(x.ctx)
-	var step *persist.Step
-	if n := len(st.Steps); n > 0 && st.Steps[n-1].Status != vocab.StepCompleted {
+	var step *agentd.Step
+	if n := len(st.Steps); n > 0 && st.Steps[n-1].Status != agentd.StepCompleted {
 		step = &st.Steps[n-1]
 	}
 	switch {
 	case errors.Is(cause, ErrCancelRequested):
-		e := endOf(vocab.StatusCancelled, vocab.ReasonCancelled, nil)
+		e := endOf(agentd.StatusCancelled, agentd.ReasonCancelled, nil)
 		actor, err := x.d.store.RunCancelledBy(x.durable(), st.Run.ID)
 		if err != nil {
 			x.log.Warn("read who cancelled the run", "error", err)
@@ -443,14 +442,14 @@ func (x *execution) stopFor(st persist.RunState, err error) error {
 		e.actor = actor
 		return x.end(st, step, e)
 	case errors.Is(cause, ErrRunDeadline):
-		return x.end(st, step, endOf(vocab.StatusTimedOut, vocab.ReasonTimedOutTotal,
-			&event.Error{Message: "the run's total timeout elapsed"}))
+		return x.end(st, step, endOf(agentd.StatusTimedOut, agentd.ReasonTimedOutTotal,
+			&agentd.ErrorDetail{Message: "the run's total timeout elapsed"}))
 	case errors.Is(cause, ErrStorage):
 		// What the refused write carried would be refused again: it is
 		// dropped with what was pending. What was committed stays.
 		x.outbox.take()
 		msg, _ := clean.Text("the database refused to store a value of the run: " + x.refused.Error())
-		return x.end(st, step, endOf(vocab.StatusFailed, vocab.ReasonStorageError, &event.Error{Kind: "storage", Message: msg}))
+		return x.end(st, step, endOf(agentd.StatusFailed, agentd.ReasonStorageError, &agentd.ErrorDetail{Kind: "storage", Message: msg}))
 	}
 	if err != nil {
 		return err
@@ -463,20 +462,20 @@ func (x *execution) stopFor(st persist.RunState, err error) error {
 // step's last output, for a completed run).
 type runEnd struct {
 	actor  string // who asked for it (a cancel), when a client did
-	status vocab.RunStatus
-	reason vocab.Reason
-	err    *event.Error
+	status agentd.RunStatus
+	reason agentd.Reason
+	err    *agentd.ErrorDetail
 	ops    []persist.Op
-	evs    []event.In
+	evs    []agentd.EventIn
 }
 
-func endOf(status vocab.RunStatus, reason vocab.Reason, err *event.Error) runEnd {
+func endOf(status agentd.RunStatus, reason agentd.Reason, err *agentd.ErrorDetail) runEnd {
 	return runEnd{status: status, reason: reason, err: err}
 }
 
 // end commits the run's last state and its terminal event in one
 // transaction. A step left unfinished is marked aborted (or failed).
-func (x *execution) end(st persist.RunState, step *persist.Step, e runEnd) error {
+func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 	ops, evs := x.started.unbegun()
 	ops = append(ops, e.ops...)
 	evs = append(evs, e.evs...)
@@ -484,23 +483,23 @@ func (x *execution) end(st persist.RunState, step *persist.Step, e runEnd) error
 	if step != nil {
 		stepSeq = step.Seq
 	}
-	if step != nil && step.Status != vocab.StepCompleted {
-		stepStatus := vocab.StepAborted
-		if e.status == vocab.StatusFailed || e.status == vocab.StatusTimedOut {
-			stepStatus = vocab.StepFailed
+	if step != nil && step.Status != agentd.StepCompleted {
+		stepStatus := agentd.StepAborted
+		if e.status == agentd.StatusFailed || e.status == agentd.StatusTimedOut {
+			stepStatus = agentd.StepFailed
 		}
 		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: stepStatus, Error: e.err, Finished: true})
 	}
-	if e.reason == vocab.ReasonStorageError || e.reason == vocab.ReasonNoProgress {
+	if e.reason == agentd.ReasonStorageError || e.reason == agentd.ReasonNoProgress {
 		// Attempts may be left running (their results never committed).
-		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: event.Error{Kind: string(vocab.ToolErrUnknown),
+		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: agentd.ErrorDetail{Kind: string(agentd.ToolErrUnknown),
 			Message: "the run failed (" + string(e.reason) + ") before this attempt's outcome was committed"}})
 	}
 	end := persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err}
-	endEv := event.RunEnd(stepSeq, e.status, e.reason, e.err, e.actor)
-	if e.status == vocab.StatusCompleted {
+	endEv := agentd.RunEndEvent(stepSeq, e.status, e.reason, e.err, e.actor)
+	if e.status == agentd.StatusCompleted {
 		end.Output = finalAnswer(st, ops)
-		endEv = event.WithOutput(endEv, vocab.TextOf(end.Output))
+		endEv = agentd.WithOutput(endEv, agentd.TextOf(end.Output))
 	}
 	ops = append(ops, end)
 	evs = append(evs, endEv)
@@ -513,7 +512,7 @@ func (x *execution) end(st persist.RunState, step *persist.Step, e runEnd) error
 }
 
 // left records that the run left the executor with status, committed.
-func (x *execution) left(run persist.Run, status vocab.RunStatus, reason vocab.Reason) {
+func (x *execution) left(run agentd.Run, status agentd.RunStatus, reason agentd.Reason) {
 	x.d.m.RunsEnded.WithLabelValues(string(status), string(reason)).Inc()
 	if x.d.onEnd != nil {
 		x.d.onEnd(run.ID, status)
@@ -525,7 +524,7 @@ func (x *execution) left(run persist.Run, status vocab.RunStatus, reason vocab.R
 // the run's step timeout, counted from now: time the run spent waiting for a
 // worker (after a crash, an interrupt or a shutdown) does not count against
 // its step; the total timeout bounds the whole run.
-func (x *execution) stepContext(st persist.RunState) (context.Context, context.CancelFunc) {
+func (x *execution) stepContext(st agentd.RunState) (context.Context, context.CancelFunc) {
 	ms := st.Run.Params.Timeouts.StepMS
 	if ms <= 0 {
 		return context.WithCancel(x.ctx)
@@ -535,22 +534,22 @@ func (x *execution) stepContext(st persist.RunState) (context.Context, context.C
 
 // stepTimedOut is the end of a run whose step ran out of time.
 func stepTimedOut() runEnd {
-	return endOf(vocab.StatusTimedOut, vocab.ReasonTimedOutStep, &event.Error{Message: "the step's timeout elapsed"})
+	return endOf(agentd.StatusTimedOut, agentd.ReasonTimedOutStep, &agentd.ErrorDetail{Message: "the step's timeout elapsed"})
 }
 
 // finalAnswer is the parts of a completing run's final assistant message:
 // the one this write inserts, else the run's last one committed (a run that
 // reached max_steps after its tools ran). Never nil.
-func finalAnswer(st persist.RunState, ops []persist.Op) []vocab.Part {
+func finalAnswer(st agentd.RunState, ops []persist.Op) []agentd.Part {
 	for i := len(ops) - 1; i >= 0; i-- {
-		if m, ok := ops[i].(persist.MessageInsert); ok && m.Role == vocab.RoleAssistant {
+		if m, ok := ops[i].(persist.MessageInsert); ok && m.Role == agentd.RoleAssistant {
 			return m.Content
 		}
 	}
 	for i := len(st.Messages) - 1; i >= 0; i-- {
-		if m := st.Messages[i]; m.RunID == st.Run.ID && m.Role == vocab.RoleAssistant {
+		if m := st.Messages[i]; m.RunID == st.Run.ID && m.Role == agentd.RoleAssistant {
 			return m.Content
 		}
 	}
-	return []vocab.Part{}
+	return []agentd.Part{}
 }

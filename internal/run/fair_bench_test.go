@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/persist"
@@ -63,9 +64,9 @@ func tenantStartLatency(b *testing.B, capRuns int) (idle, flood []float64) {
 		defer cancel()
 		_ = e.Stop(ctx)
 	}()
-	create := func(tenant, input string) persist.Run {
+	create := func(tenant, input string) agentd.Run {
 		r, _, err := store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: tenant, Model: "fake",
-			Params: persist.RunParams{MaxSteps: 3}, Input: []persist.InputMessage{{Role: "user", Content: input}}})
+			Params: agentd.RunParams{MaxSteps: 3}, Input: []agentd.InputMessage{{Role: "user", Content: input}}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func tenantStartLatency(b *testing.B, capRuns int) (idle, flood []float64) {
 	// startWait is how long a new run of tenant B waited to start.
 	startWait := func() float64 {
 		r := create("globex", "/say hi")
-		done := persisttest.WaitRun(b, store, r.ID, func(r persist.Run) bool { return r.StartedAt != nil }, 60*time.Second)
+		done := persisttest.WaitRun(b, store, r.ID, func(r agentd.Run) bool { return r.StartedAt != nil }, 60*time.Second)
 		return float64(done.StartedAt.Sub(done.CreatedAt).Microseconds()) / 1000
 	}
 	for range 50 {
@@ -91,7 +92,7 @@ func tenantStartLatency(b *testing.B, capRuns int) (idle, flood []float64) {
 		flood = append(flood, startWait())
 	}
 	for _, id := range floodIDs {
-		if _, err := store.RunCancel(context.Background(), "acme", id, "local"); err != nil && !errors.Is(err, persist.ErrRunFinished) {
+		if _, err := store.RunCancel(context.Background(), "acme", id, "local"); err != nil && !errors.Is(err, agentd.ErrRunFinished) {
 			b.Fatal(err)
 		}
 	}

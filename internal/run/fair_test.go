@@ -7,30 +7,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/run"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // createFor creates a run of tenant with input on store.
-func createFor(t *testing.T, store *persist.Store, tenant, input string, reject bool) (persist.Run, error) {
+func createFor(t *testing.T, store *persist.Store, tenant, input string, reject bool) (agentd.Run, error) {
 	t.Helper()
 	r, _, err := store.RunCreate(context.Background(), persist.RunCreateParams{
-		TenantID: tenant, Model: "fake", Params: persist.RunParams{MaxSteps: 5},
-		Input: []persist.InputMessage{{Role: "user", Content: input}}, RejectOverQuota: reject,
+		TenantID: tenant, Model: "fake", Params: agentd.RunParams{MaxSteps: 5},
+		Input: []agentd.InputMessage{{Role: "user", Content: input}}, RejectOverQuota: reject,
 	})
 	return r, err
 }
 
 // countRuns counts tenant's runs by status.
-func countRuns(t *testing.T, store *persist.Store, tenant string) map[vocab.RunStatus]int {
+func countRuns(t *testing.T, store *persist.Store, tenant string) map[agentd.RunStatus]int {
 	t.Helper()
-	runs, err := store.RunList(context.Background(), persist.RunListParams{TenantID: tenant, Limit: 1000})
+	runs, err := store.RunList(context.Background(), agentd.RunListParams{TenantID: tenant, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := map[vocab.RunStatus]int{}
+	n := map[agentd.RunStatus]int{}
 	for _, r := range runs {
 		n[r.Status]++
 	}
@@ -68,7 +68,7 @@ func TestClaimsAreFairBetweenTenants(t *testing.T) {
 	var order []started
 	for _, id := range append(ids, other.ID) {
 		r, err := b.store.RunByID(context.Background(), id)
-		if err != nil || r.StartedAt == nil || r.Status != vocab.StatusCompleted {
+		if err != nil || r.StartedAt == nil || r.Status != agentd.StatusCompleted {
 			t.Fatalf("run %s: %+v %v", id, r, err)
 		}
 		order = append(order, started{id, *r.StartedAt})
@@ -101,24 +101,24 @@ func TestTenantRunsInProgressCap(t *testing.T) {
 	}
 	b.start(t, run.Config{Store: capped, Workers: 4, LeaseTTL: 10 * time.Second, PollInterval: 50 * time.Millisecond})
 	deadline := time.Now().Add(10 * time.Second)
-	for countRuns(t, capped, "acme")[vocab.StatusRunning] < 2 {
+	for countRuns(t, capped, "acme")[agentd.StatusRunning] < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("tenant A's runs did not start: %v", countRuns(t, capped, "acme"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, err := createFor(t, capped, "acme", "/say over", true); !errors.Is(err, persist.ErrQuotaExceeded) {
+	if _, err := createFor(t, capped, "acme", "/say over", true); !errors.Is(err, agentd.ErrQuotaExceeded) {
 		t.Fatalf("tenant A at its cap with on_quota reject: %v, want ErrQuotaExceeded", err)
 	}
 	other, err := createFor(t, capped, "globex", "/say hi", true)
 	if err != nil {
 		t.Fatalf("tenant B under its cap: %v", err)
 	}
-	if r := b.wait(t, other.ID, nil); r.Status != vocab.StatusCompleted {
+	if r := b.wait(t, other.ID, nil); r.Status != agentd.StatusCompleted {
 		t.Fatalf("tenant B's run: %s %s", r.Status, r.TerminalReason)
 	}
 	n := countRuns(t, capped, "acme")
-	if n[vocab.StatusRunning] != 2 || n[vocab.StatusQueued] != 10 {
+	if n[agentd.StatusRunning] != 2 || n[agentd.StatusQueued] != 10 {
 		t.Fatalf("tenant A's runs while B's ran: %v, want 2 running and 10 queued", n)
 	}
 	for _, id := range hanging {
@@ -140,10 +140,10 @@ func TestTenantRunsInProgressCap(t *testing.T) {
 func TestQueuedRunsStartInTheOrderAccepted(t *testing.T) {
 	b := setup(t)
 	e := b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: time.Minute})
-	create := func(tenant, input string) persist.Run {
+	create := func(tenant, input string) agentd.Run {
 		t.Helper()
 		r, created, err := e.Service().Create(context.Background(), persist.RunCreateParams{TenantID: tenant, Model: "fake",
-			Params: persist.RunParams{MaxSteps: 5}, Input: []persist.InputMessage{{Role: "user", Content: input}}})
+			Params: agentd.RunParams{MaxSteps: 5}, Input: []agentd.InputMessage{{Role: "user", Content: input}}})
 		if err != nil || !created {
 			t.Fatalf("create: %v (created %v)", err, created)
 		}
@@ -152,22 +152,22 @@ func TestQueuedRunsStartInTheOrderAccepted(t *testing.T) {
 	// The first run takes the worker (at its creation, or by the claim of
 	// the dispatcher, which may hold the slot for a moment at start-up).
 	first := create("acme", "/stream 20 25")
-	b.wait(t, first.ID, func(r persist.Run) bool { return r.Status == vocab.StatusRunning })
-	var queued []persist.Run
+	b.wait(t, first.ID, func(r agentd.Run) bool { return r.Status == agentd.StatusRunning })
+	var queued []agentd.Run
 	for i := range 5 {
 		queued = append(queued, create("acme", "/say a"+string(rune('0'+i))))
 	}
 	queued = append(queued, create("globex", "/say b"))
 	for _, r := range queued {
-		if r.Status != vocab.StatusQueued {
+		if r.Status != agentd.StatusQueued {
 			t.Fatalf("run %s created %s while the worker was busy", r.ID, r.Status)
 		}
 	}
 	var order []string
 	var at []time.Time
-	for _, r := range append([]persist.Run{first}, queued...) {
+	for _, r := range append([]agentd.Run{first}, queued...) {
 		r = b.wait(t, r.ID, nil)
-		if r.Status != vocab.StatusCompleted || r.StartedAt == nil {
+		if r.Status != agentd.StatusCompleted || r.StartedAt == nil {
 			t.Fatalf("run %s ended %s", r.ID, r.Status)
 		}
 		order, at = append(order, r.ID), append(at, *r.StartedAt)
@@ -193,13 +193,13 @@ func TestARunQueuedBehindItsConversationStartsWhenItEnds(t *testing.T) {
 	b := setup(t)
 	e := b.start(t, run.Config{Workers: 2, LeaseTTL: 10 * time.Second, PollInterval: time.Minute})
 	first := createVia(t, e.Service().Create, "", "/stream 10 20", "")
-	b.wait(t, first.ID, func(r persist.Run) bool { return r.Status == vocab.StatusRunning })
-	next := createVia(t, e.Service().Create, first.ConversationID, "/say next", vocab.IfBusyEnqueue)
-	if next.Status != vocab.StatusQueued {
+	b.wait(t, first.ID, func(r agentd.Run) bool { return r.Status == agentd.StatusRunning })
+	next := createVia(t, e.Service().Create, first.ConversationID, "/say next", agentd.IfBusyEnqueue)
+	if next.Status != agentd.StatusQueued {
 		t.Fatalf("the run behind its conversation's run is %s", next.Status)
 	}
 	done := b.wait(t, first.ID, nil)
-	if r := b.wait(t, next.ID, nil); r.Status != vocab.StatusCompleted || r.StartedAt == nil || r.StartedAt.Before(*done.FinishedAt) {
+	if r := b.wait(t, next.ID, nil); r.Status != agentd.StatusCompleted || r.StartedAt == nil || r.StartedAt.Before(*done.FinishedAt) {
 		t.Fatalf("the queued run: %s, started %v, after the first ended at %v", r.Status, r.StartedAt, done.FinishedAt)
 	}
 }

@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // TestFinishReasons: an answer cut at the model's output limit is
@@ -21,19 +20,19 @@ func TestFinishReasons(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		input    string
-		status   vocab.RunStatus
-		reason   vocab.Reason
+		status   agentd.RunStatus
+		reason   agentd.Reason
 		output   string
 		requests int
 	}{
-		{"continued", "/say part.\n/finish length 2", vocab.StatusCompleted, vocab.ReasonCompleted, "part.part.part.", 3},
-		{"still cut", "/say cut.\n/finish length", vocab.StatusCompleted, vocab.ReasonMaxOutputTokens, "cut.cut.cut.cut.", 4},
-		{"filtered", "/say no.\n/finish content_filter", vocab.StatusFailed, vocab.ReasonContentFilter, "", 1},
+		{"continued", "/say part.\n/finish length 2", agentd.StatusCompleted, agentd.ReasonCompleted, "part.part.part.", 3},
+		{"still cut", "/say cut.\n/finish length", agentd.StatusCompleted, agentd.ReasonMaxOutputTokens, "cut.cut.cut.cut.", 4},
+		{"filtered", "/say no.\n/finish content_filter", agentd.StatusFailed, agentd.ReasonContentFilter, "", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := b.fake.Calls()
-			r := b.create(t, c.input, persist.RunParams{MaxSteps: 3})
-			r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+			r := b.create(t, c.input, agentd.RunParams{MaxSteps: 3})
+			r = b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
 			if r.Status != c.status || r.TerminalReason != c.reason {
 				t.Fatalf("run ended %s/%s %s, want %s/%s", r.Status, r.TerminalReason, r.Error, c.status, c.reason)
 			}
@@ -43,8 +42,8 @@ func TestFinishReasons(t *testing.T) {
 			if c.output == "" {
 				return
 			}
-			var parts []vocab.Part
-			if err := json.Unmarshal(r.Output, &parts); err != nil || vocab.TextOf(parts) != c.output {
+			var parts []agentd.Part
+			if err := json.Unmarshal(r.Output, &parts); err != nil || agentd.TextOf(parts) != c.output {
 				t.Fatalf("output %s, want %q", r.Output, c.output)
 			}
 			var streamed strings.Builder

@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/llm"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestModelFaultsAreRetriedAndPartialTextRetracted(t *testing.T) {
@@ -20,9 +19,9 @@ func TestModelFaultsAreRetriedAndPartialTextRetracted(t *testing.T) {
 	b := setup(t)
 	b.engine(t, 5*time.Second)
 	// Step 1 fails with a 500 once; step 2's stream is cut after half its text.
-	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/fault 500@0\n/fault truncate@1\n/say a fairly long final answer", persist.RunParams{})
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/fault 500@0\n/fault truncate@1\n/say a fairly long final answer", agentd.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted {
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	steps, err := b.store.StepsList(context.Background(), r.ID)
@@ -59,9 +58,9 @@ func TestMaxStepsEndsRun(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call calculator {\"expression\":\"2\"}\n/say never", persist.RunParams{MaxSteps: 1})
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call calculator {\"expression\":\"2\"}\n/say never", agentd.RunParams{MaxSteps: 1})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted || r.TerminalReason != vocab.ReasonMaxSteps || r.StepCount != 1 {
+	if r.Status != agentd.StatusCompleted || r.TerminalReason != agentd.ReasonMaxSteps || r.StepCount != 1 {
 		t.Fatalf("run ended %s/%s after %d steps", r.Status, r.TerminalReason, r.StepCount)
 	}
 }
@@ -70,14 +69,14 @@ func TestTimeouts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	total := b.create(t, "/stream 100 50", persist.RunParams{Timeouts: persist.Timeouts{TotalMS: 300}})
-	step := b.create(t, "/call blocker {}\n/say never", persist.RunParams{Timeouts: persist.Timeouts{StepMS: 300}})
+	total := b.create(t, "/stream 100 50", agentd.RunParams{Timeouts: agentd.Timeouts{TotalMS: 300}})
+	step := b.create(t, "/call blocker {}\n/say never", agentd.RunParams{Timeouts: agentd.Timeouts{StepMS: 300}})
 	for _, c := range []struct {
 		id     string
-		reason vocab.Reason
-	}{{total.ID, vocab.ReasonTimedOutTotal}, {step.ID, vocab.ReasonTimedOutStep}} {
+		reason agentd.Reason
+	}{{total.ID, agentd.ReasonTimedOutTotal}, {step.ID, agentd.ReasonTimedOutStep}} {
 		r := b.wait(t, c.id, nil)
-		if r.Status != vocab.StatusTimedOut || r.TerminalReason != c.reason {
+		if r.Status != agentd.StatusTimedOut || r.TerminalReason != c.reason {
 			t.Fatalf("run ended %s/%s, want timed_out/%s", r.Status, r.TerminalReason, c.reason)
 		}
 		if evs := b.events(t, c.id); evs[len(evs)-1].Type != "run.timed_out" {
@@ -90,14 +89,14 @@ func TestInvalidArgumentsGoBackToTheModel(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	r := b.create(t, "/call calculator {\"expr\":1}\n/call no_such_tool {}\n/say repaired", persist.RunParams{})
+	r := b.create(t, "/call calculator {\"expr\":1}\n/call no_such_tool {}\n/say repaired", agentd.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted {
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("run ended %s", r.Status)
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
 	for _, c := range steps[0].Calls {
-		if c.Status != vocab.CallFailed || len(c.Attempts) != 0 || len(c.Error) == 0 {
+		if c.Status != agentd.CallFailed || len(c.Attempts) != 0 || len(c.Error) == 0 {
 			t.Fatalf("call %s: %s with %d attempts, error %s", c.Name, c.Status, len(c.Attempts), c.Error)
 		}
 	}
@@ -112,7 +111,7 @@ func TestShutdownHandsRunsBack(t *testing.T) {
 	b := setup(t)
 	ttl := 30 * time.Second // a takeover must not wait for the TTL
 	e1 := b.engine(t, ttl)
-	r := b.create(t, "/call blocker {}\n/say finished", persist.RunParams{})
+	r := b.create(t, "/call blocker {}\n/say finished", agentd.RunParams{})
 	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -122,7 +121,7 @@ func TestShutdownHandsRunsBack(t *testing.T) {
 	start := time.Now()
 	b.engine(t, ttl)
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted || r.Epoch != 2 {
+	if r.Status != agentd.StatusCompleted || r.Epoch != 2 {
 		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
 	}
 	if waited := time.Since(start); waited > ttl/2 {
@@ -134,9 +133,9 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	r := b.create(t, "/call effect {}\n/next\n/stream 100 20", persist.RunParams{OnDisconnect: "interrupt"})
+	r := b.create(t, "/call effect {}\n/next\n/stream 100 20", agentd.RunParams{OnDisconnect: "interrupt"})
 	// Interrupt while step 2 streams its answer.
-	b.wait(t, r.ID, func(persist.Run) bool {
+	b.wait(t, r.ID, func(agentd.Run) bool {
 		evs, _ := b.store.EventsAfter(context.Background(), r.ID, 0, 1000)
 		return countTypes(evs)["message.delta"] >= 2
 	})
@@ -144,7 +143,7 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusInterrupted || r.TerminalReason != vocab.ReasonInterrupted {
+	if r.Status != agentd.StatusInterrupted || r.TerminalReason != agentd.ReasonInterrupted {
 		t.Fatalf("run ended %s/%s, want interrupted", r.Status, r.TerminalReason)
 	}
 	before := b.events(t, r.ID)
@@ -154,10 +153,10 @@ func TestInterruptThenResumeReusesCommittedResults(t *testing.T) {
 	if _, err := b.store.RunResume(context.Background(), "default", r.ID, "local"); err != nil {
 		t.Fatal(err)
 	}
-	r = b.wait(t, r.ID, func(r persist.Run) bool {
-		return r.Status == vocab.StatusCompleted || r.Status == vocab.StatusFailed
+	r = b.wait(t, r.ID, func(r agentd.Run) bool {
+		return r.Status == agentd.StatusCompleted || r.Status == agentd.StatusFailed
 	})
-	if r.Status != vocab.StatusCompleted {
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("resumed run ended %s/%s", r.Status, r.TerminalReason)
 	}
 	if reqs, keys := b.sink.Count("/ok"), len(b.sink.Keys("/ok")); reqs != 1 || keys != 1 {
@@ -177,10 +176,10 @@ func TestRateLimitAndHangingStreamAreRetried(t *testing.T) {
 	// Step 1 answers 429 (Retry-After: 1) once; step 2's stream hangs once
 	// and is cut by the 300 ms idle timeout.
 	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/fault 429@0\n/fault hang@1\n/say done",
-		persist.RunParams{Timeouts: persist.Timeouts{IdleMS: 300}})
+		agentd.RunParams{Timeouts: agentd.Timeouts{IdleMS: 300}})
 	start := time.Now()
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted {
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	if elapsed := time.Since(start); elapsed < time.Second {
@@ -201,10 +200,10 @@ func TestFinalModelErrorsEndTheRun(t *testing.T) {
 	for _, c := range []struct {
 		status int
 		body   string
-		reason vocab.Reason
+		reason agentd.Reason
 	}{
-		{401, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`, vocab.ReasonModelError},
-		{400, `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`, vocab.ReasonContextOverflow},
+		{401, `{"error":{"message":"bad key","type":"invalid_request_error","code":"invalid_api_key"}}`, agentd.ReasonModelError},
+		{400, `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`, agentd.ReasonContextOverflow},
 	} {
 		var calls atomic.Int32
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -218,18 +217,18 @@ func TestFinalModelErrorsEndTheRun(t *testing.T) {
 		if err := e.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		r := b.create(t, "hello", persist.RunParams{})
+		r := b.create(t, "hello", agentd.RunParams{})
 		r = b.wait(t, r.ID, nil)
 		e.Stop(context.Background())
 		srv.Close()
-		if r.Status != vocab.StatusFailed || r.TerminalReason != c.reason {
+		if r.Status != agentd.StatusFailed || r.TerminalReason != c.reason {
 			t.Fatalf("status %d: run ended %s/%s, want failed/%s", c.status, r.Status, r.TerminalReason, c.reason)
 		}
 		if calls.Load() != 1 {
 			t.Fatalf("status %d: the model was asked %d times; a final error is not retried", c.status, calls.Load())
 		}
 		steps, _ := b.store.StepsList(context.Background(), r.ID)
-		if len(steps) != 1 || steps[0].Status != vocab.StepFailed || len(steps[0].Error) == 0 {
+		if len(steps) != 1 || steps[0].Status != agentd.StepFailed || len(steps[0].Error) == 0 {
 			t.Fatalf("status %d: step %+v", c.status, steps)
 		}
 	}
@@ -241,7 +240,7 @@ func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
 	ttl := 30 * time.Second // a takeover must not wait for the TTL
 	e1 := b.engine(t, ttl)
 	// Each model response takes about 300 ms; there are three.
-	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call calculator {\"expression\":\"2\"}\n/stream 6 50", persist.RunParams{})
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call calculator {\"expression\":\"2\"}\n/stream 6 50", agentd.RunParams{})
 	// Stop once a tool result is in: the run then stops at a boundary after
 	// a step with tools.
 	for deadline := time.Now().Add(5 * time.Second); countTypes(b.events(t, r.ID))["tool_call.completed"] == 0; {
@@ -260,7 +259,7 @@ func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
 		t.Fatalf("stop took %v", d)
 	}
 	mid, _ := b.store.RunGet(context.Background(), "default", r.ID)
-	if mid.Status != vocab.StatusRunning || mid.LeaseOwner != "" {
+	if mid.Status != agentd.StatusRunning || mid.LeaseOwner != "" {
 		t.Fatalf("after stop the run is %s with lease owner %q; want running and handed back", mid.Status, mid.LeaseOwner)
 	}
 	// The boundary it stopped at is committed: no step is left open.
@@ -269,14 +268,14 @@ func TestShutdownStopsAtStepBoundaryAndHandsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range steps {
-		if s.Status != vocab.StepCompleted {
+		if s.Status != agentd.StepCompleted {
 			t.Fatalf("step %d is %s at hand-back", s.Seq, s.Status)
 		}
 	}
 	start := time.Now()
 	b.engine(t, ttl)
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted || r.Epoch != 2 {
+	if r.Status != agentd.StatusCompleted || r.Epoch != 2 {
 		t.Fatalf("run ended %s at epoch %d", r.Status, r.Epoch)
 	}
 	if waited := time.Since(start); waited > ttl/2 {

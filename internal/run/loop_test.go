@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // TestLoopGuards: a model that asks for the same tool call again and again
@@ -25,19 +24,19 @@ func TestLoopGuards(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		input  string
-		limits persist.LoopLimits
-		reason vocab.Reason
+		limits agentd.LoopLimits
+		reason agentd.Reason
 		calls  int
 		detail string
 	}{
-		{"identical calls", repeat(good, 8), persist.LoopLimits{}, vocab.ReasonLoopDetected, 4, "for the 5th time"},
-		{"failures in a row", repeat(bad, 8), persist.LoopLimits{}, vocab.ReasonToolError, 3, "last 3 such calls all failed"},
-		{"own limits", repeat(good, 8), persist.LoopLimits{IdenticalCalls: 2}, vocab.ReasonLoopDetected, 1, "for the 2nd time"},
-		{"under the limits", repeat(good, 3), persist.LoopLimits{}, vocab.ReasonCompleted, 3, ""},
+		{"identical calls", repeat(good, 8), agentd.LoopLimits{}, agentd.ReasonLoopDetected, 4, "for the 5th time"},
+		{"failures in a row", repeat(bad, 8), agentd.LoopLimits{}, agentd.ReasonToolError, 3, "last 3 such calls all failed"},
+		{"own limits", repeat(good, 8), agentd.LoopLimits{IdenticalCalls: 2}, agentd.ReasonLoopDetected, 1, "for the 2nd time"},
+		{"under the limits", repeat(good, 3), agentd.LoopLimits{}, agentd.ReasonCompleted, 3, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := b.create(t, c.input, persist.RunParams{MaxSteps: 20, LoopLimits: c.limits.OrDefaults()})
-			r = b.wait(t, r.ID, func(r persist.Run) bool { return r.Status.Terminal() })
+			r := b.create(t, c.input, agentd.RunParams{MaxSteps: 20, LoopLimits: c.limits.OrDefaults()})
+			r = b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
 			if r.TerminalReason != c.reason || (c.detail != "" && !strings.Contains(string(r.Error), c.detail)) {
 				t.Fatalf("run ended %s/%s %s; want %s with %q", r.Status, r.TerminalReason, r.Error, c.reason, c.detail)
 			}

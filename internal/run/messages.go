@@ -1,9 +1,9 @@
 package run
 
 import (
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/llm"
-	"github.com/agentd/agentd/internal/persist"
 )
 
 // unansweredResult answers a tool call that has no committed result (its run
@@ -14,7 +14,7 @@ const unansweredResult = `{"error":"the tool call did not complete: its run ende
 // buildMessages rebuilds the model's input from committed state: the run's
 // instructions, then the conversation's messages in order, as the latest
 // compaction leaves them (compact.Visible).
-func buildMessages(st persist.RunState) []llm.Message {
+func buildMessages(st agentd.RunState) []llm.Message {
 	var out []llm.Message
 	if st.Run.Params.Instructions != "" {
 		out = append(out, llm.Message{Role: llm.RoleSystem, Content: st.Run.Params.Instructions})

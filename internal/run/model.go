@@ -10,13 +10,12 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/clean"
 	"github.com/agentd/agentd/internal/compact"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // modelPhase asks the model for a step's output and commits it: the
@@ -24,13 +23,13 @@ import (
 // tools), or the final answer with the run's end. reask says that the step
 // was asked before and its output never committed: what was streamed for
 // it is retracted first.
-func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bool) (done bool, err error) {
+func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool) (done bool, err error) {
 	started := time.Now()
 	ctx, cancel := x.stepContext(st)
 	defer cancel()
 	if reask {
-		if err := x.write(x.ctx, []event.In{event.Of(step.Seq, event.StepRetractedData{Reason: event.RetractedRecovered})},
-			persist.StepReask{ID: step.ID, Transition: vocab.TransitionResumed}); err != nil {
+		if err := x.write(x.ctx, []agentd.EventIn{agentd.EventOf(step.Seq, agentd.StepRetractedData{Reason: agentd.RetractedRecovered})},
+			persist.StepReask{ID: step.ID, Transition: agentd.TransitionResumed}); err != nil {
 			return true, x.stopFor(st, err)
 		}
 	}
@@ -60,7 +59,7 @@ func (x *execution) modelPhase(st persist.RunState, step *persist.Step, reask bo
 				// What was streamed and not yet committed goes first, so
 				// that the continuation's text follows it.
 				if tail := co.pending(); tail != "" {
-					if err := x.write(x.ctx, []event.In{event.Of(step.Seq, event.MessageDeltaData{Text: tail})}); err != nil {
+					if err := x.write(x.ctx, []agentd.EventIn{agentd.EventOf(step.Seq, agentd.MessageDeltaData{Text: tail})}); err != nil {
 						return true, x.stopFor(st, err)
 					}
 				}
@@ -114,7 +113,7 @@ type modelFailure struct {
 // modelFailed decides what a failed model call leads to: another attempt
 // after a backoff (retry), or the run's end, or its stop for the run's
 // context (done, with what the end returned).
-func (x *execution) modelFailed(ctx context.Context, st persist.RunState, step *persist.Step, f modelFailure) (retry, done bool, err error) {
+func (x *execution) modelFailed(ctx context.Context, st agentd.RunState, step *agentd.Step, f modelFailure) (retry, done bool, err error) {
 	kind := "error"
 	var me *llm.Error
 	if errors.As(f.err, &me) {
@@ -125,31 +124,31 @@ func (x *execution) modelFailed(ctx context.Context, st persist.RunState, step *
 	case f.co.failed != nil:
 		return false, true, x.stopFor(st, f.co.failed)
 	case x.interrupted.Load() && x.ctx.Err() == nil:
-		return false, true, x.end(st, step, endOf(vocab.StatusInterrupted, vocab.ReasonInterrupted, nil))
+		return false, true, x.end(st, step, endOf(agentd.StatusInterrupted, agentd.ReasonInterrupted, nil))
 	case ctx.Err() != nil:
 		return false, true, x.stepEnded(ctx, st, step, f.err)
 	case !llm.IsRetryable(f.err) || f.attempt >= x.d.limits.modelAttempts:
-		reason := vocab.ReasonModelError
+		reason := agentd.ReasonModelError
 		if me != nil && me.Kind == llm.KindContextOverflow {
-			reason = vocab.ReasonContextOverflow
+			reason = agentd.ReasonContextOverflow
 		}
 		runErr := modelError(f.err)
 		// Logged once, as the run fails, with what the provider said (each
 		// retry before it logged its own error).
 		x.log.WarnContext(x.ctx, "model call failed; the run fails", "attempts", f.attempt, "kind", runErr.Kind,
 			"status", runErr.Status, "code", runErr.ProviderCode, "type", runErr.ProviderType, "message", runErr.Message)
-		return false, true, x.end(st, step, endOf(vocab.StatusFailed, reason, runErr))
+		return false, true, x.end(st, step, endOf(agentd.StatusFailed, reason, runErr))
 	}
 	wait := x.d.limits.modelBackoff << (f.attempt - 1)
 	if me != nil && me.RetryAfter > wait {
 		wait = me.RetryAfter
 	}
 	x.log.Warn("model call failed; retrying", "attempt", f.attempt, "error", f.err, "wait", wait)
-	var evs []event.In
+	var evs []agentd.EventIn
 	if f.co.sent > 0 {
-		evs = append(evs, event.Of(step.Seq, event.StepRetractedData{Reason: event.RetractedModelRetry}))
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepRetractedData{Reason: agentd.RetractedModelRetry}))
 	}
-	if err := x.write(x.ctx, evs, persist.StepReask{ID: step.ID, Transition: vocab.TransitionModelRetry}); err != nil {
+	if err := x.write(x.ctx, evs, persist.StepReask{ID: step.ID, Transition: agentd.TransitionModelRetry}); err != nil {
 		return false, true, x.stopFor(st, err)
 	}
 	select {
@@ -162,7 +161,7 @@ func (x *execution) modelFailed(ctx context.Context, st persist.RunState, step *
 
 // stepEnded ends the run whose step context ctx ended: a step timeout ends
 // it timed out; the run's own context ending stops it for its cause.
-func (x *execution) stepEnded(ctx context.Context, st persist.RunState, step *persist.Step, err error) error {
+func (x *execution) stepEnded(ctx context.Context, st agentd.RunState, step *agentd.Step, err error) error {
 	if errors.Is(context.Cause(ctx), ErrStepDeadline) && x.ctx.Err() == nil {
 		return x.end(st, step, stepTimedOut())
 	}
@@ -180,12 +179,12 @@ const (
 // the provider said (status, code, type, message), and a message that says
 // what happened in a user's words, with the provider's message (or, for a
 // failure without one, what went wrong) after a colon.
-func modelError(err error) *event.Error {
+func modelError(err error) *agentd.ErrorDetail {
 	var me *llm.Error
 	if !errors.As(err, &me) {
-		return &event.Error{Kind: "error", Message: "the model call failed"}
+		return &agentd.ErrorDetail{Kind: "error", Message: "the model call failed"}
 	}
-	e := &event.Error{Kind: string(me.Kind)}
+	e := &agentd.ErrorDetail{Kind: string(me.Kind)}
 	if me.Status >= 400 { // an error inside a 200 stream has no status of its own
 		e.Status = me.Status
 	}
@@ -292,7 +291,7 @@ func (x *execution) countTokens(u llm.Usage) {
 // offered returns the tool specs offered to the model: the run's list, or
 // all (a list of any tool brings read_artifact with it), then the run's
 // client tools.
-func (x *execution) offered(p persist.RunParams) []llm.ToolSpec {
+func (x *execution) offered(p agentd.RunParams) []llm.ToolSpec {
 	names := p.Tools
 	var specs []tools.Spec
 	if names == nil {
@@ -320,8 +319,8 @@ func (x *execution) offered(p persist.RunParams) []llm.ToolSpec {
 	return out
 }
 
-func usageOf(u llm.Usage) vocab.Usage {
-	return vocab.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+func usageOf(u llm.Usage) agentd.Usage {
+	return agentd.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CachedInputTokens: u.CachedInputTokens, ReasoningTokens: u.ReasoningTokens}
 }
 
@@ -336,41 +335,41 @@ type modelOutput struct {
 // commitModelOutput commits a step's model output in one transaction: with
 // the run's end when the model called no tool, else with the step's planned
 // tool calls.
-func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, out modelOutput) (done bool, err error) {
+func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out modelOutput) (done bool, err error) {
 	resp := cleanResponse(out.resp)
-	var evs []event.In
+	var evs []agentd.EventIn
 	if out.tail != "" {
-		evs = append(evs, event.Of(step.Seq, event.MessageDeltaData{Text: out.tail}))
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.MessageDeltaData{Text: out.tail}))
 	}
-	var parts []vocab.Part
+	var parts []agentd.Part
 	if resp.Text != "" {
-		parts = append(parts, vocab.Part{Type: vocab.PartText, Text: resp.Text})
+		parts = append(parts, agentd.Part{Type: agentd.PartText, Text: resp.Text})
 	}
 	for _, c := range resp.ToolCalls {
-		parts = append(parts, vocab.Part{Type: vocab.PartToolCall, ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+		parts = append(parts, agentd.Part{Type: agentd.PartToolCall, ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
 	if len(parts) == 0 {
-		parts = []vocab.Part{{Type: vocab.PartText, Text: ""}}
+		parts = []agentd.Part{{Type: agentd.PartText, Text: ""}}
 	}
-	msg := persist.MessageInsert{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
-		Role: vocab.RoleAssistant, Content: parts, Status: vocab.MessageCompleted}
+	msg := persist.MessageInsert{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+		Role: agentd.RoleAssistant, Content: parts, Status: agentd.MessageCompleted}
 	usage := usageOf(resp.Usage)
-	evs = append(evs, event.Of(step.Seq, event.MessageCompletedData{Content: parts, FinishReason: resp.FinishReason,
-		MessageID: msg.ID, Role: vocab.RoleAssistant, Usage: usage}))
+	evs = append(evs, agentd.EventOf(step.Seq, agentd.MessageCompletedData{Content: parts, FinishReason: resp.FinishReason,
+		MessageID: msg.ID, Role: agentd.RoleAssistant, Usage: usage}))
 	ops := []persist.Op{msg}
 	if len(resp.ToolCalls) == 0 {
-		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted,
+		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
 			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
-		evs = append(evs, event.Of(step.Seq, event.StepCompletedData{FinishReason: resp.FinishReason}))
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: resp.FinishReason}))
 		x.d.m.StepDuration.Observe(time.Since(out.started).Seconds())
 		final := *step
-		final.Status = vocab.StepCompleted
-		e := endOf(vocab.StatusCompleted, vocab.ReasonCompleted, nil)
+		final.Status = agentd.StepCompleted
+		e := endOf(agentd.StatusCompleted, agentd.ReasonCompleted, nil)
 		switch resp.FinishReason {
 		case "length":
-			e.reason = vocab.ReasonMaxOutputTokens
+			e.reason = agentd.ReasonMaxOutputTokens
 		case "content_filter":
-			e = endOf(vocab.StatusFailed, vocab.ReasonContentFilter, &event.Error{Kind: string(vocab.ReasonContentFilter),
+			e = endOf(agentd.StatusFailed, agentd.ReasonContentFilter, &agentd.ErrorDetail{Kind: string(agentd.ReasonContentFilter),
 				Message: "the model's content filter stopped its answer"})
 		}
 		e.ops, e.evs = ops, evs
@@ -379,11 +378,11 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, o
 	if st.CallCount >= x.d.limits.callsPerRun {
 		// The run made all the calls it may, and the model asks for more:
 		// its answer is kept, and the run ends.
-		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted,
+		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
 			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
 		final := *step
-		final.Status = vocab.StepCompleted
-		e := endOf(vocab.StatusFailed, vocab.ReasonToolLimit, &event.Error{Kind: "tool_limit", Message: fmt.Sprintf(
+		final.Status = agentd.StepCompleted
+		e := endOf(agentd.StatusFailed, agentd.ReasonToolLimit, &agentd.ErrorDetail{Kind: "tool_limit", Message: fmt.Sprintf(
 			"the model asked for tool calls after the run made %d, as many as it may", st.CallCount)})
 		e.ops, e.evs = ops, evs
 		return true, x.end(st, &final, e)
@@ -395,21 +394,21 @@ func (x *execution) commitModelOutput(st persist.RunState, step *persist.Step, o
 	if guard != nil {
 		// The model is stuck on a call: its answer is kept, the call is not
 		// made again, and the run ends.
-		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted,
+		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
 			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
 		final := *step
-		final.Status = vocab.StepCompleted
+		final.Status = agentd.StepCompleted
 		guard.ops, guard.evs = ops, evs
 		return true, x.end(st, &final, *guard)
 	}
-	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepActing, FinishReason: resp.FinishReason, Usage: usage})
+	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepActing, FinishReason: resp.FinishReason, Usage: usage})
 	plan := x.planCalls(st, step, resp.ToolCalls)
 	if err := x.write(x.durable(), append(evs, plan.evs...), append(ops, plan.ops...)...); err != nil {
 		return true, x.stopFor(st, err)
 	}
 	x.started.set(plan.begun)
 	acting := *step
-	acting.Status, acting.FinishReason, acting.Usage = vocab.StepActing, resp.FinishReason, acting.Usage.Add(usage)
+	acting.Status, acting.FinishReason, acting.Usage = agentd.StepActing, resp.FinishReason, acting.Usage.Add(usage)
 	setStep(&st, acting)
 	appendMessage(&st, msg)
 	st.Run.Usage = st.Run.Usage.Add(usage)
@@ -439,27 +438,27 @@ func cleanResponse(resp llm.Response) llm.Response {
 // committed with them (begun).
 type callPlan struct {
 	ops   []persist.Op
-	evs   []event.In
-	calls []persist.ToolCall
+	evs   []agentd.EventIn
+	calls []agentd.ToolCall
 	begun map[string]prestart
 }
 
 // planCalls plans the tool calls the model asked for at step.
-func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []llm.ToolCall) callPlan {
+func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm.ToolCall) callPlan {
 	// Calls past the step's cap, or the run's, are not planned:
 	// completeStep tells the model they were not run.
 	asked = asked[:max(0, min(len(asked), x.d.limits.callsPerStep, x.d.limits.callsPerRun-st.CallCount))]
-	p := callPlan{calls: make([]persist.ToolCall, 0, len(asked)), begun: map[string]prestart{}}
-	var startEvs []event.In
+	p := callPlan{calls: make([]agentd.ToolCall, 0, len(asked)), begun: map[string]prestart{}}
+	var startEvs []agentd.EventIn
 	for i, c := range asked {
-		effect, status := vocab.EffectReadOnly, vocab.CallPlanned
+		effect, status := agentd.EffectReadOnly, agentd.CallPlanned
 		if _, ok := st.Run.Params.ClientTool(c.Name); ok {
 			// The client runs it: what it does is its own.
-			effect, status = vocab.EffectSideEffect, vocab.CallAwaitingClient
+			effect, status = agentd.EffectSideEffect, agentd.CallAwaitingClient
 		} else if t, ok := x.d.tools.Get(c.Name); ok {
 			effect = t.Spec().Effect
 			if t.Spec().NeedsApproval && offered(st.Run.Params.Tools, c.Name) {
-				status = vocab.CallAwaitingApproval
+				status = agentd.CallAwaitingApproval
 			}
 		}
 		args, _, err := clean.JSON(json.RawMessage(c.Arguments))
@@ -467,35 +466,35 @@ func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []l
 			args, _ = json.Marshal(c.Arguments) // keep the model's text as a JSON string
 		}
 		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
-		call := persist.ToolCallInsert{ID: persist.NewID(), RunID: st.Run.ID, StepID: step.ID, Position: i,
+		call := persist.ToolCallInsert{ID: agentd.NewID(), RunID: st.Run.ID, StepID: step.ID, Position: i,
 			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status}
 		if ct, ok := st.Run.Params.ClientTool(c.Name); ok {
 			// Arguments the schema refuses go back to the model, not to the client.
 			if err := tools.ValidateArgs(c.Name, ct.Parameters, args); err != nil {
-				call.Status, call.Error = vocab.CallFailed, toolErrorData(err)
+				call.Status, call.Error = agentd.CallFailed, toolErrorData(err)
 			}
 		} else {
 			x.applyPolicy(st, &call)
 		}
 		p.ops = append(p.ops, call)
 		p.calls = append(p.calls, call.Call())
-		p.evs = append(p.evs, event.Of(step.Seq, event.ToolCallCreatedData{Arguments: call.Arguments, CallID: c.ID, Effect: effect,
+		p.evs = append(p.evs, agentd.EventOf(step.Seq, agentd.ToolCallCreatedData{Arguments: call.Arguments, CallID: c.ID, Effect: effect,
 			IdempotencyKey: key, Name: c.Name, Policy: call.Policy, Status: call.Status, ToolCallID: call.ID}))
-		if call.Status == vocab.CallFailed {
-			p.evs = append(p.evs, event.Of(step.Seq, event.ToolCallCompletedData{CallID: c.ID, Error: call.Error, Name: c.Name,
-				Status: vocab.CallFailed, ToolCallID: call.ID}))
+		if call.Status == agentd.CallFailed {
+			p.evs = append(p.evs, agentd.EventOf(step.Seq, agentd.ToolCallCompletedData{CallID: c.ID, Error: call.Error, Name: c.Name,
+				Status: agentd.CallFailed, ToolCallID: call.ID}))
 		}
 		if x.startsWithOutput(st, call) {
 			// Its first attempt is committed with the model's output, so
 			// the tool runs without a write of its own. Only for tools that
 			// may run again: were the execution to die before invoking it,
 			// the attempt found running would be made again.
-			a := persist.AttemptStart{ID: persist.NewID(), ToolCallID: call.ID, N: 1, Worker: x.fence.Worker, Epoch: x.fence.Epoch}
+			a := persist.AttemptStart{ID: agentd.NewID(), ToolCallID: call.ID, N: 1, Worker: x.fence.Worker, Epoch: x.fence.Epoch}
 			p.ops = append(p.ops, a)
-			startEvs = append(startEvs, event.Of(step.Seq, event.ToolAttemptStartedData{Attempt: 1, CallID: c.ID,
+			startEvs = append(startEvs, agentd.EventOf(step.Seq, agentd.ToolAttemptStartedData{Attempt: 1, CallID: c.ID,
 				Name: c.Name, ToolCallID: call.ID}))
 			p.begun[call.ID] = prestart{attemptID: a.ID, callID: c.ID, name: c.Name, step: step.Seq, position: i}
-			p.calls[i].Status, p.calls[i].Attempts = vocab.CallRunning, 1
+			p.calls[i].Status, p.calls[i].Attempts = agentd.CallRunning, 1
 		}
 	}
 	p.evs = append(p.evs, startEvs...)
@@ -506,7 +505,7 @@ func (x *execution) planCalls(st persist.RunState, step *persist.Step, asked []l
 // denied, it fails at once with the reason (the model is told); requiring
 // approval, it waits for one; allowed, maybe with other arguments. A
 // decision of a policy is recorded on the call and its event.
-func (x *execution) applyPolicy(st persist.RunState, call *persist.ToolCallInsert) {
+func (x *execution) applyPolicy(st agentd.RunState, call *persist.ToolCallInsert) {
 	if !x.d.tools.Hooked() {
 		return
 	}
@@ -522,18 +521,18 @@ func (x *execution) applyPolicy(st persist.RunState, call *persist.ToolCallInser
 	call.Policy, _ = json.Marshal(v)
 	switch v.Action {
 	case tools.PolicyDeny:
-		call.Status = vocab.CallFailed
-		call.Error = &event.Error{Kind: string(vocab.ToolErrPolicy), Message: v.Reason}
+		call.Status = agentd.CallFailed
+		call.Error = &agentd.ErrorDetail{Kind: string(agentd.ToolErrPolicy), Message: v.Reason}
 	case tools.PolicyRequireApproval:
-		call.Status = vocab.CallAwaitingApproval
+		call.Status = agentd.CallAwaitingApproval
 	}
 }
 
 // startsWithOutput reports whether a call's first attempt may be committed
 // with the model's output: a valid call of a read_only or idempotent tool
 // offered to the run, that needs no approval, in a run not interrupted.
-func (x *execution) startsWithOutput(st persist.RunState, c persist.ToolCallInsert) bool {
-	if c.Status != vocab.CallPlanned || c.Effect == vocab.EffectSideEffect || x.interrupted.Load() {
+func (x *execution) startsWithOutput(st agentd.RunState, c persist.ToolCallInsert) bool {
+	if c.Status != agentd.CallPlanned || c.Effect == agentd.EffectSideEffect || x.interrupted.Load() {
 		return false
 	}
 	if _, ok := x.d.tools.Get(c.Name); !ok || !offered(st.Run.Params.Tools, c.Name) {
@@ -547,7 +546,7 @@ func (x *execution) startsWithOutput(st persist.RunState, c persist.ToolCallInse
 // FailuresInARow such calls all failed, asking again ends it tool_error;
 // asking for the IdenticalCalls-th time in the run ends it loop_detected.
 // It returns nil when the calls may be made.
-func (x *execution) loopGuard(st persist.RunState, asked []llm.ToolCall) (*runEnd, error) {
+func (x *execution) loopGuard(st agentd.RunState, asked []llm.ToolCall) (*runEnd, error) {
 	lim := st.Run.Params.LoopLimits.OrDefaults()
 	if st.CallCount == 0 && lim.IdenticalCalls > 1 {
 		return nil, nil // no earlier call to repeat: nothing to read
@@ -566,8 +565,8 @@ func (x *execution) loopGuard(st persist.RunState, asked []llm.ToolCall) (*runEn
 	for i, c := range asked {
 		r := reps[i]
 		if len(r.Latest) >= lim.FailuresInARow && !slices.ContainsFunc(r.Latest[:lim.FailuresInARow],
-			func(s vocab.CallStatus) bool { return s != vocab.CallFailed }) {
-			e := endOf(vocab.StatusFailed, vocab.ReasonToolError, &event.Error{Kind: string(vocab.ReasonToolError), Message: fmt.Sprintf(
+			func(s agentd.CallStatus) bool { return s != agentd.CallFailed }) {
+			e := endOf(agentd.StatusFailed, agentd.ReasonToolError, &agentd.ErrorDetail{Kind: string(agentd.ReasonToolError), Message: fmt.Sprintf(
 				"the model asked again for %s with the same arguments after the last %d such calls all failed", c.Name, lim.FailuresInARow)})
 			return &e, nil
 		}
@@ -575,7 +574,7 @@ func (x *execution) loopGuard(st persist.RunState, asked []llm.ToolCall) (*runEn
 		// earlier steps count.
 		n := r.Count + 1
 		if n >= lim.IdenticalCalls {
-			e := endOf(vocab.StatusFailed, vocab.ReasonLoopDetected, &event.Error{Kind: string(vocab.ReasonLoopDetected), Message: fmt.Sprintf(
+			e := endOf(agentd.StatusFailed, agentd.ReasonLoopDetected, &agentd.ErrorDetail{Kind: string(agentd.ReasonLoopDetected), Message: fmt.Sprintf(
 				"the model asked for %s with the same arguments for the %d%s time in this run", c.Name, n, ordinal(n))})
 			return &e, nil
 		}

@@ -15,12 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // modelKey is the API key of the model in these tests: distinctive, so
@@ -94,10 +92,10 @@ func answer(status int, contentType, body string) http.Handler {
 
 // failedRun is a run that ended on a model error, with what it left.
 type failedRun struct {
-	run   persist.Run
-	err   event.Error // the run's error, as stored in runs.error
-	steps []persist.StepDetail
-	evs   []persist.Event
+	run   agentd.Run
+	err   agentd.ErrorDetail // the run's error, as stored in runs.error
+	steps []agentd.StepDetail
+	evs   []agentd.Event
 	logs  *logBuffer
 }
 
@@ -115,9 +113,9 @@ func runAgainst(t *testing.T, b *bundle, baseURL, input string) failedRun {
 		Logger:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		LeaseTTL: 5 * time.Second, PollInterval: 200 * time.Millisecond, ModelBackoff: 10 * time.Millisecond, Workers: 2,
 	})
-	r := b.create(t, input, persist.RunParams{})
+	r := b.create(t, input, agentd.RunParams{})
 	f := failedRun{run: b.wait(t, r.ID, nil), logs: logs}
-	if f.run.Status != vocab.StatusFailed {
+	if f.run.Status != agentd.StatusFailed {
 		t.Fatalf("run ended %s/%s: %s", f.run.Status, f.run.TerminalReason, f.run.Error)
 	}
 	if err := json.Unmarshal(f.run.Error, &f.err); err != nil {
@@ -125,8 +123,8 @@ func runAgainst(t *testing.T, b *bundle, baseURL, input string) failedRun {
 	}
 	f.evs = b.events(t, r.ID)
 	last := f.evs[len(f.evs)-1]
-	var end event.RunEndedData
-	if err := json.Unmarshal(envelopeData(t, last.Data), &end); err != nil || last.Type != event.RunFailed || end.Error == nil {
+	var end agentd.RunEndedData
+	if err := json.Unmarshal(envelopeData(t, last.Data), &end); err != nil || last.Type != agentd.EventRunFailed || end.Error == nil {
 		t.Fatalf("last event %s (%v)", last.Data, err)
 	}
 	if *end.Error != f.err {
@@ -136,8 +134,8 @@ func runAgainst(t *testing.T, b *bundle, baseURL, input string) failedRun {
 	if f.steps, err = b.store.StepsList(context.Background(), r.ID); err != nil {
 		t.Fatal(err)
 	}
-	var stepErr event.Error
-	if len(f.steps) != 1 || f.steps[0].Status != vocab.StepFailed || json.Unmarshal(f.steps[0].Error, &stepErr) != nil || stepErr != f.err {
+	var stepErr agentd.ErrorDetail
+	if len(f.steps) != 1 || f.steps[0].Status != agentd.StepFailed || json.Unmarshal(f.steps[0].Error, &stepErr) != nil || stepErr != f.err {
 		t.Fatalf("steps %+v, want one failed with the run's error %+v", f.steps, f.err)
 	}
 	return f
@@ -176,10 +174,10 @@ func TestModelErrorsSayWhy(t *testing.T) {
 		fake := fakellm.New(fakellm.WithV1Only())
 		p := newProvider(t, fake)
 		f := runAgainst(t, b, p.srv.URL, "hello")
-		want := event.Error{Kind: "bad_request", Status: 404, ProviderType: "invalid_request_error",
+		want := agentd.ErrorDetail{Kind: "bad_request", Status: 404, ProviderType: "invalid_request_error",
 			ProviderMessage: "Invalid URL (POST /chat/completions)",
 			Message:         "the model's endpoint answered 404 Not Found: Invalid URL (POST /chat/completions)"}
-		if f.err != want || f.run.TerminalReason != vocab.ReasonModelError {
+		if f.err != want || f.run.TerminalReason != agentd.ReasonModelError {
 			t.Fatalf("run error %+v (%s), want %+v", f.err, f.run.TerminalReason, want)
 		}
 		if p.requests.Load() != 1 || fake.Calls() != 0 {
@@ -193,7 +191,7 @@ func TestModelErrorsSayWhy(t *testing.T) {
 		b := setup(t)
 		p := newProvider(t, http.NotFoundHandler())
 		f := runAgainst(t, b, p.srv.URL, "hello")
-		want := event.Error{Kind: "bad_request", Status: 404, ProviderMessage: "404 page not found",
+		want := agentd.ErrorDetail{Kind: "bad_request", Status: 404, ProviderMessage: "404 page not found",
 			Message: "the model's endpoint answered 404 Not Found: 404 page not found"}
 		if f.err != want || p.requests.Load() != 1 {
 			t.Fatalf("run error %+v after %d requests, want %+v after 1", f.err, p.requests.Load(), want)
@@ -208,7 +206,7 @@ func TestModelErrorsSayWhy(t *testing.T) {
 			`{"error":{"message":"Incorrect API key provided: sk-agen**********CRET. You can find your API key at https://platform.openai.com/account/api-keys.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`))
 		f := runAgainst(t, b, p.srv.URL+"/v1", "hello")
 		msg := "Incorrect API key provided: sk-agen**********CRET. You can find your API key at https://platform.openai.com/account/api-keys."
-		want := event.Error{Kind: "auth", Status: 401, ProviderCode: "invalid_api_key", ProviderType: "invalid_request_error",
+		want := agentd.ErrorDetail{Kind: "auth", Status: 401, ProviderCode: "invalid_api_key", ProviderType: "invalid_request_error",
 			ProviderMessage: msg, Message: "the model's endpoint refused the API key (401): " + msg}
 		if f.err != want || p.requests.Load() != 1 || f.steps[0].ModelAttempts != 1 {
 			t.Fatalf("run error %+v after %d requests (%d attempts), want %+v after 1", f.err, p.requests.Load(),
@@ -223,7 +221,7 @@ func TestModelErrorsSayWhy(t *testing.T) {
 		p := newProvider(t, answer(200, "text/event-stream", delta+
 			`data: {"error":{"message":"Incorrect API key provided: sk-***","type":"invalid_request_error","code":"invalid_api_key"}}`+"\n\n"))
 		f := runAgainst(t, b, p.srv.URL+"/v1", "hello")
-		want := event.Error{Kind: "auth", ProviderCode: "invalid_api_key", ProviderType: "invalid_request_error",
+		want := agentd.ErrorDetail{Kind: "auth", ProviderCode: "invalid_api_key", ProviderType: "invalid_request_error",
 			ProviderMessage: "Incorrect API key provided: sk-***",
 			Message:         "the model's endpoint refused the API key: Incorrect API key provided: sk-***"}
 		if f.err != want || p.requests.Load() != 1 {
@@ -238,7 +236,7 @@ func TestModelErrorsSayWhy(t *testing.T) {
 		const msg = "The server had an error while processing your request. Sorry about that!"
 		p := newProvider(t, answer(500, "application/json", `{"error":{"message":"`+msg+`","type":"server_error","param":null,"code":null}}`))
 		f := runAgainst(t, b, p.srv.URL+"/v1", "hello")
-		want := event.Error{Kind: "server_error", Status: 500, ProviderType: "server_error", ProviderMessage: msg,
+		want := agentd.ErrorDetail{Kind: "server_error", Status: 500, ProviderType: "server_error", ProviderMessage: msg,
 			Message: "the model's server kept failing (500 Internal Server Error): " + msg}
 		// The engine's default: 4 attempts of a model call.
 		if f.err != want || p.requests.Load() != 4 || f.steps[0].ModelAttempts != 4 {

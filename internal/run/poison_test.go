@@ -10,13 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/clean"
-	"github.com/agentd/agentd/internal/event"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/tools"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // TestPoisonOutputDoesNotWedgeARun: model output and tool results holding
@@ -44,7 +42,7 @@ func TestPoisonOutputDoesNotWedgeARun(t *testing.T) {
 	list := []tools.Tool{tools.Clock()}
 	for path := range bodies {
 		hook, err := tools.NewWebhook(tools.WebhookConfig{Name: strings.TrimPrefix(path, "/"), Description: "poison",
-			Parameters: json.RawMessage(`{"type":"object"}`), URL: sink.URL + path, Effect: vocab.EffectSideEffect}, nil)
+			Parameters: json.RawMessage(`{"type":"object"}`), URL: sink.URL + path, Effect: agentd.EffectSideEffect}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,11 +62,11 @@ func TestPoisonOutputDoesNotWedgeARun(t *testing.T) {
 	}
 	var ids []string
 	for _, in := range inputs {
-		ids = append(ids, b.create(t, in, persist.RunParams{}).ID)
+		ids = append(ids, b.create(t, in, agentd.RunParams{}).ID)
 	}
 	for _, id := range ids {
-		r := b.wait(t, id, func(r persist.Run) bool { return r.Status.Terminal() })
-		if r.Status != vocab.StatusCompleted || r.Epoch != 1 {
+		r := b.wait(t, id, func(r agentd.Run) bool { return r.Status.Terminal() })
+		if r.Status != agentd.StatusCompleted || r.Epoch != 1 {
 			t.Errorf("run %s: %s (%s) at epoch %d, want completed at its first claim", id, r.Status, r.TerminalReason, r.Epoch)
 		}
 		steps, err := b.store.StepsList(context.Background(), id)
@@ -88,10 +86,10 @@ func TestPoisonOutputDoesNotWedgeARun(t *testing.T) {
 			if p := clean.JSONProblem(ev.Data); p != "" {
 				t.Errorf("run %s: event %d %s: %s", id, ev.Seq, ev.Data, p)
 			}
-			if ev.Type != event.ToolCallCompleted {
+			if ev.Type != agentd.EventToolCallCompleted {
 				continue
 			}
-			var d event.ToolCallCompletedData
+			var d agentd.ToolCallCompletedData
 			if err := json.Unmarshal(envelopeData(t, ev.Data), &d); err != nil {
 				t.Fatal(err)
 			}

@@ -6,10 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // rewriter is a Go hook: it sends calculator "1+1" as "2+2", then the JSON
@@ -46,8 +45,8 @@ func TestPolicyHooks(t *testing.T) {
 	b.start(t, run.Config{Tools: reg, Workers: 2})
 	ctx := context.Background()
 
-	r := b.wait(t, b.create(t, "/call calculator {\"expression\":\"6*7\"}\n/call calculator {\"expression\":\"3*3\"}\n/call calculator {\"expression\":\"1+1\"}\n/say done", persist.RunParams{}).ID, nil)
-	if r.Status != vocab.StatusCompleted {
+	r := b.wait(t, b.create(t, "/call calculator {\"expression\":\"6*7\"}\n/call calculator {\"expression\":\"3*3\"}\n/call calculator {\"expression\":\"1+1\"}\n/say done", agentd.RunParams{}).ID, nil)
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("run ended %s: %s", r.Status, r.Error)
 	}
 	steps, err := b.store.StepsList(ctx, r.ID)
@@ -61,14 +60,14 @@ func TestPolicyHooks(t *testing.T) {
 	for i := range decisions {
 		json.Unmarshal(calls[i].Policy, &decisions[i])
 	}
-	if calls[0].Status != vocab.CallFailed || calls[0].ToolCall.Attempts != 0 || denied.Kind != "policy" || denied.Message != "no sevens here" ||
+	if calls[0].Status != agentd.CallFailed || calls[0].ToolCall.Attempts != 0 || denied.Kind != "policy" || denied.Message != "no sevens here" ||
 		decisions[0].Action != tools.PolicyDeny || decisions[0].Policy != "policies[0]" {
 		t.Fatalf("the denied call: %s %d %s %s", calls[0].Status, calls[0].ToolCall.Attempts, calls[0].Error, calls[0].Policy)
 	}
-	if calls[1].Status != vocab.CallSucceeded || string(calls[1].Result) != `{"result": "[redacted]"}` {
+	if calls[1].Status != agentd.CallSucceeded || string(calls[1].Result) != `{"result": "[redacted]"}` {
 		t.Fatalf("the redacted call: %s %s", calls[1].Status, calls[1].Result)
 	}
-	if calls[2].Status != vocab.CallSucceeded || !strings.Contains(string(calls[2].Result), "4") ||
+	if calls[2].Status != agentd.CallSucceeded || !strings.Contains(string(calls[2].Result), "4") ||
 		!strings.Contains(string(calls[2].Arguments), "2+2") || !decisions[2].Rewritten || decisions[1].Policy != "policies[1]" {
 		t.Fatalf("the rewritten call: %s %s %s", calls[2].Arguments, calls[2].Result, calls[2].Policy)
 	}
@@ -76,7 +75,7 @@ func TestPolicyHooks(t *testing.T) {
 	msgs, _ := b.store.MessagesList(ctx, r.ConversationID, 0, 100)
 	told := false
 	for _, m := range msgs {
-		told = told || (m.Role == vocab.RoleTool && strings.Contains(m.Content[0].Content, "no sevens here"))
+		told = told || (m.Role == agentd.RoleTool && strings.Contains(m.Content[0].Content, "no sevens here"))
 	}
 	if !told {
 		t.Fatal("the model was not told why the call was denied")
@@ -91,10 +90,10 @@ func TestPolicyHooks(t *testing.T) {
 		t.Fatalf("%d tool_call.created events carry the denial", created)
 	}
 
-	w := b.wait(t, b.create(t, "/call effect {}\n/say done", persist.RunParams{}).ID, nil)
+	w := b.wait(t, b.create(t, "/call effect {}\n/say done", agentd.RunParams{}).ID, nil)
 	var action struct{ Type string }
 	json.Unmarshal(w.RequiredAction, &action)
-	if w.Status != vocab.StatusRequiresAction || action.Type != string(vocab.ActionToolApproval) || b.sink.Count("/ok") != 0 {
+	if w.Status != agentd.StatusRequiresAction || action.Type != string(agentd.ActionToolApproval) || b.sink.Count("/ok") != 0 {
 		t.Fatalf("the call a policy holds: run %s, action %s, the tool ran %d times", w.Status, action.Type, b.sink.Count("/ok"))
 	}
 }

@@ -5,9 +5,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // prestarted holds the first attempts committed with a step's model output
@@ -44,20 +43,20 @@ func (p *prestarted) take(toolCallID string) (attemptID string, ok bool) {
 // interrupt, deadline, shutdown), so that none is left running: each
 // attempt fails as not begun and its call is planned again, to be attempted
 // when the run goes on. It returns the ops and events that say so.
-func (p *prestarted) unbegun() ([]persist.Op, []event.In) {
+func (p *prestarted) unbegun() ([]persist.Op, []agentd.EventIn) {
 	p.mu.Lock()
 	calls := p.calls
 	p.calls = nil
 	p.mu.Unlock()
 	ids := slices.SortedFunc(maps.Keys(calls), func(a, b string) int { return calls[a].position - calls[b].position })
 	var ops []persist.Op
-	var evs []event.In
+	var evs []agentd.EventIn
 	for _, id := range ids {
 		s := calls[id]
-		errData := event.Error{Kind: string(vocab.ToolErrNotBegun), Message: "the run stopped before the attempt began"}
-		ops = append(ops, persist.AttemptFinish{ID: s.attemptID, Status: vocab.AttemptFailed, Error: &errData},
-			persist.ToolCallFinish{ID: id, Status: vocab.CallPlanned})
-		evs = append(evs, event.Of(s.step, event.ToolAttemptFailedData{Attempt: 1, CallID: s.callID, Error: errData,
+		errData := agentd.ErrorDetail{Kind: string(agentd.ToolErrNotBegun), Message: "the run stopped before the attempt began"}
+		ops = append(ops, persist.AttemptFinish{ID: s.attemptID, Status: agentd.AttemptFailed, Error: &errData},
+			persist.ToolCallFinish{ID: id, Status: agentd.CallPlanned})
+		evs = append(evs, agentd.EventOf(s.step, agentd.ToolAttemptFailedData{Attempt: 1, CallID: s.callID, Error: errData,
 			Name: s.name, ToolCallID: id}))
 	}
 	return ops, evs

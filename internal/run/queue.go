@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 )
 
@@ -34,7 +35,7 @@ const maxQueued = 10000
 // conversation), and whether it was parked once already.
 type queuedRun struct {
 	id, tenant, conversation string
-	known                    *persist.RunState
+	known                    *agentd.RunState
 	unparked                 bool
 }
 
@@ -51,7 +52,7 @@ type tenantQueue struct {
 // enqueueLocked remembers run, just created queued for this instance's
 // queue (RunCreateParams.QueuedBy): create asks for that only while the
 // queue holds fewer than maxQueued runs. Called with e.mu held.
-func (e *Engine) enqueueLocked(run persist.Run, known *persist.RunState) {
+func (e *Engine) enqueueLocked(run agentd.Run, known *agentd.RunState) {
 	e.insertLocked(queuedRun{id: run.ID, tenant: run.TenantID, conversation: run.ConversationID, known: known})
 }
 
@@ -145,7 +146,7 @@ func (e *Engine) claimQueued() bool {
 		c, err := e.cfg.Store.RunClaimStartID(ctx, e.cfg.WorkerID, e.cfg.LeaseTTL, r.id)
 		cancel()
 		switch {
-		case errors.Is(err, persist.ErrNotFound):
+		case errors.Is(err, agentd.ErrNotFound):
 			// Claimed elsewhere or cancelled; or it waits for its
 			// conversation or its tenant's cap: it is parked until a run
 			// of its conversation ends here, and the dispatcher's next
@@ -171,7 +172,7 @@ func (e *Engine) claimQueued() bool {
 			// rest of a new conversation's run is as its creation left it.
 			known := *st
 			known.Run = c.Run
-			known.Steps = []persist.Step{persist.FirstStep(c.ID, c.StartedStep, time.Now())}
+			known.Steps = []agentd.Step{agentd.FirstStep(c.ID, c.StartedStep, time.Now())}
 			st = &known
 		} else {
 			st = nil
@@ -187,7 +188,7 @@ func (e *Engine) claimQueued() bool {
 
 // handBack releases the lease of a run claimed while the engine began
 // stopping, so that a peer takes it over at once.
-func (e *Engine) handBack(run persist.Run) {
+func (e *Engine) handBack(run agentd.Run) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 5*time.Second)
 	defer cancel()
 	if err := e.cfg.Store.LeaseRelease(ctx, persist.Fence{RunID: run.ID, Epoch: run.Epoch, Worker: e.cfg.WorkerID}); err != nil {

@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api/spectest"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/persist"
@@ -21,7 +21,6 @@ import (
 	"github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/tools"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -69,18 +68,18 @@ func setup(t *testing.T) *bundle {
 	var hooks []tools.Tool
 	for _, h := range []struct {
 		name, path string
-		effect     vocab.Effect
+		effect     agentd.Effect
 		timeoutMS  int
 		reconcile  string
 	}{
-		{"reconciled_effect", "/slow", vocab.EffectSideEffect, 300, "/reconcile"},
-		{"guarded", "/guarded", vocab.EffectSideEffect, 2000, ""},
-		{"retry_effect", "/block", vocab.EffectSideEffect, 300, ""},
-		{"flaky", "/flaky", vocab.EffectIdempotent, 2000, ""},
-		{"slow_effect", "/slow", vocab.EffectSideEffect, 300, ""},
-		{"effect", "/ok", vocab.EffectSideEffect, 2000, ""},
-		{"blocker", "/block", vocab.EffectIdempotent, 30000, ""},
-		{"block_effect", "/block", vocab.EffectSideEffect, 30000, ""},
+		{"reconciled_effect", "/slow", agentd.EffectSideEffect, 300, "/reconcile"},
+		{"guarded", "/guarded", agentd.EffectSideEffect, 2000, ""},
+		{"retry_effect", "/block", agentd.EffectSideEffect, 300, ""},
+		{"flaky", "/flaky", agentd.EffectIdempotent, 2000, ""},
+		{"slow_effect", "/slow", agentd.EffectSideEffect, 300, ""},
+		{"effect", "/ok", agentd.EffectSideEffect, 2000, ""},
+		{"blocker", "/block", agentd.EffectIdempotent, 30000, ""},
+		{"block_effect", "/block", agentd.EffectSideEffect, 30000, ""},
 	} {
 		var reconcile string
 		if h.reconcile != "" {
@@ -132,13 +131,13 @@ func (b *bundle) start(t *testing.T, cfg run.Config) *run.Engine {
 	return e
 }
 
-func (b *bundle) create(t *testing.T, input string, p persist.RunParams) persist.Run {
+func (b *bundle) create(t *testing.T, input string, p agentd.RunParams) agentd.Run {
 	t.Helper()
 	if p.MaxSteps == 0 {
 		p.MaxSteps = 10
 	}
 	r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{
-		TenantID: "default", Model: "fake", Params: p, Input: []persist.InputMessage{{Role: "user", Content: input}},
+		TenantID: "default", Model: "fake", Params: p, Input: []agentd.InputMessage{{Role: "user", Content: input}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -147,12 +146,12 @@ func (b *bundle) create(t *testing.T, input string, p persist.RunParams) persist
 }
 
 // wait polls until the run leaves queued/running (or until cond holds).
-func (b *bundle) wait(t *testing.T, id string, cond func(persist.Run) bool) persist.Run {
+func (b *bundle) wait(t *testing.T, id string, cond func(agentd.Run) bool) agentd.Run {
 	t.Helper()
 	return persisttest.WaitRun(t, b.store, id, cond, 20*time.Second)
 }
 
-func (b *bundle) events(t *testing.T, id string) []persist.Event {
+func (b *bundle) events(t *testing.T, id string) []agentd.Event {
 	t.Helper()
 	evs, err := b.store.EventsAfter(context.Background(), id, 0, 10000)
 	if err != nil {
@@ -163,9 +162,9 @@ func (b *bundle) events(t *testing.T, id string) []persist.Event {
 			t.Fatalf("event seqs not gapless from 1: index %d has seq %d", i, e.Seq)
 		}
 		var env struct {
-			Seq   int64      `json:"seq"`
-			Type  event.Type `json:"type"`
-			RunID string     `json:"run_id"`
+			Seq   int64            `json:"seq"`
+			Type  agentd.EventType `json:"type"`
+			RunID string           `json:"run_id"`
 		}
 		if err := json.Unmarshal(e.Data, &env); err != nil || env.Seq != e.Seq || env.Type != e.Type || env.RunID != id {
 			t.Fatalf("event %d envelope %s does not match its row (%v)", e.Seq, e.Data, err)
@@ -183,7 +182,7 @@ func checkStoredEvents(t *testing.T, store *persist.Store) {
 	defer cancel()
 	var before string
 	for {
-		runs, err := store.RunList(ctx, persist.RunListParams{TenantID: "default", Before: before, Limit: 500})
+		runs, err := store.RunList(ctx, agentd.RunListParams{TenantID: "default", Before: before, Limit: 500})
 		if err != nil {
 			t.Errorf("list runs to check their events: %v", err)
 			return
@@ -203,7 +202,7 @@ func checkStoredEvents(t *testing.T, store *persist.Store) {
 	}
 }
 
-func countTypes(evs []persist.Event) map[string]int {
+func countTypes(evs []agentd.Event) map[string]int {
 	m := map[string]int{}
 	for _, e := range evs {
 		m[string(e.Type)]++
@@ -215,9 +214,9 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	r := b.create(t, "/call calculator {\"expression\":\"1+2\"}\n/call clock {}\n/next\n/call calculator {\"expression\":\"2*3\"}\n/say done", persist.RunParams{})
+	r := b.create(t, "/call calculator {\"expression\":\"1+2\"}\n/call clock {}\n/next\n/call calculator {\"expression\":\"2*3\"}\n/say done", agentd.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted || r.TerminalReason != vocab.ReasonCompleted {
+	if r.Status != agentd.StatusCompleted || r.TerminalReason != agentd.ReasonCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	ctx := context.Background()
@@ -231,14 +230,14 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 	if r.StepCount != 3 {
 		t.Fatalf("run step_count %d, want 3", r.StepCount)
 	}
-	var sum vocab.Usage
+	var sum agentd.Usage
 	for i, s := range steps {
-		if s.Status != vocab.StepCompleted || s.Seq != i+1 {
+		if s.Status != agentd.StepCompleted || s.Seq != i+1 {
 			t.Fatalf("step %d: status %s seq %d", i, s.Status, s.Seq)
 		}
 		sum = sum.Add(s.Usage)
 		for _, c := range s.Calls {
-			if c.Status != vocab.CallSucceeded || c.ToolCall.Attempts != 1 || len(c.Attempts) != 1 {
+			if c.Status != agentd.CallSucceeded || c.ToolCall.Attempts != 1 || len(c.Attempts) != 1 {
 				t.Fatalf("call %s: status %s attempts %d", c.Name, c.Status, c.ToolCall.Attempts)
 			}
 			if want := fmt.Sprintf("%s:%d:%s", r.ID, s.Seq, c.CallID); c.IdempotencyKey != want {
@@ -250,7 +249,7 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 		t.Fatalf("calculator result %s", got)
 	}
 	fu := b.fake.UsageTotal()
-	want := vocab.Usage{InputTokens: fu.PromptTokens, OutputTokens: fu.CompletionTokens, CachedInputTokens: fu.CachedTokens, ReasoningTokens: fu.ReasoningTokens}
+	want := agentd.Usage{InputTokens: fu.PromptTokens, OutputTokens: fu.CompletionTokens, CachedInputTokens: fu.CachedTokens, ReasoningTokens: fu.ReasoningTokens}
 	if r.Usage != want || sum != want || want.InputTokens == 0 || want.CachedInputTokens == 0 {
 		t.Fatalf("usage: run %+v, steps %+v, fake reported %+v", r.Usage, sum, want)
 	}
@@ -286,7 +285,7 @@ func TestRunTwoToolsThenOneCompletes(t *testing.T) {
 	roles := make([]string, len(msgs))
 	for i, m := range msgs {
 		roles[i] = string(m.Role)
-		if m.Seq != i+1 || m.Status != vocab.MessageCompleted {
+		if m.Seq != i+1 || m.Status != agentd.MessageCompleted {
 			t.Fatalf("message %d: seq %d status %s", i, m.Seq, m.Status)
 		}
 	}
@@ -312,9 +311,9 @@ func TestIdempotentWebhookRetriedSideEffectTimeoutUnknown(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	r := b.create(t, "/call flaky {}\n/next\n/call slow_effect {}\n/say never", persist.RunParams{})
+	r := b.create(t, "/call flaky {}\n/next\n/call slow_effect {}\n/say never", agentd.RunParams{})
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusRequiresAction {
+	if r.Status != agentd.StatusRequiresAction {
 		t.Fatalf("run ended %s/%s, want requires_action", r.Status, r.TerminalReason)
 	}
 	var action struct {
@@ -329,16 +328,16 @@ func TestIdempotentWebhookRetriedSideEffectTimeoutUnknown(t *testing.T) {
 		t.Fatalf("steps %d %v", len(steps), err)
 	}
 	flaky := steps[0].Calls[0]
-	if flaky.Status != vocab.CallSucceeded || len(flaky.Attempts) != 3 ||
-		flaky.Attempts[0].Status != vocab.AttemptFailed || flaky.Attempts[1].Status != vocab.AttemptFailed ||
-		flaky.Attempts[2].Status != vocab.AttemptSucceeded {
+	if flaky.Status != agentd.CallSucceeded || len(flaky.Attempts) != 3 ||
+		flaky.Attempts[0].Status != agentd.AttemptFailed || flaky.Attempts[1].Status != agentd.AttemptFailed ||
+		flaky.Attempts[2].Status != agentd.AttemptSucceeded {
 		t.Fatalf("flaky call: %s with %d attempts", flaky.Status, len(flaky.Attempts))
 	}
 	if reqs, keys := b.sink.Count("/flaky"), len(b.sink.Keys("/flaky")); reqs != 3 || keys != 1 {
 		t.Fatalf("sink saw /flaky %d times with %d keys, want 3 and 1", reqs, keys)
 	}
 	slow := steps[1].Calls[0]
-	if slow.Status != vocab.CallUnknown || len(slow.Attempts) != 1 || slow.Attempts[0].Status != vocab.AttemptUnknown || action.ToolCallID != slow.ID {
+	if slow.Status != agentd.CallUnknown || len(slow.Attempts) != 1 || slow.Attempts[0].Status != agentd.AttemptUnknown || action.ToolCallID != slow.ID {
 		t.Fatalf("side-effect call: %s with %d attempts", slow.Status, len(slow.Attempts))
 	}
 	if reqs := b.sink.Count("/slow"); reqs != 1 {
@@ -355,7 +354,7 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 	b := setup(t)
 	ttl := 600 * time.Millisecond
 	e1 := b.engine(t, ttl)
-	r := b.create(t, "/call calculator {\"expression\":\"2+2\"}\n/next\n/call effect {}\n/call blocker {}\n/say finished", persist.RunParams{})
+	r := b.create(t, "/call calculator {\"expression\":\"2+2\"}\n/next\n/call effect {}\n/call blocker {}\n/say finished", agentd.RunParams{})
 	// Wait until the first engine is inside the blocking tool of step 2:
 	// step 1 and the side effect of step 2 are committed by then.
 	b.sink.WaitEntered(t, "/block", 15*time.Second)
@@ -371,7 +370,7 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 	start := time.Now()
 	b.engine(t, ttl)
 	r = b.wait(t, r.ID, nil)
-	if r.Status != vocab.StatusCompleted {
+	if r.Status != agentd.StatusCompleted {
 		t.Fatalf("run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
 	}
 	t.Logf("taken over and finished %v after the crash", time.Since(start))
@@ -390,7 +389,7 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 		t.Fatalf("steps %d %v", len(steps), err)
 	}
 	blocker := steps[1].Calls[1]
-	if blocker.Status != vocab.CallSucceeded || len(blocker.Attempts) != 2 || blocker.Attempts[0].Status != vocab.AttemptUnknown ||
+	if blocker.Status != agentd.CallSucceeded || len(blocker.Attempts) != 2 || blocker.Attempts[0].Status != agentd.AttemptUnknown ||
 		blocker.Attempts[0].Epoch != committed.Epoch || blocker.Attempts[1].Epoch != r.Epoch {
 		t.Fatalf("blocking call: %s, %d attempts", blocker.Status, len(blocker.Attempts))
 	}
@@ -400,7 +399,7 @@ func TestTakeoverAfterCrashReusesCommittedWork(t *testing.T) {
 	}
 	// The first engine's late write is refused.
 	_, err = b.store.Exec(context.Background(), persist.Fence{RunID: r.ID, Epoch: committed.Epoch, Worker: e1.WorkerID()},
-		[]event.In{event.Of(0, event.MessageDeltaData{Text: "late"})})
+		[]agentd.EventIn{agentd.EventOf(0, agentd.MessageDeltaData{Text: "late"})})
 	if !errors.Is(err, persist.ErrLeaseLost) {
 		t.Fatalf("late write of the dead worker: %v, want ErrLeaseLost", err)
 	}
@@ -410,7 +409,7 @@ func TestCancelDuringTool(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call block_effect {}\n/say never", persist.RunParams{})
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/call block_effect {}\n/say never", agentd.RunParams{})
 	b.sink.WaitEntered(t, "/block", 15*time.Second)
 	start := time.Now()
 	if _, err := b.store.RunCancel(context.Background(), "default", r.ID, "local"); err != nil {
@@ -418,7 +417,7 @@ func TestCancelDuringTool(t *testing.T) {
 	}
 	r = b.wait(t, r.ID, nil)
 	elapsed := time.Since(start)
-	if r.Status != vocab.StatusCancelled || r.TerminalReason != vocab.ReasonCancelled {
+	if r.Status != agentd.StatusCancelled || r.TerminalReason != agentd.ReasonCancelled {
 		t.Fatalf("run ended %s/%s", r.Status, r.TerminalReason)
 	}
 	if elapsed > time.Second {
@@ -431,7 +430,7 @@ func TestCancelDuringTool(t *testing.T) {
 		t.Fatalf("the tool's request context was not cancelled")
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
-	if len(steps) != 2 || steps[0].Calls[0].Status != vocab.CallSucceeded || steps[1].Calls[0].Status != vocab.CallUnknown {
+	if len(steps) != 2 || steps[0].Calls[0].Status != agentd.CallSucceeded || steps[1].Calls[0].Status != agentd.CallUnknown {
 		t.Fatalf("committed results not kept: %d steps", len(steps))
 	}
 	if evs := b.events(t, r.ID); evs[len(evs)-1].Type != "run.cancelled" {
@@ -443,9 +442,9 @@ func TestCancelDuringStreamingModelCall(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.engine(t, 5*time.Second)
-	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/stream 200 20", persist.RunParams{})
+	r := b.create(t, "/call calculator {\"expression\":\"1\"}\n/next\n/stream 200 20", agentd.RunParams{})
 	// Wait until some text of step 2 is committed.
-	b.wait(t, r.ID, func(persist.Run) bool {
+	b.wait(t, r.ID, func(agentd.Run) bool {
 		evs, _ := b.store.EventsAfter(context.Background(), r.ID, 0, 1000)
 		return countTypes(evs)["message.delta"] >= 2
 	})
@@ -457,7 +456,7 @@ func TestCancelDuringStreamingModelCall(t *testing.T) {
 	if elapsed := time.Since(start); elapsed > time.Second {
 		t.Fatalf("cancel took %v, want under 1s", elapsed)
 	}
-	if r.Status != vocab.StatusCancelled {
+	if r.Status != agentd.StatusCancelled {
 		t.Fatalf("run ended %s", r.Status)
 	}
 	deadline := time.Now().Add(2 * time.Second)
@@ -468,7 +467,7 @@ func TestCancelDuringStreamingModelCall(t *testing.T) {
 		t.Fatalf("the model request's context was not cancelled")
 	}
 	steps, _ := b.store.StepsList(context.Background(), r.ID)
-	if len(steps) != 2 || steps[0].Status != vocab.StepCompleted || steps[1].Status != vocab.StepAborted {
+	if len(steps) != 2 || steps[0].Status != agentd.StepCompleted || steps[1].Status != agentd.StepAborted {
 		t.Fatalf("steps after cancel: %+v", steps)
 	}
 }

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // Service is the engine's one door for commands: every change that a client
@@ -27,14 +27,14 @@ func (e *Engine) Service() *Service { return &Service{e: e} }
 // repeated idempotency key returns the first run and created false. Errors:
 // a *persist.BusyError (the conversation has a run in flight and if_busy is
 // reject), persist.ErrIdempotencyMismatch, persist.ErrConversationNotFound.
-func (s *Service) Create(ctx context.Context, p persist.RunCreateParams) (run persist.Run, created bool, err error) {
+func (s *Service) Create(ctx context.Context, p persist.RunCreateParams) (run agentd.Run, created bool, err error) {
 	return s.e.create(ctx, p)
 }
 
 // Cancel asks a run to stop, on whichever instance executes it; actor is
 // who asks (recorded on the run and in its end event).
 // Errors: persist.ErrRunNotFound, persist.ErrRunFinished.
-func (s *Service) Cancel(ctx context.Context, tenantID, id, actor string) (persist.Run, error) {
+func (s *Service) Cancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error) {
 	return s.e.cfg.Store.RunCancel(ctx, tenantID, id, actor)
 }
 
@@ -42,14 +42,14 @@ func (s *Service) Cancel(ctx context.Context, tenantID, id, actor string) (persi
 // cancelled; it continues from its last committed step. actor is who asks
 // (recorded on the run and in its run.resumed event).
 // Errors: persist.ErrRunNotFound, persist.ErrRunCompleted.
-func (s *Service) Resume(ctx context.Context, tenantID, id, actor string) (persist.Run, error) {
+func (s *Service) Resume(ctx context.Context, tenantID, id, actor string) (agentd.Run, error) {
 	return s.e.cfg.Store.RunResume(ctx, tenantID, id, actor)
 }
 
 // ResolveAction records a client's decision on what a requires_action run
 // waits for, and queues the run again. Errors: persist.ErrRunNotFound,
 // persist.ErrRunNotWaiting, persist.ErrActionMismatch, *persist.DecisionError.
-func (s *Service) ResolveAction(ctx context.Context, p persist.ActionParams) (persist.Run, error) {
+func (s *Service) ResolveAction(ctx context.Context, p agentd.ActionParams) (agentd.Run, error) {
 	return s.e.cfg.Store.RunResolveAction(ctx, p)
 }
 
@@ -61,8 +61,8 @@ const interruptTimeout = 5 * time.Second
 // run stops at its next safe point as interrupted (a resume continues it);
 // with continue, nothing happens. The write outlives ctx, which is usually
 // the request of the client that left.
-func (s *Service) ClientLeft(ctx context.Context, run persist.Run) error {
-	if run.Params.OnDisconnect != vocab.OnDisconnectInterrupt {
+func (s *Service) ClientLeft(ctx context.Context, run agentd.Run) error {
+	if run.Params.OnDisconnect != agentd.OnDisconnectInterrupt {
 		return nil
 	}
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
@@ -80,7 +80,7 @@ func (s *Service) ClientLeft(ctx context.Context, run persist.Run) error {
 //
 // While runs this instance queued wait, a new run is queued behind them,
 // and the engine's queue (queue.go) starts them in order.
-func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (persist.Run, bool, error) {
+func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (agentd.Run, bool, error) {
 	reserved, claiming := false, e.claiming != nil && e.claiming.Err() == nil
 	if claiming {
 		e.mu.Lock()
@@ -98,16 +98,16 @@ func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (persist
 		}
 	}
 	if reserved {
-		p.ClaimFor = &persist.ClaimFor{Worker: e.cfg.WorkerID, TTL: e.cfg.LeaseTTL, StepID: persist.NewID()}
+		p.ClaimFor = &persist.ClaimFor{Worker: e.cfg.WorkerID, TTL: e.cfg.LeaseTTL, StepID: agentd.NewID()}
 	}
 	st, created, err := e.cfg.Store.RunCreateState(ctx, p)
 	run := st.Run
-	if err != nil || !created || run.Status != vocab.StatusRunning || run.LeaseOwner != e.cfg.WorkerID {
+	if err != nil || !created || run.Status != agentd.StatusRunning || run.LeaseOwner != e.cfg.WorkerID {
 		if reserved {
 			<-e.sem // not claimed here: queued, or an earlier run found by its key
 		}
-		if p.QueuedBy != "" && err == nil && created && run.Status == vocab.StatusQueued {
-			var known *persist.RunState
+		if p.QueuedBy != "" && err == nil && created && run.Status == agentd.StatusQueued {
+			var known *agentd.RunState
 			if p.ConversationID == "" {
 				known = &st
 			}
@@ -121,13 +121,13 @@ func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (persist
 		return run, created, err
 	}
 	e.m.ClaimsAttempted.WithLabelValues("at_creation").Inc()
-	var known *persist.RunState
+	var known *agentd.RunState
 	if p.ConversationID == "" {
 		// A new conversation: the creation knows the run's whole state, so
 		// the execution need not read it back.
 		known = &st
 	}
-	if !e.launch(persist.Claim{Run: run, PrevStatus: vocab.StatusQueued, StartedStep: p.ClaimFor.StepID}, known, true) {
+	if !e.launch(persist.Claim{Run: run, PrevStatus: agentd.StatusQueued, StartedStep: p.ClaimFor.StepID}, known, true) {
 		// The engine began stopping meanwhile: hand the run back at once.
 		<-e.sem
 		e.handBack(run)

@@ -9,22 +9,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/clean"
-	"github.com/agentd/agentd/internal/event"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/tools"
-	"github.com/agentd/agentd/internal/vocab"
 
 	"github.com/google/uuid"
 )
 
 // toolPhase runs the tool calls of a step whose model output is committed,
 // then completes the step. done is true when the run left the executor.
-func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done bool, err error) {
+func (x *execution) toolPhase(st agentd.RunState, step *agentd.Step) (done bool, err error) {
 	started := time.Now()
 	ctx, cancel := x.stepContext(st)
 	defer cancel()
-	calls := append([]persist.ToolCall(nil), st.Calls...)
+	calls := append([]agentd.ToolCall(nil), st.Calls...)
 	if err := x.recoverCalls(st, step, calls); err != nil {
 		return true, x.stopFor(st, err)
 	}
@@ -36,7 +35,7 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 		return true, x.stopFor(st, nil)
 	}
 	for i := range calls {
-		if calls[i].Status == vocab.CallUnknown && x.ctx.Err() == nil {
+		if calls[i].Status == agentd.CallUnknown && x.ctx.Err() == nil {
 			x.reconcile(ctx, st, step, &calls[i])
 		}
 	}
@@ -54,13 +53,13 @@ func (x *execution) toolPhase(st persist.RunState, step *persist.Step) (done boo
 // runPending attempts the step's calls still to be made: at once when all
 // of them may run again (read_only or idempotent), else one after another,
 // stopping at an interrupt or when the step's context ends.
-func (x *execution) runPending(ctx context.Context, st persist.RunState, step *persist.Step, calls []persist.ToolCall) {
+func (x *execution) runPending(ctx context.Context, st agentd.RunState, step *agentd.Step, calls []agentd.ToolCall) {
 	var pending []int
 	parallel := true
 	for i, c := range calls {
 		if c.Status.Pending() {
 			pending = append(pending, i)
-			if c.Effect == vocab.EffectSideEffect {
+			if c.Effect == agentd.EffectSideEffect {
 				parallel = false
 			}
 		}
@@ -106,31 +105,31 @@ func (x *execution) toolSlot(ctx context.Context) bool {
 // stops here: for a client's decision (an unknown outcome, an approval), an
 // interrupt, the step's timeout, or a write that failed. done is true when
 // it stopped the run (or left it to its lease), with what that returned.
-func (x *execution) settle(ctx context.Context, st persist.RunState, step *persist.Step, calls []persist.ToolCall) (done bool, err error) {
+func (x *execution) settle(ctx context.Context, st agentd.RunState, step *agentd.Step, calls []agentd.ToolCall) (done bool, err error) {
 	for _, want := range []struct {
-		status vocab.CallStatus
-		action vocab.ActionType
-	}{{vocab.CallUnknown, vocab.ActionToolOutcomeUnknown}, {vocab.CallAwaitingApproval, vocab.ActionToolApproval}} {
+		status agentd.CallStatus
+		action agentd.ActionType
+	}{{agentd.CallUnknown, agentd.ActionToolOutcomeUnknown}, {agentd.CallAwaitingApproval, agentd.ActionToolApproval}} {
 		for _, c := range calls {
 			if c.Status == want.status {
 				return true, x.requireAction(st, step, c, want.action)
 			}
 		}
 	}
-	var pending *persist.ToolCall
-	var client []persist.ToolCall
+	var pending *agentd.ToolCall
+	var client []agentd.ToolCall
 	for i := range calls {
 		if calls[i].Status.Pending() && pending == nil {
 			pending = &calls[i]
 		}
-		if calls[i].Status == vocab.CallAwaitingClient {
+		if calls[i].Status == agentd.CallAwaitingClient {
 			client = append(client, calls[i])
 		}
 	}
 	switch {
 	case pending != nil && x.interrupted.Load():
 		// The rest of the step runs when the run is resumed.
-		return true, x.end(st, step, endOf(vocab.StatusInterrupted, vocab.ReasonInterrupted, nil))
+		return true, x.end(st, step, endOf(agentd.StatusInterrupted, agentd.ReasonInterrupted, nil))
 	case ctx.Err() != nil:
 		return true, x.end(st, step, stepTimedOut())
 	case pending != nil:
@@ -147,26 +146,26 @@ func (x *execution) settle(ctx context.Context, st persist.RunState, step *persi
 
 // requireClient stops the run for the outputs of the step's client tool
 // calls, all together.
-func (x *execution) requireClient(st persist.RunState, step *persist.Step, calls []persist.ToolCall) error {
+func (x *execution) requireClient(st agentd.RunState, step *agentd.Step, calls []agentd.ToolCall) error {
 	c := calls[0]
-	action := event.RequiredAction{Arguments: c.Arguments, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
-		Name: c.Name, Step: step.Seq, ToolCallID: c.ID, Type: vocab.ActionClientToolCalls}
+	action := agentd.RequiredAction{Arguments: c.Arguments, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
+		Name: c.Name, Step: step.Seq, ToolCallID: c.ID, Type: agentd.ActionClientToolCalls}
 	for _, c := range calls {
-		action.Calls = append(action.Calls, event.ClientCall{Arguments: c.Arguments, CallID: c.CallID, Name: c.Name, ToolCallID: c.ID})
+		action.Calls = append(action.Calls, agentd.ClientCall{Arguments: c.Arguments, CallID: c.CallID, Name: c.Name, ToolCallID: c.ID})
 	}
 	return x.waitFor(st, step, action)
 }
 
 // waitFor commits that the run requires action, and leaves it to the
 // client.
-func (x *execution) waitFor(st persist.RunState, step *persist.Step, action event.RequiredAction) error {
+func (x *execution) waitFor(st agentd.RunState, step *agentd.Step, action agentd.RequiredAction) error {
 	ops, evs := x.started.unbegun()
-	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: vocab.StatusRequiresAction, RequiredAction: &action})
-	evs = append(evs, event.Of(step.Seq, event.RunRequiresActionData{RequiredAction: action}))
+	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: agentd.StatusRequiresAction, RequiredAction: &action})
+	evs = append(evs, agentd.EventOf(step.Seq, agentd.RunRequiresActionData{RequiredAction: action}))
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
 	}
-	x.left(st.Run, vocab.StatusRequiresAction, "")
+	x.left(st.Run, agentd.StatusRequiresAction, "")
 	x.log.Info("run requires action", "type", action.Type, "tool_call_id", action.ToolCallID, "calls", max(len(action.Calls), 1))
 	return nil
 }
@@ -176,14 +175,14 @@ func (x *execution) waitFor(st persist.RunState, step *persist.Step, action even
 // follows at once: the next step's start, or the run's end. Should the
 // execution stop before, the next claim finds the step acting with every
 // call settled, and completes it then.
-func (x *execution) completeStep(st persist.RunState, step *persist.Step, calls []persist.ToolCall) {
+func (x *execution) completeStep(st agentd.RunState, step *agentd.Step, calls []agentd.ToolCall) {
 	ops := make([]persist.Op, 0, len(calls)+1)
 	msgs := make([]persist.MessageInsert, 0, len(calls))
 	for _, c := range calls {
 		content, isErr := resultText(c)
-		m := persist.MessageInsert{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
-			Role: vocab.RoleTool, Status: vocab.MessageCompleted,
-			Content: []vocab.Part{{Type: vocab.PartToolResult, ToolCallID: c.CallID, Content: content, IsError: isErr}}}
+		m := persist.MessageInsert{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+			Role: agentd.RoleTool, Status: agentd.MessageCompleted,
+			Content: []agentd.Part{{Type: agentd.PartToolResult, ToolCallID: c.CallID, Content: content, IsError: isErr}}}
 		msgs = append(msgs, m)
 		ops = append(ops, m)
 	}
@@ -191,10 +190,10 @@ func (x *execution) completeStep(st persist.RunState, step *persist.Step, calls 
 		msgs = append(msgs, m)
 		ops = append(ops, m)
 	}
-	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: vocab.StepCompleted, Finished: true})
-	x.outbox.add([]event.In{event.Of(step.Seq, event.StepCompletedData{FinishReason: "tool_calls", ToolCalls: len(calls)})}, ops...)
+	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted, Finished: true})
+	x.outbox.add([]agentd.EventIn{agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: "tool_calls", ToolCalls: len(calls)})}, ops...)
 	completed := *step
-	completed.Status = vocab.StepCompleted
+	completed.Status = agentd.StepCompleted
 	setStep(&st, completed)
 	for _, m := range msgs {
 		appendMessage(&st, m)
@@ -206,10 +205,10 @@ func (x *execution) completeStep(st persist.RunState, step *persist.Step, calls 
 // notRun is the tool message that answers the calls of the step's model
 // output that were not planned, past the step's cap of calls: one message
 // with a tool error per call, since the model's API needs an answer to each.
-func (x *execution) notRun(st persist.RunState, calls []persist.ToolCall) (persist.MessageInsert, bool) {
-	var asked *persist.Message
+func (x *execution) notRun(st agentd.RunState, calls []agentd.ToolCall) (persist.MessageInsert, bool) {
+	var asked *agentd.Message
 	for i := len(st.Messages) - 1; i >= 0 && asked == nil; i-- {
-		if st.Messages[i].Role == vocab.RoleAssistant {
+		if st.Messages[i].Role == agentd.RoleAssistant {
 			asked = &st.Messages[i]
 		}
 	}
@@ -218,7 +217,7 @@ func (x *execution) notRun(st persist.RunState, calls []persist.ToolCall) (persi
 	}
 	asks := 0
 	for _, p := range asked.Content {
-		if p.Type == vocab.PartToolCall {
+		if p.Type == agentd.PartToolCall {
 			asks++
 		}
 	}
@@ -235,14 +234,14 @@ func (x *execution) notRun(st persist.RunState, calls []persist.ToolCall) (persi
 			x.d.limits.callsPerRun)
 	}
 	refusal, _ := json.Marshal(map[string]string{"error": why})
-	var parts []vocab.Part
+	var parts []agentd.Part
 	for _, p := range asked.Content {
-		if p.Type == vocab.PartToolCall && !planned[p.ID] {
-			parts = append(parts, vocab.Part{Type: vocab.PartToolResult, ToolCallID: p.ID, Content: string(refusal), IsError: true})
+		if p.Type == agentd.PartToolCall && !planned[p.ID] {
+			parts = append(parts, agentd.Part{Type: agentd.PartToolResult, ToolCallID: p.ID, Content: string(refusal), IsError: true})
 		}
 	}
-	return persist.MessageInsert{ID: persist.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
-		Role: vocab.RoleTool, Status: vocab.MessageCompleted, Content: parts}, true
+	return persist.MessageInsert{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+		Role: agentd.RoleTool, Status: agentd.MessageCompleted, Content: parts}, true
 }
 
 // recoverCalls applies the recovery rules to calls found in the ledger on a
@@ -250,19 +249,19 @@ func (x *execution) notRun(st persist.RunState, calls []persist.ToolCall) (persi
 // to a dead worker, so its outcome is unknown: a read_only or idempotent call
 // is simply attempted again with the same key, a side_effect call becomes
 // unknown.
-func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls []persist.ToolCall) error {
-	running := map[string]persist.Attempt{}
+func (x *execution) recoverCalls(st agentd.RunState, step *agentd.Step, calls []agentd.ToolCall) error {
+	running := map[string]agentd.Attempt{}
 	for _, a := range st.Attempts {
-		if a.Status == vocab.AttemptRunning {
+		if a.Status == agentd.AttemptRunning {
 			running[a.ToolCallID] = a
 		}
 	}
 	var ops []persist.Op
-	var evs []event.In
+	var evs []agentd.EventIn
 	for i := range calls {
 		c := &calls[i]
-		if c.Status == vocab.CallSucceeded && x.first {
-			evs = append(evs, event.Of(step.Seq, event.ToolCallReusedData{CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
+		if c.Status == agentd.CallSucceeded && x.first {
+			evs = append(evs, agentd.EventOf(step.Seq, agentd.ToolCallReusedData{CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
 				Name: c.Name, ToolCallID: c.ID}))
 			continue
 		}
@@ -270,13 +269,13 @@ func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls 
 		if !ok || a.Epoch >= x.fence.Epoch {
 			continue
 		}
-		errData := &event.Error{Kind: string(vocab.ToolErrUnknown), Message: "the worker running this attempt stopped before it finished"}
-		ops = append(ops, persist.AttemptFinish{ID: a.ID, Status: vocab.AttemptUnknown, Error: errData})
+		errData := &agentd.ErrorDetail{Kind: string(agentd.ToolErrUnknown), Message: "the worker running this attempt stopped before it finished"}
+		ops = append(ops, persist.AttemptFinish{ID: a.ID, Status: agentd.AttemptUnknown, Error: errData})
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
-		if c.Effect == vocab.EffectSideEffect {
-			c.Status = vocab.CallUnknown
-			ops = append(ops, persist.ToolCallFinish{ID: c.ID, Status: vocab.CallUnknown, Error: errData})
-			evs = append(evs, event.Of(step.Seq, event.ToolCallUnknownData{Attempt: a.N, CallID: c.CallID,
+		if c.Effect == agentd.EffectSideEffect {
+			c.Status = agentd.CallUnknown
+			ops = append(ops, persist.ToolCallFinish{ID: c.ID, Status: agentd.CallUnknown, Error: errData})
+			evs = append(evs, agentd.EventOf(step.Seq, agentd.ToolCallUnknownData{Attempt: a.N, CallID: c.CallID,
 				IdempotencyKey: c.IdempotencyKey, Name: c.Name, ToolCallID: c.ID}))
 		}
 	}
@@ -289,8 +288,8 @@ func (x *execution) recoverCalls(st persist.RunState, step *persist.Step, calls 
 // requireAction stops the run until a client decides about call c: what
 // happened to a side-effect call whose outcome is unknown, or whether a call
 // that needs approval may run.
-func (x *execution) requireAction(st persist.RunState, step *persist.Step, c persist.ToolCall, kind vocab.ActionType) error {
-	action := event.RequiredAction{Arguments: c.Arguments, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
+func (x *execution) requireAction(st agentd.RunState, step *agentd.Step, c agentd.ToolCall, kind agentd.ActionType) error {
+	action := agentd.RequiredAction{Arguments: c.Arguments, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
 		Name: c.Name, Step: step.Seq, ToolCallID: c.ID, Type: kind}
 	return x.waitFor(st, step, action)
 }
@@ -298,7 +297,7 @@ func (x *execution) requireAction(st persist.RunState, step *persist.Step, c per
 // attemptTimeout is the time one attempt of a tool may take: the tool's
 // own, else the run's tool timeout, else the engine's default, and never
 // more than the run's tool timeout.
-func (x *execution) attemptTimeout(st persist.RunState, spec tools.Spec) time.Duration {
+func (x *execution) attemptTimeout(st agentd.RunState, spec tools.Spec) time.Duration {
 	def := x.d.limits.toolTimeout
 	run := time.Duration(st.Run.Params.Timeouts.ToolMS) * time.Millisecond
 	if run > 0 {
@@ -314,7 +313,7 @@ func (x *execution) attemptTimeout(st persist.RunState, spec tools.Spec) time.Du
 // callable checks that c may be attempted: a registered tool, offered to
 // the run, with valid arguments. A call whose first attempt was committed
 // with the model's output was checked then.
-func (x *execution) callable(st persist.RunState, c *persist.ToolCall) (tools.Tool, error) {
+func (x *execution) callable(st agentd.RunState, c *agentd.ToolCall) (tools.Tool, error) {
 	tool, ok := x.d.tools.Get(c.Name)
 	switch {
 	case !ok:
@@ -328,7 +327,7 @@ func (x *execution) callable(st persist.RunState, c *persist.ToolCall) (tools.To
 // runCall makes attempts of one call until it succeeds, fails, or its outcome
 // becomes unknown, committing the attempt before the tool is invoked and its
 // result right after. It updates c to what was committed.
-func (x *execution) runCall(ctx context.Context, st persist.RunState, step *persist.Step, c *persist.ToolCall) {
+func (x *execution) runCall(ctx context.Context, st agentd.RunState, step *agentd.Step, c *agentd.ToolCall) {
 	startedID, started := x.started.take(c.ID) // validated, and its attempt 1 committed
 	var tool tools.Tool
 	var verr error
@@ -339,25 +338,25 @@ func (x *execution) runCall(ctx context.Context, st persist.RunState, step *pers
 	}
 	if verr != nil {
 		// The model sees the error and may repair its call; no attempt is made.
-		x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: toolErrorData(verr)})
+		x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: toolErrorData(verr)})
 		return
 	}
 	timeout := x.attemptTimeout(st, tool.Spec())
 	for {
-		n, attemptID := c.Attempts+1, persist.NewID()
+		n, attemptID := c.Attempts+1, agentd.NewID()
 		if started {
 			n, attemptID, started = c.Attempts, startedID, false
 		} else {
 			if n > 1 && x.interrupted.Load() {
 				return // attempted again when the run is resumed
 			}
-			if err := x.write(ctx, []event.In{event.Of(step.Seq, event.ToolAttemptStartedData{Attempt: n, CallID: c.CallID,
+			if err := x.write(ctx, []agentd.EventIn{agentd.EventOf(step.Seq, agentd.ToolAttemptStartedData{Attempt: n, CallID: c.CallID,
 				Name: c.Name, ToolCallID: c.ID})},
 				persist.AttemptStart{ID: attemptID, ToolCallID: c.ID, N: n, Worker: x.fence.Worker, Epoch: x.fence.Epoch}); err != nil {
 				return
 			}
 		}
-		c.Attempts, c.Status = n, vocab.CallRunning
+		c.Attempts, c.Status = n, agentd.CallRunning
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		actx, span := x.toolSpan(actx, step, c, tool.Spec())
 		result, err := tool.Invoke(actx, tools.Call{RunID: st.Run.ID, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
@@ -380,7 +379,7 @@ type attemptResult struct {
 
 // attempted commits how an attempt of c ended, and reports whether another
 // attempt follows (after its backoff).
-func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persist.ToolCall, a attemptResult) (again bool) {
+func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.ToolCall, a attemptResult) (again bool) {
 	if a.err == nil && len(a.result) > tools.MaxResultBytes {
 		a.err = tools.TooLarge(len(a.result))
 	}
@@ -396,7 +395,7 @@ func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persis
 	if a.err == nil {
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "succeeded").Inc()
 		o := resultOf(a.result, a.spec.ResultLimit())
-		o.attempt = &persist.AttemptFinish{ID: a.id, Status: vocab.AttemptSucceeded}
+		o.attempt = &persist.AttemptFinish{ID: a.id, Status: agentd.AttemptSucceeded}
 		x.finishCall(step, c, o)
 		return false
 	}
@@ -406,23 +405,23 @@ func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persis
 		// happened: a side-effect call's outcome is unknown; other calls
 		// are attempted again when the run goes on.
 		errData.Message = "the attempt was cancelled: " + context.Cause(ctx).Error()
-		if a.spec.Effect == vocab.EffectSideEffect {
+		if a.spec.Effect == agentd.EffectSideEffect {
 			x.unknown(step, c, a.id, errData)
 			return false
 		}
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "cancelled").Inc()
-		_ = x.write(x.durable(), []event.In{attemptFailed(step, c, errData, false)},
-			persist.AttemptFinish{ID: a.id, Status: vocab.AttemptFailed, Error: errData})
+		_ = x.write(x.durable(), []agentd.EventIn{attemptFailed(step, c, errData, false)},
+			persist.AttemptFinish{ID: a.id, Status: agentd.AttemptFailed, Error: errData})
 		return false
 	}
-	status := vocab.AttemptFailed
+	status := agentd.AttemptFailed
 	if tools.KindOf(a.err) == tools.KindTimeout {
-		status = vocab.AttemptTimedOut
+		status = agentd.AttemptTimedOut
 	}
 	switch tools.Decide(a.spec, a.err, c.Attempts) {
 	case tools.Retry:
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, string(status)).Inc()
-		if err := x.write(x.durable(), []event.In{attemptFailed(step, c, errData, true)},
+		if err := x.write(x.durable(), []agentd.EventIn{attemptFailed(step, c, errData, true)},
 			persist.AttemptFinish{ID: a.id, Status: status, Error: errData}); err != nil {
 			return false
 		}
@@ -436,17 +435,17 @@ func (x *execution) attempted(ctx context.Context, step *persist.Step, c *persis
 		x.unknown(step, c, a.id, errData)
 	default:
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, string(status)).Inc()
-		x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: errData,
+		x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: errData,
 			attempt: &persist.AttemptFinish{ID: a.id, Status: status, Error: errData}})
 	}
 	return false
 }
 
 // unknown commits that the outcome of c's last attempt is unknown.
-func (x *execution) unknown(step *persist.Step, c *persist.ToolCall, attemptID string, errData *event.Error) {
+func (x *execution) unknown(step *agentd.Step, c *agentd.ToolCall, attemptID string, errData *agentd.ErrorDetail) {
 	x.d.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
-	x.finishCall(step, c, callOutcome{status: vocab.CallUnknown, err: errData,
-		attempt: &persist.AttemptFinish{ID: attemptID, Status: vocab.AttemptUnknown, Error: errData}})
+	x.finishCall(step, c, callOutcome{status: agentd.CallUnknown, err: errData,
+		attempt: &persist.AttemptFinish{ID: attemptID, Status: agentd.AttemptUnknown, Error: errData}})
 }
 
 // storableResult makes a tool's result storable (internal/clean): JSON that
@@ -473,7 +472,7 @@ func storableResult(result json.RawMessage) (json.RawMessage, bool) {
 // (base64, cut to limit), since they may matter to whoever looks.
 func resultOf(result json.RawMessage, limit int) callOutcome {
 	out, changed := storableResult(result)
-	o := callOutcome{status: vocab.CallSucceeded}
+	o := callOutcome{status: agentd.CallSucceeded}
 	o.result, o.artifact = tools.Offload(out, limit, uuid.NewString())
 	if changed {
 		o.raw = result[:min(len(result), limit)]
@@ -482,30 +481,30 @@ func resultOf(result json.RawMessage, limit int) callOutcome {
 }
 
 // attemptFailed is the tool_attempt.failed event of c's last attempt.
-func attemptFailed(step *persist.Step, c *persist.ToolCall, errData *event.Error, willRetry bool) event.In {
-	return event.Of(step.Seq, event.ToolAttemptFailedData{Attempt: c.Attempts, CallID: c.CallID, Error: *errData,
+func attemptFailed(step *agentd.Step, c *agentd.ToolCall, errData *agentd.ErrorDetail, willRetry bool) agentd.EventIn {
+	return agentd.EventOf(step.Seq, agentd.ToolAttemptFailedData{Attempt: c.Attempts, CallID: c.CallID, Error: *errData,
 		Name: c.Name, ToolCallID: c.ID, WillRetry: willRetry})
 }
 
 // callOutcome is how a call ended: its status, its result or error, and the
 // end of its last attempt when one was made.
 type callOutcome struct {
-	status   vocab.CallStatus
+	status   agentd.CallStatus
 	result   json.RawMessage
-	raw      []byte          // the bytes the tool returned, when result had to be changed to be stored
-	artifact *tools.Artifact // the whole result, when result is its preview
-	err      *event.Error
+	raw      []byte           // the bytes the tool returned, when result had to be changed to be stored
+	artifact *agentd.Artifact // the whole result, when result is its preview
+	err      *agentd.ErrorDetail
 	attempt  *persist.AttemptFinish
 }
 
 // finishCall commits a call's outcome (with its last attempt's) right after
 // the tool returned, in a transaction of its own that a later cancel cannot
 // undo.
-func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, o callOutcome) {
+func (x *execution) finishCall(step *agentd.Step, c *agentd.ToolCall, o callOutcome) {
 	var ops []persist.Op
-	var evs []event.In
+	var evs []agentd.EventIn
 	if o.attempt != nil {
-		if o.status != vocab.CallSucceeded {
+		if o.status != agentd.CallSucceeded {
 			evs = append(evs, attemptFailed(step, c, o.err, false))
 		}
 		ops = append(ops, *o.attempt)
@@ -514,16 +513,16 @@ func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, o callOu
 	if o.artifact != nil {
 		ops = append(ops, persist.ArtifactInsert{RunID: c.RunID, ToolCallID: c.ID, Artifact: *o.artifact})
 	}
-	if o.status == vocab.CallUnknown {
-		evs = append(evs, event.Of(step.Seq, event.ToolCallUnknownData{CallID: c.CallID, Error: o.err,
+	if o.status == agentd.CallUnknown {
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.ToolCallUnknownData{CallID: c.CallID, Error: o.err,
 			IdempotencyKey: c.IdempotencyKey, Name: c.Name, Status: o.status, ToolCallID: c.ID}))
 	} else {
-		d := event.ToolCallCompletedData{CallID: c.CallID, Error: o.err, Name: c.Name, Result: o.result,
+		d := agentd.ToolCallCompletedData{CallID: c.CallID, Error: o.err, Name: c.Name, Result: o.result,
 			Status: o.status, ToolCallID: c.ID}
 		if o.raw != nil {
 			d.ResultRaw = base64.StdEncoding.EncodeToString(o.raw)
 		}
-		evs = append(evs, event.Of(step.Seq, d))
+		evs = append(evs, agentd.EventOf(step.Seq, d))
 	}
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return
@@ -539,7 +538,7 @@ func (x *execution) finishCall(step *persist.Step, c *persist.ToolCall, o callOu
 // call whose outcome is unknown: it happened (its result is recorded), it
 // failed, it did not happen (it is attempted again with the same key), or
 // nobody knows (the call stays unknown and a client decides).
-func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *persist.Step, c *persist.ToolCall) {
+func (x *execution) reconcile(ctx context.Context, st agentd.RunState, step *agentd.Step, c *agentd.ToolCall) {
 	tool, ok := x.d.tools.Get(c.Name)
 	if !ok {
 		return
@@ -565,7 +564,7 @@ func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *pe
 		}
 		if len(result) > tools.MaxResultBytes {
 			e := tools.TooLarge(len(result))
-			x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: &event.Error{Kind: string(e.Kind), Message: e.Message}})
+			x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: &agentd.ErrorDetail{Kind: string(e.Kind), Message: e.Message}})
 			return
 		}
 		x.finishCall(step, c, resultOf(result, tool.Spec().ResultLimit()))
@@ -574,14 +573,14 @@ func (x *execution) reconcile(ctx context.Context, st persist.RunState, step *pe
 		if msg == "" {
 			msg = "the tool call failed (reported by its reconciler)"
 		}
-		x.finishCall(step, c, callOutcome{status: vocab.CallFailed, err: &event.Error{Kind: string(vocab.ToolErrReconciled), Message: msg}})
+		x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: &agentd.ErrorDetail{Kind: string(agentd.ToolErrReconciled), Message: msg}})
 	case tools.OutcomeNotApplied:
-		if err := x.write(x.durable(), []event.In{event.Of(step.Seq, event.ToolCallRetryAllowedData{
-			ResolvedBy: event.ResolvedByReconciler, Retry: true, Status: vocab.CallRunning, ToolCallID: c.ID})},
-			persist.ToolCallFinish{ID: c.ID, Status: vocab.CallRunning}); err != nil {
+		if err := x.write(x.durable(), []agentd.EventIn{agentd.EventOf(step.Seq, agentd.ToolCallRetryAllowedData{
+			ResolvedBy: agentd.ResolvedByReconciler, Retry: true, Status: agentd.CallRunning, ToolCallID: c.ID})},
+			persist.ToolCallFinish{ID: c.ID, Status: agentd.CallRunning}); err != nil {
 			return
 		}
-		c.Status = vocab.CallRunning
+		c.Status = agentd.CallRunning
 		x.runCall(ctx, st, step, c)
 	}
 }
@@ -601,18 +600,18 @@ func offered(names []string, name string) bool {
 }
 
 // toolErrorData is what the model and clients are told of a tool's failure.
-func toolErrorData(err error) *event.Error {
+func toolErrorData(err error) *agentd.ErrorDetail {
 	var te *tools.Error
 	if errors.As(err, &te) {
 		msg, _ := clean.Text(te.Message) // it may quote what a webhook answered
-		return &event.Error{Kind: string(te.Kind), Message: msg, Status: te.Status}
+		return &agentd.ErrorDetail{Kind: string(te.Kind), Message: msg, Status: te.Status}
 	}
-	return &event.Error{Kind: string(tools.KindOf(err)), Message: "the tool failed"}
+	return &agentd.ErrorDetail{Kind: string(tools.KindOf(err)), Message: "the tool failed"}
 }
 
 // resultText is what the model is told of a finished call.
-func resultText(c persist.ToolCall) (string, bool) {
-	if c.Status == vocab.CallSucceeded {
+func resultText(c agentd.ToolCall) (string, bool) {
+	if c.Status == agentd.CallSucceeded {
 		if len(c.Result) == 0 {
 			return "null", false
 		}

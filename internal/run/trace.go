@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/llm"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/tools"
 )
@@ -73,7 +73,7 @@ func failSpan(span trace.Span, err error) {
 }
 
 // toolSpan starts the execute_tool span of an attempt of call c.
-func (x *execution) toolSpan(ctx context.Context, step *persist.Step, c *persist.ToolCall, spec tools.Spec) (context.Context, trace.Span) {
+func (x *execution) toolSpan(ctx context.Context, step *agentd.Step, c *agentd.ToolCall, spec tools.Spec) (context.Context, trace.Span) {
 	if !telemetry.On() {
 		return ctx, trace.SpanFromContext(ctx)
 	}

@@ -7,14 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 )
 
 // batch is what a feed hands its subscribers after one read: the events it
 // read (shared, read-only) and the seq up to which it has read everything.
 // A batch without events only moves upTo (the feed's starting position).
 type batch struct {
-	events []persist.Event
+	events []agentd.Event
 	upTo   int64
 }
 
@@ -37,7 +37,7 @@ type feed struct {
 	force atomic.Bool              // read even when want says there is nothing new
 
 	hmu    sync.Mutex
-	handed []persist.Event // committed events handed over by this instance's commits, not read yet
+	handed []agentd.Event // committed events handed over by this instance's commits, not read yet
 
 	beat beat // the run as the streams' heartbeats last read it
 
@@ -65,7 +65,7 @@ const maxHanded = 1024
 
 // hand gives the feed events this instance just committed, so that it need
 // not read them back.
-func (f *feed) hand(evs []persist.Event) {
+func (f *feed) hand(evs []agentd.Event) {
 	f.hmu.Lock()
 	defer f.hmu.Unlock()
 	if len(f.handed)+len(evs) > maxHanded {
@@ -77,7 +77,7 @@ func (f *feed) hand(evs []persist.Event) {
 
 // takeHanded returns the handed events that follow seq last without a gap,
 // and forgets them all.
-func (f *feed) takeHanded(last int64) []persist.Event {
+func (f *feed) takeHanded(last int64) []agentd.Event {
 	f.hmu.Lock()
 	evs := f.handed
 	f.handed = nil
@@ -203,7 +203,7 @@ func (h *Hub) position(f *feed) int64 {
 	defer cancel()
 	head, err := h.store.RunHead(ctx, f.runID)
 	switch {
-	case errors.Is(err, persist.ErrNotFound):
+	case errors.Is(err, agentd.ErrNotFound):
 		return 0
 	case err != nil:
 		if h.ctx.Err() == nil {
@@ -256,13 +256,13 @@ func (h *Hub) read(f *feed, last int64, mustRead bool) int64 {
 // heartbeats fall close together: they read it once, not once each.
 type beat struct {
 	mu      sync.Mutex
-	head    persist.RunHead
+	head    agentd.RunHead
 	at      time.Time     // when head was read; zero: never
 	loading chan struct{} // closed when the read in flight ends; nil: none
 }
 
 // set keeps head, just read by the Hub's poll.
-func (b *beat) set(head persist.RunHead) {
+func (b *beat) set(head agentd.RunHead) {
 	b.mu.Lock()
 	b.head, b.at = head, time.Now()
 	b.mu.Unlock()
@@ -271,7 +271,7 @@ func (b *beat) set(head persist.RunHead) {
 // get returns the run's head as read at most maxAge ago (by the Hub's poll,
 // or here), reading it when it must; streams that need it while it is read
 // wait for that read.
-func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.Duration) (persist.RunHead, error) {
+func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.Duration) (agentd.RunHead, error) {
 	for {
 		b.mu.Lock()
 		if !b.at.IsZero() && time.Since(b.at) <= maxAge {
@@ -285,7 +285,7 @@ func (b *beat) get(ctx context.Context, store Store, runID string, maxAge time.D
 			case <-wait:
 				continue
 			case <-ctx.Done():
-				return persist.RunHead{}, ctx.Err()
+				return agentd.RunHead{}, ctx.Err()
 			}
 		}
 		done := make(chan struct{})

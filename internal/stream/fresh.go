@@ -1,6 +1,6 @@
 package stream
 
-import "github.com/agentd/agentd/internal/persist"
+import "github.com/agentd/agentd"
 
 // maxFresh is how many runs' first events the Hub keeps for streams that
 // have not subscribed yet.
@@ -14,16 +14,16 @@ const maxFresh = 1024
 // memory instead of reading them back. The oldest of the last maxFresh runs
 // kept go first.
 type fresh struct {
-	events map[string][]persist.Event
+	events map[string][]agentd.Event
 	ring   [maxFresh]string // the runs kept, in the order they came; next is the oldest
 	next   int
 }
 
 // putLocked keeps evs, a run's first committed events (a run has them put
 // once). The caller holds Hub.mu.
-func (f *fresh) putLocked(runID string, evs []persist.Event) {
+func (f *fresh) putLocked(runID string, evs []agentd.Event) {
 	if f.events == nil {
-		f.events = map[string][]persist.Event{}
+		f.events = map[string][]agentd.Event{}
 	}
 	delete(f.events, f.ring[f.next]) // taken already, or the oldest
 	f.ring[f.next] = runID
@@ -33,7 +33,7 @@ func (f *fresh) putLocked(runID string, evs []persist.Event) {
 
 // takeLocked returns and forgets the first events kept of a run, nil when
 // none are. The caller holds Hub.mu.
-func (f *fresh) takeLocked(runID string) []persist.Event {
+func (f *fresh) takeLocked(runID string) []agentd.Event {
 	evs, ok := f.events[runID]
 	if ok {
 		delete(f.events, runID)

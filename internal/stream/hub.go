@@ -12,22 +12,23 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 )
 
 // Store is what the Hub needs of persistence.
 type Store interface {
 	// EventsAfter returns up to limit events of a run after seq, in order.
-	EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error)
+	EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error)
 	// RunHead returns a run's head; persist.ErrNotFound when there is none.
-	RunHead(ctx context.Context, id string) (persist.RunHead, error)
+	RunHead(ctx context.Context, id string) (agentd.RunHead, error)
 	// Listen calls fn for each notification on channels, reconnecting until
 	// ctx ends, and onConnect after each (re)connection. It returns ctx's error.
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	// NotifyMany sends one notification per payload on channel, in one statement.
 	NotifyMany(ctx context.Context, channel string, payloads []string) error
 	// RunHeads returns the heads of the runs that exist, in one query.
-	RunHeads(ctx context.Context, ids []string) ([]persist.RunHead, error)
+	RunHeads(ctx context.Context, ids []string) ([]agentd.RunHead, error)
 }
 
 var (
@@ -242,7 +243,7 @@ func (h *Hub) Published(runID string, lastSeq int64) {
 // order, not to be modified): the run's feed on this instance hands them to
 // its subscribers without reading them back. It never blocks; it is meant
 // implements persist.Publisher.
-func (h *Hub) PublishedEvents(runID string, evs []persist.Event) {
+func (h *Hub) PublishedEvents(runID string, evs []agentd.Event) {
 	if len(evs) == 0 {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/stream"
@@ -18,17 +19,17 @@ type queryCounter struct {
 	n atomic.Int64
 }
 
-func (c *queryCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
+func (c *queryCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error) {
 	c.n.Add(1)
 	return c.Store.EventsAfter(ctx, runID, after, limit)
 }
 
-func (c *queryCounter) RunHead(ctx context.Context, id string) (persist.RunHead, error) {
+func (c *queryCounter) RunHead(ctx context.Context, id string) (agentd.RunHead, error) {
 	c.n.Add(1)
 	return c.Store.RunHead(ctx, id)
 }
 
-func (c *queryCounter) RunHeads(ctx context.Context, ids []string) ([]persist.RunHead, error) {
+func (c *queryCounter) RunHeads(ctx context.Context, ids []string) ([]agentd.RunHead, error) {
 	c.n.Add(1)
 	return c.Store.RunHeads(ctx, ids)
 }

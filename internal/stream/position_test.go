@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/stream"
@@ -64,12 +64,12 @@ type pollCounter struct {
 	polls, reads atomic.Int64
 }
 
-func (c *pollCounter) RunHeads(ctx context.Context, ids []string) ([]persist.RunHead, error) {
+func (c *pollCounter) RunHeads(ctx context.Context, ids []string) ([]agentd.RunHead, error) {
 	c.polls.Add(1)
 	return c.Store.RunHeads(ctx, ids)
 }
 
-func (c *pollCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
+func (c *pollCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error) {
 	c.reads.Add(1)
 	return c.Store.EventsAfter(ctx, runID, after, limit)
 }
@@ -112,7 +112,7 @@ func TestOnePollForIdleStreams(t *testing.T) {
 	for i := range done {
 		select {
 		case evs := <-done[i]:
-			if len(evs) != 4 || evs[3].Type != string(event.RunCompleted) {
+			if len(evs) != 4 || evs[3].Type != string(agentd.EventRunCompleted) {
 				t.Fatalf("stream %d got %d events, want 4 ending with run.completed", i, len(evs))
 			}
 		case <-time.After(10 * time.Second):

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 )
 
 // recentBytes caps the event data a feed keeps in memory; above it, the
@@ -27,7 +27,7 @@ const recentBytes = 32 << 10
 // end of every slice it handed out.
 type recent struct {
 	mu     sync.Mutex
-	events []persist.Event   // contiguous seqs, ascending
+	events []agentd.Event    // contiguous seqs, ascending
 	bytes  int               // of the events' data
 	told   int64             // every event up to told went to the subscribers through the feed; -1: none yet
 	loads  map[pageKey]*load // database reads in flight
@@ -48,7 +48,7 @@ func (r *recent) share(shared bool) {
 // seed holds evs, a run's first events (contiguous from seq 1), when it
 // holds nothing, whether the feed is shared or not: the first stream of a
 // new feed replays them from here. The caller holds Hub.mu.
-func (r *recent) seed(evs []persist.Event) {
+func (r *recent) seed(evs []agentd.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.events) == 0 {
@@ -60,7 +60,7 @@ func (r *recent) seed(evs []persist.Event) {
 // ascending), and that every event up to upTo was told. The caller holds
 // Hub.mu, so a stream subscribes either before this (and gets the batch) or
 // after it (and finds it here).
-func (r *recent) add(events []persist.Event, upTo int64) {
+func (r *recent) add(events []agentd.Event, upTo int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.merge(events)
@@ -71,7 +71,7 @@ func (r *recent) add(events []persist.Event, upTo int64) {
 // join the held ones when the two overlap or touch, and replace them when
 // they hold them or are newer. Older, separate events are not kept. The
 // caller holds r.mu.
-func (r *recent) merge(evs []persist.Event) {
+func (r *recent) merge(evs []agentd.Event) {
 	if len(evs) == 0 || !r.shared {
 		return
 	}
@@ -100,7 +100,7 @@ func (r *recent) merge(evs []persist.Event) {
 }
 
 // dataBytes is the size of the events' data.
-func dataBytes(evs []persist.Event) int {
+func dataBytes(evs []agentd.Event) int {
 	n := 0
 	for _, ev := range evs {
 		n += len(ev.Data)
@@ -117,7 +117,7 @@ func (r *recent) hi() int64 { return r.events[len(r.events)-1].Seq }
 // event after after, or when the feed has told its subscribers every event
 // up to after: the later ones reach a subscribed stream through the feed.
 // The caller holds r.mu.
-func (r *recent) held(after int64, limit int) (evs []persist.Event, ok, more bool) {
+func (r *recent) held(after int64, limit int) (evs []agentd.Event, ok, more bool) {
 	if len(r.events) > 0 && r.lo() <= after+1 && after < r.hi() {
 		evs = r.events[after+1-r.lo():]
 		evs = evs[:min(len(evs), limit)]
@@ -134,7 +134,7 @@ func (r *recent) held(after int64, limit int) (evs []persist.Event, ok, more boo
 // must ask again after the last of them. They come from memory when recent
 // holds them, and otherwise from the database; streams that need the same
 // page at the same time share one read of it.
-func (r *recent) eventsAfter(ctx context.Context, store Store, runID string, after int64, limit int) (evs []persist.Event, more bool, err error) {
+func (r *recent) eventsAfter(ctx context.Context, store Store, runID string, after int64, limit int) (evs []agentd.Event, more bool, err error) {
 	key := pageKey{after, limit}
 	for {
 		r.mu.Lock()
@@ -193,6 +193,6 @@ type pageKey struct {
 // when done is closed.
 type load struct {
 	done chan struct{}
-	evs  []persist.Event
+	evs  []agentd.Event
 	err  error
 }

@@ -4,14 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd"
 )
 
 // evs returns events from..to with size bytes of data each.
-func evs(from, to int64, size int) []persist.Event {
-	var out []persist.Event
+func evs(from, to int64, size int) []agentd.Event {
+	var out []agentd.Event
 	for seq := from; seq <= to; seq++ {
-		out = append(out, persist.Event{Seq: seq, Data: []byte(strings.Repeat("x", size))})
+		out = append(out, agentd.Event{Seq: seq, Data: []byte(strings.Repeat("x", size))})
 	}
 	return out
 }

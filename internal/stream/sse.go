@@ -10,9 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/agentd/agentd/internal/event"
-	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // StreamRun serves the events of runID after seq after as an SSE response:
@@ -43,7 +41,7 @@ type Encoder interface {
 	// Event returns what is written for ev (nil: nothing), and whether
 	// the stream ends after it. followed says that events after ev are
 	// already known: ev is not the run's last one yet.
-	Event(ev persist.Event, followed bool) (out []byte, end bool)
+	Event(ev agentd.Event, followed bool) (out []byte, end bool)
 	// Heartbeat returns what is written when nothing happened for a while.
 	Heartbeat() []byte
 }
@@ -276,7 +274,7 @@ func (s *sse) deliver(b *batch) end {
 // returns endTerminal, unless followed says that later events are known: a
 // run that ended and was resumed goes on past its old end, and a replay
 // follows it to its real end.
-func (s *sse) event(ev persist.Event, live, followed bool) end {
+func (s *sse) event(ev agentd.Event, live, followed bool) end {
 	if s.enc != nil {
 		return s.encoded(ev, followed)
 	}
@@ -303,7 +301,7 @@ func (s *sse) event(ev persist.Event, live, followed bool) end {
 }
 
 // encoded writes one stored event as the stream's Encoder says.
-func (s *sse) encoded(ev persist.Event, followed bool) end {
+func (s *sse) encoded(ev agentd.Event, followed bool) end {
 	out, stop := s.enc.Event(ev, followed)
 	if len(out) > 0 {
 		if e := s.write(out); e != endNone {
@@ -369,14 +367,14 @@ func (s *sse) heartbeat() end {
 		return endTerminal // the run ended behind the client's position
 	}
 	data, err := json.Marshal(struct {
-		Status    vocab.RunStatus `json:"status"`
-		Step      int             `json:"step"`
-		UpdatedAt time.Time       `json:"updated_at"`
+		Status    agentd.RunStatus `json:"status"`
+		Step      int              `json:"step"`
+		UpdatedAt time.Time        `json:"updated_at"`
 	}{run.Status, run.StepCount, run.UpdatedAt.UTC()})
 	if err != nil {
 		return endError // cannot happen for these types
 	}
-	if e := s.write([]byte("event: " + event.Heartbeat + "\n")); e != endNone {
+	if e := s.write([]byte("event: " + agentd.EventHeartbeat + "\n")); e != endNone {
 		return e
 	}
 	if e := s.data(data); e != endNone {

@@ -25,11 +25,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
-	"github.com/agentd/agentd/internal/event"
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/stream"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 func TestMain(m *testing.M) {
@@ -93,7 +92,7 @@ type seqsOnly struct{ hub *stream.Hub }
 
 func (p seqsOnly) Published(runID string, lastSeq int64) { p.hub.Published(runID, lastSeq) }
 
-func (p seqsOnly) PublishedEvents(runID string, evs []persist.Event) {
+func (p seqsOnly) PublishedEvents(runID string, evs []agentd.Event) {
 	p.hub.Published(runID, evs[len(evs)-1].Seq)
 }
 
@@ -103,7 +102,7 @@ func newRun(t testing.TB, store *persist.Store) persist.Fence {
 	t.Helper()
 	ctx := context.Background()
 	r, _, err := store.RunCreate(ctx, persist.RunCreateParams{
-		TenantID: "t1", Model: "m", Input: []persist.InputMessage{{Role: "user", Content: "hi"}},
+		TenantID: "t1", Model: "m", Input: []agentd.InputMessage{{Role: "user", Content: "hi"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,9 +124,9 @@ func appendEvents(t testing.TB, store *persist.Store, f persist.Fence, n, per, s
 	text := strings.Repeat("x", size)
 	for n > 0 {
 		k := min(n, per)
-		evs := make([]event.In, k)
+		evs := make([]agentd.EventIn, k)
 		for i := range evs {
-			evs[i] = event.Of(1, event.MessageDeltaData{Text: text})
+			evs[i] = agentd.EventOf(1, agentd.MessageDeltaData{Text: text})
 		}
 		if _, err := store.Exec(context.Background(), f, evs); err != nil {
 			t.Error(err)
@@ -139,8 +138,8 @@ func appendEvents(t testing.TB, store *persist.Store, f persist.Fence, n, per, s
 
 func complete(t testing.TB, store *persist.Store, f persist.Fence) {
 	t.Helper()
-	_, err := store.Exec(context.Background(), f, []event.In{event.RunEnd(1, vocab.StatusCompleted, vocab.ReasonCompleted, nil, "")},
-		persist.RunEnd{ID: f.RunID, Status: vocab.StatusCompleted, Reason: vocab.ReasonCompleted})
+	_, err := store.Exec(context.Background(), f, []agentd.EventIn{agentd.RunEndEvent(1, agentd.StatusCompleted, agentd.ReasonCompleted, nil, "")},
+		persist.RunEnd{ID: f.RunID, Status: agentd.StatusCompleted, Reason: agentd.ReasonCompleted})
 	if err != nil {
 		t.Error(err)
 	}
@@ -340,7 +339,7 @@ func TestTranscriptIdentity(t *testing.T) {
 					}
 					last++
 					tr.WriteString(ev.line())
-					done = event.Type(ev.Type).Terminal()
+					done = agentd.EventType(ev.Type).Terminal()
 				}
 				resp.Body.Close() // a disconnect at a random point
 				if done {
@@ -455,14 +454,14 @@ func TestHeartbeat(t *testing.T) {
 			t.Errorf("heartbeat has an id: %+v", ev)
 		}
 		var hb struct {
-			Status    vocab.RunStatus `json:"status"`
-			Step      *int            `json:"step"`
-			UpdatedAt time.Time       `json:"updated_at"`
+			Status    agentd.RunStatus `json:"status"`
+			Step      *int             `json:"step"`
+			UpdatedAt time.Time        `json:"updated_at"`
 		}
 		if err := json.Unmarshal([]byte(ev.Data), &hb); err != nil {
 			t.Fatal(err)
 		}
-		if hb.Status != vocab.StatusRunning || hb.Step == nil || hb.UpdatedAt.IsZero() {
+		if hb.Status != agentd.StatusRunning || hb.Step == nil || hb.UpdatedAt.IsZero() {
 			t.Errorf("heartbeat %s", ev.Data)
 		}
 		return
@@ -513,7 +512,7 @@ type readCounter struct {
 	reads, fromStart atomic.Int64
 }
 
-func (c *readCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]persist.Event, error) {
+func (c *readCounter) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error) {
 	c.reads.Add(1)
 	if after == 0 {
 		c.fromStart.Add(1)
@@ -653,7 +652,7 @@ type runReadCounter struct {
 	runReads atomic.Int64
 }
 
-func (c *runReadCounter) RunHead(ctx context.Context, id string) (persist.RunHead, error) {
+func (c *runReadCounter) RunHead(ctx context.Context, id string) (agentd.RunHead, error) {
 	c.runReads.Add(1)
 	return c.Store.RunHead(ctx, id)
 }
@@ -950,7 +949,7 @@ func TestANewRunsFirstStreamReadsNothingBack(t *testing.T) {
 	old := newRun(t, store)
 	for range 1100 {
 		if _, _, err := store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "t1", Model: "m",
-			Input: []persist.InputMessage{{Role: "user", Content: "later"}}}); err != nil {
+			Input: []agentd.InputMessage{{Role: "user", Content: "later"}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

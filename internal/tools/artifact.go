@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // Offload limits.
@@ -26,18 +26,6 @@ const (
 	defaultReadBytes = 16 << 10
 	maxReadBytes     = 64 << 10
 )
-
-// Artifact is a tool result too large to show the model whole: its content
-// is kept as it is, and the model is shown Preview instead.
-type Artifact struct {
-	ID        string
-	MediaType string // text/plain; charset=utf-8 for a result that was a JSON string, else application/json
-	Content   []byte
-	SHA256    string // hex
-}
-
-// Size is the artifact's length in bytes.
-func (a Artifact) Size() int { return len(a.Content) }
 
 // preview is what the model sees in place of an offloaded result.
 type preview struct {
@@ -55,14 +43,14 @@ type preview struct {
 // id, media type, size and sha256, its first PreviewBytes bytes, and a note
 // that says how to read the rest with read_artifact. A result that is a JSON
 // string is kept as its text; any other as its JSON.
-func Offload(result json.RawMessage, limit int, id string) (json.RawMessage, *Artifact) {
+func Offload(result json.RawMessage, limit int, id string) (json.RawMessage, *agentd.Artifact) {
 	if limit <= 0 {
 		limit = DefaultMaxResultBytes
 	}
 	if len(result) <= limit {
 		return result, nil
 	}
-	a := &Artifact{ID: id, MediaType: "application/json", Content: result}
+	a := &agentd.Artifact{ID: id, MediaType: "application/json", Content: result}
 	var text string
 	if result[0] == '"' && json.Unmarshal(result, &text) == nil {
 		a.MediaType, a.Content = "text/plain; charset=utf-8", []byte(text)
@@ -78,21 +66,11 @@ func Offload(result json.RawMessage, limit int, id string) (json.RawMessage, *Ar
 	return out, a
 }
 
-// ArtifactPage is part of an artifact's content.
-type ArtifactPage struct {
-	Content   []byte
-	Size      int64 // of the whole artifact
-	MediaType string
-}
-
-// ErrNoArtifact is returned by an ArtifactReader for an artifact that does
-// not exist or is not the run's to read.
-var ErrNoArtifact = errors.New("no such artifact")
-
 // ArtifactReader reads artifacts for read_artifact: length bytes from
-// offset of the artifact id, if the conversation of run runID holds it.
+// offset of the artifact id, if the conversation of run runID holds it;
+// agentd.ErrArtifactNotFound when it does not.
 type ArtifactReader interface {
-	ArtifactRead(ctx context.Context, runID, id string, offset, length int64) (ArtifactPage, error)
+	ArtifactRead(ctx context.Context, runID, id string, offset, length int64) (agentd.ArtifactPage, error)
 }
 
 // ReadArtifact returns the read_only built-in tool "read_artifact", which
@@ -122,7 +100,7 @@ func (readArtifact) Spec() Spec {
 		Description: "Read part of a tool result that was too large to show whole (an artifact), " +
 			"by its artifact_id, from a byte offset.",
 		Parameters: readArtifactSchema,
-		Effect:     vocab.EffectReadOnly,
+		Effect:     agentd.EffectReadOnly,
 		// A page is at most 64 KiB of text: its JSON is never offloaded again.
 		MaxResultBytes: 8 * maxReadBytes,
 	}
@@ -145,7 +123,7 @@ func (t readArtifact) Invoke(ctx context.Context, call Call) (json.RawMessage, e
 	// Read a few bytes more on each side, to end on whole characters.
 	from := max(args.Offset-(utf8.UTFMax-1), 0)
 	page, err := t.r.ArtifactRead(ctx, call.RunID, args.ID, from, args.Length+(args.Offset-from)+utf8.UTFMax)
-	if errors.Is(err, ErrNoArtifact) {
+	if errors.Is(err, agentd.ErrArtifactNotFound) {
 		return nil, &Error{Kind: KindFinal, Message: fmt.Sprintf("no artifact %q in this conversation", args.ID), Err: err}
 	}
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/agentd/agentd"
 )
 
 func TestOffload(t *testing.T) {
@@ -67,13 +69,13 @@ type memArtifacts struct {
 	content []byte
 }
 
-func (m memArtifacts) ArtifactRead(_ context.Context, _ string, id string, offset, length int64) (ArtifactPage, error) {
+func (m memArtifacts) ArtifactRead(_ context.Context, _ string, id string, offset, length int64) (agentd.ArtifactPage, error) {
 	if id != m.id {
-		return ArtifactPage{}, ErrNoArtifact
+		return agentd.ArtifactPage{}, agentd.ErrArtifactNotFound
 	}
 	from := min(offset, int64(len(m.content)))
 	to := min(from+length, int64(len(m.content)))
-	return ArtifactPage{Content: m.content[from:to], Size: int64(len(m.content)), MediaType: "text/plain"}, nil
+	return agentd.ArtifactPage{Content: m.content[from:to], Size: int64(len(m.content)), MediaType: "text/plain"}, nil
 }
 
 type page struct {

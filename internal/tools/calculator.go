@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // Calculator returns the read_only tool "calculator", which evaluates an
@@ -41,7 +41,7 @@ func (calculator) Spec() Spec {
 		Name:        "calculator",
 		Description: "Evaluate an arithmetic expression exactly as written and return the number.",
 		Parameters:  calculatorSchema,
-		Effect:      vocab.EffectReadOnly,
+		Effect:      agentd.EffectReadOnly,
 	}
 }
 

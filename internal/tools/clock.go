@@ -7,7 +7,7 @@ import (
 	"time"
 	_ "time/tzdata" // zone names work on hosts without a zoneinfo database
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // Clock returns the read_only tool "clock", which tells the current time in
@@ -33,7 +33,7 @@ func (clock) Spec() Spec {
 		Name:        "clock",
 		Description: "Get the current date and time, optionally in a given IANA time zone.",
 		Parameters:  clockSchema,
-		Effect:      vocab.EffectReadOnly,
+		Effect:      agentd.EffectReadOnly,
 	}
 }
 

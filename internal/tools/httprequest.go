@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // HTTPRequest returns the side_effect tool "http_request", which sends one
@@ -142,7 +142,7 @@ func (t *httpRequest) Spec() Spec {
 		Name:        "http_request",
 		Description: "Send an HTTP request to an allowed host and return the status, some headers and the body.",
 		Parameters:  httpRequestSchema,
-		Effect:      vocab.EffectSideEffect,
+		Effect:      agentd.EffectSideEffect,
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // Decision is what the engine does after a failed attempt.
@@ -61,7 +61,7 @@ func Decide(spec Spec, err error, attempt int) Decision {
 	if k == KindFinal {
 		return Fail
 	}
-	if spec.Effect == vocab.EffectSideEffect {
+	if spec.Effect == agentd.EffectSideEffect {
 		if k == KindTimeout || k == KindConnection {
 			return Unknown
 		}
@@ -79,7 +79,7 @@ func (s Spec) Attempts() int {
 	if s.MaxAttempts > 0 {
 		return s.MaxAttempts
 	}
-	if s.Effect == vocab.EffectSideEffect {
+	if s.Effect == agentd.EffectSideEffect {
 		return 1
 	}
 	return DefaultMaxAttempts

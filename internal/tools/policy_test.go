@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 func TestDecide(t *testing.T) {
@@ -20,11 +20,11 @@ func TestDecide(t *testing.T) {
 	wrapped := fmt.Errorf("call: %w", timeout)
 	deadline := fmt.Errorf("x: %w", context.DeadlineExceeded)
 
-	ro := Spec{Effect: vocab.EffectReadOnly}
-	idem := Spec{Effect: vocab.EffectIdempotent}
-	side := Spec{Effect: vocab.EffectSideEffect}
-	side5 := Spec{Effect: vocab.EffectSideEffect, MaxAttempts: 5}
-	ro5 := Spec{Effect: vocab.EffectReadOnly, MaxAttempts: 5}
+	ro := Spec{Effect: agentd.EffectReadOnly}
+	idem := Spec{Effect: agentd.EffectIdempotent}
+	side := Spec{Effect: agentd.EffectSideEffect}
+	side5 := Spec{Effect: agentd.EffectSideEffect, MaxAttempts: 5}
+	ro5 := Spec{Effect: agentd.EffectReadOnly, MaxAttempts: 5}
 
 	tests := []struct {
 		spec    Spec
@@ -70,13 +70,13 @@ func TestDecide(t *testing.T) {
 
 func TestSpecDefaults(t *testing.T) {
 	t.Parallel()
-	if got := (Spec{Effect: vocab.EffectReadOnly}).Attempts(); got != 3 {
+	if got := (Spec{Effect: agentd.EffectReadOnly}).Attempts(); got != 3 {
 		t.Errorf("read_only Attempts = %d", got)
 	}
-	if got := (Spec{Effect: vocab.EffectSideEffect}).Attempts(); got != 1 {
+	if got := (Spec{Effect: agentd.EffectSideEffect}).Attempts(); got != 1 {
 		t.Errorf("side_effect Attempts = %d", got)
 	}
-	if got := (Spec{Effect: vocab.EffectIdempotent, MaxAttempts: 7}).Attempts(); got != 7 {
+	if got := (Spec{Effect: agentd.EffectIdempotent, MaxAttempts: 7}).Attempts(); got != 7 {
 		t.Errorf("Attempts with MaxAttempts = %d", got)
 	}
 	s := Spec{}

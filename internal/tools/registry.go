@@ -13,7 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -183,7 +183,7 @@ func checkSpec(spec Spec) error {
 	case !namePattern.MatchString(spec.Name):
 		return fmt.Errorf("invalid name %q: want ^[a-zA-Z0-9_-]{1,64}$", spec.Name)
 	case !spec.Effect.Valid():
-		return fmt.Errorf("invalid effect %q: want %s, %s or %s", spec.Effect, vocab.EffectReadOnly, vocab.EffectIdempotent, vocab.EffectSideEffect)
+		return fmt.Errorf("invalid effect %q: want %s, %s or %s", spec.Effect, agentd.EffectReadOnly, agentd.EffectIdempotent, agentd.EffectSideEffect)
 	case spec.Timeout < 0:
 		return fmt.Errorf("negative timeout %v", spec.Timeout)
 	case spec.MaxAttempts < 0:

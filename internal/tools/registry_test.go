@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 type fakeTool struct{ spec Spec }
@@ -18,7 +18,7 @@ func (f fakeTool) Invoke(context.Context, Call) (json.RawMessage, error) {
 	return json.RawMessage(`{}`), nil
 }
 
-func fake(name string, effect vocab.Effect, schema string) Tool {
+func fake(name string, effect agentd.Effect, schema string) Tool {
 	return fakeTool{Spec{Name: name, Effect: effect, Parameters: json.RawMessage(schema)}}
 }
 
@@ -32,7 +32,7 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("Names() = %v, want %v", got, want)
 	}
 	specs := r.List()
-	if len(specs) != 3 || specs[0].Name != "calculator" || specs[2].Effect != vocab.EffectSideEffect {
+	if len(specs) != 3 || specs[0].Name != "calculator" || specs[2].Effect != agentd.EffectSideEffect {
 		t.Errorf("List() = %+v", specs)
 	}
 	if tool, ok := r.Get("clock"); !ok || tool.Spec().Name != "clock" {
@@ -51,19 +51,19 @@ func TestNewRegistryRejects(t *testing.T) {
 		tools []Tool
 		want  string
 	}{
-		{"duplicate", []Tool{fake("a", vocab.EffectReadOnly, obj), fake("a", vocab.EffectReadOnly, obj)}, `duplicate name "a"`},
-		{"bad name", []Tool{fake("a b", vocab.EffectReadOnly, obj)}, "invalid name"},
-		{"long name", []Tool{fake(strings.Repeat("x", 65), vocab.EffectReadOnly, obj)}, "invalid name"},
-		{"empty name", []Tool{fake("", vocab.EffectReadOnly, obj)}, "invalid name"},
+		{"duplicate", []Tool{fake("a", agentd.EffectReadOnly, obj), fake("a", agentd.EffectReadOnly, obj)}, `duplicate name "a"`},
+		{"bad name", []Tool{fake("a b", agentd.EffectReadOnly, obj)}, "invalid name"},
+		{"long name", []Tool{fake(strings.Repeat("x", 65), agentd.EffectReadOnly, obj)}, "invalid name"},
+		{"empty name", []Tool{fake("", agentd.EffectReadOnly, obj)}, "invalid name"},
 		{"bad effect", []Tool{fake("a", "maybe", obj)}, "invalid effect"},
 		{"no effect", []Tool{fake("a", "", obj)}, "invalid effect"},
-		{"schema not JSON", []Tool{fake("a", vocab.EffectReadOnly, `{`)}, "not valid JSON"},
-		{"schema not object", []Tool{fake("a", vocab.EffectReadOnly, `[]`)}, "not a JSON object"},
-		{"schema wrong type", []Tool{fake("a", vocab.EffectReadOnly, `{"type":"string"}`)}, `want "object"`},
-		{"schema does not compile", []Tool{fake("a", vocab.EffectReadOnly, `{"type":"object","properties":{"x":{"type":"nonsense"}}}`)}, "does not compile"},
-		{"schema bad pattern", []Tool{fake("a", vocab.EffectReadOnly, `{"type":"object","properties":{"x":{"pattern":"("}}}`)}, "does not compile"},
-		{"schema remote ref", []Tool{fake("a", vocab.EffectReadOnly, `{"$ref":"file:///etc/passwd"}`)}, "does not compile"},
-		{"schema empty", []Tool{fake("a", vocab.EffectReadOnly, ``)}, "empty"},
+		{"schema not JSON", []Tool{fake("a", agentd.EffectReadOnly, `{`)}, "not valid JSON"},
+		{"schema not object", []Tool{fake("a", agentd.EffectReadOnly, `[]`)}, "not a JSON object"},
+		{"schema wrong type", []Tool{fake("a", agentd.EffectReadOnly, `{"type":"string"}`)}, `want "object"`},
+		{"schema does not compile", []Tool{fake("a", agentd.EffectReadOnly, `{"type":"object","properties":{"x":{"type":"nonsense"}}}`)}, "does not compile"},
+		{"schema bad pattern", []Tool{fake("a", agentd.EffectReadOnly, `{"type":"object","properties":{"x":{"pattern":"("}}}`)}, "does not compile"},
+		{"schema remote ref", []Tool{fake("a", agentd.EffectReadOnly, `{"$ref":"file:///etc/passwd"}`)}, "does not compile"},
+		{"schema empty", []Tool{fake("a", agentd.EffectReadOnly, ``)}, "empty"},
 		{"nil tool", []Tool{nil}, "nil"},
 	}
 	for _, tt := range tests {

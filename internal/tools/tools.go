@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // Spec describes a tool: what the model sees and how the engine runs it.
@@ -14,7 +14,7 @@ type Spec struct {
 	Name        string
 	Description string
 	Parameters  json.RawMessage // JSON Schema (an object schema) of the arguments
-	Effect      vocab.Effect
+	Effect      agentd.Effect
 	// Timeout caps one attempt; 0 means the engine's default.
 	Timeout time.Duration
 	// MaxAttempts caps attempts of one call when a failure is retryable under
@@ -51,20 +51,20 @@ type Tool interface {
 }
 
 // ErrorKind classifies a failed attempt: one of vocab's tool error kinds.
-type ErrorKind = vocab.ToolErrorKind
+type ErrorKind = agentd.ToolErrorKind
 
 // Kinds of tool failure.
 const (
 	// KindFinal: the tool ran and refused (bad arguments, a 4xx); the model
 	// sees the error and may repair its call. Never retried.
-	KindFinal = vocab.ToolErrFinal
+	KindFinal = agentd.ToolErrFinal
 	// KindTransient: the tool answered that it failed (a 5xx) before or
 	// without doing its effect.
-	KindTransient = vocab.ToolErrTransient
+	KindTransient = agentd.ToolErrTransient
 	// KindTimeout: the attempt ran out of time; the effect may have happened.
-	KindTimeout = vocab.ToolErrTimeout
+	KindTimeout = agentd.ToolErrTimeout
 	// KindConnection: the connection was lost; the effect may have happened.
-	KindConnection = vocab.ToolErrConnection
+	KindConnection = agentd.ToolErrConnection
 )
 
 // Error is a classified tool failure.

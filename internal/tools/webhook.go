@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/agentd/agentd/internal/vocab"
+	"github.com/agentd/agentd"
 )
 
 // maxWebhookAttempts caps max_attempts in a tools file.
@@ -29,7 +29,7 @@ type WebhookConfig struct {
 	Description   string            `json:"description"`
 	Parameters    json.RawMessage   `json:"parameters"`
 	URL           string            `json:"url"`
-	Effect        vocab.Effect      `json:"effect"`
+	Effect        agentd.Effect     `json:"effect"`
 	TimeoutMS     int               `json:"timeout_ms"`
 	Headers       map[string]string `json:"headers"`
 	MaxAttempts   int               `json:"max_attempts"`
@@ -139,9 +139,9 @@ func NewWebhook(cfg WebhookConfig, client *http.Client) (Tool, error) {
 	}
 	switch {
 	case cfg.Effect == "":
-		errs = append(errs, fmt.Errorf("missing effect: want %s, %s or %s", vocab.EffectReadOnly, vocab.EffectIdempotent, vocab.EffectSideEffect))
+		errs = append(errs, fmt.Errorf("missing effect: want %s, %s or %s", agentd.EffectReadOnly, agentd.EffectIdempotent, agentd.EffectSideEffect))
 	case !cfg.Effect.Valid():
-		errs = append(errs, fmt.Errorf("invalid effect %q: want %s, %s or %s", cfg.Effect, vocab.EffectReadOnly, vocab.EffectIdempotent, vocab.EffectSideEffect))
+		errs = append(errs, fmt.Errorf("invalid effect %q: want %s, %s or %s", cfg.Effect, agentd.EffectReadOnly, agentd.EffectIdempotent, agentd.EffectSideEffect))
 	}
 	if cfg.URL == "" {
 		errs = append(errs, errors.New("missing url"))

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 func webhookTool(t *testing.T, url string, extra string) Tool {
@@ -36,7 +36,7 @@ func TestWebhookRequest(t *testing.T) {
 	s := webhooktest.New(t, map[string]webhooktest.Behaviour{"/": webhooktest.Respond(http.StatusOK, `{"sent": true}`)})
 	tool := webhookTool(t, s.URL, `,"timeout_ms":1500,"max_attempts":2,"needs_approval":true`)
 	spec := tool.Spec()
-	if spec.Name != "send" || spec.Effect != vocab.EffectSideEffect || spec.Timeout != 1500*time.Millisecond || spec.MaxAttempts != 2 || !spec.NeedsApproval {
+	if spec.Name != "send" || spec.Effect != agentd.EffectSideEffect || spec.Timeout != 1500*time.Millisecond || spec.MaxAttempts != 2 || !spec.NeedsApproval {
 		t.Errorf("spec = %+v", spec)
 	}
 	got, err := tool.Invoke(context.Background(), testCall)

@@ -18,8 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/vocab"
 	"github.com/agentd/agentd/migrations"
 )
 
@@ -104,10 +104,10 @@ func Open(t testing.TB, cfg persist.Config) *persist.Store {
 // WaitRun polls the run until cond holds and returns it; a nil cond waits
 // until the run is neither queued nor running. The test fails, saying the
 // run's status, if timeout passes first.
-func WaitRun(t testing.TB, store *persist.Store, id string, cond func(persist.Run) bool, timeout time.Duration) persist.Run {
+func WaitRun(t testing.TB, store *persist.Store, id string, cond func(agentd.Run) bool, timeout time.Duration) agentd.Run {
 	t.Helper()
 	if cond == nil {
-		cond = func(r persist.Run) bool { return r.Status != vocab.StatusQueued && r.Status != vocab.StatusRunning }
+		cond = func(r agentd.Run) bool { return r.Status != agentd.StatusQueued && r.Status != agentd.StatusRunning }
 	}
 	deadline := time.Now().Add(timeout)
 	for {

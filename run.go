@@ -1,12 +1,114 @@
-package persist
+package agentd
 
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/agentd/agentd/internal/event"
-	"github.com/agentd/agentd/internal/vocab"
 )
+
+// Artifact is a row of artifacts: a tool result kept whole because it was
+// too large to show the model whole; the model is shown a preview instead
+// (tools.Offload).
+type Artifact struct {
+	ID         string
+	RunID      string
+	ToolCallID string
+	MediaType  string // text/plain; charset=utf-8 for a result that was a JSON string, else application/json
+	SHA256     string // hex
+	Content    []byte
+	CreatedAt  time.Time
+}
+
+// Size is the artifact's length in bytes.
+func (a Artifact) Size() int { return len(a.Content) }
+
+// ArtifactPage is part of an artifact's content.
+type ArtifactPage struct {
+	Content   []byte
+	Size      int64 // of the whole artifact
+	MediaType string
+}
+
+// Compaction is a row of compactions: a summary that replaces, in what the
+// model is sent, a conversation's messages up to CoversToSeq (all but its
+// first user message).
+type Compaction struct {
+	ID              string
+	ConversationID  string
+	RunID           string
+	StepID          string
+	CoversToSeq     int
+	MessagesCovered int
+	Summary         string
+	TokensBefore    int
+	TokensAfter     int
+	InputTokens     int64
+	OutputTokens    int64
+	CreatedAt       time.Time
+}
+
+// InputMessage is one message of a run's input.
+type InputMessage struct {
+	Role    Role
+	Content string
+}
+
+// APIKey is a row of api_keys: a credential's prefix, tenant, name and
+// scopes, and the SHA-256 of its secret (the secret itself is never kept).
+type APIKey struct {
+	Prefix     string
+	TenantID   string
+	Name       string
+	Scopes     []string
+	SecretHash []byte
+	CreatedAt  time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
+}
+
+// RunState is the committed state the agent loop is rebuilt from.
+type RunState struct {
+	Run      Run
+	Messages []Message  // the conversation's completed messages, in order
+	Steps    []Step     // the run's steps, in order
+	Calls    []ToolCall // the tool calls of the run's last step, in order
+	Attempts []Attempt  // the attempts of those calls
+	// CallCount is how many tool calls the run has planned, in all its
+	// steps.
+	CallCount int
+	// Compaction is the conversation's latest compaction, nil when it has
+	// none: the model is sent its summary instead of the messages it covers.
+	Compaction *Compaction
+	// CompactionFailures counts the conversation's compactions that failed
+	// in a row.
+	CompactionFailures int
+}
+
+// StepDetail is a step with its tool calls and their attempts.
+type StepDetail struct {
+	Step
+	Calls []CallDetail
+}
+
+// CallDetail is a tool call with its attempts.
+type CallDetail struct {
+	ToolCall
+	Attempts []Attempt
+}
+
+// RunHead is what a run's streams need of it: where its log ends, and its
+// state for heartbeats.
+type RunHead struct {
+	RunID        string
+	Status       RunStatus
+	StepCount    int
+	LastEventSeq int64
+	UpdatedAt    time.Time
+}
+
+// Head returns the run's RunHead.
+func (r Run) Head() RunHead {
+	return RunHead{RunID: r.ID, Status: r.Status, StepCount: r.StepCount, LastEventSeq: r.LastEventSeq, UpdatedAt: r.UpdatedAt}
+}
 
 // Timeouts of a run, in milliseconds; 0 means none.
 type Timeouts struct {
@@ -25,14 +127,14 @@ const DefaultActionMS = 24 * 60 * 60 * 1000
 
 // RunParams is what a run was asked to do, beyond its input.
 type RunParams struct {
-	Instructions string             `json:"instructions,omitempty"`
-	Tools        []string           `json:"tools"` // nil: every registered tool
-	MaxSteps     int                `json:"max_steps"`
-	Timeouts     Timeouts           `json:"timeouts"`
-	OnDisconnect vocab.OnDisconnect `json:"on_disconnect"`
-	IfBusy       vocab.IfBusy       `json:"if_busy"`
-	Metadata     json.RawMessage    `json:"metadata,omitempty"`
-	LoopLimits   LoopLimits         `json:"loop_limits"`
+	Instructions string          `json:"instructions,omitempty"`
+	Tools        []string        `json:"tools"` // nil: every registered tool
+	MaxSteps     int             `json:"max_steps"`
+	Timeouts     Timeouts        `json:"timeouts"`
+	OnDisconnect OnDisconnect    `json:"on_disconnect"`
+	IfBusy       IfBusy          `json:"if_busy"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	LoopLimits   LoopLimits      `json:"loop_limits"`
 	// CompactAt, when set, replaces the model profile's compact_at for this
 	// run: the fraction of the window past which older turns are compacted.
 	CompactAt float64 `json:"compact_at,omitempty"`
@@ -95,8 +197,8 @@ type Run struct {
 	ID                string
 	TenantID          string
 	ConversationID    string
-	Status            vocab.RunStatus
-	TerminalReason    vocab.Reason
+	Status            RunStatus
+	TerminalReason    Reason
 	Model             string
 	Params            RunParams
 	IdempotencyKey    string
@@ -111,7 +213,7 @@ type Run struct {
 	RequiredAction       json.RawMessage
 	LastEventSeq         int64
 	StepCount            int
-	Usage                vocab.Usage
+	Usage                Usage
 	Error                json.RawMessage
 	CreatedAt            time.Time
 	StartedAt            *time.Time
@@ -147,9 +249,9 @@ type Message struct {
 	ConversationID string
 	RunID          string
 	Seq            int
-	Role           vocab.Role
-	Content        []vocab.Part
-	Status         vocab.MessageStatus
+	Role           Role
+	Content        []Part
+	Status         MessageStatus
 	CreatedAt      time.Time
 }
 
@@ -158,11 +260,11 @@ type Step struct {
 	ID            string
 	RunID         string
 	Seq           int
-	Status        vocab.StepStatus
+	Status        StepStatus
 	FinishReason  string
-	Transition    vocab.Transition
+	Transition    Transition
 	ModelAttempts int
-	Usage         vocab.Usage
+	Usage         Usage
 	Error         json.RawMessage
 	StartedAt     time.Time
 	FinishedAt    *time.Time
@@ -171,7 +273,7 @@ type Step struct {
 // FirstStep is a run's first step as its claim (or its creation, claimed)
 // starts it at at, for a RunState kept in memory.
 func FirstStep(runID, stepID string, at time.Time) Step {
-	return Step{ID: stepID, RunID: runID, Seq: 1, Status: vocab.StepRunning, ModelAttempts: 1, StartedAt: at}
+	return Step{ID: stepID, RunID: runID, Seq: 1, Status: StepRunning, ModelAttempts: 1, StartedAt: at}
 }
 
 // ToolCall is a row of tool_calls.
@@ -184,8 +286,8 @@ type ToolCall struct {
 	Name           string
 	Arguments      json.RawMessage
 	IdempotencyKey string
-	Effect         vocab.Effect
-	Status         vocab.CallStatus
+	Effect         Effect
+	Status         CallStatus
 	Result         json.RawMessage
 	Error          json.RawMessage
 	Attempts       int
@@ -199,7 +301,7 @@ type Attempt struct {
 	ID         string
 	ToolCallID string
 	N          int
-	Status     vocab.AttemptStatus
+	Status     AttemptStatus
 	Error      json.RawMessage
 	Worker     string
 	Epoch      int64
@@ -212,15 +314,7 @@ type Attempt struct {
 type Event struct {
 	RunID     string
 	Seq       int64
-	Type      event.Type
+	Type      EventType
 	Data      json.RawMessage
 	CreatedAt time.Time
-}
-
-// Fence identifies a worker's claim on a run: writes made under it commit
-// only while the run's epoch is still Epoch.
-type Fence struct {
-	RunID  string
-	Epoch  int64
-	Worker string
 }

@@ -5,7 +5,7 @@
 //
 // Every layer (persist, run, stream, tools, api) imports it; it imports
 // nothing of agentd's.
-package vocab
+package agentd
 
 // RunStatus is where a run is in its lifecycle (DESIGN section 4).
 type RunStatus string

@@ -1,9 +1,7 @@
-package event
+package agentd
 
 import (
 	"encoding/json"
-
-	"github.com/agentd/agentd/internal/vocab"
 )
 
 // The data of each event type. Fields are declared in the alphabetical order
@@ -11,10 +9,10 @@ import (
 
 // RunCreatedData is the data of run.created.
 type RunCreatedData struct {
-	Actor          string          `json:"actor,omitempty"` // who created it: key:<prefix>, oidc:<subject> or local
-	ConversationID string          `json:"conversation_id"`
-	Model          string          `json:"model"`
-	Status         vocab.RunStatus `json:"status"` // always queued
+	Actor          string    `json:"actor,omitempty"` // who created it: key:<prefix>, oidc:<subject> or local
+	ConversationID string    `json:"conversation_id"`
+	Model          string    `json:"model"`
+	Status         RunStatus `json:"status"` // always queued
 }
 
 // RunStartedData is the data of run.started.
@@ -41,7 +39,7 @@ type RunResumedData struct {
 
 // StepStartedData is the data of step.started.
 type StepStartedData struct {
-	Transition *vocab.Transition `json:"transition"` // nil for the first step
+	Transition *Transition `json:"transition"` // nil for the first step
 }
 
 // MessageDeltaData is the data of message.delta.
@@ -51,25 +49,25 @@ type MessageDeltaData struct {
 
 // MessageCompletedData is the data of message.completed.
 type MessageCompletedData struct {
-	Content      []vocab.Part `json:"content"`
-	FinishReason string       `json:"finish_reason"`
-	MessageID    string       `json:"message_id"`
-	Role         vocab.Role   `json:"role"`
-	Usage        vocab.Usage  `json:"usage"`
+	Content      []Part `json:"content"`
+	FinishReason string `json:"finish_reason"`
+	MessageID    string `json:"message_id"`
+	Role         Role   `json:"role"`
+	Usage        Usage  `json:"usage"`
 }
 
 // ToolCallCreatedData is the data of tool_call.created.
 type ToolCallCreatedData struct {
 	Arguments      json.RawMessage `json:"arguments"`
 	CallID         string          `json:"call_id"`
-	Effect         vocab.Effect    `json:"effect"`
+	Effect         Effect          `json:"effect"`
 	IdempotencyKey string          `json:"idempotency_key"`
 	Name           string          `json:"name"`
 	// Policy is the operator's policy decision on the call, when a policy
 	// decided.
-	Policy     json.RawMessage  `json:"policy,omitempty"`
-	Status     vocab.CallStatus `json:"status"` // planned, awaiting_approval, awaiting_client, or failed (denied)
-	ToolCallID string           `json:"tool_call_id"`
+	Policy     json.RawMessage `json:"policy,omitempty"`
+	Status     CallStatus      `json:"status"` // planned, awaiting_approval, awaiting_client, or failed (denied)
+	ToolCallID string          `json:"tool_call_id"`
 }
 
 // ToolAttemptStartedData is the data of tool_attempt.started.
@@ -83,12 +81,12 @@ type ToolAttemptStartedData struct {
 // ToolAttemptFailedData is the data of tool_attempt.failed. CallID and Name
 // are set when an attempt committed with the model's output never began.
 type ToolAttemptFailedData struct {
-	Attempt    int    `json:"attempt"`
-	CallID     string `json:"call_id,omitempty"`
-	Error      Error  `json:"error"`
-	Name       string `json:"name,omitempty"`
-	ToolCallID string `json:"tool_call_id"`
-	WillRetry  bool   `json:"will_retry"`
+	Attempt    int         `json:"attempt"`
+	CallID     string      `json:"call_id,omitempty"`
+	Error      ErrorDetail `json:"error"`
+	Name       string      `json:"name,omitempty"`
+	ToolCallID string      `json:"tool_call_id"`
+	WillRetry  bool        `json:"will_retry"`
 }
 
 // Who resolved a call's outcome, when the executor did not.
@@ -106,15 +104,15 @@ const (
 type ToolCallCompletedData struct {
 	Actor      string          `json:"actor,omitempty"` // who decided, for ResolvedBy client
 	CallID     string          `json:"call_id,omitempty"`
-	Error      *Error          `json:"error,omitempty"`
+	Error      *ErrorDetail    `json:"error,omitempty"`
 	Name       string          `json:"name,omitempty"`
 	ResolvedBy string          `json:"resolved_by,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
 	// ResultRaw is the bytes the tool returned, base64, when Result had to
 	// be changed to be stored (internal/clean).
-	ResultRaw  string           `json:"result_raw,omitempty"`
-	Status     vocab.CallStatus `json:"status"`
-	ToolCallID string           `json:"tool_call_id"`
+	ResultRaw  string     `json:"result_raw,omitempty"`
+	Status     CallStatus `json:"status"`
+	ToolCallID string     `json:"tool_call_id"`
 }
 
 // ToolCallReusedData is the data of tool_call.reused.
@@ -129,30 +127,30 @@ type ToolCallReusedData struct {
 // Error when an attempt ended in doubt on a running worker, with Attempt
 // when a new claim found an attempt its dead worker left running.
 type ToolCallUnknownData struct {
-	Attempt        int              `json:"attempt,omitempty"`
-	CallID         string           `json:"call_id"`
-	Error          *Error           `json:"error,omitempty"`
-	IdempotencyKey string           `json:"idempotency_key"`
-	Name           string           `json:"name"`
-	Status         vocab.CallStatus `json:"status,omitempty"`
-	ToolCallID     string           `json:"tool_call_id"`
+	Attempt        int          `json:"attempt,omitempty"`
+	CallID         string       `json:"call_id"`
+	Error          *ErrorDetail `json:"error,omitempty"`
+	IdempotencyKey string       `json:"idempotency_key"`
+	Name           string       `json:"name"`
+	Status         CallStatus   `json:"status,omitempty"`
+	ToolCallID     string       `json:"tool_call_id"`
 }
 
 // ToolCallRetryAllowedData is the data of tool_call.retry_allowed.
 type ToolCallRetryAllowedData struct {
-	Actor      string           `json:"actor,omitempty"` // who decided
-	ResolvedBy string           `json:"resolved_by"`
-	Retry      bool             `json:"retry"` // always true
-	Status     vocab.CallStatus `json:"status"`
-	ToolCallID string           `json:"tool_call_id"`
+	Actor      string     `json:"actor,omitempty"` // who decided
+	ResolvedBy string     `json:"resolved_by"`
+	Retry      bool       `json:"retry"` // always true
+	Status     CallStatus `json:"status"`
+	ToolCallID string     `json:"tool_call_id"`
 }
 
 // ToolCallApprovedData is the data of tool_call.approved.
 type ToolCallApprovedData struct {
-	Actor      string           `json:"actor,omitempty"` // who decided
-	ResolvedBy string           `json:"resolved_by"`
-	Status     vocab.CallStatus `json:"status"`
-	ToolCallID string           `json:"tool_call_id"`
+	Actor      string     `json:"actor,omitempty"` // who decided
+	ResolvedBy string     `json:"resolved_by"`
+	Status     CallStatus `json:"status"`
+	ToolCallID string     `json:"tool_call_id"`
 }
 
 // StepCompletedData is the data of step.completed.
@@ -182,13 +180,13 @@ type RunRequiresActionData struct {
 // run.interrupted).
 type RunEndedData struct {
 	// Actor is who asked for the end (a cancel), when a client did.
-	Actor string `json:"actor,omitempty"`
-	Error *Error `json:"error,omitempty"`
+	Actor string       `json:"actor,omitempty"`
+	Error *ErrorDetail `json:"error,omitempty"`
 	// OutputText is a completed run's answer: the text of its final
 	// assistant message.
-	OutputText *string         `json:"output_text,omitempty"`
-	Reason     vocab.Reason    `json:"reason"`
-	Status     vocab.RunStatus `json:"status"`
+	OutputText *string   `json:"output_text,omitempty"`
+	Reason     Reason    `json:"reason"`
+	Status     RunStatus `json:"status"`
 	// UnresolvedToolCalls lists the side-effect calls whose outcome was
 	// still unknown when a run nobody executed ended: they may have
 	// happened.
@@ -206,110 +204,110 @@ type ContextCompactedData struct {
 }
 
 // EventType implements Payload.
-func (ContextCompactedData) EventType() Type { return ContextCompacted }
+func (ContextCompactedData) EventType() EventType { return EventContextCompacted }
 
 // EventType implements Payload.
-func (RunCreatedData) EventType() Type { return RunCreated }
+func (RunCreatedData) EventType() EventType { return EventRunCreated }
 
 // EventType implements Payload.
-func (RunStartedData) EventType() Type { return RunStarted }
+func (RunStartedData) EventType() EventType { return EventRunStarted }
 
 // EventType implements Payload.
-func (RunResumedData) EventType() Type { return RunResumed }
+func (RunResumedData) EventType() EventType { return EventRunResumed }
 
 // EventType implements Payload.
-func (StepStartedData) EventType() Type { return StepStarted }
+func (StepStartedData) EventType() EventType { return EventStepStarted }
 
 // EventType implements Payload.
-func (MessageDeltaData) EventType() Type { return MessageDelta }
+func (MessageDeltaData) EventType() EventType { return EventMessageDelta }
 
 // EventType implements Payload.
-func (MessageCompletedData) EventType() Type { return MessageCompleted }
+func (MessageCompletedData) EventType() EventType { return EventMessageCompleted }
 
 // EventType implements Payload.
-func (ToolCallCreatedData) EventType() Type { return ToolCallCreated }
+func (ToolCallCreatedData) EventType() EventType { return EventToolCallCreated }
 
 // EventType implements Payload.
-func (ToolAttemptStartedData) EventType() Type { return ToolAttemptStarted }
+func (ToolAttemptStartedData) EventType() EventType { return EventToolAttemptStarted }
 
 // EventType implements Payload.
-func (ToolAttemptFailedData) EventType() Type { return ToolAttemptFailed }
+func (ToolAttemptFailedData) EventType() EventType { return EventToolAttemptFailed }
 
 // EventType implements Payload.
-func (ToolCallCompletedData) EventType() Type { return ToolCallCompleted }
+func (ToolCallCompletedData) EventType() EventType { return EventToolCallCompleted }
 
 // EventType implements Payload.
-func (ToolCallReusedData) EventType() Type { return ToolCallReused }
+func (ToolCallReusedData) EventType() EventType { return EventToolCallReused }
 
 // EventType implements Payload.
-func (ToolCallUnknownData) EventType() Type { return ToolCallUnknown }
+func (ToolCallUnknownData) EventType() EventType { return EventToolCallUnknown }
 
 // EventType implements Payload.
-func (ToolCallRetryAllowedData) EventType() Type { return ToolCallRetryAllowed }
+func (ToolCallRetryAllowedData) EventType() EventType { return EventToolCallRetryAllowed }
 
 // EventType implements Payload.
-func (ToolCallApprovedData) EventType() Type { return ToolCallApproved }
+func (ToolCallApprovedData) EventType() EventType { return EventToolCallApproved }
 
 // EventType implements Payload.
-func (StepCompletedData) EventType() Type { return StepCompleted }
+func (StepCompletedData) EventType() EventType { return EventStepCompleted }
 
 // EventType implements Payload.
-func (StepRetractedData) EventType() Type { return StepRetracted }
+func (StepRetractedData) EventType() EventType { return EventStepRetracted }
 
 // EventType implements Payload.
-func (RunRequiresActionData) EventType() Type { return RunRequiresAction }
+func (RunRequiresActionData) EventType() EventType { return EventRunRequiresAction }
 
 // EventType implements Payload: the terminal type of the run's status.
-func (d RunEndedData) EventType() Type { return Type("run." + string(d.Status)) }
+func (d RunEndedData) EventType() EventType { return EventType("run." + string(d.Status)) }
 
-// StepStart is the event that starts step seq, which follows the previous
+// StepStartEvent is the event that starts step seq, which follows the previous
 // step for transition (none for the first step).
-func StepStart(seq int, transition vocab.Transition) In {
+func StepStartEvent(seq int, transition Transition) EventIn {
 	d := StepStartedData{}
-	if transition != vocab.TransitionNone {
+	if transition != TransitionNone {
 		d.Transition = &transition
 	}
-	return In{Step: seq, Data: d}
+	return EventIn{Step: seq, Data: d}
 }
 
-// Claimed is the event that opens a claim of a run at step: run.started for
+// ClaimedEvent is the event that opens a claim of a run at step: run.started for
 // its first claim (epoch 1), run.resumed for a later one, recovered when
 // the previous worker stopped mid-run rather than the run being queued
 // again.
 //
 // actor is who queued the run again, when it was not recovered.
-func Claimed(step int, epoch int64, worker string, recovered bool, actor string) In {
+func ClaimedEvent(step int, epoch int64, worker string, recovered bool, actor string) EventIn {
 	if epoch <= 1 {
-		return In{Step: step, Data: RunStartedData{Epoch: epoch, Worker: worker}}
+		return EventIn{Step: step, Data: RunStartedData{Epoch: epoch, Worker: worker}}
 	}
 	if recovered {
-		return In{Step: step, Data: RunResumedData{Epoch: epoch, Reason: ResumedRecovery, Worker: worker}}
+		return EventIn{Step: step, Data: RunResumedData{Epoch: epoch, Reason: ResumedRecovery, Worker: worker}}
 	}
-	return In{Step: step, Data: RunResumedData{Actor: actor, Epoch: epoch, Reason: ResumedByClient, Worker: worker}}
+	return EventIn{Step: step, Data: RunResumedData{Actor: actor, Epoch: epoch, Reason: ResumedByClient, Worker: worker}}
 }
 
-// FirstStep is the events that a run's first claim commits when the claim
+// FirstStepEvents is the events that a run's first claim commits when the claim
 // itself starts the run's first step: Claimed and StepStart, as the
 // engine's loop would write them. A claim of a queued run and a run claimed
 // as it is created both start it with these.
-func FirstStep(worker string) []In {
-	return []In{Claimed(0, 1, worker, false, ""), StepStart(1, vocab.TransitionNone)}
+func FirstStepEvents(worker string) []EventIn {
+	return []EventIn{ClaimedEvent(0, 1, worker, false, ""), StepStartEvent(1, TransitionNone)}
 }
 
-// RunEnd is the terminal event of a run that ends at step with status and
+// RunEndEvent is the terminal event of a run that ends at step with status and
 // reason, and err when it failed or timed out; actor is who asked for the
 // end, when a client did. A completed run's event has an OutputText (empty
 // here; see WithOutput).
-func RunEnd(step int, status vocab.RunStatus, reason vocab.Reason, err *Error, actor string) In {
+func RunEndEvent(step int, status RunStatus, reason Reason, err *ErrorDetail, actor string) EventIn {
 	d := RunEndedData{Actor: actor, Error: err, Reason: reason, Status: status}
-	if status == vocab.StatusCompleted {
+	if status == StatusCompleted {
 		d.OutputText = new(string)
 	}
-	return In{Step: step, Data: d}
+	return EventIn{Step: step, Data: d}
 }
 
 // WithOutput returns the run end e with the run's answer, text.
-func WithOutput(e In, text string) In {
+func WithOutput(e EventIn, text string) EventIn {
 	if d, ok := e.Data.(RunEndedData); ok {
 		d.OutputText = &text
 		e.Data = d

@@ -1,0 +1,75 @@
+package agentd
+
+import (
+	"encoding/json"
+
+	"github.com/google/uuid"
+)
+
+// ActionParams resolve what a requires_action run waits for.
+//
+// The call is named by ToolCallID (agentd's id), by CallID (the model's),
+// or by both, which must then name the same call.
+type ActionParams struct {
+	TenantID, RunID, ToolCallID string
+	CallID                      string
+	Decision                    Decision
+	Result                      json.RawMessage // for DecisionResult
+	Artifact                    *Artifact       // the whole result, when Result is its preview
+	Message                     string          // for DecisionFail and DecisionReject: what the model is told
+	Actor                       string          // who decides: kept on the call (decided_by), the run (resumed_by) and the event
+	// Outputs, for DecisionOutputs, answer every client tool call the
+	// run waits for.
+	Outputs []ToolOutput
+}
+
+// ToolOutput is a client's answer to one client tool call: its output (a
+// result), or the error the model is told.
+type ToolOutput struct {
+	ToolCallID string
+	Output     json.RawMessage
+	Artifact   *Artifact // the whole output, when Output is its preview
+	Error      string    // when set, the call failed
+}
+
+// ConversationListParams select a page of a tenant's conversations, newest
+// first.
+type ConversationListParams struct {
+	TenantID string
+	// Metadata, when not empty, keeps the conversations whose metadata
+	// holds each of its keys with that value.
+	Metadata map[string]string
+	ChatID   string // when not empty, the conversation of this AI SDK chat
+	Before   string // a conversation id: only older ones
+	Limit    int
+}
+
+// IdempotencyRecord is what a key stored: the fingerprint of its first
+// request and, once that request finished, its response.
+type IdempotencyRecord struct {
+	RequestHash string
+	Done        bool
+	Status      int
+	ContentType string
+	Response    []byte
+}
+
+// IdempotencyResponse is the response stored for an idempotency key.
+type IdempotencyResponse struct {
+	TenantID, Key string
+	Status        int
+	ContentType   string
+	Body          []byte
+}
+
+// RunListParams filter and page RunList.
+type RunListParams struct {
+	TenantID       string
+	ConversationID string    // optional
+	Status         RunStatus // optional
+	Before         string    // cursor: runs with a smaller id (older)
+	Limit          int
+}
+
+// NewID returns a new time-ordered id (UUIDv7), as every row of agentd has.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }

@@ -1,0 +1,68 @@
+package agentd
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of RunResolveAction.
+var (
+	// ErrRunNotWaiting: the run is not in requires_action.
+	ErrRunNotWaiting = errors.New("run is not waiting for an action")
+	// ErrActionMismatch: the run waits for an action about another tool call.
+	ErrActionMismatch = errors.New("the run waits for an action about another tool call")
+)
+
+// DecisionError says that a decision does not answer what the run asks:
+// approve or reject answer an approval (tool_approval); result, retry or
+// fail an unknown outcome (tool_outcome_unknown).
+type DecisionError struct {
+	Decision Decision   // what the client decided
+	Asks     ActionType // the type of the run's required action
+}
+
+func (e *DecisionError) Error() string {
+	return "decision " + string(e.Decision) + " does not answer what the run asks (" + string(e.Asks) + ")"
+}
+
+// ErrOutputsMismatch: a tool_outputs action that does not answer exactly
+// the client tool calls the run waits for.
+var ErrOutputsMismatch = errors.New("the outputs do not answer the client tool calls the run waits for")
+
+// ErrArtifactNotFound is the ErrNotFound of an artifact.
+var ErrArtifactNotFound = fmt.Errorf("artifact %w", ErrNotFound)
+
+// ErrConversationBusy is the ErrConflict of deleting a conversation that has
+// a run in progress (queued, running or waiting for a client).
+var ErrConversationBusy = fmt.Errorf("conversation has a run in progress: %w", ErrConflict)
+
+// BusyError says that a conversation already has a run in flight.
+type BusyError struct{ RunID string }
+
+func (e *BusyError) Error() string { return "conversation is busy with run " + e.RunID }
+
+// Is makes errors.Is(err, ErrConflict) true for a BusyError.
+func (e *BusyError) Is(target error) bool { return target == ErrConflict }
+
+// ErrIdempotencyMismatch: an idempotency key was reused with a different request.
+var ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
+
+var (
+	// ErrNotFound: the row does not exist (or belongs to another tenant).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: a unique constraint or a state rule refused the write.
+	ErrConflict = errors.New("conflict")
+	// ErrRunNotFound is the ErrNotFound of a run (none of the tenant's has
+	// this id).
+	ErrRunNotFound = fmt.Errorf("run %w", ErrNotFound)
+	// ErrConversationNotFound is the ErrNotFound of a conversation.
+	ErrConversationNotFound = fmt.Errorf("conversation %w", ErrNotFound)
+	// ErrRunFinished is the ErrConflict of cancelling a run that already
+	// ended otherwise than cancelled.
+	ErrRunFinished = fmt.Errorf("run already finished: %w", ErrConflict)
+	// ErrQuotaExceeded: the tenant has as many runs in progress as it may,
+	// and the run asked to be refused rather than queued.
+	ErrQuotaExceeded = errors.New("the tenant has as many runs in progress as its quota allows")
+	// ErrRunCompleted is the ErrConflict of resuming a completed run.
+	ErrRunCompleted = fmt.Errorf("run is completed: %w", ErrConflict)
+)

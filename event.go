@@ -1,0 +1,126 @@
+// Package event is agentd's event vocabulary (DESIGN section 8): the type of
+// every event a run's stream carries, one struct per event's data, and the
+// constructors of the events that several paths emit alike (a step's start,
+// a run's end).
+//
+// A payload names its own type, so an event's type and its data cannot
+// disagree. The JSON of every payload lists its keys in alphabetical order,
+// the order in which events have always been stored; api/openapi.yaml
+// describes each, and a test checks every event the engine emits against it.
+//
+// It imports vocab and nothing else of agentd's.
+package agentd
+
+import (
+	"encoding/json"
+)
+
+// EventType is the type of a stored event: the SSE "event:" field and the
+// envelope's "type".
+type EventType string
+
+// Event types, in the order a run usually emits them.
+const (
+	EventRunCreated           EventType = "run.created"
+	EventRunStarted           EventType = "run.started"
+	EventRunResumed           EventType = "run.resumed"
+	EventStepStarted          EventType = "step.started"
+	EventMessageDelta         EventType = "message.delta"
+	EventMessageCompleted     EventType = "message.completed"
+	EventToolCallCreated      EventType = "tool_call.created"
+	EventToolAttemptStarted   EventType = "tool_attempt.started"
+	EventToolAttemptFailed    EventType = "tool_attempt.failed"
+	EventToolCallCompleted    EventType = "tool_call.completed"
+	EventToolCallReused       EventType = "tool_call.reused"
+	EventToolCallUnknown      EventType = "tool_call.unknown"
+	EventToolCallRetryAllowed EventType = "tool_call.retry_allowed"
+	EventToolCallApproved     EventType = "tool_call.approved"
+	EventStepCompleted        EventType = "step.completed"
+	EventStepRetracted        EventType = "step.retracted"
+	EventRunRequiresAction    EventType = "run.requires_action"
+	EventRunCompleted         EventType = "run.completed"
+	EventRunFailed            EventType = "run.failed"
+	EventRunCancelled         EventType = "run.cancelled"
+	EventRunTimedOut          EventType = "run.timed_out"
+	EventRunInterrupted       EventType = "run.interrupted"
+	EventContextCompacted     EventType = "context.compacted"
+)
+
+// EventHeartbeat is the type of the un-stored heartbeat of a stream; it is no
+// event of the log and has no envelope.
+const EventHeartbeat EventType = "heartbeat"
+
+// EventTypes lists every stored event type.
+func EventTypes() []EventType {
+	return []EventType{EventRunCreated, EventRunStarted, EventRunResumed, EventStepStarted, EventMessageDelta, EventMessageCompleted,
+		EventToolCallCreated, EventToolAttemptStarted, EventToolAttemptFailed, EventToolCallCompleted, EventToolCallReused, EventToolCallUnknown,
+		EventToolCallRetryAllowed, EventToolCallApproved, EventStepCompleted, EventStepRetracted, EventRunRequiresAction,
+		EventContextCompacted, EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted}
+}
+
+// Terminal reports whether t ends a run's stream: the server closes it after
+// such an event (a resume may add more events later).
+func (t EventType) Terminal() bool {
+	switch t {
+	case EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted:
+		return true
+	}
+	return false
+}
+
+// Payload is the data of an event; it names the event's type.
+type Payload interface {
+	EventType() EventType
+}
+
+// EventIn is an event to append to a run's log: the store numbers it and wraps
+// its data in the envelope.
+type EventIn struct {
+	Step int // the step it belongs to; 0 before the first
+	Data Payload
+}
+
+// Type is the event's type, as its data names it.
+func (e EventIn) Type() EventType { return e.Data.EventType() }
+
+// EventOf returns the event of step with data p.
+func EventOf(step int, p Payload) EventIn { return EventIn{Step: step, Data: p} }
+
+// ErrorDetail says why something failed: a tool attempt or call ("kind" is the
+// tool failure's kind), a model call, or a run that timed out (no kind).
+// For a model call, the Provider fields are what the model's endpoint said
+// (its error body's code, message and type, or an excerpt of a body that
+// was no OpenAI error), capped and without the API key; Message says it in
+// words a user understands, and includes the provider's message.
+type ErrorDetail struct {
+	Kind            string `json:"kind,omitempty"`
+	Message         string `json:"message"`
+	ProviderCode    string `json:"provider_code,omitempty"`    // e.g. invalid_api_key
+	ProviderMessage string `json:"provider_message,omitempty"` // at most about 500 bytes
+	ProviderType    string `json:"provider_type,omitempty"`    // e.g. invalid_request_error
+	Status          int    `json:"status,omitempty"`           // the HTTP error status a tool or the model's endpoint answered, when it answered one
+}
+
+// ClientCall is a call of a client tool that a run waits for the output of.
+type ClientCall struct {
+	Arguments  json.RawMessage `json:"arguments"`
+	CallID     string          `json:"call_id"`
+	Name       string          `json:"name"`
+	ToolCallID string          `json:"tool_call_id"`
+}
+
+// RequiredAction is what a run in requires_action waits for: a decision on
+// POST /runs/{id}/actions about one tool call. It is kept on the run and
+// carried by run.requires_action.
+type RequiredAction struct {
+	Arguments json.RawMessage `json:"arguments"`
+	CallID    string          `json:"call_id"`
+	// Calls are, for client_tool_calls, every client tool call of the step
+	// (the fields above are the first one's).
+	Calls          []ClientCall `json:"calls,omitempty"`
+	IdempotencyKey string       `json:"idempotency_key"`
+	Name           string       `json:"name"`
+	Step           int          `json:"step"`
+	ToolCallID     string       `json:"tool_call_id"`
+	Type           ActionType   `json:"type"`
+}
