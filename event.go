@@ -1,18 +1,10 @@
-// Package event is agentd's event vocabulary (DESIGN section 8): the type of
-// every event a run's stream carries, one struct per event's data, and the
-// constructors of the events that several paths emit alike (a step's start,
-// a run's end).
-//
-// A payload names its own type, so an event's type and its data cannot
-// disagree. The JSON of every payload lists its keys in alphabetical order,
-// the order in which events have always been stored; api/openapi.yaml
-// describes each, and a test checks every event the engine emits against it.
-//
-// It imports vocab and nothing else of agentd's.
 package agentd
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
 )
 
 // EventType is the type of a stored event: the SSE "event:" field and the
@@ -93,12 +85,12 @@ func EventOf(step int, p Payload) EventIn { return EventIn{Step: step, Data: p} 
 // was no OpenAI error), capped and without the API key; Message says it in
 // words a user understands, and includes the provider's message.
 type ErrorDetail struct {
-	Kind            string `json:"kind,omitempty"`
-	Message         string `json:"message"`
-	ProviderCode    string `json:"provider_code,omitempty"`    // e.g. invalid_api_key
-	ProviderMessage string `json:"provider_message,omitempty"` // at most about 500 bytes
-	ProviderType    string `json:"provider_type,omitempty"`    // e.g. invalid_request_error
-	Status          int    `json:"status,omitempty"`           // the HTTP error status a tool or the model's endpoint answered, when it answered one
+	Kind            ErrorKind `json:"kind,omitempty"`
+	Message         string    `json:"message"`
+	ProviderCode    string    `json:"provider_code,omitempty"`    // e.g. invalid_api_key
+	ProviderMessage string    `json:"provider_message,omitempty"` // at most about 500 bytes
+	ProviderType    string    `json:"provider_type,omitempty"`    // e.g. invalid_request_error
+	Status          int       `json:"status,omitempty"`           // the HTTP error status a tool or the model's endpoint answered, when it answered one
 }
 
 // ClientCall is a call of a client tool that a run waits for the output of.
@@ -123,4 +115,87 @@ type RequiredAction struct {
 	Step           int          `json:"step"`
 	ToolCallID     string       `json:"tool_call_id"`
 	Type           ActionType   `json:"type"`
+}
+
+// Envelope is a stored event as clients receive it: the "data" of an event
+// of a run's SSE stream, and what Event.Data holds, byte for byte.
+type Envelope struct {
+	Seq   int64           `json:"seq"`
+	Type  EventType       `json:"type"`
+	RunID string          `json:"run_id"`
+	Step  int             `json:"step"` // the step it belongs to; 0 before the first
+	At    time.Time       `json:"at"`
+	Data  json.RawMessage `json:"data"` // the type's payload, as JSON
+}
+
+// DecodeEnvelope reads an event's envelope from its JSON.
+func DecodeEnvelope(b []byte) (Envelope, error) {
+	var e Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Envelope{}, fmt.Errorf("decode event envelope: %w", err)
+	}
+	return e, nil
+}
+
+// Decode reads the stored event's envelope.
+func (e Event) Decode() (Envelope, error) { return DecodeEnvelope(e.Data) }
+
+// Terminal reports whether the event ends its run's stream.
+func (e Envelope) Terminal() bool { return e.Type.Terminal() }
+
+// Payload decodes the envelope's data into the struct of its type: a
+// RunCreatedData for run.created, a RunEndedData for every terminal type,
+// and so on, as a value (not a pointer), so that a type switch reads
+//
+//	switch d := p.(type) {
+//	case agentd.MessageDeltaData: ...
+//	}
+//
+// An unknown type (from a newer server) gives ErrUnknownEventType.
+func (e Envelope) Payload() (Payload, error) {
+	decode, ok := payloadDecoders[e.Type]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownEventType, e.Type)
+	}
+	p, err := decode(e.Data)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s data: %w", e.Type, err)
+	}
+	return p, nil
+}
+
+// ErrUnknownEventType: an event's type is none of EventTypes.
+var ErrUnknownEventType = errors.New("unknown event type")
+
+func decodeAs[T Payload](data json.RawMessage) (Payload, error) {
+	var d T
+	err := json.Unmarshal(data, &d)
+	return d, err
+}
+
+// payloadDecoders decode each stored type's data.
+var payloadDecoders = map[EventType]func(json.RawMessage) (Payload, error){
+	EventRunCreated:           decodeAs[RunCreatedData],
+	EventRunStarted:           decodeAs[RunStartedData],
+	EventRunResumed:           decodeAs[RunResumedData],
+	EventStepStarted:          decodeAs[StepStartedData],
+	EventMessageDelta:         decodeAs[MessageDeltaData],
+	EventMessageCompleted:     decodeAs[MessageCompletedData],
+	EventToolCallCreated:      decodeAs[ToolCallCreatedData],
+	EventToolAttemptStarted:   decodeAs[ToolAttemptStartedData],
+	EventToolAttemptFailed:    decodeAs[ToolAttemptFailedData],
+	EventToolCallCompleted:    decodeAs[ToolCallCompletedData],
+	EventToolCallReused:       decodeAs[ToolCallReusedData],
+	EventToolCallUnknown:      decodeAs[ToolCallUnknownData],
+	EventToolCallRetryAllowed: decodeAs[ToolCallRetryAllowedData],
+	EventToolCallApproved:     decodeAs[ToolCallApprovedData],
+	EventStepCompleted:        decodeAs[StepCompletedData],
+	EventStepRetracted:        decodeAs[StepRetractedData],
+	EventRunRequiresAction:    decodeAs[RunRequiresActionData],
+	EventContextCompacted:     decodeAs[ContextCompactedData],
+	EventRunCompleted:         decodeAs[RunEndedData],
+	EventRunFailed:            decodeAs[RunEndedData],
+	EventRunCancelled:         decodeAs[RunEndedData],
+	EventRunTimedOut:          decodeAs[RunEndedData],
+	EventRunInterrupted:       decodeAs[RunEndedData],
 }

@@ -49,11 +49,11 @@ type MessageDeltaData struct {
 
 // MessageCompletedData is the data of message.completed.
 type MessageCompletedData struct {
-	Content      []Part `json:"content"`
-	FinishReason string `json:"finish_reason"`
-	MessageID    string `json:"message_id"`
-	Role         Role   `json:"role"`
-	Usage        Usage  `json:"usage"`
+	Content      []Part       `json:"content"`
+	FinishReason FinishReason `json:"finish_reason"`
+	MessageID    string       `json:"message_id"`
+	Role         Role         `json:"role"`
+	Usage        Usage        `json:"usage"`
 }
 
 // ToolCallCreatedData is the data of tool_call.created.
@@ -155,8 +155,8 @@ type ToolCallApprovedData struct {
 
 // StepCompletedData is the data of step.completed.
 type StepCompletedData struct {
-	FinishReason string `json:"finish_reason"`
-	ToolCalls    int    `json:"tool_calls,omitempty"` // for a step that ran tool calls
+	FinishReason FinishReason `json:"finish_reason"`
+	ToolCalls    int          `json:"tool_calls,omitempty"` // for a step that ran tool calls
 }
 
 // Retraction reasons of step.retracted.
@@ -258,7 +258,7 @@ func (StepRetractedData) EventType() EventType { return EventStepRetracted }
 func (RunRequiresActionData) EventType() EventType { return EventRunRequiresAction }
 
 // EventType implements Payload: the terminal type of the run's status.
-func (d RunEndedData) EventType() EventType { return EventType("run." + string(d.Status)) }
+func (d RunEndedData) EventType() EventType { return d.Status.EndEvent() }
 
 // StepStartEvent is the event that starts step seq, which follows the previous
 // step for transition (none for the first step).

@@ -261,7 +261,7 @@ type Step struct {
 	RunID         string
 	Seq           int
 	Status        StepStatus
-	FinishReason  string
+	FinishReason  FinishReason
 	Transition    Transition
 	ModelAttempts int
 	Usage         Usage

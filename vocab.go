@@ -1,10 +1,3 @@
-// Package vocab is agentd's vocabulary: the states and choices of runs,
-// steps, tool calls and attempts, and the shapes of a message's content and
-// of token usage. Each is a type whose values are listed once, here; a
-// question such as "is this status terminal?" is a method, answered here.
-//
-// Every layer (persist, run, stream, tools, api) imports it; it imports
-// nothing of agentd's.
 package agentd
 
 // RunStatus is where a run is in its lifecycle (DESIGN section 4).
@@ -257,36 +250,102 @@ func (d Decision) Answers(a ActionType) bool {
 	return a == ActionToolOutcomeUnknown
 }
 
-// ToolErrorKind says why a tool attempt or call failed: the "kind" of its
-// error in events and in GET /runs/{id}/steps.
-type ToolErrorKind string
+// ErrorKind says why something failed: the "kind" of an error in events
+// and in GET /runs/{id} and /runs/{id}/steps. A tool attempt's or call's
+// error has one of ToolErrorKinds; a failed or timed-out run's, one of
+// RunErrorKinds.
+type ErrorKind string
 
 // The tool error kinds. The first four are the tool's own (internal/tools
 // classifies them); the others say who or what ended the call.
 const (
-	ToolErrFinal      ToolErrorKind = "final"      // the tool refused (bad arguments, a 4xx, not offered); never retried
-	ToolErrTransient  ToolErrorKind = "transient"  // it failed before or without its effect (a 5xx)
-	ToolErrTimeout    ToolErrorKind = "timeout"    // the attempt ran out of time; the effect may have happened
-	ToolErrConnection ToolErrorKind = "connection" // the connection was lost; the effect may have happened
-	ToolErrClient     ToolErrorKind = "client"     // a client failed the call (decision fail)
-	ToolErrPolicy     ToolErrorKind = "policy"     // the operator's policy denied the call
-	ToolErrRejected   ToolErrorKind = "rejected"   // a client rejected a call that needed approval
-	ToolErrReconciled ToolErrorKind = "reconciled" // the tool's reconciler reported that the call failed
-	ToolErrNotBegun   ToolErrorKind = "not_begun"  // the run stopped after the attempt was committed, before the tool was invoked
-	ToolErrUnknown    ToolErrorKind = "unknown"    // the outcome is not known (a worker died, or the run ended first)
+	ToolErrFinal      ErrorKind = "final"      // the tool refused (bad arguments, a 4xx, not offered); never retried
+	ToolErrTransient  ErrorKind = "transient"  // it failed before or without its effect (a 5xx)
+	ToolErrTimeout    ErrorKind = "timeout"    // the attempt ran out of time; the effect may have happened
+	ToolErrConnection ErrorKind = "connection" // the connection was lost; the effect may have happened
+	ToolErrClient     ErrorKind = "client"     // a client failed the call (decision fail)
+	ToolErrPolicy     ErrorKind = "policy"     // the operator's policy denied the call
+	ToolErrRejected   ErrorKind = "rejected"   // a client rejected a call that needed approval
+	ToolErrReconciled ErrorKind = "reconciled" // the tool's reconciler reported that the call failed
+	ToolErrNotBegun   ErrorKind = "not_begun"  // the run stopped after the attempt was committed, before the tool was invoked
+	ToolErrUnknown    ErrorKind = "unknown"    // the outcome is not known (a worker died, or the run ended first)
 	// ToolErrActionTimeout: no client decided within the run's action
 	// timeout, so the call was rejected (an approval) or failed (an unknown
 	// outcome).
-	ToolErrActionTimeout ToolErrorKind = "action_timeout"
+	ToolErrActionTimeout ErrorKind = "action_timeout"
 	// A call that never ran because its run ended first carries the run's
 	// reason as its kind.
-	ToolErrCancelled     ToolErrorKind = ToolErrorKind(ReasonCancelled)
-	ToolErrTimedOutTotal ToolErrorKind = ToolErrorKind(ReasonTimedOutTotal)
+	ToolErrCancelled     ErrorKind = ErrorKind(ReasonCancelled)
+	ToolErrTimedOutTotal ErrorKind = ErrorKind(ReasonTimedOutTotal)
 )
 
 // ToolErrorKinds lists every tool error kind.
-func ToolErrorKinds() []ToolErrorKind {
-	return []ToolErrorKind{ToolErrFinal, ToolErrTransient, ToolErrTimeout, ToolErrConnection, ToolErrClient,
+func ToolErrorKinds() []ErrorKind {
+	return []ErrorKind{ToolErrFinal, ToolErrTransient, ToolErrTimeout, ToolErrConnection, ToolErrClient,
 		ToolErrRejected, ToolErrReconciled, ToolErrNotBegun, ToolErrUnknown, ToolErrActionTimeout, ToolErrCancelled,
 		ToolErrTimedOutTotal, ToolErrPolicy}
+}
+
+// The run error kinds: how the model call failed (the first eight), or
+// what else ended the run.
+const (
+	ModelErrRateLimited     ErrorKind = "rate_limited"     // 429, after every retry
+	ModelErrServer          ErrorKind = "server_error"     // 5xx, or a stream that broke its promises
+	ModelErrConnection      ErrorKind = "connection"       // refused, reset, a truncated stream
+	ModelErrIdle            ErrorKind = "idle_timeout"     // no chunk within the idle timeout
+	ModelErrBadRequest      ErrorKind = "bad_request"      // 400 and other 4xx
+	ModelErrAuth            ErrorKind = "auth"             // the endpoint refused the API key; never retried
+	ModelErrContextOverflow ErrorKind = "context_overflow" // the prompt is longer than the model's window
+	ModelErrCancelled       ErrorKind = "cancelled"        // the call's context ended
+	// ModelErrUnclassified: a model call failed in a way no kind names.
+	ModelErrUnclassified ErrorKind = "error"
+	RunErrStorage        ErrorKind = "storage"     // reason storage_error
+	RunErrNoProgress     ErrorKind = "no_progress" // reason no_progress
+	RunErrToolLimit      ErrorKind = "tool_limit"  // reason tool_limit
+	RunErrToolError      ErrorKind = ErrorKind(ReasonToolError)
+	RunErrLoopDetected   ErrorKind = ErrorKind(ReasonLoopDetected)
+	RunErrContentFilter  ErrorKind = ErrorKind(ReasonContentFilter)
+)
+
+// RunErrorKinds lists every kind of a run's error.
+func RunErrorKinds() []ErrorKind {
+	return []ErrorKind{ModelErrRateLimited, ModelErrServer, ModelErrConnection, ModelErrIdle, ModelErrBadRequest,
+		ModelErrAuth, ModelErrContextOverflow, ModelErrCancelled, ModelErrUnclassified, RunErrStorage, RunErrNoProgress,
+		RunErrToolLimit, RunErrToolError, RunErrLoopDetected, RunErrContentFilter}
+}
+
+// FinishReason is why a model stopped its answer, as a step and its
+// message.completed record it.
+type FinishReason string
+
+// Finish reasons.
+const (
+	FinishStop          FinishReason = "stop"           // a final answer
+	FinishToolCalls     FinishReason = "tool_calls"     // it asks for tool calls
+	FinishLength        FinishReason = "length"         // cut at the output limit
+	FinishContentFilter FinishReason = "content_filter" // stopped by the provider's filter
+)
+
+// FinishReasons lists every finish reason.
+func FinishReasons() []FinishReason {
+	return []FinishReason{FinishStop, FinishToolCalls, FinishLength, FinishContentFilter}
+}
+
+// EndEvent is the type of the terminal event of a run that stops with
+// status s: run.completed, run.failed, run.cancelled, run.timed_out or
+// run.interrupted; "" for a status that is no end.
+func (s RunStatus) EndEvent() EventType {
+	switch s {
+	case StatusCompleted:
+		return EventRunCompleted
+	case StatusFailed:
+		return EventRunFailed
+	case StatusCancelled:
+		return EventRunCancelled
+	case StatusTimedOut:
+		return EventRunTimedOut
+	case StatusInterrupted:
+		return EventRunInterrupted
+	}
+	return ""
 }

@@ -137,6 +137,7 @@ func TestVocabularyMatchesTheSpec(t *testing.T) {
 	same("if_busy", strs(agentd.IfBusyPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "if_busy"))
 	same("on_disconnect", strs(agentd.OnDisconnectPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_disconnect"))
 	same("tool error kinds", strs(agentd.ToolErrorKinds()), spectest.Enum(t, "ToolError", "properties", "kind"))
+	same("run error kinds", strs(agentd.RunErrorKinds()), spectest.Enum(t, "RunFailedData", "properties", "error", "properties", "kind"))
 	same("on_quota", strs(agentd.OnQuotaPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_quota"))
 	same("effects", strs(agentd.Effects()), spectest.Enum(t, "Tool", "properties", "effect"))
 	var terminal, ends []string

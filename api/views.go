@@ -96,17 +96,17 @@ func runView(r agentd.Run) runJSON {
 }
 
 type stepJSON struct {
-	ID            string             `json:"id"`
-	Seq           int                `json:"seq"`
-	Status        agentd.StepStatus  `json:"status"`
-	FinishReason  *string            `json:"finish_reason"`
-	Transition    *agentd.Transition `json:"transition"`
-	ModelAttempts int                `json:"model_attempts"`
-	Usage         agentd.Usage       `json:"usage"`
-	Error         json.RawMessage    `json:"error"`
-	StartedAt     time.Time          `json:"started_at"`
-	FinishedAt    *time.Time         `json:"finished_at"`
-	ToolCalls     []toolCallJSON     `json:"tool_calls"`
+	ID            string               `json:"id"`
+	Seq           int                  `json:"seq"`
+	Status        agentd.StepStatus    `json:"status"`
+	FinishReason  *agentd.FinishReason `json:"finish_reason"`
+	Transition    *agentd.Transition   `json:"transition"`
+	ModelAttempts int                  `json:"model_attempts"`
+	Usage         agentd.Usage         `json:"usage"`
+	Error         json.RawMessage      `json:"error"`
+	StartedAt     time.Time            `json:"started_at"`
+	FinishedAt    *time.Time           `json:"finished_at"`
+	ToolCalls     []toolCallJSON       `json:"tool_calls"`
 }
 
 type toolCallJSON struct {

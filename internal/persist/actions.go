@@ -51,11 +51,11 @@ func resolveLocked(ctx context.Context, tx pgx.Tx, r agentd.Run, p agentd.Action
 	if p.Decision == agentd.DecisionOutputs {
 		return resolveOutputs(ctx, tx, r, action, p, resolvedBy)
 	}
-	kind := func(k agentd.ToolErrorKind) string {
+	kind := func(k agentd.ErrorKind) agentd.ErrorKind {
 		if resolvedBy == agentd.ResolvedByActionTimeout {
-			return string(agentd.ToolErrActionTimeout)
+			return agentd.ToolErrActionTimeout
 		}
-		return string(k)
+		return k
 	}
 	var data agentd.Payload
 	var err error
@@ -115,9 +115,9 @@ func resolveOutputs(ctx context.Context, tx pgx.Tx, r agentd.Run, action agentd.
 		d := agentd.ToolCallCompletedData{Actor: p.Actor, ResolvedBy: resolvedBy, ToolCallID: o.ToolCallID}
 		var err error
 		if o.Error != "" {
-			kind := string(agentd.ToolErrClient)
+			kind := agentd.ToolErrClient
 			if resolvedBy == agentd.ResolvedByActionTimeout {
-				kind = string(agentd.ToolErrActionTimeout)
+				kind = agentd.ToolErrActionTimeout
 			}
 			d.Status, d.Error = agentd.CallFailed, &agentd.ErrorDetail{Kind: kind, Message: o.Error}
 			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'failed', error = $2, finished_at = now(), decided_by = $3

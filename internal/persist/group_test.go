@@ -127,7 +127,7 @@ func TestPublishedEventsMatchTheStoredEvents(t *testing.T) {
 			for w := range writes {
 				evs := []agentd.EventIn{agentd.EventOf(w, agentd.MessageDeltaData{Text: fmt.Sprintf("x<&>\"é %d", w)})}
 				if w%3 == 0 {
-					evs = append(evs, agentd.EventOf(w, agentd.StepCompletedData{FinishReason: fmt.Sprint(i)}), agentd.EventOf(w, agentd.StepRetractedData{}))
+					evs = append(evs, agentd.EventOf(w, agentd.StepCompletedData{FinishReason: agentd.FinishReason(fmt.Sprint(i))}), agentd.EventOf(w, agentd.StepRetractedData{}))
 				}
 				if _, err := s.Exec(ctx, f, evs); err != nil {
 					t.Errorf("exec: %v", err)

@@ -211,7 +211,7 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r agentd.Run, reason agentd.Reaso
 		WHERE run_id = $1 AND status IN ('running', 'acting')`, r.ID, stepStatus); err != nil {
 		return nil, nil, fmt.Errorf("close steps: %w", err)
 	}
-	notRun := agentd.ErrorDetail{Kind: string(agentd.ToolErrorKind(reason)), Message: "the run ended (" + string(reason) + ") before this call ran"}
+	notRun := agentd.ErrorDetail{Kind: agentd.ErrorKind(reason), Message: "the run ended (" + string(reason) + ") before this call ran"}
 	rejected, err := queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
 			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'awaiting_client', 'running')
@@ -226,7 +226,7 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r agentd.Run, reason agentd.Reaso
 		evs = append(evs, agentd.EventOf(r.StepCount, agentd.ToolCallCompletedData{Error: &errData, ResolvedBy: string(reason),
 			Status: agentd.CallRejected, ToolCallID: id}))
 	}
-	note := agentd.ErrorDetail{Kind: string(agentd.ToolErrUnknown), Message: "the outcome is unknown: the run ended (" + string(reason) +
+	note := agentd.ErrorDetail{Kind: agentd.ToolErrUnknown, Message: "the outcome is unknown: the run ended (" + string(reason) +
 		") before a client said what happened"}
 	unresolved, err = queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET error = $2 WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status = 'unknown'

@@ -152,7 +152,7 @@ func (x *execution) overflowEnd(st agentd.RunState, err error, tokens int) runEn
 	if err != nil {
 		runErr = modelError(err)
 	} else {
-		runErr = &agentd.ErrorDetail{Kind: string(llm.KindContextOverflow), Message: fmt.Sprintf(
+		runErr = &agentd.ErrorDetail{Kind: agentd.ModelErrContextOverflow, Message: fmt.Sprintf(
 			"the conversation is too long for the model, and its last %d compactions failed: no further one is tried until a later run's succeeds",
 			maxCompactionFailures)}
 	}

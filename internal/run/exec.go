@@ -299,7 +299,7 @@ func (x *execution) loop() error {
 		if x.first {
 			x.announce(st)
 			if x.claim.PrevStatus == agentd.StatusRunning && x.claim.StallClaims > x.d.limits.maxStallClaims {
-				return x.end(st, lastStep(st), endOf(agentd.StatusFailed, agentd.ReasonNoProgress, &agentd.ErrorDetail{Kind: "no_progress",
+				return x.end(st, lastStep(st), endOf(agentd.StatusFailed, agentd.ReasonNoProgress, &agentd.ErrorDetail{Kind: agentd.RunErrNoProgress,
 					Message: fmt.Sprintf("the run was taken over %d times without starting a new step", x.claim.StallClaims)}))
 			}
 		}
@@ -449,7 +449,7 @@ func (x *execution) stopFor(st agentd.RunState, err error) error {
 		// dropped with what was pending. What was committed stays.
 		x.outbox.take()
 		msg, _ := clean.Text("the database refused to store a value of the run: " + x.refused.Error())
-		return x.end(st, step, endOf(agentd.StatusFailed, agentd.ReasonStorageError, &agentd.ErrorDetail{Kind: "storage", Message: msg}))
+		return x.end(st, step, endOf(agentd.StatusFailed, agentd.ReasonStorageError, &agentd.ErrorDetail{Kind: agentd.RunErrStorage, Message: msg}))
 	}
 	if err != nil {
 		return err
@@ -492,7 +492,7 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 	}
 	if e.reason == agentd.ReasonStorageError || e.reason == agentd.ReasonNoProgress {
 		// Attempts may be left running (their results never committed).
-		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: agentd.ErrorDetail{Kind: string(agentd.ToolErrUnknown),
+		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: agentd.ErrorDetail{Kind: agentd.ToolErrUnknown,
 			Message: "the run failed (" + string(e.reason) + ") before this attempt's outcome was committed"}})
 	}
 	end := persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err}

@@ -182,9 +182,9 @@ const (
 func modelError(err error) *agentd.ErrorDetail {
 	var me *llm.Error
 	if !errors.As(err, &me) {
-		return &agentd.ErrorDetail{Kind: "error", Message: "the model call failed"}
+		return &agentd.ErrorDetail{Kind: agentd.ModelErrUnclassified, Message: "the model call failed"}
 	}
-	e := &agentd.ErrorDetail{Kind: string(me.Kind)}
+	e := &agentd.ErrorDetail{Kind: modelErrorKind(me.Kind)}
 	if me.Status >= 400 { // an error inside a 200 stream has no status of its own
 		e.Status = me.Status
 	}
@@ -354,13 +354,13 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 	msg := persist.MessageInsert{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
 		Role: agentd.RoleAssistant, Content: parts, Status: agentd.MessageCompleted}
 	usage := usageOf(resp.Usage)
-	evs = append(evs, agentd.EventOf(step.Seq, agentd.MessageCompletedData{Content: parts, FinishReason: resp.FinishReason,
+	evs = append(evs, agentd.EventOf(step.Seq, agentd.MessageCompletedData{Content: parts, FinishReason: agentd.FinishReason(resp.FinishReason),
 		MessageID: msg.ID, Role: agentd.RoleAssistant, Usage: usage}))
 	ops := []persist.Op{msg}
 	if len(resp.ToolCalls) == 0 {
 		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
-			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
-		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: resp.FinishReason}))
+			FinishReason: agentd.FinishReason(resp.FinishReason), Usage: usage, Finished: true})
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: agentd.FinishReason(resp.FinishReason)}))
 		x.d.m.StepDuration.Observe(time.Since(out.started).Seconds())
 		final := *step
 		final.Status = agentd.StepCompleted
@@ -369,7 +369,7 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 		case "length":
 			e.reason = agentd.ReasonMaxOutputTokens
 		case "content_filter":
-			e = endOf(agentd.StatusFailed, agentd.ReasonContentFilter, &agentd.ErrorDetail{Kind: string(agentd.ReasonContentFilter),
+			e = endOf(agentd.StatusFailed, agentd.ReasonContentFilter, &agentd.ErrorDetail{Kind: agentd.RunErrContentFilter,
 				Message: "the model's content filter stopped its answer"})
 		}
 		e.ops, e.evs = ops, evs
@@ -379,10 +379,10 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 		// The run made all the calls it may, and the model asks for more:
 		// its answer is kept, and the run ends.
 		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
-			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
+			FinishReason: agentd.FinishReason(resp.FinishReason), Usage: usage, Finished: true})
 		final := *step
 		final.Status = agentd.StepCompleted
-		e := endOf(agentd.StatusFailed, agentd.ReasonToolLimit, &agentd.ErrorDetail{Kind: "tool_limit", Message: fmt.Sprintf(
+		e := endOf(agentd.StatusFailed, agentd.ReasonToolLimit, &agentd.ErrorDetail{Kind: agentd.RunErrToolLimit, Message: fmt.Sprintf(
 			"the model asked for tool calls after the run made %d, as many as it may", st.CallCount)})
 		e.ops, e.evs = ops, evs
 		return true, x.end(st, &final, e)
@@ -395,20 +395,20 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 		// The model is stuck on a call: its answer is kept, the call is not
 		// made again, and the run ends.
 		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
-			FinishReason: resp.FinishReason, Usage: usage, Finished: true})
+			FinishReason: agentd.FinishReason(resp.FinishReason), Usage: usage, Finished: true})
 		final := *step
 		final.Status = agentd.StepCompleted
 		guard.ops, guard.evs = ops, evs
 		return true, x.end(st, &final, *guard)
 	}
-	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepActing, FinishReason: resp.FinishReason, Usage: usage})
+	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepActing, FinishReason: agentd.FinishReason(resp.FinishReason), Usage: usage})
 	plan := x.planCalls(st, step, resp.ToolCalls)
 	if err := x.write(x.durable(), append(evs, plan.evs...), append(ops, plan.ops...)...); err != nil {
 		return true, x.stopFor(st, err)
 	}
 	x.started.set(plan.begun)
 	acting := *step
-	acting.Status, acting.FinishReason, acting.Usage = agentd.StepActing, resp.FinishReason, acting.Usage.Add(usage)
+	acting.Status, acting.FinishReason, acting.Usage = agentd.StepActing, agentd.FinishReason(resp.FinishReason), acting.Usage.Add(usage)
 	setStep(&st, acting)
 	appendMessage(&st, msg)
 	st.Run.Usage = st.Run.Usage.Add(usage)
@@ -522,7 +522,7 @@ func (x *execution) applyPolicy(st agentd.RunState, call *persist.ToolCallInsert
 	switch v.Action {
 	case tools.PolicyDeny:
 		call.Status = agentd.CallFailed
-		call.Error = &agentd.ErrorDetail{Kind: string(agentd.ToolErrPolicy), Message: v.Reason}
+		call.Error = &agentd.ErrorDetail{Kind: agentd.ToolErrPolicy, Message: v.Reason}
 	case tools.PolicyRequireApproval:
 		call.Status = agentd.CallAwaitingApproval
 	}
@@ -566,7 +566,7 @@ func (x *execution) loopGuard(st agentd.RunState, asked []llm.ToolCall) (*runEnd
 		r := reps[i]
 		if len(r.Latest) >= lim.FailuresInARow && !slices.ContainsFunc(r.Latest[:lim.FailuresInARow],
 			func(s agentd.CallStatus) bool { return s != agentd.CallFailed }) {
-			e := endOf(agentd.StatusFailed, agentd.ReasonToolError, &agentd.ErrorDetail{Kind: string(agentd.ReasonToolError), Message: fmt.Sprintf(
+			e := endOf(agentd.StatusFailed, agentd.ReasonToolError, &agentd.ErrorDetail{Kind: agentd.RunErrToolError, Message: fmt.Sprintf(
 				"the model asked again for %s with the same arguments after the last %d such calls all failed", c.Name, lim.FailuresInARow)})
 			return &e, nil
 		}
@@ -574,7 +574,7 @@ func (x *execution) loopGuard(st agentd.RunState, asked []llm.ToolCall) (*runEnd
 		// earlier steps count.
 		n := r.Count + 1
 		if n >= lim.IdenticalCalls {
-			e := endOf(agentd.StatusFailed, agentd.ReasonLoopDetected, &agentd.ErrorDetail{Kind: string(agentd.ReasonLoopDetected), Message: fmt.Sprintf(
+			e := endOf(agentd.StatusFailed, agentd.ReasonLoopDetected, &agentd.ErrorDetail{Kind: agentd.RunErrLoopDetected, Message: fmt.Sprintf(
 				"the model asked for %s with the same arguments for the %d%s time in this run", c.Name, n, ordinal(n))})
 			return &e, nil
 		}
@@ -631,4 +631,27 @@ func (c continuation) merge(r llm.Response) llm.Response {
 func addUsage(a, b llm.Usage) llm.Usage {
 	return llm.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
 		CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens, ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens}
+}
+
+// modelErrorKind is the run error kind of a model failure of kind k.
+func modelErrorKind(k llm.ErrorKind) agentd.ErrorKind {
+	switch k {
+	case llm.KindRateLimited:
+		return agentd.ModelErrRateLimited
+	case llm.KindServer:
+		return agentd.ModelErrServer
+	case llm.KindConnection:
+		return agentd.ModelErrConnection
+	case llm.KindIdle:
+		return agentd.ModelErrIdle
+	case llm.KindBadRequest:
+		return agentd.ModelErrBadRequest
+	case llm.KindAuth:
+		return agentd.ModelErrAuth
+	case llm.KindContextOverflow:
+		return agentd.ModelErrContextOverflow
+	case llm.KindCancelled:
+		return agentd.ModelErrCancelled
+	}
+	return agentd.ModelErrUnclassified
 }

@@ -274,7 +274,7 @@ func TestModelErrorsNeverShowTheKey(t *testing.T) {
 			b := setup(t)
 			p := newProvider(t, answer(c.status, c.contentType, c.body))
 			f := runAgainst(t, b, p.srv.URL+"/v1", "hello")
-			if f.err.Kind != c.kind || !strings.Contains(f.err.ProviderMessage, "[redacted]") ||
+			if string(f.err.Kind) != c.kind || !strings.Contains(f.err.ProviderMessage, "[redacted]") ||
 				!strings.Contains(f.err.Message, f.err.ProviderMessage) {
 				t.Fatalf("run error %+v", f.err)
 			}

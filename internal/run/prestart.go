@@ -53,7 +53,7 @@ func (p *prestarted) unbegun() ([]persist.Op, []agentd.EventIn) {
 	var evs []agentd.EventIn
 	for _, id := range ids {
 		s := calls[id]
-		errData := agentd.ErrorDetail{Kind: string(agentd.ToolErrNotBegun), Message: "the run stopped before the attempt began"}
+		errData := agentd.ErrorDetail{Kind: agentd.ToolErrNotBegun, Message: "the run stopped before the attempt began"}
 		ops = append(ops, persist.AttemptFinish{ID: s.attemptID, Status: agentd.AttemptFailed, Error: &errData},
 			persist.ToolCallFinish{ID: id, Status: agentd.CallPlanned})
 		evs = append(evs, agentd.EventOf(s.step, agentd.ToolAttemptFailedData{Attempt: 1, CallID: s.callID, Error: errData,

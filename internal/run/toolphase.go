@@ -191,7 +191,7 @@ func (x *execution) completeStep(st agentd.RunState, step *agentd.Step, calls []
 		ops = append(ops, m)
 	}
 	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted, Finished: true})
-	x.outbox.add([]agentd.EventIn{agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: "tool_calls", ToolCalls: len(calls)})}, ops...)
+	x.outbox.add([]agentd.EventIn{agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: agentd.FinishToolCalls, ToolCalls: len(calls)})}, ops...)
 	completed := *step
 	completed.Status = agentd.StepCompleted
 	setStep(&st, completed)
@@ -269,7 +269,7 @@ func (x *execution) recoverCalls(st agentd.RunState, step *agentd.Step, calls []
 		if !ok || a.Epoch >= x.fence.Epoch {
 			continue
 		}
-		errData := &agentd.ErrorDetail{Kind: string(agentd.ToolErrUnknown), Message: "the worker running this attempt stopped before it finished"}
+		errData := &agentd.ErrorDetail{Kind: agentd.ToolErrUnknown, Message: "the worker running this attempt stopped before it finished"}
 		ops = append(ops, persist.AttemptFinish{ID: a.ID, Status: agentd.AttemptUnknown, Error: errData})
 		x.d.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
 		if c.Effect == agentd.EffectSideEffect {
@@ -564,7 +564,7 @@ func (x *execution) reconcile(ctx context.Context, st agentd.RunState, step *age
 		}
 		if len(result) > tools.MaxResultBytes {
 			e := tools.TooLarge(len(result))
-			x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: &agentd.ErrorDetail{Kind: string(e.Kind), Message: e.Message}})
+			x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: &agentd.ErrorDetail{Kind: e.Kind, Message: e.Message}})
 			return
 		}
 		x.finishCall(step, c, resultOf(result, tool.Spec().ResultLimit()))
@@ -573,7 +573,7 @@ func (x *execution) reconcile(ctx context.Context, st agentd.RunState, step *age
 		if msg == "" {
 			msg = "the tool call failed (reported by its reconciler)"
 		}
-		x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: &agentd.ErrorDetail{Kind: string(agentd.ToolErrReconciled), Message: msg}})
+		x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: &agentd.ErrorDetail{Kind: agentd.ToolErrReconciled, Message: msg}})
 	case tools.OutcomeNotApplied:
 		if err := x.write(x.durable(), []agentd.EventIn{agentd.EventOf(step.Seq, agentd.ToolCallRetryAllowedData{
 			ResolvedBy: agentd.ResolvedByReconciler, Retry: true, Status: agentd.CallRunning, ToolCallID: c.ID})},
@@ -604,9 +604,9 @@ func toolErrorData(err error) *agentd.ErrorDetail {
 	var te *tools.Error
 	if errors.As(err, &te) {
 		msg, _ := clean.Text(te.Message) // it may quote what a webhook answered
-		return &agentd.ErrorDetail{Kind: string(te.Kind), Message: msg, Status: te.Status}
+		return &agentd.ErrorDetail{Kind: te.Kind, Message: msg, Status: te.Status}
 	}
-	return &agentd.ErrorDetail{Kind: string(tools.KindOf(err)), Message: "the tool failed"}
+	return &agentd.ErrorDetail{Kind: tools.KindOf(err), Message: "the tool failed"}
 }
 
 // resultText is what the model is told of a finished call.

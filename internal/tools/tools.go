@@ -51,7 +51,7 @@ type Tool interface {
 }
 
 // ErrorKind classifies a failed attempt: one of vocab's tool error kinds.
-type ErrorKind = agentd.ToolErrorKind
+type ErrorKind = agentd.ErrorKind
 
 // Kinds of tool failure.
 const (
