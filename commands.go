@@ -73,3 +73,27 @@ type RunListParams struct {
 
 // NewID returns a new time-ordered id (UUIDv7), as every row of agentd has.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// RunSpec is what a run is asked to do, resolved: its input, model and
+// parameters with the server's defaults and ceilings applied
+// (internal/runspec builds it, for every door that starts runs).
+type RunSpec struct {
+	ConversationID string // empty: a new conversation
+	Input          []InputMessage
+	Model          string
+	Params         RunParams
+	// OnQuota says what the run does when its tenant has as many runs in
+	// progress as its quota allows.
+	OnQuota OnQuota
+}
+
+// RunCreate asks for a new run: its spec, who asks, and the request's
+// idempotency key with its fingerprint (a repeated key with the same
+// fingerprint is the first run; with another, ErrIdempotencyMismatch).
+type RunCreate struct {
+	TenantID       string
+	Actor          string // the credential's actor; optional
+	Spec           RunSpec
+	IdempotencyKey string // optional
+	RequestHash    string
+}

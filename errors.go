@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Errors of RunResolveAction.
+// Errors of resolving what a waiting run asks (ActionParams).
 var (
 	// ErrRunNotWaiting: the run is not in requires_action.
 	ErrRunNotWaiting = errors.New("run is not waiting for an action")
@@ -47,6 +47,7 @@ func (e *BusyError) Is(target error) bool { return target == ErrConflict }
 // ErrIdempotencyMismatch: an idempotency key was reused with a different request.
 var ErrIdempotencyMismatch = errors.New("idempotency key reused with a different request")
 
+// Errors of the store and the engine's commands.
 var (
 	// ErrNotFound: the row does not exist (or belongs to another tenant).
 	ErrNotFound = errors.New("not found")
@@ -65,4 +66,9 @@ var (
 	ErrQuotaExceeded = errors.New("the tenant has as many runs in progress as its quota allows")
 	// ErrRunCompleted is the ErrConflict of resuming a completed run.
 	ErrRunCompleted = fmt.Errorf("run is completed: %w", ErrConflict)
+	// ErrInvalidValue: the database refused a value as data (a NUL
+	// character, invalid UTF-8, a number out of range, a malformed value).
+	// Values from outside pass internal/clean first, so this is a value
+	// that slipped past it; the error says which.
+	ErrInvalidValue = errors.New("value cannot be stored")
 )

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -17,17 +19,34 @@ import (
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/aisdk"
 	"github.com/agentd/agentd/internal/auth"
-	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/tools"
 )
 
-// chatRequest is the body the AI SDK's DefaultChatTransport sends. Only
-// the last message is read: agentd keeps the conversation, and earlier
-// messages a client sends are never trusted.
+// chatRequest is the body the AI SDK's DefaultChatTransport sends, with
+// the fields of a new run an app may add (runFields). Only the last
+// message is read: agentd keeps the conversation, and earlier messages a
+// client sends are never trusted.
 type chatRequest struct {
-	ID       string      `json:"id"`
-	Messages []uiMessage `json:"messages"`
-	Trigger  string      `json:"trigger"`
+	ID        string     `json:"id"`
+	Messages  uiMessages `json:"messages"`
+	Trigger   string     `json:"trigger"`
+	MessageID string     `json:"messageId"`
+	runFields
+}
+
+// uiMessages are a chat's messages, read leniently: the AI SDK's messages
+// carry fields (metadata, provider data) that agentd does not read.
+type uiMessages []uiMessage
+
+// UnmarshalJSON reads the messages without refusing fields agentd does not
+// know, even when the body around them is decoded strictly.
+func (m *uiMessages) UnmarshalJSON(b []byte) error {
+	var msgs []uiMessage
+	if err := json.Unmarshal(b, &msgs); err != nil {
+		return err
+	}
+	*m = msgs
+	return nil
 }
 
 type uiMessage struct {
@@ -51,12 +70,8 @@ type uiPart struct {
 }
 
 // chatTransportFields are the body fields the AI SDK itself sends; the
-// others an app adds go to the run, as in POST /runs.
-var chatTransportFields = []string{"id", "messages", "trigger", "messageId"}
-
-// chatRunFields are the POST /runs fields a chat request may carry.
-var chatRunFields = []string{"model", "instructions", "tools", "client_tools", "max_steps", "timeouts", "if_busy", "on_quota",
-	"compact_at", "loop_limits", "metadata"}
+// others an app adds go to the run, as in POST /runs (runFieldNames).
+var chatTransportFields = jsonNames(reflect.TypeFor[chatRequest]())
 
 // maxChatIDLen caps a chat's id.
 const maxChatIDLen = 255
@@ -66,8 +81,6 @@ const maxChatIDLen = 255
 // chat's run waits for (an assistant message whose tool part was
 // approved or denied); the answer is the run's UI message stream.
 func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
-	ctx := r.Context()
-	tenant := TenantFromContext(ctx)
 	if s.events == nil {
 		return errStreamingUnavailable
 	}
@@ -75,39 +88,65 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req, fields, err := decodeChat(body)
+	if err != nil {
+		return err
+	}
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == "assistant" {
+		return s.chatApprove(w, r, req.ID, last)
+	}
+	return s.chatStart(w, r, req, fields)
+}
+
+// decodeChat reads a chat request's body: its own fields and the run's,
+// each checked, and the body's top-level fields for the request's
+// fingerprint.
+func decodeChat(body []byte) (chatRequest, map[string]json.RawMessage, error) {
+	var req chatRequest
 	var fields map[string]json.RawMessage
 	if err := decodeStrict(body, &fields, ""); err != nil {
-		return err
+		return req, nil, err
 	}
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return newError(http.StatusUnprocessableEntity, CodeInvalidField, "Invalid field",
-			"the body is not an AI SDK chat request: "+err.Error())
+	for k := range fields {
+		if !slices.Contains(chatTransportFields, k) && !slices.Contains(runFieldNames, k) {
+			return req, nil, fieldError(k, "is not a field of a chat request: the AI SDK's id, messages, trigger and messageId, and of POST /runs %s",
+				strings.Join(runFieldNames, ", "))
+		}
+	}
+	if err := decodeStrict(body, &req, ""); err != nil {
+		return req, nil, err
 	}
 	if req.ID == "" || len(req.ID) > maxChatIDLen {
-		return fieldError("id", "must be the chat's id: 1 to %d bytes", maxChatIDLen)
+		return req, nil, fieldError("id", "must be the chat's id: 1 to %d bytes", maxChatIDLen)
 	}
 	if err := storable("id", req.ID); err != nil {
-		return err
+		return req, nil, err
 	}
 	switch req.Trigger {
 	case "", "submit-message":
 	case "regenerate-message":
-		return fieldError("trigger", "regenerate-message is not supported: agentd keeps the conversation, and an answer stays in it; send the message again")
+		return req, nil, fieldError("trigger", "regenerate-message is not supported: agentd keeps the conversation, and an answer stays in it; send the message again")
 	default:
-		return fieldError("trigger", "must be submit-message, not %q", req.Trigger)
+		return req, nil, fieldError("trigger", "must be submit-message, not %q", req.Trigger)
 	}
 	if len(req.Messages) == 0 {
-		return fieldError("messages", "must hold the chat's messages, the new one last")
+		return req, nil, fieldError("messages", "must hold the chat's messages, the new one last")
 	}
-	last := req.Messages[len(req.Messages)-1]
-	switch last.Role {
-	case "assistant":
-		return s.chatApprove(w, r, req.ID, last)
-	case "user":
+	switch role := req.Messages[len(req.Messages)-1].Role; role {
+	case "user", "assistant":
 	default:
-		return fieldError("messages", "the last message must be the user's (a new message) or the assistant's (an approval), not %q", last.Role)
+		return req, nil, fieldError("messages", "the last message must be the user's (a new message) or the assistant's (an approval), not %q", role)
 	}
+	return req, fields, nil
+}
+
+// chatStart starts a run of the chat's conversation with the text of the
+// chat's last message, a user's, and streams it.
+func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatRequest, fields map[string]json.RawMessage) error {
+	ctx := r.Context()
+	tenant := TenantFromContext(ctx)
+	last := req.Messages[len(req.Messages)-1]
 	var text []string
 	for _, p := range last.Parts {
 		if p.Type == "text" && p.Text != "" {
@@ -117,26 +156,9 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 	if len(text) == 0 {
 		return fieldError("messages", "the last message has no text part")
 	}
-	// The app's own fields are POST /runs fields.
-	run := map[string]json.RawMessage{}
-	for k, v := range fields {
-		switch {
-		case slices.Contains(chatTransportFields, k):
-		case slices.Contains(chatRunFields, k):
-			run[k] = v
-		default:
-			return fieldError(k, "is not a field of a chat request: the AI SDK's id, messages, trigger and messageId, and of POST /runs %s",
-				strings.Join(chatRunFields, ", "))
-		}
-	}
-	input, _ := json.Marshal(strings.Join(text, "\n"))
-	run["input"] = input
-	runBody, _ := json.Marshal(run)
-	var cr createRunRequest
-	if err := decodeStrict(runBody, &cr, ""); err != nil {
-		return err
-	}
-	p, _, err := s.runParams(cr)
+	sr := req.runFields.request()
+	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: strings.Join(text, "\n")}}, true
+	spec, err := s.spec.Build(sr)
 	if err != nil {
 		return err
 	}
@@ -144,15 +166,13 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p.ConversationID = conv.ID
-	p.TenantID = tenant
-	p.Actor = ActorFromContext(ctx)
-	p.Params.TraceParent = telemetry.TraceParent(ctx)
+	spec.ConversationID = conv.ID
+	var key, fp string
 	if last.ID != "" {
 		// The same message sent again (a retry) is the same run.
 		sum := sha256.Sum256([]byte(req.ID + "\x00" + last.ID))
-		p.IdempotencyKey = "ai-sdk:" + hex.EncodeToString(sum[:])
-		if p.RequestHash, err = fingerprint(tenant, "POST /ai-sdk/chat", runBody); err != nil {
+		key = "ai-sdk:" + hex.EncodeToString(sum[:])
+		if fp, err = chatFingerprint(tenant, fields, sr.Input[0].Content); err != nil {
 			return err
 		}
 	}
@@ -161,13 +181,31 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 		return errTooManyStreams(w)
 	}
 	defer done()
-	created, _, err := s.create(w, ctx, p)
+	created, _, err := s.create(w, ctx, newRun(ctx, spec, key, fp))
 	if err != nil {
 		return err
 	}
 	s.known.add(tenant, created.ID)
 	w.Header().Set("Location", "/runs/"+created.ID)
 	return s.chatStream(w, r, created.ID, 0)
+}
+
+// chatFingerprint identifies a chat's request to start a run, for its
+// idempotency key: its run fields and its input text, so that a retry of
+// the same message (whatever the history sent with it) matches.
+func chatFingerprint(tenant string, fields map[string]json.RawMessage, input string) (string, error) {
+	run := map[string]json.RawMessage{}
+	for k, v := range fields {
+		if slices.Contains(runFieldNames, k) {
+			run[k] = v
+		}
+	}
+	run["input"], _ = json.Marshal(input) // a string always encodes
+	b, err := json.Marshal(run)
+	if err != nil {
+		return "", fmt.Errorf("fingerprint chat request: %w", err)
+	}
+	return fingerprint(tenant, "POST /ai-sdk/chat", b)
 }
 
 // chatApprove answers a chat request whose last message is the assistant's:

@@ -11,42 +11,43 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/auth"
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/runspec"
 	"github.com/agentd/agentd/internal/stream"
 	"github.com/agentd/agentd/internal/tools"
 )
 
 // Store is what the API reads from the database, and where it keeps the
-// responses of idempotent requests. *persist.Store implements it. Commands
+// responses of idempotent requests. *persist.Store implements it (cmd/server
+// checks so). Commands
 // that change a run go through Runs instead.
 //
 // StepsList and MessagesList do not check the tenant: the handlers read the
 // run or conversation first.
 type Store interface {
-	// RunGet returns a tenant's run, or persist.ErrRunNotFound.
+	// RunGet returns a tenant's run, or agentd.ErrRunNotFound.
 	RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error)
 	// RunList returns a tenant's runs, newest first.
 	RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error)
 	// StepsList returns a run's steps with their tool calls and attempts.
 	StepsList(ctx context.Context, runID string) ([]agentd.StepDetail, error)
 	// ArtifactGet returns an artifact of a tenant's run, or
-	// persist.ErrArtifactNotFound.
+	// agentd.ErrArtifactNotFound.
 	ArtifactGet(ctx context.Context, tenantID, runID, id string) (agentd.Artifact, error)
 	// ConversationGet returns a tenant's conversation, or
-	// persist.ErrConversationNotFound.
+	// agentd.ErrConversationNotFound.
 	ConversationGet(ctx context.Context, tenantID, id string) (agentd.Conversation, error)
 	// ConversationForChat returns the conversation of an AI SDK chat,
-	// creating it when create is set; persist.ErrConversationNotFound.
+	// creating it when create is set; agentd.ErrConversationNotFound.
 	ConversationForChat(ctx context.Context, tenantID, chatID string, create bool) (agentd.Conversation, error)
 	// ConversationCreate stores a new, empty conversation.
 	ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (agentd.Conversation, error)
 	// ConversationList returns a page of a tenant's conversations, newest first.
 	ConversationList(ctx context.Context, p agentd.ConversationListParams) ([]agentd.Conversation, error)
 	// ConversationUpdate sets a conversation's title and metadata, each when
-	// not nil; persist.ErrConversationNotFound.
+	// not nil; agentd.ErrConversationNotFound.
 	ConversationUpdate(ctx context.Context, tenantID, id string, title *string, metadata json.RawMessage) (agentd.Conversation, error)
 	// ConversationDelete removes a conversation and everything under it;
-	// persist.ErrConversationBusy while a run of it is in progress.
+	// agentd.ErrConversationBusy while a run of it is in progress.
 	ConversationDelete(ctx context.Context, tenantID, id string) error
 	// ContextWindow says which of a conversation's messages the model is
 	// still sent: those after coversTo (0: all), and the first user message.
@@ -56,7 +57,7 @@ type Store interface {
 	// IdempotencyBegin claims an Idempotency-Key of a POST for a request
 	// whose fingerprint is hash: fresh is true when this request claimed it
 	// and must be answered; otherwise the record is the earlier request's
-	// (Done when its response is stored). persist.ErrConflict: the key was
+	// (Done when its response is stored). agentd.ErrConflict: the key was
 	// claimed meanwhile, try again.
 	IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec agentd.IdempotencyRecord, fresh bool, err error)
 	// IdempotencyFinish stores the response of the request that claimed its
@@ -69,15 +70,13 @@ type Store interface {
 	Ping(ctx context.Context) error
 }
 
-var _ Store = (*persist.Store)(nil)
-
 // Runs is the engine's command door (run.Service implements it): every
-// change a request asks of a run goes through it. Its errors are persist's
-// sentinels and typed errors, which problemFor maps.
+// change a request asks of a run goes through it. Its errors are the
+// domain's sentinels and typed errors, which problemFor maps.
 type Runs interface {
 	// Create commits a new run (or finds the first one of a repeated
 	// idempotency key: created is false).
-	Create(ctx context.Context, p persist.RunCreateParams) (run agentd.Run, created bool, err error)
+	Create(ctx context.Context, p agentd.RunCreate) (run agentd.Run, created bool, err error)
 	// Cancel asks a run to stop; actor is who asks.
 	Cancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)
 	// Resume queues a run again; actor is who asks.
@@ -100,26 +99,9 @@ type Events interface {
 	StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, after int64, enc stream.Encoder) (clientLeft bool, err error)
 }
 
-// RunDefaults fill in what a POST /runs body leaves out.
-type RunDefaults struct {
-	// Model is used when the request names none. When it is empty too, a
-	// request without a model is refused.
-	Model string
-	// MaxSteps is the default step budget (default 16).
-	MaxSteps int
-	// MaxStepsLimit is the largest max_steps a client may ask for (default 100).
-	MaxStepsLimit int
-	// Timeouts are the defaults of the timeouts a request does not give, in
-	// milliseconds (defaults: total 600000, step 120000, idle 60000, tool
-	// 60000, action 86400000). A zero field takes its default.
-	Timeouts agentd.Timeouts
-	// MaxTimeouts are the ceilings of the timeouts a client may ask for, in
-	// milliseconds (defaults: total 86400000 (24 h), step 3600000 (1 h),
-	// idle 600000 (10 min), tool 3600000 (1 h), action 604800000 (7 days)). A client's 0 asks for the
-	// ceiling, so that no run is unbounded. A zero field takes its default;
-	// a default above its ceiling is lowered to it.
-	MaxTimeouts agentd.Timeouts
-}
+// RunDefaults fill in what a request for a new run leaves out, and bound
+// what it may ask (see runspec.Defaults).
+type RunDefaults = runspec.Defaults
 
 // Config configures the handler returned by New. Store and Runs are
 // required; every other field has a default.
@@ -173,22 +155,26 @@ type Config struct {
 	CORSOrigins []string
 }
 
-// Default values of Config and RunDefaults.
+// Default values of Config.
 const (
-	DefaultMaxBodyBytes  = 1 << 20
-	DefaultBodyTimeout   = 30 * time.Second
-	DefaultMaxSteps      = 16
-	DefaultMaxStepsLimit = 100
-	DefaultTotalMS       = 600_000
-	DefaultStepMS        = 120_000
-	DefaultIdleMS        = 60_000
-	DefaultToolMS        = 60_000
-	DefaultMaxTotalMS    = 24 * 60 * 60 * 1000
-	DefaultMaxStepMS     = 60 * 60 * 1000
-	DefaultMaxIdleMS     = 10 * 60 * 1000
-	DefaultMaxToolMS     = 60 * 60 * 1000
-	DefaultActionMS      = agentd.DefaultActionMS
-	DefaultMaxActionMS   = 7 * 24 * 60 * 60 * 1000
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultBodyTimeout  = 30 * time.Second
+)
+
+// Default values of RunDefaults (runspec's).
+const (
+	DefaultMaxSteps      = runspec.DefaultMaxSteps
+	DefaultMaxStepsLimit = runspec.DefaultMaxStepsLimit
+	DefaultTotalMS       = runspec.DefaultTotalMS
+	DefaultStepMS        = runspec.DefaultStepMS
+	DefaultIdleMS        = runspec.DefaultIdleMS
+	DefaultToolMS        = runspec.DefaultToolMS
+	DefaultMaxTotalMS    = runspec.DefaultMaxTotalMS
+	DefaultMaxStepMS     = runspec.DefaultMaxStepMS
+	DefaultMaxIdleMS     = runspec.DefaultMaxIdleMS
+	DefaultMaxToolMS     = runspec.DefaultMaxToolMS
+	DefaultActionMS      = runspec.DefaultActionMS
+	DefaultMaxActionMS   = runspec.DefaultMaxActionMS
 )
 
 // server holds the handlers' dependencies.
@@ -201,7 +187,7 @@ type server struct {
 	metrics     *httpMetrics
 	ready       func(ctx context.Context) error
 	toolSources func() any
-	defaults    RunDefaults
+	spec        *runspec.Builder // every run's spec is built here
 	corsOrigins []string
 	bodyTimeout time.Duration
 	maxBody     int64
@@ -229,7 +215,7 @@ func newServer(cfg Config) *server {
 		log:         cfg.Logger,
 		ready:       cfg.ReadyFunc,
 		toolSources: cfg.ToolSources,
-		defaults:    cfg.Defaults,
+		spec:        runspec.New(cfg.Defaults, cfg.Tools),
 		maxBody:     cfg.MaxBodyBytes,
 		corsOrigins: cfg.CORSOrigins,
 		bodyTimeout: cfg.BodyTimeout,
@@ -251,38 +237,10 @@ func newServer(cfg Config) *server {
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
 	}
-	d := &s.defaults
-	if d.MaxStepsLimit <= 0 {
-		d.MaxStepsLimit = DefaultMaxStepsLimit
-	}
-	if d.MaxSteps <= 0 {
-		d.MaxSteps = min(DefaultMaxSteps, d.MaxStepsLimit)
-	}
-	setDefault(&d.Timeouts.TotalMS, DefaultTotalMS)
-	setDefault(&d.Timeouts.StepMS, DefaultStepMS)
-	setDefault(&d.Timeouts.IdleMS, DefaultIdleMS)
-	setDefault(&d.Timeouts.ToolMS, DefaultToolMS)
-	setDefault(&d.Timeouts.ActionMS, DefaultActionMS)
-	setDefault(&d.MaxTimeouts.TotalMS, DefaultMaxTotalMS)
-	setDefault(&d.MaxTimeouts.StepMS, DefaultMaxStepMS)
-	setDefault(&d.MaxTimeouts.IdleMS, DefaultMaxIdleMS)
-	setDefault(&d.MaxTimeouts.ToolMS, DefaultMaxToolMS)
-	setDefault(&d.MaxTimeouts.ActionMS, DefaultMaxActionMS)
-	d.Timeouts.TotalMS = min(d.Timeouts.TotalMS, d.MaxTimeouts.TotalMS)
-	d.Timeouts.StepMS = min(d.Timeouts.StepMS, d.MaxTimeouts.StepMS)
-	d.Timeouts.IdleMS = min(d.Timeouts.IdleMS, d.MaxTimeouts.IdleMS)
-	d.Timeouts.ToolMS = min(d.Timeouts.ToolMS, d.MaxTimeouts.ToolMS)
-	d.Timeouts.ActionMS = min(d.Timeouts.ActionMS, d.MaxTimeouts.ActionMS)
 	reg := cfg.Registerer
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
 	s.metrics = newHTTPMetrics(reg)
 	return s
-}
-
-func setDefault(v *int64, def int64) {
-	if *v <= 0 {
-		*v = def
-	}
 }

@@ -37,7 +37,7 @@ func FuzzCreateRunBody(f *testing.F) {
 		if decodeStrict(body, &req, "") != nil {
 			return
 		}
-		p, _, err := s.runParams(req)
+		p, _, err := s.runSpec(req)
 		if err != nil {
 			return
 		}

@@ -9,7 +9,7 @@ import (
 	"net/http"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/runspec"
 	"github.com/agentd/agentd/internal/stream"
 )
 
@@ -108,13 +108,20 @@ var errShuttingDown = newError(http.StatusServiceUnavailable, CodeShuttingDown, 
 // told about, which the caller logs.
 func problemFor(err error) (p problem, internal bool) {
 	var (
-		ae       *apiError
-		busy     *agentd.BusyError
-		decision *agentd.DecisionError
-		tooLarge *http.MaxBytesError
+		ae          *apiError
+		field       *runspec.FieldError
+		unknownTool *runspec.UnknownToolError
+		busy        *agentd.BusyError
+		decision    *agentd.DecisionError
+		tooLarge    *http.MaxBytesError
 	)
 	switch {
 	case errors.As(err, &ae):
+	case errors.As(err, &field):
+		ae = fieldError(field.Field, "%s", field.Message)
+	case errors.As(err, &unknownTool):
+		ae = newError(http.StatusUnprocessableEntity, CodeUnknownTool, "Unknown tool", unknownTool.Error())
+		ae.field, ae.tool = "tools", unknownTool.Tool
 	case errors.As(err, &tooLarge):
 		ae = newError(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "Body too large",
 			fmt.Sprintf("the request body exceeds %d bytes", tooLarge.Limit))
@@ -151,7 +158,7 @@ func problemFor(err error) (p problem, internal bool) {
 	case errors.Is(err, agentd.ErrActionMismatch):
 		ae = newError(http.StatusConflict, CodeActionMismatch, "Action mismatch",
 			"the run waits for an action about another tool call; see its required_action")
-	case errors.Is(err, persist.ErrInvalidValue):
+	case errors.Is(err, agentd.ErrInvalidValue):
 		ae = newError(http.StatusUnprocessableEntity, CodeInvalidValue, "Invalid value",
 			"a value of the request cannot be stored: send valid UTF-8 without NUL characters, and numbers that fit a float64")
 	case errors.Is(err, stream.ErrStopped):

@@ -11,49 +11,79 @@ import (
 	"net/http"
 	"os"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/clean"
-	"github.com/agentd/agentd/internal/persist"
-	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/runspec"
 )
 
-// Limits of a POST /runs body beyond its overall size.
-const (
-	maxMetadataBytes = 16 << 10
-	maxModelLen      = 256
-	maxKeyLen        = 255
-	// maxInputMessages caps the messages of "input"; the body's size
-	// (AGENTD_MAX_BODY_BYTES) caps their text.
-	maxInputMessages = 1000
-)
+// maxKeyLen caps an Idempotency-Key.
+const maxKeyLen = 255
 
 // createRunRequest is the body of POST /runs. Pointers tell an absent field
 // from a zero one.
 type createRunRequest struct {
-	ConversationID *string          `json:"conversation_id"`
-	Input          json.RawMessage  `json:"input"`
-	Model          *string          `json:"model"`
-	Instructions   *string          `json:"instructions"`
-	Tools          *[]string        `json:"tools"`
-	MaxSteps       *int             `json:"max_steps"`
-	Timeouts       *timeoutsRequest `json:"timeouts"`
-	Stream         *bool            `json:"stream"`
-	OnDisconnect   *string          `json:"on_disconnect"`
-	IfBusy         *string          `json:"if_busy"`
-	OnQuota        *string          `json:"on_quota"`
-	CompactAt      *float64         `json:"compact_at"`
-	LoopLimits     *struct {
+	ConversationID *string         `json:"conversation_id"`
+	Input          json.RawMessage `json:"input"`
+	Stream         *bool           `json:"stream"`
+	OnDisconnect   *string         `json:"on_disconnect"`
+	runFields
+}
+
+// runFields are the fields of a new run that every door taking agentd's
+// own JSON reads alike: POST /runs, and the AI SDK's chat beside its own.
+type runFields struct {
+	Model        *string              `json:"model"`
+	Instructions *string              `json:"instructions"`
+	Tools        *[]string            `json:"tools"`
+	ClientTools  *[]clientToolRequest `json:"client_tools"`
+	MaxSteps     *int                 `json:"max_steps"`
+	Timeouts     *timeoutsRequest     `json:"timeouts"`
+	IfBusy       *string              `json:"if_busy"`
+	OnQuota      *string              `json:"on_quota"`
+	CompactAt    *float64             `json:"compact_at"`
+	LoopLimits   *struct {
 		FailuresInARow *int `json:"failures_in_a_row"`
 		IdenticalCalls *int `json:"identical_calls"`
 	} `json:"loop_limits"`
-	Metadata    json.RawMessage      `json:"metadata"`
-	ClientTools *[]clientToolRequest `json:"client_tools"`
+	Metadata json.RawMessage `json:"metadata"`
+}
+
+// request is f as the run spec builder takes it, without input.
+func (f runFields) request() runspec.Request {
+	out := runspec.Request{Model: f.Model, Instructions: f.Instructions, Tools: f.Tools, MaxSteps: f.MaxSteps,
+		IfBusy: f.IfBusy, OnQuota: f.OnQuota, CompactAt: f.CompactAt, Metadata: f.Metadata}
+	if t := f.Timeouts; t != nil {
+		out.Timeouts = &runspec.Timeouts{TotalMS: t.TotalMS, StepMS: t.StepMS, IdleMS: t.IdleMS, ToolMS: t.ToolMS, ActionMS: t.ActionMS}
+	}
+	if l := f.LoopLimits; l != nil {
+		out.LoopLimits = &runspec.LoopLimits{FailuresInARow: l.FailuresInARow, IdenticalCalls: l.IdenticalCalls}
+	}
+	if f.ClientTools != nil {
+		cts := make([]runspec.ClientTool, len(*f.ClientTools))
+		for i, t := range *f.ClientTools {
+			cts[i] = runspec.ClientTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+		}
+		out.ClientTools = &cts
+	}
+	return out
+}
+
+// runFieldNames are the JSON names of runFields.
+var runFieldNames = jsonNames(reflect.TypeFor[runFields]())
+
+// jsonNames lists the JSON names of struct type t's fields.
+func jsonNames(t reflect.Type) []string {
+	var names []string
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 // clientToolRequest is one of a run's client_tools.
@@ -61,64 +91,6 @@ type clientToolRequest struct {
 	Name        *string         `json:"name"`
 	Description *string         `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
-}
-
-// maxClientTools caps a run's client_tools.
-const maxClientTools = 64
-
-// clientTools checks a run's client tools: names as tool names go, not
-// the name of a server tool nor used twice, descriptions of at most 4 KiB,
-// parameters a JSON object schema (absent: no arguments).
-func (s *server) clientTools(req *[]clientToolRequest) ([]agentd.ClientTool, error) {
-	if req == nil {
-		return nil, nil
-	}
-	if len(*req) > maxClientTools {
-		return nil, fieldError("client_tools", "must hold at most %d tools", maxClientTools)
-	}
-	out := make([]agentd.ClientTool, 0, len(*req))
-	seen := map[string]bool{}
-	for i, t := range *req {
-		field := func(name string) string { return fmt.Sprintf("client_tools[%d].%s", i, name) }
-		if t.Name == nil || !tools.ValidName(*t.Name) {
-			return nil, fieldError(field("name"), "must match ^[a-zA-Z0-9_-]{1,64}$")
-		}
-		name := *t.Name
-		if seen[name] {
-			return nil, fieldError(field("name"), "%q is used twice", name)
-		}
-		seen[name] = true
-		if s.tools != nil {
-			if _, ok := s.tools.Get(name); ok {
-				return nil, fieldError(field("name"), "%q is the name of a server tool (GET /tools)", name)
-			}
-		}
-		ct := agentd.ClientTool{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
-		if t.Description != nil {
-			if len(*t.Description) > 4096 {
-				return nil, fieldError(field("description"), "must be at most 4096 bytes")
-			}
-			if err := storable(field("description"), *t.Description); err != nil {
-				return nil, err
-			}
-			ct.Description = *t.Description
-		}
-		if !isNull(t.Parameters) {
-			if err := storableJSON(field("parameters"), t.Parameters); err != nil {
-				return nil, err
-			}
-			if err := tools.CheckParameters(name, t.Parameters); err != nil {
-				return nil, fieldError(field("parameters"), "%v", err)
-			}
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, t.Parameters); err != nil {
-				return nil, fieldError(field("parameters"), "is not JSON")
-			}
-			ct.Parameters = buf.Bytes()
-		}
-		out = append(out, ct)
-	}
-	return out, nil
 }
 
 type timeoutsRequest struct {
@@ -135,7 +107,6 @@ type inputMessage struct {
 	Content *string `json:"content"`
 }
 
-// readBody reads a request body of at most limit bytes.
 // readBody reads a request body of at most s.maxBody bytes, within
 // s.bodyTimeout: a client that sends its body too slowly is answered 408
 // and its connection released, rather than held.
@@ -189,7 +160,9 @@ func jsonError(err error, prefix string) error {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body is truncated JSON")
 	case errors.As(err, &typ):
-		field := joinField(prefix, typ.Field)
+		// A field of an embedded struct is named with the struct's Go name
+		// first (runFields.max_steps): the client knows only its JSON name.
+		field := joinField(prefix, strings.TrimPrefix(typ.Field, "runFields."))
 		if field == "" {
 			return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body must be a JSON object")
 		}
@@ -233,137 +206,73 @@ func jsonType(t reflect.Type) string {
 	return "an object"
 }
 
-// runParams checks a decoded request and fills in the defaults. It returns
-// the create parameters (without tenant and idempotency key) and whether the
-// client asked for a stream.
-func (s *server) runParams(req createRunRequest) (persist.RunCreateParams, bool, error) {
-	var p persist.RunCreateParams
-	var err error
+// specRequest is req as the run spec builder takes it, with its input
+// parsed.
+func specRequest(req createRunRequest) (runspec.Request, error) {
+	out := req.runFields.request()
+	out.OnDisconnect = req.OnDisconnect
 	if req.ConversationID != nil {
 		id, err := uuid.Parse(*req.ConversationID)
 		if err != nil {
-			return p, false, fieldError("conversation_id", "must be a UUID")
+			return out, fieldError("conversation_id", "must be a UUID")
 		}
-		p.ConversationID = id.String()
+		out.ConversationID = id.String()
 	}
-	if p.Input, err = parseInput(req.Input); err != nil {
-		return p, false, err
-	}
-	if p.Model, err = s.model(req.Model); err != nil {
-		return p, false, err
-	}
-	if req.Instructions != nil {
-		if err := storable("instructions", *req.Instructions); err != nil {
-			return p, false, err
-		}
-		p.Params.Instructions = *req.Instructions
-	}
-	if p.Params.Tools, err = s.toolNames(req.Tools); err != nil {
-		return p, false, err
-	}
-	if p.Params.ClientTools, err = s.clientTools(req.ClientTools); err != nil {
-		return p, false, err
-	}
-	p.Params.MaxSteps = s.defaults.MaxSteps
-	if req.MaxSteps != nil {
-		if *req.MaxSteps < 1 || *req.MaxSteps > s.defaults.MaxStepsLimit {
-			return p, false, fieldError("max_steps", "must be between 1 and %d", s.defaults.MaxStepsLimit)
-		}
-		p.Params.MaxSteps = *req.MaxSteps
-	}
-	if p.Params.Timeouts, err = s.timeouts(req.Timeouts); err != nil {
-		return p, false, err
-	}
-	if p.Params.OnDisconnect, err = oneOf("on_disconnect", req.OnDisconnect, agentd.OnDisconnectPolicies()); err != nil {
-		return p, false, err
-	}
-	if p.Params.IfBusy, err = oneOf("if_busy", req.IfBusy, agentd.IfBusyPolicies()); err != nil {
-		return p, false, err
-	}
-	onQuota, err := oneOf("on_quota", req.OnQuota, agentd.OnQuotaPolicies())
+	var err error
+	out.Input, out.InputText, err = parseInput(req.Input)
+	return out, err
+}
+
+// runSpec checks a decoded POST /runs body and builds its run's spec. It
+// returns whether the client asked for a stream.
+func (s *server) runSpec(req createRunRequest) (agentd.RunSpec, bool, error) {
+	sr, err := specRequest(req)
 	if err != nil {
-		return p, false, err
+		return agentd.RunSpec{}, false, err
 	}
-	p.RejectOverQuota = onQuota == agentd.OnQuotaReject
-	if req.CompactAt != nil {
-		if *req.CompactAt <= 0 || *req.CompactAt >= 1 {
-			return p, false, fieldError("compact_at", "must be a fraction between 0 and 1 (exclusive), such as 0.8")
-		}
-		p.Params.CompactAt = *req.CompactAt
-	}
-	p.Params.LoopLimits = agentd.LoopLimits{}.OrDefaults()
-	if l := req.LoopLimits; l != nil {
-		for _, f := range []struct {
-			name string
-			in   *int
-			out  *int
-		}{
-			{"loop_limits.failures_in_a_row", l.FailuresInARow, &p.Params.LoopLimits.FailuresInARow},
-			{"loop_limits.identical_calls", l.IdenticalCalls, &p.Params.LoopLimits.IdenticalCalls},
-		} {
-			if f.in == nil {
-				continue
-			}
-			if *f.in < 1 || *f.in > 1000 {
-				return p, false, fieldError(f.name, "must be between 1 and 1000")
-			}
-			*f.out = *f.in
-		}
-	}
-	if p.Params.Metadata, err = parseMetadata(req.Metadata); err != nil {
-		return p, false, err
-	}
-	return p, req.Stream != nil && *req.Stream, nil
+	spec, err := s.spec.Build(sr)
+	return spec, req.Stream != nil && *req.Stream, err
 }
 
 // isNull reports whether raw is absent or JSON null.
-func isNull(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) == 0 || bytes.Equal(t, []byte("null"))
-}
+func isNull(raw json.RawMessage) bool { return runspec.IsNull(raw) }
 
-// parseInput reads "input": a non-empty string (one user message) or a
-// non-empty array of messages.
-func parseInput(raw json.RawMessage) ([]agentd.InputMessage, error) {
+// parseInput reads "input": a string (one user message: text is true) or a
+// non-empty array of messages. Their content is the builder's to check.
+func parseInput(raw json.RawMessage) (msgs []agentd.InputMessage, text bool, err error) {
 	if isNull(raw) {
-		return nil, fieldError("input", "is required: a non-empty string or a non-empty array of messages")
+		return nil, false, fieldError("input", "is required: a non-empty string or a non-empty array of messages")
 	}
 	raw = bytes.TrimSpace(raw)
 	switch raw[0] {
 	case '"':
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, fieldError("input", "must be a string or an array of messages")
+			return nil, false, fieldError("input", "must be a string or an array of messages")
 		}
-		if strings.TrimSpace(text) == "" {
-			return nil, fieldError("input", "must not be empty")
-		}
-		if err := storable("input", text); err != nil {
-			return nil, err
-		}
-		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, nil
+		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil
 	case '[':
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil {
-			return nil, fieldError("input", "must be a string or an array of messages")
+			return nil, false, fieldError("input", "must be a string or an array of messages")
 		}
 		if len(items) == 0 {
-			return nil, fieldError("input", "must not be an empty array")
+			return nil, false, fieldError("input", "must not be an empty array")
 		}
-		if len(items) > maxInputMessages {
-			return nil, fieldError("input", "must hold at most %d messages, not %d", maxInputMessages, len(items))
+		if len(items) > runspec.MaxInputMessages {
+			return nil, false, fieldError("input", "must hold at most %d messages, not %d", runspec.MaxInputMessages, len(items))
 		}
 		out := make([]agentd.InputMessage, 0, len(items))
 		for i, item := range items {
 			m, err := parseInputMessage(item, fmt.Sprintf("input[%d]", i))
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			out = append(out, m)
 		}
-		return out, nil
+		return out, false, nil
 	}
-	return nil, fieldError("input", "must be a string or an array of messages")
+	return nil, false, fieldError("input", "must be a string or an array of messages")
 }
 
 func parseInputMessage(raw json.RawMessage, field string) (agentd.InputMessage, error) {
@@ -377,148 +286,28 @@ func parseInputMessage(raw json.RawMessage, field string) (agentd.InputMessage, 
 	if m.Role == nil {
 		return agentd.InputMessage{}, fieldError(field+".role", "is required")
 	}
-	switch *m.Role {
-	case "user", "assistant", "system":
-	default:
-		return agentd.InputMessage{}, fieldError(field+".role", "must be user, assistant or system, not %q", *m.Role)
-	}
-	if m.Content == nil || *m.Content == "" {
+	if m.Content == nil {
 		return agentd.InputMessage{}, fieldError(field+".content", "is required: a non-empty string")
 	}
-	if err := storable(field+".content", *m.Content); err != nil {
-		return agentd.InputMessage{}, err
-	}
 	return agentd.InputMessage{Role: agentd.Role(*m.Role), Content: *m.Content}, nil
-}
-
-func (s *server) model(m *string) (string, error) {
-	if m == nil {
-		if s.defaults.Model == "" {
-			return "", fieldError("model", "is required: the server has no default model")
-		}
-		return s.defaults.Model, nil
-	}
-	if strings.TrimSpace(*m) == "" || len(*m) > maxModelLen {
-		return "", fieldError("model", "must be a non-empty string of at most %d bytes", maxModelLen)
-	}
-	if err := storable("model", *m); err != nil {
-		return "", err
-	}
-	return *m, nil
-}
-
-// toolNames checks the requested tools: nil (absent) means every registered
-// tool, an empty list none.
-func (s *server) toolNames(names *[]string) ([]string, error) {
-	if names == nil {
-		return nil, nil
-	}
-	out := make([]string, 0, len(*names))
-	for _, n := range *names {
-		known := false
-		if s.tools != nil {
-			_, known = s.tools.Get(n)
-		}
-		if !known {
-			e := newError(http.StatusUnprocessableEntity, CodeUnknownTool, "Unknown tool",
-				fmt.Sprintf("tools: no tool named %q is registered (see GET /tools)", n))
-			e.field, e.tool = "tools", n
-			return nil, e
-		}
-		if !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out, nil
-}
-
-// timeouts checks the requested timeouts against the server's ceilings: a
-// field may not exceed its ceiling, and 0 asks for the ceiling itself.
-func (s *server) timeouts(t *timeoutsRequest) (agentd.Timeouts, error) {
-	out, ceil := s.defaults.Timeouts, s.defaults.MaxTimeouts
-	if t == nil {
-		return out, nil
-	}
-	for _, f := range []struct {
-		name string
-		in   *int64
-		max  int64
-		out  *int64
-	}{
-		{"timeouts.total_ms", t.TotalMS, ceil.TotalMS, &out.TotalMS},
-		{"timeouts.step_ms", t.StepMS, ceil.StepMS, &out.StepMS},
-		{"timeouts.idle_ms", t.IdleMS, ceil.IdleMS, &out.IdleMS},
-		{"timeouts.tool_ms", t.ToolMS, ceil.ToolMS, &out.ToolMS},
-		{"timeouts.action_ms", t.ActionMS, ceil.ActionMS, &out.ActionMS},
-	} {
-		switch {
-		case f.in == nil:
-		case *f.in < 0 || *f.in > f.max:
-			return out, fieldError(f.name, "must be between 0 (the server's ceiling) and %d, the server's ceiling", f.max)
-		case *f.in == 0:
-			*f.out = f.max
-		default:
-			*f.out = *f.in
-		}
-	}
-	return out, nil
 }
 
 // oneOf checks an optional enum field against values; absent gives the
 // first value.
 func oneOf[T ~string](field string, v *string, values []T) (T, error) {
-	if v == nil {
-		return values[0], nil
-	}
-	if slices.Contains(values, T(*v)) {
-		return T(*v), nil
-	}
-	names := make([]string, len(values))
-	for i, x := range values {
-		names[i] = string(x)
-	}
-	return "", fieldError(field, "must be one of %s, not %q", strings.Join(names, ", "), *v)
+	return runspec.OneOf(field, v, values)
 }
 
-func parseMetadata(raw json.RawMessage) (json.RawMessage, error) {
-	if isNull(raw) {
-		return nil, nil
-	}
-	raw = bytes.TrimSpace(raw)
-	if raw[0] != '{' {
-		return nil, fieldError("metadata", "must be a JSON object")
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return nil, fieldError("metadata", "must be a JSON object")
-	}
-	if buf.Len() > maxMetadataBytes {
-		return nil, fieldError("metadata", "must be at most %d bytes of JSON", maxMetadataBytes)
-	}
-	if err := storableJSON("metadata", buf.Bytes()); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+// parseMetadata checks a metadata field: nothing, or a JSON object.
+func parseMetadata(raw json.RawMessage) (json.RawMessage, error) { return runspec.Metadata(raw) }
 
 // storable refuses a string field that cannot be stored as it is (a NUL
 // character, invalid UTF-8): agentd keeps what a client sends, or refuses it.
-func storable(field, s string) error {
-	if problem := clean.TextProblem(s); problem != "" {
-		return fieldError(field, "%s; send valid UTF-8 text without NUL characters", problem)
-	}
-	return nil
-}
+func storable(field, s string) error { return runspec.Storable(field, s) }
 
-// storableJSON refuses a JSON field that cannot be stored as it is: a NUL
-// character, a lone surrogate escape, invalid UTF-8, or a number outside
-// float64's range (send it as a string).
-func storableJSON(field string, raw []byte) error {
-	if problem := clean.JSONProblem(raw); problem != "" {
-		return fieldError(field, "%s; numbers must fit a float64 (send others as strings) and strings must be valid Unicode without NUL", problem)
-	}
-	return nil
-}
+// storableJSON refuses a JSON field that cannot be stored as it is (see
+// runspec.StorableJSON).
+func storableJSON(field string, raw []byte) error { return runspec.StorableJSON(field, raw) }
 
 // validKey reports whether an Idempotency-Key is 1 to 255 printable ASCII
 // characters.

@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/telemetry"
 )
 
@@ -49,7 +48,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrict(body, &req, ""); err != nil {
 		return err
 	}
-	p, stream, err := s.runParams(req)
+	spec, stream, err := s.runSpec(req)
 	if err != nil {
 		return err
 	}
@@ -63,15 +62,13 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 		}
 		defer done()
 	}
-	p.TenantID = tenant
-	p.Actor = ActorFromContext(ctx)
-	p.Params.TraceParent = telemetry.TraceParent(ctx)
+	var fp string
 	if key != "" {
-		p.IdempotencyKey = key
-		if p.RequestHash, err = fingerprint(tenant, "POST /runs", body); err != nil {
+		if fp, err = fingerprint(tenant, "POST /runs", body); err != nil {
 			return err
 		}
 	}
+	p := newRun(ctx, spec, key, fp)
 	run, created, err := s.create(w, ctx, p)
 	if err != nil {
 		return err
@@ -199,10 +196,22 @@ func intParam(q url.Values, name string, def, lo, hi int) (int, error) {
 	return n, nil
 }
 
+// newRun is the creation of a run of spec for the request of ctx: its
+// tenant and actor are the credential's, its trace the request's, and key
+// its idempotency key (optional) with fingerprint fp.
+func newRun(ctx context.Context, spec agentd.RunSpec, key, fp string) agentd.RunCreate {
+	spec.Params.TraceParent = telemetry.TraceParent(ctx)
+	p := agentd.RunCreate{TenantID: TenantFromContext(ctx), Actor: ActorFromContext(ctx), Spec: spec}
+	if key != "" {
+		p.IdempotencyKey, p.RequestHash = key, fp
+	}
+	return p
+}
+
 // create creates a run, saying quota_exceeded (with Retry-After) when the
 // tenant's runs in progress are at its quota and the run asked to be
 // refused then.
-func (s *server) create(w http.ResponseWriter, ctx context.Context, p persist.RunCreateParams) (agentd.Run, bool, error) {
+func (s *server) create(w http.ResponseWriter, ctx context.Context, p agentd.RunCreate) (agentd.Run, bool, error) {
 	run, created, err := s.runs.Create(ctx, p)
 	if errors.Is(err, agentd.ErrQuotaExceeded) {
 		w.Header().Set("Retry-After", "1")

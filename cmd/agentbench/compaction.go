@@ -122,9 +122,9 @@ func converse(ctx context.Context, o options, model string, turns int) (conversa
 	ids := make([]string, 0, turns)
 	for i := range turns {
 		start := time.Now()
-		r, _, err := eng.Service().Create(ctx, persist.RunCreateParams{TenantID: "bench", Model: model, ConversationID: conv,
+		r, _, err := eng.Service().Create(ctx, agentd.RunCreate{TenantID: "bench", Spec: agentd.RunSpec{Model: model, ConversationID: conv,
 			Params: agentd.RunParams{MaxSteps: 3, IfBusy: agentd.IfBusyEnqueue},
-			Input:  []agentd.InputMessage{{Role: "user", Content: fmt.Sprintf("question %d: %s\n/say answer %d: %s", i, question, i, answer)}}})
+			Input:  []agentd.InputMessage{{Role: "user", Content: fmt.Sprintf("question %d: %s\n/say answer %d: %s", i, question, i, answer)}}}})
 		if err != nil {
 			return c, err
 		}

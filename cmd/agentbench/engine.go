@@ -127,10 +127,10 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	}()
 	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
 	create := func() error {
-		_, _, err := eng.Service().Create(ctx, persist.RunCreateParams{TenantID: "bench", Model: "fake",
+		_, _, err := eng.Service().Create(ctx, agentd.RunCreate{TenantID: "bench", Spec: agentd.RunSpec{Model: "fake",
 			Params: agentd.RunParams{MaxSteps: 4, OnDisconnect: "continue", IfBusy: "reject",
 				Timeouts: agentd.Timeouts{TotalMS: 60000, StepMS: 30000, IdleMS: 30000, ToolMS: 30000}},
-			Input: []agentd.InputMessage{{Role: "user", Content: input}}})
+			Input: []agentd.InputMessage{{Role: "user", Content: input}}}})
 		return err
 	}
 	stop := make(chan struct{})

@@ -296,9 +296,11 @@ func (in *instance) close() {
 	in.closers = nil
 }
 
-// The engine's service and the hub are the API's doors to runs and streams.
+// The engine's service, the store and the hub are the API's doors to runs,
+// reads and streams.
 var (
 	_ api.Runs   = (*engine.Service)(nil)
+	_ api.Store  = (*persist.Store)(nil)
 	_ api.Events = (*stream.Hub)(nil)
 )
 

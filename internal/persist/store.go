@@ -27,11 +27,9 @@ var (
 	// ErrLeaseLost: the run's epoch moved on; this worker no longer owns it.
 	ErrLeaseLost = errors.New("lease lost")
 
-	// ErrInvalidValue: PostgreSQL refused a value as data (SQLSTATE class
-	// 22: a NUL character, invalid UTF-8, a number out of range, a malformed
-	// value). Values from outside pass internal/clean first, so this is a
-	// value that slipped past it; the error says which.
-	ErrInvalidValue = errors.New("value cannot be stored")
+	// ErrInvalidValue is agentd.ErrInvalidValue: PostgreSQL refused a
+	// value as data (SQLSTATE class 22).
+	ErrInvalidValue = agentd.ErrInvalidValue
 	// ErrConstraint: a constraint other than a unique key refused the write
 	// (SQLSTATE class 23: a foreign key, a check, a not-null).
 	ErrConstraint = errors.New("constraint violated")

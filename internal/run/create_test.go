@@ -7,13 +7,12 @@ import (
 	"time"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/persist"
 )
 
-func createVia(t *testing.T, create func(context.Context, persist.RunCreateParams) (agentd.Run, bool, error), conv, input string, ifBusy agentd.IfBusy) agentd.Run {
+func createVia(t *testing.T, create func(context.Context, agentd.RunCreate) (agentd.Run, bool, error), conv, input string, ifBusy agentd.IfBusy) agentd.Run {
 	t.Helper()
-	r, created, err := create(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "fake", ConversationID: conv,
-		Params: agentd.RunParams{MaxSteps: 10, IfBusy: ifBusy}, Input: []agentd.InputMessage{{Role: "user", Content: input}}})
+	r, created, err := create(context.Background(), agentd.RunCreate{TenantID: "default", Spec: agentd.RunSpec{Model: "fake", ConversationID: conv,
+		Params: agentd.RunParams{MaxSteps: 10, IfBusy: ifBusy}, Input: []agentd.InputMessage{{Role: "user", Content: input}}}})
 	if err != nil || !created {
 		t.Fatalf("create: %v (created %v)", err, created)
 	}

@@ -142,8 +142,8 @@ func TestQueuedRunsStartInTheOrderAccepted(t *testing.T) {
 	e := b.start(t, run.Config{Workers: 1, LeaseTTL: 10 * time.Second, PollInterval: time.Minute})
 	create := func(tenant, input string) agentd.Run {
 		t.Helper()
-		r, created, err := e.Service().Create(context.Background(), persist.RunCreateParams{TenantID: tenant, Model: "fake",
-			Params: agentd.RunParams{MaxSteps: 5}, Input: []agentd.InputMessage{{Role: "user", Content: input}}})
+		r, created, err := e.Service().Create(context.Background(), agentd.RunCreate{TenantID: tenant, Spec: agentd.RunSpec{Model: "fake",
+			Params: agentd.RunParams{MaxSteps: 5}, Input: []agentd.InputMessage{{Role: "user", Content: input}}}})
 		if err != nil || !created {
 			t.Fatalf("create: %v (created %v)", err, created)
 		}

@@ -25,10 +25,18 @@ func (e *Engine) Service() *Service { return &Service{e: e} }
 // Create commits a new run, its conversation when new, and its input, and
 // starts it on a free worker of this instance when it can start at once. A
 // repeated idempotency key returns the first run and created false. Errors:
-// a *persist.BusyError (the conversation has a run in flight and if_busy is
-// reject), persist.ErrIdempotencyMismatch, persist.ErrConversationNotFound.
-func (s *Service) Create(ctx context.Context, p persist.RunCreateParams) (run agentd.Run, created bool, err error) {
-	return s.e.create(ctx, p)
+// a *agentd.BusyError (the conversation has a run in flight and if_busy is
+// reject), agentd.ErrIdempotencyMismatch, agentd.ErrConversationNotFound,
+// agentd.ErrQuotaExceeded.
+func (s *Service) Create(ctx context.Context, c agentd.RunCreate) (run agentd.Run, created bool, err error) {
+	return s.e.create(ctx, createParams(c))
+}
+
+// createParams are the store's parameters of creation c.
+func createParams(c agentd.RunCreate) persist.RunCreateParams {
+	return persist.RunCreateParams{TenantID: c.TenantID, ConversationID: c.Spec.ConversationID, Model: c.Spec.Model,
+		Params: c.Spec.Params, Input: c.Spec.Input, IdempotencyKey: c.IdempotencyKey, RequestHash: c.RequestHash,
+		Actor: c.Actor, RejectOverQuota: c.Spec.OnQuota == agentd.OnQuotaReject}
 }
 
 // Cancel asks a run to stop, on whichever instance executes it; actor is

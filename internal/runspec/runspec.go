@@ -1,0 +1,426 @@
+package runspec
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/tools"
+)
+
+// Limits of a request beyond its transport's own (a body's size).
+const (
+	MaxMetadataBytes = 16 << 10
+	MaxModelLen      = 256
+	// MaxInputMessages caps the messages of a run's input; the body's size
+	// (AGENTD_MAX_BODY_BYTES) caps their text.
+	MaxInputMessages = 1000
+	// MaxClientTools caps a run's client tools.
+	MaxClientTools = 64
+	// MaxDescriptionBytes caps a client tool's description.
+	MaxDescriptionBytes = 4096
+	// MaxLoopLimit caps each of a run's loop limits.
+	MaxLoopLimit = 1000
+)
+
+// Request is what a client asked of a new run, as a transport decoded it:
+// a nil pointer is a field the client did not send, which takes the
+// server's default. Ids are the transport's to parse: ConversationID is
+// canonical or empty.
+type Request struct {
+	ConversationID string // empty: a new conversation
+	// Input is the run's input messages, in order; InputText says that it
+	// came as one text (one user message), which errors then name "input".
+	Input        []agentd.InputMessage
+	InputText    bool
+	Model        *string
+	Instructions *string
+	Tools        *[]string // nil: every tool of the server; empty: none
+	ClientTools  *[]ClientTool
+	MaxSteps     *int
+	Timeouts     *Timeouts
+	OnDisconnect *string
+	IfBusy       *string
+	OnQuota      *string
+	CompactAt    *float64
+	LoopLimits   *LoopLimits
+	Metadata     json.RawMessage // a JSON object, or nothing
+}
+
+// ClientTool is one of a run's client tools, as asked.
+type ClientTool struct {
+	Name        *string
+	Description *string
+	Parameters  json.RawMessage // a JSON Schema of an object; nothing: no arguments
+}
+
+// Timeouts are a run's timeouts as asked, in milliseconds: 0 asks for the
+// server's ceiling.
+type Timeouts struct {
+	TotalMS, StepMS, IdleMS, ToolMS, ActionMS *int64
+}
+
+// LoopLimits are a run's loop limits as asked.
+type LoopLimits struct {
+	FailuresInARow, IdenticalCalls *int
+}
+
+// Builder turns requests into run specs with the server's defaults and
+// ceilings applied. It is safe for concurrent use.
+type Builder struct {
+	d     Defaults
+	tools *tools.Registry // nil: no tools
+}
+
+// New returns a Builder with defaults d (its zero fields at their
+// documented defaults) and the server's tools, which a run's tools are
+// checked against (nil: none).
+func New(d Defaults, reg *tools.Registry) *Builder {
+	return &Builder{d: d.resolved(), tools: reg}
+}
+
+// Defaults returns the builder's defaults and ceilings, resolved.
+func (b *Builder) Defaults() Defaults { return b.d }
+
+// Build checks req and fills in what it left out. Its errors are a
+// *FieldError, or an *UnknownToolError for a tool the server does not have:
+// the request is refused, naming the field.
+func (b *Builder) Build(req Request) (agentd.RunSpec, error) {
+	spec := agentd.RunSpec{ConversationID: req.ConversationID}
+	var err error
+	if spec.Input, err = input(req.Input, req.InputText); err != nil {
+		return spec, err
+	}
+	if spec.Model, err = b.model(req.Model); err != nil {
+		return spec, err
+	}
+	if spec.Params, err = b.params(req); err != nil {
+		return spec, err
+	}
+	if spec.OnQuota, err = OneOf("on_quota", req.OnQuota, agentd.OnQuotaPolicies()); err != nil {
+		return spec, err
+	}
+	return spec, nil
+}
+
+// params builds the run's parameters beyond its input and model.
+func (b *Builder) params(req Request) (agentd.RunParams, error) {
+	var p agentd.RunParams
+	var err error
+	if req.Instructions != nil {
+		if err := Storable("instructions", *req.Instructions); err != nil {
+			return p, err
+		}
+		p.Instructions = *req.Instructions
+	}
+	if p.Tools, err = b.toolNames(req.Tools); err != nil {
+		return p, err
+	}
+	if p.ClientTools, err = b.clientTools(req.ClientTools); err != nil {
+		return p, err
+	}
+	if p.MaxSteps, err = b.maxSteps(req.MaxSteps); err != nil {
+		return p, err
+	}
+	if p.Timeouts, err = b.timeouts(req.Timeouts); err != nil {
+		return p, err
+	}
+	if p.OnDisconnect, err = OneOf("on_disconnect", req.OnDisconnect, agentd.OnDisconnectPolicies()); err != nil {
+		return p, err
+	}
+	if p.IfBusy, err = OneOf("if_busy", req.IfBusy, agentd.IfBusyPolicies()); err != nil {
+		return p, err
+	}
+	if req.CompactAt != nil {
+		if *req.CompactAt <= 0 || *req.CompactAt >= 1 {
+			return p, fieldError("compact_at", "must be a fraction between 0 and 1 (exclusive), such as 0.8")
+		}
+		p.CompactAt = *req.CompactAt
+	}
+	if p.LoopLimits, err = loopLimits(req.LoopLimits); err != nil {
+		return p, err
+	}
+	if p.Metadata, err = Metadata(req.Metadata); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// input checks a run's input messages: at least one and at most
+// MaxInputMessages, each of role user, assistant or system, with a text
+// that can be stored: a non-empty one, or for input sent as one text (text),
+// one that is not all white space.
+func input(msgs []agentd.InputMessage, text bool) ([]agentd.InputMessage, error) {
+	switch {
+	case len(msgs) == 0:
+		return nil, fieldError("input", "is required: a non-empty string or a non-empty array of messages")
+	case len(msgs) > MaxInputMessages:
+		return nil, fieldError("input", "must hold at most %d messages, not %d", MaxInputMessages, len(msgs))
+	case text:
+		if len(msgs) != 1 || msgs[0].Role != agentd.RoleUser {
+			return nil, fieldError("input", "must be one user message when it is a text")
+		}
+		if strings.TrimSpace(msgs[0].Content) == "" {
+			return nil, fieldError("input", "must not be empty")
+		}
+		return msgs, Storable("input", msgs[0].Content)
+	}
+	for i, m := range msgs {
+		field := fmt.Sprintf("input[%d]", i)
+		switch m.Role {
+		case agentd.RoleUser, agentd.RoleAssistant, agentd.RoleSystem:
+		default:
+			return nil, fieldError(field+".role", "must be user, assistant or system, not %q", m.Role)
+		}
+		if m.Content == "" {
+			return nil, fieldError(field+".content", "is required: a non-empty string")
+		}
+		if err := Storable(field+".content", m.Content); err != nil {
+			return nil, err
+		}
+	}
+	return msgs, nil
+}
+
+func (b *Builder) model(m *string) (string, error) {
+	if m == nil {
+		if b.d.Model == "" {
+			return "", fieldError("model", "is required: the server has no default model")
+		}
+		return b.d.Model, nil
+	}
+	if strings.TrimSpace(*m) == "" || len(*m) > MaxModelLen {
+		return "", fieldError("model", "must be a non-empty string of at most %d bytes", MaxModelLen)
+	}
+	if err := Storable("model", *m); err != nil {
+		return "", err
+	}
+	return *m, nil
+}
+
+func (b *Builder) maxSteps(n *int) (int, error) {
+	if n == nil {
+		return b.d.MaxSteps, nil
+	}
+	if *n < 1 || *n > b.d.MaxStepsLimit {
+		return 0, fieldError("max_steps", "must be between 1 and %d", b.d.MaxStepsLimit)
+	}
+	return *n, nil
+}
+
+// toolNames checks the requested tools: nil (absent) means every
+// registered tool, an empty list none; a name listed twice counts once.
+func (b *Builder) toolNames(names *[]string) ([]string, error) {
+	if names == nil {
+		return nil, nil
+	}
+	out := make([]string, 0, len(*names))
+	for _, n := range *names {
+		if !b.serverTool(n) {
+			return nil, &UnknownToolError{Tool: n}
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (b *Builder) serverTool(name string) bool {
+	if b.tools == nil {
+		return false
+	}
+	_, ok := b.tools.Get(name)
+	return ok
+}
+
+// clientTools checks a run's client tools: names as tool names go, not
+// the name of a server tool nor used twice, descriptions of at most
+// MaxDescriptionBytes, parameters a JSON object schema (absent: no
+// arguments).
+func (b *Builder) clientTools(req *[]ClientTool) ([]agentd.ClientTool, error) {
+	if req == nil {
+		return nil, nil
+	}
+	if len(*req) > MaxClientTools {
+		return nil, fieldError("client_tools", "must hold at most %d tools", MaxClientTools)
+	}
+	out := make([]agentd.ClientTool, 0, len(*req))
+	seen := map[string]bool{}
+	for i, t := range *req {
+		ct, err := b.clientTool(i, t, seen)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ct)
+	}
+	return out, nil
+}
+
+// clientTool checks the i-th client tool; seen holds the names before it.
+func (b *Builder) clientTool(i int, t ClientTool, seen map[string]bool) (agentd.ClientTool, error) {
+	field := func(name string) string { return fmt.Sprintf("client_tools[%d].%s", i, name) }
+	if t.Name == nil || !tools.ValidName(*t.Name) {
+		return agentd.ClientTool{}, fieldError(field("name"), "must match ^[a-zA-Z0-9_-]{1,64}$")
+	}
+	name := *t.Name
+	if seen[name] {
+		return agentd.ClientTool{}, fieldError(field("name"), "%q is used twice", name)
+	}
+	seen[name] = true
+	if b.serverTool(name) {
+		return agentd.ClientTool{}, fieldError(field("name"), "%q is the name of a server tool (GET /tools)", name)
+	}
+	ct := agentd.ClientTool{Name: name, Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}
+	if t.Description != nil {
+		if len(*t.Description) > MaxDescriptionBytes {
+			return agentd.ClientTool{}, fieldError(field("description"), "must be at most %d bytes", MaxDescriptionBytes)
+		}
+		if err := Storable(field("description"), *t.Description); err != nil {
+			return agentd.ClientTool{}, err
+		}
+		ct.Description = *t.Description
+	}
+	if !IsNull(t.Parameters) {
+		if err := StorableJSON(field("parameters"), t.Parameters); err != nil {
+			return agentd.ClientTool{}, err
+		}
+		if err := tools.CheckParameters(name, t.Parameters); err != nil {
+			return agentd.ClientTool{}, fieldError(field("parameters"), "%v", err)
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, t.Parameters); err != nil {
+			return agentd.ClientTool{}, fieldError(field("parameters"), "is not JSON")
+		}
+		ct.Parameters = buf.Bytes()
+	}
+	return ct, nil
+}
+
+// timeouts checks the requested timeouts against the server's ceilings: a
+// field may not exceed its ceiling, and 0 asks for the ceiling itself.
+func (b *Builder) timeouts(t *Timeouts) (agentd.Timeouts, error) {
+	out, ceil := b.d.Timeouts, b.d.MaxTimeouts
+	if t == nil {
+		return out, nil
+	}
+	for _, f := range []struct {
+		name string
+		in   *int64
+		max  int64
+		out  *int64
+	}{
+		{"timeouts.total_ms", t.TotalMS, ceil.TotalMS, &out.TotalMS},
+		{"timeouts.step_ms", t.StepMS, ceil.StepMS, &out.StepMS},
+		{"timeouts.idle_ms", t.IdleMS, ceil.IdleMS, &out.IdleMS},
+		{"timeouts.tool_ms", t.ToolMS, ceil.ToolMS, &out.ToolMS},
+		{"timeouts.action_ms", t.ActionMS, ceil.ActionMS, &out.ActionMS},
+	} {
+		switch {
+		case f.in == nil:
+		case *f.in < 0 || *f.in > f.max:
+			return out, fieldError(f.name, "must be between 0 (the server's ceiling) and %d, the server's ceiling", f.max)
+		case *f.in == 0:
+			*f.out = f.max
+		default:
+			*f.out = *f.in
+		}
+	}
+	return out, nil
+}
+
+// loopLimits checks the requested loop limits; absent ones take the
+// defaults.
+func loopLimits(l *LoopLimits) (agentd.LoopLimits, error) {
+	out := agentd.LoopLimits{}.OrDefaults()
+	if l == nil {
+		return out, nil
+	}
+	for _, f := range []struct {
+		name string
+		in   *int
+		out  *int
+	}{
+		{"loop_limits.failures_in_a_row", l.FailuresInARow, &out.FailuresInARow},
+		{"loop_limits.identical_calls", l.IdenticalCalls, &out.IdenticalCalls},
+	} {
+		if f.in == nil {
+			continue
+		}
+		if *f.in < 1 || *f.in > MaxLoopLimit {
+			return out, fieldError(f.name, "must be between 1 and %d", MaxLoopLimit)
+		}
+		*f.out = *f.in
+	}
+	return out, nil
+}
+
+// OneOf checks an optional enum field against values; absent gives the
+// first value, which is the default.
+func OneOf[T ~string](field string, v *string, values []T) (T, error) {
+	if v == nil {
+		return values[0], nil
+	}
+	if slices.Contains(values, T(*v)) {
+		return T(*v), nil
+	}
+	names := make([]string, len(values))
+	for i, x := range values {
+		names[i] = string(x)
+	}
+	return "", fieldError(field, "must be one of %s, not %q", strings.Join(names, ", "), *v)
+}
+
+// Metadata checks a metadata field: nothing, or a JSON object of at most
+// MaxMetadataBytes once compacted, that can be stored. It returns the
+// compacted object, or nil.
+func Metadata(raw json.RawMessage) (json.RawMessage, error) {
+	if IsNull(raw) {
+		return nil, nil
+	}
+	raw = bytes.TrimSpace(raw)
+	if raw[0] != '{' {
+		return nil, fieldError("metadata", "must be a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, fieldError("metadata", "must be a JSON object")
+	}
+	if buf.Len() > MaxMetadataBytes {
+		return nil, fieldError("metadata", "must be at most %d bytes of JSON", MaxMetadataBytes)
+	}
+	if err := StorableJSON("metadata", buf.Bytes()); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// IsNull reports whether raw is absent or JSON null.
+func IsNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || bytes.Equal(t, []byte("null"))
+}
+
+// Storable refuses a string field that cannot be stored as it is (a NUL
+// character, invalid UTF-8): agentd keeps what a client sends, or refuses
+// it.
+func Storable(field, s string) error {
+	if problem := clean.TextProblem(s); problem != "" {
+		return fieldError(field, "%s; send valid UTF-8 text without NUL characters", problem)
+	}
+	return nil
+}
+
+// StorableJSON refuses a JSON field that cannot be stored as it is: a NUL
+// character, a lone surrogate escape, invalid UTF-8, or a number outside
+// float64's range (send it as a string).
+func StorableJSON(field string, raw []byte) error {
+	if problem := clean.JSONProblem(raw); problem != "" {
+		return fieldError(field, "%s; numbers must fit a float64 (send others as strings) and strings must be valid Unicode without NUL", problem)
+	}
+	return nil
+}
