@@ -13,6 +13,9 @@ const (
 	RoleSystem    Role = "system"
 )
 
+// Roles lists every role.
+func Roles() []Role { return []Role{RoleUser, RoleAssistant, RoleTool, RoleSystem} }
+
 // PartType is the kind of one piece of a message's content.
 type PartType string
 

@@ -199,3 +199,12 @@ var payloadDecoders = map[EventType]func(json.RawMessage) (Payload, error){
 	EventRunTimedOut:          decodeAs[RunEndedData],
 	EventRunInterrupted:       decodeAs[RunEndedData],
 }
+
+// OutboxEventTypes lists the events that tell whoever waits on a run
+// (webhooks, a parent run) that it stopped: its ends and
+// run.requires_action. Whichever path writes one writes the run's outbox
+// row with it, in the same transaction.
+func OutboxEventTypes() []EventType {
+	return []EventType{EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted,
+		EventRunRequiresAction}
+}

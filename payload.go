@@ -314,3 +314,13 @@ func WithOutput(e EventIn, text string) EventIn {
 	}
 	return e
 }
+
+// WithUnresolved returns the run end e listing ids, the side-effect calls
+// whose outcome was still unknown when the run ended.
+func WithUnresolved(e EventIn, ids []string) EventIn {
+	if d, ok := e.Data.(RunEndedData); ok {
+		d.UnresolvedToolCalls = ids
+		e.Data = d
+	}
+	return e
+}

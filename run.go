@@ -318,3 +318,15 @@ type Event struct {
 	Data      json.RawMessage
 	CreatedAt time.Time
 }
+
+// OutboxEntry is a row of the outbox: an event that told whoever waits on a
+// run that it stopped (OutboxEventTypes), written in the event's own
+// transaction. Its identity, stable across readers and retries, is its run
+// and seq.
+type OutboxEntry struct {
+	RunID     string
+	TenantID  string
+	EventType EventType
+	Seq       int64
+	CreatedAt time.Time
+}

@@ -148,6 +148,11 @@ const (
 	StepAborted   StepStatus = "aborted"
 )
 
+// StepStatuses lists every step status.
+func StepStatuses() []StepStatus {
+	return []StepStatus{StepRunning, StepActing, StepCompleted, StepFailed, StepAborted}
+}
+
 // Transition says why the loop went on to a step, or asked its model again.
 type Transition string
 
@@ -179,6 +184,12 @@ const (
 	CallAwaitingClient CallStatus = "awaiting_client"
 )
 
+// CallStatuses lists every tool call status.
+func CallStatuses() []CallStatus {
+	return []CallStatus{CallPlanned, CallRunning, CallSucceeded, CallFailed, CallUnknown, CallAwaitingApproval,
+		CallRejected, CallAwaitingClient}
+}
+
 // Final reports whether the call's outcome is settled for good.
 func (s CallStatus) Final() bool {
 	return s == CallSucceeded || s == CallFailed || s == CallRejected
@@ -199,14 +210,28 @@ const (
 	AttemptUnknown   AttemptStatus = "unknown"
 )
 
+// AttemptStatuses lists every attempt status.
+func AttemptStatuses() []AttemptStatus {
+	return []AttemptStatus{AttemptRunning, AttemptSucceeded, AttemptFailed, AttemptTimedOut, AttemptUnknown}
+}
+
 // MessageStatus is the state of a stored message.
 type MessageStatus string
 
 // Message statuses.
 const (
+	// MessagePending: the input of a run queued behind another run of its
+	// conversation, not numbered into the conversation until the run
+	// starts.
+	MessagePending   MessageStatus = "pending"
 	MessageCompleted MessageStatus = "completed"
-	MessageAborted   MessageStatus = "aborted"
+	MessageAborted   MessageStatus = "aborted" // input of a run that ended before any answer of its own
 )
+
+// MessageStatuses lists every message status.
+func MessageStatuses() []MessageStatus {
+	return []MessageStatus{MessagePending, MessageCompleted, MessageAborted}
+}
 
 // ActionType is what a run in requires_action waits for.
 type ActionType string
@@ -329,6 +354,17 @@ const (
 // FinishReasons lists every finish reason.
 func FinishReasons() []FinishReason {
 	return []FinishReason{FinishStop, FinishToolCalls, FinishLength, FinishContentFilter}
+}
+
+// StopEvent is the type of the event that tells whoever waits on a run that
+// it stopped with status s: its EndEvent, or run.requires_action; "" for a
+// status it runs or waits to run in. Each has an outbox row
+// (OutboxEventTypes).
+func (s RunStatus) StopEvent() EventType {
+	if s == StatusRequiresAction {
+		return EventRunRequiresAction
+	}
+	return s.EndEvent()
 }
 
 // EndEvent is the type of the terminal event of a run that stops with

@@ -1,9 +1,7 @@
 package persist
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/agentd/agentd"
@@ -33,110 +31,66 @@ func (s *Store) RunResolveAction(ctx context.Context, p agentd.ActionParams) (ag
 }
 
 // resolveLocked applies decision p to r, whose row the caller has locked,
-// as resolvedBy (a client, or the action timeout), and queues r again. It
-// returns the run's new last event seq.
+// as resolvedBy (a client, or the action timeout), as agentd.Resolve says,
+// and queues r again. It returns the run's new last event seq.
 func resolveLocked(ctx context.Context, tx pgx.Tx, r agentd.Run, p agentd.ActionParams, resolvedBy string) (int64, error) {
-	if r.Status != agentd.StatusRequiresAction {
-		return 0, fmt.Errorf("run is %s: %w", r.Status, agentd.ErrRunNotWaiting)
-	}
-	var action agentd.RequiredAction
-	_ = json.Unmarshal(r.RequiredAction, &action)
-	if (p.ToolCallID != "" && action.ToolCallID != p.ToolCallID) || (p.CallID != "" && action.CallID != p.CallID) {
-		return 0, agentd.ErrActionMismatch
-	}
-	p.ToolCallID = action.ToolCallID
-	if !p.Decision.Answers(action.Type) {
-		return 0, &agentd.DecisionError{Decision: p.Decision, Asks: action.Type}
-	}
+	action := r.Action()
+	var res []agentd.Resolution
 	if p.Decision == agentd.DecisionOutputs {
-		return resolveOutputs(ctx, tx, r, action, p, resolvedBy)
-	}
-	kind := func(k agentd.ErrorKind) agentd.ErrorKind {
-		if resolvedBy == agentd.ResolvedByActionTimeout {
-			return agentd.ToolErrActionTimeout
+		if err := p.Answers(r.Status, action); err != nil {
+			return 0, err
 		}
-		return k
-	}
-	var data agentd.Payload
-	var err error
-	switch p.Decision {
-	case agentd.DecisionApprove:
-		_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'planned' WHERE id = $1 AND status = 'awaiting_approval'`, p.ToolCallID)
-		data = agentd.ToolCallApprovedData{Actor: p.Actor, ResolvedBy: resolvedBy, Status: agentd.CallPlanned, ToolCallID: p.ToolCallID}
-	case agentd.DecisionReject:
-		data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: agentd.CallAwaitingApproval, to: agentd.CallRejected,
-			resolvedBy: resolvedBy,
-			err:        agentd.ErrorDetail{Kind: kind(agentd.ToolErrRejected), Message: cmp.Or(p.Message, "the call was rejected by the client")}})
-	case agentd.DecisionResult:
-		_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, error = NULL, finished_at = now()
-			WHERE id = $1 AND status = 'unknown'`, p.ToolCallID, []byte(p.Result))
-		if err == nil && p.Artifact != nil {
-			a := p.Artifact
-			_, err = tx.Exec(ctx, insertArtifact, a.ID, r.ID, p.ToolCallID, a.MediaType, a.Size(), a.SHA256, a.Content)
-		}
-		data = agentd.ToolCallCompletedData{Actor: p.Actor, ResolvedBy: resolvedBy, Result: p.Result, Status: agentd.CallSucceeded,
-			ToolCallID: p.ToolCallID}
-	case agentd.DecisionFail:
-		data, err = endCall(ctx, tx, endCallParams{actor: p.Actor, id: p.ToolCallID, from: agentd.CallUnknown, to: agentd.CallFailed,
-			resolvedBy: resolvedBy,
-			err:        agentd.ErrorDetail{Kind: kind(agentd.ToolErrClient), Message: cmp.Or(p.Message, "the tool call was failed by the client")}})
-	case agentd.DecisionRetry:
-		_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'running', error = NULL WHERE id = $1 AND status = 'unknown'`, p.ToolCallID)
-		data = agentd.ToolCallRetryAllowedData{Actor: p.Actor, ResolvedBy: resolvedBy, Retry: true, Status: agentd.CallRunning,
-			ToolCallID: p.ToolCallID}
-	default:
-		return 0, fmt.Errorf("unknown decision %q", p.Decision)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("resolve tool call: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET decided_by = $2 WHERE id = $1`, p.ToolCallID, nullIfEmpty(p.Actor)); err != nil {
-		return 0, fmt.Errorf("record who decided: %w", err)
-	}
-	return requeue(ctx, tx, r, p.Actor, []agentd.EventIn{agentd.EventOf(r.StepCount, data)})
-}
-
-// resolveOutputs answers each client tool call the run waits for with its
-// output or its error, and queues the run again.
-func resolveOutputs(ctx context.Context, tx pgx.Tx, r agentd.Run, action agentd.RequiredAction, p agentd.ActionParams, resolvedBy string) (int64, error) {
-	if len(p.Outputs) != len(action.Calls) {
-		return 0, agentd.ErrOutputsMismatch
-	}
-	want := map[string]bool{}
-	for _, c := range action.Calls {
-		want[c.ToolCallID] = true
-	}
-	evs := make([]agentd.EventIn, 0, len(p.Outputs))
-	for _, o := range p.Outputs {
-		if !want[o.ToolCallID] {
-			return 0, agentd.ErrOutputsMismatch
-		}
-		delete(want, o.ToolCallID) // each once
-		d := agentd.ToolCallCompletedData{Actor: p.Actor, ResolvedBy: resolvedBy, ToolCallID: o.ToolCallID}
 		var err error
-		if o.Error != "" {
-			kind := agentd.ToolErrClient
-			if resolvedBy == agentd.ResolvedByActionTimeout {
-				kind = agentd.ToolErrActionTimeout
-			}
-			d.Status, d.Error = agentd.CallFailed, &agentd.ErrorDetail{Kind: kind, Message: o.Error}
-			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'failed', error = $2, finished_at = now(), decided_by = $3
-				WHERE id = $1 AND status = 'awaiting_client'`, o.ToolCallID, mustJSON(d.Error), nullIfEmpty(p.Actor))
-		} else {
-			d.Status, d.Result = agentd.CallSucceeded, o.Output
-			_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, finished_at = now(), decided_by = $3
-				WHERE id = $1 AND status = 'awaiting_client'`, o.ToolCallID, []byte(o.Output), nullIfEmpty(p.Actor))
-			if err == nil && o.Artifact != nil {
-				a := o.Artifact
-				_, err = tx.Exec(ctx, insertArtifact, a.ID, r.ID, o.ToolCallID, a.MediaType, a.Size(), a.SHA256, a.Content)
-			}
+		if res, err = agentd.ResolveOutputs(action, p, resolvedBy); err != nil {
+			return 0, err
 		}
+	} else {
+		one, err := agentd.Resolve(r.Status, action, p, resolvedBy)
 		if err != nil {
-			return 0, fmt.Errorf("record a client tool's output: %w", err)
+			return 0, err
 		}
-		evs = append(evs, agentd.EventOf(r.StepCount, d))
+		res = []agentd.Resolution{one}
+	}
+	evs := make([]agentd.EventIn, 0, len(res))
+	for i, c := range res {
+		id := action.ToolCallID
+		var artifact *agentd.Artifact
+		if p.Decision == agentd.DecisionOutputs {
+			id, artifact = p.Outputs[i].ToolCallID, p.Outputs[i].Artifact
+		} else if p.Decision == agentd.DecisionResult {
+			artifact = p.Artifact
+		}
+		if err := applyResolution(ctx, tx, r.ID, id, c, artifact, p.Actor); err != nil {
+			return 0, err
+		}
+		evs = append(evs, agentd.EventOf(r.StepCount, c.Event))
 	}
 	return requeue(ctx, tx, r, p.Actor, evs)
+}
+
+// applyResolution moves call id of run runID as c says, keeping who
+// decided, and artifact (the whole result, when c's is its preview).
+func applyResolution(ctx context.Context, tx pgx.Tx, runID, id string, c agentd.Resolution, artifact *agentd.Artifact, actor string) error {
+	errJSON, err := jsonOrNull(c.Error)
+	if err != nil {
+		return err
+	}
+	var result []byte
+	if len(c.Result) > 0 {
+		result = c.Result
+	}
+	if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = $3, error = $4, result = coalesce($5, result), decided_by = $6,
+		finished_at = CASE WHEN $7 THEN now() ELSE finished_at END
+		WHERE id = $1 AND status = $2`, id, c.From, c.To, errJSON, result, nullIfEmpty(actor), c.To.Final()); err != nil {
+		return fmt.Errorf("resolve tool call: %w", err)
+	}
+	if artifact != nil {
+		a := artifact
+		if _, err := tx.Exec(ctx, insertArtifact, a.ID, runID, id, a.MediaType, a.Size(), a.SHA256, a.Content); err != nil {
+			return fmt.Errorf("keep the result's artifact: %w", err)
+		}
+	}
+	return nil
 }
 
 // requeue appends evs to the log of r, a run whose decision was recorded,
@@ -155,26 +109,4 @@ func requeue(ctx context.Context, tx pgx.Tx, r agentd.Run, actor string, evs []a
 	}
 	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelRuns, r.ID)
 	return lastSeq, err
-}
-
-// endCallParams say which call endCall ends, from which status to which,
-// and with what error the model is told.
-type endCallParams struct {
-	actor      string
-	id         string
-	from, to   agentd.CallStatus
-	resolvedBy string
-	err        agentd.ErrorDetail
-}
-
-// endCall moves a call waiting for a client's decision to a final status
-// with an error, and returns the event data that says so.
-func endCall(ctx context.Context, tx pgx.Tx, p endCallParams) (agentd.Payload, error) {
-	b, err := json.Marshal(p.err)
-	if err != nil {
-		return nil, err
-	}
-	_, err = tx.Exec(ctx, `UPDATE tool_calls SET status = $3, error = $4, finished_at = now()
-		WHERE id = $1 AND status = $2`, p.id, p.from, p.to, b)
-	return agentd.ToolCallCompletedData{Actor: p.actor, Error: &p.err, ResolvedBy: p.resolvedBy, Status: p.to, ToolCallID: p.id}, err
 }

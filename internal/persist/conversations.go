@@ -107,6 +107,7 @@ func (s *Store) ConversationDelete(ctx context.Context, tenantID, id string) err
 			`DELETE FROM tool_calls WHERE run_id IN ` + runs,
 			`DELETE FROM steps WHERE run_id IN ` + runs,
 			`DELETE FROM run_events WHERE run_id IN ` + runs,
+			`DELETE FROM outbox WHERE run_id IN ` + runs,
 			`DELETE FROM messages WHERE conversation_id = $1`,
 			`DELETE FROM compactions WHERE conversation_id = $1`,
 			`DELETE FROM runs WHERE conversation_id = $1`,

@@ -62,6 +62,7 @@ func (s *Store) RetentionPass(ctx context.Context, horizon time.Time) (Retention
 				`DELETE FROM tool_calls WHERE run_id IN ` + runsOf,
 				`DELETE FROM steps WHERE run_id IN ` + runsOf,
 				`DELETE FROM run_events WHERE run_id IN ` + runsOf,
+				`DELETE FROM outbox WHERE run_id IN ` + runsOf,
 				`DELETE FROM messages WHERE conversation_id = ANY($1::uuid[])`,
 				`DELETE FROM compactions WHERE conversation_id = ANY($1::uuid[])`,
 			} {

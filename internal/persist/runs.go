@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/agentd/agentd"
 
@@ -132,11 +131,8 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id, actor string) (agen
 		if err != nil {
 			return notFound(err, agentd.ErrRunNotFound)
 		}
-		switch r.Status {
-		case agentd.StatusCancelled:
-			return nil
-		case agentd.StatusCompleted, agentd.StatusFailed, agentd.StatusTimedOut:
-			return fmt.Errorf("run is %s: %w", r.Status, agentd.ErrRunFinished)
+		if noop, _, err := agentd.CancelOf(r.Status); noop || err != nil {
+			return err
 		}
 		lastSeq, err = endLocked(ctx, tx, r, agentd.StatusCancelled, agentd.ReasonCancelled, actor)
 		return err
@@ -149,13 +145,12 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id, actor string) (agen
 }
 
 // endLocked cancels (or times out) r, whose row the caller has locked, as
-// actor asked (empty: no client did): a
-// running run is flagged and its executor told; any other run nobody
-// executes is ended here with status and reason, and what it left open is
-// closed (closeOpen). It returns the run's new last event seq when it
-// appended events, else 0.
+// actor asked (empty: no client did): a running run is flagged and its
+// executor told; any other run nobody executes is ended here with status
+// and reason, and what it left open is closed (closeOpen). It returns the
+// run's new last event seq when it appended events, else 0.
 func endLocked(ctx context.Context, tx pgx.Tx, r agentd.Run, status agentd.RunStatus, reason agentd.Reason, actor string) (int64, error) {
-	if r.Status == agentd.StatusRunning {
+	if _, flag, _ := agentd.CancelOf(r.Status); flag {
 		if _, err := tx.Exec(ctx, `UPDATE runs SET cancel_requested_at = coalesce(cancel_requested_at, now()), updated_at = now(),
 			cancelled_by = CASE WHEN cancel_requested_at IS NULL THEN $2 ELSE cancelled_by END
 			WHERE id = $1`, r.ID, nullIfEmpty(actor)); err != nil {
@@ -168,32 +163,12 @@ func endLocked(ctx context.Context, tx pgx.Tx, r agentd.Run, status agentd.RunSt
 	if err != nil {
 		return 0, err
 	}
-	if status == agentd.StatusCancelled {
-		if _, err := tx.Exec(ctx, abortUnanswered, r.ID); err != nil {
-			return 0, fmt.Errorf("abort unanswered input: %w", err)
-		}
-	}
 	var runErr *agentd.ErrorDetail
 	if status == agentd.StatusTimedOut {
-		runErr = &agentd.ErrorDetail{Message: "the run's total timeout elapsed while it waited for a client's decision"}
+		runErr = agentd.TimedOutWaitingError()
 	}
-	evs = append(evs, agentd.EventOf(r.StepCount, agentd.RunEndedData{Actor: actor, Error: runErr, Reason: reason, Status: status,
-		UnresolvedToolCalls: unresolved}))
-	lastSeq, err := appendEvents(ctx, tx, r.ID, r.LastEventSeq, evs)
-	if err != nil {
-		return 0, err
-	}
-	errJSON, err := jsonOrNull(runErr)
-	if err != nil {
-		return 0, err
-	}
-	_, err = tx.Exec(ctx, `UPDATE runs SET status = $3, terminal_reason = $4, error = $5,
-		cancel_requested_at = CASE WHEN $3 = 'cancelled' THEN coalesce(cancel_requested_at, now()) ELSE cancel_requested_at END,
-		cancelled_by = CASE WHEN $3 = 'cancelled' THEN $6 ELSE cancelled_by END,
-		required_action = NULL, finished_at = now(), updated_at = now(), last_event_seq = $2,
-		lease_owner = NULL, lease_expires_at = NULL
-		WHERE id = $1`, r.ID, lastSeq, status, reason, errJSON, nullIfEmpty(actor))
-	return lastSeq, err
+	evs = append(evs, agentd.WithUnresolved(agentd.RunEndEvent(r.StepCount, status, reason, runErr, actor), unresolved))
+	return endNow(ctx, tx, r, evs, RunEnd{Status: status, Reason: reason, Error: runErr, Actor: actor})
 }
 
 // closeOpen closes what a run that nobody executes left open as it ends for
@@ -203,15 +178,11 @@ func endLocked(ctx context.Context, tx pgx.Tx, r agentd.Run, status agentd.RunSt
 // whose outcome is unknown stays unknown, since it may have happened: its
 // error notes the end, and the run's end lists it as unresolved.
 func closeOpen(ctx context.Context, tx pgx.Tx, r agentd.Run, reason agentd.Reason) (evs []agentd.EventIn, unresolved []string, err error) {
-	stepStatus := agentd.StepAborted
-	if reason == agentd.ReasonTimedOutTotal || reason == agentd.ReasonTimedOutStep {
-		stepStatus = agentd.StepFailed
-	}
 	if _, err := tx.Exec(ctx, `UPDATE steps SET status = $2, finished_at = now()
-		WHERE run_id = $1 AND status IN ('running', 'acting')`, r.ID, stepStatus); err != nil {
+		WHERE run_id = $1 AND status IN ('running', 'acting')`, r.ID, agentd.StepEndOf(reason)); err != nil {
 		return nil, nil, fmt.Errorf("close steps: %w", err)
 	}
-	notRun := agentd.ErrorDetail{Kind: agentd.ErrorKind(reason), Message: "the run ended (" + string(reason) + ") before this call ran"}
+	notRun := agentd.NotRunError(reason)
 	rejected, err := queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
 			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'awaiting_client', 'running')
@@ -226,13 +197,11 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r agentd.Run, reason agentd.Reaso
 		evs = append(evs, agentd.EventOf(r.StepCount, agentd.ToolCallCompletedData{Error: &errData, ResolvedBy: string(reason),
 			Status: agentd.CallRejected, ToolCallID: id}))
 	}
-	note := agentd.ErrorDetail{Kind: agentd.ToolErrUnknown, Message: "the outcome is unknown: the run ended (" + string(reason) +
-		") before a client said what happened"}
 	unresolved, err = queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET error = $2 WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status = 'unknown'
 			RETURNING id, step_id, position
 		)
-		SELECT c.id::text FROM c JOIN steps s ON s.id = c.step_id ORDER BY s.seq, c.position`, r.ID, mustJSON(note))
+		SELECT c.id::text FROM c JOIN steps s ON s.id = c.step_id ORDER BY s.seq, c.position`, r.ID, mustJSON(agentd.UnresolvedError(reason)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("note unknown outcomes: %w", err)
 	}
@@ -272,26 +241,7 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 			return err
 		}
 		for _, r := range runs {
-			var action agentd.RequiredAction
-			_ = json.Unmarshal(r.RequiredAction, &action)
-			after := (time.Duration(r.Params.Timeouts.ActionMS) * time.Millisecond).String()
-			if r.Params.Timeouts.ActionMS <= 0 {
-				after = (agentd.DefaultActionMS * time.Millisecond).String()
-			}
-			p := agentd.ActionParams{RunID: r.ID, ToolCallID: action.ToolCallID, Decision: agentd.DecisionReject,
-				Message: "no decision came within the run's action timeout (" + after + "): the call was rejected and did not run"}
-			switch action.Type {
-			case agentd.ActionToolOutcomeUnknown:
-				p.Decision = agentd.DecisionFail
-				p.Message = "no decision came within the run's action timeout (" + after +
-					"): the call is taken as failed, though it may have had its effect"
-			case agentd.ActionClientToolCalls:
-				p.Decision = agentd.DecisionOutputs
-				for _, c := range action.Calls {
-					p.Outputs = append(p.Outputs, agentd.ToolOutput{ToolCallID: c.ToolCallID,
-						Error: "the client gave no output within the run's action timeout (" + after + ")"})
-				}
-			}
+			p := agentd.TimeoutDecision(r, r.Action())
 			last, err := resolveLocked(ctx, tx, r, p, agentd.ResolvedByActionTimeout)
 			if err != nil {
 				return fmt.Errorf("sweep run %s: %w", r.ID, err)
@@ -321,11 +271,8 @@ func (s *Store) RunResume(ctx context.Context, tenantID, id, actor string) (agen
 		if err != nil {
 			return notFound(translate(err), agentd.ErrRunNotFound)
 		}
-		switch status {
-		case agentd.StatusQueued, agentd.StatusRunning, agentd.StatusRequiresAction:
-			return nil
-		case agentd.StatusCompleted:
-			return agentd.ErrRunCompleted
+		if noop, err := agentd.ResumeOf(status); noop || err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', terminal_reason = NULL, error = NULL,
 			deadline_at = NULL, cancel_requested_at = NULL, interrupt_requested_at = NULL, finished_at = NULL, updated_at = now(),
@@ -360,25 +307,18 @@ func (s *Store) RunInterrupt(ctx context.Context, id string) (agentd.Run, error)
 		if err != nil {
 			return notFound(err, agentd.ErrRunNotFound)
 		}
-		switch r.Status {
-		case agentd.StatusRunning:
+		switch flag, end := agentd.InterruptOf(r.Status); {
+		case flag:
 			if _, err := tx.Exec(ctx, `UPDATE runs SET interrupt_requested_at = coalesce(interrupt_requested_at, now()),
 				updated_at = now() WHERE id = $1`, id); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelCancel, id+InterruptPayload)
 			return err
-		case agentd.StatusQueued:
-			lastSeq, err = appendEvents(ctx, tx, r.ID, r.LastEventSeq,
-				[]agentd.EventIn{agentd.RunEndEvent(r.StepCount, agentd.StatusInterrupted, agentd.ReasonInterrupted, nil, "")})
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, abortUnanswered, id); err != nil {
-				return fmt.Errorf("abort unanswered input: %w", err)
-			}
-			_, err = tx.Exec(ctx, `UPDATE runs SET status = 'interrupted', terminal_reason = 'interrupted',
-				finished_at = now(), updated_at = now(), last_event_seq = $2 WHERE id = $1`, id, lastSeq)
+		case end:
+			lastSeq, err = endNow(ctx, tx, r,
+				[]agentd.EventIn{agentd.RunEndEvent(r.StepCount, agentd.StatusInterrupted, agentd.ReasonInterrupted, nil, "")},
+				RunEnd{Status: agentd.StatusInterrupted, Reason: agentd.ReasonInterrupted})
 			return err
 		}
 		return nil

@@ -495,7 +495,7 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 		ops = append(ops, persist.AttemptsClose{RunID: st.Run.ID, Error: agentd.ErrorDetail{Kind: agentd.ToolErrUnknown,
 			Message: "the run failed (" + string(e.reason) + ") before this attempt's outcome was committed"}})
 	}
-	end := persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err}
+	end := persist.RunEnd{ID: st.Run.ID, Status: e.status, Reason: e.reason, Error: e.err, Actor: e.actor}
 	endEv := agentd.RunEndEvent(stepSeq, e.status, e.reason, e.err, e.actor)
 	if e.status == agentd.StatusCompleted {
 		end.Output = finalAnswer(st, ops)

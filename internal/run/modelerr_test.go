@@ -150,7 +150,7 @@ func (f failedRun) checkLoggedOnce(t *testing.T) {
 		t.Fatalf("the failure was logged %d times:\n%s", len(recs), f.logs)
 	}
 	rec := recs[0]
-	if rec["level"] != "WARN" || rec["run_id"] != f.run.ID || rec["kind"] != f.err.Kind ||
+	if rec["level"] != "WARN" || rec["run_id"] != f.run.ID || rec["kind"] != string(f.err.Kind) ||
 		rec["status"] != float64(f.err.Status) || rec["code"] != f.err.ProviderCode || rec["message"] != f.err.Message {
 		t.Fatalf("log record %v does not match the run's error %+v", rec, f.err)
 	}

@@ -174,8 +174,8 @@ func (b *bundle) events(t *testing.T, id string) []agentd.Event {
 }
 
 // checkStoredEvents checks the stored events of every run of the test's
-// tenant against openapi.yaml, however the run was created and wherever it
-// stopped.
+// tenant against openapi.yaml, and its outbox against its events, however
+// the run was created and wherever it stopped.
 func checkStoredEvents(t *testing.T, store *persist.Store) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -194,6 +194,7 @@ func checkStoredEvents(t *testing.T, store *persist.Store) {
 				return
 			}
 			spectest.CheckEvents(t, evs)
+			checkOutbox(t, ctx, store, r, evs)
 		}
 		if len(runs) < 500 {
 			return
