@@ -9,9 +9,12 @@
 // positions, checks who asks, and writes every problem body. It reaches the
 // rest through three ports: Runs for every command on a run (run.Service),
 // Store for reads and idempotency records (*persist.Store), and Events for
-// event streams (*stream.Hub).
+// event streams (*stream.Hub), all of them in the domain's terms; a new
+// run's spec is built by internal/runspec, the one builder every door
+// shares.
 //
-// It may import internal/persist (row types and sentinel errors),
-// internal/stream (its errors), internal/tools, internal/vocab,
-// internal/clean and internal/metrics; it never imports pgx or the engine.
+// It imports the domain (agentd), internal/runspec, internal/stream (its
+// errors and encoder port), internal/aisdk (the AI SDK's stream encoder),
+// internal/auth, internal/tools, internal/telemetry and internal/metrics;
+// it never imports internal/persist, pgx or the engine.
 package api

@@ -14,6 +14,6 @@
 // schema that lists its properties is taken as closed, so a key the spec does
 // not describe is reported as drift too.
 //
-// It is for tests only. It may import agentd/api (for the embedded spec) and
-// internal/persist (for the event row type).
+// It is for tests only. It imports api (for the embedded spec) and the
+// domain (agentd, for the event row type), nothing else of agentd's.
 package spectest

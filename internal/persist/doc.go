@@ -4,6 +4,10 @@
 // the run's epoch: a worker that lost its lease gets ErrLeaseLost and commits
 // nothing.
 //
-// It imports vocab and event (the vocabulary) and migrations, nothing else
-// of agentd's.
+// It holds no business rule: what a cancel, a resume or a decision does is
+// the domain's (agentd's rules.go); persist applies it under the run's
+// lock. Every event that says a run stopped is written with its outbox row
+// (RunEnd), whichever path wrote it.
+//
+// It imports the domain (agentd) and migrations, nothing else of agentd's.
 package persist

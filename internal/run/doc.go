@@ -4,6 +4,6 @@
 // messages, ask the model, run the tools, repeat until a stop condition. Every
 // fact is committed in the order of DESIGN section 5 before anything is shown.
 //
-// It imports persist, llm, tools, clean, metrics, and the vocabulary (vocab,
-// event).
+// It imports the domain (agentd), persist, llm, tools, compact, clean,
+// telemetry and metrics.
 package run

@@ -18,6 +18,6 @@
 // Last-Event-ID), checks who asks, and writes every problem body; the Hub
 // takes typed arguments and writes only the event stream.
 //
-// It imports persist, metrics and the vocabulary (vocab, event), nothing
-// else of agentd's.
+// It imports the domain (agentd), persist and metrics, nothing else of
+// agentd's.
 package stream

@@ -6,7 +6,7 @@
 // A tool that can find out what became of an unknown call (a webhook with a
 // reconcile_url) implements Reconciler.
 //
-// It imports vocab (a tool's effect) and nothing else of agentd's: the
-// ledger of calls and attempts is kept by the engine through
-// internal/persist.
+// It imports the domain (agentd: a tool's effect and error kinds, an
+// artifact) and nothing else of agentd's: the ledger of calls and attempts
+// is kept by the engine through internal/persist.
 package tools
