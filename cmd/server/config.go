@@ -6,58 +6,144 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/caarlos0/env/v11"
+
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/auth"
-	engine "github.com/agentd/agentd/internal/run"
 )
 
-// config is the server's configuration.
+//go:generate go test -run ^TestConfigurationReference$ . -args -update
+
+// config is the server's configuration. Each group of settings is an
+// embedded struct whose fields carry their own reference in tags, read by
+// github.com/caarlos0/env and by the flags parseConfig defines from them:
+//
+//   - env: the variable; envDefault: its default (an empty value is unset);
+//   - flag: its flag twin, which wins over the variable (none: no flag);
+//   - desc: what it does, for -h and docs/configuration.md, where a
+//     'quoted' word is code;
+//   - defaultDesc: what the default means, when envDefault alone cannot say;
+//   - min: the least value of a number or a duration (a duration without it
+//     must be positive); want: what a bad value is told it should be.
+//
+// The group types are exported only because the env library reads
+// exported fields alone. docs/configuration.md is generated from the tags
+// by go generate, and TestConfigurationReference fails when it is stale.
 type config struct {
-	DatabaseURL    string
-	Addr           string
-	Migrate        bool
-	Workers        int
-	LeaseTTL       time.Duration
-	PollInterval   time.Duration
-	Heartbeat      time.Duration
-	SSERetry       time.Duration
-	ShutdownGrace  time.Duration
-	ToolsFile      string
-	HTTPAllowHosts []string
-	Model          string
-	OpenAIKey      string
-	OpenAIBaseURL  string
-	LogLevel       slog.Level
-	MaxBodyBytes   int64
-	MaxConns       int
-	Committers     int
-	MaxTimeouts    [5]time.Duration // total, step, idle, tool, action
-	CORSOrigins    []string
-	BodyTimeout    time.Duration
-	CallsPerStep   int
-	CallsPerRun    int
-	ToolsAtOnce    int
-	Auth           string // none, keys or oidc
-	OIDC           auth.OIDCConfig
-	MetricsAddr    string
-	MaxConnections int
-	KeyCacheTTL    time.Duration
-	Quotas         api.Quotas
-	TenantRunning  int
-	ModelsFile     string
+	ServerSettings   `group:"HTTP server" intro:"Where agentd listens and what it accepts."`
+	DatabaseSettings `group:"Database" intro:"The PostgreSQL database every instance shares, and how long what ended is kept in it."`
+	RunSettings      `group:"Runs" intro:"How this instance executes runs, and the ceilings of the timeouts a client may ask for: a client's '0' asks for the ceiling, so that no run is unbounded."`
+	StreamSettings   `group:"Event streams" intro:"The server-sent event streams of runs."`
+	ModelSettings    `group:"Model" intro:"The OpenAI-compatible endpoint runs call. Without 'OPENAI_API_KEY', agentd starts its built-in fake model on a loopback port and says so in one log line."`
+	ToolSettings     `group:"Tools" intro:"The tools runs may call, and how many calls they may make."`
+	AuthSettings     `group:"Authentication" intro:"Who may call the API. 'agentd keys create', 'list' and 'revoke' manage API keys in the database that 'DATABASE_URL' (or '--database-url' before the verb) names."`
+	QuotaSettings    `group:"Tenant quotas" intro:"Limits per tenant, which keep one tenant from taking an instance or the database from the others."`
+	TracingSettings  `group:"Tracing" intro:"agentd exports OpenTelemetry traces over OTLP/HTTP when a variable names an endpoint, and nothing otherwise. The exporter reads headers, timeout, compression and certificates from the other standard 'OTEL_EXPORTER_OTLP_*' variables. The 'OTEL_*' variables are OpenTelemetry's standard ones, and have no flags."`
+
+	// The fields below are derived from the settings by parseConfig, in the
+	// shapes the parts they configure take.
+	OIDC        auth.OIDCConfig  `env:"-"`
+	Quotas      api.Quotas       `env:"-"`
+	MaxTimeouts [5]time.Duration `env:"-"` // total, step, idle, tool, action
 	// getenv is the environment the config was read from: tracing reads
 	// the standard OTEL_* variables from it.
-	getenv       func(string) string
-	TraceContent bool
-	// Retention, when set, is how long what ended is kept (AGENTD_RETENTION);
-	// RetentionEvery is how often a pass runs.
-	Retention      time.Duration
-	RetentionEvery time.Duration
+	getenv func(string) string
+}
+
+// ServerSettings are the HTTP server's settings.
+type ServerSettings struct {
+	Addr           string        `env:"AGENTD_ADDR" envDefault:"127.0.0.1:8080" flag:"addr" desc:"listen address (host:port); on any but a loopback address, authentication is required"`
+	MaxBodyBytes   int64         `env:"AGENTD_MAX_BODY_BYTES" envDefault:"1048576" flag:"max-body-bytes" min:"1024" desc:"largest accepted request body, in bytes"`
+	BodyTimeout    time.Duration `env:"AGENTD_BODY_TIMEOUT" envDefault:"30s" flag:"body-timeout" desc:"how long a request body may take to arrive; a slower one is '408 body_timeout' and its connection closed"`
+	MaxConnections int           `env:"AGENTD_MAX_CONNECTIONS" envDefault:"1024" flag:"max-connections" min:"1" desc:"HTTP connections this instance holds open at once; more wait in the listen backlog until one closes"`
+	CORSOrigins    []string      `env:"AGENTD_CORS_ORIGINS" flag:"cors-origins" defaultDesc:"none (CORS off)" desc:"comma-separated web origins ('scheme://host[:port]', such as 'https://ui.example', or '*') whose pages may call the API from a browser; a request that changes state with an 'Origin' other than these and the server's own is '403 origin_not_allowed'"`
+	MetricsAddr    string        `env:"AGENTD_METRICS_ADDR" flag:"metrics-addr" desc:"serve '/metrics' on this address of its own; without it, '/metrics' is served on the API's address when authentication is off, and not at all when it is on"`
+	LogLevel       slog.Level    `env:"AGENTD_LOG_LEVEL" envDefault:"info" flag:"log-level" want:"debug, info, warn or error" desc:"'debug', 'info', 'warn' or 'error' (JSON logs on stdout)"`
+	ShutdownGrace  time.Duration `env:"AGENTD_SHUTDOWN_GRACE" envDefault:"10s" flag:"shutdown-grace" desc:"on SIGTERM, how long runs may take to reach a step boundary before their leases are handed back"`
+}
+
+// DatabaseSettings are the database's settings.
+type DatabaseSettings struct {
+	DatabaseURL    string        `env:"DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/agentd?sslmode=disable" flag:"database-url" desc:"PostgreSQL URL; the database is created if missing"`
+	Migrate        bool          `env:"AGENTD_MIGRATE" envDefault:"true" flag:"migrate" desc:"apply migrations at start-up (under an advisory lock, so that instances may start together)"`
+	MaxConns       int           `env:"AGENTD_DB_MAX_CONNS" envDefault:"0" flag:"db-max-conns" min:"0" defaultDesc:"workers + 16" desc:"database pool size; '0': the workers plus 16"`
+	Committers     int           `env:"AGENTD_COMMITTERS" envDefault:"1" flag:"committers" min:"1" desc:"group-commit workers: the executor's writes of concurrent runs share their transactions"`
+	Retention      time.Duration `env:"AGENTD_RETENTION" flag:"retention" min:"1m" want:"a duration of at least 1m, such as 30d or 720h" defaultDesc:"none (keep everything)" desc:"remove conversations whose runs all ended longer ago than this ('30d', '720h'), with everything of theirs, and idempotency keys as old; a conversation with a run newer than that keeps all its history"`
+	RetentionEvery time.Duration `env:"AGENTD_RETENTION_INTERVAL" envDefault:"10m" flag:"retention-interval" desc:"how often each instance runs a retention pass"`
+}
+
+// RunSettings are the engine's settings.
+type RunSettings struct {
+	Workers          int           `env:"AGENTD_WORKERS" envDefault:"16" flag:"workers" min:"1" desc:"runs executed at once by this instance"`
+	LeaseTTL         time.Duration `env:"AGENTD_LEASE_TTL" envDefault:"15s" flag:"lease-ttl" desc:"run lease; a dead instance's runs are taken over after it"`
+	PollInterval     time.Duration `env:"AGENTD_POLL_INTERVAL" envDefault:"2s" flag:"poll-interval" desc:"fallback claim poll, for when no notification arrives (new runs wake workers through NOTIFY at once)"`
+	MaxTotalTimeout  time.Duration `env:"AGENTD_MAX_TOTAL_TIMEOUT" envDefault:"24h" flag:"max-total-timeout" desc:"the longest total timeout a client may ask for"`
+	MaxStepTimeout   time.Duration `env:"AGENTD_MAX_STEP_TIMEOUT" envDefault:"1h" flag:"max-step-timeout" desc:"the longest step timeout a client may ask for"`
+	MaxIdleTimeout   time.Duration `env:"AGENTD_MAX_IDLE_TIMEOUT" envDefault:"10m" flag:"max-idle-timeout" desc:"the longest model idle timeout a client may ask for"`
+	MaxToolTimeout   time.Duration `env:"AGENTD_MAX_TOOL_TIMEOUT" envDefault:"1h" flag:"max-tool-timeout" desc:"the longest tool attempt timeout a client may ask for"`
+	MaxActionTimeout time.Duration `env:"AGENTD_MAX_ACTION_TIMEOUT" envDefault:"168h" flag:"max-action-timeout" desc:"the longest a run may wait for a client's decision, which its total timeout does not count"`
+}
+
+// StreamSettings are the event streams' settings.
+type StreamSettings struct {
+	Heartbeat time.Duration `env:"AGENTD_HEARTBEAT" envDefault:"15s" flag:"heartbeat" desc:"SSE heartbeat interval, which keeps proxies from closing a quiet stream"`
+	SSERetry  time.Duration `env:"AGENTD_SSE_RETRY" envDefault:"2s" flag:"sse-retry" desc:"reconnect delay advised to SSE clients (the 'retry:' field)"`
+}
+
+// ModelSettings are the model's settings.
+type ModelSettings struct {
+	OpenAIKey     string `env:"OPENAI_API_KEY" defaultDesc:"none (the built-in fake model)" desc:"the model's API key; unset selects the built-in fake model. It has no flag, so that it never shows in a process list"`
+	OpenAIBaseURL string `env:"OPENAI_BASE_URL" flag:"openai-base-url" defaultDesc:"OpenAI's API" desc:"the API root of any OpenAI-compatible endpoint"`
+	Model         string `env:"AGENTD_MODEL" flag:"model" defaultDesc:"'gpt-4o-mini' ('fake' with the fake model)" desc:"a run's default model"`
+	ModelsFile    string `env:"AGENTD_MODELS_FILE" flag:"models-file" desc:"JSON file of model profiles, '{\"models\": {\"NAME\": {\"context_window\": N, \"max_output_tokens\": M, \"compact_at\": 0.8}}}', over the built-in ones"`
+}
+
+// ToolSettings are the tools' settings.
+type ToolSettings struct {
+	ToolsFile      string   `env:"AGENTD_TOOLS_FILE" flag:"tools-file" desc:"JSON file declaring webhook tools, MCP servers and tool policies"`
+	HTTPAllowHosts []string `env:"AGENTD_HTTP_ALLOW_HOSTS" flag:"http-allow-hosts" defaultDesc:"none (the tool is off)" desc:"comma-separated hosts the 'http_request' tool may call: 'host' (ports 80 and 443) or 'host:port'; a name that resolves to a loopback, private, link-local or other non-public address is refused unless that 'ip:port' is listed itself; empty leaves the tool off"`
+	CallsPerStep   int      `env:"AGENTD_TOOL_CALLS_PER_STEP" envDefault:"64" flag:"tool-calls-per-step" min:"1" desc:"tool calls of one model response that are run; the model is told that the others were not"`
+	CallsPerRun    int      `env:"AGENTD_TOOL_CALLS_PER_RUN" envDefault:"1000" flag:"tool-calls-per-run" min:"1" desc:"tool calls a run may make: the calls past it are not run (the model is told), and a model that asks for more ends the run ('tool_limit')"`
+	ToolsAtOnce    int      `env:"AGENTD_TOOL_CONCURRENCY" envDefault:"64" flag:"tool-concurrency" min:"1" desc:"tool attempts this instance makes at once, across its runs"`
+}
+
+// AuthSettings are the authentication's settings.
+type AuthSettings struct {
+	Auth            string        `env:"AGENTD_AUTH" flag:"auth" defaultDesc:"'none' on a loopback address, else required" desc:"'keys' (API keys, made with 'agentd keys create'), 'oidc' (JWTs of an identity provider, and API keys), or 'none' (loopback addresses only: agentd refuses to start without authentication on any other)"`
+	KeyCacheTTL     time.Duration `env:"AGENTD_KEY_CACHE_TTL" envDefault:"5s" flag:"key-cache-ttl" desc:"how long an API key read from the database is trusted: a revoked key stops working within it on every instance"`
+	OIDCIssuer      string        `env:"AGENTD_OIDC_ISSUER" flag:"oidc-issuer" desc:"with 'AGENTD_AUTH=oidc', which needs it: the OpenID Connect issuer URL, which the tokens' 'iss' must be"`
+	OIDCAudience    string        `env:"AGENTD_OIDC_AUDIENCE" flag:"oidc-audience" desc:"with 'AGENTD_AUTH=oidc', which needs it: the audience the tokens' 'aud' must hold"`
+	OIDCJWKSURL     string        `env:"AGENTD_OIDC_JWKS_URL" flag:"oidc-jwks-url" defaultDesc:"from the issuer's discovery document" desc:"the provider's signing keys (cached; fetched again when a token names a key it does not know)"`
+	OIDCTenantClaim string        `env:"AGENTD_OIDC_TENANT_CLAIM" envDefault:"tenant" flag:"oidc-tenant-claim" desc:"the claim that names the tenant"`
+	OIDCScopesClaim string        `env:"AGENTD_OIDC_SCOPES_CLAIM" envDefault:"scope" flag:"oidc-scopes-claim" desc:"the claim that holds the scopes, a space-separated string or a list"`
+}
+
+// QuotaSettings are the per-tenant limits.
+type QuotaSettings struct {
+	TenantRunsPerSecond float64 `env:"AGENTD_TENANT_RUNS_PER_SECOND" envDefault:"0" flag:"tenant-runs-per-second" min:"0" defaultDesc:"unbounded" desc:"runs a tenant may create per second on this instance (a token bucket of twice that, at least 1); past it '429 rate_limited' with 'Retry-After'"`
+	TenantRunning       int     `env:"AGENTD_TENANT_RUNS_IN_PROGRESS" envDefault:"0" flag:"tenant-runs-in-progress" min:"0" defaultDesc:"unbounded" desc:"runs of one tenant that run at once, across instances; its other runs wait queued (or '429 quota_exceeded' with '\"on_quota\": \"reject\"')"`
+	TenantStreams       int     `env:"AGENTD_TENANT_STREAMS" envDefault:"0" flag:"tenant-streams" min:"0" defaultDesc:"unbounded" desc:"event streams a tenant may hold open at once on this instance; past it '429 rate_limited'"`
+}
+
+// TracingSettings are the traces' settings. internal/telemetry reads the
+// OTEL_* variables from the environment run is given; they are read here
+// too so that they are documented and a bad delay is refused.
+type TracingSettings struct {
+	TraceContent       bool   `env:"AGENTD_TRACE_CONTENT" envDefault:"false" flag:"trace-content" desc:"record message contents, tool arguments and tool results in spans"`
+	OTLPEndpoint       string `env:"OTEL_EXPORTER_OTLP_ENDPOINT" desc:"the OTLP/HTTP collector; spans go to its '/v1/traces'"`
+	OTLPTracesEndpoint string `env:"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" desc:"the URL spans go to, as it is; it wins over 'OTEL_EXPORTER_OTLP_ENDPOINT'"`
+	ServiceName        string `env:"OTEL_SERVICE_NAME" envDefault:"agentd" desc:"the service name of the spans"`
+	SDKDisabled        string `env:"OTEL_SDK_DISABLED" desc:"'true' turns tracing off, whatever the endpoint"`
+	TracesExporter     string `env:"OTEL_TRACES_EXPORTER" desc:"'none' turns tracing off, whatever the endpoint"`
+	BatchDelayMS       int    `env:"OTEL_BSP_SCHEDULE_DELAY" envDefault:"5000" min:"1" desc:"milliseconds between two batches of spans sent"`
 }
 
 // Authentication modes (AGENTD_AUTH).
@@ -67,150 +153,149 @@ const (
 	authOIDC = "oidc"
 )
 
+// defaultDatabaseURL is DATABASE_URL's envDefault, which `agentd keys`
+// uses too (TestConfigDefaults holds them equal).
 const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/agentd?sslmode=disable"
 
-// parseConfig reads the environment through getenv, then the flags in args,
-// which override it.
+// durationType is time.Duration's type, which the env library, the bounds
+// and the messages treat apart from other integers.
+var durationType = reflect.TypeFor[time.Duration]()
+
+// parsers replace the env library's own for every field of their type:
+// durations may be given in days, switches as yes or no too, and lists
+// drop blanks around and between their items.
+var parsers = map[reflect.Type]env.ParserFunc{
+	durationType:                func(v string) (any, error) { return parseDays(v) },
+	reflect.TypeFor[bool]():     func(v string) (any, error) { return parseSwitch(v) },
+	reflect.TypeFor[[]string](): func(v string) (any, error) { return parseList(v), nil },
+}
+
+// parseConfig reads the settings from the environment through getenv, and
+// from the flags in args, which win over it. Every bad value is reported,
+// naming the variable or the flag it came from.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
-	env := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
 	var c config
-	var allow, level, migrate string
-	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL", defaultDatabaseURL), "PostgreSQL URL; the database is created if missing (DATABASE_URL)")
-	fs.StringVar(&c.Addr, "addr", env("AGENTD_ADDR", "127.0.0.1:8080"), "listen address (AGENTD_ADDR)")
-	fs.StringVar(&migrate, "migrate", env("AGENTD_MIGRATE", "true"), "apply migrations at start-up (AGENTD_MIGRATE)")
-	workers := fs.String("workers", env("AGENTD_WORKERS", strconv.Itoa(engine.DefaultWorkers)), "runs executed at once by this instance (AGENTD_WORKERS)")
-	lease := fs.String("lease-ttl", env("AGENTD_LEASE_TTL", "15s"), "run lease TTL; a dead instance's runs move after it (AGENTD_LEASE_TTL)")
-	poll := fs.String("poll-interval", env("AGENTD_POLL_INTERVAL", "2s"), "fallback claim poll when no notification arrives (AGENTD_POLL_INTERVAL)")
-	heartbeat := fs.String("heartbeat", env("AGENTD_HEARTBEAT", "15s"), "SSE heartbeat interval (AGENTD_HEARTBEAT)")
-	sseRetry := fs.String("sse-retry", env("AGENTD_SSE_RETRY", "2s"), "reconnect delay advised to SSE clients in the retry: field (AGENTD_SSE_RETRY)")
-	grace := fs.String("shutdown-grace", env("AGENTD_SHUTDOWN_GRACE", "10s"), "how long runs may take to reach a step boundary at shutdown (AGENTD_SHUTDOWN_GRACE)")
-	retention := fs.String("retention", env("AGENTD_RETENTION", ""), "remove conversations whose runs all ended longer ago than this, such as 30d or 720h; empty: keep everything (AGENTD_RETENTION)")
-	retentionEvery := fs.String("retention-interval", env("AGENTD_RETENTION_INTERVAL", "10m"), "how often a retention pass runs (AGENTD_RETENTION_INTERVAL)")
-	fs.StringVar(&c.ModelsFile, "models-file", env("AGENTD_MODELS_FILE", ""), "JSON file of model profiles ({\"models\": {\"NAME\": {\"context_window\": N, \"max_output_tokens\": M}}}) over the built-in ones (AGENTD_MODELS_FILE)")
-	fs.StringVar(&c.ToolsFile, "tools-file", env("AGENTD_TOOLS_FILE", ""), "JSON file declaring webhook tools (AGENTD_TOOLS_FILE)")
-	fs.StringVar(&allow, "http-allow-hosts", env("AGENTD_HTTP_ALLOW_HOSTS", ""), "comma-separated hosts the http_request tool may call; empty disables the tool (AGENTD_HTTP_ALLOW_HOSTS)")
-	fs.StringVar(&c.Model, "model", env("AGENTD_MODEL", ""), "default model of a run (AGENTD_MODEL; default gpt-4o-mini, or fake with the built-in fake model)")
-	fs.StringVar(&c.OpenAIBaseURL, "openai-base-url", env("OPENAI_BASE_URL", ""), "OpenAI-compatible API root (OPENAI_BASE_URL)")
-	fs.StringVar(&level, "log-level", env("AGENTD_LOG_LEVEL", "info"), "debug, info, warn or error (AGENTD_LOG_LEVEL)")
-	maxBody := fs.String("max-body-bytes", env("AGENTD_MAX_BODY_BYTES", "1048576"), "largest accepted request body (AGENTD_MAX_BODY_BYTES)")
-	committers := fs.String("committers", env("AGENTD_COMMITTERS", "1"), "group-commit workers: executor writes of concurrent runs share their transactions (AGENTD_COMMITTERS)")
-	maxTotal := fs.String("max-total-timeout", env("AGENTD_MAX_TOTAL_TIMEOUT", "24h"), "the longest total timeout a client may ask for; 0 asks for it (AGENTD_MAX_TOTAL_TIMEOUT)")
-	maxStep := fs.String("max-step-timeout", env("AGENTD_MAX_STEP_TIMEOUT", "1h"), "the longest step timeout a client may ask for (AGENTD_MAX_STEP_TIMEOUT)")
-	maxIdle := fs.String("max-idle-timeout", env("AGENTD_MAX_IDLE_TIMEOUT", "10m"), "the longest model idle timeout a client may ask for (AGENTD_MAX_IDLE_TIMEOUT)")
-	maxAction := fs.String("max-action-timeout", env("AGENTD_MAX_ACTION_TIMEOUT", "168h"), "the longest a run may wait for a client's decision, which its total timeout does not count (AGENTD_MAX_ACTION_TIMEOUT)")
-	maxTool := fs.String("max-tool-timeout", env("AGENTD_MAX_TOOL_TIMEOUT", "1h"), "the longest tool attempt timeout a client may ask for (AGENTD_MAX_TOOL_TIMEOUT)")
-	bodyTimeout := fs.String("body-timeout", env("AGENTD_BODY_TIMEOUT", "30s"), "how long a request body may take to arrive; a slower one gets 408 (AGENTD_BODY_TIMEOUT)")
-	var corsOrigins string
-	fs.StringVar(&corsOrigins, "cors-origins", env("AGENTD_CORS_ORIGINS", ""), "comma-separated web origins (scheme://host[:port], or *) whose pages may call the API from a browser; empty: CORS off (AGENTD_CORS_ORIGINS)")
-	callsPerStep := fs.String("tool-calls-per-step", env("AGENTD_TOOL_CALLS_PER_STEP", "64"), "tool calls of one step that are run; the model is told the rest were not (AGENTD_TOOL_CALLS_PER_STEP)")
-	callsPerRun := fs.String("tool-calls-per-run", env("AGENTD_TOOL_CALLS_PER_RUN", "1000"), "tool calls a run may make; a model that asks for more ends it (tool_limit) (AGENTD_TOOL_CALLS_PER_RUN)")
-	toolsAtOnce := fs.String("tool-concurrency", env("AGENTD_TOOL_CONCURRENCY", "64"), "tool attempts this instance makes at once, across its runs (AGENTD_TOOL_CONCURRENCY)")
-	fs.StringVar(&c.Auth, "auth", env("AGENTD_AUTH", ""), "authentication: keys (agentd keys create), oidc (JWTs, and keys), or none (loopback addresses only); default none on a loopback address, else required (AGENTD_AUTH)")
-	fs.StringVar(&c.OIDC.Issuer, "oidc-issuer", env("AGENTD_OIDC_ISSUER", ""), "OpenID Connect issuer URL, with -auth oidc (AGENTD_OIDC_ISSUER)")
-	fs.StringVar(&c.OIDC.Audience, "oidc-audience", env("AGENTD_OIDC_AUDIENCE", ""), "the audience tokens must be issued for (AGENTD_OIDC_AUDIENCE)")
-	fs.StringVar(&c.OIDC.JWKSURL, "oidc-jwks-url", env("AGENTD_OIDC_JWKS_URL", ""), "the provider's JWKS URL; empty: from the issuer's discovery document (AGENTD_OIDC_JWKS_URL)")
-	fs.StringVar(&c.OIDC.TenantClaim, "oidc-tenant-claim", env("AGENTD_OIDC_TENANT_CLAIM", "tenant"), "the claim that names the tenant (AGENTD_OIDC_TENANT_CLAIM)")
-	fs.StringVar(&c.OIDC.ScopesClaim, "oidc-scopes-claim", env("AGENTD_OIDC_SCOPES_CLAIM", "scope"), "the claim that holds the scopes, a space-separated string or a list (AGENTD_OIDC_SCOPES_CLAIM)")
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("AGENTD_METRICS_ADDR", ""), "serve /metrics on this address of its own; empty: on the API's address without authentication, else not at all (AGENTD_METRICS_ADDR)")
-	keyCache := fs.String("key-cache-ttl", env("AGENTD_KEY_CACHE_TTL", "5s"), "how long an API key read from the database is trusted; a revoked key stops working within it (AGENTD_KEY_CACHE_TTL)")
-	maxConnections := fs.String("max-connections", env("AGENTD_MAX_CONNECTIONS", "1024"), "open HTTP connections this instance accepts at once; more wait to be accepted (AGENTD_MAX_CONNECTIONS)")
-	createRate := fs.String("tenant-runs-per-second", env("AGENTD_TENANT_RUNS_PER_SECOND", "0"), "runs a tenant may create per second on this instance (a token bucket of twice that, at least 1); past it 429; 0: unbounded (AGENTD_TENANT_RUNS_PER_SECOND)")
-	inProgress := fs.String("tenant-runs-in-progress", env("AGENTD_TENANT_RUNS_IN_PROGRESS", "0"), "runs of one tenant that run at once, across instances; more wait queued (or 429 with on_quota: reject); 0: unbounded (AGENTD_TENANT_RUNS_IN_PROGRESS)")
-	streams := fs.String("tenant-streams", env("AGENTD_TENANT_STREAMS", "0"), "event streams a tenant may have open at once on this instance; past it 429; 0: unbounded (AGENTD_TENANT_STREAMS)")
-	maxConns := fs.String("db-max-conns", env("AGENTD_DB_MAX_CONNS", "0"), "database pool size; 0 means workers+16 (AGENTD_DB_MAX_CONNS)")
-	if err := fs.Parse(args); err != nil {
+	all := configSettings()
+	environ := make(map[string]string, len(all)) // never nil: the env library would read os.Environ
+	for _, s := range all {
+		if v := getenv(s.key); v != "" {
+			environ[s.key] = v
+		}
+	}
+	fromFlag, err := parseFlags(args, all, environ, stderr)
+	if err != nil {
 		return c, err
 	}
-	c.OpenAIKey = getenv("OPENAI_API_KEY")
-	if *retention != "" {
-		d, err := parseDays(*retention)
-		if err != nil || d < time.Minute {
-			return c, fmt.Errorf("retention: want a duration of at least 1m, such as 30d or 720h, got %q", *retention)
+	name := func(key string) string {
+		if f, ok := fromFlag[key]; ok {
+			return "-" + f
 		}
-		c.Retention = d
+		return key
 	}
-	c.getenv = getenv
-	c.TraceContent = strings.EqualFold(getenv("AGENTD_TRACE_CONTENT"), "true")
-	var errs []error
-	atoi := func(name, v string, min int) int {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < min {
-			errs = append(errs, fmt.Errorf("%s: want an integer >= %d, got %q", name, min, v))
-		}
-		return n
-	}
-	dur := func(name, v string) time.Duration {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: want a positive duration such as 15s, got %q", name, v))
-		}
-		return d
-	}
-	c.Workers = atoi("workers", *workers, 1)
-	c.MaxConns = atoi("db-max-conns", *maxConns, 0)
-	c.Committers = atoi("committers", *committers, 1)
-	c.CallsPerStep = atoi("tool-calls-per-step", *callsPerStep, 1)
-	c.CallsPerRun = atoi("tool-calls-per-run", *callsPerRun, 1)
-	c.ToolsAtOnce = atoi("tool-concurrency", *toolsAtOnce, 1)
-	c.MaxBodyBytes = int64(atoi("max-body-bytes", *maxBody, 1024))
-	c.MaxConnections = atoi("max-connections", *maxConnections, 1)
-	c.Quotas.StreamsPerTenant = atoi("tenant-streams", *streams, 0)
-	c.TenantRunning = atoi("tenant-runs-in-progress", *inProgress, 0)
-	if r, err := strconv.ParseFloat(*createRate, 64); err != nil || r < 0 {
-		errs = append(errs, fmt.Errorf("tenant-runs-per-second: want a number >= 0, got %q", *createRate))
-	} else {
-		c.Quotas.CreatesPerSecond = r
-		c.Quotas.CreateBurst = max(1, int(2*r))
-	}
-	if err := c.checkAuth(); err != nil {
+	errs := readSettings(&c, all, environ, name)
+	c.derive(getenv)
+	if err := c.checkAuth(name("AGENTD_AUTH")); err != nil {
 		errs = append(errs, err)
-	}
-	c.LeaseTTL = dur("lease-ttl", *lease)
-	c.PollInterval = dur("poll-interval", *poll)
-	c.Heartbeat = dur("heartbeat", *heartbeat)
-	c.SSERetry = dur("sse-retry", *sseRetry)
-	c.ShutdownGrace = dur("shutdown-grace", *grace)
-	c.BodyTimeout = dur("body-timeout", *bodyTimeout)
-	c.KeyCacheTTL = dur("key-cache-ttl", *keyCache)
-	c.RetentionEvery = dur("retention-interval", *retentionEvery)
-	c.MaxTimeouts = [5]time.Duration{dur("max-total-timeout", *maxTotal), dur("max-step-timeout", *maxStep),
-		dur("max-idle-timeout", *maxIdle), dur("max-tool-timeout", *maxTool), dur("max-action-timeout", *maxAction)}
-	switch strings.ToLower(migrate) {
-	case "true", "1", "yes":
-		c.Migrate = true
-	case "false", "0", "no":
-	default:
-		errs = append(errs, fmt.Errorf("migrate: want true or false, got %q", migrate))
-	}
-	if err := c.LogLevel.UnmarshalText([]byte(level)); err != nil {
-		errs = append(errs, fmt.Errorf("log-level: %w", err))
-	}
-	for _, o := range strings.Split(corsOrigins, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			c.CORSOrigins = append(c.CORSOrigins, o)
-		}
-	}
-	for _, h := range strings.Split(allow, ",") {
-		if h = strings.TrimSpace(h); h != "" {
-			c.HTTPAllowHosts = append(c.HTTPAllowHosts, h)
-		}
-	}
-	if c.MaxConns == 0 {
-		c.MaxConns = c.Workers + 16
 	}
 	return c, errors.Join(errs...)
 }
 
+// parseFlags defines a flag per setting that has one and parses args; the
+// value of each flag given replaces its variable's in environ. It returns
+// the flags given, by variable.
+func parseFlags(args []string, all []setting, environ map[string]string, stderr io.Writer) (map[string]string, error) {
+	fs := flag.NewFlagSet("agentd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	byFlag := make(map[string]setting, len(all))
+	for _, s := range all {
+		if s.flag == "" {
+			continue
+		}
+		byFlag[s.flag] = s
+		usage := s.desc
+		if s.defaultDesc != "" && s.def == "" {
+			usage += "; default " + s.defaultDesc
+		}
+		// The default shown by -h is the built-in one, not the
+		// environment's, which may hold a secret such as DATABASE_URL's.
+		fs.String(s.flag, s.def, usage+" ("+s.key+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: settings are flags (see -h) or environment variables", fs.Arg(0))
+	}
+	fromFlag := map[string]string{}
+	fs.Visit(func(f *flag.Flag) {
+		s := byFlag[f.Name]
+		environ[s.key] = f.Value.String()
+		fromFlag[s.key] = f.Name
+	})
+	return fromFlag, nil
+}
+
+// readSettings reads environ into c through the env library, then checks
+// every value given (or defaulted) against its setting's bounds.
+func readSettings(c *config, all []setting, environ map[string]string, name func(key string) string) []error {
+	byField := make(map[string]setting, len(all))
+	for _, s := range all {
+		byField[s.field.Name] = s
+	}
+	bad := func(s setting) error {
+		v, ok := environ[s.key]
+		if !ok {
+			v = s.def
+		}
+		return fmt.Errorf("%s: want %s, got %q", name(s.key), s.wanted(), v)
+	}
+	var errs []error
+	failed := map[string]bool{}
+	err := env.ParseWithOptions(c, env.Options{Environment: environ, FuncMap: parsers})
+	var agg env.AggregateError
+	if !errors.As(err, &agg) && err != nil {
+		agg.Errors = []error{err}
+	}
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			if s, ok := byField[pe.Name]; ok {
+				failed[s.key] = true
+				errs = append(errs, bad(s))
+				continue
+			}
+		}
+		errs = append(errs, fmt.Errorf("read settings: %w", e))
+	}
+	fields := reflect.ValueOf(c).Elem()
+	for _, s := range all {
+		if failed[s.key] || (environ[s.key] == "" && s.def == "") {
+			continue
+		}
+		if !s.inBounds(fields.FieldByIndex(s.index)) {
+			errs = append(errs, bad(s))
+		}
+	}
+	return errs
+}
+
+// derive sets the fields that are built from the settings.
+func (c *config) derive(getenv func(string) string) {
+	c.getenv = getenv
+	if c.MaxConns == 0 {
+		c.MaxConns = c.Workers + 16
+	}
+	c.OIDC = auth.OIDCConfig{Issuer: c.OIDCIssuer, Audience: c.OIDCAudience, JWKSURL: c.OIDCJWKSURL,
+		TenantClaim: c.OIDCTenantClaim, ScopesClaim: c.OIDCScopesClaim}
+	c.Quotas = api.Quotas{CreatesPerSecond: c.TenantRunsPerSecond, CreateBurst: max(1, int(2*c.TenantRunsPerSecond)),
+		StreamsPerTenant: c.TenantStreams}
+	c.MaxTimeouts = [5]time.Duration{c.MaxTotalTimeout, c.MaxStepTimeout, c.MaxIdleTimeout, c.MaxToolTimeout, c.MaxActionTimeout}
+}
+
 // checkAuth settles the authentication mode: none by default on a loopback
-// address, and never without authentication on any other.
-func (c *config) checkAuth() error {
+// address, and never without authentication on any other. name is where
+// the mode came from, AGENTD_AUTH or its flag.
+func (c *config) checkAuth(name string) error {
 	loopback := isLoopback(c.Addr)
 	switch c.Auth {
 	case "":
@@ -220,15 +305,15 @@ func (c *config) checkAuth() error {
 		c.Auth = authNone
 	case authNone:
 		if !loopback {
-			return fmt.Errorf("auth: none is allowed only on a loopback address, and %s is not one: set AGENTD_AUTH=keys or oidc", c.Addr)
+			return fmt.Errorf("%s: none is allowed only on a loopback address, and %s is not one: set AGENTD_AUTH=keys or oidc", name, c.Addr)
 		}
 	case authKeys:
 	case authOIDC:
 		if c.OIDC.Issuer == "" || c.OIDC.Audience == "" {
-			return errors.New("auth: oidc needs AGENTD_OIDC_ISSUER and AGENTD_OIDC_AUDIENCE")
+			return fmt.Errorf("%s: oidc needs AGENTD_OIDC_ISSUER and AGENTD_OIDC_AUDIENCE", name)
 		}
 	default:
-		return fmt.Errorf("auth: want keys, oidc or none, got %q", c.Auth)
+		return fmt.Errorf("%s: want keys, oidc or none, got %q", name, c.Auth)
 	}
 	return nil
 }
@@ -246,6 +331,93 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// setting is one field of a settings group, with its tags read.
+type setting struct {
+	index []int // of the field in config
+	field reflect.StructField
+	key   string // the variable
+	def   string // its default; "" for none
+	flag  string // "" for none
+
+	desc, defaultDesc, min, want string
+}
+
+// settingGroup is one embedded settings struct of config.
+type settingGroup struct {
+	title, intro string
+	settings     []setting
+}
+
+// configGroups reads config's settings from its tags, group by group, in
+// the order of the struct.
+func configGroups() []settingGroup {
+	t := reflect.TypeFor[config]()
+	var groups []settingGroup
+	for i := range t.NumField() {
+		g := t.Field(i)
+		if !g.Anonymous {
+			continue
+		}
+		sg := settingGroup{title: g.Tag.Get("group"), intro: g.Tag.Get("intro")}
+		for j := range g.Type.NumField() {
+			f := g.Type.Field(j)
+			sg.settings = append(sg.settings, setting{index: []int{i, j}, field: f, key: f.Tag.Get("env"),
+				def: f.Tag.Get("envDefault"), flag: f.Tag.Get("flag"), desc: f.Tag.Get("desc"),
+				defaultDesc: f.Tag.Get("defaultDesc"), min: f.Tag.Get("min"), want: f.Tag.Get("want")})
+		}
+		groups = append(groups, sg)
+	}
+	return groups
+}
+
+// configSettings is every setting of config.
+func configSettings() []setting {
+	var all []setting
+	for _, g := range configGroups() {
+		all = append(all, g.settings...)
+	}
+	return all
+}
+
+// inBounds reports whether v, the setting's value, is at least its min; a
+// duration without one must be positive, and a number must be finite.
+func (s setting) inBounds(v reflect.Value) bool {
+	switch {
+	case v.Type() == durationType:
+		least := time.Duration(1)
+		if s.min != "" {
+			least, _ = parseDays(s.min) // TestConfigSettings parses every min
+		}
+		return time.Duration(v.Int()) >= least
+	case s.min == "":
+		return true
+	case v.CanInt():
+		least, _ := strconv.ParseInt(s.min, 10, 64)
+		return v.Int() >= least
+	case v.CanFloat():
+		least, _ := strconv.ParseFloat(s.min, 64)
+		return v.Float() >= least && !math.IsInf(v.Float(), 0) // NaN is not >= anything
+	}
+	return true
+}
+
+// wanted says what a good value of the setting is.
+func (s setting) wanted() string {
+	switch t := s.field.Type; {
+	case s.want != "":
+		return s.want
+	case t == durationType && s.min != "":
+		return "a duration of at least " + s.min
+	case t == durationType:
+		return "a positive duration such as 15s"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() == reflect.Float64:
+		return "a number >= " + s.min
+	}
+	return "an integer >= " + s.min
+}
+
 // parseDays reads a duration that may be given in days ("30d").
 func parseDays(v string) (time.Duration, error) {
 	if days, ok := strings.CutSuffix(v, "d"); ok {
@@ -256,4 +428,115 @@ func parseDays(v string) (time.Duration, error) {
 		return time.Duration(n) * 24 * time.Hour, nil
 	}
 	return time.ParseDuration(v)
+}
+
+// parseSwitch reads a switch: true, 1 or yes; false, 0 or no.
+func parseSwitch(v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "true", "1", "yes":
+		return true, nil
+	case "false", "0", "no":
+		return false, nil
+	}
+	return false, fmt.Errorf("bad switch %q", v)
+}
+
+// parseList reads a comma-separated list, without blanks.
+func parseList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// referenceHead and referenceTail frame the tables of docs/configuration.md.
+const (
+	referenceHead = `# Configuration
+
+<!-- Generated from the settings structs in cmd/server/config.go by
+'go generate ./cmd/server'; edit their tags, not this file. -->
+
+agentd reads its settings from environment variables. Most have a flag twin
+('AGENTD_WORKERS' is '-workers'), and a flag wins over its variable. An
+empty value is the same as an unset one: the default applies.
+
+Durations are Go durations ('15s', '10m', '1h30m') or whole days ('30d').
+Switches are 'true' or 'false' ('1' or '0', 'yes' or 'no' too). A value
+agentd cannot read, or one out of its range, stops it at start-up with an
+error that names the variable or the flag it came from; every bad value is
+reported at once. 'agentd -h' lists the flags.
+`
+	referenceTail = `
+## Outside agentd's settings
+
+The Go runtime's own 'GOGC' applies too. agentd's live heap is small, so a
+higher value trades a little memory for CPU: with 16 runs in flight,
+'GOGC=300' cut agentd's CPU per step by about 15% in
+[benchmarks.md](benchmarks.md)'s step benchmark (the figures there use the
+default, 100).
+
+Tests use 'AGENTD_TEST_DATABASE_URL' (default
+'postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable') to create and
+drop a database of their own per test.
+`
+)
+
+// codeSpan matches a 'quoted' word of a description, which the reference
+// shows as code; an apostrophe inside a word does not open one.
+var codeSpan = regexp.MustCompile("(^|[\\s(\\[])'([^']+)'")
+
+// writeReference writes docs/configuration.md: a table of config's
+// settings per group.
+func writeReference(w io.Writer) error {
+	md := func(s string) string {
+		return strings.ReplaceAll(codeSpan.ReplaceAllString(s, "$1`$2`"), "|", `\|`)
+	}
+	var b strings.Builder
+	b.WriteString(md(referenceHead))
+	for _, g := range configGroups() {
+		fmt.Fprintf(&b, "\n## %s\n\n%s\n\n", g.title, wrap(md(g.intro), 76))
+		b.WriteString("| Variable | Flag | Default | What it does |\n| --- | --- | --- | --- |\n")
+		for _, s := range g.settings {
+			flagCell := "none"
+			if s.flag != "" {
+				flagCell = "`-" + s.flag + "`"
+			}
+			def := "none"
+			switch {
+			case s.def != "" && s.defaultDesc != "":
+				def = "`" + s.def + "` (" + md(s.defaultDesc) + ")"
+			case s.def != "":
+				def = "`" + s.def + "`"
+			case s.defaultDesc != "":
+				def = md(s.defaultDesc)
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", s.key, flagCell, def, md(s.desc))
+		}
+	}
+	b.WriteString(md(referenceTail))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// wrap breaks text into lines of at most width characters, between words.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for i, word := range strings.Fields(text) {
+		switch {
+		case i == 0:
+		case n+1+len(word) > width:
+			b.WriteByte('\n')
+			n = 0
+		default:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len(word)
+	}
+	return b.String()
 }
