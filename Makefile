@@ -8,6 +8,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 run: ## run the server against the local PostgreSQL (the fake model unless OPENAI_API_KEY is set)
+	@echo "compiling agentd (the first build takes a minute)..."
 	$(GO) run ./cmd/server
 
 fakellm: ## run the fake OpenAI-compatible model alone on 127.0.0.1:8090

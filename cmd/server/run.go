@@ -363,7 +363,7 @@ func buildModel(cfg config, log *slog.Logger) (llm.Model, string, func(), error)
 	if name == "" {
 		name = "fake"
 	}
-	log.Info("OPENAI_API_KEY is not set: using the built-in fake model; see README for its directives", "fake_base_url", base)
+	log.Info("OPENAI_API_KEY is not set: using the built-in fake model; see docs/fake-model.md for its directives", "fake_base_url", base)
 	m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "fake", PromptCacheKey: true})
 	stop := func() {
 		m.CloseIdleConnections()

@@ -186,7 +186,7 @@ func TestRunViewer(t *testing.T) {
 	}
 	t.Logf("the page read %d events over %d cut streams; its text grew through %d lengths before the end", len(seqs), cutter.cuts.Load(), len(partial))
 	if os.Getenv("AGENTD_UPDATE_SCREENSHOT") != "" {
-		// README's picture of the run page (PNG: quality 100).
+		// the picture of the run page in docs/operations.md (PNG: quality 100).
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
 			t.Fatal(err)

@@ -11,7 +11,7 @@
 //             few chunks, then resumeStream(); print the messages
 //   resume    resumeStream() on a new Chat of CHAT_ID; print status and messages
 //   stop      send TEXT, stop() after the first text, and DELETE the chat's
-//             stream, as README wires useChat's stop; print the messages
+//             stream, as docs/clients.md wires useChat's stop; print the messages
 //   approve   send TEXT, approve the call the run asks about, let the chat
 //             send the approval; print the messages
 //   client    send TEXT with a client tool pick_color, which the chat runs
