@@ -153,25 +153,43 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 	}()
 	startCtx, cancelStart := context.WithTimeout(ctx, 60*time.Second)
 	defer cancelStart()
-	if err := persist.EnsureDatabase(startCtx, cfg.DatabaseURL); err != nil {
-		return nil, fmt.Errorf("database: %w", err)
+	if err := in.openStore(startCtx); err != nil {
+		return nil, err
+	}
+	registry, err := in.startEngine()
+	if err != nil {
+		return nil, err
+	}
+	if err := in.buildHandler(ctx, registry); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// openStore readies the database (created, migrated), the metrics
+// registry, the stream hub and the store with its group commit and
+// retention.
+func (in *instance) openStore(ctx context.Context) error {
+	cfg, log := in.cfg, in.log
+	if err := persist.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
+		return fmt.Errorf("database: %w", err)
 	}
 	if cfg.Migrate {
-		if err := persist.Migrate(startCtx, cfg.DatabaseURL); err != nil {
-			return nil, err
+		if err := persist.Migrate(ctx, cfg.DatabaseURL); err != nil {
+			return err
 		}
 	}
-	reg := prometheus.NewRegistry()
-	in.reg = reg
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	in.reg = prometheus.NewRegistry()
+	in.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The hub publishes the store's commits: they reach this instance's
 	// streams at once (the executor's without being read back), and peers
 	// by NOTIFY.
-	in.hub = stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: reg})
-	in.store, err = persist.Open(startCtx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: in.hub,
+	in.hub = stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: in.reg})
+	var err error
+	in.store, err = persist.Open(ctx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: in.hub,
 		TenantRunsInProgress: cfg.TenantRunning})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	in.closers = append(in.closers, in.store.Close)
 	in.store.StartGroupCommit(cfg.Committers, 64)
@@ -180,9 +198,16 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		in.closers = append(in.closers, startRetention(in.store, cfg.Retention, cfg.RetentionEvery, log))
 	}
 	if err := in.hub.Start(in.store); err != nil {
-		return nil, err
+		return err
 	}
 	in.closers = append(in.closers, func() { _ = in.hub.Stop(context.Background()) }) // safe twice
+	return nil
+}
+
+// startEngine builds the tools (MCP servers connecting in the background),
+// the model and the engine, not yet started; it returns the tools.
+func (in *instance) startEngine() (*tools.Registry, error) {
+	cfg, log := in.cfg, in.log
 	registry, mcpServers, err := buildTools(cfg, in.store)
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
@@ -191,37 +216,44 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 	mcp.Start()
 	in.mcp = mcp
 	in.closers = append(in.closers, mcp.Stop) // after the engine stopped
-	model, modelName, stopModel, err := buildModel(cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	in.modelName = modelName
-	in.closers = append(in.closers, stopModel)
 	profiles := compact.DefaultProfiles()
 	if cfg.ModelsFile != "" {
 		if profiles, err = compact.LoadProfiles(cfg.ModelsFile); err != nil {
 			return nil, fmt.Errorf("models: %w", err)
 		}
 	}
+	model, modelName, stopModel, err := buildModel(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	in.modelName = modelName
+	in.closers = append(in.closers, stopModel)
 	in.eng = engine.New(engine.Config{
 		Profiles: profiles,
-		Store:    in.store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(reg),
+		Store:    in.store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(in.reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
 		TraceContent: cfg.TraceContent,
 	})
+	return registry, nil
+}
+
+// buildHandler builds the API's handler: authentication, tracing, and the
+// routes over the engine's service, the store and the hub.
+func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) error {
+	cfg, log := in.cfg, in.log
 	authn, err := buildAuth(ctx, cfg, in.store)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	in.metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	in.metrics = promhttp.HandlerFor(in.reg, promhttp.HandlerOpts{})
 	getenv := cfg.getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
 	shutdownTracing, err := telemetry.Setup(ctx, getenv)
 	if err != nil {
-		return nil, fmt.Errorf("tracing: %w", err)
+		return fmt.Errorf("tracing: %w", err)
 	}
 	in.closers = append(in.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -229,10 +261,10 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		_ = shutdownTracing(sctx) // flushes the last spans
 	})
 	in.handler = api.New(api.Config{
-		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: reg,
+		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: in.reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
 		Auth: authn, Quotas: cfg.Quotas,
-		Defaults: api.RunDefaults{Model: modelName, MaxTimeouts: agentd.Timeouts{
+		Defaults: api.RunDefaults{Model: in.modelName, MaxTimeouts: agentd.Timeouts{
 			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
 			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds(),
 			ActionMS: cfg.MaxTimeouts[4].Milliseconds()}},
@@ -252,7 +284,7 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 		// API names each by its route.
 		in.handler = otelhttp.NewHandler(in.handler, "agentd")
 	}
-	return in, nil
+	return nil
 }
 
 // ready answers GET /readyz: the database answers, and the instance is not
