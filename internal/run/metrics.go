@@ -3,7 +3,9 @@ package run
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/tools"
 )
 
 // Metrics are the engine's Prometheus series.
@@ -65,4 +67,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"})),
 	}
 	return m
+}
+
+// attemptOutcome is how a tool attempt ended, as agentd_tool_attempts_total
+// labels it: the attempt's status, cancelled (cut by its run's end, and
+// attempted again), or what a reconciler found out.
+type attemptOutcome string
+
+// Attempt outcomes.
+const (
+	attemptSucceeded = attemptOutcome(agentd.AttemptSucceeded)
+	attemptUnknown   = attemptOutcome(agentd.AttemptUnknown)
+	attemptCancelled = attemptOutcome("cancelled")
+)
+
+// attemptEnded is the outcome of an attempt that ended with status (failed
+// or timed out).
+func attemptEnded(status agentd.AttemptStatus) attemptOutcome { return attemptOutcome(status) }
+
+// reconciled is the outcome of a call whose reconciler said o.
+func reconciled(o tools.Outcome) attemptOutcome { return attemptOutcome("reconciled_" + string(o)) }
+
+// attempt counts an attempt of tool that ended with outcome o.
+func (m *Metrics) attempt(tool string, o attemptOutcome) {
+	m.ToolAttempts.WithLabelValues(tool, string(o)).Inc()
 }

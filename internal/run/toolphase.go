@@ -271,7 +271,7 @@ func (x *execution) recoverCalls(st agentd.RunState, step *agentd.Step, calls []
 		}
 		errData := &agentd.ErrorDetail{Kind: agentd.ToolErrUnknown, Message: "the worker running this attempt stopped before it finished"}
 		ops = append(ops, persist.AttemptFinish{ID: a.ID, Status: agentd.AttemptUnknown, Error: errData})
-		x.d.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
+		x.d.m.attempt(c.Name, attemptUnknown)
 		if c.Effect == agentd.EffectSideEffect {
 			c.Status = agentd.CallUnknown
 			ops = append(ops, persist.ToolCallFinish{ID: c.ID, Status: agentd.CallUnknown, Error: errData})
@@ -393,7 +393,7 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 		}
 	}
 	if a.err == nil {
-		x.d.m.ToolAttempts.WithLabelValues(c.Name, "succeeded").Inc()
+		x.d.m.attempt(c.Name, attemptSucceeded)
 		o := resultOf(a.result, a.spec.ResultLimit())
 		o.attempt = &persist.AttemptFinish{ID: a.id, Status: agentd.AttemptSucceeded}
 		x.finishCall(step, c, o)
@@ -409,7 +409,7 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 			x.unknown(step, c, a.id, errData)
 			return false
 		}
-		x.d.m.ToolAttempts.WithLabelValues(c.Name, "cancelled").Inc()
+		x.d.m.attempt(c.Name, attemptCancelled)
 		_ = x.write(x.durable(), []agentd.EventIn{attemptFailed(step, c, errData, false)},
 			persist.AttemptFinish{ID: a.id, Status: agentd.AttemptFailed, Error: errData})
 		return false
@@ -420,7 +420,7 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 	}
 	switch tools.Decide(a.spec, a.err, c.Attempts) {
 	case tools.Retry:
-		x.d.m.ToolAttempts.WithLabelValues(c.Name, string(status)).Inc()
+		x.d.m.attempt(c.Name, attemptEnded(status))
 		if err := x.write(x.durable(), []agentd.EventIn{attemptFailed(step, c, errData, true)},
 			persist.AttemptFinish{ID: a.id, Status: status, Error: errData}); err != nil {
 			return false
@@ -434,7 +434,7 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 	case tools.Unknown:
 		x.unknown(step, c, a.id, errData)
 	default:
-		x.d.m.ToolAttempts.WithLabelValues(c.Name, string(status)).Inc()
+		x.d.m.attempt(c.Name, attemptEnded(status))
 		x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: errData,
 			attempt: &persist.AttemptFinish{ID: a.id, Status: status, Error: errData}})
 	}
@@ -443,7 +443,7 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 
 // unknown commits that the outcome of c's last attempt is unknown.
 func (x *execution) unknown(step *agentd.Step, c *agentd.ToolCall, attemptID string, errData *agentd.ErrorDetail) {
-	x.d.m.ToolAttempts.WithLabelValues(c.Name, "unknown").Inc()
+	x.d.m.attempt(c.Name, attemptUnknown)
 	x.finishCall(step, c, callOutcome{status: agentd.CallUnknown, err: errData,
 		attempt: &persist.AttemptFinish{ID: attemptID, Status: agentd.AttemptUnknown, Error: errData}})
 }
@@ -555,7 +555,7 @@ func (x *execution) reconcile(ctx context.Context, st agentd.RunState, step *age
 		x.log.Warn("reconcile tool call", "tool_call_id", c.ID, "error", err)
 		return
 	}
-	x.d.m.ToolAttempts.WithLabelValues(c.Name, "reconciled_"+string(res.Outcome)).Inc()
+	x.d.m.attempt(c.Name, reconciled(res.Outcome))
 	switch res.Outcome {
 	case tools.OutcomeSucceeded:
 		result := res.Result
