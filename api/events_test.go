@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/client/sse"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/run"
@@ -66,10 +66,14 @@ func TestUppercaseRunIDStreamsLive(t *testing.T) {
 		lines[name] = ch
 		go func() {
 			defer close(ch)
-			sc := bufio.NewScanner(resp.Body)
-			for sc.Scan() {
-				if id, ok := strings.CutPrefix(sc.Text(), "id: "); ok {
-					ch <- id
+			r := sse.NewReader(resp.Body)
+			for {
+				ev, err := r.Next()
+				if err != nil {
+					return
+				}
+				if ev.HasID {
+					ch <- ev.ID
 				}
 			}
 		}()

@@ -8,44 +8,25 @@ import (
 	"github.com/agentd/agentd/internal/tools"
 )
 
-// The JSON shapes of responses. Field names are snake_case; absent values
-// are null rather than missing, so that every object of a kind has the same
-// keys.
+// The JSON shapes of responses are the domain's views (agentd.RunView and
+// the others in views.go at the module's root), which the Go SDK reads
+// too; the functions here build them from the rows. The names below are
+// the ones the handlers have always used for them.
+type (
+	runJSON          = agentd.RunView
+	stepJSON         = agentd.StepView
+	toolCallJSON     = agentd.ToolCallView
+	attemptJSON      = agentd.AttemptView
+	conversationJSON = agentd.ConversationView
+	messageJSON      = agentd.MessageView
+	toolJSON         = agentd.ToolView
+)
 
-type runJSON struct {
-	ID             string              `json:"id"`
-	Object         string              `json:"object"`
-	TenantID       string              `json:"tenant_id"`
-	ConversationID string              `json:"conversation_id"`
-	Status         agentd.RunStatus    `json:"status"`
-	TerminalReason *agentd.Reason      `json:"terminal_reason"`
-	Model          string              `json:"model"`
-	Instructions   *string             `json:"instructions"`
-	Tools          []string            `json:"tools"` // null: every registered tool
-	ClientTools    []agentd.ClientTool `json:"client_tools"`
-	MaxSteps       int                 `json:"max_steps"`
-	Timeouts       agentd.Timeouts     `json:"timeouts"`
-	LoopLimits     agentd.LoopLimits   `json:"loop_limits"`
-	CompactAt      *float64            `json:"compact_at"`
-	OnDisconnect   agentd.OnDisconnect `json:"on_disconnect"`
-	IfBusy         agentd.IfBusy       `json:"if_busy"`
-	Metadata       json.RawMessage     `json:"metadata"`
-	Usage          agentd.Usage        `json:"usage"`
-	StepCount      int                 `json:"step_count"`
-	LastEventSeq   int64               `json:"last_event_seq"`
-	RequiredAction json.RawMessage     `json:"required_action"`
-	Error          json.RawMessage     `json:"error"`
-	CreatedAt      time.Time           `json:"created_at"`
-	StartedAt      *time.Time          `json:"started_at"`
-	FinishedAt     *time.Time          `json:"finished_at"`
-	UpdatedAt      time.Time           `json:"updated_at"`
-	DeadlineAt     *time.Time          `json:"deadline_at"`
-	CreatedBy      *string             `json:"created_by"`
-	CancelledBy    *string             `json:"cancelled_by"`
-	ResumedBy      *string             `json:"resumed_by"`
-	OutputText     *string             `json:"output_text"`
-	Output         []agentd.Part       `json:"output"`
-}
+// listJSON is the envelope of the lists that are not paged.
+type listJSON[T any] = agentd.List[T]
+
+// pageJSON is a page of a paged list (see agentd.Page).
+type pageJSON[T any] = agentd.Page[T]
 
 func runView(r agentd.Run) runJSON {
 	md := r.Params.Metadata
@@ -54,7 +35,7 @@ func runView(r agentd.Run) runJSON {
 	}
 	v := runJSON{
 		ID:             r.ID,
-		Object:         "run",
+		Object:         agentd.ObjectRun,
 		TenantID:       r.TenantID,
 		ConversationID: r.ConversationID,
 		Status:         r.Status,
@@ -73,8 +54,8 @@ func runView(r agentd.Run) runJSON {
 		Usage:          r.Usage,
 		StepCount:      r.StepCount,
 		LastEventSeq:   r.LastEventSeq,
-		RequiredAction: nullRaw(r.RequiredAction),
-		Error:          nullRaw(r.Error),
+		RequiredAction: stored[agentd.RequiredAction](r.RequiredAction),
+		Error:          stored[agentd.ErrorDetail](r.Error),
 		CreatedAt:      r.CreatedAt.UTC(),
 		StartedAt:      utc(r.StartedAt),
 		FinishedAt:     utc(r.FinishedAt),
@@ -95,47 +76,6 @@ func runView(r agentd.Run) runJSON {
 	return v
 }
 
-type stepJSON struct {
-	ID            string               `json:"id"`
-	Seq           int                  `json:"seq"`
-	Status        agentd.StepStatus    `json:"status"`
-	FinishReason  *agentd.FinishReason `json:"finish_reason"`
-	Transition    *agentd.Transition   `json:"transition"`
-	ModelAttempts int                  `json:"model_attempts"`
-	Usage         agentd.Usage         `json:"usage"`
-	Error         json.RawMessage      `json:"error"`
-	StartedAt     time.Time            `json:"started_at"`
-	FinishedAt    *time.Time           `json:"finished_at"`
-	ToolCalls     []toolCallJSON       `json:"tool_calls"`
-}
-
-type toolCallJSON struct {
-	ID             string            `json:"id"`
-	CallID         string            `json:"call_id"`
-	Name           string            `json:"name"`
-	Arguments      json.RawMessage   `json:"arguments"`
-	IdempotencyKey string            `json:"idempotency_key"`
-	Effect         agentd.Effect     `json:"effect"`
-	Status         agentd.CallStatus `json:"status"`
-	Result         json.RawMessage   `json:"result"`
-	Error          json.RawMessage   `json:"error"`
-	Attempts       int               `json:"attempts"`
-	AttemptLog     []attemptJSON     `json:"attempt_log"`
-	Policy         json.RawMessage   `json:"policy"`
-	CreatedAt      time.Time         `json:"created_at"`
-	FinishedAt     *time.Time        `json:"finished_at"`
-}
-
-type attemptJSON struct {
-	N          int                  `json:"n"`
-	Status     agentd.AttemptStatus `json:"status"`
-	Error      json.RawMessage      `json:"error"`
-	Worker     string               `json:"worker"`
-	Epoch      int64                `json:"epoch"`
-	StartedAt  time.Time            `json:"started_at"`
-	FinishedAt *time.Time           `json:"finished_at"`
-}
-
 func stepView(st agentd.StepDetail) stepJSON {
 	out := stepJSON{
 		ID:            st.ID,
@@ -145,53 +85,46 @@ func stepView(st agentd.StepDetail) stepJSON {
 		Transition:    nullString(st.Transition),
 		ModelAttempts: st.ModelAttempts,
 		Usage:         st.Usage,
-		Error:         nullRaw(st.Error),
+		Error:         stored[agentd.ErrorDetail](st.Error),
 		StartedAt:     st.StartedAt.UTC(),
 		FinishedAt:    utc(st.FinishedAt),
 		ToolCalls:     make([]toolCallJSON, 0, len(st.Calls)),
 	}
 	for _, c := range st.Calls {
-		tc := toolCallJSON{
-			ID:             c.ID,
-			CallID:         c.CallID,
-			Name:           c.Name,
-			Arguments:      nullRaw(c.Arguments),
-			IdempotencyKey: c.IdempotencyKey,
-			Effect:         c.Effect,
-			Status:         c.Status,
-			Result:         nullRaw(c.Result),
-			Error:          nullRaw(c.Error),
-			Attempts:       c.ToolCall.Attempts,
-			AttemptLog:     make([]attemptJSON, 0, len(c.Attempts)),
-			Policy:         nullRaw(c.Policy),
-			CreatedAt:      c.CreatedAt.UTC(),
-			FinishedAt:     utc(c.FinishedAt),
-		}
-		for _, a := range c.Attempts {
-			tc.AttemptLog = append(tc.AttemptLog, attemptJSON{
-				N:          a.N,
-				Status:     a.Status,
-				Error:      nullRaw(a.Error),
-				Worker:     a.Worker,
-				Epoch:      a.Epoch,
-				StartedAt:  a.StartedAt.UTC(),
-				FinishedAt: utc(a.FinishedAt),
-			})
-		}
-		out.ToolCalls = append(out.ToolCalls, tc)
+		out.ToolCalls = append(out.ToolCalls, toolCallView(c))
 	}
 	return out
 }
 
-type conversationJSON struct {
-	ID        string          `json:"id"`
-	Object    string          `json:"object"`
-	TenantID  string          `json:"tenant_id"`
-	Title     string          `json:"title"`
-	Metadata  json.RawMessage `json:"metadata"`
-	ChatID    *string         `json:"chat_id"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
+func toolCallView(c agentd.CallDetail) toolCallJSON {
+	tc := toolCallJSON{
+		ID:             c.ID,
+		CallID:         c.CallID,
+		Name:           c.Name,
+		Arguments:      nullRaw(c.Arguments),
+		IdempotencyKey: c.IdempotencyKey,
+		Effect:         c.Effect,
+		Status:         c.Status,
+		Result:         nullRaw(c.Result),
+		Error:          stored[agentd.ErrorDetail](c.Error),
+		Attempts:       c.ToolCall.Attempts,
+		AttemptLog:     make([]attemptJSON, 0, len(c.Attempts)),
+		Policy:         nullRaw(c.Policy),
+		CreatedAt:      c.CreatedAt.UTC(),
+		FinishedAt:     utc(c.FinishedAt),
+	}
+	for _, a := range c.Attempts {
+		tc.AttemptLog = append(tc.AttemptLog, attemptJSON{
+			N:          a.N,
+			Status:     a.Status,
+			Error:      stored[agentd.ErrorDetail](a.Error),
+			Worker:     a.Worker,
+			Epoch:      a.Epoch,
+			StartedAt:  a.StartedAt.UTC(),
+			FinishedAt: utc(a.FinishedAt),
+		})
+	}
+	return tc
 }
 
 func conversationView(c agentd.Conversation) conversationJSON {
@@ -201,7 +134,7 @@ func conversationView(c agentd.Conversation) conversationJSON {
 	}
 	return conversationJSON{
 		ID:        c.ID,
-		Object:    "conversation",
+		Object:    agentd.ObjectConversation,
 		TenantID:  c.TenantID,
 		Title:     c.Title,
 		Metadata:  md,
@@ -211,19 +144,6 @@ func conversationView(c agentd.Conversation) conversationJSON {
 	}
 }
 
-type messageJSON struct {
-	ID             string               `json:"id"`
-	Object         string               `json:"object"`
-	ConversationID string               `json:"conversation_id"`
-	RunID          *string              `json:"run_id"`
-	Seq            int                  `json:"seq"`
-	Role           agentd.Role          `json:"role"`
-	Content        []agentd.Part        `json:"content"`
-	Status         agentd.MessageStatus `json:"status"`
-	InContext      bool                 `json:"in_context"`
-	CreatedAt      time.Time            `json:"created_at"`
-}
-
 func messageView(m agentd.Message) messageJSON {
 	content := m.Content
 	if content == nil {
@@ -231,7 +151,7 @@ func messageView(m agentd.Message) messageJSON {
 	}
 	return messageJSON{
 		ID:             m.ID,
-		Object:         "message",
+		Object:         agentd.ObjectMessage,
 		ConversationID: m.ConversationID,
 		RunID:          nullString(m.RunID),
 		Seq:            m.Seq,
@@ -241,15 +161,6 @@ func messageView(m agentd.Message) messageJSON {
 		InContext:      m.Status == agentd.MessageCompleted,
 		CreatedAt:      m.CreatedAt.UTC(),
 	}
-}
-
-type toolJSON struct {
-	Name          string          `json:"name"`
-	Description   string          `json:"description"`
-	Parameters    json.RawMessage `json:"parameters"`
-	Effect        string          `json:"effect"`
-	TimeoutMS     *int64          `json:"timeout_ms"` // null: the run's tool timeout
-	NeedsApproval bool            `json:"needs_approval"`
 }
 
 func toolView(sp tools.Spec) toolJSON {
@@ -262,24 +173,10 @@ func toolView(sp tools.Spec) toolJSON {
 		Name:          sp.Name,
 		Description:   sp.Description,
 		Parameters:    nullRaw(sp.Parameters),
-		Effect:        string(sp.Effect),
+		Effect:        sp.Effect,
 		TimeoutMS:     timeout,
 		NeedsApproval: sp.NeedsApproval,
 	}
-}
-
-// listJSON is the envelope of the lists that are not paged.
-type listJSON[T any] struct {
-	Data []T `json:"data"`
-}
-
-// pageJSON is a page of a paged list, the same on every such route:
-// next_cursor, passed as "cursor", gives the next page; it is null and
-// has_more false on the last page.
-type pageJSON[T any] struct {
-	Data       []T     `json:"data"`
-	NextCursor *string `json:"next_cursor"`
-	HasMore    bool    `json:"has_more"`
 }
 
 // page makes the page of items, fetched with one more than limit: when that
@@ -295,6 +192,22 @@ func page[R, T any](items []R, limit int, view func(R) T, next func(R) string) p
 		out.Data = append(out.Data, view(it))
 	}
 	return out
+}
+
+// stored reads a JSON column that the store writes only by marshalling a
+// T (a run's required_action, an error detail), so that what it holds
+// encodes again to the same JSON; nil (JSON null) for none. A value that
+// does not decode (no writer makes one) shows as null rather than failing
+// the read, as a run's unreadable output does.
+func stored[T any](raw json.RawMessage) *T {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v *T
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	return v
 }
 
 func nullString[T ~string](s T) *T {

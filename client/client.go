@@ -1,12 +1,3 @@
-// Package client is the Go client of agentd's HTTP API: typed requests and
-// responses for every route, errors as *Error with the problem+json fields,
-// an Idempotency-Key on every POST (the same on each retry, so that a
-// retried call never starts a second run), and a run's events as an
-// iterator that reconnects with Last-Event-ID until the run's end.
-//
-//	c := client.New("http://localhost:8080", client.WithAPIKey(os.Getenv("AGENTD_API_KEY")))
-//	run, err := c.CreateRun(ctx, client.CreateRun{Input: "What is 6*7?"})
-//	for ev, err := range c.Events(ctx, run.ID, 0) { ... }
 package client
 
 import (
@@ -23,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentd/agentd"
 )
 
 // Client calls one agentd server. It is safe for concurrent use.
@@ -230,8 +223,9 @@ func (c *Client) CreateRun(ctx context.Context, r CreateRun) (*Run, error) {
 	type body CreateRun // without the method set, for its own fields
 	payload := struct {
 		body
-		Input any `json:"input"`
-	}{body: body(r), Input: r.Input}
+		Input      any                `json:"input"`
+		LoopLimits *loopLimitsRequest `json:"loop_limits,omitempty"` // in place of body's
+	}{body: body(r), Input: r.Input, LoopLimits: loopLimitsOf(r.LoopLimits)}
 	if r.InputMessages != nil {
 		payload.Input = r.InputMessages
 	}
@@ -253,7 +247,7 @@ func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
 
 // ListRuns selects a page of runs, newest first.
 type ListRuns struct {
-	Status         string
+	Status         agentd.RunStatus
 	ConversationID string
 	Limit          int
 	Cursor         string // a page's NextCursor
@@ -262,7 +256,7 @@ type ListRuns struct {
 // ListRuns reads a page of the tenant's runs.
 func (c *Client) ListRuns(ctx context.Context, p ListRuns) (*Page[Run], error) {
 	q := url.Values{}
-	set(q, "status", p.Status)
+	set(q, "status", string(p.Status))
 	set(q, "conversation_id", p.ConversationID)
 	set(q, "cursor", p.Cursor)
 	if p.Limit > 0 {

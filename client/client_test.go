@@ -1,7 +1,6 @@
 package client_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
@@ -50,7 +50,7 @@ func sameAsLog(t *testing.T, store *persist.Store, runID string, evs []client.Ev
 		b, _ := json.Marshal(evs[i].Data)
 		var want struct{ Data json.RawMessage }
 		json.Unmarshal(s.Data, &want)
-		if evs[i].Seq != s.Seq || evs[i].Type != string(s.Type) || !jsonEqual(b, want.Data) {
+		if evs[i].Seq != s.Seq || evs[i].Type != s.Type || !jsonEqual(b, want.Data) {
 			t.Fatalf("event %d: got %d %s %s, stored %d %s %s", i, evs[i].Seq, evs[i].Type, b, s.Seq, s.Type, want.Data)
 		}
 	}
@@ -82,7 +82,7 @@ func TestClientEndToEnd(t *testing.T) {
 	evs := collect(t, c, ctx, run.ID)
 	sameAsLog(t, store, run.ID, evs)
 	run, err = c.GetRun(ctx, run.ID)
-	if err != nil || run.Status != "completed" || run.OutputText == nil || *run.OutputText != "The answer is 42." || !run.Ended() {
+	if err != nil || run.Status != agentd.StatusCompleted || run.OutputText == nil || *run.OutputText != "The answer is 42." || !run.Ended() {
 		t.Fatalf("run %+v: %v", run, err)
 	}
 	steps, err := c.Steps(ctx, run.ID)
@@ -214,7 +214,7 @@ func TestEventsAcrossServerRestart(t *testing.T) {
 			t.Fatalf("events: %v", err)
 		}
 		got = append(got, ev)
-		if !restarted && ev.Type == "message.delta" && len(got) > 8 {
+		if !restarted && ev.Type == agentd.EventMessageDelta && len(got) > 8 {
 			restarted = true
 			first.Kill()
 			servertest.Start(t, addr, url)
@@ -225,12 +225,20 @@ func TestEventsAcrossServerRestart(t *testing.T) {
 	}
 	sameAsLog(t, store, run.ID, got)
 	final, err := c.GetRun(ctx, run.ID)
-	if err != nil || final.Status != "completed" {
+	if err != nil || final.Status != agentd.StatusCompleted {
 		t.Fatalf("the run after the restart: %+v %v", final, err)
 	}
 	recovered := false
 	for _, ev := range got {
-		recovered = recovered || (ev.Type == "run.resumed" && bytes.Contains(ev.Data, []byte(`"recovered"`)))
+		if ev.Type != agentd.EventRunResumed {
+			continue
+		}
+		p, err := ev.Payload()
+		if d, ok := p.(agentd.RunResumedData); err != nil || !ok {
+			t.Fatalf("run.resumed decodes as %#v (%v)", p, err)
+		} else {
+			recovered = recovered || d.Reason == agentd.ResumedRecovery
+		}
 	}
 	if !recovered {
 		t.Fatal("no run.resumed (recovered): the second server did not take the run over")

@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,8 +9,9 @@ import (
 	"iter"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/agentd/agentd/client/sse"
 )
 
 // maxReconnectWait caps the wait between two connections of Events.
@@ -114,56 +114,40 @@ func (c *Client) follow(ctx context.Context, runID string, last *int64, yield fu
 	case resp.StatusCode != http.StatusOK:
 		return false, false, 0, readError(resp)
 	}
-	var id, typ string
-	var data strings.Builder
+	r := sse.NewReader(resp.Body)
+	progressed, ended, err = read(r, last, yield)
+	retry, _ = r.Retry()
+	return progressed, ended, retry, err
+}
+
+// read yields the events of one connection that come after *last.
+func read(r *sse.Reader, last *int64, yield func(Event, error) bool) (progressed, ended bool, err error) {
 	terminal := false // the last event yielded was a terminal one
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" { // dispatch
-			if data.Len() > 0 && id != "" {
-				ev, perr := parseEvent(id, typ, data.String())
-				switch {
-				case perr != nil:
-					return progressed, false, retry, &badEvent{perr}
-				case ev.Seq > *last:
-					*last, progressed, terminal = ev.Seq, true, ev.Terminal()
-					if !yield(ev, nil) {
-						return progressed, true, retry, errStop
-					}
-				}
-			}
-			id, typ = "", ""
-			data.Reset()
-			continue
+	for {
+		raw, err := r.Next()
+		switch {
+		case errors.Is(err, io.EOF) && terminal:
+			return progressed, true, nil // the server ends a stream after the run's end
+		case errors.Is(err, io.EOF):
+			return progressed, false, io.ErrUnexpectedEOF // the server closed the stream before the run's end
+		case errors.Is(err, sse.ErrTooLarge):
+			return progressed, false, &badEvent{fmt.Errorf("agentd: event after %d: %w", *last, err)} // it would be as large again
+		case err != nil:
+			return progressed, false, err
+		case raw.ID == "" || raw.Data == "":
+			continue // a heartbeat: not stored, so without an id
 		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			id = value
-		case "event":
-			typ = value
-		case "data":
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.WriteString(value)
-		case "retry":
-			if ms, err := strconv.Atoi(value); err == nil && ms >= 0 {
-				retry = time.Duration(ms) * time.Millisecond
+		ev, err := parseEvent(raw.ID, raw.Type, raw.Data)
+		switch {
+		case err != nil:
+			return progressed, false, &badEvent{err}
+		case ev.Seq > *last:
+			*last, progressed, terminal = ev.Seq, true, ev.Terminal()
+			if !yield(ev, nil) {
+				return progressed, true, errStop
 			}
 		}
 	}
-	err = sc.Err()
-	if err == nil && terminal {
-		return progressed, true, retry, nil // the server ends a stream after the run's end
-	}
-	if err == nil {
-		err = io.ErrUnexpectedEOF // the server closed the stream before the run's end
-	}
-	return progressed, false, retry, err
 }
 
 func parseEvent(id, typ, data string) (Event, error) {
@@ -171,7 +155,7 @@ func parseEvent(id, typ, data string) (Event, error) {
 	if err := json.Unmarshal([]byte(data), &ev); err != nil {
 		return ev, fmt.Errorf("agentd: event %s: %w", id, err)
 	}
-	if strconv.FormatInt(ev.Seq, 10) != id || (typ != "" && ev.Type != typ) {
+	if strconv.FormatInt(ev.Seq, 10) != id || (typ != "" && string(ev.Type) != typ) {
 		return ev, fmt.Errorf("agentd: event %s (%s) holds seq %d (%s)", id, typ, ev.Seq, ev.Type)
 	}
 	return ev, nil

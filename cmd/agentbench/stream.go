@@ -1,10 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/client/sse"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
@@ -159,47 +160,28 @@ type sseEvent struct{ ID, Event, Data string }
 
 // follow reads an SSE body (of net/http's client) to its terminal event and
 // counts the events, heartbeats aside. keep, when set, is given each of
-// them; otherwise their ids and data are skipped unread.
+// them.
 func follow(body io.Reader, keep func(sseEvent)) (events int, err error) {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	var ev sseEvent
-	var data []string
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 { // the end of an event
-			if ev.Event != "" && ev.Event != "heartbeat" {
-				events++
-				if keep != nil {
-					ev.Data = strings.Join(data, "\n")
-					keep(ev)
-				}
-				if agentd.EventType(ev.Event).Terminal() {
-					return events, nil
-				}
-			}
-			ev, data = sseEvent{}, data[:0]
+	r := sse.NewReader(body)
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return events, io.ErrUnexpectedEOF // the stream ended before the run
+		}
+		if err != nil {
+			return events, err
+		}
+		if ev.Type == "heartbeat" {
 			continue
 		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "event":
-			ev.Event = string(value)
-		case "id":
-			if keep != nil {
-				ev.ID = string(value)
-			}
-		case "data":
-			if keep != nil {
-				data = append(data, string(value))
-			}
+		events++
+		if keep != nil {
+			keep(sseEvent{ID: ev.ID, Event: ev.Type, Data: ev.Data})
+		}
+		if agentd.EventType(ev.Type).Terminal() {
+			return events, nil
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return events, err
-	}
-	return events, io.ErrUnexpectedEOF
 }
 
 func postRun(base, input string, streamIt bool) (*http.Response, error) {
@@ -345,14 +327,14 @@ func startLatency(base string, n int) ([]time.Duration, error) {
 		if err != nil {
 			return nil, err
 		}
-		r := bufio.NewReader(resp.Body)
+		r := sse.NewReader(resp.Body)
 		for {
-			line, err := r.ReadString('\n')
+			ev, err := r.Next()
 			if err != nil {
 				resp.Body.Close()
 				return nil, err
 			}
-			if strings.HasPrefix(line, "id: ") {
+			if ev.HasID { // a stored event, not a heartbeat
 				lat = append(lat, time.Since(t0))
 				break
 			}

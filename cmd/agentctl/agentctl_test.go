@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/servertest"
@@ -176,13 +177,13 @@ func TestCreateWait(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &run); err != nil {
 		t.Fatalf("the output is no run: %v\n%s", err, r.stdout)
 	}
-	if run.Status != "completed" || run.OutputText == nil || *run.OutputText != "The answer is 42." || run.StepCount != 2 ||
+	if run.Status != agentd.StatusCompleted || run.OutputText == nil || *run.OutputText != "The answer is 42." || run.StepCount != 2 ||
 		compactJSON(run.Metadata) != `{"app":"agentctl"}` {
 		t.Fatalf("the run: %+v", run)
 	}
 	// It is the server's run, as it is stored.
 	stored, err := client.New(base).GetRun(context.Background(), run.ID)
-	if err != nil || stored.Status != "completed" || stored.LastEventSeq != run.LastEventSeq {
+	if err != nil || stored.Status != agentd.StatusCompleted || stored.LastEventSeq != run.LastEventSeq {
 		t.Fatalf("the stored run: %+v %v", stored, err)
 	}
 	// The -o flag may also follow the command; -tools "" offers no tool.
@@ -233,14 +234,14 @@ func TestTailStreams(t *testing.T) {
 		if err := json.Unmarshal([]byte(l), &ev); err != nil || ev.Seq != int64(i+1) || ev.RunID != run.ID {
 			t.Fatalf("line %d: %q: %v", i, l, err)
 		}
-		if ev.Type == "message.delta" {
-			var d struct{ Text string }
-			json.Unmarshal(ev.Data, &d)
+		if p, err := ev.Payload(); err != nil || p.EventType() != ev.Type {
+			t.Fatalf("line %d: %q decodes as %#v: %v", i, l, p, err)
+		} else if d, ok := p.(agentd.MessageDeltaData); ok {
 			text.WriteString(d.Text)
 		}
 		last = ev
 	}
-	if last.Type != "run.completed" || text.String() != want {
+	if last.Type != agentd.EventRunCompleted || text.String() != want {
 		t.Fatalf("the last event is %s; the deltas say %q", last.Type, text.String())
 	}
 	// After the end there is nothing to follow: it exits at once.
@@ -279,7 +280,7 @@ func TestTailSurvivesRestart(t *testing.T) {
 	t.Logf("runs tail across the restart:\n%s", r.stdout)
 	want := tokens(80)
 	final, err := c.GetRun(context.Background(), run.ID)
-	if err != nil || final.Status != "completed" || deref(final.OutputText) != want {
+	if err != nil || final.Status != agentd.StatusCompleted || deref(final.OutputText) != want {
 		t.Fatalf("the run after the restart: %+v %v", final, err)
 	}
 	if !strings.Contains(r.stdout, markInfo+" run recovered by another worker") {
@@ -329,7 +330,7 @@ func TestExitCodes(t *testing.T) {
 	if strings.Contains(r.stdout, tokens(40)) {
 		t.Fatalf("the cancelled run streamed its whole answer:\n%s", r.stdout)
 	}
-	if got, err := c.GetRun(context.Background(), run.ID); err != nil || got.Status != "cancelled" {
+	if got, err := c.GetRun(context.Background(), run.ID); err != nil || got.Status != agentd.StatusCancelled {
 		t.Fatalf("the cancelled run: %+v %v", got, err)
 	}
 	// Resumed, the run goes on after its end: tail from the start follows
@@ -535,7 +536,7 @@ func TestActions(t *testing.T) {
 	r = ctl(t, base, "-o", "json", "runs", "tail", run.ID)
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	var last client.Event
-	if r.code != exitWaiting || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil || last.Type != "run.requires_action" {
+	if r.code != exitWaiting || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil || last.Type != agentd.EventRunRequiresAction {
 		t.Fatalf("-o json tail of a waiting run: %s", r)
 	}
 	// tail after its last event says what it waits for at once.
@@ -561,7 +562,7 @@ func TestActions(t *testing.T) {
 	if r := ctl(t, base, "runs", "get", run.ID); r.code != exitOK || !strings.Contains(r.stdout, "completed") || !strings.Contains(r.stdout, "output:") {
 		t.Fatalf("runs get after the approval: %s", r)
 	}
-	if got, err := c.GetRun(ctx, run.ID); err != nil || got.Status != "completed" || deref(got.OutputText) != "done" || calls.Load() != 1 {
+	if got, err := c.GetRun(ctx, run.ID); err != nil || got.Status != agentd.StatusCompleted || deref(got.OutputText) != "done" || calls.Load() != 1 {
 		t.Fatalf("the approved run: %+v %v (%d calls)", got, err, calls.Load())
 	}
 	// A run that waits for nothing: 2.
@@ -585,7 +586,7 @@ func TestActions(t *testing.T) {
 	if r.code != exitOK || !strings.Contains(r.stdout, "← guarded rejected: no") || !strings.Contains(r.stdout, "■ run completed") {
 		t.Fatalf("tail after the rejection: %s", r)
 	}
-	if got, err := c.GetRun(ctx, run.ID); err != nil || got.Status != "completed" || calls.Load() != 1 {
+	if got, err := c.GetRun(ctx, run.ID); err != nil || got.Status != agentd.StatusCompleted || calls.Load() != 1 {
 		t.Fatalf("the rejected run: %+v %v (%d calls)", got, err, calls.Load())
 	}
 	// The model was told: the tool's result in the conversation is the error.

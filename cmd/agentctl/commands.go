@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
 )
 
@@ -43,7 +44,7 @@ func actionCommand(decision string) commandFunc {
 		if !ok {
 			return code
 		}
-		act := client.Action{Decision: decision, ToolCallID: *call}
+		act := client.Action{Decision: agentd.Decision(decision), ToolCallID: *call}
 		if msg != nil {
 			act.Error = *msg
 		}
@@ -59,7 +60,7 @@ func actionCommand(decision string) commandFunc {
 			if err != nil {
 				return a.fail(ctx, err)
 			}
-			if r.Status != "requires_action" || r.RequiredAction == nil {
+			if r.Status != agentd.StatusRequiresAction || r.RequiredAction == nil {
 				fmt.Fprintf(a.stderr, "agentctl: run %s waits for no decision (it is %s)\n", runID, r.Status)
 				return exitError
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
 )
 
@@ -116,11 +117,11 @@ func took(start, end *time.Time) string {
 	}
 }
 
-func deref(s *string) string {
+func deref[T ~string](s *T) string {
 	if s == nil {
 		return ""
 	}
-	return *s
+	return string(*s)
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
@@ -133,7 +134,7 @@ func errorText(e *client.ErrorDetail) string {
 	}
 	s := e.Message
 	if e.Kind != "" {
-		s = e.Kind + ": " + s
+		s = string(e.Kind) + ": " + s
 	}
 	if e.Status != 0 && !strings.Contains(s, fmt.Sprint(e.Status)) {
 		s += fmt.Sprintf(" (HTTP %d)", e.Status)
@@ -174,7 +175,7 @@ func (a *app) printRun(r *client.Run) int {
 	}
 	k := newKV(a.stdout)
 	k.line("id", r.ID)
-	k.line("status", r.Status)
+	k.line("status", string(r.Status))
 	k.line("reason", deref(r.TerminalReason))
 	k.line("conversation", r.ConversationID)
 	k.line("model", r.Model)
@@ -182,7 +183,7 @@ func (a *app) printRun(r *client.Run) int {
 	k.line("tools", toolsText(r.Tools))
 	k.line("steps", fmt.Sprintf("%d of at most %d", r.StepCount, r.MaxSteps))
 	k.line("tokens", usageLine(r.Usage))
-	k.line("if_busy", r.IfBusy)
+	k.line("if_busy", string(r.IfBusy))
 	k.line("metadata", compactJSON(r.Metadata))
 	k.line("created", when(&r.CreatedAt))
 	k.line("started", when(r.StartedAt))
@@ -198,7 +199,7 @@ func (a *app) printRun(r *client.Run) int {
 	k.line("resumed_by", deref(r.ResumedBy))
 	k.line("last_event", fmt.Sprint(r.LastEventSeq))
 	k.line("error", errorText(r.Error))
-	if ra := r.RequiredAction; ra != nil && r.Status == "requires_action" {
+	if ra := r.RequiredAction; ra != nil && r.Status == agentd.StatusRequiresAction {
 		k.line("waits_for", waitText(ra))
 		k.line("tool_call", ra.ToolCallID)
 		k.line("answer_with", strings.Join(answerCommands(r.ID, ra), "\n"))
@@ -217,24 +218,24 @@ func waitText(ra *client.RequiredAction) string {
 		call += " " + args
 	}
 	switch ra.Type {
-	case "tool_approval":
+	case agentd.ActionToolApproval:
 		return "approval of " + call
-	case "tool_outcome_unknown":
+	case agentd.ActionToolOutcomeUnknown:
 		return "a decision on " + call + ", whose outcome is unknown (did it happen?)"
 	}
-	return ra.Type + " of " + call
+	return string(ra.Type) + " of " + call
 }
 
 // answerCommands are the agentctl commands that answer ra, a required
 // action of run runID.
 func answerCommands(runID string, ra *client.RequiredAction) []string {
 	switch ra.Type {
-	case "tool_approval":
+	case agentd.ActionToolApproval:
 		return []string{
 			"agentctl actions approve " + runID,
 			"agentctl actions reject " + runID + " -error 'WHY'",
 		}
-	case "tool_outcome_unknown":
+	case agentd.ActionToolOutcomeUnknown:
 		return []string{
 			"agentctl actions result " + runID + " 'RESULT_JSON'   (it happened)",
 			"agentctl actions retry " + runID + "                  (it did not: attempt it again)",
@@ -252,7 +253,7 @@ func (a *app) printRuns(p *client.Page[client.Run]) int {
 	tw := newTable(a.stdout)
 	row(tw, "ID", "STATUS", "REASON", "MODEL", "STEPS", "CREATED", "CONVERSATION")
 	for _, r := range p.Data {
-		row(tw, r.ID, r.Status, deref(r.TerminalReason), r.Model, itoa(r.StepCount), when(&r.CreatedAt), r.ConversationID)
+		row(tw, r.ID, string(r.Status), deref(r.TerminalReason), r.Model, itoa(r.StepCount), when(&r.CreatedAt), r.ConversationID)
 	}
 	tw.Flush()
 	a.printNext(p.HasMore, p.NextCursor)
@@ -279,16 +280,16 @@ func (a *app) printSteps(steps []client.Step) int {
 	for _, s := range steps {
 		var detail []string
 		if s.FinishReason != nil {
-			detail = append(detail, "finish "+*s.FinishReason)
+			detail = append(detail, "finish "+string(*s.FinishReason))
 		}
 		if s.Transition != nil && *s.Transition != "" {
-			detail = append(detail, "after "+*s.Transition)
+			detail = append(detail, "after "+string(*s.Transition))
 		}
 		detail = append(detail, fmt.Sprintf("model attempts %d", s.ModelAttempts), "tokens "+usageLine(s.Usage))
 		if e := errorText(s.Error); e != "" {
 			detail = append(detail, "error "+e)
 		}
-		row(tw, itoa(s.Seq), "step", s.ID, "", s.Status, took(&s.StartedAt, s.FinishedAt), strings.Join(detail, "; "))
+		row(tw, itoa(s.Seq), "step", s.ID, "", string(s.Status), took(&s.StartedAt, s.FinishedAt), strings.Join(detail, "; "))
 		for _, c := range s.ToolCalls {
 			d := shorten(compactJSON(c.Arguments), 60)
 			if res := compactJSON(c.Result); res != "" {
@@ -297,13 +298,13 @@ func (a *app) printSteps(steps []client.Step) int {
 			if e := errorText(c.Error); e != "" {
 				d += " → " + shorten(e, 80)
 			}
-			row(tw, itoa(s.Seq), "  call", c.ID, c.Name, c.Status, took(&c.CreatedAt, c.FinishedAt), d)
+			row(tw, itoa(s.Seq), "  call", c.ID, c.Name, string(c.Status), took(&c.CreatedAt, c.FinishedAt), d)
 			for _, at := range c.AttemptLog {
 				d := "worker " + at.Worker
 				if e := errorText(at.Error); e != "" {
 					d += "; " + shorten(e, 80)
 				}
-				row(tw, itoa(s.Seq), "    attempt", itoa(at.N), c.Name, at.Status, took(&at.StartedAt, at.FinishedAt), d)
+				row(tw, itoa(s.Seq), "    attempt", itoa(at.N), c.Name, string(at.Status), took(&at.StartedAt, at.FinishedAt), d)
 			}
 		}
 	}
@@ -335,11 +336,11 @@ func (a *app) printMessages(p *client.Page[client.Message]) int {
 	tw := newTable(a.stdout)
 	row(tw, "SEQ", "ID", "ROLE", "STATUS", "RUN", "CONTENT")
 	for _, m := range p.Data {
-		status := m.Status
+		status := string(m.Status)
 		if !m.InContext {
 			status += " (summarized)"
 		}
-		row(tw, itoa(m.Seq), m.ID, m.Role, status, deref(m.RunID), shorten(partsText(m.Content), 80))
+		row(tw, itoa(m.Seq), m.ID, string(m.Role), status, deref(m.RunID), shorten(partsText(m.Content), 80))
 	}
 	tw.Flush()
 	a.printNext(p.HasMore, p.NextCursor)
@@ -352,18 +353,18 @@ func partsText(parts []client.Part) string {
 	var out []string
 	for _, p := range parts {
 		switch p.Type {
-		case "text":
+		case agentd.PartText:
 			out = append(out, p.Text)
-		case "tool_call":
+		case agentd.PartToolCall:
 			out = append(out, "→ "+p.Name+" "+p.Arguments)
-		case "tool_result":
+		case agentd.PartToolResult:
 			s := "← " + p.Content
 			if p.IsError {
 				s = "← error " + p.Content
 			}
 			out = append(out, s)
 		default:
-			out = append(out, "["+p.Type+"]")
+			out = append(out, "["+string(p.Type)+"]")
 		}
 	}
 	return strings.Join(out, " ")
@@ -387,7 +388,7 @@ func (a *app) printTools(tools []client.Tool) int {
 		if t.TimeoutMS != nil {
 			timeout = (time.Duration(*t.TimeoutMS) * time.Millisecond).String()
 		}
-		row(tw, t.Name, t.Effect, approval, timeout, shorten(t.Description, 80))
+		row(tw, t.Name, string(t.Effect), approval, timeout, shorten(t.Description, 80))
 	}
 	tw.Flush()
 	return exitOK

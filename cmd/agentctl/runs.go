@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
 )
 
@@ -45,7 +46,7 @@ func runsCreate(ctx context.Context, a *app, args []string) int {
 		Model:          *model,
 		Instructions:   *instructions,
 		MaxSteps:       *maxSteps,
-		IfBusy:         *ifBusy,
+		IfBusy:         agentd.IfBusy(*ifBusy),
 		IdempotencyKey: *key,
 	}
 	if tools.set {
@@ -114,7 +115,7 @@ func runsList(ctx context.Context, a *app, args []string) int {
 	if *limit < 0 {
 		return f.usageError("-limit must not be negative")
 	}
-	p, err := a.c.ListRuns(ctx, client.ListRuns{Status: *status, ConversationID: *conversation, Limit: *limit, Cursor: *cursor})
+	p, err := a.c.ListRuns(ctx, client.ListRuns{Status: agentd.RunStatus(*status), ConversationID: *conversation, Limit: *limit, Cursor: *cursor})
 	if err != nil {
 		return a.fail(ctx, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
 )
 
@@ -35,7 +36,7 @@ const (
 //
 // It returns the run's status at the end: the terminal event's, or
 // requires_action.
-func (a *app) follow(ctx context.Context, id string, after int64, show func(ev client.Event, stop bool)) (string, error) {
+func (a *app) follow(ctx context.Context, id string, after int64, show func(ev client.Event, stop bool)) (agentd.RunStatus, error) {
 	for {
 		resumed := false
 		for ev, err := range a.c.Events(ctx, id, after) {
@@ -43,12 +44,12 @@ func (a *app) follow(ctx context.Context, id string, after int64, show func(ev c
 				return "", err
 			}
 			after = ev.Seq
-			if ev.Type == "run.requires_action" {
+			if ev.Type == agentd.EventRunRequiresAction {
 				r, err := a.getRun(ctx, id)
 				if err != nil {
 					return "", err
 				}
-				if r.Status == "requires_action" && r.LastEventSeq <= ev.Seq {
+				if r.Status == agentd.StatusRequiresAction && r.LastEventSeq <= ev.Seq {
 					if show != nil {
 						show(ev, true)
 					}
@@ -65,7 +66,7 @@ func (a *app) follow(ctx context.Context, id string, after int64, show func(ev c
 					return "", err
 				}
 				if r.Ended() && r.LastEventSeq <= ev.Seq {
-					return strings.TrimPrefix(ev.Type, "run."), nil
+					return endStatus(ev), nil
 				}
 				resumed = true
 			}
@@ -107,16 +108,25 @@ func (a *app) getRun(ctx context.Context, id string) (*client.Run, error) {
 	}
 }
 
+// endStatus is the status a terminal event ends its run with.
+func endStatus(ev client.Event) agentd.RunStatus {
+	p, err := ev.Payload()
+	if d, ok := p.(agentd.RunEndedData); err == nil && ok {
+		return d.Status
+	}
+	return ""
+}
+
 // statusCode is the exit status for a run that is in status.
-func statusCode(status string) int {
+func statusCode(status agentd.RunStatus) int {
 	switch status {
-	case "completed":
+	case agentd.StatusCompleted:
 		return exitOK
-	case "failed", "timed_out":
+	case agentd.StatusFailed, agentd.StatusTimedOut:
 		return exitFailed
-	case "cancelled", "interrupted":
+	case agentd.StatusCancelled, agentd.StatusInterrupted:
 		return exitCancelled
-	case "requires_action":
+	case agentd.StatusRequiresAction:
 		return exitWaiting
 	}
 	return exitError
@@ -131,7 +141,7 @@ func (a *app) tail(ctx context.Context, id string, after int64) int {
 		return a.fail(ctx, err)
 	}
 	out := newRenderer(a.stdout, id)
-	if r.Status == "requires_action" && r.LastEventSeq <= after {
+	if r.Status == agentd.StatusRequiresAction && r.LastEventSeq <= after {
 		// Nothing will come until a decision: say what it waits for.
 		if a.json {
 			return exitWaiting
@@ -148,9 +158,13 @@ func (a *app) tail(ctx context.Context, id string, after int64) int {
 			return
 		}
 		if stop {
-			var d eventData
-			json.Unmarshal(ev.Data, &d)
-			out.waiting(d.RequiredAction)
+			var ra *agentd.RequiredAction
+			if p, err := ev.Payload(); err == nil {
+				if d, ok := p.(agentd.RunRequiresActionData); ok {
+					ra = &d.RequiredAction
+				}
+			}
+			out.waiting(ra)
 			return
 		}
 		out.event(ev)
@@ -201,142 +215,137 @@ func (r *renderer) text(s string) {
 	r.midLine = !strings.HasSuffix(s, "\n")
 }
 
-// eventData is the union of the data fields of the events the renderer
-// shows (see the event types of agentd's API).
-type eventData struct {
-	Text           string                 `json:"text"`          // message.delta
-	Content        []client.Part          `json:"content"`       // message.completed
-	FinishReason   string                 `json:"finish_reason"` // message.completed, step.completed
-	Name           string                 `json:"name"`          // tool calls and attempts
-	Arguments      json.RawMessage        `json:"arguments"`
-	ToolCallID     string                 `json:"tool_call_id"`
-	Status         string                 `json:"status"`
-	Attempt        int                    `json:"attempt"`
-	WillRetry      bool                   `json:"will_retry"`
-	Result         json.RawMessage        `json:"result"`
-	Error          *client.ErrorDetail    `json:"error"`
-	ResolvedBy     string                 `json:"resolved_by"`
-	Actor          string                 `json:"actor"`
-	Reason         string                 `json:"reason"` // step.retracted, run.resumed, terminal events
-	Unresolved     []string               `json:"unresolved_tool_calls"`
-	RequiredAction *client.RequiredAction `json:"required_action"` // run.requires_action
-	// context.compacted
-	MessagesCovered int `json:"messages_covered"`
-	TokensBefore    int `json:"tokens_before"`
-	TokensAfter     int `json:"tokens_after"`
-}
-
-// event writes ev.
+// event writes ev: the domain decodes its data into the struct of its type,
+// and each kind of event has its own writer. An event of a type this build
+// does not know (a newer server's) shows nothing.
 func (r *renderer) event(ev client.Event) {
-	var d eventData
-	if err := json.Unmarshal(ev.Data, &d); err != nil {
+	p, err := ev.Payload()
+	switch {
+	case errors.Is(err, agentd.ErrUnknownEventType):
+		return
+	case err != nil:
 		r.line("%s event %d (%s): unreadable data: %v", markInfo, ev.Seq, ev.Type, err)
 		return
 	}
-	switch ev.Type {
-	case "message.delta":
+	switch d := p.(type) {
+	case agentd.MessageDeltaData:
 		r.streams[ev.Step] = true
 		r.text(d.Text)
-	case "message.completed":
-		if !r.streams[ev.Step] {
-			// The text did not stream (or came before -after): it is whole here.
-			var texts []string
-			for _, p := range d.Content {
-				if p.Type == "text" && p.Text != "" {
-					texts = append(texts, p.Text)
-				}
-			}
-			r.text(strings.Join(texts, "\n"))
-		}
+	case agentd.MessageCompletedData:
+		r.messageCompleted(ev.Step, d)
+	case agentd.StepCompletedData:
 		r.endLine()
-		switch d.FinishReason {
-		case "length":
-			r.line("%s the answer was cut at the model's output limit", markInfo)
-		case "content_filter":
-			r.line("%s the model's content filter stopped the answer", markInfo)
-		}
-	case "step.completed":
-		r.endLine()
-	case "step.retracted":
+	case agentd.StepRetractedData:
 		r.streams[ev.Step] = false
 		r.line("%s the text streamed so far in step %d is withdrawn (%s); the step starts over", markRetracted, ev.Step, d.Reason)
-	case "tool_call.created":
+	case agentd.RunRequiresActionData:
+		// A wait the run has since moved past.
+		r.line("%s the run waited for %s", markWait, waitText(&d.RequiredAction))
+	case agentd.RunResumedData:
+		if d.Reason == agentd.ResumedRecovery {
+			r.line("%s run recovered by another worker", markInfo)
+		} else {
+			r.line("%s run resumed%s", markInfo, actorText(d.Actor))
+		}
+	case agentd.ContextCompactedData:
+		r.line("%s context compacted: %d messages summarized (%d → %d tokens)", markInfo, d.MessagesCovered, d.TokensBefore, d.TokensAfter)
+	case agentd.RunEndedData:
+		r.runEnded(d)
+	default:
+		r.toolEvent(p)
+	}
+}
+
+// messageCompleted writes the end of a step's answer: its text, when it did
+// not stream (or came before -after), and why it was cut, if it was.
+func (r *renderer) messageCompleted(step int, d agentd.MessageCompletedData) {
+	if !r.streams[step] {
+		r.text(agentd.TextOf(d.Content))
+	}
+	r.endLine()
+	switch d.FinishReason {
+	case agentd.FinishLength:
+		r.line("%s the answer was cut at the model's output limit", markInfo)
+	case agentd.FinishContentFilter:
+		r.line("%s the model's content filter stopped the answer", markInfo)
+	}
+}
+
+// toolEvent writes the events of tool calls and their attempts.
+func (r *renderer) toolEvent(p agentd.Payload) {
+	switch d := p.(type) {
+	case agentd.ToolCallCreatedData:
 		r.names[d.ToolCallID] = d.Name
-		args := compactJSON(d.Arguments)
 		suffix := ""
-		if d.Status == "awaiting_approval" {
+		if d.Status == agentd.CallAwaitingApproval {
 			suffix = "  (needs approval)"
 		}
-		r.line("%s %s %s%s", markCall, d.Name, args, suffix)
-	case "tool_attempt.started":
+		r.line("%s %s %s%s", markCall, d.Name, compactJSON(d.Arguments), suffix)
+	case agentd.ToolAttemptStartedData:
 		if d.Attempt > 1 {
 			r.line("  attempt %d of %s", d.Attempt, r.name(d.ToolCallID, d.Name))
 		}
-	case "tool_attempt.failed":
+	case agentd.ToolAttemptFailedData:
 		then := ""
 		if d.WillRetry {
 			then = " (retrying)"
 		}
-		r.line("  attempt %d failed: %s%s", d.Attempt, errorText(d.Error), then)
-	case "tool_call.completed":
-		name := r.name(d.ToolCallID, d.Name)
-		by := ""
-		switch {
-		case d.ResolvedBy == "client" && d.Actor != "":
-			by = " (decided by " + d.Actor + ")"
-		case d.ResolvedBy == "client":
-			by = " (a client's decision)"
-		case d.ResolvedBy != "":
-			by = " (" + d.ResolvedBy + ")"
-		}
-		if d.Error != nil && d.Error.Kind == d.Status {
-			d.Error.Kind = "" // "rejected: rejected: no" says it twice
-		}
-		switch {
-		case d.Error != nil:
-			r.line("%s %s %s: %s%s", markResult, name, d.Status, errorText(d.Error), by)
-		default:
-			r.line("%s %s %s %s%s", markResult, name, d.Status, compactJSON(d.Result), by)
-		}
-	case "tool_call.reused":
+		r.line("  attempt %d failed: %s%s", d.Attempt, errorText(&d.Error), then)
+	case agentd.ToolCallCompletedData:
+		r.callCompleted(d)
+	case agentd.ToolCallReusedData:
 		r.line("%s %s reused: its result was already committed", markResult, r.name(d.ToolCallID, d.Name))
-	case "tool_call.unknown":
+	case agentd.ToolCallUnknownData:
 		s := fmt.Sprintf("? %s: the outcome is unknown", r.name(d.ToolCallID, d.Name))
 		if d.Error != nil {
 			s += ": " + errorText(d.Error)
 		}
 		r.line("%s", s)
-	case "tool_call.approved":
+	case agentd.ToolCallApprovedData:
 		r.line("  %s approved%s", r.name(d.ToolCallID, ""), actorText(d.Actor))
-	case "tool_call.retry_allowed":
+	case agentd.ToolCallRetryAllowedData:
 		r.line("  %s will be attempted again (%s%s)", r.name(d.ToolCallID, ""), d.ResolvedBy, actorText(d.Actor))
-	case "run.requires_action":
-		// A wait the run has since moved past.
-		if ra := d.RequiredAction; ra != nil {
-			r.line("%s the run waited for %s", markWait, waitText(ra))
-		}
-	case "run.resumed":
-		if d.Reason == "recovered" {
-			r.line("%s run recovered by another worker", markInfo)
-		} else {
-			r.line("%s run resumed%s", markInfo, actorText(d.Actor))
-		}
-	case "context.compacted":
-		r.line("%s context compacted: %d messages summarized (%d → %d tokens)", markInfo, d.MessagesCovered, d.TokensBefore, d.TokensAfter)
-	case "run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted":
-		status := strings.TrimPrefix(ev.Type, "run.")
-		s := fmt.Sprintf("%s run %s", markEnd, strings.ReplaceAll(status, "_", " "))
-		if d.Reason != "" && d.Reason != status {
-			s += " (" + d.Reason + ")"
-		}
-		s += actorText(d.Actor)
-		if d.Error != nil {
-			s += ": " + errorText(d.Error)
-		}
-		r.line("%s", s)
-		if len(d.Unresolved) > 0 {
-			r.line("  these side-effect calls may have happened: %s", strings.Join(d.Unresolved, ", "))
-		}
+	}
+}
+
+// callCompleted writes a tool call's outcome, and who decided it when the
+// executor did not.
+func (r *renderer) callCompleted(d agentd.ToolCallCompletedData) {
+	name := r.name(d.ToolCallID, d.Name)
+	by := ""
+	switch {
+	case d.ResolvedBy == agentd.ResolvedByClient && d.Actor != "":
+		by = " (decided by " + d.Actor + ")"
+	case d.ResolvedBy == agentd.ResolvedByClient:
+		by = " (a client's decision)"
+	case d.ResolvedBy != "":
+		by = " (" + d.ResolvedBy + ")"
+	}
+	if d.Error == nil {
+		r.line("%s %s %s %s%s", markResult, name, d.Status, compactJSON(d.Result), by)
+		return
+	}
+	e := *d.Error
+	if string(e.Kind) == string(d.Status) {
+		e.Kind = "" // "rejected: rejected: no" says it twice
+	}
+	r.line("%s %s %s: %s%s", markResult, name, d.Status, errorText(&e), by)
+}
+
+// runEnded writes the run's end: its status, its reason when that says
+// more, who asked for it, its error, and the side effects left in doubt.
+func (r *renderer) runEnded(d agentd.RunEndedData) {
+	s := fmt.Sprintf("%s run %s", markEnd, strings.ReplaceAll(string(d.Status), "_", " "))
+	if d.Reason != "" && string(d.Reason) != string(d.Status) {
+		s += " (" + string(d.Reason) + ")"
+	}
+	s += actorText(d.Actor)
+	if d.Error != nil {
+		s += ": " + errorText(d.Error)
+	}
+	r.line("%s", s)
+	if len(d.UnresolvedToolCalls) > 0 {
+		r.line("  these side-effect calls may have happened: %s", strings.Join(d.UnresolvedToolCalls, ", "))
 	}
 }
 

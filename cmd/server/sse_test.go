@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/client/sse"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
@@ -43,25 +43,14 @@ func readEvents(t *testing.T, body io.Reader, stop func(sseEvent) bool) []sseEve
 // readEventsInto calls add for each event read from an SSE body (heartbeats
 // left out) until add returns true or the body ends.
 func readEventsInto(body io.Reader, add func(sseEvent) bool) {
-	var cur sseEvent
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if cur.Event != "" && cur.Event != "heartbeat" {
-				if add(cur) {
-					return
-				}
-			}
-			cur = sseEvent{}
-		case strings.HasPrefix(line, "id: "):
-			cur.ID = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			cur.Event = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			cur.Data = line[6:]
+	r := sse.NewReader(body)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return
+		}
+		if ev.Type != "heartbeat" && add(sseEvent{ID: ev.ID, Event: ev.Type, Data: ev.Data}) {
+			return
 		}
 	}
 }

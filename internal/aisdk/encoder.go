@@ -1,10 +1,3 @@
-// Package aisdk speaks the AI SDK's UI message stream protocol (the `ai` npm
-// package, version 7): it turns a run's stored events into the chunks that
-// the AI SDK's useChat and DefaultChatTransport read, and reads the chat
-// requests they send.
-//
-// Every chunk is derived from committed events and the run's id only, so a
-// replay of a run gives the same bytes each time, on any instance.
 package aisdk
 
 import (
@@ -53,17 +46,14 @@ func (e *Encoder) Start(h http.Header) []byte {
 // Heartbeat is an SSE comment: the AI SDK's parser skips it.
 func (e *Encoder) Heartbeat() []byte { return []byte(": keep-alive\n\n") }
 
-// envelope is the part of a stored event's envelope the encoder reads.
-type envelope struct {
-	Step int             `json:"step"`
-	Data json.RawMessage `json:"data"`
-}
-
-// Event writes the chunks of ev.
+// Event writes the chunks of ev: the domain decodes its data into the
+// struct of its type, and each chunk comes from that. An event of a type
+// this build does not know (or whose data does not decode) adds no chunk
+// of its own.
 func (e *Encoder) Event(ev agentd.Event, followed bool) ([]byte, bool) {
 	e.buf.Reset()
-	var env envelope
-	if err := json.Unmarshal(ev.Data, &env); err != nil {
+	env, err := ev.Decode()
+	if err != nil {
 		return nil, false // not an event of agentd's: nothing to show
 	}
 	if !e.started {
@@ -71,103 +61,111 @@ func (e *Encoder) Event(ev agentd.Event, followed bool) ([]byte, bool) {
 		e.chunk(map[string]any{"type": "start", "messageId": e.runID, "messageMetadata": map[string]any{"run_id": e.runID}})
 	}
 	end := false
-	switch ev.Type {
-	case agentd.EventStepStarted:
+	if p, err := env.Payload(); err == nil {
+		end = e.payload(env, p, followed)
+	}
+	return bytes.Clone(e.buf.Bytes()), end
+}
+
+// payload writes the chunks of the event env, whose data is p; it reports
+// whether the stream ends with it.
+func (e *Encoder) payload(env agentd.Envelope, p agentd.Payload, followed bool) bool {
+	switch d := p.(type) {
+	case agentd.StepStartedData:
 		e.closeText()
 		e.startStep(env.Step)
-	case agentd.EventMessageDelta:
-		var d agentd.MessageDeltaData
-		if json.Unmarshal(env.Data, &d) == nil && d.Text != "" {
+	case agentd.MessageDeltaData:
+		if d.Text != "" {
 			e.startStep(env.Step)
 			e.openText()
 			e.said = true
 			e.chunk(map[string]any{"type": "text-delta", "id": e.text, "delta": d.Text})
 		}
-	case agentd.EventMessageCompleted:
-		var d agentd.MessageCompletedData
-		if json.Unmarshal(env.Data, &d) == nil && !e.said && e.text == "" {
+	case agentd.MessageCompletedData:
+		if t := agentd.TextOf(d.Content); t != "" && !e.said && e.text == "" {
 			// Not streamed: the whole text at once.
-			if t := agentd.TextOf(d.Content); t != "" {
-				e.startStep(env.Step)
-				e.openText()
-				e.chunk(map[string]any{"type": "text-delta", "id": e.text, "delta": t})
-			}
+			e.startStep(env.Step)
+			e.openText()
+			e.chunk(map[string]any{"type": "text-delta", "id": e.text, "delta": t})
 		}
 		e.closeText()
-	case agentd.EventToolCallCreated:
-		var d agentd.ToolCallCreatedData
-		if json.Unmarshal(env.Data, &d) == nil {
-			e.closeText()
-			e.startStep(env.Step)
-			e.chunk(map[string]any{"type": "tool-input-available", "toolCallId": d.ToolCallID, "toolName": d.Name,
-				"input": rawOrNull(d.Arguments), "dynamic": true})
-		}
-	case agentd.EventToolCallApproved:
-		var d agentd.ToolCallApprovedData
-		if json.Unmarshal(env.Data, &d) == nil {
-			e.chunk(map[string]any{"type": "tool-approval-response", "approvalId": d.ToolCallID, "approved": true})
-		}
-	case agentd.EventToolCallCompleted:
-		var d agentd.ToolCallCompletedData
-		if json.Unmarshal(env.Data, &d) == nil {
-			switch d.Status {
-			case agentd.CallSucceeded:
-				e.chunk(map[string]any{"type": "tool-output-available", "toolCallId": d.ToolCallID, "output": rawOrNull(d.Result), "dynamic": true})
-			case agentd.CallRejected:
-				e.chunk(map[string]any{"type": "tool-output-denied", "toolCallId": d.ToolCallID})
-			default:
-				msg := "the tool call failed"
-				if d.Error != nil && d.Error.Message != "" {
-					msg = d.Error.Message
-				}
-				e.chunk(map[string]any{"type": "tool-output-error", "toolCallId": d.ToolCallID, "errorText": msg, "dynamic": true})
-			}
-		}
-	case agentd.EventStepCompleted:
+	case agentd.ToolCallCreatedData:
+		e.closeText()
+		e.startStep(env.Step)
+		e.chunk(map[string]any{"type": "tool-input-available", "toolCallId": d.ToolCallID, "toolName": d.Name,
+			"input": rawOrNull(d.Arguments), "dynamic": true})
+	case agentd.ToolCallApprovedData:
+		e.chunk(map[string]any{"type": "tool-approval-response", "approvalId": d.ToolCallID, "approved": true})
+	case agentd.ToolCallCompletedData:
+		e.toolOutput(d)
+	case agentd.StepCompletedData:
 		e.closeText()
 		e.chunk(map[string]any{"type": "finish-step"})
-	case agentd.EventStepRetracted:
+	case agentd.StepRetractedData:
 		// What the step streamed is withdrawn: the text comes again.
 		e.text, e.said = "", false
 		e.chunk(map[string]any{"type": "reset-step"})
-	case agentd.EventRunRequiresAction:
-		var d agentd.RunRequiresActionData
-		if json.Unmarshal(env.Data, &d) == nil {
-			a := d.RequiredAction
-			if a.Type == agentd.ActionToolApproval {
-				e.chunk(map[string]any{"type": "tool-approval-request", "approvalId": a.ToolCallID, "toolCallId": a.ToolCallID})
-			}
-			if !followed {
-				e.closeText()
-				e.chunk(map[string]any{"type": "finish", "finishReason": "tool-calls", "messageMetadata": map[string]any{
-					"run_id": e.runID, "status": agentd.StatusRequiresAction, "required_action": a}})
-				e.buf.Write(done)
-				end = true
-			}
-		}
-	default:
-		if ev.Type.Terminal() && !followed {
-			var d agentd.RunEndedData
-			_ = json.Unmarshal(env.Data, &d)
-			e.closeText()
-			meta := map[string]any{"run_id": e.runID, "status": d.Status, "reason": d.Reason}
-			reason := finishReason(ev.Type, d.Reason)
-			switch ev.Type {
-			case agentd.EventRunFailed, agentd.EventRunTimedOut:
-				msg := fmt.Sprintf("the run ended %s (%s)", d.Status, d.Reason)
-				if d.Error != nil && d.Error.Message != "" {
-					msg = d.Error.Message
-				}
-				e.chunk(map[string]any{"type": "error", "errorText": msg})
-			case agentd.EventRunCancelled:
-				e.chunk(map[string]any{"type": "abort", "reason": string(d.Reason)})
-			}
-			e.chunk(map[string]any{"type": "finish", "finishReason": reason, "messageMetadata": meta})
-			e.buf.Write(done)
-			end = true
+	case agentd.RunRequiresActionData:
+		return e.requiresAction(d.RequiredAction, followed)
+	case agentd.RunEndedData:
+		if !followed {
+			e.end(env.Type, d)
+			return true
 		}
 	}
-	return bytes.Clone(e.buf.Bytes()), end
+	return false
+}
+
+// toolOutput writes a tool call's outcome.
+func (e *Encoder) toolOutput(d agentd.ToolCallCompletedData) {
+	switch d.Status {
+	case agentd.CallSucceeded:
+		e.chunk(map[string]any{"type": "tool-output-available", "toolCallId": d.ToolCallID, "output": rawOrNull(d.Result), "dynamic": true})
+	case agentd.CallRejected:
+		e.chunk(map[string]any{"type": "tool-output-denied", "toolCallId": d.ToolCallID})
+	default:
+		msg := "the tool call failed"
+		if d.Error != nil && d.Error.Message != "" {
+			msg = d.Error.Message
+		}
+		e.chunk(map[string]any{"type": "tool-output-error", "toolCallId": d.ToolCallID, "errorText": msg, "dynamic": true})
+	}
+}
+
+// requiresAction writes what the run waits for: an approval request, and,
+// when no event follows yet, the message's finish; it reports whether the
+// stream ends here.
+func (e *Encoder) requiresAction(a agentd.RequiredAction, followed bool) bool {
+	if a.Type == agentd.ActionToolApproval {
+		e.chunk(map[string]any{"type": "tool-approval-request", "approvalId": a.ToolCallID, "toolCallId": a.ToolCallID})
+	}
+	if followed {
+		return false
+	}
+	e.closeText()
+	e.chunk(map[string]any{"type": "finish", "finishReason": "tool-calls", "messageMetadata": map[string]any{
+		"run_id": e.runID, "status": agentd.StatusRequiresAction, "required_action": a}})
+	e.buf.Write(done)
+	return true
+}
+
+// end writes the run's end, of type t: its error or abort, and the
+// message's finish.
+func (e *Encoder) end(t agentd.EventType, d agentd.RunEndedData) {
+	e.closeText()
+	switch t {
+	case agentd.EventRunFailed, agentd.EventRunTimedOut:
+		msg := fmt.Sprintf("the run ended %s (%s)", d.Status, d.Reason)
+		if d.Error != nil && d.Error.Message != "" {
+			msg = d.Error.Message
+		}
+		e.chunk(map[string]any{"type": "error", "errorText": msg})
+	case agentd.EventRunCancelled:
+		e.chunk(map[string]any{"type": "abort", "reason": string(d.Reason)})
+	}
+	meta := map[string]any{"run_id": e.runID, "status": d.Status, "reason": d.Reason}
+	e.chunk(map[string]any{"type": "finish", "finishReason": finishReason(t, d.Reason), "messageMetadata": meta})
+	e.buf.Write(done)
 }
 
 // finishReason is the AI SDK's name for how a run ended.

@@ -1,7 +1,6 @@
 package stream_test
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -26,6 +25,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client/sse"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/stream"
@@ -170,38 +170,16 @@ type sseEvent struct {
 
 func (e sseEvent) line() string { return e.ID + "\n" + e.Type + "\n" + e.Data + "\n" }
 
-// sseReader parses an SSE body; blocks without data (the retry hint) are
-// skipped.
-type sseReader struct{ r *bufio.Reader }
+// sseReader reads an SSE body with the SDK's reader; blocks without data
+// (the retry hint) are no events.
+type sseReader struct{ r *sse.Reader }
 
 func (s *sseReader) next() (sseEvent, error) {
-	var ev sseEvent
-	var data []string
-	for {
-		line, err := s.r.ReadString('\n')
-		if err != nil {
-			return sseEvent{}, err
-		}
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" {
-			if data != nil {
-				ev.Data = strings.Join(data, "\n")
-				return ev, nil
-			}
-			ev = sseEvent{}
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			ev.ID, ev.HasID = value, true
-		case "event":
-			ev.Type = value
-		case "data":
-			data = append(data, value)
-		}
+	ev, err := s.r.Next()
+	if err != nil {
+		return sseEvent{}, err
 	}
+	return sseEvent{ID: ev.ID, HasID: ev.HasID, Type: ev.Type, Data: ev.Data}, nil
 }
 
 // client is a plain HTTP client without keep-alives, closed when t ends.
@@ -243,7 +221,7 @@ func readAll(t testing.TB, resp *http.Response) []sseEvent {
 		t.Errorf("status %d", resp.StatusCode)
 		return nil
 	}
-	r := &sseReader{bufio.NewReader(resp.Body)}
+	r := &sseReader{sse.NewReader(resp.Body)}
 	var out []sseEvent
 	for {
 		ev, err := r.next()
@@ -320,7 +298,7 @@ func TestTranscriptIdentity(t *testing.T) {
 					resp.Body.Close()
 					return
 				}
-				r := &sseReader{bufio.NewReader(resp.Body)}
+				r := &sseReader{sse.NewReader(resp.Body)}
 				done := false
 				for k := rng.IntN(40); k > 0 && !done; k-- {
 					ev, err := r.next()
@@ -441,7 +419,7 @@ func TestHeartbeat(t *testing.T) {
 		t.FailNow()
 	}
 	defer resp.Body.Close()
-	r := &sseReader{bufio.NewReader(resp.Body)}
+	r := &sseReader{sse.NewReader(resp.Body)}
 	for {
 		ev, err := r.next()
 		if err != nil {
@@ -677,7 +655,7 @@ func TestHeartbeatsShareTheRunRead(t *testing.T) {
 			}
 			t.Cleanup(func() { resp.Body.Close() })
 			readers.Go(func() {
-				r := &sseReader{bufio.NewReader(resp.Body)}
+				r := &sseReader{sse.NewReader(resp.Body)}
 				for {
 					ev, err := r.next()
 					if err != nil {
@@ -768,7 +746,7 @@ func TestSlowReader(t *testing.T) {
 	go func() {
 		defer resp.Body.Close()
 		defer close(fastDone)
-		r := &sseReader{bufio.NewReader(resp.Body)}
+		r := &sseReader{sse.NewReader(resp.Body)}
 		for {
 			ev, err := r.next()
 			if err != nil {
@@ -866,7 +844,7 @@ func TestConnectDisconnectCycles(t *testing.T) {
 			return
 		}
 		if i%2 == 0 { // else leave right after the headers
-			if ev, err := (&sseReader{bufio.NewReader(resp.Body)}).next(); err != nil || ev.ID != "1" {
+			if ev, err := (&sseReader{sse.NewReader(resp.Body)}).next(); err != nil || ev.ID != "1" {
 				t.Errorf("cycle %d: %+v %v", i, ev, err)
 			}
 		}
@@ -907,7 +885,7 @@ func TestStop(t *testing.T) {
 		t.FailNow()
 	}
 	defer resp.Body.Close()
-	r := &sseReader{bufio.NewReader(resp.Body)}
+	r := &sseReader{sse.NewReader(resp.Body)}
 	if ev, err := r.next(); err != nil || ev.ID != "1" {
 		t.Fatalf("first event %+v, %v", ev, err)
 	}

@@ -1,0 +1,16 @@
+// Command agentctl is the command-line client of agentd: it starts, reads,
+// follows, cancels and resumes runs, answers what a waiting run asks, and
+// reads conversations and tools. It is built on agentd's Go SDK
+// (github.com/agentd/agentd/client) and the domain package whose types the
+// SDK speaks (github.com/agentd/agentd): statuses, event types, and each
+// event's payload, read with Envelope.Payload. It imports nothing else of
+// agentd's.
+//
+//	agentctl [-url URL] [-key KEY] [-o table|json] COMMAND [flags] [args]
+//
+// Run "agentctl help" for the list of commands. The exit status is 0 when
+// a command worked (and, for the commands that follow a run, when the run
+// completed), 1 when the run failed or timed out, 2 for a usage error or an
+// error of the API, 3 when the run was cancelled or interrupted, and 4 when
+// the run waits for a decision (requires_action).
+package main

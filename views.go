@@ -1,0 +1,173 @@
+package agentd
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The API's response bodies, as the server writes them (api/views.go builds
+// them from the rows) and the Go SDK reads them (client's types are aliases
+// of these). Keys are snake_case; an absent value is null rather than
+// missing, so that every object of a kind has the same keys; openapi.yaml
+// describes each, and the API's tests check every answer against it.
+//
+// Columns that hold one of the domain's types as JSON (a run's
+// required_action, the error of a run, step, call or attempt) are typed
+// here, because they are only ever written by marshalling that type: read
+// back, they encode to the same JSON (in the type's key order, where the
+// jsonb column keeps its own). Values agentd does not shape (a tool's
+// arguments and result, a policy decision, metadata) stay raw.
+
+// Object names of the views that carry one ("object").
+const (
+	ObjectRun          = "run"
+	ObjectConversation = "conversation"
+	ObjectMessage      = "message"
+)
+
+// RunView is a run as GET /runs/{id} (and every route that answers a run)
+// shows it.
+type RunView struct {
+	ID             string       `json:"id"`
+	Object         string       `json:"object"` // ObjectRun
+	TenantID       string       `json:"tenant_id"`
+	ConversationID string       `json:"conversation_id"`
+	Status         RunStatus    `json:"status"`
+	TerminalReason *Reason      `json:"terminal_reason"` // why it ended, once it has
+	Model          string       `json:"model"`
+	Instructions   *string      `json:"instructions"`
+	Tools          []string     `json:"tools"` // nil: every registered tool
+	ClientTools    []ClientTool `json:"client_tools"`
+	MaxSteps       int          `json:"max_steps"`
+	Timeouts       Timeouts     `json:"timeouts"`
+	LoopLimits     LoopLimits   `json:"loop_limits"`
+	CompactAt      *float64     `json:"compact_at"` // nil: the model profile's
+	OnDisconnect   OnDisconnect `json:"on_disconnect"`
+	IfBusy         IfBusy       `json:"if_busy"`
+	// Metadata is the client's own JSON object, {} when it gave none.
+	Metadata       json.RawMessage `json:"metadata"`
+	Usage          Usage           `json:"usage"`
+	StepCount      int             `json:"step_count"`
+	LastEventSeq   int64           `json:"last_event_seq"`
+	RequiredAction *RequiredAction `json:"required_action"` // while requires_action
+	Error          *ErrorDetail    `json:"error"`           // why it failed or timed out
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at"`
+	FinishedAt     *time.Time      `json:"finished_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	DeadlineAt     *time.Time      `json:"deadline_at"`
+	CreatedBy      *string         `json:"created_by"`
+	CancelledBy    *string         `json:"cancelled_by"`
+	ResumedBy      *string         `json:"resumed_by"`
+	// OutputText and Output are a completed run's answer: the text and
+	// the parts of its final assistant message; nil until then.
+	OutputText *string `json:"output_text"`
+	Output     []Part  `json:"output"`
+}
+
+// Ended reports whether the run has stopped: a terminal status, or
+// interrupted (RunStatus.Stopped). Its event stream has ended; only a
+// client's resume starts it again.
+func (r RunView) Ended() bool { return r.Status.Stopped() }
+
+// StepView is a step of a run, with its tool calls (GET /runs/{id}/steps).
+type StepView struct {
+	ID            string         `json:"id"`
+	Seq           int            `json:"seq"`
+	Status        StepStatus     `json:"status"`
+	FinishReason  *FinishReason  `json:"finish_reason"`
+	Transition    *Transition    `json:"transition"` // nil for the first step
+	ModelAttempts int            `json:"model_attempts"`
+	Usage         Usage          `json:"usage"`
+	Error         *ErrorDetail   `json:"error"`
+	StartedAt     time.Time      `json:"started_at"`
+	FinishedAt    *time.Time     `json:"finished_at"`
+	ToolCalls     []ToolCallView `json:"tool_calls"`
+}
+
+// ToolCallView is a tool call of a step, with its attempts.
+type ToolCallView struct {
+	ID             string          `json:"id"`
+	CallID         string          `json:"call_id"`
+	Name           string          `json:"name"`
+	Arguments      json.RawMessage `json:"arguments"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Effect         Effect          `json:"effect"`
+	Status         CallStatus      `json:"status"`
+	Result         json.RawMessage `json:"result"` // the result, or the preview of an artifact
+	Error          *ErrorDetail    `json:"error"`
+	Attempts       int             `json:"attempts"`
+	AttemptLog     []AttemptView   `json:"attempt_log"`
+	Policy         json.RawMessage `json:"policy"` // the policy decision on the call, when a policy decided
+	CreatedAt      time.Time       `json:"created_at"`
+	FinishedAt     *time.Time      `json:"finished_at"`
+}
+
+// AttemptView is one attempt of a tool call.
+type AttemptView struct {
+	N          int           `json:"n"`
+	Status     AttemptStatus `json:"status"`
+	Error      *ErrorDetail  `json:"error"`
+	Worker     string        `json:"worker"`
+	Epoch      int64         `json:"epoch"`
+	StartedAt  time.Time     `json:"started_at"`
+	FinishedAt *time.Time    `json:"finished_at"`
+}
+
+// ConversationView is a conversation (GET /conversations/{id}).
+type ConversationView struct {
+	ID        string          `json:"id"`
+	Object    string          `json:"object"` // ObjectConversation
+	TenantID  string          `json:"tenant_id"`
+	Title     string          `json:"title"`
+	Metadata  json.RawMessage `json:"metadata"`
+	ChatID    *string         `json:"chat_id"` // the AI SDK chat it is the conversation of
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+}
+
+// MessageView is a message of a conversation
+// (GET /conversations/{id}/messages).
+type MessageView struct {
+	ID             string        `json:"id"`
+	Object         string        `json:"object"` // ObjectMessage
+	ConversationID string        `json:"conversation_id"`
+	RunID          *string       `json:"run_id"`
+	Seq            int           `json:"seq"`
+	Role           Role          `json:"role"`
+	Content        []Part        `json:"content"`
+	Status         MessageStatus `json:"status"`
+	// InContext says whether the model is still sent the message: false
+	// once a compaction's summary stands for it, and for a message that is
+	// not completed.
+	InContext bool      `json:"in_context"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Text is the text of the message's text parts, joined with newlines, as a
+// run's output_text joins them.
+func (m MessageView) Text() string { return TextOf(m.Content) }
+
+// ToolView is a tool runs may call (GET /tools).
+type ToolView struct {
+	Name          string          `json:"name"`
+	Description   string          `json:"description"`
+	Parameters    json.RawMessage `json:"parameters"` // JSON Schema of the arguments
+	Effect        Effect          `json:"effect"`
+	TimeoutMS     *int64          `json:"timeout_ms"` // nil: the run's tool timeout
+	NeedsApproval bool            `json:"needs_approval"`
+}
+
+// List is the body of a list that is not paged.
+type List[T any] struct {
+	Data []T `json:"data"`
+}
+
+// Page is a page of a paged list, the same on every such route: NextCursor,
+// passed as "cursor", gives the next page; it is nil and HasMore false on
+// the last page.
+type Page[T any] struct {
+	Data       []T     `json:"data"`
+	NextCursor *string `json:"next_cursor"`
+	HasMore    bool    `json:"has_more"`
+}
