@@ -7,7 +7,9 @@
 //	fakellm [-addr host:port]
 //
 // The address defaults to $FAKELLM_ADDR, else 127.0.0.1:8090. Point agentd at
-// it with OPENAI_BASE_URL=http://127.0.0.1:8090/v1 (any API key will do).
+// it with OPENAI_BASE_URL=http://127.0.0.1:8090/v1 (any API key will do), or
+// route some models to it in agentd's models file (AGENTD_MODELS_FILE), with
+// "provider": "openai" and "base_url": "http://127.0.0.1:8090/v1".
 package main
 
 import (

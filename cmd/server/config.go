@@ -103,7 +103,7 @@ type ModelSettings struct {
 	OpenAIKey     string `env:"OPENAI_API_KEY" defaultDesc:"none (the built-in fake model)" desc:"the model's API key; unset selects the built-in fake model. It has no flag, so that it never shows in a process list"`
 	OpenAIBaseURL string `env:"OPENAI_BASE_URL" flag:"openai-base-url" defaultDesc:"OpenAI's API" desc:"the API root of any OpenAI-compatible endpoint"`
 	Model         string `env:"AGENTD_MODEL" flag:"model" defaultDesc:"'gpt-4o-mini' ('fake' with the fake model)" desc:"a run's default model"`
-	ModelsFile    string `env:"AGENTD_MODELS_FILE" flag:"models-file" desc:"JSON file of model profiles, '{\"models\": {\"NAME\": {\"context_window\": N, \"max_output_tokens\": M, \"compact_at\": 0.8}}}', over the built-in ones"`
+	ModelsFile    string `env:"AGENTD_MODELS_FILE" flag:"models-file" desc:"JSON file of model profiles, over the built-in ones: '{\"models\": {\"NAME\": {\"context_window\": N, \"max_output_tokens\": M, \"compact_at\": 0.8, \"provider\": \"openai\", \"base_url\": URL, \"api_key_env\": VAR, \"model\": UPSTREAM}}}'; a model with a 'provider' is routed to that endpoint ('base_url', the provider's own when absent), with the key the environment variable 'api_key_env' names (never a key in the file) and under the name 'model' (its own when absent); every other model goes to the default endpoint"`
 }
 
 // ToolSettings are the tools' settings.

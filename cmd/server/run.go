@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -222,7 +221,7 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 			return nil, fmt.Errorf("models: %w", err)
 		}
 	}
-	model, modelName, stopModel, err := buildModel(cfg, log)
+	model, modelName, stopModel, err := buildModel(cfg, profiles, log)
 	if err != nil {
 		return nil, err
 	}
@@ -370,38 +369,49 @@ func buildTools(cfg config, artifacts tools.ArtifactReader) (*tools.Registry, []
 	return reg, servers, err
 }
 
-// buildModel returns the model adapter: the configured OpenAI-compatible
-// endpoint, or, without an API key, the built-in fake served on a loopback
-// port so that the real client code runs.
-func buildModel(cfg config, log *slog.Logger) (llm.Model, string, func(), error) {
+// buildModel returns the model: a router that sends each model the models
+// file routes to its endpoint, and every other model to the default one:
+// the configured OpenAI-compatible endpoint, or, without an API key, the
+// built-in fake served on a loopback port so that the real client code
+// runs. A route the router refuses (an unknown provider, a key variable
+// that is not set) fails the start.
+func buildModel(cfg config, profiles *compact.Profiles, log *slog.Logger) (llm.Model, string, func(), error) {
 	name := cfg.Model
+	// prompt_cache_key goes to OpenAI's own API; another endpoint may
+	// refuse a field it does not know.
+	def := llm.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey, PromptCacheKey: llm.OfficialOpenAI(cfg.OpenAIBaseURL)}
+	stopFake := func() {}
 	if cfg.OpenAIKey != "" {
 		if name == "" {
 			name = "gpt-4o-mini"
 		}
-		// prompt_cache_key goes to OpenAI's own API; another endpoint may
-		// refuse a field it does not know.
-		official := cfg.OpenAIBaseURL == "" || strings.Contains(cfg.OpenAIBaseURL, "api.openai.com")
-		m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey, PromptCacheKey: official})
-		return m, name, m.CloseIdleConnections, nil
+	} else {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, "", nil, fmt.Errorf("fake model listen: %w", err)
+		}
+		srv := &http.Server{Handler: fakellm.New(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		def = llm.OpenAIConfig{BaseURL: "http://" + ln.Addr().String() + "/v1", APIKey: "fake", PromptCacheKey: true}
+		if name == "" {
+			name = "fake"
+		}
+		log.Info("OPENAI_API_KEY is not set: using the built-in fake model for every model the models file does not route; see docs/fake-model.md for its directives",
+			"fake_base_url", def.BaseURL)
+		stopFake = func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(ctx)
+		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	m, err := llm.NewRouter(profiles.Routes(), def, cfg.getenv)
 	if err != nil {
-		return nil, "", nil, fmt.Errorf("fake model listen: %w", err)
+		stopFake()
+		return nil, "", nil, fmt.Errorf("models: %w", err)
 	}
-	srv := &http.Server{Handler: fakellm.New(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	base := "http://" + ln.Addr().String() + "/v1"
-	if name == "" {
-		name = "fake"
-	}
-	log.Info("OPENAI_API_KEY is not set: using the built-in fake model; see docs/fake-model.md for its directives", "fake_base_url", base)
-	m := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: base, APIKey: "fake", PromptCacheKey: true})
 	stop := func() {
 		m.CloseIdleConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
+		stopFake()
 	}
 	return m, name, stop, nil
 }

@@ -204,13 +204,19 @@ func cut(s string, n int) string {
 
 // EstimateRequest estimates the prompt tokens of msgs the way the built-in
 // fake model counts them (EstimateTokens of the bytes of every message's
-// content, tool call arguments included).
+// text and tool results, tool call arguments included). Images and files
+// are not counted: the fake does not count them, and a provider's count of
+// them is its own.
 func EstimateRequest(msgs []llm.Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += len(m.Content)
-		for _, c := range m.ToolCalls {
-			n += len(c.Arguments)
+		for _, p := range m.Parts {
+			switch p.Type {
+			case llm.PartText, llm.PartToolResult:
+				n += len(p.Text)
+			case llm.PartToolCall:
+				n += len(p.Call.Arguments)
+			}
 		}
 	}
 	return EstimateTokens(n)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/llm"
 )
 
 // history generates a conversation: turns of a user message, then steps
@@ -141,5 +142,23 @@ func TestTranscriptWithin(t *testing.T) {
 		if room == 300 && !strings.Contains(got, "earlier messages are left out") {
 			t.Fatalf("room 300 left nothing out:\n%.300s", got)
 		}
+	}
+}
+
+// The estimate counts what the fake counts of a request's parts: text, tool
+// results and call arguments; not images or files.
+func TestEstimateRequest(t *testing.T) {
+	t.Parallel()
+	msgs := []llm.Message{
+		llm.TextMessage(llm.RoleSystem, strings.Repeat("s", 100)),
+		{Role: llm.RoleUser, Parts: []llm.Part{llm.Text(strings.Repeat("u", 50)), llm.Text(strings.Repeat("v", 50)),
+			{Type: llm.PartImage, URL: "https://example.com/" + strings.Repeat("i", 1000)},
+			{Type: llm.PartFile, Data: make([]byte, 1000), MediaType: "application/pdf"}}},
+		{Role: llm.RoleAssistant, Parts: []llm.Part{llm.Text("ok"),
+			{Type: llm.PartToolCall, Call: llm.ToolCall{ID: "c", Name: "f", Arguments: strings.Repeat("a", 98)}}}},
+		{Role: llm.RoleTool, Parts: []llm.Part{llm.ToolResult("c", strings.Repeat("r", 100))}},
+	}
+	if got, want := compact.EstimateRequest(msgs), compact.EstimateTokens(100+100+2+98+100); got != want {
+		t.Fatalf("EstimateRequest = %d, want %d", got, want)
 	}
 }

@@ -1,6 +1,3 @@
-// Package compact keeps long conversations within their model's context
-// window: model profiles, the token budget of a request, and the compaction
-// that replaces older turns, in what the model is sent, by a summary.
 package compact
 
 import (
@@ -11,15 +8,24 @@ import (
 	"io"
 	"maps"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/agentd/agentd/internal/llm"
 )
 
-// Profile is what agentd knows of a model's limits.
+// Profile is what agentd knows of a model: its limits, and where it is
+// served.
 type Profile struct {
 	ContextWindow   int     `json:"context_window"`       // tokens; 0: no known limit (never compacted)
 	MaxOutputTokens int     `json:"max_output_tokens"`    // tokens reserved for the answer
 	CompactAt       float64 `json:"compact_at,omitempty"` // fraction of the window past which older turns are compacted; 0: DefaultCompactAt
+	// Route is the endpoint that serves the model, from the models file's
+	// provider, base_url, api_key_env and model; its zero value is the
+	// default endpoint (OPENAI_API_KEY and OPENAI_BASE_URL, or the
+	// built-in fake).
+	Route llm.Route `json:"-"`
 }
 
 // DefaultCompactAt is the fraction of the room left for the prompt past which
@@ -103,11 +109,16 @@ type fileProfile struct {
 	ContextWindow   *int     `json:"context_window"`
 	MaxOutputTokens *int     `json:"max_output_tokens"`
 	CompactAt       *float64 `json:"compact_at"`
+	Provider        *string  `json:"provider"`
+	BaseURL         *string  `json:"base_url"`
+	APIKeyEnv       *string  `json:"api_key_env"`
+	Model           *string  `json:"model"`
 }
 
 // LoadProfiles reads the models file at path,
 //
-//	{"models": {"NAME": {"context_window": N, "max_output_tokens": M, "compact_at": F}}}
+//	{"models": {"NAME": {"context_window": N, "max_output_tokens": M, "compact_at": F,
+//	  "provider": P, "base_url": U, "api_key_env": E, "model": UPSTREAM}}}
 //
 // over the defaults: a file entry replaces a built-in one of the same name
 // (all of it: a field the entry leaves out is zero, not the built-in value).
@@ -116,6 +127,17 @@ type fileProfile struct {
 // must be: context_window >= 0 (0: no known limit); max_output_tokens >= 0
 // (absent: 0) and, when the window is set, less than it; compact_at in
 // (0, 1), or absent for DefaultCompactAt.
+//
+// The other fields route the model (see Routes; llm.NewRouter checks them
+// against the providers agentd knows, and reads the keys): provider names
+// the API its endpoint speaks ("openai": any OpenAI-compatible Chat
+// Completions endpoint), base_url the endpoint's API root (absent: the
+// provider's own), api_key_env the environment variable that holds its key
+// (absent: no key), model the endpoint's name for it (absent: NAME). The
+// file never holds a key: api_key_env must be a variable's name (letters,
+// digits and _, not starting with a digit). base_url and api_key_env need
+// a provider; model alone renames the model on the default endpoint. Each
+// given must be a non-empty string.
 func LoadProfiles(path string) (*Profiles, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -205,7 +227,62 @@ func (e *fileProfile) profile() (Profile, error) {
 		}
 		p.CompactAt = *e.CompactAt
 	}
+	r, err := e.route()
+	if err != nil {
+		return Profile{}, err
+	}
+	p.Route = r
 	return p, nil
+}
+
+// envName is the name of an environment variable, as POSIX shells take it.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// route checks e's provider fields and returns them as a route.
+func (e *fileProfile) route() (llm.Route, error) {
+	var r llm.Route
+	for _, f := range []struct {
+		name     string
+		from, to *string
+	}{{"provider", e.Provider, &r.Provider}, {"base_url", e.BaseURL, &r.BaseURL},
+		{"api_key_env", e.APIKeyEnv, &r.APIKeyEnv}, {"model", e.Model, &r.Model}} {
+		if f.from == nil {
+			continue
+		}
+		if *f.from == "" {
+			return llm.Route{}, fmt.Errorf("%s is empty (leave it out for the default)", f.name)
+		}
+		*f.to = *f.from
+	}
+	if r.APIKeyEnv != "" && !envName.MatchString(r.APIKeyEnv) {
+		// Its value is not repeated: it may be a key put there by mistake.
+		return llm.Route{}, errors.New("api_key_env is not the name of an environment variable (letters, digits and _, " +
+			"not starting with a digit): the file names the variable that holds the key, never the key")
+	}
+	if r.Provider == "" && (r.BaseURL != "" || r.APIKeyEnv != "") {
+		return llm.Route{}, errors.New(`base_url and api_key_env need a provider (such as "openai")`)
+	}
+	return r, nil
+}
+
+// Routes returns the routes of the models the file routes (those with a
+// provider or an upstream model name), by name, for llm.NewRouter; every
+// other model goes to the default endpoint. nil for none.
+func (p *Profiles) Routes() map[string]llm.Route {
+	if p == nil {
+		return nil
+	}
+	var out map[string]llm.Route
+	for name, prof := range p.byName {
+		if prof.Route == (llm.Route{}) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]llm.Route)
+		}
+		out[name] = prof.Route
+	}
+	return out
 }
 
 // fakeOutputTokens is what a fake-<N>k profile reserves for the answer: the

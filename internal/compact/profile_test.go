@@ -3,11 +3,13 @@ package compact
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
@@ -179,6 +181,12 @@ func TestLoadProfilesErrors(t *testing.T) {
 		{"compact_at one", `{"models": {"m": {"context_window": 100, "compact_at": 1}}}`, "compact_at"},
 		{"compact_at negative", `{"models": {"m": {"context_window": 100, "compact_at": -0.5}}}`, "compact_at"},
 		{"compact_at over one", `{"models": {"m": {"context_window": 100, "compact_at": 1.5}}}`, "compact_at"},
+		{"empty provider", `{"models": {"m": {"context_window": 100, "provider": ""}}}`, "provider is empty"},
+		{"empty model", `{"models": {"m": {"context_window": 100, "model": ""}}}`, "model is empty"},
+		{"provider not a string", `{"models": {"m": {"context_window": 100, "provider": 1}}}`, `model "m"`},
+		{"base_url without provider", `{"models": {"m": {"context_window": 100, "base_url": "http://h/v1"}}}`, "need a provider"},
+		{"api_key_env without provider", `{"models": {"m": {"context_window": 100, "api_key_env": "K"}}}`, "need a provider"},
+		{"api_key_env of a digit", `{"models": {"m": {"context_window": 100, "provider": "openai", "api_key_env": "1KEY"}}}`, "api_key_env is not the name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -196,6 +204,54 @@ func TestLoadProfilesErrors(t *testing.T) {
 
 	if _, err := LoadProfiles(filepath.Join(t.TempDir(), "missing.json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
+	}
+}
+
+// The provider fields route a model; Routes gives the routed models by
+// their exact names, and a model the file does not route is not there.
+func TestLoadProfilesRoutes(t *testing.T) {
+	t.Parallel()
+	p, err := LoadProfiles(writeFile(t, `{"models": {
+		"eu-gpt": {"context_window": 128000, "max_output_tokens": 16384, "provider": "openai",
+			"base_url": "https://eu.example.com/openai/v1", "api_key_env": "EU_OPENAI_KEY", "model": "gpt-4o-2024-08-06"},
+		"local": {"context_window": 8192, "provider": "openai", "base_url": "http://127.0.0.1:8000/v1"},
+		"alias": {"context_window": 128000, "model": "gpt-4o-mini"},
+		"plain": {"context_window": 4096}
+	}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]llm.Route{
+		"eu-gpt": {Provider: "openai", BaseURL: "https://eu.example.com/openai/v1", APIKeyEnv: "EU_OPENAI_KEY", Model: "gpt-4o-2024-08-06"},
+		"local":  {Provider: "openai", BaseURL: "http://127.0.0.1:8000/v1"},
+		"alias":  {Model: "gpt-4o-mini"},
+	}
+	if got := p.Routes(); !maps.Equal(got, want) {
+		t.Fatalf("Routes() = %+v, want %+v", got, want)
+	}
+	if got := p.For("eu-gpt"); got != (Profile{ContextWindow: 128000, MaxOutputTokens: 16384, Route: want["eu-gpt"]}) {
+		t.Fatalf("For(eu-gpt) = %+v", got)
+	}
+	if got := p.For("plain"); got != (Profile{ContextWindow: 4096}) {
+		t.Fatalf("For(plain) = %+v", got)
+	}
+	if DefaultProfiles().Routes() != nil || (*Profiles)(nil).Routes() != nil {
+		t.Fatal("the built-in profiles route a model")
+	}
+}
+
+// A key put in api_key_env by mistake is refused, and the error does not
+// repeat it.
+func TestLoadProfilesRefusesAKey(t *testing.T) {
+	t.Parallel()
+	const key = "sk-proj-abcdefghijklmnop1234567890"
+	path := writeFile(t, `{"models": {"m": {"context_window": 100, "provider": "openai", "api_key_env": "`+key+`"}}}`)
+	_, err := LoadProfiles(path)
+	if err == nil || !strings.Contains(err.Error(), "never the key") {
+		t.Fatalf("error %v", err)
+	}
+	if strings.Contains(err.Error(), key) || strings.Contains(err.Error(), "abcdefghij") {
+		t.Fatalf("the error repeats the key: %v", err)
 	}
 }
 

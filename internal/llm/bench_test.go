@@ -33,11 +33,11 @@ func BenchmarkStream(b *testing.B) {
 		HTTPClient: &http.Client{Transport: tr}})
 	req := llm.Request{Model: "fake-1",
 		Messages: []llm.Message{
-			{Role: llm.RoleSystem, Content: "You are a careful assistant."},
-			{Role: llm.RoleUser, Content: "What is 6*7?\n/stream 20 0"},
-			{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call_1", Name: "calculator",
-				Arguments: `{"expression":"6*7"}`}}},
-			{Role: llm.RoleTool, ToolCallID: "call_1", Content: `{"value":42}`},
+			llm.TextMessage(llm.RoleSystem, "You are a careful assistant."),
+			llm.TextMessage(llm.RoleUser, "What is 6*7?\n/stream 20 0"),
+			{Role: llm.RoleAssistant, Parts: []llm.Part{{Type: llm.PartToolCall, Call: llm.ToolCall{ID: "call_1", Name: "calculator",
+				Arguments: `{"expression":"6*7"}`}}}},
+			{Role: llm.RoleTool, Parts: []llm.Part{llm.ToolResult("call_1", `{"value":42}`)}},
 		},
 		Tools: []llm.ToolSpec{
 			{Name: "calculator", Description: "Evaluate an arithmetic expression.", Parameters: benchSchema},
@@ -51,7 +51,7 @@ func BenchmarkStream(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if res.FinishReason != "stop" || res.Usage.OutputTokens == 0 {
+		if res.FinishReason != llm.FinishStop || res.Usage.OutputTokens == 0 {
 			b.Fatalf("response %+v", res)
 		}
 	}

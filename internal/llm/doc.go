@@ -1,8 +1,14 @@
-// Package llm is agentd's port to a language model: the Model interface the
-// engine calls, a provider-neutral message shape, error classification
-// (retryable or final), and an adapter over the openai-go SDK that speaks to any
-// OpenAI-compatible Chat Completions endpoint. The fake server used by tests,
-// benchmarks and offline users lives in the fakellm subpackage.
+// Package llm is agentd's port to a language model, in agentd's own terms:
+// the Model interface the engine calls; a provider-neutral conversation
+// (messages of parts: text, image, file, tool call, tool result), finish
+// reasons and usage; the one classifier of failures that every adapter
+// uses (retryable or final, auth, context overflow, rate limited with its
+// Retry-After; what the provider said, capped, with the key scrubbed); an
+// adapter over the openai-go SDK that speaks to any OpenAI-compatible Chat
+// Completions endpoint (OpenAI); and a Router that sends each model to the
+// endpoint the models file routes it to, and the rest to the default one.
+// The fake server used by tests, benchmarks and offline users lives in the
+// fakellm subpackage.
 //
 // It imports nothing of agentd's.
 package llm

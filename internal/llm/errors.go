@@ -2,14 +2,26 @@ package llm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 )
+
+// This file is the one classifier of model failures that every adapter
+// uses: an adapter says what it saw (a failure: the error, the HTTP status
+// and headers, what the provider's body or error event said), and classify
+// says what kind of failure that is, retryable or not, in words that hold
+// no secret.
 
 // said is what a provider said about a failure: the fields of its error
 // body or error event, ready to be kept on an *Error (capped, scrubbed).
@@ -32,25 +44,84 @@ const (
 	redacted    = "[redacted]"
 )
 
+// errIdle is the cancel cause an adapter sets on its request when its idle
+// timer fires.
+var errIdle = errors.New("no chunk within the idle timeout")
+
 // bearerToken finds a bearer token, as in an Authorization header that a
 // proxy echoes.
 var bearerToken = regexp.MustCompile(`(?i)\bbearer\s+[^\s"',;]+`)
 
-// errorBody reads what the body of an HTTP error response says. The SDK
-// keeps the body it read in memory, so it can be read again here.
-func (m *OpenAI) errorBody(res *http.Response) said {
+// scrubber keeps an adapter's API key, and any bearer token, out of what a
+// failure says. Its zero value scrubs bearer tokens only.
+type scrubber struct {
+	key string
+}
+
+// scrub replaces the key, and any bearer token, in s.
+func (sc scrubber) scrub(s string) string {
+	if len(sc.key) >= minKeyBytes {
+		s = strings.ReplaceAll(s, sc.key, redacted)
+	}
+	return bearerToken.ReplaceAllString(s, "Bearer "+redacted)
+}
+
+// clip makes s fit to keep: scrubbed, invalid UTF-8 replaced, control
+// characters and runs of white space made one space, and the result cut to
+// at most n bytes on a rune boundary (ending with "…" when it was cut).
+func (sc scrubber) clip(s string, n int) string {
+	s = strings.ToValidUTF8(sc.scrub(s), "\uFFFD")
+	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strings.TrimRight(s[:cut], " ") + ellipsis
+}
+
+// scrubbedError is an error whose text had a secret in it: it says the
+// text without it, and still unwraps to the error.
+type scrubbedError struct {
+	err  error
+	text string
+}
+
+func (e *scrubbedError) Error() string { return e.text }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// err returns err, or an error that says err's text scrubbed when that
+// text held the key or a bearer token.
+func (sc scrubber) err(err error) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	if clean := sc.scrub(text); clean != text {
+		return &scrubbedError{err: err, text: clean}
+	}
+	return err
+}
+
+// body reads what the body of an HTTP error response says. It must be one
+// that can still be read (an SDK that parsed it keeps it in memory).
+func (sc scrubber) body(res *http.Response) said {
 	if res == nil || res.Body == nil {
 		return said{}
 	}
 	body, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
-	return m.providerSaid(body)
+	return sc.said(body)
 }
 
-// providerSaid reads an error body or the data of an error event: OpenAI's
-// {"error":{"message","type","code"}}, or {"error": "text"}, or a top-level
+// said reads an error body or the data of an error event:
+// {"error":{"message","type","code"}} (OpenAI's, and Anthropic's inside its
+// {"type":"error"} envelope), or {"error": "text"}, or a top-level
 // "message" or "detail" text (as FastAPI servers answer); any other body
 // gives an excerpt of itself as the message.
-func (m *OpenAI) providerSaid(body []byte) said {
+func (sc scrubber) said(body []byte) said {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
 		return said{}
@@ -69,9 +140,9 @@ func (m *OpenAI) providerSaid(body []byte) said {
 		}
 		if json.Unmarshal(top.Error, &e) == nil {
 			s := said{
-				code:   m.clip(scalar(e.Code), maxCodeBytes),
-				typ:    m.clip(scalar(e.Type), maxCodeBytes),
-				msg:    m.clip(scalar(e.Message), MaxMessageBytes),
+				code:   sc.clip(scalar(e.Code), maxCodeBytes),
+				typ:    sc.clip(scalar(e.Type), maxCodeBytes),
+				msg:    sc.clip(scalar(e.Message), MaxMessageBytes),
 				status: scalar(e.Status),
 			}
 			if s.code != "" || s.typ != "" || s.msg != "" {
@@ -80,11 +151,11 @@ func (m *OpenAI) providerSaid(body []byte) said {
 		}
 		for _, raw := range []json.RawMessage{top.Error, top.Message, top.Detail} {
 			if text := scalar(raw); text != "" {
-				return said{msg: m.clip(text, MaxMessageBytes)}
+				return said{msg: sc.clip(text, MaxMessageBytes)}
 			}
 		}
 	}
-	return said{msg: m.clip(excerpt(body), MaxExcerptBytes)}
+	return said{msg: sc.clip(excerpt(body), MaxExcerptBytes)}
 }
 
 // scalar returns the text of a JSON string, number or boolean; "" for
@@ -133,53 +204,94 @@ func excerpt(body []byte) string {
 	return b.String()
 }
 
-// clip makes s fit to keep: the API key and bearer tokens scrubbed,
-// invalid UTF-8 replaced, control characters and runs of white space made
-// one space, and the result cut to at most n bytes on a rune boundary
-// (ending with "…" when it was cut).
-func (m *OpenAI) clip(s string, n int) string {
-	s = strings.ToValidUTF8(m.scrub(s), "\uFFFD")
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
-	if len(s) <= n {
-		return s
-	}
-	const ellipsis = "…"
-	cut := n - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strings.TrimRight(s[:cut], " ") + ellipsis
+// failure is what an adapter saw of a failed request, in terms that every
+// provider shares.
+type failure struct {
+	err    error       // what the request ended with
+	status int         // the HTTP status of the response, 0 when none came
+	header http.Header // its headers (Retry-After), nil when none came
+	said   said        // what the provider said: the error body, or the error event
+	// event: the failure is an error event inside a 200 stream (the
+	// provider failed mid-way), not an error status.
+	event bool
+	// malformed: a 200 stream whose data is not what the API promises.
+	malformed bool
 }
 
-// scrub replaces the adapter's API key, and any bearer token, in s.
-func (m *OpenAI) scrub(s string) string {
-	if len(m.key) >= minKeyBytes {
-		s = strings.ReplaceAll(s, m.key, redacted)
+// classify turns a failed request into an *Error. ctx is the caller's
+// context, sctx the request's (ctx with the adapter's idle timer, whose
+// cause is errIdle when it fired), idleFor the idle timeout. What the
+// provider said is kept on the *Error; no text of it holds sc's key.
+func (sc scrubber) classify(ctx, sctx context.Context, f failure, idleFor time.Duration) *Error {
+	var e *Error
+	switch {
+	case ctx.Err() != nil:
+		e = &Error{Kind: KindCancelled, Err: context.Cause(ctx)}
+	case errors.Is(context.Cause(sctx), errIdle):
+		e = &Error{Kind: KindIdle, Status: f.status, Err: fmt.Errorf("%w (%s)", errIdle, idleFor)}
+	case f.event:
+		e = classifyEvent(f.status, f.said, f.err)
+	case f.status >= 400:
+		e = classifyStatus(f.status, f.header, f.said, f.err)
+	case f.malformed:
+		e = &Error{Kind: KindServer, Status: f.status, Err: f.err}
+	default:
+		// Everything else is the transport: refused, reset, EOF, unexpected
+		// EOF, DNS, TLS, a stream cut before its end. All of them may mend
+		// on a retry.
+		e = &Error{Kind: KindConnection, Status: f.status, Err: f.err}
 	}
-	return bearerToken.ReplaceAllString(s, "Bearer "+redacted)
+	e.Err = sc.err(e.Err)
+	return e
 }
 
-// scrubbedError is an error whose text had a secret in it: it says the
-// text without it, and still unwraps to the error.
-type scrubbedError struct {
-	err  error
-	text string
+// classifyEvent classifies an error event inside a stream of the given
+// status; s is what the event said.
+func classifyEvent(status int, s said, err error) *Error {
+	e := &Error{Status: status, Err: err}
+	switch {
+	case isOverflow(s.code, s.msg):
+		e.Kind = KindContextOverflow
+	case isAuth(s):
+		// A key refused mid-stream (a proxy checks it upstream) is refused
+		// again on a retry.
+		e.Kind = KindAuth
+	case strings.Contains(s.code, "rate_limit") || strings.Contains(s.typ, "rate_limit"):
+		e.Kind = KindRateLimited
+	default:
+		e.Kind = KindServer
+	}
+	return e.with(s)
 }
 
-func (e *scrubbedError) Error() string { return e.text }
-func (e *scrubbedError) Unwrap() error { return e.err }
+// classifyStatus classifies an HTTP error status; s is what its body said.
+func classifyStatus(status int, h http.Header, s said, err error) *Error {
+	e := &Error{Status: status, Err: err, RetryAfter: retryAfter(h, time.Now())}
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		e.Kind = KindAuth
+	case isAuth(s):
+		// A proxy's 400 or 5xx that says the key is wrong: no retry mends it.
+		e.Kind = KindAuth
+	case status == http.StatusTooManyRequests:
+		e.Kind = KindRateLimited
+	case status == http.StatusRequestTimeout:
+		// The server gave up waiting for our request: a retry may mend it.
+		e.Kind = KindConnection
+	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && isOverflow(s.code, s.msg):
+		e.Kind = KindContextOverflow
+	case status >= 500:
+		e.Kind = KindServer
+	default:
+		e.Kind = KindBadRequest
+	}
+	return e.with(s)
+}
 
-// scrubErr returns err, or an error that says err's text scrubbed when that
-// text held the API key or a bearer token.
-func (m *OpenAI) scrubErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	text := err.Error()
-	if clean := m.scrub(text); clean != text {
-		return &scrubbedError{err: err, text: clean}
-	}
-	return err
+// with sets what the provider said on e.
+func (e *Error) with(s said) *Error {
+	e.Code, e.Type, e.Message = s.code, s.typ, s.msg
+	return e
 }
 
 // isAuth reports whether what a provider said means that the API key is
@@ -197,7 +309,7 @@ func isAuth(s said) bool {
 		return true
 	}
 	msg := strings.ToLower(s.msg)
-	for _, k := range []string{"incorrect api key", "invalid api key", "invalid_api_key"} {
+	for _, k := range []string{"incorrect api key", "invalid api key", "invalid_api_key", "invalid x-api-key"} {
 		if strings.Contains(msg, k) {
 			return true
 		}
@@ -205,8 +317,57 @@ func isAuth(s said) bool {
 	return false
 }
 
-// with sets what the provider said on e.
-func (e *Error) with(s said) *Error {
-	e.Code, e.Type, e.Message = s.code, s.typ, s.msg
-	return e
+// isOverflow reports whether an error says the prompt is longer than the
+// model's context window. OpenAI says so with the code
+// context_length_exceeded; Anthropic with "prompt is too long"; compatible
+// servers often only in the message.
+func isOverflow(code, msg string) bool {
+	if code == "context_length_exceeded" {
+		return true
+	}
+	msg = strings.ToLower(msg)
+	for _, s := range []string{"context_length_exceeded", "context length", "context window", "maximum context", "prompt is too long"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// maxRetryAfter caps a server's Retry-After, so that a bogus value cannot
+// overflow a time.Duration.
+const maxRetryAfter = 24 * time.Hour
+
+// retryAfter reads retry-after-ms (milliseconds, OpenAI's) or Retry-After
+// (seconds or an HTTP date); 0 when neither is present and valid.
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if h == nil {
+		return 0
+	}
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			return clampDuration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		return clampDuration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return clampDuration(float64(t.Sub(now)))
+	}
+	return 0
+}
+
+func clampDuration(d float64) time.Duration {
+	switch {
+	case math.IsNaN(d) || d <= 0:
+		return 0
+	case d >= float64(maxRetryAfter):
+		return maxRetryAfter
+	}
+	return time.Duration(d)
 }

@@ -29,7 +29,7 @@ func TestFakeWindowIsContextOverflow(t *testing.T) {
 		HTTPClient: &http.Client{Transport: tr},
 	})
 	req := func(content string) llm.Request {
-		return llm.Request{Model: "fake-1k", Messages: []llm.Message{{Role: llm.RoleUser, Content: content}}}
+		return llm.Request{Model: "fake-1k", Messages: []llm.Message{llm.TextMessage(llm.RoleUser, content)}}
 	}
 
 	// 4092 bytes are 1024 tokens: the whole window.

@@ -20,13 +20,66 @@ const (
 	RoleTool      Role = "tool"
 )
 
-// Message is one entry of the conversation sent to the model. Assistant
-// messages may carry ToolCalls; tool messages answer one call by ToolCallID.
-type Message struct {
-	Role       Role
-	Content    string
-	ToolCalls  []ToolCall
+// PartType is the kind of one piece of a message.
+type PartType string
+
+// Part types. Which roles may hold which parts is the provider's rule, and
+// its adapter's check: Chat Completions takes images and files in user
+// messages only, tool calls in assistant messages, tool results in tool
+// messages.
+const (
+	PartText       PartType = "text"
+	PartImage      PartType = "image"
+	PartFile       PartType = "file"
+	PartToolCall   PartType = "tool_call"
+	PartToolResult PartType = "tool_result"
+)
+
+// Part is one piece of a message's content. Which fields it uses depends on
+// its Type:
+//
+//   - PartText: Text.
+//   - PartImage: the image by URL (http(s), or a data: URL), or inline as
+//     Data of MediaType; Detail is the resolution asked for ("auto", "low",
+//     "high"), "" for the provider's default.
+//   - PartFile: the file inline as Data of MediaType, with its Filename, or
+//     a file the provider already holds, by FileID.
+//   - PartToolCall: Call.
+//   - PartToolResult: ToolCallID, the result given to the model as Text, and
+//     IsError when it reports a failure (for providers that mark one).
+type Part struct {
+	Type       PartType
+	Text       string
+	URL        string
+	Data       []byte
+	MediaType  string
+	Filename   string
+	FileID     string
+	Detail     string
+	Call       ToolCall
 	ToolCallID string
+	IsError    bool
+}
+
+// Text returns a text part.
+func Text(s string) Part { return Part{Type: PartText, Text: s} }
+
+// ToolResult returns the result part answering the call id.
+func ToolResult(id, content string) Part {
+	return Part{Type: PartToolResult, ToolCallID: id, Text: content}
+}
+
+// Message is one entry of the conversation sent to the model: who said it
+// and what, as parts. An assistant message holds its text and its tool
+// calls; a tool message holds tool results.
+type Message struct {
+	Role  Role
+	Parts []Part
+}
+
+// TextMessage returns a message of role holding text alone.
+func TextMessage(role Role, text string) Message {
+	return Message{Role: role, Parts: []Part{Text(text)}}
 }
 
 // ToolCall is one function call the model asked for. Arguments is the raw JSON
@@ -62,8 +115,8 @@ type Request struct {
 type Usage struct {
 	InputTokens       int64
 	OutputTokens      int64
-	CachedInputTokens int64
-	ReasoningTokens   int64
+	CachedInputTokens int64 // of InputTokens, those read from the provider's prompt cache
+	ReasoningTokens   int64 // of OutputTokens, those spent on reasoning
 }
 
 // Add returns the sum of u and v.
@@ -76,11 +129,26 @@ func (u Usage) Add(v Usage) Usage {
 	}
 }
 
+// FinishReason is why the model ended its answer.
+type FinishReason string
+
+// Finish reasons. An adapter maps its provider's values onto these; a value
+// it does not know (a compatible server's own, such as "eos" or "error")
+// becomes FinishUnknown, and the answer is taken as it stands: its tool
+// calls if it has any, else its text as a final answer.
+const (
+	FinishUnknown       FinishReason = ""
+	FinishStop          FinishReason = "stop"           // a final answer
+	FinishToolCalls     FinishReason = "tool_calls"     // it asks for tool calls
+	FinishLength        FinishReason = "length"         // cut at the output limit
+	FinishContentFilter FinishReason = "content_filter" // stopped by the provider's filter
+)
+
 // Response is the complete output of one streamed completion.
 type Response struct {
 	Text         string
 	ToolCalls    []ToolCall
-	FinishReason string // stop, tool_calls, length, content_filter
+	FinishReason FinishReason
 	Usage        Usage
 }
 
@@ -112,12 +180,13 @@ const (
 )
 
 // Error is a classified model failure. Code, Type and Message are what the
-// provider said about it, when it said anything: the fields of an
-// OpenAI-style error body ({"error":{"message","type","code"}}), of an error
-// event inside a stream, or, for a body that is not one (an HTML or plain
-// 404 page), an excerpt of the body as Message. They are capped in size and
-// never hold the adapter's API key (it is replaced by "[redacted]", as is
-// any bearer token), so they may be shown and stored; so may Error's text.
+// provider said about it, when it said anything: the fields of an error
+// body ({"error":{"message","type","code"}}, the shape OpenAI's and
+// Anthropic's APIs share), of an error event inside a stream, or, for a
+// body that is not one (an HTML or plain 404 page), an excerpt of the body
+// as Message. They are capped in size and never hold the adapter's API key
+// (it is replaced by "[redacted]", as is any bearer token), so they may be
+// shown and stored; so may Error's text.
 type Error struct {
 	Kind       ErrorKind
 	Status     int           // HTTP status, 0 when there was none (200 for an error inside a stream)
@@ -130,7 +199,7 @@ type Error struct {
 
 // MaxMessageBytes caps Error.Message: a provider's message is cut to it, on
 // a rune boundary; MaxExcerptBytes caps the excerpt of an error body that is
-// not OpenAI's shape (most of an HTML page is markup).
+// not an error object (most of an HTML page is markup).
 const (
 	MaxMessageBytes = 500
 	MaxExcerptBytes = 200

@@ -4,15 +4,14 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -62,12 +61,27 @@ type OpenAI struct {
 	client openai.Client
 	http   *http.Client
 	idle   time.Duration
-	key    string // the API key sent, scrubbed from errors
-	cache  bool   // send prompt_cache_key
+	scrub  scrubber // the API key sent, kept out of errors
+	cache  bool     // send prompt_cache_key
 }
 
-// NewOpenAI returns an adapter configured by cfg.
+// NewOpenAI returns an adapter configured by cfg. What cfg leaves empty the
+// SDK takes from the environment (OPENAI_API_KEY, OPENAI_BASE_URL and the
+// SDK's other OPENAI_* variables): it is the zero-configuration endpoint.
 func NewOpenAI(cfg OpenAIConfig) *OpenAI {
+	return newOpenAI(cfg, true)
+}
+
+// openAIRoot is the API root of OpenAI's own endpoint.
+const openAIRoot = "https://api.openai.com/v1"
+
+// newOpenAI returns an adapter configured by cfg; with ambient false, it
+// takes nothing from the OPENAI_* environment, which belongs to the
+// default endpoint: an empty BaseURL is OpenAI's own API root, an empty
+// APIKey sends no key, and the organization, project and custom headers
+// the SDK would read from the environment are not sent. A routed endpoint
+// so never gets the default endpoint's credentials.
+func newOpenAI(cfg OpenAIConfig, ambient bool) *OpenAI {
 	hc := cfg.HTTPClient
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -79,16 +93,39 @@ func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 		option.WithHTTPClient(hc),
 		option.WithMaxRetries(0),
 	}
-	if cfg.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	key := cfg.APIKey
+	if ambient {
+		if cfg.BaseURL != "" {
+			opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+		}
+		if cfg.APIKey != "" {
+			opts = append(opts, option.WithAPIKey(cfg.APIKey))
+		}
+		// The SDK reads OPENAI_API_KEY when no key is given; that is the
+		// key to keep out of errors then.
+		key = cmp.Or(cfg.APIKey, os.Getenv("OPENAI_API_KEY"))
+	} else {
+		opts = append(opts, option.WithBaseURL(cmp.Or(cfg.BaseURL, openAIRoot)),
+			option.WithAPIKey(cfg.APIKey), option.WithAdminAPIKey(""))
+		for _, h := range ambientHeaders() {
+			opts = append(opts, option.WithHeaderDel(h))
+		}
 	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	return &OpenAI{client: openai.NewClient(opts...), http: hc, idle: cfg.IdleTimeout, scrub: scrubber{key: key}, cache: cfg.PromptCacheKey}
+}
+
+// ambientHeaders names the headers the SDK sets from the environment:
+// OpenAI-Organization and OpenAI-Project, and those of
+// OPENAI_CUSTOM_HEADERS (one "Name: value" a line), which may hold a
+// proxy's credentials.
+func ambientHeaders() []string {
+	names := []string{"OpenAI-Organization", "OpenAI-Project"}
+	for line := range strings.Lines(os.Getenv("OPENAI_CUSTOM_HEADERS")) {
+		if name, _, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) != "" {
+			names = append(names, strings.TrimSpace(name))
+		}
 	}
-	// The SDK reads OPENAI_API_KEY when no key is given; that is the key
-	// to keep out of errors then.
-	key := cmp.Or(cfg.APIKey, os.Getenv("OPENAI_API_KEY"))
-	return &OpenAI{client: openai.NewClient(opts...), http: hc, idle: cfg.IdleTimeout, key: key, cache: cfg.PromptCacheKey}
+	return names
 }
 
 // CloseIdleConnections closes the connections the adapter's HTTP client
@@ -97,16 +134,14 @@ func (m *OpenAI) CloseIdleConnections() {
 	m.http.CloseIdleConnections()
 }
 
-// errIdle is the cancel cause set when the idle timer fires.
-var errIdle = errors.New("no chunk within the idle timeout")
-
 // errTruncated reports a stream that ended without a finish_reason.
 var errTruncated = errors.New("stream ended without a finish_reason")
 
 // Stream implements Model. It returns *Error values: KindCancelled (wrapping
 // context.Cause(ctx)) when ctx ends, KindIdle when no chunk arrives within
 // the idle timeout, KindConnection for a broken or truncated stream, and the
-// kinds of classifyStatus for an HTTP error status.
+// kinds of classifyStatus for an HTTP error status (KindBadRequest too for a
+// request it cannot write, such as an image in a system message).
 func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text string)) (Response, error) {
 	if !m.cache {
 		req.CacheKey = ""
@@ -180,10 +215,7 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 		// A clean EOF without finish_reason is a cut stream too, e.g. a
 		// proxy that closed it; a partial tool call must never pass as an
 		// answer.
-		if ctx.Err() != nil || errors.Is(context.Cause(sctx), errIdle) {
-			return Response{}, m.classify(ctx, sctx, errTruncated, res, idleFor)
-		}
-		return Response{}, &Error{Kind: KindConnection, Status: statusOf(res), Err: errTruncated}
+		return Response{}, m.classify(ctx, sctx, errTruncated, res, idleFor)
 	}
 	return acc.response(), nil
 }
@@ -270,43 +302,194 @@ func requestBody(req Request) ([]byte, error) {
 	return append(b, `,"stream":true}`...), nil
 }
 
-// appendMessage appends msg as the Chat Completions API takes it: an
-// assistant message with tool calls and no text has no content, and a tool
-// message names the call it answers.
+// appendMessage appends msg as the Chat Completions API takes it: a
+// message of text alone has its text as its content string, an assistant
+// message with tool calls and no text has no content, a user message with
+// images or files has a list of content parts, and each tool result is a
+// tool message of its own that names the call it answers.
 func appendMessage(b []byte, msg Message) ([]byte, error) {
 	switch msg.Role {
-	case RoleSystem, RoleUser, RoleTool, RoleAssistant:
+	case RoleTool:
+		return appendToolResults(b, msg.Parts)
+	case RoleSystem, RoleUser, RoleAssistant:
 	default:
 		return b, fmt.Errorf("unknown role %q", msg.Role)
 	}
+	var texts, calls int
+	var said, media bool // some text is not empty; an image or a file
+	for i, p := range msg.Parts {
+		switch p.Type {
+		case PartText:
+			texts++
+			said = said || p.Text != ""
+		case PartToolCall:
+			if msg.Role != RoleAssistant {
+				return b, fmt.Errorf("part %d: a tool call in a %s message (only the assistant calls tools)", i, msg.Role)
+			}
+			calls++
+		case PartImage, PartFile:
+			if msg.Role != RoleUser {
+				return b, fmt.Errorf("part %d: a %s part in a %s message (Chat Completions takes images and files from the user only)", i, p.Type, msg.Role)
+			}
+			media = true
+		case PartToolResult:
+			return b, fmt.Errorf("part %d: a tool result in a %s message (it belongs in a tool message)", i, msg.Role)
+		default:
+			return b, fmt.Errorf("part %d: unknown part type %q", i, p.Type)
+		}
+	}
 	b = append(b, `{"role":`...)
 	b = appendString(b, string(msg.Role))
-	calls := msg.Role == RoleAssistant && len(msg.ToolCalls) > 0
-	if msg.Content != "" || !calls {
-		b = append(b, `,"content":`...)
-		b = appendString(b, msg.Content)
+	switch {
+	case media:
+		var err error
+		if b, err = appendContentParts(append(b, `,"content":[`...), msg.Parts); err != nil {
+			return b, err
+		}
+		b = append(b, ']')
+	case said || calls == 0:
+		b = appendText(append(b, `,"content":`...), msg.Parts, texts)
 	}
-	if calls {
+	if calls > 0 {
 		b = append(b, `,"tool_calls":[`...)
-		for i, tc := range msg.ToolCalls {
-			if i > 0 {
+		n := 0
+		for _, p := range msg.Parts {
+			if p.Type != PartToolCall {
+				continue
+			}
+			if n > 0 {
 				b = append(b, ',')
 			}
+			n++
 			b = append(b, `{"id":`...)
-			b = appendString(b, tc.ID)
+			b = appendString(b, p.Call.ID)
 			b = append(b, `,"type":"function","function":{"name":`...)
-			b = appendString(b, tc.Name)
+			b = appendString(b, p.Call.Name)
 			b = append(b, `,"arguments":`...)
-			b = appendString(b, tc.Arguments)
+			b = appendString(b, p.Call.Arguments)
 			b = append(b, "}}"...)
 		}
 		b = append(b, ']')
 	}
-	if msg.Role == RoleTool {
-		b = append(b, `,"tool_call_id":`...)
-		b = appendString(b, msg.ToolCallID)
-	}
 	return append(b, '}'), nil
+}
+
+// appendText appends the text of parts, which hold texts text parts, as one
+// JSON string: the texts one after the other.
+func appendText(b []byte, parts []Part, texts int) []byte {
+	if texts <= 1 {
+		for _, p := range parts {
+			if p.Type == PartText {
+				return appendString(b, p.Text)
+			}
+		}
+		return append(b, `""`...)
+	}
+	var t strings.Builder
+	for _, p := range parts {
+		if p.Type == PartText {
+			t.WriteString(p.Text)
+		}
+	}
+	return appendString(b, t.String())
+}
+
+// appendContentParts appends parts as Chat Completions content parts: text,
+// image_url, and file (by its data or its file id; the API takes no file
+// URL).
+func appendContentParts(b []byte, parts []Part) ([]byte, error) {
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		switch p.Type {
+		case PartText:
+			b = append(b, `{"type":"text","text":`...)
+			b = appendString(b, p.Text)
+		case PartImage:
+			url := p.URL
+			if len(p.Data) > 0 {
+				if p.MediaType == "" {
+					return b, fmt.Errorf("part %d: an image given as data without its media type", i)
+				}
+				url = dataURL(p.MediaType, p.Data)
+			}
+			if url == "" {
+				return b, fmt.Errorf("part %d: an image without a URL or data", i)
+			}
+			b = append(b, `{"type":"image_url","image_url":{"url":`...)
+			b = appendString(b, url)
+			if p.Detail != "" {
+				b = append(b, `,"detail":`...)
+				b = appendString(b, p.Detail)
+			}
+			b = append(b, '}')
+		case PartFile:
+			var err error
+			if b, err = appendFile(b, i, p); err != nil {
+				return b, err
+			}
+		}
+		b = append(b, '}')
+	}
+	return b, nil
+}
+
+// appendFile appends file part p (the i-th) as a Chat Completions file
+// content part, without its closing brace.
+func appendFile(b []byte, i int, p Part) ([]byte, error) {
+	switch {
+	case len(p.Data) > 0 && p.MediaType == "":
+		return b, fmt.Errorf("part %d: a file given as data without its media type", i)
+	case len(p.Data) == 0 && p.FileID == "" && p.URL != "":
+		return b, fmt.Errorf("part %d: a file by URL (Chat Completions takes a file's data or its file id)", i)
+	case len(p.Data) == 0 && p.FileID == "":
+		return b, fmt.Errorf("part %d: a file without data or a file id", i)
+	}
+	b = append(b, `{"type":"file","file":{`...)
+	sep := ""
+	field := func(name, value string) {
+		if value != "" {
+			b = append(b, sep...)
+			b = append(b, name...)
+			b = appendString(b, value)
+			sep = ","
+		}
+	}
+	if len(p.Data) > 0 {
+		field(`"file_data":`, dataURL(p.MediaType, p.Data))
+	}
+	field(`"file_id":`, p.FileID)
+	field(`"filename":`, p.Filename)
+	return append(b, '}'), nil
+}
+
+// dataURL is data of mediaType as a base64 data: URL, the form in which
+// Chat Completions takes inline images and files.
+func dataURL(mediaType string, data []byte) string {
+	return "data:" + mediaType + ";base64," + base64.StdEncoding.EncodeToString(data)
+}
+
+// appendToolResults appends the tool results of a tool message, each as a
+// tool message of its own.
+func appendToolResults(b []byte, parts []Part) ([]byte, error) {
+	if len(parts) == 0 {
+		return b, errors.New("a tool message without a tool result")
+	}
+	for i, p := range parts {
+		if p.Type != PartToolResult {
+			return b, fmt.Errorf("part %d: a %s part in a tool message (it holds tool results only)", i, p.Type)
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"role":"tool","content":`...)
+		b = appendString(b, p.Text)
+		b = append(b, `,"tool_call_id":`...)
+		b = appendString(b, p.ToolCallID)
+		b = append(b, '}')
+	}
+	return b, nil
 }
 
 // appendString appends s as a JSON string, as encoding/json writes it.
@@ -493,7 +676,7 @@ func (a *assembler) add(c *chunk, onDelta func(string)) {
 }
 
 func (a *assembler) response() Response {
-	r := Response{Text: a.text.String(), FinishReason: a.finish, Usage: a.usage}
+	r := Response{Text: a.text.String(), FinishReason: finishReason(a.finish), Usage: a.usage}
 	idx := make([]int64, 0, len(a.calls))
 	for i := range a.calls {
 		idx = append(idx, i)
@@ -505,150 +688,60 @@ func (a *assembler) response() Response {
 	return r
 }
 
-// classify turns a failed request into an *Error. ctx is the caller's
-// context, sctx the request's (ctx plus the idle timer), res the last HTTP
-// response seen, if any. What the provider said about the failure (an
-// error body, an error event) is kept on the *Error; no text of it holds
-// the API key.
-func (m *OpenAI) classify(ctx, sctx context.Context, err error, res *http.Response, idleFor time.Duration) *Error {
-	e := m.classifyErr(ctx, sctx, err, res, idleFor)
-	e.Err = m.scrubErr(e.Err)
-	return e
+// finishReason maps a Chat Completions finish_reason onto FinishReason:
+// "function_call", the deprecated form of tool calls, is FinishToolCalls;
+// a value the API does not document is FinishUnknown.
+func finishReason(s string) FinishReason {
+	switch s {
+	case "stop":
+		return FinishStop
+	case "tool_calls", "function_call":
+		return FinishToolCalls
+	case "length":
+		return FinishLength
+	case "content_filter":
+		return FinishContentFilter
+	}
+	return FinishUnknown
 }
 
-func (m *OpenAI) classifyErr(ctx, sctx context.Context, err error, res *http.Response, idleFor time.Duration) *Error {
-	if ctx.Err() != nil {
-		return &Error{Kind: KindCancelled, Err: context.Cause(ctx)}
-	}
-	if errors.Is(context.Cause(sctx), errIdle) {
-		return &Error{Kind: KindIdle, Status: statusOf(res), Err: fmt.Errorf("%w (%s)", errIdle, idleFor)}
+// classify turns a failed request into an *Error through the shared
+// classifier: it says what the SDK and the response showed. ctx is the
+// caller's context, sctx the request's, res the last HTTP response seen, if
+// any.
+func (m *OpenAI) classify(ctx, sctx context.Context, err error, res *http.Response, idleFor time.Duration) *Error {
+	f := failure{err: err, status: statusOf(res)}
+	if res != nil {
+		f.header = res.Header
 	}
 	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		r := cmp.Or(apiErr.Response, res)
-		s := m.errorBody(r)
-		if s == (said{}) {
-			s = said{code: m.clip(apiErr.Code, maxCodeBytes), typ: m.clip(apiErr.Type, maxCodeBytes),
-				msg: m.clip(apiErr.Message, MaxMessageBytes)}
-		}
-		var h http.Header
-		if r != nil {
-			h = r.Header
-		}
-		return classifyStatus(apiErr.StatusCode, h, s, err)
-	}
 	var streamErr *ssestream.StreamError
-	if errors.As(err, &streamErr) {
-		// An error event inside a 200 stream: the provider failed mid-way.
-		s := m.providerSaid(streamErr.Event.Data)
-		e := &Error{Status: statusOf(res), Err: err}
-		switch {
-		case isOverflow(s.code, s.msg):
-			e.Kind = KindContextOverflow
-		case isAuth(s):
-			// A key refused mid-stream (a proxy checks it upstream) is
-			// refused again on a retry.
-			e.Kind = KindAuth
-		case strings.Contains(s.code, "rate_limit") || strings.Contains(s.typ, "rate_limit"):
-			e.Kind = KindRateLimited
-		default:
-			e.Kind = KindServer
-		}
-		return e.with(s)
-	}
-	if res != nil && res.StatusCode >= 400 {
-		// An error status whose body the SDK could not read as OpenAI's
-		// error (an HTML or plain page, {"detail": ...}).
-		return classifyStatus(res.StatusCode, res.Header, m.errorBody(res),
-			fmt.Errorf("%d %s (the SDK did not read its body: %w)", res.StatusCode, http.StatusText(res.StatusCode), err))
-	}
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
-		// A 200 stream whose chunks are not what the API promises.
-		return &Error{Kind: KindServer, Status: statusOf(res), Err: err}
-	}
-	// Everything else is the transport: refused, reset, EOF, unexpected EOF,
-	// DNS, TLS. All of them may mend on a retry.
-	return &Error{Kind: KindConnection, Status: statusOf(res), Err: err}
-}
-
-// classifyStatus classifies an HTTP error status; s is what its body said.
-func classifyStatus(status int, h http.Header, s said, err error) *Error {
-	e := &Error{Status: status, Err: err, RetryAfter: retryAfter(h, time.Now())}
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		e.Kind = KindAuth
-	case isAuth(s):
-		// A proxy's 400 or 5xx that says the key is wrong: no retry mends it.
-		e.Kind = KindAuth
-	case status == http.StatusTooManyRequests:
-		e.Kind = KindRateLimited
-	case status == http.StatusRequestTimeout:
-		// The server gave up waiting for our request: a retry may mend it.
-		e.Kind = KindConnection
-	case (status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge) && isOverflow(s.code, s.msg):
-		e.Kind = KindContextOverflow
-	case status >= 500:
-		e.Kind = KindServer
-	default:
-		e.Kind = KindBadRequest
-	}
-	return e.with(s)
-}
-
-// isOverflow reports whether an error body says the prompt is longer than
-// the model's context window. OpenAI says so with the code
-// context_length_exceeded; compatible servers often only in the message.
-func isOverflow(code, msg string) bool {
-	if code == "context_length_exceeded" {
-		return true
-	}
-	msg = strings.ToLower(msg)
-	for _, s := range []string{"context_length_exceeded", "context length", "context window", "maximum context"} {
-		if strings.Contains(msg, s) {
-			return true
+	case ctx.Err() != nil || errors.Is(context.Cause(sctx), errIdle):
+		// Nothing the provider said matters then.
+	case errors.As(err, &apiErr):
+		r := cmp.Or(apiErr.Response, res)
+		f.status = apiErr.StatusCode
+		if r != nil {
+			f.header = r.Header
 		}
-	}
-	return false
-}
-
-// maxRetryAfter caps a server's Retry-After, so that a bogus value cannot
-// overflow a time.Duration.
-const maxRetryAfter = 24 * time.Hour
-
-// retryAfter reads retry-after-ms (milliseconds, OpenAI's) or Retry-After
-// (seconds or an HTTP date); 0 when neither is present and valid.
-func retryAfter(h http.Header, now time.Time) time.Duration {
-	if h == nil {
-		return 0
-	}
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
-			return clampDuration(ms * float64(time.Millisecond))
+		if f.said = m.scrub.body(r); f.said == (said{}) {
+			f.said = said{code: m.scrub.clip(apiErr.Code, maxCodeBytes), typ: m.scrub.clip(apiErr.Type, maxCodeBytes),
+				msg: m.scrub.clip(apiErr.Message, MaxMessageBytes)}
 		}
+	case errors.As(err, &streamErr):
+		f.event, f.said = true, m.scrub.said(streamErr.Event.Data)
+	case f.status >= 400:
+		// An error status whose body the SDK could not read as OpenAI's
+		// error (an HTML or plain page, {"detail": ...}).
+		f.said = m.scrub.body(res)
+		f.err = fmt.Errorf("%d %s (the SDK did not read its body: %w)", res.StatusCode, http.StatusText(res.StatusCode), err)
+	case errors.As(err, &syntaxErr) || errors.As(err, &typeErr):
+		f.malformed = true
 	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		return clampDuration(s * float64(time.Second))
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return clampDuration(float64(t.Sub(now)))
-	}
-	return 0
-}
-
-func clampDuration(d float64) time.Duration {
-	switch {
-	case math.IsNaN(d) || d <= 0:
-		return 0
-	case d >= float64(maxRetryAfter):
-		return maxRetryAfter
-	}
-	return time.Duration(d)
+	return m.scrub.classify(ctx, sctx, f, idleFor)
 }
 
 func statusOf(res *http.Response) int {

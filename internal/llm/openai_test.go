@@ -71,7 +71,16 @@ func (b *bundle) wait(t *testing.T) fakellm.Request {
 }
 
 func user(text string) llm.Request {
-	return llm.Request{Model: "fake-1", Messages: []llm.Message{{Role: llm.RoleUser, Content: text}}}
+	return llm.Request{Model: "fake-1", Messages: []llm.Message{llm.TextMessage(llm.RoleUser, text)}}
+}
+
+// callParts returns the tool call parts of an assistant message.
+func callParts(calls ...llm.ToolCall) []llm.Part {
+	out := make([]llm.Part, len(calls))
+	for i, c := range calls {
+		out[i] = llm.Part{Type: llm.PartToolCall, Call: c}
+	}
+	return out
 }
 
 func asError(t *testing.T, err error) *llm.Error {
@@ -91,7 +100,7 @@ func TestOpenAIText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Text != "hello world" || resp.FinishReason != "stop" || len(resp.ToolCalls) != 0 {
+	if resp.Text != "hello world" || resp.FinishReason != llm.FinishStop || len(resp.ToolCalls) != 0 {
 		t.Fatalf("response = %+v", resp)
 	}
 	if !slices.Equal(deltas, []string{"hello world"}) {
@@ -115,7 +124,7 @@ func TestOpenAIDefaultAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Text != "ok" || resp.FinishReason != "stop" {
+	if resp.Text != "ok" || resp.FinishReason != llm.FinishStop {
 		t.Fatalf("response = %+v", resp)
 	}
 }
@@ -161,8 +170,8 @@ func TestOpenAIToolSteps(t *testing.T) {
 	req := llm.Request{
 		Model: "fake-1",
 		Messages: []llm.Message{
-			{Role: llm.RoleSystem, Content: "You are terse."},
-			{Role: llm.RoleUser, Content: prompt},
+			llm.TextMessage(llm.RoleSystem, "You are terse."),
+			llm.TextMessage(llm.RoleUser, prompt),
 		},
 		Tools: []llm.ToolSpec{
 			{Name: "get_weather", Description: "Weather now", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
@@ -180,13 +189,12 @@ func TestOpenAIToolSteps(t *testing.T) {
 		{ID: "call_0_0", Name: "get_weather", Arguments: `{"city":"Paris"}`},
 		{ID: "call_0_1", Name: "get_time", Arguments: `{}`},
 	}
-	if resp.FinishReason != "tool_calls" || resp.Text != "" || !slices.Equal(resp.ToolCalls, want) {
+	if resp.FinishReason != llm.FinishToolCalls || resp.Text != "" || !slices.Equal(resp.ToolCalls, want) {
 		t.Fatalf("step 0 = %+v", resp)
 	}
 	req.Messages = append(req.Messages,
-		llm.Message{Role: llm.RoleAssistant, ToolCalls: resp.ToolCalls},
-		llm.Message{Role: llm.RoleTool, ToolCallID: "call_0_0", Content: `{"sky":"clear"}`},
-		llm.Message{Role: llm.RoleTool, ToolCallID: "call_0_1", Content: `"12:00"`},
+		llm.Message{Role: llm.RoleAssistant, Parts: callParts(resp.ToolCalls...)},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{llm.ToolResult("call_0_0", `{"sky":"clear"}`), llm.ToolResult("call_0_1", `"12:00"`)}},
 	)
 
 	// Step 1: the group after /next.
@@ -195,12 +203,12 @@ func TestOpenAIToolSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = []llm.ToolCall{{ID: "call_1_0", Name: "lookup", Arguments: `{"q":"x y"}`}}
-	if resp.FinishReason != "tool_calls" || !slices.Equal(resp.ToolCalls, want) {
+	if resp.FinishReason != llm.FinishToolCalls || !slices.Equal(resp.ToolCalls, want) {
 		t.Fatalf("step 1 = %+v", resp)
 	}
 	req.Messages = append(req.Messages,
-		llm.Message{Role: llm.RoleAssistant, Content: "Looking it up.", ToolCalls: resp.ToolCalls},
-		llm.Message{Role: llm.RoleTool, ToolCallID: "call_1_0", Content: "found"},
+		llm.Message{Role: llm.RoleAssistant, Parts: append([]llm.Part{llm.Text("Looking it up.")}, callParts(resp.ToolCalls...)...)},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{llm.ToolResult("call_1_0", "found")}},
 	)
 
 	// Step 2: the groups ran out, so the final answer.
@@ -208,7 +216,7 @@ func TestOpenAIToolSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.FinishReason != "stop" || resp.Text != "It is sunny." || len(resp.ToolCalls) != 0 {
+	if resp.FinishReason != llm.FinishStop || resp.Text != "It is sunny." || len(resp.ToolCalls) != 0 {
 		t.Fatalf("step 2 = %+v", resp)
 	}
 
@@ -237,8 +245,8 @@ func TestOpenAIUsageWithCache(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 0)
 	req := llm.Request{Model: "fake-1", Messages: []llm.Message{
-		{Role: llm.RoleSystem, Content: "You are terse."},         // 14 bytes
-		{Role: llm.RoleUser, Content: "/say the quick brown fox"}, // 24 bytes
+		llm.TextMessage(llm.RoleSystem, "You are terse."),         // 14 bytes
+		llm.TextMessage(llm.RoleUser, "/say the quick brown fox"), // 24 bytes
 	}}
 	resp, err := b.model.Stream(t.Context(), req, nil)
 	if err != nil {
@@ -332,8 +340,8 @@ func TestOpenAIFaultAtStep(t *testing.T) {
 		t.Fatalf("step 0 should not fail: %v", err)
 	}
 	req.Messages = append(req.Messages,
-		llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "call_0_0", Name: "a", Arguments: "{}"}}},
-		llm.Message{Role: llm.RoleTool, ToolCallID: "call_0_0", Content: "x"})
+		llm.Message{Role: llm.RoleAssistant, Parts: callParts(llm.ToolCall{ID: "call_0_0", Name: "a", Arguments: "{}"})},
+		llm.Message{Role: llm.RoleTool, Parts: []llm.Part{llm.ToolResult("call_0_0", "x")}})
 	_, err := b.model.Stream(t.Context(), req, nil)
 	if e := asError(t, err); e.Kind != llm.KindServer {
 		t.Fatalf("step 1: %v", err)
@@ -546,7 +554,7 @@ func TestOpenAILooseChunkTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.Text != "forty-two" || resp.FinishReason != "stop" || !slices.Equal(deltas, []string{"for", "ty-two"}) {
+	if resp.Text != "forty-two" || resp.FinishReason != llm.FinishStop || !slices.Equal(deltas, []string{"for", "ty-two"}) {
 		t.Fatalf("response %+v, deltas %q", resp, deltas)
 	}
 	if resp.Usage.OutputTokens != 3 {
@@ -695,5 +703,26 @@ func TestOpenAIRequestIsOneWrite(t *testing.T) {
 	}
 	if n := writes.Load(); n != calls {
 		t.Fatalf("%d writes for %d requests", n, calls)
+	}
+}
+
+// A finish_reason is read in the port's terms: the API's values as they
+// are, its deprecated function_call as tool calls, and one it does not
+// document (a compatible server's own) as unknown, the answer kept.
+func TestOpenAIFinishReasons(t *testing.T) {
+	t.Parallel()
+	for raw, want := range map[string]llm.FinishReason{
+		"stop": llm.FinishStop, "length": llm.FinishLength, "content_filter": llm.FinishContentFilter,
+		"tool_calls": llm.FinishToolCalls, "function_call": llm.FinishToolCalls, "eos": llm.FinishUnknown,
+	} {
+		body := `data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"` + raw + `"}]}` + "\n\ndata: [DONE]\n\n"
+		m := statusServer(t, 200, map[string]string{"Content-Type": "text/event-stream"}, body)
+		resp, err := m.Stream(t.Context(), user("hi"), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		if resp.FinishReason != want || resp.Text != "hi" {
+			t.Errorf("%s: response %+v, want finish %q", raw, resp, want)
+		}
 	}
 }

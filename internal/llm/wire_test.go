@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -9,32 +10,88 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 )
 
-// sdkMessage builds msg with the SDK's own types, as the adapter did before
-// it wrote messages itself.
-func sdkMessage(msg Message) openai.ChatCompletionMessageParamUnion {
+// sdkMessages builds msg with the SDK's own types, as the adapter did
+// before it wrote messages itself: one SDK message, or, for a tool
+// message, one per tool result.
+func sdkMessages(t *testing.T, msg Message) []openai.ChatCompletionMessageParamUnion {
+	t.Helper()
+	var text string
+	var calls []openai.ChatCompletionMessageToolCallUnionParam
+	var parts []openai.ChatCompletionContentPartUnionParam
+	var out []openai.ChatCompletionMessageParamUnion
+	media := false
+	for _, p := range msg.Parts {
+		switch p.Type {
+		case PartText:
+			text += p.Text
+			parts = append(parts, openai.TextContentPart(p.Text))
+		case PartImage:
+			media = true
+			img := openai.ChatCompletionContentPartImageImageURLParam{URL: p.URL, Detail: p.Detail}
+			if len(p.Data) > 0 {
+				img.URL = "data:" + p.MediaType + ";base64," + base64.StdEncoding.EncodeToString(p.Data)
+			}
+			parts = append(parts, openai.ImageContentPart(img))
+		case PartFile:
+			media = true
+			var f openai.ChatCompletionContentPartFileFileParam
+			if len(p.Data) > 0 {
+				f.FileData = openai.String("data:" + p.MediaType + ";base64," + base64.StdEncoding.EncodeToString(p.Data))
+			}
+			if p.FileID != "" {
+				f.FileID = openai.String(p.FileID)
+			}
+			if p.Filename != "" {
+				f.Filename = openai.String(p.Filename)
+			}
+			parts = append(parts, openai.FileContentPart(f))
+		case PartToolCall:
+			calls = append(calls, openai.ChatCompletionMessageToolCallUnionParam{
+				OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+					ID: p.Call.ID,
+					Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+						Name: p.Call.Name, Arguments: p.Call.Arguments,
+					},
+				},
+			})
+		case PartToolResult:
+			out = append(out, openai.ToolMessage(p.Text, p.ToolCallID))
+		}
+	}
 	switch msg.Role {
 	case RoleSystem:
-		return openai.SystemMessage(msg.Content)
+		return []openai.ChatCompletionMessageParamUnion{openai.SystemMessage(text)}
 	case RoleUser:
-		return openai.UserMessage(msg.Content)
+		if media {
+			return []openai.ChatCompletionMessageParamUnion{openai.UserMessage(parts)}
+		}
+		return []openai.ChatCompletionMessageParamUnion{openai.UserMessage(text)}
 	case RoleTool:
-		return openai.ToolMessage(msg.Content, msg.ToolCallID)
+		return out
 	}
-	a := openai.ChatCompletionAssistantMessageParam{}
-	if msg.Content != "" || len(msg.ToolCalls) == 0 {
-		a.Content.OfString = openai.String(msg.Content)
+	a := openai.ChatCompletionAssistantMessageParam{ToolCalls: calls}
+	if text != "" || len(calls) == 0 {
+		a.Content.OfString = openai.String(text)
 	}
-	for _, tc := range msg.ToolCalls {
-		a.ToolCalls = append(a.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-				ID: tc.ID,
-				Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-					Name: tc.Name, Arguments: tc.Arguments,
-				},
-			},
-		})
+	return []openai.ChatCompletionMessageParamUnion{{OfAssistant: &a}}
+}
+
+// Messages of the shapes the engine sends, and of images and files.
+var (
+	wireCalls = []ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"6*7"}`},
+		{ID: "call_2", Name: "echo", Arguments: ""}}
+	wireImage = Part{Type: PartImage, URL: "https://example.com/cat.png", Detail: "low"}
+	wirePNG   = Part{Type: PartImage, Data: []byte("\x89PNG\r\n\x1a\n fake"), MediaType: "image/png"}
+	wirePDF   = Part{Type: PartFile, Data: []byte("%PDF-1.7 fake"), MediaType: "application/pdf", Filename: "report.pdf"}
+	wireFile  = Part{Type: PartFile, FileID: "file-abc123"}
+)
+
+func calls(cs ...ToolCall) []Part {
+	out := make([]Part, len(cs))
+	for i, c := range cs {
+		out[i] = Part{Type: PartToolCall, Call: c}
 	}
-	return openai.ChatCompletionMessageParamUnion{OfAssistant: &a}
+	return out
 }
 
 // decodeJSON decodes b into Go's generic JSON values, for comparing JSON
@@ -49,51 +106,111 @@ func decodeJSON(t *testing.T, b []byte) any {
 }
 
 // The messages the adapter writes are the JSON the SDK's types write, and
-// the request carries them so.
+// the request carries them so: text as a content string, images and files
+// as content parts.
 func TestMessageJSONMatchesTheSDK(t *testing.T) {
-	calls := []ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"6*7"}`},
-		{ID: "call_2", Name: "echo", Arguments: ""}}
 	msgs := []Message{
-		{Role: RoleSystem, Content: "Be brief. \"Quoted\" <tags> & unicode: é ✓"},
+		TextMessage(RoleSystem, "Be brief. \"Quoted\" <tags> & unicode: é ✓"),
 		{Role: RoleSystem},
-		{Role: RoleUser, Content: "What is 6*7?\nline two"},
+		TextMessage(RoleUser, "What is 6*7?\nline two"),
+		{Role: RoleUser, Parts: []Part{Text("first "), Text("second")}},
 		{Role: RoleUser},
-		{Role: RoleAssistant, Content: "It is 42."},
+		TextMessage(RoleAssistant, "It is 42."),
 		{Role: RoleAssistant},
-		{Role: RoleAssistant, ToolCalls: calls},
-		{Role: RoleAssistant, Content: "Let me compute.", ToolCalls: calls[:1]},
-		{Role: RoleTool, ToolCallID: "call_1", Content: `{"result":42}`},
-		{Role: RoleTool, ToolCallID: "call_2"},
-		{Role: RoleTool, Content: "no call id"},
+		{Role: RoleAssistant, Parts: calls(wireCalls...)},
+		{Role: RoleAssistant, Parts: append([]Part{Text("Let me compute.")}, calls(wireCalls[0])...)},
+		{Role: RoleAssistant, Parts: append([]Part{Text("")}, calls(wireCalls[0])...)},
+		{Role: RoleTool, Parts: []Part{ToolResult("call_1", `{"result":42}`)}},
+		{Role: RoleTool, Parts: []Part{ToolResult("call_1", "one"), ToolResult("call_2", "")}},
+		{Role: RoleTool, Parts: []Part{ToolResult("", "no call id")}},
+		{Role: RoleUser, Parts: []Part{Text("What is in this picture?"), wireImage}},
+		{Role: RoleUser, Parts: []Part{wirePNG, Text("and this one?"), wireImage}},
+		{Role: RoleUser, Parts: []Part{Text("Summarize the report."), wirePDF}},
+		{Role: RoleUser, Parts: []Part{wireFile, {Type: PartFile, FileID: "file-x", Filename: "x.pdf"}}},
 	}
 	for i, m := range msgs {
-		got, err := appendMessage(nil, m)
+		got, err := appendMessage([]byte("["), m)
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		want, err := json.Marshal(sdkMessage(m))
+		want, err := json.Marshal(sdkMessages(t, m))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(decodeJSON(t, got), decodeJSON(t, want)) {
-			t.Errorf("message %d:\n got %s\nwant %s", i, got, want)
+		if !reflect.DeepEqual(decodeJSON(t, append(got, ']')), decodeJSON(t, want)) {
+			t.Errorf("message %d:\n got %s]\nwant %s", i, got, want)
 		}
 	}
-	if _, err := appendMessage(nil, Message{Role: "robot"}); err == nil {
-		t.Error("a message of role robot was written")
+}
+
+// What the adapter cannot send as Chat Completions takes it is refused
+// before any request.
+func TestMessageJSONRefuses(t *testing.T) {
+	for _, m := range []Message{
+		{Role: "robot"},
+		{Role: RoleSystem, Parts: []Part{wireImage}},
+		{Role: RoleAssistant, Parts: []Part{wirePDF}},
+		{Role: RoleUser, Parts: calls(wireCalls[0])},
+		{Role: RoleUser, Parts: []Part{ToolResult("call_1", "x")}},
+		{Role: RoleTool},
+		{Role: RoleTool, Parts: []Part{Text("x")}},
+		{Role: RoleUser, Parts: []Part{{Type: "audio"}}},
+		{Role: RoleUser, Parts: []Part{{Type: PartImage}}},
+		{Role: RoleUser, Parts: []Part{{Type: PartImage, Data: []byte("x")}}},
+		{Role: RoleUser, Parts: []Part{{Type: PartFile, URL: "https://example.com/a.pdf"}}},
+		{Role: RoleUser, Parts: []Part{{Type: PartFile, Data: []byte("x")}}},
+		{Role: RoleUser, Parts: []Part{{Type: PartFile, Filename: "a.pdf"}}},
+	} {
+		if b, err := appendMessage(nil, m); err == nil {
+			t.Errorf("%+v was written: %s", m, b)
+		}
+	}
+}
+
+// goldenBody is the body the adapter wrote for goldenRequest when messages
+// held one content string: messages of text alone are still written so,
+// byte for byte.
+const goldenBody = `{"messages":[{"role":"system","content":"Be brief. \u003cb\u003e\"é\"\u003c/b\u003e \u0026 \u2028"},` +
+	`{"role":"user","content":"What is 6*7?\nline two"},` +
+	`{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"calculator","arguments":"{\"expression\":\"6*7\"}"}},` +
+	`{"id":"call_2","type":"function","function":{"name":"echo","arguments":""}}]},` +
+	`{"role":"tool","content":"{\"result\":42}","tool_call_id":"call_1"},{"role":"tool","content":"","tool_call_id":"call_2"},` +
+	`{"role":"assistant","content":"Let me see.","tool_calls":[{"id":"call_1","type":"function","function":{"name":"calculator","arguments":"{\"expression\":\"6*7\"}"}}]},` +
+	`{"role":"tool","content":"x","tool_call_id":"call_1"},{"role":"assistant","content":"It is 42."},{"role":"user","content":""}],` +
+	`"model":"gpt-4o-mini","prompt_cache_key":"conv-1","stream_options":{"include_usage":true},` +
+	`"tools":[{"type":"function","function":{"name":"calculator","description":"Evaluates.","parameters":{"type":"object"}}},` +
+	`{"type":"function","function":{"name":"now"}}],"stream":true}`
+
+func TestRequestBodyOfTextIsAsBefore(t *testing.T) {
+	req := Request{Model: "gpt-4o-mini", CacheKey: "conv-1", Messages: []Message{
+		TextMessage(RoleSystem, "Be brief. <b>\"é\"</b> & \u2028"),
+		TextMessage(RoleUser, "What is 6*7?\nline two"),
+		{Role: RoleAssistant, Parts: calls(wireCalls...)},
+		{Role: RoleTool, Parts: []Part{ToolResult("call_1", `{"result":42}`), ToolResult("call_2", "")}},
+		{Role: RoleAssistant, Parts: append([]Part{Text("Let "), Text("me see.")}, calls(wireCalls[0])...)},
+		{Role: RoleTool, Parts: []Part{ToolResult("call_1", "x")}},
+		TextMessage(RoleAssistant, "It is 42."),
+		{Role: RoleUser},
+	}, Tools: []ToolSpec{{Name: "calculator", Description: "Evaluates.", Parameters: json.RawMessage(`{"type": "object"}`)}, {Name: "now"}}}
+	got, err := requestBody(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != goldenBody {
+		t.Fatalf("request body:\n got %s\nwant %s", got, goldenBody)
 	}
 }
 
 // The request body the adapter writes is the JSON the SDK's
 // ChatCompletionNewParams writes, with "stream" set as NewStreaming sets it.
 func TestRequestBodyMatchesTheSDK(t *testing.T) {
-	calls := []ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}
 	msgs := []Message{
-		{Role: RoleSystem, Content: "Be brief."},
-		{Role: RoleUser, Content: "What is 6*7? <b>\"é\"</b>"},
-		{Role: RoleAssistant, ToolCalls: calls},
-		{Role: RoleTool, ToolCallID: "call_1", Content: `{"result":42}`},
-		{Role: RoleAssistant, Content: "42."},
+		TextMessage(RoleSystem, "Be brief."),
+		TextMessage(RoleUser, "What is 6*7? <b>\"é\"</b>"),
+		{Role: RoleAssistant, Parts: calls(wireCalls[0])},
+		{Role: RoleTool, Parts: []Part{ToolResult("call_1", `{"result":42}`)}},
+		TextMessage(RoleAssistant, "42."),
+		{Role: RoleUser, Parts: []Part{Text("And these?"), wireImage, wirePNG, wirePDF, wireFile}},
 	}
 	schema := `{"type": "object",
 		"properties": {"expression": {"type": "string", "description": "e.g. 6*7"}},
@@ -119,7 +236,7 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 			p.PromptCacheKey = openai.String(req.CacheKey)
 		}
 		for _, m := range req.Messages {
-			p.Messages = append(p.Messages, sdkMessage(m))
+			p.Messages = append(p.Messages, sdkMessages(t, m)...)
 		}
 		for _, tl := range req.Tools {
 			def := shared.FunctionDefinitionParam{Name: tl.Name}
@@ -170,10 +287,10 @@ func BenchmarkRequestBody(b *testing.B) {
 "maxLength":1000,"description":"Arithmetic expression, e.g. (2 + 3) * 4 ^ 2 / sqrt(16)."}},
 "required":["expression"],"additionalProperties":false}`)
 	req := Request{Model: "gpt-4o-mini", Messages: []Message{
-		{Role: RoleSystem, Content: "You are a helpful assistant. Use the tools when they help."},
-		{Role: RoleUser, Content: "What is 6*7? Answer in one sentence."},
-		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_0_0", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
-		{Role: RoleTool, ToolCallID: "call_0_0", Content: `{"result":42}`},
+		TextMessage(RoleSystem, "You are a helpful assistant. Use the tools when they help."),
+		TextMessage(RoleUser, "What is 6*7? Answer in one sentence."),
+		{Role: RoleAssistant, Parts: calls(ToolCall{ID: "call_0_0", Name: "calculator", Arguments: `{"expression":"6*7"}`})},
+		{Role: RoleTool, Parts: []Part{ToolResult("call_0_0", `{"result":42}`)}},
 	}, Tools: []ToolSpec{
 		{Name: "calculator", Description: "Evaluates an arithmetic expression.", Parameters: schema},
 		{Name: "echo", Description: "Returns its input.", Parameters: json.RawMessage(`{"type":"object"}`)},

@@ -15,7 +15,7 @@ import (
 // back to the estimate alone.
 func TestBudgetUsesTheReportedCount(t *testing.T) {
 	t.Parallel()
-	msg := func(n int) llm.Message { return llm.Message{Role: llm.RoleUser, Content: strings.Repeat("x", n)} }
+	msg := func(n int) llm.Message { return llm.TextMessage(llm.RoleUser, strings.Repeat("x", n)) }
 	first := []llm.Message{msg(4000)}
 	grown := []llm.Message{msg(4000), msg(400)}
 	st := agentd.RunState{}

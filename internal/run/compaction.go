@@ -100,8 +100,8 @@ func (x *execution) compactNow(ctx context.Context, st agentd.RunState, step *ag
 	before := compact.EstimateRequest(msgs)
 	started := time.Now()
 	req := llm.Request{Model: st.Run.Model, Messages: []llm.Message{
-		{Role: llm.RoleSystem, Content: compact.Instructions},
-		{Role: llm.RoleUser, Content: compact.TranscriptWithin(st.Compaction, covered, x.summaryRoom(st))},
+		llm.TextMessage(llm.RoleSystem, compact.Instructions),
+		llm.TextMessage(llm.RoleUser, compact.TranscriptWithin(st.Compaction, covered, x.summaryRoom(st))),
 	}, IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
 	sctx, span := x.chatSpan(ctx, step.Seq, req)
 	span.SetAttributes(attribute.Bool("agentd.compaction", true))

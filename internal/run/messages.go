@@ -1,6 +1,8 @@
 package run
 
 import (
+	"slices"
+
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/llm"
@@ -17,7 +19,7 @@ const unansweredResult = `{"error":"the tool call did not complete: its run ende
 func buildMessages(st agentd.RunState) []llm.Message {
 	var out []llm.Message
 	if st.Run.Params.Instructions != "" {
-		out = append(out, llm.Message{Role: llm.RoleSystem, Content: st.Run.Params.Instructions})
+		out = append(out, llm.TextMessage(llm.RoleSystem, st.Run.Params.Instructions))
 	}
 	// Calls of the latest assistant message not yet answered, in order. Call
 	// ids may repeat across responses, so they are matched only against the
@@ -25,50 +27,52 @@ func buildMessages(st agentd.RunState) []llm.Message {
 	var pending []string
 	flush := func() {
 		for _, id := range pending {
-			out = append(out, llm.Message{Role: llm.RoleTool, ToolCallID: id, Content: unansweredResult})
+			out = append(out, toolMessage(llm.ToolResult(id, unansweredResult)))
 		}
 		pending = nil
 	}
 	for _, m := range compact.Visible(st.Messages, st.Compaction) {
-		if m.Role != "tool" {
+		if m.Role != agentd.RoleTool {
 			flush()
 		}
 		switch m.Role {
-		case "tool":
+		case agentd.RoleTool:
 			for _, p := range m.Content {
-				if p.Type != "tool_result" {
+				if p.Type != agentd.PartToolResult {
 					continue
 				}
-				out = append(out, llm.Message{Role: llm.RoleTool, ToolCallID: p.ToolCallID, Content: p.Content})
-				for i, id := range pending {
-					if id == p.ToolCallID {
-						pending = append(pending[:i], pending[i+1:]...)
-						break
-					}
+				out = append(out, toolMessage(llm.Part{Type: llm.PartToolResult, ToolCallID: p.ToolCallID, Text: p.Content, IsError: p.IsError}))
+				if i := slices.Index(pending, p.ToolCallID); i >= 0 {
+					pending = slices.Delete(pending, i, i+1)
 				}
 			}
-		case "assistant":
-			msg := llm.Message{Role: llm.RoleAssistant}
+		case agentd.RoleAssistant:
+			msg := llm.Message{Role: llm.RoleAssistant, Parts: make([]llm.Part, 0, len(m.Content))}
 			for _, p := range m.Content {
 				switch p.Type {
-				case "text":
-					msg.Content += p.Text
-				case "tool_call":
-					msg.ToolCalls = append(msg.ToolCalls, llm.ToolCall{ID: p.ID, Name: p.Name, Arguments: p.Arguments})
+				case agentd.PartText:
+					msg.Parts = append(msg.Parts, llm.Text(p.Text))
+				case agentd.PartToolCall:
+					msg.Parts = append(msg.Parts, llm.Part{Type: llm.PartToolCall, Call: llm.ToolCall{ID: p.ID, Name: p.Name, Arguments: p.Arguments}})
 					pending = append(pending, p.ID)
 				}
 			}
 			out = append(out, msg)
 		default:
-			var text string
+			msg := llm.Message{Role: llm.Role(m.Role), Parts: make([]llm.Part, 0, len(m.Content))}
 			for _, p := range m.Content {
-				if p.Type == "text" {
-					text += p.Text
+				if p.Type == agentd.PartText {
+					msg.Parts = append(msg.Parts, llm.Text(p.Text))
 				}
 			}
-			out = append(out, llm.Message{Role: llm.Role(m.Role), Content: text})
+			out = append(out, msg)
 		}
 	}
 	flush()
 	return out
+}
+
+// toolMessage is the tool message that gives the model result.
+func toolMessage(result llm.Part) llm.Message {
+	return llm.Message{Role: llm.RoleTool, Parts: []llm.Part{result}}
 }

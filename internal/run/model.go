@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"time"
@@ -55,7 +56,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
 			x.countTokens(resp.Usage)
 			x.sent.record(st, req.Messages, resp.Usage.InputTokens)
-			if resp.FinishReason == "length" && len(resp.ToolCalls) == 0 && cont.n < maxContinuations {
+			if resp.FinishReason == llm.FinishLength && len(resp.ToolCalls) == 0 && cont.n < maxContinuations {
 				// What was streamed and not yet committed goes first, so
 				// that the continuation's text follows it.
 				if tail := co.pending(); tail != "" {
@@ -65,8 +66,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 				}
 				cont.add(resp)
 				req.Messages = append(msgs[:len(msgs):len(msgs)],
-					llm.Message{Role: llm.RoleAssistant, Content: cont.text},
-					llm.Message{Role: llm.RoleSystem, Content: continuePrompt})
+					llm.TextMessage(llm.RoleAssistant, cont.text), llm.TextMessage(llm.RoleSystem, continuePrompt))
 				attempt = 0
 				continue
 			}
@@ -139,10 +139,11 @@ func (x *execution) modelFailed(ctx context.Context, st agentd.RunState, step *a
 			"status", runErr.Status, "code", runErr.ProviderCode, "type", runErr.ProviderType, "message", runErr.Message)
 		return false, true, x.end(st, step, endOf(agentd.StatusFailed, reason, runErr))
 	}
-	wait := x.d.limits.modelBackoff << (f.attempt - 1)
-	if me != nil && me.RetryAfter > wait {
-		wait = me.RetryAfter
+	var asked time.Duration // the server's Retry-After
+	if me != nil {
+		asked = me.RetryAfter
 	}
+	wait := retryWait(x.d.limits.modelBackoff, f.attempt, asked, rand.Int64N)
 	x.log.Warn("model call failed; retrying", "attempt", f.attempt, "error", f.err, "wait", wait)
 	var evs []agentd.EventIn
 	if f.co.sent > 0 {
@@ -157,6 +158,42 @@ func (x *execution) modelFailed(ctx context.Context, st agentd.RunState, step *a
 	case <-ctx.Done():
 		return false, true, x.stepEnded(ctx, st, step, nil)
 	}
+}
+
+// Bounds of the wait between model attempts.
+const (
+	// maxModelBackoff caps the backoff: past it, doubling only holds a
+	// run back.
+	maxModelBackoff = 30 * time.Second
+	// maxRetryAfterWait is the longest Retry-After honoured: a server that
+	// asks for more is tried again after this long (the attempts are
+	// bounded, so a refusal again ends the run), rather than holding the
+	// run for as long as it says.
+	maxRetryAfterWait = 2 * time.Minute
+)
+
+// retryWait is how long to wait after the attempt-th model call (from 1)
+// failed, before the next: the backoff, base doubling with each attempt up
+// to maxModelBackoff, with equal jitter (its first half fixed, the second
+// random), and never less than retryAfter, the server's Retry-After, up to
+// maxRetryAfterWait. intn(n) returns a random integer in [0, n), as
+// rand.Int64N does.
+//
+// The jitter spreads the retries of runs that failed together (a
+// provider's outage fails every run in flight at once), so that they do
+// not come back together; it is equal jitter rather than full jitter
+// (anywhere from 0 to the backoff) because a run has few attempts, and a
+// retry sent at once, to a server that failed a moment ago, is most often
+// an attempt lost.
+func retryWait(base time.Duration, attempt int, retryAfter time.Duration, intn func(n int64) int64) time.Duration {
+	backoff := max(base, 0)
+	for i := 1; i < attempt && backoff < maxModelBackoff; i++ {
+		backoff *= 2
+	}
+	backoff = min(backoff, maxModelBackoff)
+	half := backoff / 2
+	wait := backoff - half + time.Duration(intn(int64(half)+1))
+	return max(wait, min(retryAfter, maxRetryAfterWait))
 }
 
 // stepEnded ends the run whose step context ctx ended: a step timeout ends
@@ -333,13 +370,52 @@ type modelOutput struct {
 }
 
 // commitModelOutput commits a step's model output in one transaction: with
-// the run's end when the model called no tool, else with the step's planned
-// tool calls.
+// the run's end when the model called no tool (or the calls may not be
+// made), else with the step's planned tool calls.
 func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out modelOutput) (done bool, err error) {
 	resp := cleanResponse(out.resp)
+	finish, usage := finishOf(resp.FinishReason), usageOf(resp.Usage)
+	msg, evs := outputMessage(st, step.Seq, resp, out.tail, finish, usage)
+	ops := []persist.Op{msg}
+	if len(resp.ToolCalls) == 0 {
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: finish}))
+		x.d.m.StepDuration.Observe(time.Since(out.started).Seconds())
+		return true, x.endWithOutput(st, step, answerEnd(resp.FinishReason), stepOutput{finish, usage, ops, evs})
+	}
+	refused, err := x.callsRefused(st, resp.ToolCalls)
+	if err != nil {
+		return true, x.stopFor(st, err)
+	}
+	if refused != nil {
+		// The model's answer is kept, the calls are not made, and the run
+		// ends.
+		return true, x.endWithOutput(st, step, *refused, stepOutput{finish, usage, ops, evs})
+	}
+	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepActing, FinishReason: finish, Usage: usage})
+	plan := x.planCalls(st, step, resp.ToolCalls)
+	if err := x.write(x.durable(), append(evs, plan.evs...), append(ops, plan.ops...)...); err != nil {
+		return true, x.stopFor(st, err)
+	}
+	x.started.set(plan.begun)
+	acting := *step
+	acting.Status, acting.FinishReason, acting.Usage = agentd.StepActing, finish, acting.Usage.Add(usage)
+	setStep(&st, acting)
+	appendMessage(&st, msg)
+	st.Run.Usage = st.Run.Usage.Add(usage)
+	st.Calls, st.Attempts = plan.calls, nil
+	st.CallCount += len(plan.calls)
+	x.carry(st)
+	return false, nil
+}
+
+// outputMessage is the assistant message of a step's model output, and
+// its events: the text not yet sent as deltas (tail), and
+// message.completed.
+func outputMessage(st agentd.RunState, step int, resp llm.Response, tail string, finish agentd.FinishReason,
+	usage agentd.Usage) (persist.MessageInsert, []agentd.EventIn) {
 	var evs []agentd.EventIn
-	if out.tail != "" {
-		evs = append(evs, agentd.EventOf(step.Seq, agentd.MessageDeltaData{Text: out.tail}))
+	if tail != "" {
+		evs = append(evs, agentd.EventOf(step, agentd.MessageDeltaData{Text: tail}))
 	}
 	var parts []agentd.Part
 	if resp.Text != "" {
@@ -353,69 +429,71 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 	}
 	msg := persist.MessageInsert{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
 		Role: agentd.RoleAssistant, Content: parts, Status: agentd.MessageCompleted}
-	usage := usageOf(resp.Usage)
-	evs = append(evs, agentd.EventOf(step.Seq, agentd.MessageCompletedData{Content: parts, FinishReason: agentd.FinishReason(resp.FinishReason),
+	evs = append(evs, agentd.EventOf(step, agentd.MessageCompletedData{Content: parts, FinishReason: finish,
 		MessageID: msg.ID, Role: agentd.RoleAssistant, Usage: usage}))
-	ops := []persist.Op{msg}
-	if len(resp.ToolCalls) == 0 {
-		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
-			FinishReason: agentd.FinishReason(resp.FinishReason), Usage: usage, Finished: true})
-		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: agentd.FinishReason(resp.FinishReason)}))
-		x.d.m.StepDuration.Observe(time.Since(out.started).Seconds())
-		final := *step
-		final.Status = agentd.StepCompleted
-		e := endOf(agentd.StatusCompleted, agentd.ReasonCompleted, nil)
-		switch resp.FinishReason {
-		case "length":
-			e.reason = agentd.ReasonMaxOutputTokens
-		case "content_filter":
-			e = endOf(agentd.StatusFailed, agentd.ReasonContentFilter, &agentd.ErrorDetail{Kind: agentd.RunErrContentFilter,
-				Message: "the model's content filter stopped its answer"})
-		}
-		e.ops, e.evs = ops, evs
-		return true, x.end(st, &final, e)
+	return msg, evs
+}
+
+// stepOutput is what the write of a step's model output commits: the
+// step's finish reason and usage, and the rows and events of its output.
+type stepOutput struct {
+	finish agentd.FinishReason
+	usage  agentd.Usage
+	ops    []persist.Op
+	evs    []agentd.EventIn
+}
+
+// endWithOutput ends the run with e in the write that commits its step's
+// output, completing the step.
+func (x *execution) endWithOutput(st agentd.RunState, step *agentd.Step, e runEnd, out stepOutput) error {
+	e.ops = append(out.ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
+		FinishReason: out.finish, Usage: out.usage, Finished: true})
+	e.evs = out.evs
+	final := *step
+	final.Status = agentd.StepCompleted
+	return x.end(st, &final, e)
+}
+
+// answerEnd is the end of a run whose model gave its final answer, by why
+// the model ended it.
+func answerEnd(f llm.FinishReason) runEnd {
+	switch f {
+	case llm.FinishLength:
+		// Still cut after its continuations.
+		return endOf(agentd.StatusCompleted, agentd.ReasonMaxOutputTokens, nil)
+	case llm.FinishContentFilter:
+		return endOf(agentd.StatusFailed, agentd.ReasonContentFilter, &agentd.ErrorDetail{Kind: agentd.RunErrContentFilter,
+			Message: "the model's content filter stopped its answer"})
 	}
+	return endOf(agentd.StatusCompleted, agentd.ReasonCompleted, nil)
+}
+
+// callsRefused is the end of a run whose model asked for calls it may not
+// make: past the run's calls (tool_limit), or stuck on a call (loopGuard);
+// nil when the calls may be made.
+func (x *execution) callsRefused(st agentd.RunState, asked []llm.ToolCall) (*runEnd, error) {
 	if st.CallCount >= x.d.limits.callsPerRun {
-		// The run made all the calls it may, and the model asks for more:
-		// its answer is kept, and the run ends.
-		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
-			FinishReason: agentd.FinishReason(resp.FinishReason), Usage: usage, Finished: true})
-		final := *step
-		final.Status = agentd.StepCompleted
 		e := endOf(agentd.StatusFailed, agentd.ReasonToolLimit, &agentd.ErrorDetail{Kind: agentd.RunErrToolLimit, Message: fmt.Sprintf(
 			"the model asked for tool calls after the run made %d, as many as it may", st.CallCount)})
-		e.ops, e.evs = ops, evs
-		return true, x.end(st, &final, e)
+		return &e, nil
 	}
-	guard, err := x.loopGuard(st, resp.ToolCalls)
-	if err != nil {
-		return true, x.stopFor(st, err)
+	return x.loopGuard(st, asked)
+}
+
+// finishOf is the domain's finish reason of a model's: the same words,
+// and none (the step records no reason) for one the adapter did not know.
+func finishOf(f llm.FinishReason) agentd.FinishReason {
+	switch f {
+	case llm.FinishStop:
+		return agentd.FinishStop
+	case llm.FinishToolCalls:
+		return agentd.FinishToolCalls
+	case llm.FinishLength:
+		return agentd.FinishLength
+	case llm.FinishContentFilter:
+		return agentd.FinishContentFilter
 	}
-	if guard != nil {
-		// The model is stuck on a call: its answer is kept, the call is not
-		// made again, and the run ends.
-		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepCompleted,
-			FinishReason: agentd.FinishReason(resp.FinishReason), Usage: usage, Finished: true})
-		final := *step
-		final.Status = agentd.StepCompleted
-		guard.ops, guard.evs = ops, evs
-		return true, x.end(st, &final, *guard)
-	}
-	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepActing, FinishReason: agentd.FinishReason(resp.FinishReason), Usage: usage})
-	plan := x.planCalls(st, step, resp.ToolCalls)
-	if err := x.write(x.durable(), append(evs, plan.evs...), append(ops, plan.ops...)...); err != nil {
-		return true, x.stopFor(st, err)
-	}
-	x.started.set(plan.begun)
-	acting := *step
-	acting.Status, acting.FinishReason, acting.Usage = agentd.StepActing, agentd.FinishReason(resp.FinishReason), acting.Usage.Add(usage)
-	setStep(&st, acting)
-	appendMessage(&st, msg)
-	st.Run.Usage = st.Run.Usage.Add(usage)
-	st.Calls, st.Attempts = plan.calls, nil
-	st.CallCount += len(plan.calls)
-	x.carry(st)
-	return false, nil
+	return ""
 }
 
 // cleanResponse makes what the model said storable (internal/clean): its
@@ -423,7 +501,6 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 // are also checked as JSON where they are planned.
 func cleanResponse(resp llm.Response) llm.Response {
 	resp.Text, _ = clean.Text(resp.Text)
-	resp.FinishReason, _ = clean.Text(resp.FinishReason)
 	for i := range resp.ToolCalls { // the response is this step's own
 		c := &resp.ToolCalls[i]
 		c.ID, _ = clean.Text(c.ID)

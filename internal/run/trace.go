@@ -51,7 +51,7 @@ func endChatSpan(span trace.Span, req llm.Request, resp llm.Response, err error,
 		failSpan(span, err)
 	} else {
 		span.SetAttributes(telemetry.ResponseModel.String(req.Model), telemetry.InputTokens.Int64(resp.Usage.InputTokens),
-			telemetry.OutputTokens.Int64(resp.Usage.OutputTokens), telemetry.FinishReasons.StringSlice([]string{resp.FinishReason}))
+			telemetry.OutputTokens.Int64(resp.Usage.OutputTokens), telemetry.FinishReasons.StringSlice([]string{string(resp.FinishReason)}))
 	}
 	if content {
 		if b, err := json.Marshal(req.Messages); err == nil {

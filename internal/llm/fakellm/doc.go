@@ -15,9 +15,41 @@
 // "stream": true the answer is Server-Sent Events (data: {chunk} lines, ended
 // by data: [DONE]); otherwise one chat.completion JSON object. A body that is
 // not valid JSON, or a malformed directive, gets a 400 with an OpenAI-style
-// error body ({"error":{"message","type","code"}}). Other paths get a 404
+// error body ({"error":{"message","type","code"}}), as do messages out of
+// order (see Message order). Other paths get a 404
 // with OpenAI's error body for them ({"error":{"message":"Invalid URL (POST
 // /path)","type":"invalid_request_error","code":null}}), other methods 405.
+//
+// # Message order
+//
+// The fake refuses what OpenAI refuses about the order of messages, as a
+// real endpoint does, so that a client that sends a conversation out of
+// order fails its tests instead of its users: every assistant message with
+// tool_calls must be followed at once by one tool message for each of its
+// calls (in any order), and a tool message must answer a call of the
+// assistant message that those tool messages follow. The first message out
+// of order gets status 400 and OpenAI's body for it, word for word (its
+// spelling of "preceeding" too; N is the index of that message in
+// "messages"). A tool message that answers no call of the assistant
+// message before it (a stray result, one answered twice, one after another
+// message came between):
+//
+//	{"error":{"message":"Invalid parameter: messages with role 'tool' must
+//	be a response to a preceeding message with 'tool_calls'.",
+//	"type":"invalid_request_error","param":"messages.[N].role","code":null}}
+//
+// A message other than a tool message where calls were still unanswered
+// (IDS the unanswered call ids, joined by ", "; when the messages end with
+// calls unanswered, N is the assistant message's):
+//
+//	{"error":{"message":"An assistant message with 'tool_calls' must be
+//	followed by tool messages responding to each 'tool_call_id'. The
+//	following tool_call_ids did not have response messages: IDS",
+//	"type":"invalid_request_error","param":"messages.[N].role","code":null}}
+//
+// (each one line). The order is checked once the body and its directives
+// are read, before the context window and before any fault, which a
+// refused request does not use up.
 //
 // # Directives
 //
@@ -132,12 +164,13 @@
 //
 // # Observing the fake
 //
-// Server records every request it handled (Requests, Calls), the usage it
-// reported in responses that finished (UsageTotal), and whether the client
-// went away before the response finished (Request.Cancelled, Cancelled),
-// and, per model, the largest prompt_tokens of the requests it read, refused
-// ones included (MaxPromptTokens), so a test can check that a conversation
-// was kept within its window.
-// WithOnDone registers a function called when each request is done, so a test
-// can wait for the server side of a cancellation instead of polling.
+// Server records every request it handled (Requests, Calls; a refused
+// request's record has its status and the message of its error body), the
+// usage it reported in responses that finished (UsageTotal), and whether
+// the client went away before the response finished (Request.Cancelled,
+// Cancelled), and, per model, the largest prompt_tokens of the requests it
+// read, refused ones included (MaxPromptTokens), so a test can check that
+// a conversation was kept within its window. WithOnDone registers a
+// function called when each request is done, so a test can wait for the
+// server side of a cancellation instead of polling.
 package fakellm

@@ -129,6 +129,30 @@ func (s script) faultAt(step int) string {
 	return ""
 }
 
+// finishAfter is the final text's finish_reason, given the messages since
+// the last user message: /finish's REASON while the assistant text among
+// them holds the final text fewer than N times (a client continuing a cut
+// answer sends it back, in one message or several), else "" (stop).
+func (s script) finishAfter(since []wireMessage) string {
+	if s.finish == "" {
+		return ""
+	}
+	var said strings.Builder
+	for _, m := range since {
+		if m.Role == "assistant" && len(m.ToolCalls) == 0 {
+			said.WriteString(m.text())
+		}
+	}
+	answered := 0
+	if t := strings.Join(s.finalPieces(), ""); t != "" {
+		answered = strings.Count(said.String(), t)
+	}
+	if s.finishN == 0 || answered < s.finishN {
+		return s.finish
+	}
+	return ""
+}
+
 // finalPieces returns the final answer as the content chunks to send.
 func (s script) finalPieces() []string {
 	if len(s.say) == 0 && s.streamN > 0 {

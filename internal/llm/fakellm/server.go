@@ -53,6 +53,7 @@ type Request struct {
 	Stream    bool   // the client asked for a stream
 	CacheKey  string // the request's prompt_cache_key, if any
 	Status    int    // HTTP status sent
+	Error     string // the message of the error body sent, "" for an answer
 	Fault     string // the fault injected ("429", "500", "hang", "truncate"), or ""
 	ToolCalls int    // tool calls in the answer; 0 for a final text
 	Text      string // the final text answered; "" for tool calls
@@ -179,13 +180,12 @@ func (s *Server) Reset() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/chat/completions" && (s.v1Only || r.URL.Path != "/chat/completions") {
 		// OpenAI's words for a path it does not serve.
-		writeError(w, http.StatusNotFound, "invalid_request_error", "",
-			"Invalid URL ("+r.Method+" "+r.URL.Path+")")
+		invalid(http.StatusNotFound, "Invalid URL ("+r.Method+" "+r.URL.Path+")").write(w)
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "", "method not allowed")
+		invalid(http.StatusMethodNotAllowed, "method not allowed").write(w)
 		return
 	}
 
@@ -195,38 +195,71 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	defer s.done(r.Context(), &rec)
 
+	req, a, no := s.accept(w, r, &rec)
+	if no == nil {
+		no = s.fire(&a, &rec)
+	}
+	if no != nil {
+		rec.Status, rec.Error = no.status, no.msg
+		no.write(w)
+		return
+	}
+	rec.Status = http.StatusOK
+	if req.Stream {
+		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
+		rec.Completed = s.stream(r.Context(), w, a, includeUsage)
+		if rec.Completed && includeUsage {
+			rec.Usage, rec.UsageReported = a.usage, true
+		}
+		return
+	}
+	rec.Completed = s.complete(r.Context(), w, a)
+	if rec.Completed {
+		rec.Usage, rec.UsageReported = a.usage, true
+	}
+}
+
+// accept reads the request and plans its answer, or says why it is
+// refused: a body that is not a request, a malformed directive, messages
+// out of the order OpenAI requires, a prompt past the model's window.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, rec *Request) (chatRequest, answer, *refusal) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		rec.Status = http.StatusBadRequest
-		writeError(w, rec.Status, "invalid_request_error", "", "read body: "+err.Error())
-		return
+		return chatRequest{}, answer{}, invalid(http.StatusBadRequest, "read body: "+err.Error())
 	}
 	var req chatRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		rec.Status = http.StatusBadRequest
-		writeError(w, rec.Status, "invalid_request_error", "", "invalid JSON body: "+err.Error())
-		return
+		return req, answer{}, invalid(http.StatusBadRequest, "invalid JSON body: "+err.Error())
 	}
 	rec.Model, rec.Messages, rec.Sent, rec.Stream, rec.CacheKey = req.Model, len(req.Messages), req.Messages, req.Stream, req.CacheKey
 
-	a, err := plan(req)
+	msgs, hash, err := decodeMessages(req)
 	if err != nil {
-		rec.Status = http.StatusBadRequest
-		writeError(w, rec.Status, "invalid_request_error", "", err.Error())
-		return
+		return req, answer{}, invalid(http.StatusBadRequest, err.Error())
+	}
+	a, err := plan(req.Model, msgs, hash)
+	if err != nil {
+		return req, a, invalid(http.StatusBadRequest, err.Error())
 	}
 	rec.Step = a.step
 	s.mu.Lock()
 	s.maxPrompt[req.Model] = max(s.maxPrompt[req.Model], a.usage.PromptTokens)
 	s.mu.Unlock()
-	// The window is checked before any fault, as a provider validates a
-	// request before it serves it: a refused request does not use up its
-	// fault.
-	if win := ContextWindow(req.Model); win > 0 && a.usage.PromptTokens > win {
-		rec.Status = http.StatusBadRequest
-		writeContextLengthExceeded(w, win, a.usage.PromptTokens)
-		return
+	// The order and the window are checked before any fault, as a
+	// provider validates a request before it serves it: a refused request
+	// does not use up its fault.
+	if no := orderRefusal(msgs); no != nil {
+		return req, a, no
 	}
+	if win := ContextWindow(req.Model); win > 0 && a.usage.PromptTokens > win {
+		return req, a, contextLengthExceeded(win, a.usage.PromptTokens)
+	}
+	return req, a, nil
+}
+
+// fire decides a's fault: it fires the first time the request is seen
+// (a retry of it is answered), and a 429 or 500 is a refusal.
+func (s *Server) fire(a *answer, rec *Request) *refusal {
 	if a.fault != "" {
 		s.mu.Lock()
 		if s.seen[a.hash] {
@@ -242,32 +275,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rec.Text = a.text()
 	}
-
 	switch a.fault {
 	case FaultRateLimit:
-		w.Header().Set("Retry-After", "1")
-		rec.Status = http.StatusTooManyRequests
-		writeError(w, rec.Status, "rate_limit_error", "rate_limit_exceeded", "fake rate limit, retry after 1s")
-		return
+		return &refusal{status: http.StatusTooManyRequests, typ: "rate_limit_error", code: "rate_limit_exceeded",
+			msg: "fake rate limit, retry after 1s", retryAfter: "1"}
 	case FaultServer:
-		rec.Status = http.StatusInternalServerError
-		writeError(w, rec.Status, "server_error", "", "fake server error")
-		return
+		return &refusal{status: http.StatusInternalServerError, typ: "server_error", msg: "fake server error"}
 	}
-
-	rec.Status = http.StatusOK
-	if req.Stream {
-		includeUsage := req.StreamOptions != nil && req.StreamOptions.IncludeUsage
-		rec.Completed = s.stream(r.Context(), w, a, includeUsage)
-		if rec.Completed && includeUsage {
-			rec.Usage, rec.UsageReported = a.usage, true
-		}
-		return
-	}
-	rec.Completed = s.complete(r.Context(), w, a)
-	if rec.Completed {
-		rec.Usage, rec.UsageReported = a.usage, true
-	}
+	return nil
 }
 
 // done records rec once the request is over.
@@ -312,33 +327,38 @@ type answer struct {
 
 func (a answer) text() string { return strings.Join(a.pieces, "") }
 
-// plan decides the answer to req; it is a pure function of req.
-func plan(req chatRequest) (answer, error) {
+// decodeMessages decodes the messages of req, and hashes the request: its
+// model and its messages, decoded and encoded again, which sorts object
+// keys and drops spacing, so that the hash names the request, not its
+// formatting.
+func decodeMessages(req chatRequest) ([]wireMessage, [sha256.Size]byte, error) {
+	var hash [sha256.Size]byte
 	msgs := make([]wireMessage, len(req.Messages))
 	canon := make([]any, len(req.Messages))
 	for i, raw := range req.Messages {
 		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
-			return answer{}, fmt.Errorf("message %d: %w", i, err)
+			return nil, hash, fmt.Errorf("message %d: %w", i, err)
 		}
 		if err := json.Unmarshal(raw, &canon[i]); err != nil {
-			return answer{}, fmt.Errorf("message %d: %w", i, err)
+			return nil, hash, fmt.Errorf("message %d: %w", i, err)
 		}
 	}
-	// Re-encoding the decoded messages sorts object keys and drops spacing,
-	// so that the hash names the request, not its formatting.
 	canonJSON, err := json.Marshal(canon)
 	if err != nil {
-		return answer{}, fmt.Errorf("encode messages: %w", err)
+		return nil, hash, fmt.Errorf("encode messages: %w", err)
 	}
 	h := sha256.New()
 	h.Write([]byte(req.Model))
 	h.Write([]byte{0})
 	h.Write(canonJSON)
-	var a answer
-	h.Sum(a.hash[:0])
-	a.id = "chatcmpl-" + hex.EncodeToString(a.hash[:12])
-	a.model = req.Model
+	h.Sum(hash[:0])
+	return msgs, hash, nil
+}
 
+// plan decides the answer to the request for model of msgs, whose hash is
+// hash; it is a pure function of them.
+func plan(model string, msgs []wireMessage, hash [sha256.Size]byte) (answer, error) {
+	a := answer{hash: hash, id: "chatcmpl-" + hex.EncodeToString(hash[:12]), model: model}
 	lastUser := -1
 	var promptBytes int64
 	for i, m := range msgs {
@@ -352,6 +372,7 @@ func plan(req chatRequest) (answer, error) {
 	}
 	var sc script
 	if lastUser >= 0 {
+		var err error
 		if sc, err = parseScript(msgs[lastUser].text()); err != nil {
 			return answer{}, err
 		}
@@ -361,31 +382,15 @@ func plan(req chatRequest) (answer, error) {
 			sc.say = []string{t}
 		}
 	}
-	for _, m := range msgs[lastUser+1:] {
+	since := msgs[lastUser+1:]
+	for _, m := range since {
 		if m.Role == "assistant" && len(m.ToolCalls) > 0 {
 			a.step++
 		}
 	}
 	a.fault = sc.faultAt(a.step)
 	a.gap = sc.streamGap
-	if sc.finish != "" {
-		// The final answers so far: how often the final text appears in the
-		// assistant text after the last user message (a client continuing a
-		// cut answer sends it back, in one message or several).
-		var said strings.Builder
-		for _, m := range msgs[lastUser+1:] {
-			if m.Role == "assistant" && len(m.ToolCalls) == 0 {
-				said.WriteString(m.text())
-			}
-		}
-		answered := 0
-		if t := strings.Join(sc.finalPieces(), ""); t != "" {
-			answered = strings.Count(said.String(), t)
-		}
-		if sc.finishN == 0 || answered < sc.finishN {
-			a.finish = sc.finish
-		}
-	}
+	a.finish = sc.finishAfter(since)
 
 	var completionBytes int64
 	if a.step < len(sc.groups) {
@@ -619,31 +624,4 @@ func ContextWindow(model string) int64 {
 		return 0
 	}
 	return k * 1024
-}
-
-// writeContextLengthExceeded writes OpenAI's answer to a prompt of prompt
-// tokens sent to a model whose window is window tokens, word for word.
-func writeContextLengthExceeded(w http.ResponseWriter, window, prompt int64) {
-	var e errorBody
-	e.Error.Message = fmt.Sprintf("This model's maximum context length is %d tokens. "+
-		"However, your messages resulted in %d tokens. Please reduce the length of the messages.", window, prompt)
-	e.Error.Type = "invalid_request_error"
-	param, code := "messages", "context_length_exceeded"
-	e.Error.Param, e.Error.Code = &param, &code
-	b, _ := json.Marshal(e)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_, _ = w.Write(b)
-}
-
-func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
-	var e errorBody
-	e.Error.Message, e.Error.Type = msg, typ
-	if code != "" {
-		e.Error.Code = &code
-	}
-	b, _ := json.Marshal(e)
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }

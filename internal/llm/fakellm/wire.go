@@ -18,9 +18,10 @@ type chatRequest struct {
 }
 
 type wireMessage struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	ToolCalls []struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id"`
+	ToolCalls  []struct {
 		ID       string `json:"id"`
 		Function struct {
 			Name      string `json:"name"`
