@@ -93,10 +93,8 @@ func TestConversationsPage(t *testing.T) {
 func TestMessagesSayWhetherTheModelSeesThem(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	first := b.createRun(`{"input": "first"}`)
-	for _, in := range []string{"second", "third"} {
-		b.createRun(`{"input": "` + in + `", "conversation_id": "` + first.ConversationID + `", "if_busy": "enqueue"}`)
-	}
+	first := b.createRun(`{"input": [{"role": "user", "content": "first"}, {"role": "user", "content": "second"},
+		{"role": "user", "content": "third"}]}`)
 	ctx := context.Background()
 	c, err := b.store.RunClaim(ctx, "w", time.Minute)
 	if err != nil || c.ID != first.ID {

@@ -158,7 +158,7 @@ func newCreation(p RunCreateParams) (*creation, error) {
 func (s *Store) createAlone(ctx context.Context, c *creation) error {
 	var b batch
 	convID := c.queueConversation(&b)
-	if err := c.queueRun(&b, convID, true); err != nil {
+	if err := c.queueRun(&b, convID, room{idle: true}); err != nil {
 		return err
 	}
 	return translate(b.send(ctx, s.pool))
@@ -171,64 +171,77 @@ func (s *Store) createInConversation(ctx context.Context, c *creation) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
 		clear(c.cancelled)
 		var b batch
-		convID, idle := c.p.ConversationID, true
+		convID, rm := c.p.ConversationID, room{idle: true}
 		if convID == "" {
 			convID = c.queueConversation(&b)
 		} else {
 			var err error
-			if idle, err = c.makeRoom(ctx, tx); err != nil {
+			if rm, err = c.makeRoom(ctx, tx); err != nil {
 				return err
 			}
 		}
-		if err := c.queueRun(&b, convID, idle); err != nil {
+		if err := c.queueRun(&b, convID, rm); err != nil {
 			return err
 		}
 		return b.send(ctx, tx)
 	})
 }
 
+// room is what a creation found in its conversation. idle: nothing was in
+// flight, so the run may be claimed at once. behind: a run that may still
+// write to the conversation comes first (queued, waiting, or running and
+// only asked to stop), possibly mid-turn, between an assistant's calls and
+// their results; the new run's input then waits, pending, for its claim
+// to number it after everything of that run.
+type room struct{ idle, behind bool }
+
 // makeRoom locks the run's existing conversation and applies if_busy when
 // it has a run in flight: reject (a *BusyError), enqueue (the run waits
-// queued), or interrupt (every run in flight is cancelled; the new run
-// starts when the last has stopped). idle says that nothing was in flight.
-func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (idle bool, err error) {
+// queued behind it), or interrupt (every run in flight is cancelled; the
+// new run starts when the last has stopped, and waits behind those that
+// were running).
+func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (room, error) {
 	convID := c.p.ConversationID
 	var id string
-	err = tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+	err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
 		convID, c.p.TenantID).Scan(&id)
 	if err != nil {
-		return false, fmt.Errorf("lock conversation: %w", notFound(translate(err), agentd.ErrConversationNotFound))
+		return room{}, fmt.Errorf("lock conversation: %w", notFound(translate(err), agentd.ErrConversationNotFound))
 	}
 	var busy string
 	err = tx.QueryRow(ctx, `SELECT id FROM runs WHERE conversation_id = $1
 		AND status IN ('queued', 'running', 'requires_action') ORDER BY id LIMIT 1`, convID).Scan(&busy)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return true, nil
+		return room{idle: true}, nil
 	case err != nil:
-		return false, fmt.Errorf("busy check: %w", err)
+		return room{}, fmt.Errorf("busy check: %w", err)
 	}
 	switch c.p.Params.IfBusy {
 	case agentd.IfBusyEnqueue:
-		return false, nil
+		return room{behind: true}, nil
 	case agentd.IfBusyInterrupt:
 		busyRuns, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs WHERE conversation_id = $1
 			AND status IN ('queued', 'running', 'requires_action') ORDER BY id FOR UPDATE`, convID)
 		if err != nil {
-			return false, fmt.Errorf("interrupt busy runs: %w", err)
+			return room{}, fmt.Errorf("interrupt busy runs: %w", err)
 		}
+		var rm room
 		for _, r := range busyRuns {
 			last, err := endLocked(ctx, tx, r, agentd.StatusCancelled, agentd.ReasonCancelled, c.p.Actor)
 			if err != nil {
-				return false, fmt.Errorf("interrupt run %s: %w", r.ID, err)
+				return room{}, fmt.Errorf("interrupt run %s: %w", r.ID, err)
 			}
 			if last > 0 {
 				c.cancelled[r.ID] = last
 			}
+			// A running run is only flagged: its executor writes until
+			// it stops. The others ended here, and write nothing more.
+			rm.behind = rm.behind || r.Status == agentd.StatusRunning
 		}
-		return false, nil
+		return rm, nil
 	}
-	return false, &agentd.BusyError{RunID: busy}
+	return room{}, &agentd.BusyError{RunID: busy}
 }
 
 // queueConversation queues the insert of the run's new conversation, and
@@ -253,8 +266,8 @@ var insertRunSQL = [2][2]string{
 
 const (
 	insertQueuedRun = `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
-		idempotency_key, request_hash, last_event_seq, created_by)
-		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9)`
+		idempotency_key, request_hash, last_event_seq, created_by, input_pending)
+		VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9, $10)`
 	// As RunClaimStart would leave it: running at epoch 1 under the
 	// worker's lease, with its first step.
 	insertClaimedRun = `INSERT INTO runs (id, tenant_id, conversation_id, status, model, params,
@@ -270,11 +283,13 @@ const (
 // queueRun queues the run's row, read back into c.state (errDuplicateKey
 // when its idempotency key was taken meanwhile), its input messages, its
 // events, and its first step when it is claimed here (else the wake-up of
-// idle workers). idle says that the conversation has no run in flight.
-func (c *creation) queueRun(b *batch, convID string, idle bool) error {
+// idle workers), as rm says: claimed only when the conversation is idle,
+// its input stored pending, to be numbered by its claim, when it is
+// behind another run.
+func (c *creation) queueRun(b *batch, convID string, rm room) error {
 	p := c.p
 	c.state = agentd.RunState{}
-	claimed := p.ClaimFor != nil && idle && p.Params.MaxSteps > 0
+	claimed := p.ClaimFor != nil && rm.idle && p.Params.MaxSteps > 0
 	at := eventTime()
 	evs := []agentd.EventIn{agentd.EventOf(0, agentd.RunCreatedData{Actor: p.Actor, ConversationID: convID, Model: p.Model, Status: agentd.StatusQueued})}
 	if claimed {
@@ -294,15 +309,24 @@ func (c *creation) queueRun(b *batch, convID string, idle bool) error {
 		args = append(args, p.ClaimFor.Worker, p.ClaimFor.TTL.Milliseconds(), p.Params.Timeouts.TotalMS)
 	}
 	args = append(args, nullIfEmpty(p.Actor))
+	if !claimed {
+		// Its claim numbers its input (numberInput).
+		args = append(args, rm.behind && len(p.Input) > 0)
+	}
 	b.query("insert run", insertRunSQL[b2i(claimed)][b2i(key != nil)], args, scanNewRun(&c.state.Run))
 	for i, m := range p.Input {
 		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,
 			Content: []agentd.Part{{Type: agentd.PartText, Text: m.Content}}, Status: agentd.MessageCompleted}
-		if p.ConversationID == "" {
+		switch {
+		case p.ConversationID == "":
 			// A new conversation's messages are numbered from 1, and its
 			// counter starts past them (queueConversation).
 			op.seq = i + 1
 			c.state.Messages = append(c.state.Messages, op.Message(i+1))
+		case rm.behind:
+			// Behind another run, which may be mid-turn (between a call
+			// and its result): numbered when this run is claimed.
+			op.pending = true
 		}
 		if err := op.queue(b); err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/agentd/agentd"
@@ -19,8 +20,9 @@ import (
 // the run's deadline from its total timeout. ErrNotFound: nothing to claim.
 func (s *Store) RunClaim(ctx context.Context, worker string, ttl time.Duration) (Claim, error) {
 	var c Claim
-	row := s.pool.QueryRow(ctx, `WITH `+s.claimCTE+` SELECT prev_status, `+runColumns+` FROM claimed`, worker, ttl.Milliseconds(), 0)
-	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus}})
+	row := s.pool.QueryRow(ctx, `WITH `+s.claimCTE+` SELECT prev_status, `+numberInput+`, `+runColumns+` FROM claimed`,
+		worker, ttl.Milliseconds(), 0)
+	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus, &c.InputNumbered}})
 	c.Run = r
 	return c, err
 }
@@ -67,8 +69,8 @@ func (s *Store) claimStart(ctx context.Context, cte, worker string, ttl time.Dur
 			FROM claimed, unnest($5::text[], $6::int[], $7::text[], $8::timestamptz[]) WITH ORDINALITY AS e(t, n, d, a, k)
 			WHERE fresh
 		)
-		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), `+runColumns+` FROM claimed`, args...)
-	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus, &c.StartedStep}})
+		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), `+numberInput+`, `+runColumns+` FROM claimed`, args...)
+	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus, &c.StartedStep, &c.InputNumbered}})
 	c.Run = r
 	return c, err
 }
@@ -94,7 +96,7 @@ const claimCTE = claimSearch + claimUpdate
 // from combining it with the partial indexes on status, whose dead entries
 // a busy table has thousands of).
 const claimIDCTE = `prev AS (
-		SELECT q.id AS prev_id, q.status AS prev_status FROM runs q
+		SELECT q.id AS prev_id, q.status AS prev_status, q.input_pending AS was_pending FROM runs q
 		WHERE q.id = $9 AND q.status = 'queued'
 		AND (%[1]d <= 0 OR (SELECT count(*) FROM runs b WHERE b.status IN ('queued', 'running')
 			AND b.status = 'running' AND b.tenant_id = q.tenant_id) < %[1]d)
@@ -109,7 +111,7 @@ const claimSearch = `busy AS (
 		FROM runs WHERE status IN ('queued', 'running') GROUP BY tenant_id
 	),
 	prev AS (
-		SELECT q.id AS prev_id, q.status AS prev_status FROM runs q JOIN busy b ON b.tenant_id = q.tenant_id
+		SELECT q.id AS prev_id, q.status AS prev_status, q.input_pending AS was_pending FROM runs q JOIN busy b ON b.tenant_id = q.tenant_id
 		WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_expires_at < now()))
 		AND (%[1]d <= 0 OR q.status = 'running' OR b.n < %[1]d)
 		AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
@@ -118,6 +120,15 @@ const claimSearch = `busy AS (
 		LIMIT 1
 		FOR UPDATE OF q SKIP LOCKED
 	),`
+
+// numberInput, in a claim's result, numbers the claimed run's input if it
+// is still pending (a run queued behind another of its conversation, see
+// MessageInsert.pending), after every message of the conversation, in the
+// claim's own statement: a claim that fails leaves it pending. Only such a
+// run (input_pending, which the claim clears) costs anything more
+// (migration 00026).
+var numberInput = `CASE WHEN claimed.was_pending THEN agentd_number_input(claimed.id, claimed.conversation_id, ` +
+	strconv.Itoa(PendingSeq) + `) ELSE 0 END`
 
 // claimUpdate claims the run prev names.
 const claimUpdate = `
@@ -130,9 +141,10 @@ const claimUpdate = `
 				THEN now() + (params->'timeouts'->>'total_ms')::bigint * interval '1 millisecond' END),
 			step_count = CASE WHEN $3::int > 0 AND epoch = 0 AND (params->>'max_steps')::int > 0 THEN 1 ELSE step_count END,
 			last_event_seq = last_event_seq + CASE WHEN epoch = 0 AND (params->>'max_steps')::int > 0 THEN $3::int ELSE 0 END,
-			updated_at = now()
+			input_pending = false, updated_at = now()
 		FROM prev WHERE id = prev.prev_id
-		RETURNING runs.*, prev.prev_status, $3::int > 0 AND epoch = 1 AND step_count = 1 AND (params->>'max_steps')::int > 0 AS fresh
+		RETURNING runs.*, prev.prev_status, $3::int > 0 AND epoch = 1 AND step_count = 1 AND (params->>'max_steps')::int > 0 AS fresh,
+			prev.was_pending
 	)`
 
 // Claim is a run just claimed, with the status it had before the claim
@@ -143,6 +155,9 @@ type Claim struct {
 	// StartedStep is the id of the first step, when RunClaimStart started
 	// it with the claim.
 	StartedStep string
+	// InputNumbered is how many messages of the run's input the claim
+	// numbered: those of a run queued behind another, pending until now.
+	InputNumbered int
 }
 
 // LeaseState is what a lease extension learns of the run.
@@ -277,7 +292,20 @@ type MessageInsert struct {
 	// the same transaction with its counter already past it (a new
 	// conversation's input): the counter is not moved again.
 	seq int
+	// pending: the message is the input of a run queued behind another
+	// run of its conversation. It is stored pending, numbered from
+	// PendingSeq on, and gets its place (and Status) when its run is
+	// claimed (numberInput), after everything of the runs before it.
+	pending bool
 }
+
+// PendingSeq is where the provisional numbers of pending messages begin:
+// the input of a run queued behind another run of its conversation is
+// numbered from here, in the order the runs were accepted, so that it
+// reads after every message of the turns before it until its run starts
+// and numbers it for good. Numbered messages stay below it (a conversation
+// would need a billion messages to reach it).
+const PendingSeq = 1 << 30
 
 // Message is the message as the insert stores it, numbered seq in its
 // conversation (its time aside), for a RunState kept in memory.
@@ -298,6 +326,16 @@ func (o MessageInsert) queue(b *batch) error {
 	if o.seq > 0 {
 		b.exec("insert message", `INSERT INTO messages (id, conversation_id, run_id, seq, role, content, status)
 			VALUES ($1, $2, $3, $7, $4, $5, $6)`, o.ID, o.ConversationID, runID, o.Role, content, o.Status, o.seq)
+		return nil
+	}
+	if o.pending {
+		// Numbered after the conversation's other pending messages, under
+		// the conversation's row lock, which the creation holds: the
+		// counter is left to the claim.
+		b.exec("insert pending message", `INSERT INTO messages (id, conversation_id, run_id, seq, role, content, status)
+			SELECT $1, $2, $3, coalesce(max(seq) + 1, $6), $4, $5, 'pending'
+			FROM messages WHERE conversation_id = $2 AND seq >= $6`,
+			o.ID, o.ConversationID, runID, o.Role, content, PendingSeq)
 		return nil
 	}
 	b.exec("insert message", `WITH n AS (

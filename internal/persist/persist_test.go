@@ -232,7 +232,13 @@ func TestRunCreateStateMatchesTheStore(t *testing.T) {
 		t.Fatalf("run: created %+v, stored %+v", st.Run, got.Run)
 	}
 	// The new conversation's counter starts past its input: the next
-	// message is 3, whoever appends it.
+	// message is 3, whoever appends it (once the first run ended, a new
+	// run's input is numbered at once).
+	if _, err := s.Exec(ctx, persist.Fence{RunID: st.Run.ID, Epoch: st.Run.Epoch, Worker: "w1"},
+		[]agentd.EventIn{agentd.RunEndEvent(1, agentd.StatusCompleted, agentd.ReasonCompleted, nil, "")},
+		persist.RunEnd{ID: st.Run.ID, Status: agentd.StatusCompleted, Reason: agentd.ReasonCompleted}); err != nil {
+		t.Fatal(err)
+	}
 	next, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "m", ConversationID: st.Run.ConversationID,
 		Params: agentd.RunParams{MaxSteps: 4, IfBusy: "enqueue"}, Input: []agentd.InputMessage{{Role: "user", Content: "and then"}}})
 	if err != nil {

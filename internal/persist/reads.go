@@ -92,8 +92,10 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (agentd.RunState
 	const lastStep = `(SELECT id FROM steps WHERE run_id = $1 ORDER BY seq DESC LIMIT 1)`
 	b := &pgx.Batch{}
 	b.Queue(`SELECT `+runColumns+` FROM runs WHERE id = $1`, runID)
+	// Numbered messages only: a pending one (the input of a run queued
+	// behind this one) is not part of the conversation yet.
 	b.Queue(`SELECT `+messageColumns+` FROM messages WHERE conversation_id = (SELECT conversation_id FROM runs WHERE id = $1)
-		AND status = 'completed' ORDER BY seq`, runID)
+		AND seq < $2 AND status = 'completed' ORDER BY seq`, runID, PendingSeq)
 	b.Queue(`SELECT `+stepColumns+` FROM steps WHERE run_id = $1 ORDER BY seq`, runID)
 	b.Queue(`SELECT `+callColumns+` FROM tool_calls WHERE step_id = `+lastStep+` ORDER BY position`, runID)
 	b.Queue(`SELECT `+attemptColumns+`
@@ -194,7 +196,10 @@ func (s *Store) ConversationGet(ctx context.Context, tenantID, id string) (agent
 	return c, notFound(translate(err), agentd.ErrConversationNotFound)
 }
 
-// MessagesList returns a conversation's messages after seq, in order.
+// MessagesList returns a conversation's messages after seq, in order: the
+// input of runs queued behind the run in flight comes last, pending, with
+// its provisional seqs (PendingSeq on), as it will be sent to the model
+// once its run starts.
 func (s *Store) MessagesList(ctx context.Context, conversationID string, after, limit int) ([]agentd.Message, error) {
 	return queryAll(ctx, s.pool, scanMessage, `SELECT `+messageColumns+` FROM messages
 		WHERE conversation_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, conversationID, after, limit)

@@ -353,12 +353,17 @@ func nullIfEmpty(s string) *string {
 // interrupted before any answer of its own was committed: a later run of
 // the conversation must not be sent a question nobody answered (the model
 // is sent completed messages only). A resume gives it back (restoreInput).
-const abortUnanswered = `UPDATE messages SET status = 'aborted'
-	WHERE run_id = $1 AND status = 'completed' AND role IN ('user', 'system')
+//
+// The input of a run queued behind another (pending, not yet numbered) is
+// marked aborted too, and keeps its provisional seq: a resume gives it
+// back pending, and the run's claim numbers it whatever its status.
+var abortUnanswered = `UPDATE messages SET status = 'aborted'
+	WHERE run_id = $1 AND status IN ('completed', 'pending') AND role IN ('user', 'system')
 	AND NOT EXISTS (SELECT 1 FROM messages a WHERE a.run_id = $1 AND a.role = 'assistant')`
 
-// restoreInput undoes abortUnanswered for a run queued again.
-const restoreInput = `UPDATE messages SET status = 'completed'
+// restoreInput undoes abortUnanswered for a run queued again: its input is
+// completed again, or pending while it has its provisional seq.
+var restoreInput = `UPDATE messages SET status = CASE WHEN seq >= ` + strconv.Itoa(PendingSeq) + ` THEN 'pending' ELSE 'completed' END
 	WHERE run_id = $1 AND status = 'aborted' AND role IN ('user', 'system')`
 
 // pauseBudget keeps what is left of a run's total timeout as it starts to

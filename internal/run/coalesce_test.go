@@ -47,7 +47,15 @@ func TestCoalescerDoesNotHoldTheStreamDuringACommit(t *testing.T) {
 	x := &execution{d: &deps{store: g, m: NewMetrics(nil), log: slog.New(slog.DiscardHandler)}, ctx: context.Background()}
 	c := newCoalescer(x, 1, 5*time.Millisecond, 1<<20)
 	c.add("a") // the first delta goes out at once
-	c.add("b") // due after the window: the timer commits it, and is held
+	// Due after the window: the timer commits it, and is held; on a machine
+	// slow enough that the window passed already, add commits it itself,
+	// and is held: either way a commit is under way, which is the case
+	// under test. (In a goroutine: a held add must not hold the test.)
+	heldAdd := make(chan struct{})
+	go func() {
+		c.add("b")
+		close(heldAdd)
+	}()
 	select {
 	case <-g.entered:
 	case <-time.After(10 * time.Second):
@@ -65,6 +73,7 @@ func TestCoalescerDoesNotHoldTheStreamDuringACommit(t *testing.T) {
 		t.Fatal("adding text waited for the commit under way")
 	}
 	close(g.gate)
+	<-heldAdd
 	c.stop()
 	committed := strings.Join(g.texts, "")
 	if got := committed + c.pending(); got != "abcd" {
