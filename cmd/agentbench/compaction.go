@@ -93,7 +93,9 @@ func converse(ctx context.Context, o options, model string, turns int) (conversa
 	fake := fakellm.New()
 	fsrv := httptest.NewServer(fake)
 	defer fsrv.Close()
-	store, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: 8})
+	ended := make(chan agentd.RunStatus, 1)
+	store, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: 8,
+		Publisher: stops(func(_ string, status agentd.RunStatus) { ended <- status })})
 	if err != nil {
 		return c, err
 	}
@@ -104,10 +106,8 @@ func converse(ctx context.Context, o options, model string, turns int) (conversa
 	if err != nil {
 		return c, err
 	}
-	ended := make(chan agentd.RunStatus, 1)
 	eng := run.New(run.Config{Store: store, Tools: reg, Workers: 2, Profiles: compact.DefaultProfiles(),
-		Model:     llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "bench"}),
-		OnEndFunc: func(_ string, status agentd.RunStatus) { ended <- status }})
+		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "bench"})})
 	if err := eng.Start(ctx); err != nil {
 		return c, err
 	}

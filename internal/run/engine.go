@@ -101,10 +101,6 @@ type Config struct {
 	DeltaWindow    time.Duration // text deltas are coalesced over this window; default 50ms
 	DeltaMaxBytes  int           // and flushed at this size; default 2048
 
-	// OnEndFunc, when set, is called after a run left this engine's executor
-	// with its status committed (a terminal status, interrupted or
-	// requires_action). It must not block.
-	OnEndFunc func(runID string, status agentd.RunStatus)
 }
 
 // Engine claims and executes runs. Start it once; Stop it once (further
@@ -210,7 +206,7 @@ func New(cfg Config) *Engine {
 		cfg: cfg,
 		log: cfg.Logger,
 		m:   cfg.Metrics,
-		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger, onEnd: cfg.OnEndFunc,
+		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger,
 			profiles: cfg.Profiles, traceContent: cfg.TraceContent,
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
@@ -357,21 +353,21 @@ func (e *Engine) claimOne() bool {
 	c, err := e.cfg.Store.RunClaimStart(ctx, e.cfg.WorkerID, e.cfg.LeaseTTL)
 	switch {
 	case errors.Is(err, agentd.ErrNotFound):
-		e.m.ClaimsAttempted.WithLabelValues("empty").Inc()
+		e.m.claim(claimEmpty)
 		return false
 	case errors.Is(err, agentd.ErrConflict):
 		// Two workers raced for runs of one conversation; the other won.
-		e.m.ClaimsAttempted.WithLabelValues("conflict").Inc()
+		e.m.claim(claimConflict)
 		e.Wake()
 		return false
 	case err != nil:
 		if e.claiming.Err() == nil {
-			e.m.ClaimsAttempted.WithLabelValues("error").Inc()
+			e.m.claim(claimError)
 			e.log.Error("claim run", "error", err)
 		}
 		return false
 	}
-	e.m.ClaimsAttempted.WithLabelValues("claimed").Inc()
+	e.m.claim(claimClaimed)
 	if c.PrevStatus == agentd.StatusRunning {
 		e.m.RunsRecovered.Inc()
 	}

@@ -92,3 +92,22 @@ func reconciled(o tools.Outcome) attemptOutcome { return attemptOutcome("reconci
 func (m *Metrics) attempt(tool string, o attemptOutcome) {
 	m.ToolAttempts.WithLabelValues(tool, string(o)).Inc()
 }
+
+// claimResult is how a claim attempt ended, as agentd_claims_total labels
+// it.
+type claimResult string
+
+// Claim results: of a search for a claimable run, of a run claimed as it
+// was created, and of a run of this instance's queue claimed by its id.
+const (
+	claimClaimed    claimResult = "claimed"
+	claimEmpty      claimResult = "empty"
+	claimConflict   claimResult = "conflict"
+	claimError      claimResult = "error"
+	claimAtCreation claimResult = "at_creation"
+	claimQueued     claimResult = "queued"
+	claimQueuedGone claimResult = "queued_gone" // claimed elsewhere, cancelled, or not claimable yet
+)
+
+// claim counts a claim attempt that ended with r.
+func (m *Metrics) claim(r claimResult) { m.ClaimsAttempted.WithLabelValues(string(r)).Inc() }

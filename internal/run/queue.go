@@ -151,7 +151,7 @@ func (e *Engine) claimQueued() bool {
 			// conversation or its tenant's cap: it is parked until a run
 			// of its conversation ends here, and the dispatcher's next
 			// search (now, or after its poll) looks for it too.
-			e.m.ClaimsAttempted.WithLabelValues("queued_gone").Inc()
+			e.m.claim(claimQueuedGone)
 			e.mu.Lock()
 			e.parkLocked(r)
 			e.mu.Unlock()
@@ -159,13 +159,13 @@ func (e *Engine) claimQueued() bool {
 			continue
 		case err != nil:
 			if e.claiming.Err() == nil {
-				e.m.ClaimsAttempted.WithLabelValues("error").Inc()
+				e.m.claim(claimError)
 				e.log.Error("claim queued run", "run_id", r.id, "error", err)
 				e.Wake() // the dispatcher's search finds it later
 			}
 			return false
 		}
-		e.m.ClaimsAttempted.WithLabelValues("queued").Inc()
+		e.m.claim(claimQueued)
 		st := r.known
 		if st != nil && c.StartedStep != "" {
 			// The claim changed the run and started its first step; the

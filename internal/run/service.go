@@ -128,7 +128,7 @@ func (e *Engine) create(ctx context.Context, p persist.RunCreateParams) (agentd.
 		}
 		return run, created, err
 	}
-	e.m.ClaimsAttempted.WithLabelValues("at_creation").Inc()
+	e.m.claim(claimAtCreation)
 	var known *agentd.RunState
 	if p.ConversationID == "" {
 		// A new conversation: the creation knows the run's whole state, so
