@@ -93,9 +93,7 @@ func converse(ctx context.Context, o options, model string, turns int) (conversa
 	fake := fakellm.New()
 	fsrv := httptest.NewServer(fake)
 	defer fsrv.Close()
-	ended := make(chan agentd.RunStatus, 1)
-	store, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: 8,
-		Publisher: stops(func(_ string, status agentd.RunStatus) { ended <- status })})
+	store, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: 8})
 	if err != nil {
 		return c, err
 	}
@@ -106,8 +104,10 @@ func converse(ctx context.Context, o options, model string, turns int) (conversa
 	if err != nil {
 		return c, err
 	}
+	ended := make(chan agentd.RunStatus, 1)
 	eng := run.New(run.Config{Store: store, Tools: reg, Workers: 2, Profiles: compact.DefaultProfiles(),
-		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "bench"})})
+		Model:      llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fsrv.URL + "/v1", APIKey: "bench"}),
+		OnLeftFunc: func(_ string, status agentd.RunStatus) { ended <- status }})
 	if err := eng.Start(ctx); err != nil {
 		return c, err
 	}

@@ -92,17 +92,7 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	}
 	defer drop()
 	const concurrency = 16
-	slots := make(chan struct{}, concurrency)
-	var ended atomic.Int64
-	var failed atomic.Int64
-	onStop := stops(func(_ string, status agentd.RunStatus) {
-		if status != agentd.StatusCompleted {
-			failed.Add(1)
-		}
-		ended.Add(1)
-		<-slots
-	})
-	store, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: 48, Publisher: onStop})
+	store, err := persist.Open(ctx, persist.Config{URL: url, MaxConns: 48})
 	if err != nil {
 		return nil, err
 	}
@@ -115,8 +105,18 @@ func benchSteps(ctx context.Context, o options, fake string, floorTPS float64) (
 	if err != nil {
 		return nil, err
 	}
+	slots := make(chan struct{}, concurrency)
+	var ended atomic.Int64
+	var failed atomic.Int64
 	eng := run.New(run.Config{Store: store, Tools: reg, Workers: concurrency,
-		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake, APIKey: "bench"})})
+		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake, APIKey: "bench"}),
+		OnLeftFunc: func(_ string, status agentd.RunStatus) {
+			if status != agentd.StatusCompleted {
+				failed.Add(1)
+			}
+			ended.Add(1)
+			<-slots
+		}})
 	if err := eng.Start(ctx); err != nil {
 		return nil, err
 	}

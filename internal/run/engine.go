@@ -101,6 +101,14 @@ type Config struct {
 	DeltaWindow    time.Duration // text deltas are coalesced over this window; default 50ms
 	DeltaMaxBytes  int           // and flushed at this size; default 2048
 
+	// OnLeftFunc, when set, is called when an execution on this engine
+	// has committed its run's stop (a terminal status, interrupted or
+	// requires_action) and is about to free its worker; it must not
+	// block. It is no record of ends: a run another instance executes,
+	// or one a cancel ends where it waits, never passes here; the outbox
+	// holds every stop, whoever wrote it. Benchmarks use it to keep their
+	// runs in flight at the engine's capacity.
+	OnLeftFunc func(runID string, status agentd.RunStatus)
 }
 
 // Engine claims and executes runs. Start it once; Stop it once (further
@@ -206,7 +214,7 @@ func New(cfg Config) *Engine {
 		cfg: cfg,
 		log: cfg.Logger,
 		m:   cfg.Metrics,
-		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger,
+		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
 			profiles: cfg.Profiles, traceContent: cfg.TraceContent,
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,

@@ -40,6 +40,7 @@ type deps struct {
 	tools  *tools.Registry
 	m      *Metrics
 	log    *slog.Logger
+	onLeft func(runID string, status agentd.RunStatus) // nil: none
 	limits limits
 	// profiles give models their context windows; nil: no compaction.
 	profiles *compact.Profiles
@@ -513,6 +514,9 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 // left records that the run left the executor with status, committed.
 func (x *execution) left(run agentd.Run, status agentd.RunStatus, reason agentd.Reason) {
 	x.d.m.RunsEnded.WithLabelValues(string(status), string(reason)).Inc()
+	if x.d.onLeft != nil {
+		x.d.onLeft(run.ID, status)
+	}
 	x.log.Info("run left executor", "status", status, "reason", reason)
 }
 
