@@ -149,9 +149,11 @@ func TestQueuedRunsStartInTheOrderAccepted(t *testing.T) {
 		}
 		return r
 	}
-	// The first run takes the worker (at its creation, or by the claim of
-	// the dispatcher, which may hold the slot for a moment at start-up).
-	first := create("acme", "/stream 20 25")
+	// The first run takes the worker (at its creation, or through the
+	// queue when the dispatcher's start-up search held the slot for a
+	// moment): a tenant of its own, so that either way neither acme nor
+	// globex was served before.
+	first := create("initech", "/stream 20 25")
 	b.wait(t, first.ID, func(r agentd.Run) bool { return r.Status == agentd.StatusRunning })
 	var queued []agentd.Run
 	for i := range 5 {
