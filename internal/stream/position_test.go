@@ -120,3 +120,57 @@ func TestOnePollForIdleStreams(t *testing.T) {
 		}
 	}
 }
+
+// heldHeads answers the first read of a run's head, and holds every later
+// one until release is closed.
+type heldHeads struct {
+	*persist.Store
+	reads   atomic.Int64
+	release chan struct{}
+}
+
+func (h *heldHeads) RunHead(ctx context.Context, id string) (agentd.RunHead, error) {
+	if h.reads.Add(1) > 1 {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return agentd.RunHead{}, ctx.Err()
+		}
+	}
+	return h.Store.RunHead(ctx, id)
+}
+
+// TestPastTheLogWhenTheRunEndsBeforeTheFeedReads: a client past the log
+// whose run ends after the client's position was read but before the feed's
+// first read of the run gets no live terminal event (the feed starts after
+// it); its stream still closes, without waiting for a heartbeat.
+func TestPastTheLogWhenTheRunEndsBeforeTheFeedReads(t *testing.T) {
+	t.Parallel()
+	hub := stream.New(stream.Config{Heartbeat: time.Hour})
+	url := persisttest.NewDatabase(t)
+	store := publishing(t, url, hub)
+	held := &heldHeads{Store: store, release: make(chan struct{})}
+	inst := newInstance(t, hub, held, nil)
+	f := newRun(t, store)
+	done := make(chan []sseEvent, 1)
+	go func() {
+		done <- readAll(t, get(t, client(t), inst.srv.URL+"/runs/"+f.RunID+"/events",
+			map[string]string{"Last-Event-ID": strconv.FormatInt(1<<62, 10)}))
+	}()
+	if !waitFor(10*time.Second, func() bool { return hub.SubscriberCount() == 1 }) {
+		t.Fatal("the stream did not subscribe")
+	}
+	appendEvents(t, store, f, 3, 1, 10)
+	complete(t, store, f)
+	close(held.release)
+	select {
+	case evs := <-done:
+		for _, ev := range evs {
+			if ev.HasID {
+				t.Errorf("the client past the log got event %s", ev.ID)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream past the log did not close when the run ended")
+	}
+}

@@ -170,6 +170,9 @@ func (s *sse) run(sub *subscriber) end {
 	if e := s.catchUp(); e != endNone {
 		return e
 	}
+	if s.pastEnd && s.endedBehind() {
+		return endTerminal
+	}
 	hb := time.NewTicker(s.hub.heartbeat)
 	defer hb.Stop()
 	for {
@@ -245,6 +248,11 @@ func (s *sse) deliverPending(sub *subscriber, b *batch) end {
 // below s.last are dropped, and a gap before the batch (or up to its upTo)
 // is replayed first.
 func (s *sse) deliver(b *batch) end {
+	if s.pastEnd && len(b.events) == 0 && s.endedBehind() {
+		// The feed's first read of the run: events committed before it
+		// come to no subscriber live, so the run may have ended unseen.
+		return endTerminal
+	}
 	for i, ev := range b.events {
 		if ev.Seq <= s.last {
 			if s.pastEnd && ev.Type.Terminal() {
@@ -339,6 +347,19 @@ func (s *sse) data(d []byte) end {
 		}
 		d = rest
 	}
+}
+
+// endedBehind reads whether the run has stopped behind the position of a
+// client that is past its log. A stream that is past the log learns of the
+// run's end from a live terminal event, which it misses when the run ended
+// between its first read of the run and its subscription, or before the
+// feed's first read; it reads the run after subscribing and at the feed's
+// first read for that. A failed read says no: the heartbeat reads again.
+func (s *sse) endedBehind() bool {
+	ctx, cancel := context.WithTimeout(s.ctx, dbTimeout)
+	defer cancel()
+	run, err := s.hub.store.RunHead(ctx, s.runID)
+	return err == nil && run.Status.Stopped() && run.LastEventSeq <= s.last
 }
 
 // heartbeat writes the un-stored heartbeat event, with the run as read for
