@@ -16,11 +16,12 @@ import (
 	"github.com/agentd/agentd/internal/stream"
 )
 
-// TestCreateRateIsPerTenant: past its bucket (burst 2, 1 per second), a
-// tenant's POST /runs is 429 rate_limited with Retry-After, and nothing is
-// created; another tenant is not held back.
+// TestCreateRateIsPerTenant: past its bucket (burst 2, one more each 100
+// seconds, so that a slow machine does not refill it between the creates),
+// a tenant's POST /runs is 429 rate_limited with Retry-After, and nothing
+// is created; another tenant is not held back.
 func TestCreateRateIsPerTenant(t *testing.T) {
-	b := setup(t, func(c *api.Config) { c.Quotas = api.Quotas{CreatesPerSecond: 1, CreateBurst: 2} })
+	b := setup(t, func(c *api.Config) { c.Quotas = api.Quotas{CreatesPerSecond: 0.01, CreateBurst: 2} })
 	b.createRun(`{"input": "1"}`)
 	b.createRun(`{"input": "2"}`)
 	r := b.do("POST", "/runs", `{"input": "3"}`)
