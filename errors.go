@@ -71,4 +71,11 @@ var (
 	// Values from outside pass internal/clean first, so this is a value
 	// that slipped past it; the error says which.
 	ErrInvalidValue = errors.New("value cannot be stored")
+	// ErrUnavailable: the database cannot serve the call now (it refuses
+	// connections, is restarting or failing over, or only a read-only
+	// standby answers); nothing of the call was committed unless the
+	// connection broke during its commit. The store's errors that say so
+	// wrap it and the driver's error. Retry shortly, with the same
+	// idempotency key for a creation.
+	ErrUnavailable = errors.New("database unavailable")
 )

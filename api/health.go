@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/agentd/agentd"
 )
 
 // readyTimeout caps the readiness check so that a hung database answers 503
@@ -29,7 +31,10 @@ var ErrDraining = errors.New("instance is shutting down")
 
 // readyz answers 200 when the server's dependencies answer, else 503:
 // shutting_down while the instance drains, not_ready when a dependency
-// fails (the cause is logged, not shown).
+// fails (the cause is logged, not shown). The database is ready only when
+// it takes writes: a standby or a read-only server is not_ready, so that
+// a load balancer sends requests elsewhere while no writable primary is
+// reachable, and back within a probe of a promotion.
 func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -39,9 +44,14 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		s.log.WarnContext(r.Context(), "not ready", slog.String("error", err.Error()))
-		s.writeProblem(w, r, newProblem(newError(http.StatusServiceUnavailable, CodeNotReady, "Not ready",
-			"a dependency of the server does not answer")))
+		if !errors.Is(err, agentd.ErrUnavailable) {
+			// The store logs the database's outages once each; probes
+			// come every few seconds.
+			s.log.WarnContext(r.Context(), "not ready", slog.String("error", err.Error()))
+		}
+		e := newError(http.StatusServiceUnavailable, CodeNotReady, "Not ready", "a dependency of the server does not answer")
+		e.retryAfter = unavailableRetryAfter
+		s.writeProblem(w, r, newProblem(e))
 		return
 	}
 	out := statusJSON{Status: "ready"}

@@ -101,7 +101,8 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 	for _, code := range []string{api.CodeInvalidJSON, api.CodeInvalidField, api.CodeInvalidValue, api.CodeOriginNotAllowed, api.CodeBodyTooLarge, api.CodeBodyTimeout,
 		api.CodeUnsupportedMediaType, api.CodeNotFound, api.CodeRunNotFound, api.CodeConversationNotFound,
 		api.CodeUnknownTool, api.CodeConversationBusy, api.CodeIdempotencyKeyReused, api.CodeRunFinished,
-		api.CodeRunCompleted, api.CodeMethodNotAllowed, api.CodeStreamingUnavailable, api.CodeNotReady, api.CodeInternal} {
+		api.CodeRunCompleted, api.CodeMethodNotAllowed, api.CodeStreamingUnavailable, api.CodeNotReady, api.CodeInternal,
+		api.CodeDatabaseUnavailable} {
 		if !specHas(t, "            - "+code) {
 			t.Errorf("openapi.yaml: code %s is not in the Problem schema's enum", code)
 		}

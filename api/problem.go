@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/runspec"
@@ -46,6 +49,7 @@ const (
 	CodeAuthUnavailable      = "auth_unavailable"       // 503: credentials cannot be checked now
 	CodeRateLimited          = "rate_limited"           // 429: the tenant's rate or stream quota; Retry-After says when to retry
 	CodeQuotaExceeded        = "quota_exceeded"         // 429: the tenant's runs in progress, with on_quota: reject
+	CodeDatabaseUnavailable  = "database_unavailable"   // 503: the database cannot serve the request now; Retry-After says when to retry
 )
 
 // typeBase prefixes a problem's "type" URI; the code follows it.
@@ -64,6 +68,8 @@ type problem struct {
 	Field     string `json:"field,omitempty"`
 	Tool      string `json:"tool,omitempty"`
 	BusyRunID string `json:"busy_run_id,omitempty"`
+
+	retryAfter time.Duration // > 0: sent as Retry-After
 }
 
 // apiError is an error that is already a problem: a handler's verdict on the
@@ -75,6 +81,9 @@ type apiError struct {
 	detail string
 	field  string
 	tool   string
+	// retryAfter, when set, is sent as Retry-After: the client may retry
+	// the same request then.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.code + ": " + e.detail }
@@ -98,6 +107,20 @@ var errConversationNotFound = newError(http.StatusNotFound, CodeConversationNotF
 
 var errKeyReused = newError(http.StatusUnprocessableEntity, CodeIdempotencyKeyReused, "Idempotency key reused",
 	"this Idempotency-Key was already used with a different request")
+
+// unavailableRetryAfter is the Retry-After of database_unavailable: a
+// restart or a failover of PostgreSQL lasts seconds to a minute, and a
+// client that retries every few seconds gets through soon after it ends.
+const unavailableRetryAfter = 3 * time.Second
+
+// errDatabaseUnavailable answers a request that needed the database while
+// it could not serve it (agentd.ErrUnavailable). Nothing of a write was
+// committed (a creation that may have is found by its Idempotency-Key), so
+// the same request may be sent again.
+var errDatabaseUnavailable = &apiError{status: http.StatusServiceUnavailable, code: CodeDatabaseUnavailable,
+	title: "Database unavailable", retryAfter: unavailableRetryAfter,
+	detail: "the database cannot serve this request now (it is restarting or failing over); retry after Retry-After seconds, " +
+		"with the same Idempotency-Key for a creation"}
 
 var errShuttingDown = newError(http.StatusServiceUnavailable, CodeShuttingDown, "Shutting down",
 	"this instance is shutting down; retry, on another instance if there is one")
@@ -163,6 +186,10 @@ func problemFor(err error) (p problem, internal bool) {
 			"a value of the request cannot be stored: send valid UTF-8 without NUL characters, and numbers that fit a float64")
 	case errors.Is(err, stream.ErrStopped):
 		ae = errShuttingDown
+	case errors.Is(err, agentd.ErrUnavailable):
+		// Not an internal error: the store logs the outage once, as it
+		// begins and ends, rather than each request it refuses.
+		ae = errDatabaseUnavailable
 	default:
 		return newProblem(newError(http.StatusInternalServerError, CodeInternal, "Internal error",
 			"the server could not answer; the error is logged with this request's id")), true
@@ -179,6 +206,8 @@ func newProblem(e *apiError) problem {
 		Code:   e.code,
 		Field:  e.field,
 		Tool:   e.tool,
+
+		retryAfter: e.retryAfter,
 	}
 }
 
@@ -203,6 +232,9 @@ func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem)
 	p.RequestID = requestIDFrom(r.Context())
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
+	if p.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(p.retryAfter.Seconds()))))
+	}
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
 }

@@ -9,5 +9,11 @@
 // lock. Every event that says a run stopped is written with its outbox row
 // (RunEnd), whichever path wrote it.
 //
+// Driver errors become the domain's sentinels in one place (translate):
+// those that say the database cannot serve now (refused or broken
+// connections, a server shutting down or read-only) become
+// agentd.ErrUnavailable, which the store also logs once per outage
+// (health.go).
+//
 // It imports the domain (agentd) and migrations, nothing else of agentd's.
 package persist

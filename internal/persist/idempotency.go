@@ -3,19 +3,31 @@ package persist
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentd/agentd"
 )
 
+// IdempotencyStale is how long a key may stay claimed without a response
+// before a request with it claims it again: the request that claimed it
+// could not store its answer nor free the key (the database went away
+// between the two, or its process died). Every request that takes a key
+// answers well within it.
+const IdempotencyStale = time.Minute
+
 // IdempotencyBegin claims key for a request with fingerprint hash. fresh is
-// true when the key was unused: the caller runs the request, then calls
-// IdempotencyFinish (or IdempotencyAbandon). Otherwise rec is what the key
-// holds (its response, or Done false while the first request is in flight).
+// true when the key was unused, or claimed longer than IdempotencyStale ago
+// by a request that left no response: the caller runs the request, then
+// calls IdempotencyFinish (or IdempotencyAbandon). Otherwise rec is what
+// the key holds (its response, or Done false while the first request is in
+// flight).
 func (s *Store) IdempotencyBegin(ctx context.Context, tenantID, key, hash string) (rec agentd.IdempotencyRecord, fresh bool, err error) {
 	tag, err := s.pool.Exec(ctx, `INSERT INTO idempotency_keys (tenant_id, key, request_hash) VALUES ($1, $2, $3)
-		ON CONFLICT (tenant_id, key) DO NOTHING`, tenantID, key, hash)
+		ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, created_at = now()
+		WHERE idempotency_keys.status IS NULL AND idempotency_keys.created_at < now() - $4::interval`,
+		tenantID, key, hash, IdempotencyStale)
 	if err != nil {
 		return rec, false, translate(err)
 	}

@@ -10,18 +10,31 @@ import (
 )
 
 // Listen holds one connection that LISTENs on channels and calls fn for each
-// notification, reconnecting with backoff when the connection drops, until
-// ctx ends. onConnect, when set, is called after each (re)connection, so that
-// the caller can catch up on anything it may have missed. It returns ctx's
-// error.
+// notification, reconnecting with backoff when the connection drops (a
+// restart, a failover: to the writable host of a multi-host URL), until
+// ctx ends. onConnect, when set, is called after each (re)connection, so
+// that the caller can catch up on anything it may have missed. It returns
+// ctx's error.
 func (s *Store) Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error {
-	backoff := 100 * time.Millisecond
+	const first = 100 * time.Millisecond
+	backoff := first
 	for {
-		err := s.listenOnce(ctx, channels, onConnect, fn)
+		connected := false
+		err := s.listenOnce(ctx, channels, func() {
+			connected = true
+			if onConnect != nil {
+				onConnect()
+			}
+		}, fn)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		_ = err // the caller learns of gaps through onConnect; the slow poll covers the rest
+		// The caller learns of gaps through onConnect; the slow poll covers
+		// the rest. A failure to connect tells the store's health.
+		s.health.failed(err)
+		if connected {
+			backoff = first // a connection that worked: the next try is quick
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -32,7 +45,7 @@ func (s *Store) Listen(ctx context.Context, channels []string, onConnect func(),
 }
 
 func (s *Store) listenOnce(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error {
-	conn, err := pgx.Connect(ctx, s.url)
+	conn, err := pgx.ConnectConfig(ctx, s.listen)
 	if err != nil {
 		return fmt.Errorf("listen connect: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -71,13 +72,17 @@ type Config struct {
 	// With a cap, every run goes through the claim (none is claimed at
 	// creation), which enforces it.
 	TenantRunsInProgress int
+	// Logger, when set, is told when the database becomes unavailable and
+	// when it is available again: one line per change, not one per call.
+	Logger *slog.Logger
 }
 
 // Store is agentd's handle on PostgreSQL.
 type Store struct {
-	pool *pgxpool.Pool
-	url  string
-	pub  Publisher // nil: nobody is told
+	pool   *pgxpool.Pool
+	listen *pgx.ConnConfig // the LISTEN connection's (the pool's, untraced)
+	health *health
+	pub    Publisher // nil: nobody is told
 
 	tenantCap  int    // Config.TenantRunsInProgress
 	claimCTE   string // claimCTE with tenantCap
@@ -88,7 +93,8 @@ type Store struct {
 	execReqs atomic.Int64              // executor writes committed
 }
 
-// Open connects to the database of cfg.URL.
+// Open connects to the database of cfg.URL: to its writable host when it
+// names several (see writableHost).
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	pcfg, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
@@ -97,6 +103,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
 	}
+	writableHost(&pcfg.ConnConfig.Config)
+	listen := pcfg.ConnConfig.Copy()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &health{log: log}
+	w := &watch{h: h}
+	pcfg.ConnConfig.Tracer = w
+	pcfg.PrepareConn = w.keep
+	pcfg.BeforeClose = w.forget
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
@@ -107,7 +124,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	return &Store{pool: pool, url: cfg.URL, pub: cfg.Publisher, tenantCap: cfg.TenantRunsInProgress,
+	return &Store{pool: pool, listen: listen, health: h, pub: cfg.Publisher, tenantCap: cfg.TenantRunsInProgress,
 		claimCTE:   fmt.Sprintf(claimCTE, max(0, cfg.TenantRunsInProgress)),
 		claimIDCTE: fmt.Sprintf(claimIDCTE, max(0, cfg.TenantRunsInProgress))}, nil
 }
@@ -130,16 +147,15 @@ func (s *Store) published(last map[string]int64) {
 // Close closes the pool.
 func (s *Store) Close() { s.pool.Close() }
 
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
-
 // EnsureDatabase creates the database named in databaseURL when it does not
-// exist, connecting to the server's "postgres" database to do so.
+// exist, connecting to the server's "postgres" database to do so; with
+// several hosts in the URL, on the writable one (see writableHost).
 func EnsureDatabase(ctx context.Context, databaseURL string) error {
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return fmt.Errorf("parse database url: %w", err)
 	}
+	writableHost(&cfg.Config)
 	name := cfg.Database
 	if name == "" {
 		return nil
@@ -170,12 +186,14 @@ func EnsureDatabase(ctx context.Context, databaseURL string) error {
 }
 
 // Migrate applies the embedded migrations, holding a Postgres advisory lock so
-// that several instances may start at once.
+// that several instances may start at once; with several hosts in the URL,
+// on the writable one (see writableHost).
 func Migrate(ctx context.Context, databaseURL string) error {
 	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
 		return fmt.Errorf("parse database url: %w", err)
 	}
+	writableHost(&cfg.Config)
 	db := stdlib.OpenDB(*cfg)
 	defer db.Close()
 	return migrateDB(ctx, db)
@@ -225,18 +243,27 @@ func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 	return nil
 }
 
-// translate maps driver errors to the package's sentinels.
+// translate maps driver errors to the package's sentinels. It is the one
+// place that does: every error of a statement passes here before it leaves
+// the package.
 func translate(err error) error {
 	if err == nil {
 		return nil
 	}
-	for _, known := range []error{agentd.ErrNotFound, agentd.ErrConflict, ErrLeaseLost, ErrInvalidValue, ErrConstraint} {
+	for _, known := range []error{agentd.ErrNotFound, agentd.ErrConflict, ErrLeaseLost, ErrInvalidValue, ErrConstraint,
+		agentd.ErrUnavailable} {
 		if errors.Is(err, known) {
 			return err
 		}
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return agentd.ErrNotFound
+	}
+	if unavailable(err) {
+		// Nothing of the call committed, unless the connection broke
+		// during its commit; either way, a retry (with the same
+		// idempotency key for a creation) is safe.
+		return fmt.Errorf("%w: %w", agentd.ErrUnavailable, err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

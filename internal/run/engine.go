@@ -371,7 +371,11 @@ func (e *Engine) claimOne() bool {
 	case err != nil:
 		if e.claiming.Err() == nil {
 			e.m.claim(claimError)
-			e.log.Error("claim run", "error", err)
+			if !errors.Is(err, agentd.ErrUnavailable) {
+				// The store logs an outage of the database once, not
+				// once per claim.
+				e.log.Error("claim run", "error", err)
+			}
 		}
 		return false
 	}

@@ -233,6 +233,10 @@ func (x *execution) execute() {
 		x.log.Warn("lease lost; another worker owns the run")
 	case errors.Is(cause, ErrShutdown):
 		x.handBack()
+	case errors.Is(err, agentd.ErrUnavailable):
+		// The lease runs out, and an executor claims the run again once
+		// the database is back.
+		x.log.Warn("run execution stopped: the database is unavailable", "error", err)
 	case err != nil:
 		x.log.Error("run execution failed", "error", err)
 	}
