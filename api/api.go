@@ -28,6 +28,11 @@ type Store interface {
 	RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error)
 	// RunList returns a tenant's runs, newest first.
 	RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error)
+	// AuditEvents returns the next page of a run's audit events, after seq
+	// after and up to seq through, in order, and the tool calls whose
+	// attempts those events start, with their attempts; an empty page is
+	// the end.
+	AuditEvents(ctx context.Context, runID string, after, through int64) ([]agentd.Event, []agentd.CallDetail, error)
 	// StepsList returns a run's steps with their tool calls and attempts.
 	StepsList(ctx context.Context, runID string) ([]agentd.StepDetail, error)
 	// ArtifactGet returns an artifact of a tenant's run, or
@@ -46,9 +51,10 @@ type Store interface {
 	// ConversationUpdate sets a conversation's title and metadata, each when
 	// not nil; agentd.ErrConversationNotFound.
 	ConversationUpdate(ctx context.Context, tenantID, id string, title *string, metadata json.RawMessage) (agentd.Conversation, error)
-	// ConversationDelete removes a conversation and everything under it;
+	// ConversationDelete removes a conversation and everything under it,
+	// and returns the ids of the runs it removed;
 	// agentd.ErrConversationBusy while a run of it is in progress.
-	ConversationDelete(ctx context.Context, tenantID, id string) error
+	ConversationDelete(ctx context.Context, tenantID, id string) (runIDs []string, err error)
 	// ContextWindow says which of a conversation's messages the model is
 	// still sent: those after coversTo (0: all), and the first user message.
 	ContextWindow(ctx context.Context, conversationID string) (coversTo, firstUser int, err error)
@@ -91,8 +97,11 @@ type Runs interface {
 // Events streams a run's events as Server-Sent Events (*stream.Hub
 // implements it). runID is canonical (lowercase) and the API has checked
 // the tenant. Before writing anything it may return stream.ErrEnded (the
-// API answers 204) or stream.ErrStopped (503 shutting_down); once the
-// stream started, it reports whether it ended because the client left.
+// API answers 204), agentd.ErrRunNotFound (the run was deleted meanwhile:
+// 404) or stream.ErrStopped (503 shutting_down); once the stream started,
+// it reports whether it ended because the client left. An Events that also
+// has Forget(runIDs ...string), as *stream.Hub does, is told of the runs a
+// DELETE /conversations/{id} removed, so that their open streams end.
 type Events interface {
 	StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool, err error)
 	// StreamRunAs is StreamRun in another wire format (the AI SDK's).
@@ -128,6 +137,11 @@ type Config struct {
 	// Auth says who a request comes from; nil means auth.None() (every
 	// request is local and holds every scope).
 	Auth auth.Authenticator
+	// AuthenticatedFunc, when set, is called with the context of every
+	// request whose credential the guard accepted, before its scope is
+	// checked (cmd/server moves the request's connection out of the
+	// budget of unauthenticated ones). Public routes never call it.
+	AuthenticatedFunc func(ctx context.Context)
 	// Quotas bound what each tenant may do; zero fields are unbounded.
 	Quotas Quotas
 	// Registerer receives the API's own request metrics; nil means
@@ -193,6 +207,7 @@ type server struct {
 	maxBody     int64
 	known       knownRuns // runs found for a tenant, for event streams
 	auth        auth.Authenticator
+	onAuth      func(ctx context.Context) // nil: nothing to tell
 	limits      *tenantLimits
 }
 
@@ -220,6 +235,7 @@ func newServer(cfg Config) *server {
 		corsOrigins: cfg.CORSOrigins,
 		bodyTimeout: cfg.BodyTimeout,
 		auth:        cfg.Auth,
+		onAuth:      cfg.AuthenticatedFunc,
 		limits:      newTenantLimits(cfg.Quotas),
 	}
 	if s.auth == nil {

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/auth"
 )
 
@@ -35,6 +36,7 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /runs":                              auth.RunsRead,
 	"GET /runs/{id}":                         auth.RunsRead,
 	"GET /runs/{id}/steps":                   auth.RunsRead,
+	"GET /runs/{id}/audit":                   auth.RunsRead, // as the steps: the same facts, as an export
 	"GET /runs/{id}/events":                  auth.RunsRead,
 	"GET /runs/{id}/artifacts/{artifact_id}": auth.RunsRead,
 	"POST /runs/{id}/cancel":                 auth.RunsWrite,
@@ -93,6 +95,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.Get("/runs", s.handle(s.runList))
 		r.Get("/runs/{id}", s.handle(s.runGet))
 		r.Get("/runs/{id}/steps", s.handle(s.stepsList))
+		r.Get("/runs/{id}/audit", s.handle(s.runAudit))
 		changes.With(s.idempotent).Post("/runs/{id}/cancel", s.handle(s.runCancel))
 		changes.With(s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
 		changes.With(s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
@@ -178,11 +181,19 @@ func (s *server) guard(next http.Handler) http.Handler {
 			s.fail(w, r, newError(http.StatusUnauthorized, CodeInvalidCredential, "Invalid credential", err.Error()))
 			return
 		case err != nil:
-			s.log.ErrorContext(ctx, "authenticate", slog.String("error", err.Error()),
-				slog.String("request_id", requestIDFrom(ctx)))
-			s.fail(w, r, newError(http.StatusServiceUnavailable, CodeAuthUnavailable, "Authentication unavailable",
-				"the server cannot check credentials now; retry"))
+			if !errors.Is(err, agentd.ErrUnavailable) {
+				// The store logs an outage of the database once.
+				s.log.ErrorContext(ctx, "authenticate", slog.String("error", err.Error()),
+					slog.String("request_id", requestIDFrom(ctx)))
+			}
+			e := newError(http.StatusServiceUnavailable, CodeAuthUnavailable, "Authentication unavailable",
+				"the server cannot check credentials now; retry after Retry-After seconds")
+			e.retryAfter = unavailableRetryAfter
+			s.fail(w, r, e)
 			return
+		}
+		if s.onAuth != nil {
+			s.onAuth(ctx)
 		}
 		c := &caller{Principal: p, tenant: p.Tenant}
 		if t := r.Header.Get(HeaderTenant); t != "" && t != p.Tenant {

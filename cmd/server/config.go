@@ -60,14 +60,16 @@ type config struct {
 
 // ServerSettings are the HTTP server's settings.
 type ServerSettings struct {
-	Addr           string        `env:"AGENTD_ADDR" envDefault:"127.0.0.1:8080" flag:"addr" desc:"listen address (host:port); on any but a loopback address, authentication is required"`
-	MaxBodyBytes   int64         `env:"AGENTD_MAX_BODY_BYTES" envDefault:"1048576" flag:"max-body-bytes" min:"1024" desc:"largest accepted request body, in bytes"`
-	BodyTimeout    time.Duration `env:"AGENTD_BODY_TIMEOUT" envDefault:"30s" flag:"body-timeout" desc:"how long a request body may take to arrive; a slower one is '408 body_timeout' and its connection closed"`
-	MaxConnections int           `env:"AGENTD_MAX_CONNECTIONS" envDefault:"1024" flag:"max-connections" min:"1" desc:"HTTP connections this instance holds open at once; more wait in the listen backlog until one closes"`
-	CORSOrigins    []string      `env:"AGENTD_CORS_ORIGINS" flag:"cors-origins" defaultDesc:"none (CORS off)" desc:"comma-separated web origins ('scheme://host[:port]', such as 'https://ui.example', or '*') whose pages may call the API from a browser; a request that changes state with an 'Origin' other than these and the server's own is '403 origin_not_allowed'"`
-	MetricsAddr    string        `env:"AGENTD_METRICS_ADDR" flag:"metrics-addr" desc:"serve '/metrics' on this address of its own; without it, '/metrics' is served on the API's address when authentication is off, and not at all when it is on"`
-	LogLevel       slog.Level    `env:"AGENTD_LOG_LEVEL" envDefault:"info" flag:"log-level" want:"debug, info, warn or error" desc:"'debug', 'info', 'warn' or 'error' (JSON logs on stdout)"`
-	ShutdownGrace  time.Duration `env:"AGENTD_SHUTDOWN_GRACE" envDefault:"10s" flag:"shutdown-grace" desc:"on SIGTERM, how long runs may take to reach a step boundary before their leases are handed back"`
+	Addr               string        `env:"AGENTD_ADDR" envDefault:"127.0.0.1:8080" flag:"addr" desc:"listen address (host:port); on any but a loopback address, authentication is required"`
+	MaxBodyBytes       int64         `env:"AGENTD_MAX_BODY_BYTES" envDefault:"1048576" flag:"max-body-bytes" min:"1024" desc:"largest accepted request body, in bytes"`
+	BodyTimeout        time.Duration `env:"AGENTD_BODY_TIMEOUT" envDefault:"30s" flag:"body-timeout" desc:"how long a request body may take to arrive after its headers, whether or not it is read; a slower one is '408 body_timeout' (or, for a request answered without its body, that answer late) and its connection closed"`
+	MaxConnections     int           `env:"AGENTD_MAX_CONNECTIONS" envDefault:"1024" flag:"max-connections" min:"1" desc:"HTTP connections this instance holds open at once; when all of them have authenticated, more wait in the listen backlog until one closes"`
+	MaxUnauthenticated int           `env:"AGENTD_MAX_UNAUTHENTICATED_CONNECTIONS" envDefault:"0" flag:"max-unauthenticated-connections" min:"0" defaultDesc:"a quarter of 'AGENTD_MAX_CONNECTIONS', at least 1" desc:"how many of the 'AGENTD_MAX_CONNECTIONS' may be connections on which no request has authenticated yet (one counts as authenticated from its first request with a valid credential, or from the start with 'AGENTD_AUTH=none'); a new connection that finds them all taken closes the oldest of them, so that clients without a credential cannot take the connections of those with one; fewer than 'AGENTD_MAX_CONNECTIONS'"`
+	HealthAddr         string        `env:"AGENTD_HEALTH_ADDR" flag:"health-addr" desc:"serve 'GET /livez' and 'GET /readyz' on this address of its own too, outside the connection caps, so that an orchestrator's health checks are answered however many clients hold the API's connections"`
+	CORSOrigins        []string      `env:"AGENTD_CORS_ORIGINS" flag:"cors-origins" defaultDesc:"none (CORS off)" desc:"comma-separated web origins ('scheme://host[:port]', such as 'https://ui.example', or '*') whose pages may call the API from a browser; a request that changes state with an 'Origin' other than these and the server's own is '403 origin_not_allowed'"`
+	MetricsAddr        string        `env:"AGENTD_METRICS_ADDR" flag:"metrics-addr" desc:"serve '/metrics' on this address of its own; without it, '/metrics' is served on the API's address when authentication is off, and not at all when it is on"`
+	LogLevel           slog.Level    `env:"AGENTD_LOG_LEVEL" envDefault:"info" flag:"log-level" want:"debug, info, warn or error" desc:"'debug', 'info', 'warn' or 'error' (JSON logs on stdout)"`
+	ShutdownGrace      time.Duration `env:"AGENTD_SHUTDOWN_GRACE" envDefault:"10s" flag:"shutdown-grace" desc:"on SIGTERM, how long runs may take to reach a step boundary before their leases are handed back"`
 }
 
 // DatabaseSettings are the database's settings.
@@ -118,7 +120,7 @@ type ToolSettings struct {
 // AuthSettings are the authentication's settings.
 type AuthSettings struct {
 	Auth            string        `env:"AGENTD_AUTH" flag:"auth" defaultDesc:"'none' on a loopback address, else required" desc:"'keys' (API keys, made with 'agentd keys create'), 'oidc' (JWTs of an identity provider, and API keys), or 'none' (loopback addresses only: agentd refuses to start without authentication on any other)"`
-	KeyCacheTTL     time.Duration `env:"AGENTD_KEY_CACHE_TTL" envDefault:"5s" flag:"key-cache-ttl" desc:"how long an API key read from the database is trusted: a revoked key stops working within it on every instance"`
+	KeyCacheTTL     time.Duration `env:"AGENTD_KEY_CACHE_TTL" envDefault:"5s" flag:"key-cache-ttl" desc:"how long an API key read from the database is trusted: a revoked key stops working within it on every instance, and its open event streams close"`
 	OIDCIssuer      string        `env:"AGENTD_OIDC_ISSUER" flag:"oidc-issuer" desc:"with 'AGENTD_AUTH=oidc', which needs it: the OpenID Connect issuer URL, which the tokens' 'iss' must be"`
 	OIDCAudience    string        `env:"AGENTD_OIDC_AUDIENCE" flag:"oidc-audience" desc:"with 'AGENTD_AUTH=oidc', which needs it: the audience the tokens' 'aud' must hold"`
 	OIDCJWKSURL     string        `env:"AGENTD_OIDC_JWKS_URL" flag:"oidc-jwks-url" defaultDesc:"from the issuer's discovery document" desc:"the provider's signing keys (cached; fetched again when a token names a key it does not know)"`
@@ -193,6 +195,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return key
 	}
 	errs := readSettings(&c, all, environ, name)
+	if c.MaxUnauthenticated > 0 && c.MaxUnauthenticated >= c.MaxConnections {
+		errs = append(errs, fmt.Errorf("%s: want fewer than %s's %d, got %d", name("AGENTD_MAX_UNAUTHENTICATED_CONNECTIONS"),
+			name("AGENTD_MAX_CONNECTIONS"), c.MaxConnections, c.MaxUnauthenticated))
+	}
 	c.derive(getenv)
 	if err := c.checkAuth(name("AGENTD_AUTH")); err != nil {
 		errs = append(errs, err)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -17,12 +18,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"golang.org/x/net/netutil"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/conns"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/mcptools"
@@ -66,49 +67,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer in.close()
 
-	ln, err := net.Listen("tcp", cfg.Addr)
+	srvs, err := in.listen()
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
-	// Past MaxConnections, connections wait in the kernel's backlog until
-	// one closes, rather than each taking a file descriptor.
-	ln = netutil.LimitListener(ln, cfg.MaxConnections)
-	srv := &http.Server{Handler: in.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	var metricsSrv *http.Server
-	var metricsLn net.Listener
-	if cfg.MetricsAddr != "" {
-		if metricsLn, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			ln.Close()
-			return fmt.Errorf("metrics listen: %w", err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", in.metrics)
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	}
-	if err := in.eng.Start(ctx); err != nil {
-		ln.Close()
-		if metricsLn != nil {
-			metricsLn.Close()
-		}
 		return err
 	}
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(ln) }()
-	if metricsSrv != nil {
-		go func() {
-			if err := metricsSrv.Serve(metricsLn); !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("metrics: %w", err)
-			}
-		}()
-		log.Info("metrics served", "metrics_addr", metricsLn.Addr().String())
-	} else if cfg.Auth != authNone {
-		log.Info("/metrics is not served with authentication on: set AGENTD_METRICS_ADDR to serve it on an address of its own")
+	if err := in.eng.Start(ctx); err != nil {
+		srvs.closeListeners()
+		return err
 	}
-	log.Info("agentd serving", "addr", ln.Addr().String(), "auth", cfg.Auth, "worker", in.eng.WorkerID(), "workers", cfg.Workers,
-		"lease_ttl", cfg.LeaseTTL.String(), "model", in.modelName)
+	serveErr := srvs.serve()
+	in.logStart(srvs)
 	if ready != nil {
-		ready(ln.Addr().String())
+		ready(srvs.apiLn.Addr().String())
 	}
 
 	var runErr error
@@ -117,11 +87,160 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case runErr = <-serveErr:
 		runErr = fmt.Errorf("serve: %w", runErr)
 	}
-	in.shutdown(context.WithoutCancel(ctx), srv)
-	if metricsSrv != nil {
-		_ = metricsSrv.Close()
-	}
+	in.shutdown(context.WithoutCancel(ctx), srvs.api)
+	srvs.closeSide()
 	return runErr
+}
+
+// servers are an instance's HTTP servers: the API's, behind the connection
+// budgets, and those on addresses of their own (metrics, health), which
+// are not capped and stop after the API's, so that /readyz says 503
+// through the shutdown.
+type servers struct {
+	api   *http.Server
+	apiLn *conns.Listener
+	side  []sideServer
+}
+
+// sideServer is a server on an address of its own.
+type sideServer struct {
+	name string // "metrics" or "health"
+	srv  *http.Server
+	ln   net.Listener
+}
+
+// listen opens the instance's listeners and builds their servers.
+func (in *instance) listen() (*servers, error) {
+	cfg := in.cfg
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	// A new connection past the budget of unauthenticated ones closes the
+	// oldest of them; when every connection has authenticated, new ones
+	// wait in the kernel's backlog until one closes, rather than each
+	// taking a file descriptor. With authentication off only loopback
+	// clients reach the address, and each of them counts as authenticated.
+	s := &servers{apiLn: conns.NewListener(ln, conns.Config{Max: cfg.MaxConnections,
+		MaxUnauthenticated: cfg.MaxUnauthenticated, TrustLoopback: cfg.Auth == authNone})}
+	s.api = in.httpServer(in.handler)
+	s.api.ConnContext = conns.ConnContext
+	in.countConnections(s.apiLn)
+	var sides []sideServer
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", in.metrics)
+		sides = append(sides, sideServer{name: "metrics", srv: in.httpServer(mux)})
+	}
+	if cfg.HealthAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /livez", in.handler)
+		mux.Handle("GET /readyz", in.handler)
+		sides = append(sides, sideServer{name: "health", srv: in.httpServer(mux)})
+	}
+	addrs := map[string]string{"metrics": cfg.MetricsAddr, "health": cfg.HealthAddr}
+	for _, side := range sides {
+		if side.ln, err = net.Listen("tcp", addrs[side.name]); err != nil {
+			s.closeListeners()
+			return nil, fmt.Errorf("%s listen: %w", side.name, err)
+		}
+		s.side = append(s.side, side)
+	}
+	return s, nil
+}
+
+// httpServer is a server of h with agentd's timeouts: headers within 10 s,
+// a body within the body timeout of its headers (conns.BodyDeadline), and
+// idle connections closed after 2 minutes.
+func (in *instance) httpServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: conns.BodyDeadline(h, in.cfg.BodyTimeout), ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(in.log.Handler(), slog.LevelWarn)}
+}
+
+// countConnections exports how the API's connections stand.
+func (in *instance) countConnections(l *conns.Listener) {
+	for _, authenticated := range []bool{true, false} {
+		in.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "agentd_http_connections",
+			Help:        "Connections open on the API's address, by whether a request on them authenticated.",
+			ConstLabels: prometheus.Labels{"authenticated": strconv.FormatBool(authenticated)},
+		}, func() float64 {
+			st := l.Stats()
+			if authenticated {
+				return float64(st.Authenticated)
+			}
+			return float64(st.Unauthenticated)
+		}))
+	}
+	in.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "agentd_http_unauthenticated_connections_closed_total",
+		Help: "Unauthenticated connections closed to make room for a new one (AGENTD_MAX_UNAUTHENTICATED_CONNECTIONS).",
+	}, func() float64 { return float64(l.Stats().Evicted) }))
+}
+
+// serve serves every listener; the channel receives the first failure.
+func (s *servers) serve() <-chan error {
+	serveErr := make(chan error, 1+len(s.side))
+	go func() { serveErr <- s.api.Serve(s.apiLn) }()
+	for _, side := range s.side {
+		go func() {
+			if err := side.srv.Serve(side.ln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("%s: %w", side.name, err)
+			}
+		}()
+	}
+	return serveErr
+}
+
+// closeListeners closes the listeners of servers that never served.
+func (s *servers) closeListeners() {
+	s.apiLn.Close()
+	for _, side := range s.side {
+		side.ln.Close()
+	}
+}
+
+// logStart writes the one start-up line: where the instance serves and
+// what it loaded (the fake model, when it runs, has a line of its own).
+func (in *instance) logStart(s *servers) {
+	cfg := in.cfg
+	addr := s.apiLn.Addr().String()
+	base := "http://" + browsable(addr)
+	metrics := "off: authentication is on; set AGENTD_METRICS_ADDR to serve it on an address of its own"
+	if cfg.Auth == authNone {
+		metrics = base + "/metrics"
+	}
+	maxConns, maxUnauth := s.apiLn.Budgets()
+	attrs := []any{"addr", addr, "auth", cfg.Auth, "worker", in.eng.WorkerID(), "workers", cfg.Workers,
+		"lease_ttl", cfg.LeaseTTL.String(), "model", in.modelName, "ui", base + "/ui/",
+		"tools_file", cfg.ToolsFile, "file_tools", in.loaded.fileTools, "mcp_servers", in.loaded.mcpServers,
+		"tracing", in.loaded.traceEndpoint != "", "tracing_endpoint", in.loaded.traceEndpoint,
+		"max_connections", maxConns, "max_unauthenticated_connections", maxUnauth}
+	for _, side := range s.side {
+		sideAddr := side.ln.Addr().String()
+		if side.name == "metrics" {
+			metrics = "http://" + browsable(sideAddr) + "/metrics"
+		}
+		attrs = append(attrs, side.name+"_addr", sideAddr)
+	}
+	in.log.Info("agentd serving", append(attrs, "metrics", metrics)...)
+}
+
+// browsable is addr as a browser on this host can reach it: an unspecified
+// host (all addresses) becomes localhost.
+func browsable(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err == nil && (host == "" || (ip != nil && ip.IsUnspecified())) {
+		return net.JoinHostPort("localhost", port)
+	}
+	return addr
+}
+
+// closeSide stops the servers on addresses of their own.
+func (s *servers) closeSide() {
+	for _, side := range s.side {
+		_ = side.srv.Close()
+	}
 }
 
 // instance is agentd's parts, wired: the store, the stream hub that
@@ -136,9 +255,18 @@ type instance struct {
 	metrics   http.Handler // GET /metrics
 	modelName string
 	mcp       *mcptools.Manager
+	loaded    loaded               // what the start-up line reports
 	reg       *prometheus.Registry // every metric the instance exports
 	draining  atomic.Bool          // set at shutdown: /readyz answers 503
 	closers   []func()             // run by close, last first
+}
+
+// loaded is what an instance loaded, beyond its settings, for the start-up
+// line.
+type loaded struct {
+	fileTools     int      // tools the tools file declares
+	mcpServers    []string // the tools file's MCP servers, by name
+	traceEndpoint string   // where spans go; "" with tracing off
 }
 
 // assemble prepares the database and builds agentd's parts. On an error it
@@ -186,7 +314,7 @@ func (in *instance) openStore(ctx context.Context) error {
 	in.hub = stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: in.reg})
 	var err error
 	in.store, err = persist.Open(ctx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: in.hub,
-		TenantRunsInProgress: cfg.TenantRunning})
+		TenantRunsInProgress: cfg.TenantRunning, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -207,9 +335,14 @@ func (in *instance) openStore(ctx context.Context) error {
 // the model and the engine, not yet started; it returns the tools.
 func (in *instance) startEngine() (*tools.Registry, error) {
 	cfg, log := in.cfg, in.log
-	registry, mcpServers, err := buildTools(cfg, in.store)
+	registry, mcpServers, fileTools, err := buildTools(cfg, in.store)
 	if err != nil {
 		return nil, fmt.Errorf("tools: %w", err)
+	}
+	in.loaded.fileTools = fileTools
+	in.loaded.mcpServers = []string{}
+	for _, m := range mcpServers {
+		in.loaded.mcpServers = append(in.loaded.mcpServers, m.Name)
 	}
 	mcp := mcptools.New(registry, mcpServers, log)
 	mcp.Start()
@@ -262,7 +395,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 	in.handler = api.New(api.Config{
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: in.reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
-		Auth: authn, Quotas: cfg.Quotas,
+		Auth: authn, AuthenticatedFunc: conns.Authenticated, Quotas: cfg.Quotas,
 		Defaults: api.RunDefaults{Model: in.modelName, MaxTimeouts: agentd.Timeouts{
 			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
 			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds(),
@@ -278,7 +411,8 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 			return nil
 		},
 	})
-	if telemetry.Endpoint(getenv) != "" {
+	in.loaded.traceEndpoint = telemetry.Endpoint(getenv)
+	if in.loaded.traceEndpoint != "" {
 		// HTTP server spans, joining a caller's trace (traceparent); the
 		// API names each by its route.
 		in.handler = otelhttp.NewHandler(in.handler, "agentd")
@@ -335,10 +469,10 @@ var (
 	_ api.Events = (*stream.Hub)(nil)
 )
 
-// buildTools returns the registry of the built-in and tools-file tools, and
-// the MCP servers of the tools file, whose tools join the registry once
-// they are connected.
-func buildTools(cfg config, artifacts tools.ArtifactReader) (*tools.Registry, []mcptools.ServerConfig, error) {
+// buildTools returns the registry of the built-in and tools-file tools, the
+// MCP servers of the tools file, whose tools join the registry once they
+// are connected, and how many tools the file declares.
+func buildTools(cfg config, artifacts tools.ArtifactReader) (_ *tools.Registry, _ []mcptools.ServerConfig, fileTools int, _ error) {
 	list := []tools.Tool{tools.Calculator(), tools.Clock(), tools.ReadArtifact(artifacts)}
 	if len(cfg.HTTPAllowHosts) > 0 {
 		list = append(list, tools.HTTPRequest(cfg.HTTPAllowHosts, nil))
@@ -348,25 +482,26 @@ func buildTools(cfg config, artifacts tools.ArtifactReader) (*tools.Registry, []
 	if cfg.ToolsFile != "" {
 		hooks, err := tools.LoadFile(cfg.ToolsFile, nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		list = append(list, hooks...)
+		fileTools = len(hooks)
 		data, err := os.ReadFile(cfg.ToolsFile)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		if servers, err = mcptools.ParseFile(data); err != nil {
-			return nil, nil, fmt.Errorf("load tools file %s: %w", cfg.ToolsFile, err)
+			return nil, nil, 0, fmt.Errorf("load tools file %s: %w", cfg.ToolsFile, err)
 		}
 		if policies, err = tools.ParsePolicies(data); err != nil {
-			return nil, nil, fmt.Errorf("load tools file %s: %w", cfg.ToolsFile, err)
+			return nil, nil, 0, fmt.Errorf("load tools file %s: %w", cfg.ToolsFile, err)
 		}
 	}
 	reg, err := tools.NewRegistry(list...)
 	if err == nil && len(policies) > 0 {
 		reg.SetHook(policies)
 	}
-	return reg, servers, err
+	return reg, servers, fileTools, err
 }
 
 // buildModel returns the model: a router that sends each model the models

@@ -1,0 +1,203 @@
+package conns
+
+import (
+	"container/list"
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// BodyDeadline returns next behind a read deadline for request bodies: a
+// request that has one must send it within timeout of the moment next is
+// entered, or the reads of its body fail (and net/http closes its
+// connection after the answer). Requests without a body are not touched.
+// It must wrap the server's handler directly, so that it sees the
+// connection's own ResponseWriter.
+func BodyDeadline(next http.Handler, timeout time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			// An error means the writer cannot set deadlines (a test's
+			// recorder): there is no connection to hold.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(timeout))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// Config configures a Listener.
+type Config struct {
+	// Max is the most connections held open at once, authenticated or not
+	// (at least 1). When every one of them has authenticated, Accept waits
+	// for one to close, and new connections wait in the listen backlog.
+	Max int
+	// MaxUnauthenticated is the most connections held open at once on
+	// which no request has authenticated yet; 0 means a quarter of Max, at
+	// least 1, and a value over Max means Max.
+	MaxUnauthenticated int
+	// TrustLoopback counts a connection from a loopback address as
+	// authenticated from the start: for a server that authenticates nobody
+	// and serves a loopback address only.
+	TrustLoopback bool
+}
+
+// Stats says how a Listener's connections stand.
+type Stats struct {
+	Authenticated   int    // open connections on which a request authenticated
+	Unauthenticated int    // open connections on which none did yet
+	Evicted         uint64 // unauthenticated connections closed to make room, ever
+}
+
+// Listener is a net.Listener whose connections are capped, with a budget
+// of their own for those that have not authenticated (see the package
+// documentation). Its connections must be served by an http.Server whose
+// ConnContext is ConnContext, so that Authenticated finds them.
+type Listener struct {
+	net.Listener
+	max, maxPre   int
+	trustLoopback bool
+
+	mu      sync.Mutex
+	room    *sync.Cond // signalled when a connection goes, and at Close
+	open    int        // connections counted, authenticated or not
+	pre     list.List  // the unauthenticated connections, *conn, oldest first
+	evicted uint64
+	closed  bool
+}
+
+// NewListener returns ln under cfg's budgets.
+func NewListener(ln net.Listener, cfg Config) *Listener {
+	l := &Listener{Listener: ln, max: max(1, cfg.Max), maxPre: cfg.MaxUnauthenticated, trustLoopback: cfg.TrustLoopback}
+	if l.maxPre <= 0 {
+		l.maxPre = max(1, l.max/4)
+	}
+	l.maxPre = min(l.maxPre, l.max)
+	l.room = sync.NewCond(&l.mu)
+	return l
+}
+
+// Accept waits for a connection and for room for it: when the budgets are
+// full, the oldest unauthenticated connection is closed, and when every
+// connection has authenticated, Accept waits (holding the new connection)
+// until one closes or the Listener does.
+func (l *Listener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	c := &conn{Conn: nc, l: l}
+	trusted := l.trustLoopback && isLoopback(nc.RemoteAddr())
+	l.mu.Lock()
+	for !l.closed && l.open >= l.max && l.pre.Len() == 0 {
+		l.room.Wait()
+	}
+	if l.closed {
+		l.mu.Unlock()
+		nc.Close()
+		return nil, net.ErrClosed
+	}
+	var victim *conn
+	if l.open >= l.max || (!trusted && l.pre.Len() >= l.maxPre) {
+		victim = l.pre.Front().Value.(*conn)
+		l.forgetLocked(victim)
+		l.evicted++
+	}
+	l.open++
+	if !trusted {
+		c.elem = l.pre.PushBack(c)
+	}
+	l.mu.Unlock()
+	if victim != nil {
+		victim.Conn.Close() // its server goroutine sees the error and ends
+	}
+	return c, nil
+}
+
+// Close closes the listener and wakes an Accept that waits for room.
+func (l *Listener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.room.Broadcast()
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
+
+// Stats says how the connections stand now.
+func (l *Listener) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Stats{Authenticated: l.open - l.pre.Len(), Unauthenticated: l.pre.Len(), Evicted: l.evicted}
+}
+
+// Budgets returns the cap of connections and the budget of
+// unauthenticated ones, as NewListener settled them.
+func (l *Listener) Budgets() (max, unauthenticated int) { return l.max, l.maxPre }
+
+// forgetLocked stops counting c, which is closing or closed. l.mu is held.
+func (l *Listener) forgetLocked(c *conn) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	l.open--
+	if c.elem != nil {
+		l.pre.Remove(c.elem)
+		c.elem = nil
+	}
+	l.room.Broadcast()
+}
+
+// authenticate moves c out of the unauthenticated budget.
+func (l *Listener) authenticate(c *conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.elem != nil {
+		l.pre.Remove(c.elem)
+		c.elem = nil
+	}
+}
+
+// conn is a connection of a Listener.
+type conn struct {
+	net.Conn
+	l *Listener
+	// Guarded by l.mu:
+	elem *list.Element // in l.pre while unauthenticated
+	gone bool          // no longer counted
+}
+
+// Close closes the connection and frees its place.
+func (c *conn) Close() error {
+	c.l.mu.Lock()
+	c.l.forgetLocked(c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// connKey is the context key of a request's connection.
+type connKey struct{}
+
+// ConnContext is an http.Server's ConnContext for a Listener's
+// connections: it keeps the connection in the context of its requests.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if cc, ok := c.(*conn); ok {
+		return context.WithValue(ctx, connKey{}, cc)
+	}
+	return ctx
+}
+
+// Authenticated records that the request of ctx authenticated: its
+// connection leaves the unauthenticated budget and is never closed to make
+// room. A context without a Listener's connection is ignored.
+func Authenticated(ctx context.Context) {
+	if c, ok := ctx.Value(connKey{}).(*conn); ok {
+		c.l.authenticate(c)
+	}
+}
+
+// isLoopback reports whether addr is a loopback TCP address.
+func isLoopback(addr net.Addr) bool {
+	a, ok := addr.(*net.TCPAddr)
+	return ok && a.IP.IsLoopback()
+}
