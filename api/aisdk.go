@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -99,6 +100,25 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 	return s.chatStart(w, r, req, fields)
 }
 
+// chatRead is what agentd reads of a chat request whose top-level fields
+// are fields, as a body for checkText: every field, with each message but
+// the last as null. Earlier messages are history that the AI SDK sends
+// back with every request and agentd never reads, so a message refused
+// once does not refuse the chat's later requests; the last keeps its
+// index, which the error names.
+func chatRead(fields map[string]json.RawMessage) []byte {
+	read := maps.Clone(fields)
+	var msgs []json.RawMessage
+	if json.Unmarshal(fields["messages"], &msgs) == nil && len(msgs) > 0 {
+		for i := range msgs[:len(msgs)-1] {
+			msgs[i] = json.RawMessage("null")
+		}
+		read["messages"], _ = json.Marshal(msgs) // raw messages always encode
+	}
+	b, _ := json.Marshal(read) // valid JSON values always encode
+	return b
+}
+
 // decodeChat reads a chat request's body: its own fields and the run's,
 // each checked, and the body's top-level fields for the request's
 // fingerprint.
@@ -115,6 +135,9 @@ func decodeChat(body []byte) (chatRequest, map[string]json.RawMessage, error) {
 		}
 	}
 	if err := decodeStrict(body, &req, ""); err != nil {
+		return req, nil, err
+	}
+	if err := checkText(chatRead(fields)); err != nil {
 		return req, nil, err
 	}
 	if req.ID == "" || len(req.ID) > maxChatIDLen {
@@ -343,9 +366,12 @@ func (s *server) latestRun(r *http.Request, conversationID string) (*agentd.Run,
 	return &runs[0], nil
 }
 
-// chatStream writes run's UI message stream after event seq after. A
-// client that leaves does not stop the run: it may resume.
+// chatStream writes run's UI message stream after event seq after, while
+// the request's credential holds. A client that leaves does not stop the
+// run: it may resume.
 func (s *server) chatStream(w http.ResponseWriter, r *http.Request, runID string, after int64) error {
+	r, stop := s.whileAuthorized(r)
+	defer stop()
 	_, err := s.events.StreamRunAs(w, r, runID, after, aisdk.NewEncoder(runID))
 	return streamErr(w, err)
 }

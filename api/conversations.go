@@ -100,6 +100,9 @@ func (s *server) readConversation(w http.ResponseWriter, r *http.Request) (title
 	if err := decodeStrict(body, &req, ""); err != nil {
 		return nil, nil, err
 	}
+	if err := checkText(body); err != nil {
+		return nil, nil, err
+	}
 	if req.Title != nil {
 		if len(*req.Title) > maxTitleBytes {
 			return nil, nil, fieldError("title", "must be at most %d bytes", maxTitleBytes)
@@ -151,16 +154,28 @@ func (s *server) conversationUpdate(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
+// runForgetter is what Events may also do: forget deleted runs, whose open
+// streams end and whose new ones are 404 (stream.Hub.Forget).
+type runForgetter interface {
+	Forget(runIDs ...string)
+}
+
 // conversationDelete answers DELETE /conversations/{id}: 204 once the
-// conversation and everything under it are gone; 409 conversation_busy
-// while one of its runs is in progress.
+// conversation and everything under it are gone, and the streams of its
+// runs on this instance have been told to end (other instances' end within
+// their poll interval); 409 conversation_busy while one of its runs is in
+// progress.
 func (s *server) conversationDelete(w http.ResponseWriter, r *http.Request) error {
 	id, err := uuid.Parse(chi.URLParam(r, "id"))
 	if err != nil {
 		return errConversationNotFound
 	}
-	if err := s.store.ConversationDelete(r.Context(), TenantFromContext(r.Context()), id.String()); err != nil {
+	runIDs, err := s.store.ConversationDelete(r.Context(), TenantFromContext(r.Context()), id.String())
+	if err != nil {
 		return err
+	}
+	if f, ok := s.events.(runForgetter); ok && len(runIDs) > 0 {
+		f.Forget(runIDs...)
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil

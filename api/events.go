@@ -1,12 +1,14 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/stream"
 )
 
@@ -42,23 +44,43 @@ func (s *server) runEvents(w http.ResponseWriter, r *http.Request) error {
 		return errTooManyStreams(w)
 	}
 	defer done()
+	r, stop := s.whileAuthorized(r)
+	defer stop()
 	_, err = s.events.StreamRun(w, r, id, after)
 	return streamErr(w, err)
 }
 
 // streamRun answers a POST /runs with "stream": true: the new run's events
-// from the first, then its on_disconnect policy when the client left first.
+// from the first, then its on_disconnect policy when the client left first
+// (a stream that the end of its credential closed was not left: the run
+// goes on).
 func (s *server) streamRun(w http.ResponseWriter, r *http.Request, run agentd.Run) error {
+	r, stop := s.whileAuthorized(r)
+	defer stop()
 	clientLeft, err := s.events.StreamRun(w, r, run.ID, 0)
 	if err != nil {
 		return streamErr(w, err)
 	}
-	if clientLeft {
+	if clientLeft && !errors.Is(context.Cause(r.Context()), auth.ErrCredentialEnded) {
 		if err := s.runs.ClientLeft(r.Context(), run); err != nil {
 			s.log.ErrorContext(r.Context(), "apply on_disconnect", "run_id", run.ID, "error", err.Error())
 		}
 	}
 	return nil
+}
+
+// whileAuthorized returns r with a context that also ends when the
+// credential the request came with stops holding (its key revoked or
+// deleted, its token expired: auth.Watch), so that an event stream, which
+// may last for hours, ends then too; the client's next request is refused
+// (401). stop releases the watch.
+func (s *server) whileAuthorized(r *http.Request) (_ *http.Request, stop context.CancelFunc) {
+	c, _ := r.Context().Value(keyCaller).(*caller)
+	if c == nil || c.Local {
+		return r, func() {}
+	}
+	ctx, stop := auth.Watch(r.Context(), s.auth, c.Principal)
+	return r.WithContext(ctx), stop
 }
 
 func errTooManyStreams(w http.ResponseWriter) error {

@@ -7,9 +7,9 @@ const knownRunsMax = 16384
 
 // knownRuns remembers runs found to exist, with their tenant, so that the
 // many event streams of one run do not each read the run to check who asks:
-// a run's tenant never changes and runs are never deleted, so an entry
-// never goes stale. (Deleting runs would have to forget them here.) Misses
-// are not remembered.
+// a run's tenant never changes. A deleted run's entry may stay: the Hub
+// refuses its streams (stream.Hub.Forget), so a stale entry costs nothing
+// but memory. Misses are not remembered.
 type knownRuns struct {
 	mu sync.Mutex
 	m  map[knownRun]struct{}

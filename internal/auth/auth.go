@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Scope is a permission a credential holds.
@@ -67,6 +68,13 @@ type Principal struct {
 	// Local is true when no credential was asked for (AGENTD_AUTH=none, on
 	// a loopback address): the request holds every scope.
 	Local bool
+	// KeyPrefix names the agentd API key the request came with; empty for
+	// another credential. Watch checks the key again while a long request
+	// (an event stream) lasts.
+	KeyPrefix string
+	// Expires is when the credential stops holding by itself (a token's
+	// expiry); zero: never. Watch ends a long request then.
+	Expires time.Time
 }
 
 // Has reports whether p holds scope s (admin holds every scope).
@@ -117,8 +125,15 @@ func ValidTenant(s string) bool { return tenantPattern.MatchString(s) }
 // TenantRule says what a tenant name must be, for error messages.
 const TenantRule = "1 to 64 characters of A-Z, a-z, 0-9, '_', '.' and '-'"
 
-// bearer returns the token of an Authorization: Bearer header.
+// bearer returns the token of an Authorization: Bearer header. A request
+// with more than one Authorization header is refused as an invalid
+// credential: which of them names its caller is not for agentd to guess
+// (a proxy may have added one, and another hop may read the other).
 func bearer(r *http.Request) (string, error) {
+	hs := r.Header.Values("Authorization")
+	if len(hs) > 1 {
+		return "", invalid("the request has %d Authorization headers; send one", len(hs))
+	}
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return "", ErrNoCredential

@@ -90,7 +90,9 @@ type KeysConfig struct {
 	Store KeyStore
 	// CacheTTL is how long a key read from the store is trusted before it
 	// is read again (default 5s): a revoked key stops working within it, on
-	// every instance. Negative: read it on every request.
+	// every instance, for the requests in progress that watch it (Watch:
+	// event streams) as for new ones. Negative: read it on every request
+	// (and every second for those in progress).
 	CacheTTL time.Duration
 	// TouchEvery is how often a key's last_used_at is written, at most
 	// (default 1 minute).
@@ -103,9 +105,10 @@ type KeysConfig struct {
 
 // Keys authenticates agentd's API keys.
 type Keys struct {
-	cfg   KeysConfig
-	mu    sync.Mutex
-	cache map[string]*cachedKey // by prefix
+	cfg     KeysConfig
+	mu      sync.Mutex
+	cache   map[string]*cachedKey // by prefix
+	watches map[string]*keyWatch  // by prefix: keys that requests in progress depend on (Watch)
 }
 
 type cachedKey struct {
@@ -131,7 +134,7 @@ func NewKeys(cfg KeysConfig) *Keys {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Keys{cfg: cfg, cache: map[string]*cachedKey{}}
+	return &Keys{cfg: cfg, cache: map[string]*cachedKey{}, watches: map[string]*keyWatch{}}
 }
 
 // Authenticate implements Authenticator.
@@ -165,14 +168,16 @@ func (k *Keys) Verify(ctx context.Context, token string) (Principal, error) {
 			k.cfg.Logger.WarnContext(ctx, "record an API key's use", "key_prefix", prefix, "error", err)
 		}
 	}
-	p := Principal{Tenant: key.TenantID, Actor: "key:" + prefix}
+	p := Principal{Tenant: key.TenantID, Actor: "key:" + prefix, KeyPrefix: prefix}
 	for _, s := range key.Scopes {
 		p.Scopes = append(p.Scopes, Scope(s))
 	}
 	return p, nil
 }
 
-// lookup returns the key of prefix, from the cache while it is fresh.
+// lookup returns the key of prefix, from the cache while it is fresh. A
+// read that finds the key revoked or deleted ends the requests that watch
+// it (Watch).
 func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (agentd.APIKey, error) {
 	k.mu.Lock()
 	c := k.cache[prefix]
@@ -184,6 +189,9 @@ func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (agentd
 	k.mu.Unlock()
 	key, err := k.cfg.Store.KeyGet(ctx, prefix)
 	if errors.Is(err, agentd.ErrNotFound) {
+		k.mu.Lock()
+		k.keyEndedLocked(prefix)
+		k.mu.Unlock()
 		return agentd.APIKey{}, invalid("unknown or revoked key")
 	}
 	if err != nil {
@@ -202,6 +210,9 @@ func (k *Keys) lookup(ctx context.Context, prefix string, now time.Time) (agentd
 		touched = c.touched
 	}
 	k.cache[prefix] = &cachedKey{key: key, fetched: now, touched: touched}
+	if key.RevokedAt != nil {
+		k.keyEndedLocked(prefix)
+	}
 	return key, nil
 }
 
@@ -231,9 +242,12 @@ func (k *Keys) untouch(prefix string, now, prev time.Time) {
 }
 
 // Forget drops a key from the cache, so that its revocation holds on this
-// instance at once.
+// instance at once, for the requests that watch it too (they read it now).
 func (k *Keys) Forget(prefix string) {
 	k.mu.Lock()
 	delete(k.cache, prefix)
+	if w := k.watches[prefix]; w != nil && !w.done {
+		w.timer.Reset(0)
+	}
 	k.mu.Unlock()
 }

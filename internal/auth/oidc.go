@@ -96,7 +96,7 @@ func (o *OIDC) Verify(ctx context.Context, token string) (Principal, error) {
 	if idt.Subject == "" {
 		return Principal{}, invalid("the token has no subject")
 	}
-	p := Principal{Tenant: tenant, Actor: "oidc:" + idt.Subject}
+	p := Principal{Tenant: tenant, Actor: "oidc:" + idt.Subject, Expires: idt.Expiry}
 	var names []string
 	switch v := claims[o.cfg.ScopesClaim].(type) {
 	case string:

@@ -80,10 +80,11 @@ func (s *Store) ConversationUpdate(ctx context.Context, tenantID, id string, tit
 
 // ConversationDelete removes a tenant's conversation and everything under
 // it (its messages, its runs with their steps, tool calls, attempts and
-// events) in one transaction. ErrConversationBusy: a run of it is in
-// progress; ErrConversationNotFound: none of the tenant's has id.
-func (s *Store) ConversationDelete(ctx context.Context, tenantID, id string) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
+// events) in one transaction, and returns the ids of the runs it removed,
+// whose streams must end. ErrConversationBusy: a run of it is in progress;
+// ErrConversationNotFound: none of the tenant's has id.
+func (s *Store) ConversationDelete(ctx context.Context, tenantID, id string) (runIDs []string, err error) {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		var found string
 		err := tx.QueryRow(ctx, `SELECT id FROM conversations WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&found)
 		if errors.Is(translate(err), agentd.ErrNotFound) {
@@ -110,13 +111,21 @@ func (s *Store) ConversationDelete(ctx context.Context, tenantID, id string) err
 			`DELETE FROM outbox WHERE run_id IN ` + runs,
 			`DELETE FROM messages WHERE conversation_id = $1`,
 			`DELETE FROM compactions WHERE conversation_id = $1`,
-			`DELETE FROM runs WHERE conversation_id = $1`,
-			`DELETE FROM conversations WHERE id = $1`,
 		} {
 			if _, err := tx.Exec(ctx, q, id); err != nil {
 				return fmt.Errorf("delete conversation: %w", translate(err))
 			}
 		}
+		if runIDs, err = queryAll(ctx, tx, scanString, `DELETE FROM runs WHERE conversation_id = $1 RETURNING id`, id); err != nil {
+			return fmt.Errorf("delete conversation: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM conversations WHERE id = $1`, id); err != nil {
+			return fmt.Errorf("delete conversation: %w", translate(err))
+		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return runIDs, nil
 }

@@ -12,7 +12,10 @@
 // transaction. The table is the
 // source of truth: a lost notification only delays a subscriber until the
 // next poll, and a subscriber that falls behind is dropped and replays from
-// the database when it reconnects.
+// the database when it reconnects. A run that is deleted (its
+// conversation, or retention) ends its streams without a terminal event:
+// at once on the instance told (Forget), within a poll interval on the
+// others (the poll finds it missing), and its new streams are refused.
 //
 // HTTP belongs to the api package, which parses the request (the run's id,
 // Last-Event-ID), checks who asks, and writes every problem body; the Hub

@@ -34,7 +34,12 @@ type feed struct {
 	wakeC chan struct{}            // capacity 1: wake-ups coalesce
 	quit  chan struct{}            // closed under Hub.mu when the last subscriber leaves
 	want  atomic.Int64             // the highest seq known to be committed
+	read  atomic.Int64             // the highest seq handed to the subscribers; -1: not positioned
 	force atomic.Bool              // read even when want says there is nothing new
+
+	// runGone is closed under Hub.mu when the run is found deleted: its
+	// streams end (endLocked).
+	runGone chan struct{}
 
 	hmu    sync.Mutex
 	handed []agentd.Event // committed events handed over by this instance's commits, not read yet
@@ -105,12 +110,14 @@ func (h *Hub) subscribeLocked(runID string) *subscriber {
 	f := h.feeds[runID]
 	if f == nil {
 		f = &feed{
-			runID: runID,
-			subs:  map[*subscriber]struct{}{},
-			wakeC: make(chan struct{}, 1),
-			quit:  make(chan struct{}),
+			runID:   runID,
+			subs:    map[*subscriber]struct{}{},
+			wakeC:   make(chan struct{}, 1),
+			quit:    make(chan struct{}),
+			runGone: make(chan struct{}),
 		}
 		f.recent.told = -1
+		f.read.Store(-1)
 		h.feeds[runID] = f
 		h.wg.Add(1)
 		go h.runFeed(f)
@@ -163,6 +170,21 @@ func (h *Hub) fanOut(f *feed, b *batch) {
 	}
 }
 
+// deliveredLocked reports whether the feed has handed its subscribers every
+// event known to be committed, and each subscriber has taken what it was
+// handed. The caller holds h.mu.
+func (f *feed) deliveredLocked() bool {
+	if r := f.read.Load(); r < 0 || f.want.Load() > r {
+		return false
+	}
+	for s := range f.subs {
+		if len(s.ch) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // runFeed is the goroutine of a feed. It first learns the run's last seq
 // (events before it are the subscribers' own replay), then reads new events
 // on each wake-up: a commit here, a notification, or the Hub's poll (see
@@ -184,6 +206,7 @@ func (h *Hub) runFeed(f *feed) {
 				last = h.read(f, last, mustRead)
 			}
 		}
+		f.read.Store(last)
 		select {
 		case <-f.quit:
 			return
@@ -197,13 +220,15 @@ func (h *Hub) runFeed(f *feed) {
 
 // position returns the run's last committed seq, and tells the subscribers,
 // so that one whose replay ended before it reads the difference itself. It
-// returns -1 when the database could not say.
+// returns -1 when the database could not say. A run that is not found was
+// deleted: its streams end (Forget).
 func (h *Hub) position(f *feed) int64 {
 	ctx, cancel := context.WithTimeout(h.ctx, dbTimeout)
 	defer cancel()
 	head, err := h.store.RunHead(ctx, f.runID)
 	switch {
 	case errors.Is(err, agentd.ErrNotFound):
+		h.Forget(f.runID)
 		return 0
 	case err != nil:
 		if h.ctx.Err() == nil {

@@ -120,7 +120,8 @@ type Hub struct {
 	started     bool
 	stopped     bool
 	feeds       map[string]*feed
-	fresh       fresh // first events of runs no feed follows yet
+	fresh       fresh   // first events of runs no feed follows yet
+	deleted     deleted // runs found deleted: their streams are refused
 	subscribers int
 	streams     int
 	wg          sync.WaitGroup // listener, notifier, feeds, streams; Add only under mu while !stopped
@@ -190,6 +191,7 @@ func (h *Hub) Start(store Store) error {
 // for them until ctx ends (then it returns ctx's error). Notifications still
 // queued are sent first. Stopping twice is safe.
 func (h *Hub) Stop(ctx context.Context) error {
+	h.settle(ctx)
 	h.mu.Lock()
 	if !h.stopped {
 		h.stopped = true
@@ -207,6 +209,37 @@ func (h *Hub) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// maxSettle bounds how long Stop waits for the streams to be handed what
+// was committed before it.
+const maxSettle = time.Second
+
+// settle waits, up to maxSettle or ctx's end, until every feed has handed
+// its streams the events known to be committed: the last commits of the
+// runs that drained before Stop (their terminal events) reach their
+// clients rather than being cut by it.
+func (h *Hub) settle(ctx context.Context) {
+	deadline := time.Now().Add(maxSettle)
+	for time.Now().Before(deadline) && ctx.Err() == nil && !h.deliveredAll() {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// deliveredAll reports whether every feed has handed its streams what is
+// known to be committed (true once the Hub stopped: nothing is handed then).
+func (h *Hub) deliveredAll() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return true
+	}
+	for _, f := range h.feeds {
+		if !f.deliveredLocked() {
+			return false
+		}
+	}
+	return true
 }
 
 // Stats returns what the Hub holds now.
@@ -303,7 +336,8 @@ func (h *Hub) listen() {
 // events they have not read, so that a lost notification only delays a
 // feed until then, and it keeps the run for the feed's heartbeats. Idle
 // streams then cost one query per interval for the instance, not reads per
-// run.
+// run. A run missing from the answer was deleted (on another instance, or
+// by retention): its streams end.
 func (h *Hub) poller() {
 	defer h.wg.Done()
 	t := time.NewTicker(h.poll)
@@ -327,7 +361,9 @@ func (h *Hub) poller() {
 		heads, err := h.store.RunHeads(ctx, ids)
 		cancel()
 		if err != nil {
-			if h.ctx.Err() == nil {
+			// The store logs an outage of the database once, not once
+			// per poll.
+			if h.ctx.Err() == nil && !errors.Is(err, agentd.ErrUnavailable) {
 				h.log.WarnContext(h.ctx, "stream poll: read runs", "runs", len(ids), "error", err)
 			}
 			continue
@@ -344,7 +380,25 @@ func (h *Hub) poller() {
 				f.notify(heads[i].LastEventSeq)
 			}
 		}
+		if len(heads) < len(ids) {
+			h.Forget(missing(ids, heads)...)
+		}
 	}
+}
+
+// missing returns the ids that have no head in heads.
+func missing(ids []string, heads []agentd.RunHead) []string {
+	found := make(map[string]struct{}, len(heads))
+	for _, head := range heads {
+		found[head.RunID] = struct{}{}
+	}
+	var out []string
+	for _, id := range ids {
+		if _, ok := found[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // notifier sends the queued notifications, at most one per run per window,
@@ -387,7 +441,7 @@ func (h *Hub) flushNotify(ctx context.Context) {
 		payloads = append(payloads, runID+":"+strconv.FormatInt(seq, 10))
 	}
 	// A lost notification only delays the other instances until their poll.
-	if err := h.store.NotifyMany(ctx, persist.ChannelEvents, payloads); err != nil {
+	if err := h.store.NotifyMany(ctx, persist.ChannelEvents, payloads); err != nil && !errors.Is(err, agentd.ErrUnavailable) {
 		h.log.WarnContext(ctx, "notify events", "error", err, "runs", len(payloads))
 	}
 }

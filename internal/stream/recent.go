@@ -32,6 +32,16 @@ type recent struct {
 	told   int64             // every event up to told went to the subscribers through the feed; -1: none yet
 	loads  map[pageKey]*load // database reads in flight
 	shared bool              // the feed has more than one subscriber: events are kept
+	gone   bool              // the run was deleted: nothing is kept
+}
+
+// forget drops the events held and keeps none from now on: the run was
+// deleted.
+func (r *recent) forget() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gone, r.shared = true, false
+	r.events, r.bytes = nil, 0
 }
 
 // share says whether the feed has more than one subscriber; the events held
@@ -39,8 +49,8 @@ type recent struct {
 func (r *recent) share(shared bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.shared = shared
-	if !shared {
+	r.shared = shared && !r.gone
+	if !r.shared {
 		r.events, r.bytes = nil, 0
 	}
 }
@@ -51,7 +61,7 @@ func (r *recent) share(shared bool) {
 func (r *recent) seed(evs []agentd.Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.events) == 0 {
+	if len(r.events) == 0 && !r.gone {
 		r.events, r.bytes = slices.Clip(evs), dataBytes(evs)
 	}
 }

@@ -22,12 +22,13 @@ import (
 //
 // Before it writes anything it may return ErrEnded (the run has ended with
 // no event after after: the caller answers 204, which tells EventSource to
-// stop reconnecting) or ErrStopped (the Hub is not serving streams). Once
-// the stream has started it returns a nil error and reports whether the
-// stream ended before the terminal event because of the client: it went
-// away, its connection broke, or it could not keep up and was dropped (then
-// it may come back with Last-Event-ID). Hub shutdown and database errors
-// are not the client's doing.
+// stop reconnecting), agentd.ErrRunNotFound (the run was deleted since the
+// caller checked it: see Forget) or ErrStopped (the Hub is not serving
+// streams). Once the stream has started it returns a nil error and reports
+// whether the stream ended before the terminal event because of the
+// client: it went away, its connection broke, or it could not keep up and
+// was dropped (then it may come back with Last-Event-ID). Hub shutdown, the
+// run's deletion and database errors are not the client's doing.
 func (h *Hub) StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool, err error) {
 	return h.StreamRunAs(w, r, runID, after, nil)
 }
@@ -50,17 +51,18 @@ type Encoder interface {
 // own SSE events). The stream ends where enc says, or where StreamRun's
 // does for other reasons.
 func (h *Hub) StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, after int64, enc Encoder) (clientLeft bool, err error) {
-	pastEnd := false // the client says it is past the run's last event
-	if after > 0 {
-		var ended bool
-		if ended, pastEnd = h.clientPosition(r.Context(), runID, after); ended {
-			return false, ErrEnded
-		}
+	pastEnd, err := h.admit(r.Context(), runID, after) // pastEnd: the client says it is past the run's last event
+	if err != nil {
+		return false, err
 	}
 	h.mu.Lock()
 	if !h.started || h.stopped || h.ctx.Err() != nil {
 		h.mu.Unlock()
 		return false, ErrStopped
+	}
+	if h.deleted.hasLocked(runID) { // since admit
+		h.mu.Unlock()
+		return false, agentd.ErrRunNotFound
 	}
 	sub := h.subscribeLocked(runID) // before the replay, so that nothing falls between the two
 	// The gauge moves with the count, under h.mu: whoever reads Stats
@@ -94,20 +96,48 @@ func (h *Hub) StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, 
 	return end == endClient || end == endWriteTimeout || end == endWriteError || end == endDropped, nil
 }
 
-// clientPosition reads where the run is against a client's position after:
-// ended when the run has stopped (ended or was interrupted) and has no
-// event after it; pastEnd when the run has no event up to after yet (the
-// client's position is past its log), so that the stream ends with the run
-// rather than waiting for an event it will never send. On a database error
-// it says neither: the stream then goes on as for a live run.
-func (h *Hub) clientPosition(ctx context.Context, runID string, after int64) (ended, pastEnd bool) {
+// admit says, before a stream of runID after seq after writes anything,
+// whether it may start: ErrStopped when the Hub was never started,
+// agentd.ErrRunNotFound when the run was deleted, ErrEnded when it has
+// stopped (ended or was interrupted) with no event after after. pastEnd
+// says that the run has no event up to after yet (the client's position is
+// past its log), so that the stream ends with the run rather than waiting
+// for an event it will never send.
+//
+// It reads the run for a position past 0, and for a stream from the start
+// of a run the Hub knows nothing of. A run that has a feed here exists, or
+// the feed's poll finds it deleted within a poll interval and ends its
+// streams; so does a run created here less than a poll interval ago (the
+// client that created it streams it: the read would be one more query on
+// that path), whose deletion on another instance could not be told here
+// otherwise. A failed read says nothing: the stream then goes on as for a
+// live run.
+func (h *Hub) admit(ctx context.Context, runID string, after int64) (pastEnd bool, err error) {
+	h.mu.Lock()
+	started, gone := h.started, h.deleted.hasLocked(runID)
+	known := h.feeds[runID] != nil || h.fresh.keptSinceLocked(runID, time.Now().Add(-h.poll))
+	h.mu.Unlock()
+	switch {
+	case !started:
+		return false, ErrStopped
+	case gone:
+		return false, agentd.ErrRunNotFound
+	case after == 0 && known:
+		return false, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, dbTimeout)
 	defer cancel()
 	head, err := h.store.RunHead(ctx, runID)
-	if err != nil {
-		return false, false
+	switch {
+	case errors.Is(err, agentd.ErrNotFound):
+		h.Forget(runID)
+		return false, agentd.ErrRunNotFound
+	case err != nil:
+		return false, nil
+	case after > 0 && head.Status.Stopped() && head.LastEventSeq <= after:
+		return false, ErrEnded
 	}
-	return head.Status.Stopped() && head.LastEventSeq <= after, head.LastEventSeq < after
+	return head.LastEventSeq < after, nil
 }
 
 // end says why a stream ended.
@@ -122,6 +152,7 @@ const (
 	endWriteTimeout            // a write missed its deadline
 	endWriteError              // a write failed otherwise (the connection broke)
 	endError                   // the database failed
+	endDeleted                 // the run was deleted
 )
 
 // sse is one event stream being served.
@@ -181,6 +212,8 @@ func (s *sse) run(sub *subscriber) end {
 			return s.ctxEnd()
 		case <-sub.gone:
 			return endDropped
+		case <-s.feed.runGone:
+			return endDeleted
 		case b := <-sub.ch:
 			if e := s.deliverPending(sub, b); e != endNone {
 				return e
@@ -354,11 +387,16 @@ func (s *sse) data(d []byte) end {
 // run's end from a live terminal event, which it misses when the run ended
 // between its first read of the run and its subscription, or before the
 // feed's first read; it reads the run after subscribing and at the feed's
-// first read for that. A failed read says no: the heartbeat reads again.
+// first read for that. A failed read says no: the heartbeat reads again. A
+// run that is not found was deleted, which ends the stream too.
 func (s *sse) endedBehind() bool {
 	ctx, cancel := context.WithTimeout(s.ctx, dbTimeout)
 	defer cancel()
 	run, err := s.hub.store.RunHead(ctx, s.runID)
+	if errors.Is(err, agentd.ErrNotFound) {
+		s.hub.Forget(s.runID)
+		return true
+	}
 	return err == nil && run.Status.Stopped() && run.LastEventSeq <= s.last
 }
 
@@ -377,7 +415,11 @@ func (s *sse) heartbeat() end {
 	// here is needed only when the poll is slower than half a heartbeat.
 	run, err := s.feed.beat.get(ctx, s.hub.store, s.runID, max(s.hub.heartbeat/2, s.hub.poll+s.hub.poll/2))
 	cancel()
-	if err != nil {
+	switch {
+	case errors.Is(err, agentd.ErrNotFound):
+		s.hub.Forget(s.runID)
+		return endDeleted
+	case err != nil:
 		if s.ctx.Err() != nil {
 			return s.ctxEnd()
 		}

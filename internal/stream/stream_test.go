@@ -56,6 +56,8 @@ func newInstance(t testing.TB, hub *stream.Hub, store stream.Store, wrap func(ne
 		switch {
 		case errors.Is(err, stream.ErrEnded):
 			w.WriteHeader(http.StatusNoContent)
+		case errors.Is(err, agentd.ErrRunNotFound):
+			http.Error(w, err.Error(), http.StatusNotFound)
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		}
