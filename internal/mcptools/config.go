@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"regexp"
+	"time"
 
 	"github.com/agentd/agentd"
 )
@@ -36,6 +37,28 @@ type ServerConfig struct {
 	Tools []string `json:"tools"`
 	// Overrides set, per tool, what its annotations do not say well.
 	Overrides map[string]Override `json:"overrides"`
+	// ConnectTimeoutMS caps one connection attempt: starting the command
+	// (or reaching the URL) and MCP's initialize handshake, in
+	// milliseconds; 0 means DefaultConnectTimeout, and at most
+	// MaxConnectTimeout may be set.
+	ConnectTimeoutMS int `json:"connect_timeout_ms"`
+}
+
+// Bounds of a server's connect timeout. A command such as npx may first
+// fetch its package, which takes tens of seconds on a cold cache, before
+// the server answers initialize.
+const (
+	DefaultConnectTimeout = 60 * time.Second
+	MaxConnectTimeout     = 10 * time.Minute
+)
+
+// ConnectTimeout is how long one connection attempt to the server may
+// take: ConnectTimeoutMS, else DefaultConnectTimeout.
+func (c ServerConfig) ConnectTimeout() time.Duration {
+	if c.ConnectTimeoutMS > 0 {
+		return time.Duration(c.ConnectTimeoutMS) * time.Millisecond
+	}
+	return DefaultConnectTimeout
 }
 
 // Override is what a tools file sets for one MCP tool.
@@ -49,8 +72,9 @@ type Override struct {
 // ParseFile reads the mcp_servers of a tools file; a file without them has
 // none. Each entry is read strictly: an unknown field, a name that is not
 // 1 to 32 letters, digits or dashes, a name used twice, neither or both of
-// command and url, a url that is not http(s), an unknown effect or a
-// negative limit is an error naming the entry. All problems are reported
+// command and url, a url that is not http(s), an unknown effect, a
+// negative limit or a connect_timeout_ms out of range is an error naming
+// the entry. All problems are reported
 // together.
 func ParseFile(data []byte) ([]ServerConfig, error) {
 	var file struct {
@@ -109,6 +133,10 @@ func (c ServerConfig) check() error {
 		if len(c.Headers) > 0 {
 			errs = append(errs, errors.New("headers are for a url"))
 		}
+	}
+	if c.ConnectTimeoutMS < 0 || int64(c.ConnectTimeoutMS) > MaxConnectTimeout.Milliseconds() {
+		errs = append(errs, fmt.Errorf("connect_timeout_ms %d is out of range: want 1 to %d (0 or absent means %d)",
+			c.ConnectTimeoutMS, MaxConnectTimeout.Milliseconds(), DefaultConnectTimeout.Milliseconds()))
 	}
 	for name, o := range c.Overrides {
 		if o.Effect != "" && !o.Effect.Valid() {

@@ -1,10 +1,12 @@
 package mcptools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -184,9 +186,16 @@ func (s *server) serve(ctx context.Context) error {
 			}
 		},
 	})
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	session, err := client.Connect(cctx, s.transport(), nil)
+	stderr := &stderrLog{log: s.log}
+	defer stderr.flush()
+	timeout := s.cfg.ConnectTimeout()
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	session, err := client.Connect(cctx, s.transport(stderr), nil)
+	timedOut := errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
+	if err != nil && timedOut && ctx.Err() == nil {
+		return fmt.Errorf("connect: no answer within %v (connect_timeout_ms): %w", timeout, err)
+	}
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -218,8 +227,9 @@ func (s *server) serve(ctx context.Context) error {
 	}
 }
 
-// transport is how to reach the server.
-func (s *server) transport() mcp.Transport {
+// transport is how to reach the server; a command's stderr goes to
+// stderr.
+func (s *server) transport(stderr io.Writer) mcp.Transport {
 	if s.cfg.URL != "" {
 		hc := &http.Client{Transport: headers{base: http.DefaultTransport, h: s.cfg.Headers}}
 		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: -1}
@@ -229,8 +239,64 @@ func (s *server) transport() mcp.Transport {
 	for k, v := range s.cfg.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
+	// A child of the command (npx's node) may hold stderr open after the
+	// command exits: Wait stops copying it then.
+	cmd.WaitDelay = 2 * time.Second
 	return &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+}
+
+// maxStderrLine is the longest line of a server's stderr logged as one
+// record; a longer one is logged in parts of this size.
+const maxStderrLine = 4 << 10
+
+// stderrLog is the stderr of a server's command: each line it writes is one
+// log record ("mcp: stderr", the line as "line"), with the server's name as
+// mcp_server, so that a server's output reads like agentd's own logs.
+type stderrLog struct {
+	log *slog.Logger
+	mu  sync.Mutex
+	buf []byte // the start of a line not yet ended
+}
+
+// Write logs each line p ends and keeps the start of the next one.
+func (w *stderrLog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	rest := w.buf
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(rest[:i])
+		rest = rest[i+1:]
+	}
+	for len(rest) >= maxStderrLine {
+		w.emit(rest[:maxStderrLine])
+		rest = rest[maxStderrLine:]
+	}
+	w.buf = append(w.buf[:0], rest...)
+	return len(p), nil
+}
+
+// flush logs a last line that no newline ended.
+func (w *stderrLog) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.emit(w.buf)
+		w.buf = w.buf[:0]
+	}
+}
+
+// emit logs one line, without its CR; an empty line is left out.
+func (w *stderrLog) emit(line []byte) {
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	if len(line) > 0 {
+		w.log.Info("mcp: stderr", "line", string(line))
+	}
 }
 
 // headers adds a server's configured headers to each request.

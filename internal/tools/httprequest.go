@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/agentd/agentd"
 )
@@ -35,7 +39,12 @@ import (
 // X-Request-ID). The call's idempotency key is sent as the Idempotency-Key
 // header. Redirects are not followed: a 3xx is a result. A 4xx is a
 // KindFinal error, a 5xx KindTransient, a timeout KindTimeout, a lost
-// connection KindConnection.
+// connection KindConnection. A request that failed before it had a
+// connection to be written on (a header with a control character, a name
+// that does not resolve, a refused connection, a failed TLS handshake, the
+// attempt's time out while connecting) sent nothing: it is KindFinal (the
+// model's arguments) or KindTransient, an error the model sees, never an
+// unknown outcome.
 //
 // A nil client means a client over a copy of the tools' pooled transport;
 // the tool uses a copy of client (over a copy of its transport, when it is
@@ -195,16 +204,16 @@ func (t *httpRequest) Invoke(ctx context.Context, call Call) (json.RawMessage, e
 		if headerForbidden(k) {
 			return nil, &Error{Kind: KindFinal, Message: fmt.Sprintf("header %q may not be set by the model", k)}
 		}
+		if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(v) {
+			return nil, &Error{Kind: KindFinal, Message: fmt.Sprintf("header %q is not a valid HTTP header: "+
+				"its name must be a token and its value must hold no control characters (CR, LF, NUL)", k)}
+		}
 		req.Header.Set(k, v)
 	}
 	if call.IdempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", call.IdempotencyKey)
 	}
-	resp, err := do(ctx, t.client, req, "request")
-	if errors.Is(err, errDestination) {
-		// Refused before anything was sent.
-		return nil, &Error{Kind: KindFinal, Message: fmt.Sprintf("host %q resolves to an address that is not allowed for http_request", u.Host), Err: err}
-	}
+	resp, err := t.send(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -228,4 +237,49 @@ func (t *httpRequest) Invoke(ctx context.Context, call Call) (json.RawMessage, e
 		Body      string            `json:"body"`
 		Truncated bool              `json:"body_truncated,omitempty"`
 	}{resp.StatusCode, headers, strings.ToValidUTF8(string(body), "\uFFFD"), more})
+}
+
+// send sends req. A failure before the transport had a connection to write
+// the request on (the name did not resolve, the connection was refused or
+// its TLS handshake failed, the attempt ran out of time while connecting,
+// the destination check refused the address) sent nothing, and is a tool
+// error the model sees: KindFinal for a refused destination, else
+// KindTransient. Any later failure may have reached the destination, and is
+// classified as do does (KindTimeout or KindConnection: the outcome is
+// unknown).
+func (t *httpRequest) send(ctx context.Context, req *http.Request) (*http.Response, error) {
+	var connected atomic.Bool // from here on, request bytes may have been written
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }}
+	resp, err := t.client.Do(req.WithContext(httptrace.WithClientTrace(ctx, trace)))
+	if err == nil {
+		return resp, nil
+	}
+	if connected.Load() {
+		return nil, transportError(ctx, err, "request")
+	}
+	return nil, notSent(ctx, req.URL.Host, err)
+}
+
+// notSent classifies a request that failed before it had a connection: it
+// never reached host.
+func notSent(ctx context.Context, host string, err error) error {
+	var dns *net.DNSError
+	switch {
+	case errors.Is(err, errDestination):
+		return &Error{Kind: KindFinal, Message: fmt.Sprintf("host %q resolves to an address that is not allowed for http_request", host), Err: err}
+	case errors.As(err, &dns):
+		return &Error{Kind: KindTransient, Message: fmt.Sprintf("cannot resolve host %q (%s); nothing was sent", host, dns.Err), Err: err}
+	case ctx.Err() != nil:
+		return &Error{Kind: KindTransient, Message: fmt.Sprintf("the request ended before it connected to %q (%v); nothing was sent", host, context.Cause(ctx)), Err: err}
+	}
+	return &Error{Kind: KindTransient, Message: fmt.Sprintf("cannot connect to %q: %v; nothing was sent", host, unwrapURL(err)), Err: err}
+}
+
+// unwrapURL returns the cause of a *url.Error, which repeats the method and
+// the URL the model already knows.
+func unwrapURL(err error) error {
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		return ue.Err
+	}
+	return err
 }

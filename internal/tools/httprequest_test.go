@@ -1,14 +1,19 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
@@ -161,4 +166,140 @@ func TestHTTPRequestEgress(t *testing.T) {
 			t.Errorf("restricted(%s) = %v, want %v", addr, got, want)
 		}
 	}
+}
+
+// TestHTTPRequestNotSent: a request that provably never reached its
+// destination (a header the model set with CR or LF in it, a name that
+// does not resolve, a refused connection, https to a plain-HTTP port whose
+// TLS handshake fails, an attempt out of time before it connected) is a tool error the model sees (KindFinal or
+// KindTransient, which a side_effect call fails with), never KindTimeout or
+// KindConnection, which make its outcome unknown; a request that reached
+// the server and lost its connection before the answer stays
+// KindConnection.
+func TestHTTPRequestNotSent(t *testing.T) {
+	t.Parallel()
+	s := webhooktest.New(t, map[string]webhooktest.Behaviour{
+		"/ok": webhooktest.OK(),
+		"/drop": webhooktest.Raw(func(w http.ResponseWriter, r *http.Request) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}),
+	})
+	su, _ := url.Parse(s.URL)
+	refused := closedPort(t)
+	plain := newPlainListener(t)
+	tool := HTTPRequest([]string{su.Host, refused, plain.addr, "no-such-host.invalid"}, nil)
+	spec := tool.Spec()
+	tests := []struct {
+		name string
+		args string
+		kind ErrorKind
+		want string
+	}{
+		{"CRLF in a header value", `{"method":"GET","url":"` + s.URL + `/ok","headers":{"X-A":"a\r\nX-Injected: 1"}}`, KindFinal, "not a valid HTTP header"},
+		{"LF in a header name", `{"method":"GET","url":"` + s.URL + `/ok","headers":{"X-A\nX-B":"b"}}`, KindFinal, "not a valid HTTP header"},
+		{"NUL in a header value", `{"method":"GET","url":"` + s.URL + `/ok","headers":{"X-A":"a\u0000"}}`, KindFinal, "not a valid HTTP header"},
+		{"a name that does not resolve", `{"method":"POST","url":"http://no-such-host.invalid/x","body":"b"}`, KindTransient, "nothing was sent"},
+		{"a refused connection", `{"method":"POST","url":"http://` + refused + `/x","body":"b"}`, KindTransient, "nothing was sent"},
+		{"https to a plain-HTTP port", `{"method":"POST","url":"https://` + plain.addr + `/x","body":"b"}`, KindTransient, "nothing was sent"},
+	}
+	for _, tt := range tests {
+		c := testCall
+		c.Arguments = json.RawMessage(tt.args)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := tool.Invoke(ctx, c)
+		cancel()
+		te, ok := err.(*Error)
+		if !ok || te.Kind != tt.kind || !strings.Contains(te.Message, tt.want) {
+			t.Errorf("%s: err = %v, want %s containing %q", tt.name, err, tt.kind, tt.want)
+		}
+		if d := Decide(spec, err, 1); d != Fail {
+			t.Errorf("%s: decision %s, want %s (the model sees the error)", tt.name, d, Fail)
+		}
+	}
+	if n := s.Count("/ok"); n != 0 {
+		t.Errorf("requests with invalid headers reached the server %d times", n)
+	}
+	if got := plain.received(); len(got) == 0 || got[0] != 0x16 || bytes.Contains(got, []byte("POST")) {
+		t.Errorf("the plain-HTTP port got %q, want a TLS handshake and no request", got)
+	}
+
+	c := testCall
+	c.Arguments = json.RawMessage(`{"method":"POST","url":"` + s.URL + `/ok","body":"b"}`)
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err := tool.Invoke(expired, c)
+	if te, ok := err.(*Error); !ok || te.Kind != KindTransient || !strings.Contains(te.Message, "nothing was sent") {
+		t.Errorf("an attempt out of time before it connected: err = %v, want %s", err, KindTransient)
+	}
+	if n := s.Count("/ok"); n != 0 {
+		t.Errorf("the request out of time reached the server %d times", n)
+	}
+
+	c.Arguments = json.RawMessage(`{"method":"POST","url":"` + s.URL + `/drop","body":"b"}`)
+	_, err = tool.Invoke(context.Background(), c)
+	if te, ok := err.(*Error); !ok || te.Kind != KindConnection || Decide(spec, err, 1) != Unknown {
+		t.Errorf("a connection lost after the request was sent: err = %v, want %s (unknown)", err, KindConnection)
+	}
+}
+
+// closedPort returns a loopback "host:port" where nothing listens.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+// plainListener is a TCP server that keeps what its first connection sent
+// and answers it as a plain HTTP server answers a TLS handshake.
+type plainListener struct {
+	addr string
+	mu   sync.Mutex
+	got  []byte
+}
+
+func newPlainListener(t *testing.T) *plainListener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &plainListener{addr: l.Addr().String()}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4096)
+			conn.SetDeadline(time.Now().Add(10 * time.Second))
+			n, _ := conn.Read(buf)
+			p.mu.Lock()
+			p.got = append(p.got, buf[:n]...)
+			p.mu.Unlock()
+			io.WriteString(conn, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			conn.Close()
+		}
+	}()
+	return p
+}
+
+// received returns the bytes the listener's connections sent.
+func (p *plainListener) received() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.got)
 }

@@ -29,21 +29,27 @@ func AdminURL() string {
 var counter atomic.Int64
 
 // NewDatabase creates a fresh migrated database and returns its URL; it is
-// dropped when t ends.
+// dropped when t ends, whether t passed or failed. The first call in a test
+// process checks that the server has NeedConnections for tests and drops
+// the test databases that killed test processes left (older than an hour).
 func NewDatabase(t testing.TB) string {
 	t.Helper()
+	checkReady(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	tmpl, err := template(ctx)
 	if err != nil {
 		t.Fatalf("test database template: %v", err)
 	}
-	name := fmt.Sprintf("agentd_t_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9, counter.Add(1))
-	conn, err := pgx.Connect(ctx, AdminURL())
+	name := newName()
+	conn, err := adminConnect(ctx)
 	if err != nil {
-		t.Fatalf("connect admin: %v", err)
+		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
+	// Registered first, so that the database goes even if its creation
+	// failed after PostgreSQL made it (a lost answer).
+	t.Cleanup(func() { drop(t, name) })
 	for i := 0; ; i++ {
 		_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE "+pgx.Identifier{tmpl}.Sanitize())
 		if err == nil || i == 20 {
@@ -52,26 +58,40 @@ func NewDatabase(t testing.TB) string {
 		time.Sleep(100 * time.Millisecond) // the template is briefly busy while another process clones it
 	}
 	if err != nil {
-		t.Fatalf("create test database: %v", err)
+		t.Fatalf("create test database: %v", explain(err))
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		c, err := pgx.Connect(ctx, AdminURL())
-		if err != nil {
-			t.Logf("drop test database: %v", err)
-			return
-		}
-		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
-			t.Logf("drop test database: %v", err)
-		}
-	})
 	u, err := persist.WithDatabase(AdminURL(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// drop drops the test database name, trying again for up to 30 seconds
+// when the server refuses (out of connections, restarting); a database it
+// could not drop is left to the next process's sweep, and said in t's log.
+func drop(t testing.TB, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		err := func() error {
+			c, err := adminConnect(ctx)
+			if err != nil {
+				return err
+			}
+			defer c.Close(context.WithoutCancel(ctx))
+			return dropDatabase(ctx, c, name)
+		}()
+		if err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Logf("drop test database %s: %v", name, err)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // New returns a store on a fresh database, closed when t ends.
@@ -90,7 +110,7 @@ func Open(t testing.TB, cfg persist.Config) *persist.Store {
 	}
 	s, err := persist.Open(context.Background(), cfg)
 	if err != nil {
-		t.Fatalf("open store: %v", err)
+		t.Fatalf("open store: %v", explain(err))
 	}
 	t.Cleanup(s.Close)
 	return s
@@ -139,9 +159,9 @@ func template(ctx context.Context) (string, error) {
 		return "", err
 	}
 	name := "agentd_tmpl_" + hex.EncodeToString(h.Sum(nil))[:16]
-	conn, err := pgx.Connect(ctx, AdminURL())
+	conn, err := adminConnect(ctx)
 	if err != nil {
-		return "", fmt.Errorf("connect admin: %w", err)
+		return "", err
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(74117)`); err != nil {
