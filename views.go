@@ -59,6 +59,9 @@ type RunView struct {
 	CreatedBy      *string         `json:"created_by"`
 	CancelledBy    *string         `json:"cancelled_by"`
 	ResumedBy      *string         `json:"resumed_by"`
+	// CancelRequestedAt is when a cancel was asked of the run (a running
+	// run that has it is stopping); a resume clears it.
+	CancelRequestedAt *time.Time `json:"cancel_requested_at"`
 	// OutputText and Output are a completed run's answer: the text and
 	// the parts of its final assistant message; nil until then.
 	OutputText *string `json:"output_text"`
@@ -101,6 +104,23 @@ type ToolCallView struct {
 	Policy         json.RawMessage `json:"policy"` // the policy decision on the call, when a policy decided
 	CreatedAt      time.Time       `json:"created_at"`
 	FinishedAt     *time.Time      `json:"finished_at"`
+	// Receipt is the receipt of the call's last attempt, the one that gave
+	// its outcome; nil for a call with no attempt or a read_only one.
+	Receipt *Receipt `json:"receipt"`
+}
+
+// Receipt proves what one attempt of a call with an effect ran: the
+// SHA-256 (hex) of the arguments the tool was given (compacted, in the key
+// order it was given them: the bytes a webhook sends) and of the exact
+// bytes of the result it returned, both computed at execution (the stored
+// arguments and result are jsonb, reordered; a result kept as an artifact
+// or cut is hashed whole, as the tool returned it), named by the call's
+// idempotency key, the key the tool received.
+type Receipt struct {
+	IdempotencyKey  string  `json:"idempotency_key"`
+	Attempt         int     `json:"attempt"`
+	ArgumentsSHA256 *string `json:"arguments_sha256"`
+	ResultSHA256    *string `json:"result_sha256"` // nil: the attempt returned no result
 }
 
 // AttemptView is one attempt of a tool call.
@@ -112,6 +132,10 @@ type AttemptView struct {
 	Epoch      int64         `json:"epoch"`
 	StartedAt  time.Time     `json:"started_at"`
 	FinishedAt *time.Time    `json:"finished_at"`
+	// ArgumentsSHA256 and ResultSHA256 are the attempt's receipt (see
+	// Receipt); nil when not recorded.
+	ArgumentsSHA256 *string `json:"arguments_sha256"`
+	ResultSHA256    *string `json:"result_sha256"`
 }
 
 // ConversationView is a conversation (GET /conversations/{id}).

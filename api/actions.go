@@ -41,6 +41,9 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeStrict(body, &req, ""); err != nil {
 		return err
 	}
+	if err := checkText(body); err != nil {
+		return err
+	}
 	if req.Type != nil || req.Outputs != nil {
 		return s.toolOutputs(w, r, id, req)
 	}

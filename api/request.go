@@ -301,6 +301,17 @@ func oneOf[T ~string](field string, v *string, values []T) (T, error) {
 // parseMetadata checks a metadata field: nothing, or a JSON object.
 func parseMetadata(raw json.RawMessage) (json.RawMessage, error) { return runspec.Metadata(raw) }
 
+// jsonFields are the fields of request bodies whose values are JSON that
+// agentd keeps as a whole (a run's metadata, a client tool's parameters, an
+// action's result, a tool output): a problem inside one is that field's.
+var jsonFields = []string{"metadata", "parameters", "result", "output"}
+
+// checkText refuses a request body that holds a string which decoding
+// would change (see runspec.TextAsSent), naming its field. It reads the
+// body as sent, before its fields are decoded: a decoded string no longer
+// shows what was replaced.
+func checkText(body []byte) error { return runspec.TextAsSent(body, jsonFields...) }
+
 // storable refuses a string field that cannot be stored as it is (a NUL
 // character, invalid UTF-8): agentd keeps what a client sends, or refuses it.
 func storable(field, s string) error { return runspec.Storable(field, s) }

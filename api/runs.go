@@ -2,15 +2,20 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"math"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -46,6 +51,9 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	var req createRunRequest
 	if err := decodeStrict(body, &req, ""); err != nil {
+		return err
+	}
+	if err := checkText(body); err != nil {
 		return err
 	}
 	spec, stream, err := s.runSpec(req)
@@ -242,7 +250,8 @@ func (s *server) stepsList(w http.ResponseWriter, r *http.Request) error {
 
 // artifactGet answers GET /runs/{id}/artifacts/{artifact_id}: a tool result
 // kept whole, as its tool returned it, with its media type. Range requests
-// and If-None-Match work; ETag and Repr-Digest carry its SHA-256.
+// (see artifactRange) and If-None-Match work; ETag and Repr-Digest carry
+// its SHA-256.
 func (s *server) artifactGet(w http.ResponseWriter, r *http.Request) error {
 	id, err := runID(r)
 	if err != nil {
@@ -260,19 +269,272 @@ func (s *server) artifactGet(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("ETag", `"`+a.SHA256+`"`)
 	w.Header().Set("Cache-Control", "private, max-age=31536000, immutable")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, "", a.CreatedAt, bytes.NewReader(a.Content))
+	if rh := r.Header.Get("Range"); rh != "" {
+		if ranges := artifactRange(rh, int64(len(a.Content)), a.MediaType); ranges != rh {
+			r = r.Clone(r.Context())
+			r.Header.Set("Range", ranges)
+			if ranges == "" {
+				r.Header.Del("Range")
+			}
+		}
+	}
+	http.ServeContent(&rangeProblem{ResponseWriter: w, s: s, r: r}, r, "", a.CreatedAt, bytes.NewReader(a.Content))
 	return nil
 }
 
+// CodeRangeNotSatisfiable: GET /runs/{id}/artifacts/{artifact_id} with a
+// Range header of no satisfiable range; Content-Range gives the size.
+const CodeRangeNotSatisfiable = "range_not_satisfiable"
+
+// rangeProblem answers http.ServeContent's 416 as a problem rather than
+// its text/plain line, keeping the Content-Range it set; every other
+// answer passes through.
+type rangeProblem struct {
+	http.ResponseWriter
+	s      *server
+	r      *http.Request
+	failed bool // the problem is written: what ServeContent writes is dropped
+}
+
+func (w *rangeProblem) WriteHeader(status int) {
+	switch {
+	case w.failed:
+	case status == http.StatusRequestedRangeNotSatisfiable:
+		w.failed = true
+		w.s.fail(w.ResponseWriter, w.r, newError(status, CodeRangeNotSatisfiable, "Range not satisfiable",
+			"the Range header asks for no byte of the artifact; Content-Range gives its size"))
+	default:
+		w.ResponseWriter.WriteHeader(status)
+	}
+}
+
+func (w *rangeProblem) Write(p []byte) (int, error) {
+	if w.failed {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *rangeProblem) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// maxRanges caps the ranges one Range header may ask of an artifact; past
+// it the whole artifact is served (as Apache's MaxRanges does), so that a
+// header of thousands of tiny ranges costs no more than the artifact.
+const maxRanges = 100
+
+// byteRange is a satisfiable range of an artifact: its first and last
+// byte, and where the Range header asked for it (its parts go in that
+// order).
+type byteRange struct {
+	first, last int64
+	order       int
+}
+
+// artifactRange returns the Range header that http.ServeContent is to
+// serve for an artifact of size bytes and media type ctype, in place of
+// header, the client's (preconditions and If-Range stay ServeContent's,
+// which applies them first):
+//   - "" (the whole artifact, 200) for a range unit other than bytes, which
+//     RFC 9110 says to ignore; for more than maxRanges ranges; for several
+//     ranges whose multipart/byteranges answer would be no smaller than the
+//     artifact; and for an empty artifact;
+//   - a range past the end, which ServeContent answers 416 with
+//     Content-Range: bytes */size, for a header of no satisfiable range: a
+//     start past the end, a suffix of zero bytes (bytes=-0, which
+//     ServeContent alone answers 206 with an empty range) or a malformed
+//     range;
+//   - otherwise the satisfiable ranges, overlapping and adjacent ones
+//     merged, in the order they were asked.
+func artifactRange(header string, size int64, ctype string) string {
+	unit, set, ok := strings.Cut(header, "=")
+	if !strings.EqualFold(textproto.TrimString(unit), "bytes") || size == 0 {
+		return ""
+	}
+	unsatisfiable := "bytes=" + strconv.FormatInt(size, 10) + "-"
+	if !ok {
+		return unsatisfiable
+	}
+	var ranges []byteRange
+	n := 0
+	for spec := range strings.SplitSeq(set, ",") {
+		spec = textproto.TrimString(spec)
+		if spec == "" {
+			continue
+		}
+		if n++; n > maxRanges {
+			return ""
+		}
+		br, satisfiable, valid := parseByteRange(spec, size)
+		switch {
+		case !valid:
+			return unsatisfiable
+		case satisfiable:
+			br.order = n
+			ranges = append(ranges, br)
+		}
+	}
+	if len(ranges) == 0 {
+		return unsatisfiable
+	}
+	ranges = coalesce(ranges)
+	if len(ranges) > 1 && multipartSize(ranges, ctype, size) >= size {
+		return ""
+	}
+	specs := make([]string, len(ranges))
+	for i, br := range ranges {
+		specs[i] = strconv.FormatInt(br.first, 10) + "-" + strconv.FormatInt(br.last, 10)
+	}
+	return "bytes=" + strings.Join(specs, ",")
+}
+
+// parseByteRange reads one range-spec of a Range header (first-last,
+// first- or -suffix) against an artifact of size bytes: the range it asks
+// (its last byte cut to the end), whether it is satisfiable, and whether
+// it is a range-spec at all.
+func parseByteRange(spec string, size int64) (br byteRange, satisfiable, valid bool) {
+	first, last, ok := strings.Cut(spec, "-")
+	if !ok {
+		return br, false, false
+	}
+	first, last = textproto.TrimString(first), textproto.TrimString(last)
+	if first == "" {
+		suffix, ok := rangeNumber(last)
+		if !ok {
+			return br, false, false
+		}
+		return byteRange{first: size - min(suffix, size), last: size - 1}, suffix > 0, true
+	}
+	f, ok := rangeNumber(first)
+	if !ok {
+		return br, false, false
+	}
+	l := int64(math.MaxInt64)
+	if last != "" {
+		if l, ok = rangeNumber(last); !ok || l < f {
+			return br, false, false
+		}
+	}
+	return byteRange{first: f, last: min(l, size-1)}, f < size, true
+}
+
+// rangeNumber reads the digits of a range-spec; a number past int64 is
+// taken as the largest (past the end of any artifact).
+func rangeNumber(s string) (int64, bool) {
+	if s == "" || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return math.MaxInt64, true
+	}
+	return n, true
+}
+
+// coalesce merges overlapping and adjacent ranges; each merged range
+// keeps the earliest place of those it merged, and the result is in that
+// order.
+func coalesce(ranges []byteRange) []byteRange {
+	slices.SortFunc(ranges, func(a, b byteRange) int { return cmp.Compare(a.first, b.first) })
+	out := ranges[:1]
+	for _, br := range ranges[1:] {
+		cur := &out[len(out)-1]
+		if br.first > cur.last+1 {
+			out = append(out, br)
+			continue
+		}
+		cur.last = max(cur.last, br.last)
+		cur.order = min(cur.order, br.order)
+	}
+	slices.SortFunc(out, func(a, b byteRange) int { return cmp.Compare(a.order, b.order) })
+	return out
+}
+
+// multipartSize is the size of the multipart/byteranges answer that
+// http.ServeContent makes of ranges, as it counts it itself.
+func multipartSize(ranges []byteRange, ctype string, size int64) int64 {
+	var cw countingWriter
+	mw := multipart.NewWriter(&cw)
+	var n int64
+	for _, br := range ranges {
+		_, _ = mw.CreatePart(textproto.MIMEHeader{ // a countingWriter never fails
+			"Content-Range": {"bytes " + strconv.FormatInt(br.first, 10) + "-" + strconv.FormatInt(br.last, 10) + "/" + strconv.FormatInt(size, 10)},
+			"Content-Type":  {ctype},
+		})
+		n += br.last - br.first + 1
+	}
+	_ = mw.Close()
+	return n + int64(cw)
+}
+
+// countingWriter counts the bytes written to it.
+type countingWriter int64
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	*w += countingWriter(len(p))
+	return len(p), nil
+}
+
+// cancelWait bounds how long POST /runs/{id}/cancel waits for a running
+// run to stop: its executor, told at once on whichever instance, stops it
+// within a second (docs/design.md), so the answer usually says how the run
+// ended. It is under the two and a half seconds that a repeat of the
+// request with its Idempotency-Key waits for the first answer.
+const cancelWait = 2 * time.Second
+
+// runCancel answers POST /runs/{id}/cancel with the run once the cancel
+// has had its effect: 200 and the run as it ended (cancelled, or otherwise
+// when it ended first), or 202 and the run still running, with its
+// cancel_requested_at, when its executor has not stopped it within
+// cancelWait.
 func (s *server) runCancel(w http.ResponseWriter, r *http.Request) error {
-	return s.runChange(w, r, s.runs.Cancel)
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	run, err := s.runs.Cancel(ctx, TenantFromContext(ctx), id, ActorFromContext(ctx))
+	if err != nil {
+		return err
+	}
+	run = s.awaitStop(ctx, run)
+	status := http.StatusOK
+	if run.Status == agentd.StatusRunning {
+		status = http.StatusAccepted
+	}
+	s.writeJSON(w, r, status, runView(run))
+	return nil
+}
+
+// awaitStop reads a run flagged to stop again, at growing intervals, until
+// it is no longer running or cancelWait has passed (or the client left),
+// and returns it as last read. A failed read ends the wait with what was
+// read before: the cancel itself is committed.
+func (s *server) awaitStop(ctx context.Context, run agentd.Run) agentd.Run {
+	ctx, cancel := context.WithTimeout(ctx, cancelWait)
+	defer cancel()
+	for wait := 20 * time.Millisecond; run.Status == agentd.StatusRunning; wait = min(2*wait, 250*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return run
+		case <-t.C:
+		}
+		got, err := s.store.RunGet(ctx, run.TenantID, run.ID)
+		if err != nil {
+			return run
+		}
+		run = got
+	}
+	return run
 }
 
 func (s *server) runResume(w http.ResponseWriter, r *http.Request) error {
 	return s.runChange(w, r, s.runs.Resume)
 }
 
-// runChange applies a cancel or a resume and answers with the run.
+// runChange applies a resume and answers with the run.
 func (s *server) runChange(w http.ResponseWriter, r *http.Request,
 	change func(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)) error {
 	id, err := runID(r)

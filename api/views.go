@@ -65,6 +65,7 @@ func runView(r agentd.Run) runJSON {
 		CancelledBy:    nullString(r.CancelledBy),
 		ResumedBy:      nullString(r.ResumedBy),
 	}
+	v.CancelRequestedAt = utc(r.CancelRequestedAt)
 	if len(r.Output) > 0 {
 		// Written by the executor from []agentd.Part; a row it cannot read
 		// shows no output rather than failing the read.
@@ -115,16 +116,31 @@ func toolCallView(c agentd.CallDetail) toolCallJSON {
 	}
 	for _, a := range c.Attempts {
 		tc.AttemptLog = append(tc.AttemptLog, attemptJSON{
-			N:          a.N,
-			Status:     a.Status,
-			Error:      stored[agentd.ErrorDetail](a.Error),
-			Worker:     a.Worker,
-			Epoch:      a.Epoch,
-			StartedAt:  a.StartedAt.UTC(),
-			FinishedAt: utc(a.FinishedAt),
+			N:               a.N,
+			Status:          a.Status,
+			Error:           stored[agentd.ErrorDetail](a.Error),
+			Worker:          a.Worker,
+			Epoch:           a.Epoch,
+			StartedAt:       a.StartedAt.UTC(),
+			FinishedAt:      utc(a.FinishedAt),
+			ArgumentsSHA256: nullString(a.ArgumentsSHA256),
+			ResultSHA256:    nullString(a.ResultSHA256),
 		})
+		if a.N == c.ToolCall.Attempts {
+			tc.Receipt = receiptView(c.IdempotencyKey, a)
+		}
 	}
 	return tc
+}
+
+// receiptView is the receipt of attempt a of the call whose idempotency
+// key is key; nil when the attempt kept none (a read_only call's).
+func receiptView(key string, a agentd.Attempt) *agentd.Receipt {
+	if a.ArgumentsSHA256 == "" && a.ResultSHA256 == "" {
+		return nil
+	}
+	return &agentd.Receipt{IdempotencyKey: key, Attempt: a.N, ArgumentsSHA256: nullString(a.ArgumentsSHA256),
+		ResultSHA256: nullString(a.ResultSHA256)}
 }
 
 func conversationView(c agentd.Conversation) conversationJSON {

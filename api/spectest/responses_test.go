@@ -24,7 +24,7 @@ func runJSON(extra string, drop ...string) string {
 		{"step_count", `0`}, {"last_event_seq", `1`}, {"required_action", `null`}, {"error", `null`},
 		{"created_at", `"2025-01-02T03:04:05.123456Z"`}, {"started_at", `null`}, {"finished_at", `null`},
 		{"updated_at", `"2025-01-02T03:04:05.123456Z"`}, {"deadline_at", `null`}, {"created_by", `"local"`},
-		{"cancelled_by", `null`}, {"resumed_by", `null`}, {"output_text", `null`}, {"output", `null`},
+		{"cancelled_by", `null`}, {"resumed_by", `null`}, {"cancel_requested_at", `null`}, {"output_text", `null`}, {"output", `null`},
 	}
 	var parts []string
 	for _, f := range fields {

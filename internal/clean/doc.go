@@ -7,7 +7,10 @@
 //
 // The policy, per place (docs/design.md, "Values from outside"):
 //   - what a client sends is checked with TextProblem and JSONProblem and
-//     refused with a 422 that names the field;
+//     refused with a 422 that names the field; its body is checked first
+//     with StringProblem, which finds (with its Place) a string that a
+//     JSON decoder would silently change (invalid UTF-8, a lone surrogate
+//     escape), since the decoded text no longer shows it;
 //   - what a model or a tool produced is made storable with Text and JSON,
 //     which change only what cannot be stored: NUL and invalid bytes become
 //     U+FFFD, a lone surrogate escape becomes \ufffd, and a number outside

@@ -424,3 +424,34 @@ func StorableJSON(field string, raw []byte) error {
 	}
 	return nil
 }
+
+// TextAsSent refuses a request body (JSON) that holds a string which
+// decoding would change: invalid UTF-8, or the \u escape of a lone
+// surrogate, both of which encoding/json turns into U+FFFD without a word
+// (clean.StringProblem). agentd keeps the text a client sends, or refuses
+// it, so such a body is a *FieldError naming the field where the string
+// is: its path in the body (input[1].content), cut after the first of
+// jsonFields, the fields whose values are JSON kept whole (metadata), with
+// the string's own place in the message. A door calls it on the body as
+// sent, before decoding its fields: a decoded string no longer shows it.
+func TextAsSent(body []byte, jsonFields ...string) error {
+	at, problem := clean.StringProblem(body)
+	if problem == "" {
+		return nil
+	}
+	field := at
+	for i, step := range at {
+		if name, ok := step.(string); ok && slices.Contains(jsonFields, name) {
+			field = at[:i+1]
+			break
+		}
+	}
+	if len(field) < len(at) {
+		problem += " (at " + at.String() + ")"
+	}
+	name := field.String()
+	if name == "" {
+		name = "body"
+	}
+	return fieldError(name, "%s; send text as valid UTF-8, and a character outside the BMP as a surrogate pair", problem)
+}
