@@ -307,6 +307,10 @@ type Attempt struct {
 	Epoch      int64
 	StartedAt  time.Time
 	FinishedAt *time.Time
+	// ArgumentsSHA256 and ResultSHA256 are the attempt's receipt (hex): of
+	// the arguments the tool was given and of the result it returned, as
+	// bytes at execution; empty when not recorded.
+	ArgumentsSHA256, ResultSHA256 string
 }
 
 // Event is a row of run_events. Data is the full JSON envelope, exactly as

@@ -258,6 +258,7 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			otherSees: notIn(f.run, f.ended, f.conv)},
 		"GET /runs/{id}":       {method: "GET", path: runPath, owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},
 		"GET /runs/{id}/steps": {method: "GET", path: runPath + "/steps", owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},
+		"GET /runs/{id}/audit": {method: "GET", path: runPath + "/audit", owner: http.StatusOK, other: http.StatusNotFound, otherCode: "run_not_found"},
 		"GET /runs/{id}/artifacts/{artifact_id}": {method: "GET", path: "/runs/" + f.ended + "/artifacts/" + f.artifact,
 			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "artifact_not_found"},
 		// A replay from Last-Event-ID of an ended run: it ends by itself.

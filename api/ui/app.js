@@ -132,8 +132,9 @@ function runPage(id) {
   const timeline = el("div", { id: "timeline" });
   const log = el("div", { class: "card events", id: "events" });
   const err = el("p", { class: "error", id: "error" });
-  main.replaceChildren(el("h1", {}, "Run ", el("code", {}, id)), summary, actions, err, el("h2", {}, "Timeline"), timeline,
-    el("h2", {}, "Events"), log);
+  const audit = el("button", { id: "audit", onclick: () => downloadAudit(id).catch((e) => { err.textContent = e.message; }) }, "Export audit (NDJSON)");
+  main.replaceChildren(el("h1", {}, "Run ", el("code", {}, id)), summary, el("div", { class: "filters" }, audit), actions, err,
+    el("h2", {}, "Timeline"), timeline, el("h2", {}, "Events"), log);
 
   const refresh = async () => {
     try {
@@ -149,11 +150,41 @@ function runPage(id) {
 
   const view = new Timeline(timeline, log);
   const ac = new AbortController();
-  stop = () => ac.abort();
+  // The receipts of the calls come from the steps view, read once things
+  // settle (a replay of many steps reads it once).
+  let receiptTimer = null;
+  const receipts = () => {
+    clearTimeout(receiptTimer);
+    receiptTimer = setTimeout(async () => {
+      try {
+        view.receipts((await api("/runs/" + id + "/steps")).data);
+      } catch (e) {
+        err.textContent = e.message;
+      }
+    }, 300);
+  };
+  stop = () => { ac.abort(); clearTimeout(receiptTimer); };
   follow(id, ac.signal, (ev) => {
     view.add(ev);
     if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed" || ev.type === "run.started") refresh();
-  }, (msg) => { err.textContent = msg; }).then(() => refresh());
+    if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed") receipts();
+  }, (msg) => { err.textContent = msg; }).then(() => { refresh(); receipts(); });
+}
+
+// downloadAudit saves a run's audit export (GET /runs/{id}/audit), fetched
+// with the key, as a file.
+async function downloadAudit(id) {
+  const res = await fetch(`/runs/${id}/audit`, { headers: headers() });
+  if (!res.ok) {
+    const body = await res.json().catch(() => ({}));
+    throw new Error(`${body.code || res.status}: ${body.detail || "the export was refused"}`);
+  }
+  const url = URL.createObjectURL(await res.blob());
+  const a = el("a", { href: url, download: `run-${id}-audit.ndjson` });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
 function showSummary(box, r) {
@@ -331,7 +362,8 @@ class Timeline {
           el("div", {}, el("strong", {}, d.name), " ", el("code", {}, short(d.arguments)), " ", el("span", { class: "call-status" }, status(d.status)),
             d.policy ? el("span", { class: "muted" }, ` policy: ${d.policy.action}${d.policy.reason ? " (" + d.policy.reason + ")" : ""}`) : null),
           el("div", { class: "attempts" }),
-          el("div", { class: "result mono" }));
+          el("div", { class: "result mono" }),
+          el("div", { class: "receipt mono" }));
         this.calls.set(d.tool_call_id, row);
         this.stepBox(ev.step).append(row);
         this.text = null;
@@ -362,6 +394,23 @@ class Timeline {
   attempt(id, msg) {
     const row = this.calls.get(id);
     if (row) row.querySelector(".attempts").append(el("div", {}, msg));
+  }
+
+  // receipts shows, on each call of steps (GET /runs/{id}/steps) that has
+  // one, the receipt of its last attempt: the hashes of the arguments the
+  // tool was given and of the result it returned, under the call's key.
+  receipts(steps) {
+    for (const st of steps) {
+      for (const c of st.tool_calls) {
+        const row = this.calls.get(c.id);
+        const r = c.receipt;
+        if (!row || !r) continue;
+        row.querySelector(".receipt").replaceChildren(
+          el("span", { class: "muted" }, `receipt of attempt ${r.attempt}, key `), el("code", {}, r.idempotency_key),
+          el("div", {}, el("span", { class: "muted" }, "arguments sha256 "), el("code", { class: "sha" }, r.arguments_sha256 || "—")),
+          el("div", {}, el("span", { class: "muted" }, "result sha256 "), el("code", { class: "sha" }, r.result_sha256 || "none: no result")));
+      }
+    }
   }
 
   callStatus(id, s) {

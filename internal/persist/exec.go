@@ -402,6 +402,9 @@ type AttemptStart struct {
 	N              int
 	Worker         string
 	Epoch          int64
+	// ArgumentsSHA256 is the receipt's hash of the arguments the tool is
+	// given (hex; empty: none kept).
+	ArgumentsSHA256 string
 }
 
 func (o AttemptStart) queue(b *batch) error {
@@ -409,8 +412,9 @@ func (o AttemptStart) queue(b *batch) error {
 	b.exec("start attempt", `WITH c AS (
 			UPDATE tool_calls SET status = 'running', attempts = $3 WHERE id = $2 RETURNING id
 		)
-		INSERT INTO tool_attempts (id, tool_call_id, n, status, worker, epoch)
-		SELECT $1, c.id, $3, 'running', $4, $5 FROM c`, o.ID, o.ToolCallID, o.N, o.Worker, o.Epoch)
+		INSERT INTO tool_attempts (id, tool_call_id, n, status, worker, epoch, arguments_sha256)
+		SELECT $1, c.id, $3, 'running', $4, $5, nullif($6, '') FROM c`, o.ID, o.ToolCallID, o.N, o.Worker, o.Epoch,
+		o.ArgumentsSHA256)
 	return nil
 }
 
@@ -419,6 +423,9 @@ type AttemptFinish struct {
 	ID     string
 	Status agentd.AttemptStatus
 	Error  *agentd.ErrorDetail
+	// ResultSHA256 is the receipt's hash of the result the tool returned
+	// (hex; empty: it returned none, or none is kept).
+	ResultSHA256 string
 }
 
 func (o AttemptFinish) queue(b *batch) error {
@@ -426,8 +433,9 @@ func (o AttemptFinish) queue(b *batch) error {
 	if err != nil {
 		return err
 	}
-	b.exec("finish attempt", `UPDATE tool_attempts SET status = $2, error = $3, finished_at = now() WHERE id = $1`,
-		o.ID, o.Status, errJSON)
+	b.exec("finish attempt", `UPDATE tool_attempts SET status = $2, error = $3, finished_at = now(),
+		result_sha256 = coalesce(nullif($4, ''), result_sha256) WHERE id = $1`,
+		o.ID, o.Status, errJSON, o.ResultSHA256)
 	return nil
 }
 

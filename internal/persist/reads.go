@@ -35,11 +35,13 @@ func scanCall(row pgx.Row) (agentd.ToolCall, error) {
 }
 
 // attemptColumns are read from tool_attempts aliased a (joined with tool_calls c).
-const attemptColumns = `a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch, a.started_at, a.finished_at`
+const attemptColumns = `a.id, a.tool_call_id, a.n, a.status, a.error, a.worker, a.epoch, a.started_at, a.finished_at,
+	coalesce(a.arguments_sha256, ''), coalesce(a.result_sha256, '')`
 
 func scanAttempt(row pgx.Row) (agentd.Attempt, error) {
 	var a agentd.Attempt
-	err := row.Scan(&a.ID, &a.ToolCallID, &a.N, &a.Status, &a.Error, &a.Worker, &a.Epoch, &a.StartedAt, &a.FinishedAt)
+	err := row.Scan(&a.ID, &a.ToolCallID, &a.N, &a.Status, &a.Error, &a.Worker, &a.Epoch, &a.StartedAt, &a.FinishedAt,
+		&a.ArgumentsSHA256, &a.ResultSHA256)
 	return a, translate(err)
 }
 

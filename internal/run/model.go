@@ -566,7 +566,8 @@ func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm
 			// the tool runs without a write of its own. Only for tools that
 			// may run again: were the execution to die before invoking it,
 			// the attempt found running would be made again.
-			a := persist.AttemptStart{ID: agentd.NewID(), ToolCallID: call.ID, N: 1, Worker: x.fence.Worker, Epoch: x.fence.Epoch}
+			a := persist.AttemptStart{ID: agentd.NewID(), ToolCallID: call.ID, N: 1, Worker: x.fence.Worker, Epoch: x.fence.Epoch,
+				ArgumentsSHA256: argumentsSum(call.Effect, call.Arguments)}
 			p.ops = append(p.ops, a)
 			startEvs = append(startEvs, agentd.EventOf(step.Seq, agentd.ToolAttemptStartedData{Attempt: 1, CallID: c.ID,
 				Name: c.Name, ToolCallID: call.ID}))

@@ -1,8 +1,11 @@
 package run
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -352,7 +355,8 @@ func (x *execution) runCall(ctx context.Context, st agentd.RunState, step *agent
 			}
 			if err := x.write(ctx, []agentd.EventIn{agentd.EventOf(step.Seq, agentd.ToolAttemptStartedData{Attempt: n, CallID: c.CallID,
 				Name: c.Name, ToolCallID: c.ID})},
-				persist.AttemptStart{ID: attemptID, ToolCallID: c.ID, N: n, Worker: x.fence.Worker, Epoch: x.fence.Epoch}); err != nil {
+				persist.AttemptStart{ID: attemptID, ToolCallID: c.ID, N: n, Worker: x.fence.Worker, Epoch: x.fence.Epoch,
+					ArgumentsSHA256: argumentsSum(c.Effect, c.Arguments)}); err != nil {
 				return
 			}
 		}
@@ -363,7 +367,11 @@ func (x *execution) runCall(ctx context.Context, st agentd.RunState, step *agent
 			Attempt: n, Arguments: c.Arguments})
 		endToolSpan(span, result, err, x.d.traceContent)
 		cancel()
-		if !x.attempted(ctx, step, c, attemptResult{id: attemptID, spec: tool.Spec(), result: result, err: err}) {
+		a := attemptResult{id: attemptID, spec: tool.Spec(), result: result, err: err}
+		if err == nil {
+			a.sum = receiptSum(c.Effect, result) // before anything is done to the result
+		}
+		if !x.attempted(ctx, step, c, a) {
 			return
 		}
 	}
@@ -375,6 +383,32 @@ type attemptResult struct {
 	spec   tools.Spec
 	result json.RawMessage
 	err    error
+	sum    string // the receipt's hash of result as the tool returned it ("": none)
+}
+
+// receiptSum is the SHA-256 (hex) of b, the exact bytes a tool returned,
+// for the receipt of an attempt of a call with an effect (idempotent or
+// side_effect); "" for a read_only call, which keeps none.
+func receiptSum(effect agentd.Effect, b []byte) string {
+	if effect == agentd.EffectReadOnly {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// argumentsSum is receiptSum of the arguments a tool is given, compacted
+// (json.Compact: the whitespace between tokens dropped, keys in the order
+// the tool is given them), the form a webhook sends them in: the same
+// arguments hash the same whether they come from the model's text (the
+// first execution) or from jsonb (a later one, which spaces them).
+// Arguments that are not JSON are hashed as they are.
+func argumentsSum(effect agentd.Effect, args json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, args) != nil {
+		return receiptSum(effect, args)
+	}
+	return receiptSum(effect, b.Bytes())
 }
 
 // attempted commits how an attempt of c ended, and reports whether another
@@ -395,7 +429,7 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 	if a.err == nil {
 		x.d.m.attempt(c.Name, attemptSucceeded)
 		o := resultOf(a.result, a.spec.ResultLimit())
-		o.attempt = &persist.AttemptFinish{ID: a.id, Status: agentd.AttemptSucceeded}
+		o.attempt = &persist.AttemptFinish{ID: a.id, Status: agentd.AttemptSucceeded, ResultSHA256: a.sum}
 		x.finishCall(step, c, o)
 		return false
 	}
@@ -406,12 +440,12 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 		// are attempted again when the run goes on.
 		errData.Message = "the attempt was cancelled: " + context.Cause(ctx).Error()
 		if a.spec.Effect == agentd.EffectSideEffect {
-			x.unknown(step, c, a.id, errData)
+			x.unknown(step, c, a, errData)
 			return false
 		}
 		x.d.m.attempt(c.Name, attemptCancelled)
 		_ = x.write(x.durable(), []agentd.EventIn{attemptFailed(step, c, errData, false)},
-			persist.AttemptFinish{ID: a.id, Status: agentd.AttemptFailed, Error: errData})
+			persist.AttemptFinish{ID: a.id, Status: agentd.AttemptFailed, Error: errData, ResultSHA256: a.sum})
 		return false
 	}
 	status := agentd.AttemptFailed
@@ -422,7 +456,7 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 	case tools.Retry:
 		x.d.m.attempt(c.Name, attemptEnded(status))
 		if err := x.write(x.durable(), []agentd.EventIn{attemptFailed(step, c, errData, true)},
-			persist.AttemptFinish{ID: a.id, Status: status, Error: errData}); err != nil {
+			persist.AttemptFinish{ID: a.id, Status: status, Error: errData, ResultSHA256: a.sum}); err != nil {
 			return false
 		}
 		select {
@@ -432,20 +466,20 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 			return false
 		}
 	case tools.Unknown:
-		x.unknown(step, c, a.id, errData)
+		x.unknown(step, c, a, errData)
 	default:
 		x.d.m.attempt(c.Name, attemptEnded(status))
 		x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: errData,
-			attempt: &persist.AttemptFinish{ID: a.id, Status: status, Error: errData}})
+			attempt: &persist.AttemptFinish{ID: a.id, Status: status, Error: errData, ResultSHA256: a.sum}})
 	}
 	return false
 }
 
-// unknown commits that the outcome of c's last attempt is unknown.
-func (x *execution) unknown(step *agentd.Step, c *agentd.ToolCall, attemptID string, errData *agentd.ErrorDetail) {
+// unknown commits that the outcome of c's last attempt, a, is unknown.
+func (x *execution) unknown(step *agentd.Step, c *agentd.ToolCall, a attemptResult, errData *agentd.ErrorDetail) {
 	x.d.m.attempt(c.Name, attemptUnknown)
 	x.finishCall(step, c, callOutcome{status: agentd.CallUnknown, err: errData,
-		attempt: &persist.AttemptFinish{ID: attemptID, Status: agentd.AttemptUnknown, Error: errData}})
+		attempt: &persist.AttemptFinish{ID: a.id, Status: agentd.AttemptUnknown, Error: errData, ResultSHA256: a.sum}})
 }
 
 // storableResult makes a tool's result storable (internal/clean): JSON that
