@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 GO ?= go
 
-.PHONY: help run fakellm test lint build chaos bench fuzz
+.PHONY: help run fakellm test lint build chaos failover bench fuzz
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -19,7 +19,7 @@ test: ## run every test with the race detector, then each fuzz target for 50,000
 	cd test/openapi && npm ci --no-audit --no-fund --loglevel=error
 	cd test/aisdk && npm ci --no-audit --no-fund --loglevel=error
 	cd test/mcp && npm ci --no-audit --no-fund --loglevel=error
-	AGENTD_REQUIRE_NODE=1 $(GO) test -race -count=1 ./...
+	AGENTD_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
 
 lint: ## gofmt, go vet, and staticcheck when installed
@@ -33,6 +33,9 @@ build: ## build the server and the fake model into bin/
 
 chaos: ## the full chaos run: 3 server processes, 400 kills (a fifth of them SIGTERM), 10 PostgreSQL restarts (restarts the local server!)
 	AGENTD_CHAOS_KILLS=400 AGENTD_CHAOS_PG_RESTARTS=10 $(GO) test -count=1 -timeout 30m -run TestChaosKill -v ./cmd/server/
+
+failover: ## the long failover run: agentd on a pg_auto_failover formation the test starts, 10 primary kills, 10 standby promotions (needs pg_autoctl: apt-get install postgresql-15-auto-failover)
+	AGENTD_REQUIRE_FAILOVER=1 AGENTD_FAILOVER_ROUNDS=$(or $(ROUNDS),10) $(GO) test -race -count=1 -timeout 60m -run TestFailover -v ./cmd/server/
 
 fuzz: ## fuzz the gate of outside values and the POST /runs decoder for FUZZTIME each (default 2m); make test runs their seed corpus
 	$(GO) test -run '^$$' -fuzz '^FuzzJSON$$' -fuzztime $(or $(FUZZTIME),2m) ./internal/clean

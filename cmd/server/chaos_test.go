@@ -14,7 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +23,6 @@ import (
 	"time"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/api/spectest"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
@@ -360,62 +358,8 @@ func TestChaosKill(t *testing.T) {
 	}
 
 	// Checks.
-	duplicates, skipped, lostEvents := 0, 0, 0
-	charges := sink.Keys("/charge")
-	for k, n := range charges {
-		if n > 1 {
-			duplicates++
-			t.Errorf("side effect charge %s ran %d times", k, n)
-		}
-	}
-	for _, id := range ids {
-		steps, err := store.StepsList(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, st := range steps {
-			for _, c := range st.Calls {
-				if c.Name == "charge" && charges[c.IdempotencyKey] == 0 {
-					skipped++
-					t.Errorf("run %s completed without its side effect %s", id, c.IdempotencyKey)
-				}
-			}
-		}
-	}
-	for id, tr := range transcripts {
-		evs, err := store.EventsAfter(context.Background(), id, 0, 100000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		spectest.CheckEvents(t, evs)
-		for i, e := range evs {
-			if e.Seq != int64(i+1) {
-				lostEvents++
-				t.Errorf("run %s: stored event %d has seq %d", id, i, e.Seq)
-				break
-			}
-		}
-		if len(*tr) != len(evs) {
-			lostEvents++
-			t.Errorf("run %s: the SSE reader got %d events, the log has %d", id, len(*tr), len(evs))
-			continue
-		}
-		for i, e := range evs {
-			got := (*tr)[i]
-			if got.ID != fmt.Sprint(e.Seq) || got.Event != string(e.Type) || got.Data != string(e.Data) {
-				lostEvents++
-				t.Errorf("run %s: SSE event %d differs from the stored one", id, i)
-				break
-			}
-		}
-	}
-	p50 := func(ds []time.Duration) string {
-		if len(ds) == 0 {
-			return "n/a"
-		}
-		slices.Sort(ds)
-		return fmt.Sprintf("p50 %v max %v", ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
-	}
+	duplicates, skipped := checkSideEffects(t, store, sink, "/charge", "charge", ids)
+	lostEvents := checkTranscripts(t, store, transcripts)
 	// Compactions: each is one row with its event, however often the
 	// instance writing it died; the conversations never overflowed (their
 	// runs completed, above).
