@@ -1488,7 +1488,7 @@ func (l *failoverLoad) pollReady() {
 			resp, err := l.client.Do(req)
 			a.end = time.Now()
 			if err == nil {
-				a.status = resp.StatusCode
+				a.status, a.retryAfter = resp.StatusCode, resp.Header.Get("Retry-After") != ""
 				_, _ = io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
