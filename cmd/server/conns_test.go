@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,32 +44,11 @@ func startKeyed(t *testing.T, env map[string]string) keyedServer {
 	for k, v := range env {
 		all[k] = v
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, func(k string) string { return all[k] },
-			s.logs, io.Discard, func(a string) { addrc <- a })
-	}()
-	select {
-	case a := <-addrc:
-		s.base = "http://" + a
-	case err := <-done:
-		cancel()
-		t.Fatalf("server exited: %v", err)
-	case <-time.After(30 * time.Second):
-		cancel()
-		t.Fatal("server did not start")
-	}
+	var stopped func() error
+	s.base, stopped = serveInProcess(t, all, s.logs)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server stopped with %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("server did not stop")
+		if err := stopped(); err != nil {
+			t.Error(err)
 		}
 	})
 	for _, line := range strings.Split(s.logs.String(), "\n") {

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,55 +52,15 @@ func startLogged(t *testing.T, dbURL string, env map[string]string, logs io.Writ
 	for k, v := range env {
 		full[k] = v
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, func(k string) string { return full[k] }, logs, io.Discard,
-			func(a string) { addrc <- a })
-	}()
+	base, stopped := serveInProcess(t, full, logs)
 	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("server did not stop")
+		// How it stopped is not checked: the test may have taken its
+		// database away.
+		if err := stopped(); errors.Is(err, errNotStopped) {
+			t.Error(err)
 		}
 	})
-	select {
-	case a := <-addrc:
-		return "http://" + a
-	case err := <-done:
-		t.Fatalf("server exited: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not start")
-	}
-	return ""
-}
-
-// adminExec runs sql on the test server's maintenance database.
-func adminExec(t *testing.T, sql string, args ...any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, persisttest.AdminURL())
-	if err != nil {
-		t.Fatalf("connect admin: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
-// databaseOf is the database name of a postgres:// URL.
-func databaseOf(t *testing.T, dbURL string) string {
-	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimPrefix(u.Path, "/")
+	return base
 }
 
 // runsIn counts the rows of runs in the database of dbURL.
@@ -208,12 +168,7 @@ func TestDatabaseReadOnly(t *testing.T) {
 	if a := call(t, "GET", base+"/readyz", "", ""); a.status != http.StatusOK {
 		t.Fatalf("readyz: %d", a.status)
 	}
-	db := pgx.Identifier{databaseOf(t, dbURL)}.Sanitize()
-	terminate := func() {
-		adminExec(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, databaseOf(t, dbURL))
-	}
-	adminExec(t, "ALTER DATABASE "+db+" SET default_transaction_read_only = on")
-	terminate()
+	undo := persisttest.ReadOnly(t, dbURL)
 
 	for i := range 10 {
 		wantUnavailable(t, fmt.Sprint("POST /runs on a read-only database, try ", i), call(t, "POST", base+"/runs", dbdownRun, "dbdown-1"))
@@ -233,8 +188,8 @@ func TestDatabaseReadOnly(t *testing.T) {
 		t.Fatalf("%d internal errors logged:\n%s", n, logs.String())
 	}
 
-	adminExec(t, "ALTER DATABASE "+db+" RESET default_transaction_read_only")
-	terminate()
+	undo()
+	persisttest.Terminate(t, dbURL)
 	until(t, "readyz once writes are allowed", func() answer { return call(t, "GET", base+"/readyz", "", "") },
 		func(a answer) bool { return a.status == http.StatusOK })
 	created := until(t, "POST /runs once writes are allowed", func() answer { return call(t, "POST", base+"/runs", dbdownRun, "dbdown-1") },
@@ -255,42 +210,11 @@ func TestDatabaseReadOnly(t *testing.T) {
 func TestDatabaseRefusesConnections(t *testing.T) {
 	t.Parallel()
 	dbURL := persisttest.NewDatabase(t)
-	role := fmt.Sprintf("agentd_dbdown_%d", time.Now().UnixNano())
-	adminExec(t, "CREATE ROLE "+role+" LOGIN")
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sql := range []string{"GRANT USAGE ON SCHEMA public TO " + role,
-		"GRANT ALL ON ALL TABLES IN SCHEMA public TO " + role, "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO " + role} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	conn.Close(ctx)
-	kick := func() {
-		adminExec(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
-	}
-	t.Cleanup(func() {
-		adminExec(t, "ALTER ROLE "+role+" CONNECTION LIMIT -1")
-		kick()
-		if c, err := pgx.Connect(ctx, dbURL); err == nil {
-			_, _ = c.Exec(ctx, "DROP OWNED BY "+role)
-			c.Close(ctx)
-		}
-		adminExec(t, "DROP ROLE IF EXISTS "+role)
-	})
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.User(role)
+	role, roleURL := persisttest.LimitedRole(t, dbURL)
 	// Registered after the role's cleanup, the server stops before it.
-	base := startLogged(t, u.String(), map[string]string{"AGENTD_MIGRATE": "false"}, io.Discard)
+	base := startLogged(t, roleURL, map[string]string{"AGENTD_MIGRATE": "false"}, io.Discard)
 
-	adminExec(t, "ALTER ROLE "+role+" CONNECTION LIMIT 0")
-	kick()
+	persisttest.RefuseRole(t, role)
 	for i := range 5 {
 		wantUnavailable(t, fmt.Sprint("POST /runs while connections are refused, try ", i), call(t, "POST", base+"/runs", dbdownRun, "refused-1"))
 	}
@@ -300,7 +224,7 @@ func TestDatabaseRefusesConnections(t *testing.T) {
 	if n := runsIn(t, dbURL); n != 0 {
 		t.Fatalf("%d runs after refused creates", n)
 	}
-	adminExec(t, "ALTER ROLE "+role+" CONNECTION LIMIT -1")
+	persisttest.AllowRole(t, role)
 	until(t, "readyz once connections are allowed", func() answer { return call(t, "GET", base+"/readyz", "", "") },
 		func(a answer) bool { return a.status == http.StatusOK })
 	until(t, "POST /runs once connections are allowed", func() answer { return call(t, "POST", base+"/runs", dbdownRun, "refused-1") },

@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,12 +96,32 @@ func startServer(t *testing.T, extra map[string]string) (base string, stop func(
 	for k, v := range extra {
 		env[k] = v
 	}
+	base, stopped := serveInProcess(t, env, io.Discard)
+	stop = func() {
+		if err := stopped(); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(stop)
+	return base, stop
+}
+
+// errNotStopped: the server did not stop within 30 s of its cancel.
+var errNotStopped = errors.New("server did not stop")
+
+// serveInProcess runs the server in-process with exactly env as its
+// environment and its log in logs, on a loopback port, and returns its
+// base URL once it serves. stopped cancels it and waits for it (at most
+// 30 s), returning why it stopped, or errNotStopped; a second call returns
+// what the first did. The caller stops it.
+func serveInProcess(t *testing.T, env map[string]string, logs io.Writer) (base string, stopped func() error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"-addr", "127.0.0.1:0"}, func(k string) string { return env[k] },
-			io.Discard, io.Discard, func(a string) { addrc <- a })
+			logs, io.Discard, func(a string) { addrc <- a })
 	}()
 	select {
 	case a := <-addrc:
@@ -110,24 +133,22 @@ func startServer(t *testing.T, extra map[string]string) (base string, stop func(
 		cancel()
 		t.Fatal("server did not start")
 	}
-	var once bool
-	stop = func() {
-		if once {
-			return
-		}
-		once = true
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server stopped with %v", err)
+	var once sync.Once
+	var err error
+	return base, func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+				if err != nil {
+					err = fmt.Errorf("server stopped with %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				err = errNotStopped
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("server did not stop")
-		}
+		})
+		return err
 	}
-	t.Cleanup(stop)
-	return base, stop
 }
 
 func TestConfigErrors(t *testing.T) {

@@ -24,21 +24,6 @@ import (
 	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
-// admin runs sql on the test server's maintenance database.
-func admin(t *testing.T, sql string, args ...any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, persisttest.AdminURL())
-	if err != nil {
-		t.Fatalf("connect admin: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
-
 // count returns the rows of table in the database of dbURL.
 func count(t *testing.T, dbURL, table string) int {
 	t.Helper()
@@ -54,73 +39,6 @@ func count(t *testing.T, dbURL, table string) int {
 		t.Fatalf("count %s: %v", table, err)
 	}
 	return n
-}
-
-// dbName is the database of a postgres:// URL.
-func dbName(t *testing.T, dbURL string) string {
-	t.Helper()
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimPrefix(u.Path, "/")
-}
-
-// terminate ends every backend connected to database db (as a failover or
-// a restart of the server does).
-func terminate(t *testing.T, db string) {
-	t.Helper()
-	admin(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db)
-}
-
-// readOnly makes the database of dbURL refuse writes as a standby does
-// (SQLSTATE 25006) for every session that starts from now on, and breaks
-// the sessions it has; undo lifts it for new sessions.
-func readOnly(t *testing.T, dbURL string) (undo func()) {
-	t.Helper()
-	db := pgx.Identifier{dbName(t, dbURL)}.Sanitize()
-	admin(t, "ALTER DATABASE "+db+" SET default_transaction_read_only = on")
-	terminate(t, dbName(t, dbURL))
-	return func() { admin(t, "ALTER DATABASE "+db+" RESET default_transaction_read_only") }
-}
-
-// limitedRole creates a role that may use the database of dbURL (a
-// superuser is exempt from connection limits), dropped when t ends, and
-// returns the URL that connects as it.
-func limitedRole(t *testing.T, dbURL string) (role, roleURL string) {
-	t.Helper()
-	role = fmt.Sprintf("agentd_limited_%d", time.Now().UnixNano())
-	admin(t, "CREATE ROLE "+role+" LOGIN")
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sql := range []string{"GRANT USAGE ON SCHEMA public TO " + role,
-		"GRANT ALL ON ALL TABLES IN SCHEMA public TO " + role, "GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO " + role} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
-	conn.Close(ctx)
-	t.Cleanup(func() {
-		admin(t, "ALTER ROLE "+role+" CONNECTION LIMIT -1")
-		admin(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
-		conn, err := pgx.Connect(ctx, dbURL)
-		if err != nil {
-			t.Logf("drop role: %v", err)
-			return
-		}
-		_, _ = conn.Exec(ctx, "DROP OWNED BY "+role)
-		conn.Close(ctx)
-		admin(t, "DROP ROLE IF EXISTS "+role)
-	})
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.User = url.User(role)
-	return role, u.String()
 }
 
 func newRunParams(key string) persist.RunCreateParams {
@@ -149,12 +67,11 @@ func sqlState(err error) string {
 func TestTooManyConnectionsIsUnavailable(t *testing.T) {
 	t.Parallel()
 	dbURL := persisttest.NewDatabase(t)
-	role, roleURL := limitedRole(t, dbURL)
+	role, roleURL := persisttest.LimitedRole(t, dbURL)
 	s := persisttest.Open(t, persist.Config{URL: roleURL, MaxConns: 4})
 	ctx := context.Background()
 
-	admin(t, "ALTER ROLE "+role+" CONNECTION LIMIT 0")
-	admin(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, role)
+	persisttest.RefuseRole(t, role)
 	var err error
 	for i := 0; i < 3; i++ {
 		_, _, err = s.RunCreate(ctx, newRunParams("k1"))
@@ -177,7 +94,7 @@ func TestTooManyConnectionsIsUnavailable(t *testing.T) {
 		}
 	}
 
-	admin(t, "ALTER ROLE "+role+" CONNECTION LIMIT -1")
+	persisttest.AllowRole(t, role)
 	r, created, err := s.RunCreate(ctx, newRunParams("k1"))
 	if err != nil || !created {
 		t.Fatalf("create once connections are allowed: created %v, %v", created, err)
@@ -205,7 +122,7 @@ func TestReadOnlyDatabaseRefusesWritesOnly(t *testing.T) {
 	ctx := context.Background()
 	r := createRun(t, s, "")
 
-	undo := readOnly(t, dbURL)
+	undo := persisttest.ReadOnly(t, dbURL)
 	var sawReadOnly bool
 	for i := 0; i < 4; i++ {
 		_, _, err := s.RunCreate(ctx, newRunParams(""))
@@ -268,7 +185,7 @@ func TestBrokenConnectionsAreUnavailable(t *testing.T) {
 	s := persisttest.Open(t, persist.Config{URL: dbURL, MaxConns: 1})
 	ctx := context.Background()
 	r := createRun(t, s, "")
-	terminate(t, dbName(t, dbURL))
+	persisttest.Terminate(t, dbURL)
 	time.Sleep(50 * time.Millisecond) // the termination reaches the connection
 	_, err := s.RunGet(ctx, "default", r.ID)
 	if err != nil && !errors.Is(err, agentd.ErrUnavailable) {
@@ -277,7 +194,7 @@ func TestBrokenConnectionsAreUnavailable(t *testing.T) {
 	if _, err := s.RunGet(ctx, "default", r.ID); err != nil {
 		t.Fatalf("read after the connection broke: %v", err)
 	}
-	terminate(t, dbName(t, dbURL))
+	persisttest.Terminate(t, dbURL)
 	time.Sleep(50 * time.Millisecond)
 	if _, err := s.RunCancel(ctx, "default", r.ID, ""); err != nil && !errors.Is(err, agentd.ErrUnavailable) {
 		t.Fatalf("cancel on a terminated connection: %v, want ErrUnavailable", err)
@@ -313,12 +230,12 @@ func TestUnavailabilityIsLoggedOncePerChange(t *testing.T) {
 		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	ctx := context.Background()
 	createRun(t, s, "")
-	undo := readOnly(t, dbURL)
+	undo := persisttest.ReadOnly(t, dbURL)
 	for range 20 {
 		_, _, _ = s.RunCreate(ctx, newRunParams(""))
 	}
 	undo()
-	terminate(t, dbName(t, dbURL))
+	persisttest.Terminate(t, dbURL)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, _, err := s.RunCreate(ctx, newRunParams(""))
@@ -378,7 +295,7 @@ func TestListenReconnectsAndCatchesUp(t *testing.T) {
 		}
 	}
 	waitFor("first connection", connected)
-	terminate(t, dbName(t, dbURL))
+	persisttest.Terminate(t, dbURL)
 	waitFor("reconnection", connected)
 	deadline := time.After(30 * time.Second)
 	for {
@@ -510,7 +427,7 @@ func TestEnsureDatabaseOnTheWritableHost(t *testing.T) {
 	t.Parallel()
 	for _, first := range []string{"127.0.0.1:1", readOnlyHost(t)} {
 		name := fmt.Sprintf("agentd_t_ensure_%d", time.Now().UnixNano())
-		t.Cleanup(func() { admin(t, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
+		t.Cleanup(func() { persisttest.Admin(t, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)") })
 		single, err := persist.WithDatabase(persisttest.AdminURL(), name)
 		if err != nil {
 			t.Fatal(err)
