@@ -277,7 +277,7 @@ func TestChaosKill(t *testing.T) {
 				n, _ := strconv.Atoi(strings.Trim(tag, "[conv]"))
 				return convs[n]
 			}
-			if j, ok := model.owner(store, live, conversation, 2*time.Second); ok {
+			if j, ok := model.owner(store, live, conversation, 3*time.Second); ok {
 				i = j
 			}
 		}
@@ -438,16 +438,17 @@ func chaosRead(ctx context.Context, addr func() string, id string, tr *[]sseEven
 
 // compactionStaller is the model of the chaos test: a fake that holds each
 // compaction's summary request for a while before answering it, and knows
-// which conversation's compaction is in flight.
+// which conversations' compactions are being held at this moment.
 type compactionStaller struct {
 	next           http.Handler
 	hold           time.Duration
-	inflight       chan string // the conversation tag ("[convN]") of a summary request being held
+	mu             sync.Mutex
+	held           map[string]int // conversation tag ("[convN]") -> summary requests being held
 	summaries, cut atomic.Int64
 }
 
 func newCompactionStaller(next http.Handler, hold time.Duration) *compactionStaller {
-	return &compactionStaller{next: next, hold: hold, inflight: make(chan string, 64)}
+	return &compactionStaller{next: next, hold: hold, held: map[string]int{}}
 }
 
 var convTag = regexp.MustCompile(`\[conv\d+\]`)
@@ -460,13 +461,22 @@ func (m *compactionStaller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	if bytes.Contains(body, []byte("You compact a conversation")) {
 		m.summaries.Add(1)
-		select {
-		case m.inflight <- string(convTag.Find(body)):
-		default:
-		}
+		tag := string(convTag.Find(body))
+		m.mu.Lock()
+		m.held[tag]++
+		m.mu.Unlock()
+		cut := false
 		select {
 		case <-time.After(m.hold):
 		case <-r.Context().Done(): // the instance that asked died
+			cut = true
+		}
+		m.mu.Lock()
+		if m.held[tag]--; m.held[tag] == 0 {
+			delete(m.held, tag)
+		}
+		m.mu.Unlock()
+		if cut {
 			m.cut.Add(1)
 			return
 		}
@@ -474,35 +484,47 @@ func (m *compactionStaller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.next.ServeHTTP(w, r)
 }
 
-// owner waits up to wait for a summary request in flight and returns the
+// holding returns the tags of the conversations whose summary requests are
+// being held now.
+func (m *compactionStaller) holding() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	tags := make([]string, 0, len(m.held))
+	for tag := range m.held {
+		tags = append(tags, tag)
+	}
+	return tags
+}
+
+// owner waits up to wait for a summary request being held and returns the
 // index in live of the instance that runs its conversation's run;
-// conversation maps the request's tag to the conversation's id.
+// conversation maps the request's tag to the conversation's id. Only a
+// request held at this moment counts: one already answered would point at
+// a run that is past its compaction.
 func (m *compactionStaller) owner(store *persist.Store, live []*child, conversation func(tag string) string, wait time.Duration) (int, bool) {
-	timeout := time.After(wait)
-	for {
-		var tag string
-		select {
-		case tag = <-m.inflight:
-		case <-timeout:
-			return 0, false
-		}
-		id := conversation(tag)
-		if id == "" {
-			continue
-		}
-		runs, err := store.RunList(context.Background(), agentd.RunListParams{TenantID: "default", ConversationID: id,
-			Status: agentd.StatusRunning, Limit: 10})
-		if err != nil {
-			return 0, false
-		}
-		for _, r := range runs {
-			for i, c := range live {
-				if strings.Contains(r.LeaseOwner, fmt.Sprintf(":%d:", c.cmd.Process.Pid)) {
-					return i, true
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		for _, tag := range m.holding() {
+			id := conversation(tag)
+			if id == "" {
+				continue
+			}
+			runs, err := store.RunList(context.Background(), agentd.RunListParams{TenantID: "default", ConversationID: id,
+				Status: agentd.StatusRunning, Limit: 10})
+			if err != nil {
+				return 0, false
+			}
+			for _, r := range runs {
+				for i, c := range live {
+					if strings.Contains(r.LeaseOwner, fmt.Sprintf(":%d:", c.cmd.Process.Pid)) {
+						return i, true
+					}
 				}
 			}
 		}
+		time.Sleep(10 * time.Millisecond)
 	}
+	return 0, false
 }
 
 // runsOwnedBy returns the epochs of the running runs whose lease the process

@@ -100,8 +100,8 @@ const claimIDCTE = `prev AS (
 		WHERE q.id = $9 AND q.status = 'queued'
 		AND (%[1]d <= 0 OR (SELECT count(*) FROM runs b WHERE b.status IN ('queued', 'running')
 			AND b.status = 'running' AND b.tenant_id = q.tenant_id) < %[1]d)
-		AND NOT EXISTS (SELECT 1 FROM (SELECT id, status FROM runs WHERE conversation_id = q.conversation_id OFFSET 0) o
-			WHERE o.id <> q.id AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
+		AND NOT EXISTS (SELECT 1 FROM (SELECT id, status, queue_seq FROM runs WHERE conversation_id = q.conversation_id OFFSET 0) o
+			WHERE o.id <> q.id AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.queue_seq < q.queue_seq)))
 		FOR UPDATE OF q SKIP LOCKED
 	),` + claimUpdate
 
@@ -115,7 +115,7 @@ const claimSearch = `busy AS (
 		WHERE (q.status = 'queued' OR (q.status = 'running' AND q.lease_expires_at < now()))
 		AND (%[1]d <= 0 OR q.status = 'running' OR b.n < %[1]d)
 		AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.conversation_id = q.conversation_id AND o.id <> q.id
-			AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.id < q.id)))
+			AND (o.status IN ('running', 'requires_action') OR (o.status = 'queued' AND o.queue_seq < q.queue_seq)))
 		ORDER BY b.n, q.created_at
 		LIMIT 1
 		FOR UPDATE OF q SKIP LOCKED

@@ -266,8 +266,14 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 // run.resumed event of its next claim.
 func (s *Store) RunResume(ctx context.Context, tenantID, id, actor string) (agentd.Run, error) {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// The conversation's lock first, as a creation takes it: the run
+		// takes the last place in its queue (migration 00028).
 		var status agentd.RunStatus
-		err := tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&status)
+		_, err := tx.Exec(ctx, `SELECT 1 FROM conversations WHERE id = (SELECT conversation_id FROM runs
+			WHERE id = $1 AND tenant_id = $2) FOR UPDATE`, id, tenantID)
+		if err == nil {
+			err = tx.QueryRow(ctx, `SELECT status FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID).Scan(&status)
+		}
 		if err != nil {
 			return notFound(translate(err), agentd.ErrRunNotFound)
 		}
@@ -276,7 +282,7 @@ func (s *Store) RunResume(ctx context.Context, tenantID, id, actor string) (agen
 		}
 		if _, err := tx.Exec(ctx, `UPDATE runs SET status = 'queued', terminal_reason = NULL, error = NULL,
 			deadline_at = NULL, cancel_requested_at = NULL, interrupt_requested_at = NULL, finished_at = NULL, updated_at = now(),
-			resumed_by = $2, cancelled_by = NULL
+			resumed_by = $2, cancelled_by = NULL, queue_seq = nextval('runs_queue_seq')
 			WHERE id = $1`, id, nullIfEmpty(actor)); err != nil {
 			return err
 		}

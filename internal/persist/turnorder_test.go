@@ -261,3 +261,47 @@ func TestCancelledQueuedInputWaitsForItsRun(t *testing.T) {
 		t.Fatalf("after the resumed run's claim: %s, want 1:q1, 2:a1, 3:q2", got)
 	}
 }
+
+// TestResumedRunQueuesLast: a run resumed while another of its conversation
+// is queued takes the last place in the conversation's queue, whatever its
+// id, and the runs are claimed one at a time in that order. (Ordered by id,
+// the resumed run went first, and a claim whose snapshot predated the
+// resume's commit picked the other one, so that two claims raced for one
+// conversation.)
+func TestResumedRunQueuesLast(t *testing.T) {
+	t.Parallel()
+	s, _ := persisttest.New(t)
+	ctx := context.Background()
+	first, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "m",
+		Params: agentd.RunParams{MaxSteps: 4}, Input: []agentd.InputMessage{{Role: "user", Content: "q1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RunCancel(ctx, "default", first.ID, "local"); err != nil {
+		t.Fatal(err)
+	}
+	second, _, err := s.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "m", ConversationID: first.ConversationID,
+		Params: agentd.RunParams{MaxSteps: 4, IfBusy: agentd.IfBusyEnqueue}, Input: []agentd.InputMessage{{Role: "user", Content: "q2"}}})
+	if err != nil || second.Status != agentd.StatusQueued {
+		t.Fatalf("create the second run: %v (%s)", err, second.Status)
+	}
+	if r, err := s.RunResume(ctx, "default", first.ID, "local"); err != nil || r.Status != agentd.StatusQueued {
+		t.Fatalf("resume the first run: %v (%s)", err, r.Status)
+	}
+	if first.ID > second.ID {
+		t.Fatalf("ids out of creation order: %s > %s", first.ID, second.ID)
+	}
+	c, err := s.RunClaimStart(ctx, "w1", time.Minute)
+	if err != nil || c.ID != second.ID {
+		t.Fatalf("first claim: %v, got %s, want the second run %s (queued before the resume)", err, c.ID, second.ID)
+	}
+	if _, err := s.RunClaimStart(ctx, "w2", time.Minute); !errors.Is(err, agentd.ErrNotFound) {
+		t.Fatalf("a claim while the conversation's run is running: %v", err)
+	}
+	exec(t, s, persist.Fence{RunID: second.ID, Epoch: c.Epoch, Worker: "w1"},
+		persist.RunEnd{ID: second.ID, Status: agentd.StatusCompleted, Reason: agentd.ReasonCompleted})
+	c, err = s.RunClaimStart(ctx, "w2", time.Minute)
+	if err != nil || c.ID != first.ID {
+		t.Fatalf("second claim: %v, got %s, want the resumed run %s", err, c.ID, first.ID)
+	}
+}

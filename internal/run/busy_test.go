@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -101,7 +102,7 @@ func TestIfBusyEnqueueRunsOneAtATime(t *testing.T) {
 	for i, a := range all {
 		for _, c := range all[i+1:] {
 			if a.StartedAt.Before(*c.FinishedAt) && c.StartedAt.Before(*a.FinishedAt) {
-				t.Fatalf("runs %s and %s overlapped", a.ID, c.ID)
+				t.Fatalf("runs overlapped:\n%s\n%s", runTimes(a), runTimes(c))
 			}
 		}
 	}
@@ -206,4 +207,11 @@ func TestWaitingIsNotRunning(t *testing.T) {
 	if !resolved {
 		t.Fatal("no tool_call.completed resolved by the action timeout")
 	}
+}
+
+// runTimes describes when r ran, for a failure's message.
+func runTimes(r agentd.Run) string {
+	return fmt.Sprintf("%s: created %s, started %s, finished %s, epoch %d, stall claims %d, lease %s",
+		r.ID, r.CreatedAt.Format(time.RFC3339Nano), r.StartedAt.Format(time.RFC3339Nano),
+		r.FinishedAt.Format(time.RFC3339Nano), r.Epoch, r.StallClaims, r.LeaseOwner)
 }
