@@ -42,6 +42,9 @@ type ConversationListParams struct {
 	ChatID   string // when not empty, the conversation of this AI SDK chat
 	Before   string // a conversation id: only older ones
 	Limit    int
+	// MayLag: the page may come from a read replica, up to its maximum
+	// lag behind the primary (a listing for a person or a dashboard).
+	MayLag bool
 }
 
 // IdempotencyRecord is what a key stored: the fingerprint of its first
@@ -69,6 +72,9 @@ type RunListParams struct {
 	Status         RunStatus // optional
 	Before         string    // cursor: runs with a smaller id (older)
 	Limit          int
+	// MayLag: the page may come from a read replica, up to its maximum
+	// lag behind the primary (a listing for a person or a dashboard).
+	MayLag bool
 }
 
 // NewID returns a new time-ordered id (UUIDv7), as every row of agentd has.

@@ -222,6 +222,9 @@ func (s *server) conversationList(w http.ResponseWriter, r *http.Request) error 
 		}
 	}
 	p.Limit = limit + 1
+	// A listing may lag, as a read replica does; the conversation of a
+	// chat is looked up exactly.
+	p.MayLag = p.ChatID == ""
 	cs, err := s.store.ConversationList(r.Context(), p)
 	if err != nil {
 		return err

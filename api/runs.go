@@ -155,6 +155,7 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	p.Limit = limit + 1 // one more tells whether there is a next page
+	p.MayLag = true     // a listing may lag, as a read replica does
 	runs, err := s.store.RunList(r.Context(), p)
 	if err != nil {
 		return err

@@ -75,6 +75,8 @@ type ServerSettings struct {
 // DatabaseSettings are the database's settings.
 type DatabaseSettings struct {
 	DatabaseURL    string        `env:"DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/agentd?sslmode=disable" flag:"database-url" desc:"PostgreSQL URL; the database is created if missing"`
+	ReplicaURL     string        `env:"AGENTD_DATABASE_REPLICA_URL" flag:"database-replica-url" defaultDesc:"none" desc:"a streaming standby of the database that serves the reads that tolerate lag (run and conversation lists, the replay of stored events); reads go to the primary while it is down, not a standby, or further behind than AGENTD_DATABASE_REPLICA_MAX_LAG"`
+	ReplicaMaxLag  time.Duration `env:"AGENTD_DATABASE_REPLICA_MAX_LAG" envDefault:"5s" flag:"database-replica-max-lag" desc:"how far behind the primary the read replica may be and still serve"`
 	Migrate        bool          `env:"AGENTD_MIGRATE" envDefault:"true" flag:"migrate" desc:"apply migrations at start-up (under an advisory lock, so that instances may start together)"`
 	MaxConns       int           `env:"AGENTD_DB_MAX_CONNS" envDefault:"0" flag:"db-max-conns" min:"0" defaultDesc:"workers + 16" desc:"database pool size; '0': the workers plus 16"`
 	Committers     int           `env:"AGENTD_COMMITTERS" envDefault:"1" flag:"committers" min:"1" desc:"group-commit workers: the executor's writes of concurrent runs share their transactions"`

@@ -215,7 +215,8 @@ func (in *instance) logStart(s *servers) {
 		"lease_ttl", cfg.LeaseTTL.String(), "model", in.modelName, "ui", base + "/ui/",
 		"tools_file", cfg.ToolsFile, "file_tools", in.loaded.fileTools, "mcp_servers", in.loaded.mcpServers,
 		"tracing", in.loaded.traceEndpoint != "", "tracing_endpoint", in.loaded.traceEndpoint,
-		"max_connections", maxConns, "max_unauthenticated_connections", maxUnauth}
+		"max_connections", maxConns, "max_unauthenticated_connections", maxUnauth,
+		"read_replica", cfg.ReplicaURL != ""}
 	for _, side := range s.side {
 		sideAddr := side.ln.Addr().String()
 		if side.name == "metrics" {
@@ -314,11 +315,26 @@ func (in *instance) openStore(ctx context.Context) error {
 	in.hub = stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: in.reg})
 	var err error
 	in.store, err = persist.Open(ctx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: in.hub,
-		TenantRunsInProgress: cfg.TenantRunning, Logger: log})
+		TenantRunsInProgress: cfg.TenantRunning, Logger: log, ReplicaURL: cfg.ReplicaURL, ReplicaMaxLag: cfg.ReplicaMaxLag})
 	if err != nil {
 		return err
 	}
 	in.closers = append(in.closers, in.store.Close)
+	if cfg.ReplicaURL != "" {
+		store := in.store
+		in.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "agentd_db_replica_serving",
+			Help: "1 while the read replica serves the reads that tolerate lag, 0 while they go to the primary.",
+		}, func() float64 {
+			if store.ReplicaFresh() {
+				return 1
+			}
+			return 0
+		}), prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "agentd_db_replica_reads_total",
+			Help: "Reads the read replica served.",
+		}, func() float64 { return float64(store.ReplicaReads()) }))
+	}
 	in.store.StartGroupCommit(cfg.Committers, 64)
 	in.closers = append(in.closers, in.store.StopGroupCommit) // after the engine stopped
 	if cfg.Retention > 0 {

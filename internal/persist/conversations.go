@@ -50,7 +50,8 @@ func (s *Store) ConversationCreate(ctx context.Context, tenantID, title string, 
 		VALUES ($1, $2, $3, $4) RETURNING `+conversationColumns, newID(), tenantID, title, []byte(metadata)))
 }
 
-// ConversationList returns a page of a tenant's conversations, newest first.
+// ConversationList returns a page of a tenant's conversations, newest
+// first; from the read replica when p.MayLag and it is fresh.
 func (s *Store) ConversationList(ctx context.Context, p agentd.ConversationListParams) ([]agentd.Conversation, error) {
 	var filter []byte
 	if len(p.Metadata) > 0 {
@@ -59,10 +60,12 @@ func (s *Store) ConversationList(ctx context.Context, p agentd.ConversationListP
 			return nil, err
 		}
 	}
-	return queryAll(ctx, s.pool, scanConversation, `SELECT `+conversationColumns+` FROM conversations
+	return lagging(ctx, s, p.MayLag, func(q querier) ([]agentd.Conversation, error) {
+		return queryAll(ctx, q, scanConversation, `SELECT `+conversationColumns+` FROM conversations
 		WHERE tenant_id = $1 AND ($2::jsonb IS NULL OR metadata @> $2::jsonb) AND ($3 = '' OR id < $3::uuid)
 		AND ($5 = '' OR chat_id = $5)
 		ORDER BY id DESC LIMIT $4`, p.TenantID, filter, p.Before, p.Limit, p.ChatID)
+	})
 }
 
 // ConversationUpdate sets a tenant's conversation's title and metadata,

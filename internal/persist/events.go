@@ -146,7 +146,44 @@ func appendEvents(ctx context.Context, tx pgx.Tx, runID string, last int64, evs 
 
 // EventsAfter returns up to limit events of a run after seq, in order.
 func (s *Store) EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error) {
-	return queryAll(ctx, s.pool, func(row pgx.Row) (agentd.Event, error) {
+	return queryEvents(ctx, s.pool, runID, after, limit)
+}
+
+// EventsReplay is EventsAfter for a replay of stored events: with a read
+// replica that is fresh, they are read there, and only what it has not yet
+// replayed from the primary. Events are exact either way: a run's events
+// are committed in seq order, so the replica holds a prefix of each log,
+// and a page it answers short of limit is completed from the primary.
+func (s *Store) EventsReplay(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error) {
+	r := s.replica
+	if r == nil || !r.fresh.Load() {
+		return s.EventsAfter(ctx, runID, after, limit)
+	}
+	evs, err := queryEvents(ctx, r.pool, runID, after, limit)
+	if err != nil {
+		r.failed(ctx, err)
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return s.EventsAfter(ctx, runID, after, limit)
+	}
+	r.reads.Add(1)
+	if len(evs) == limit {
+		return evs, nil
+	}
+	if len(evs) > 0 {
+		after = evs[len(evs)-1].Seq
+	}
+	rest, err := queryEvents(ctx, s.pool, runID, after, limit-len(evs))
+	if err != nil {
+		return nil, err
+	}
+	return append(evs, rest...), nil
+}
+
+// queryEvents reads up to limit events of a run after seq on q, in order.
+func queryEvents(ctx context.Context, q querier, runID string, after int64, limit int) ([]agentd.Event, error) {
+	return queryAll(ctx, q, func(row pgx.Row) (agentd.Event, error) {
 		var e agentd.Event
 		var step int
 		var at string

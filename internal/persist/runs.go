@@ -84,7 +84,8 @@ func (s *Store) RunByID(ctx context.Context, id string) (agentd.Run, error) {
 	return r, notFound(err, agentd.ErrRunNotFound)
 }
 
-// RunList returns a tenant's runs, newest first.
+// RunList returns a tenant's runs, newest first; from the read replica
+// when p.MayLag and it is fresh.
 func (s *Store) RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error) {
 	var conv, status, before *string
 	if p.ConversationID != "" {
@@ -97,23 +98,12 @@ func (s *Store) RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.R
 	if p.Before != "" {
 		before = &p.Before
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+` FROM runs
+	return lagging(ctx, s, p.MayLag, func(q querier) ([]agentd.Run, error) {
+		return queryAll(ctx, q, scanRun, `SELECT `+runColumns+` FROM runs
 		WHERE tenant_id = $1 AND ($2::uuid IS NULL OR conversation_id = $2)
 		AND ($3::text IS NULL OR status = $3) AND ($4::uuid IS NULL OR id < $4)
 		ORDER BY id DESC LIMIT $5`, p.TenantID, conv, status, before, p.Limit)
-	if err != nil {
-		return nil, translate(err)
-	}
-	defer rows.Close()
-	var out []agentd.Run
-	for rows.Next() {
-		r, err := scanRun(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, translate(rows.Err())
+	})
 }
 
 // RunCancel asks a run to stop. A queued, interrupted or waiting run is

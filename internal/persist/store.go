@@ -75,6 +75,12 @@ type Config struct {
 	// Logger, when set, is told when the database becomes unavailable and
 	// when it is available again: one line per change, not one per call.
 	Logger *slog.Logger
+	// ReplicaURL, when set, is a streaming standby of the database that
+	// serves the reads that tolerate lag (replica.go).
+	ReplicaURL string
+	// ReplicaMaxLag is how far behind the primary the replica may be and
+	// still serve; 0 takes DefaultReplicaMaxLag.
+	ReplicaMaxLag time.Duration
 }
 
 // Store is agentd's handle on PostgreSQL.
@@ -83,6 +89,8 @@ type Store struct {
 	listen *pgx.ConnConfig // the LISTEN connection's (the pool's, untraced)
 	health *health
 	pub    Publisher // nil: nobody is told
+	// replica is the read replica, nil without one.
+	replica *replica
 
 	tenantCap  int    // Config.TenantRunsInProgress
 	claimCTE   string // claimCTE with tenantCap
@@ -124,9 +132,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
-	return &Store{pool: pool, listen: listen, health: h, pub: cfg.Publisher, tenantCap: cfg.TenantRunsInProgress,
+	s := &Store{pool: pool, listen: listen, health: h, pub: cfg.Publisher, tenantCap: cfg.TenantRunsInProgress,
 		claimCTE:   fmt.Sprintf(claimCTE, max(0, cfg.TenantRunsInProgress)),
-		claimIDCTE: fmt.Sprintf(claimIDCTE, max(0, cfg.TenantRunsInProgress))}, nil
+		claimIDCTE: fmt.Sprintf(claimIDCTE, max(0, cfg.TenantRunsInProgress))}
+	if cfg.ReplicaURL != "" {
+		if s.replica, err = openReplica(ctx, cfg, pool, log); err != nil {
+			pool.Close()
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // publish tells the publisher, if any, that a commit appended the events of
@@ -145,7 +160,12 @@ func (s *Store) published(last map[string]int64) {
 }
 
 // Close closes the pool.
-func (s *Store) Close() { s.pool.Close() }
+func (s *Store) Close() {
+	if s.replica != nil {
+		s.replica.close()
+	}
+	s.pool.Close()
+}
 
 // EnsureDatabase creates the database named in databaseURL when it does not
 // exist, connecting to the server's "postgres" database to do so; with

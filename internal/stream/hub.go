@@ -20,6 +20,9 @@ import (
 type Store interface {
 	// EventsAfter returns up to limit events of a run after seq, in order.
 	EventsAfter(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error)
+	// EventsReplay is EventsAfter for a client's replay of stored events,
+	// which a read replica may serve (the feeds' tails use EventsAfter).
+	EventsReplay(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error)
 	// RunHead returns a run's head; persist.ErrNotFound when there is none.
 	RunHead(ctx context.Context, id string) (agentd.RunHead, error)
 	// Listen calls fn for each notification on channels, reconnecting until

@@ -181,7 +181,7 @@ func (r *recent) eventsAfter(ctx context.Context, store Store, runID string, aft
 		r.mu.Unlock()
 		// This read begins after the stream subscribed: whatever it misses
 		// reaches the stream through the feed.
-		l.evs, l.err = store.EventsAfter(ctx, runID, after, limit)
+		l.evs, l.err = store.EventsReplay(ctx, runID, after, limit)
 		r.mu.Lock()
 		delete(r.loads, key)
 		close(l.done)

@@ -500,6 +500,16 @@ func (c *readCounter) EventsAfter(ctx context.Context, runID string, after int64
 	return c.Store.EventsAfter(ctx, runID, after, limit)
 }
 
+// EventsReplay counts as EventsAfter does: a stream's catch-up reads
+// through it.
+func (c *readCounter) EventsReplay(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error) {
+	c.reads.Add(1)
+	if after == 0 {
+		c.fromStart.Add(1)
+	}
+	return c.Store.EventsReplay(ctx, runID, after, limit)
+}
+
 // openStreams opens n streams of a run from its start and waits until all
 // are subscribed; each channel gets its stream's events when it ends.
 func openStreams(t *testing.T, inst *instance, runID string, n int) []chan []sseEvent {
