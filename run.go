@@ -144,7 +144,39 @@ type RunParams struct {
 	// TraceParent is the W3C trace context of the request that created the
 	// run, when tracing is on: the run's executions join that trace.
 	TraceParent string `json:"trace_parent,omitempty"`
+	// Sampling is how the model is asked to sample the run's answers; runs
+	// stored before it existed have its zero value (the model's defaults).
+	Sampling Sampling `json:"sampling,omitzero"`
+	// Echo is what the door that created the run keeps of its request to
+	// answer about it later, as that door reads it (the Responses API's
+	// request fields: internal/responses.Echo); nothing for POST /runs.
+	Echo json.RawMessage `json:"echo,omitempty"`
 }
+
+// Sampling is how the model is asked to sample a run's answers; a zero field leaves the model's default.
+type Sampling struct {
+	MaxOutputTokens int           `json:"max_output_tokens,omitempty"` // > 0: the cap of each model call's output tokens
+	Temperature     *float64      `json:"temperature,omitempty"`
+	TopP            *float64      `json:"top_p,omitempty"`
+	Format          *OutputFormat `json:"format,omitempty"` // nil: plain text
+}
+
+// OutputFormat asks the model for structured output.
+type OutputFormat struct {
+	Type        string          `json:"type"` // OutputText, OutputJSONObject or OutputJSONSchema
+	Name        string          `json:"name,omitempty"`
+	Description string          `json:"description,omitempty"`
+	Schema      json.RawMessage `json:"schema,omitempty"`
+	Strict      *bool           `json:"strict,omitempty"`
+}
+
+// Output format types: plain text (the default), any JSON object, or JSON
+// that a schema describes.
+const (
+	OutputText       = "text"
+	OutputJSONObject = "json_object"
+	OutputJSONSchema = "json_schema"
+)
 
 // ClientTool is a tool a run's client runs, as the model sees it.
 type ClientTool struct {

@@ -62,7 +62,8 @@ const (
 	// and arguments) as many times in the run as its loop limits allow.
 	ReasonLoopDetected Reason = "loop_detected"
 	// ReasonMaxOutputTokens: the answer was still cut at the model's output
-	// limit after it was continued 3 times (a completed run).
+	// limit after it was continued 3 times, or was cut at the run's own
+	// Sampling.MaxOutputTokens, which is never continued (a completed run).
 	ReasonMaxOutputTokens Reason = "max_output_tokens"
 	// ReasonContentFilter: the model's content filter stopped its answer.
 	ReasonContentFilter Reason = "content_filter"

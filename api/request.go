@@ -26,11 +26,38 @@ const maxKeyLen = 255
 // createRunRequest is the body of POST /runs. Pointers tell an absent field
 // from a zero one.
 type createRunRequest struct {
-	ConversationID *string         `json:"conversation_id"`
-	Input          json.RawMessage `json:"input"`
-	Stream         *bool           `json:"stream"`
-	OnDisconnect   *string         `json:"on_disconnect"`
+	ConversationID *string          `json:"conversation_id"`
+	Input          json.RawMessage  `json:"input"`
+	Stream         *bool            `json:"stream"`
+	OnDisconnect   *string          `json:"on_disconnect"`
+	Sampling       *samplingRequest `json:"sampling"`
 	runFields
+}
+
+// samplingRequest is a run's sampling.
+type samplingRequest struct {
+	MaxOutputTokens *int     `json:"max_output_tokens"`
+	Temperature     *float64 `json:"temperature"`
+	TopP            *float64 `json:"top_p"`
+	Format          *struct {
+		Type        *string         `json:"type"`
+		Name        *string         `json:"name"`
+		Description *string         `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict"`
+	} `json:"format"`
+}
+
+// request is s as the run spec builder takes it.
+func (s *samplingRequest) request() *runspec.Sampling {
+	if s == nil {
+		return nil
+	}
+	out := &runspec.Sampling{MaxOutputTokens: s.MaxOutputTokens, Temperature: s.Temperature, TopP: s.TopP}
+	if f := s.Format; f != nil {
+		out.Format = &runspec.OutputFormat{Type: f.Type, Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
+	}
+	return out
 }
 
 // runFields are the fields of a new run that every door taking agentd's
@@ -211,6 +238,7 @@ func jsonType(t reflect.Type) string {
 func specRequest(req createRunRequest) (runspec.Request, error) {
 	out := req.runFields.request()
 	out.OnDisconnect = req.OnDisconnect
+	out.Sampling = req.Sampling.request()
 	if req.ConversationID != nil {
 		id, err := uuid.Parse(*req.ConversationID)
 		if err != nil {
@@ -303,8 +331,9 @@ func parseMetadata(raw json.RawMessage) (json.RawMessage, error) { return runspe
 
 // jsonFields are the fields of request bodies whose values are JSON that
 // agentd keeps as a whole (a run's metadata, a client tool's parameters, an
-// action's result, a tool output): a problem inside one is that field's.
-var jsonFields = []string{"metadata", "parameters", "result", "output"}
+// output format's schema, an action's result, a tool output): a problem
+// inside one is that field's.
+var jsonFields = []string{"metadata", "parameters", "schema", "result", "output"}
 
 // checkText refuses a request body that holds a string which decoding
 // would change (see runspec.TextAsSent), naming its field. It reads the

@@ -109,7 +109,38 @@ type Request struct {
 	// provider's prompt cache (OpenAI's prompt_cache_key); an adapter may
 	// leave it out where the API does not take it.
 	CacheKey string
+	// Sampling is how the model is asked to sample its answer; its zero
+	// value leaves the provider's defaults.
+	Sampling Sampling
 }
+
+// Sampling is how the model is asked to sample an answer; a zero field
+// leaves the provider's default.
+type Sampling struct {
+	// MaxOutputTokens, when positive, caps the tokens of the answer: one
+	// cut at it ends with FinishLength.
+	MaxOutputTokens int
+	Temperature     *float64
+	TopP            *float64
+	Format          *OutputFormat // nil: plain text
+}
+
+// OutputFormat asks the model for structured output: JSON, or JSON that a
+// schema describes.
+type OutputFormat struct {
+	Type        string          // FormatText, FormatJSONObject or FormatJSONSchema
+	Name        string          // FormatJSONSchema: the schema's name
+	Description string          // FormatJSONSchema: what the answer is for
+	Schema      json.RawMessage // FormatJSONSchema: the JSON Schema of the answer, a JSON object
+	Strict      *bool           // FormatJSONSchema: whether the answer must follow the schema exactly
+}
+
+// Output format types.
+const (
+	FormatText       = "text"        // plain text, the default
+	FormatJSONObject = "json_object" // any JSON object
+	FormatJSONSchema = "json_schema" // JSON that Schema describes
+)
 
 // Usage is the token accounting of one completion.
 type Usage struct {

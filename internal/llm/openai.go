@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -255,8 +257,15 @@ func (b *drainingBody) Close() error {
 // encoder, and its re-encoding of the body to set "stream", took a tenth of
 // a step's CPU, and encoding/json's a twentieth.
 func requestBody(req Request) ([]byte, error) {
+	smp := req.Sampling
 	b := make([]byte, 0, 1024)
-	b = append(b, `{"messages":[`...)
+	b = append(b, '{')
+	if smp.MaxOutputTokens > 0 {
+		b = append(b, `"max_completion_tokens":`...)
+		b = strconv.AppendInt(b, int64(smp.MaxOutputTokens), 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"messages":[`...)
 	for i, msg := range req.Messages {
 		if i > 0 {
 			b = append(b, ',')
@@ -272,7 +281,14 @@ func requestBody(req Request) ([]byte, error) {
 		b = append(b, `,"prompt_cache_key":`...)
 		b = appendString(b, req.CacheKey)
 	}
+	var err error
+	if b, err = appendResponseFormat(b, smp.Format); err != nil {
+		return nil, err
+	}
 	b = append(b, `,"stream_options":{"include_usage":true}`...)
+	if b, err = appendNumber(b, "temperature", smp.Temperature); err != nil {
+		return nil, err
+	}
 	for i, t := range req.Tools {
 		if i == 0 {
 			b = append(b, `,"tools":[`...)
@@ -299,7 +315,76 @@ func requestBody(req Request) ([]byte, error) {
 	if len(req.Tools) > 0 {
 		b = append(b, ']')
 	}
+	if b, err = appendNumber(b, "top_p", smp.TopP); err != nil {
+		return nil, err
+	}
 	return append(b, `,"stream":true}`...), nil
+}
+
+// appendResponseFormat appends f as "response_format": nothing for plain
+// text (the API's default), {"type":"json_object"}, or {"type":
+// "json_schema","json_schema":{"name","description","schema","strict"}}
+// with the schema compacted.
+func appendResponseFormat(b []byte, f *OutputFormat) ([]byte, error) {
+	if f == nil {
+		return b, nil
+	}
+	switch f.Type {
+	case "", FormatText:
+		return b, nil
+	case FormatJSONObject:
+		return append(b, `,"response_format":{"type":"json_object"}`...), nil
+	case FormatJSONSchema:
+	default:
+		return b, fmt.Errorf("unknown output format type %q", f.Type)
+	}
+	b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":`...)
+	b = appendString(b, f.Name)
+	if f.Description != "" {
+		b = append(b, `,"description":`...)
+		b = appendString(b, f.Description)
+	}
+	if len(f.Schema) > 0 {
+		buf := bytes.NewBuffer(append(b, `,"schema":`...))
+		if err := json.Compact(buf, f.Schema); err != nil {
+			return nil, fmt.Errorf("output format %s: the schema is not valid JSON: %w", f.Name, err)
+		}
+		b = buf.Bytes()
+	}
+	if f.Strict != nil {
+		b = append(b, `,"strict":`...)
+		b = strconv.AppendBool(b, *f.Strict)
+	}
+	return append(b, "}}"...), nil
+}
+
+// appendNumber appends ,"name":v as encoding/json writes v; nothing when v
+// is nil. A NaN or an infinity is an error, as it is to encoding/json.
+func appendNumber(b []byte, name string, v *float64) ([]byte, error) {
+	if v == nil {
+		return b, nil
+	}
+	f := *v
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return b, fmt.Errorf("%s is %v, not a number JSON can hold", name, f)
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	// encoding/json's formatting of a float64: like ES6, exponents only
+	// for the very small and the very large, written without a leading 0.
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b, nil
 }
 
 // appendMessage appends msg as the Chat Completions API takes it: a

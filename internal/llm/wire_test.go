@@ -3,7 +3,9 @@ package llm
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -223,6 +225,15 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 		{Model: "gpt-test", Messages: msgs, Tools: tools},
 		{Model: "m \"quoted\"", Messages: msgs[:2]},
 		{Model: "gpt-test", Messages: msgs[:1], CacheKey: "01a23158-24d0-755c-8953-5268112791c4"},
+		{Model: "gpt-test", Messages: msgs[:2], Tools: tools, CacheKey: "c", Sampling: Sampling{MaxOutputTokens: 256,
+			Temperature: ptr(0.7), TopP: ptr(0.95), Format: &OutputFormat{Type: FormatJSONSchema, Name: "answer",
+				Description: "The answer, \"quoted\".", Schema: json.RawMessage(schema), Strict: ptr(true)}}},
+		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{Temperature: ptr(0.0), TopP: ptr(1.0),
+			Format: &OutputFormat{Type: FormatJSONObject}}},
+		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{MaxOutputTokens: 1, Temperature: ptr(2.0), TopP: ptr(1e-7),
+			Format: &OutputFormat{Type: FormatJSONSchema, Name: "n", Schema: json.RawMessage(`{}`), Strict: ptr(false)}}},
+		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{TopP: ptr(0.1), Format: &OutputFormat{Type: FormatJSONSchema, Name: "bare"}}},
+		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{Format: &OutputFormat{Type: FormatText}}},
 	} {
 		got, err := requestBody(req)
 		if err != nil {
@@ -235,6 +246,7 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 		if req.CacheKey != "" {
 			p.PromptCacheKey = openai.String(req.CacheKey)
 		}
+		sdkSampling(t, &p, req.Sampling)
 		for _, m := range req.Messages {
 			p.Messages = append(p.Messages, sdkMessages(t, m)...)
 		}
@@ -262,6 +274,85 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 	}
 	if _, err := requestBody(Request{Model: "m", Tools: []ToolSpec{{Name: "bad", Parameters: json.RawMessage(`{"type":`)}}}); err == nil {
 		t.Error("a tool with a schema that is not JSON was written")
+	}
+}
+
+// sdkSampling sets s on p with the SDK's own types.
+func sdkSampling(t *testing.T, p *openai.ChatCompletionNewParams, s Sampling) {
+	t.Helper()
+	if s.MaxOutputTokens > 0 {
+		p.MaxCompletionTokens = openai.Int(int64(s.MaxOutputTokens))
+	}
+	if s.Temperature != nil {
+		p.Temperature = openai.Float(*s.Temperature)
+	}
+	if s.TopP != nil {
+		p.TopP = openai.Float(*s.TopP)
+	}
+	f := s.Format
+	switch {
+	case f == nil || f.Type == FormatText:
+	case f.Type == FormatJSONObject:
+		p.ResponseFormat.OfJSONObject = &shared.ResponseFormatJSONObjectParam{}
+	case f.Type == FormatJSONSchema:
+		js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: f.Name}
+		if f.Description != "" {
+			js.Description = openai.String(f.Description)
+		}
+		if f.Strict != nil {
+			js.Strict = openai.Bool(*f.Strict)
+		}
+		if len(f.Schema) > 0 {
+			var schema map[string]any
+			if err := json.Unmarshal(f.Schema, &schema); err != nil {
+				t.Fatal(err)
+			}
+			js.Schema = schema
+		}
+		p.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}
+	default:
+		t.Fatalf("format type %q", f.Type)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A request without sampling sends none of its fields, and what cannot be
+// sent is refused before any request.
+func TestRequestBodySampling(t *testing.T) {
+	msgs := []Message{TextMessage(RoleUser, "hi")}
+	got, err := requestBody(Request{Model: "m", Messages: msgs, Sampling: Sampling{Format: &OutputFormat{Type: FormatText}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"max_completion_tokens", "temperature", "top_p", "response_format"} {
+		if strings.Contains(string(got), k) {
+			t.Errorf("%s sent without being asked: %s", k, got)
+		}
+	}
+	for _, s := range []Sampling{
+		{Temperature: ptr(math.NaN())},
+		{TopP: ptr(math.Inf(1))},
+		{Format: &OutputFormat{Type: "xml"}},
+		{Format: &OutputFormat{Type: FormatJSONSchema, Name: "x", Schema: json.RawMessage(`{"type":`)}},
+	} {
+		if b, err := requestBody(Request{Model: "m", Messages: msgs, Sampling: s}); err == nil {
+			t.Errorf("%+v was written: %s", s, b)
+		}
+	}
+}
+
+// appendNumber writes a float64 as encoding/json does.
+func TestAppendNumber(t *testing.T) {
+	for _, f := range []float64{0, 1, 2, 0.7, 0.1 + 0.2, 1e-6, 1e-7, 5e-324, 1e20, 1e21, 123456789.125, -0.5, math.MaxFloat64} {
+		want, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := appendNumber([]byte("x"), "n", &f)
+		if err != nil || string(got) != `x,"n":`+string(want) {
+			t.Errorf("appendNumber(%v) = %s, %v; want x,\"n\":%s", f, got, err, want)
+		}
 	}
 }
 

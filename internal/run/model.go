@@ -43,10 +43,13 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 	}
 	reactive := false // a compaction after the model said the request was too long
 	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params), CacheKey: st.Run.ConversationID,
-		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
+		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond, Sampling: samplingOf(st.Run.Params.Sampling)}
 	// An answer cut at the model's output limit (finish_reason length) is
 	// continued: the model is sent what it wrote so far and asked to go on,
-	// at most maxContinuations times; the parts make one message.
+	// at most maxContinuations times; the parts make one message. One cut
+	// at the run's own max_output_tokens is not: the client asked for that
+	// cap, and the run ends completed with reason max_output_tokens.
+	continues := st.Run.Params.Sampling.MaxOutputTokens <= 0
 	var cont continuation
 	for attempt := 1; ; attempt++ {
 		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes)
@@ -56,7 +59,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
 			x.countTokens(resp.Usage)
 			x.sent.record(st, req.Messages, resp.Usage.InputTokens)
-			if resp.FinishReason == llm.FinishLength && len(resp.ToolCalls) == 0 && cont.n < maxContinuations {
+			if resp.FinishReason == llm.FinishLength && len(resp.ToolCalls) == 0 && continues && cont.n < maxContinuations {
 				// What was streamed and not yet committed goes first, so
 				// that the continuation's text follows it.
 				if tail := co.pending(); tail != "" {
@@ -356,6 +359,15 @@ func (x *execution) offered(p agentd.RunParams) []llm.ToolSpec {
 	return out
 }
 
+// samplingOf is a run's sampling as the model port takes it.
+func samplingOf(s agentd.Sampling) llm.Sampling {
+	out := llm.Sampling{MaxOutputTokens: s.MaxOutputTokens, Temperature: s.Temperature, TopP: s.TopP}
+	if f := s.Format; f != nil {
+		out.Format = &llm.OutputFormat{Type: f.Type, Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
+	}
+	return out
+}
+
 func usageOf(u llm.Usage) agentd.Usage {
 	return agentd.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CachedInputTokens: u.CachedInputTokens, ReasoningTokens: u.ReasoningTokens}
@@ -459,7 +471,8 @@ func (x *execution) endWithOutput(st agentd.RunState, step *agentd.Step, e runEn
 func answerEnd(f llm.FinishReason) runEnd {
 	switch f {
 	case llm.FinishLength:
-		// Still cut after its continuations.
+		// Still cut after its continuations, or cut at the run's own
+		// max_output_tokens.
 		return endOf(agentd.StatusCompleted, agentd.ReasonMaxOutputTokens, nil)
 	case llm.FinishContentFilter:
 		return endOf(agentd.StatusFailed, agentd.ReasonContentFilter, &agentd.ErrorDetail{Kind: agentd.RunErrContentFilter,
@@ -676,7 +689,8 @@ func ordinal(n int) string {
 
 // maxContinuations is how many times an answer cut at the model's output
 // limit is continued; one still cut after them ends the run completed
-// with reason max_output_tokens.
+// with reason max_output_tokens (as does one cut at the run's own
+// max_output_tokens, never continued).
 const maxContinuations = 3
 
 // continuePrompt asks the model to go on with an answer it was cut in.

@@ -4,7 +4,7 @@
 // its own wire format into a Request (ids parsed, absent fields nil); the
 // Builder checks every field, applies the server's defaults and ceilings
 // (model, step budget, timeouts, tools, client tools, loop limits,
-// compaction threshold, metadata) and refuses bad input with a *FieldError
+// compaction threshold, sampling, metadata) and refuses bad input with a *FieldError
 // that names the field, or an *UnknownToolError.
 //
 // It imports the domain (agentd), internal/tools (the server's tools, tool

@@ -48,7 +48,11 @@ type Request struct {
 	OnQuota      *string
 	CompactAt    *float64
 	LoopLimits   *LoopLimits
+	Sampling     *Sampling       // nil: the model's defaults
 	Metadata     json.RawMessage // a JSON object, or nothing
+	// Echo is kept with the run as it is (agentd.RunParams.Echo): the
+	// door that sends it wrote it.
+	Echo json.RawMessage
 }
 
 // ClientTool is one of a run's client tools, as asked.
@@ -144,9 +148,13 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	if p.LoopLimits, err = loopLimits(req.LoopLimits); err != nil {
 		return p, err
 	}
+	if p.Sampling, err = sampling(req.Sampling); err != nil {
+		return p, err
+	}
 	if p.Metadata, err = Metadata(req.Metadata); err != nil {
 		return p, err
 	}
+	p.Echo = req.Echo
 	return p, nil
 }
 

@@ -107,12 +107,39 @@
 //	    text after the last user message holds the final text fewer than N
 //	    times (a client that continues a cut answer sends it back), then
 //	    stop.
+//	/sampling
+//	    The final answer (in place of /say's) is the request's sampling
+//	    parameters as a JSON object: those of max_completion_tokens,
+//	    temperature, top_p and response_format (compacted) that it sent, in
+//	    that order, e.g. {"temperature":0.2,"response_format":{"type":
+//	    "json_object"}}; {} when it sent none. It is cut at
+//	    max_completion_tokens as any answer is (see Sampling).
 //
 // A request whose last message has no directive and whose first message is
 // a system prompt with Markdown headings ("## " lines), as agentd's
 // compaction sends, is answered with those headings, in order, each with a
 // bullet "- noted from N lines" (N the lines of the last message): a
 // summary in the shape the prompt asks for.
+//
+// # Sampling
+//
+// A request's max_completion_tokens (N) cuts its final text: a text whose
+// completion_tokens (counted as in Usage, C/4+1) would exceed N is cut to
+// its first 4N-1 bytes (less, to end on a rune boundary), whose
+// completion_tokens is N, and ends with finish_reason "length", whatever
+// /finish says; streamed, the chunks stop where the text does. A shorter
+// text is answered whole. A tool-call answer is never cut. temperature,
+// top_p and response_format change nothing of the answer; Request records
+// them, and /sampling answers with them. A max_completion_tokens below 1,
+// a temperature outside 0 to 2 or a top_p outside 0 to 1 is refused with
+// status 400 and an invalid_request_error in the form of OpenAI's, naming
+// the parameter (param), e.g.
+//
+//	{"error":{"message":"Invalid 'temperature': decimal above maximum
+//	value. Expected a value <= 2, but got 2.5 instead.",
+//	"type":"invalid_request_error","param":"temperature","code":null}}
+//
+// (one line), before the order of the messages is checked.
 //
 // # Steps
 //
@@ -165,7 +192,8 @@
 // # Observing the fake
 //
 // Server records every request it handled (Requests, Calls; a refused
-// request's record has its status and the message of its error body), the
+// request's record has its status and the message of its error body; each
+// record has the request's sampling parameters), the
 // usage it reported in responses that finished (UsageTotal), and whether
 // the client went away before the response finished (Request.Cancelled,
 // Cancelled), and, per model, the largest prompt_tokens of the requests it

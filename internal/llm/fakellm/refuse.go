@@ -95,3 +95,29 @@ func unanswered(i int, ids []string) *refusal {
 func outOfOrder(i int, msg string) *refusal {
 	return &refusal{status: http.StatusBadRequest, typ: "invalid_request_error", param: "messages.[" + strconv.Itoa(i) + "].role", msg: msg}
 }
+
+// samplingRefusal refuses sampling parameters OpenAI refuses:
+// max_completion_tokens below 1, temperature outside 0 to 2, top_p outside
+// 0 to 1; nil when they are in range (or absent).
+func samplingRefusal(req chatRequest) *refusal {
+	out := func(param, msg string) *refusal {
+		return &refusal{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, msg: msg}
+	}
+	if n := req.MaxCompletionTokens; n != nil && *n < 1 {
+		return out("max_completion_tokens", fmt.Sprintf("Invalid 'max_completion_tokens': integer below minimum value. Expected a value >= 1, but got %d instead.", *n))
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+		max  float64
+	}{{"temperature", req.Temperature, 2}, {"top_p", req.TopP, 1}} {
+		switch {
+		case f.v == nil:
+		case *f.v < 0:
+			return out(f.name, fmt.Sprintf("Invalid '%s': decimal below minimum value. Expected a value >= 0, but got %v instead.", f.name, *f.v))
+		case *f.v > f.max:
+			return out(f.name, fmt.Sprintf("Invalid '%s': decimal above maximum value. Expected a value <= %v, but got %v instead.", f.name, f.max, *f.v))
+		}
+	}
+	return nil
+}

@@ -31,6 +31,7 @@ type script struct {
 	faults    []fault
 	finish    string // /finish: the final text's finish_reason ("" for stop)
 	finishN   int    // ... for this many final answers in a row (0: all)
+	sampling  bool   // /sampling: the final text is the request's sampling
 }
 
 type fault struct {
@@ -70,6 +71,8 @@ func parseScript(text string) (script, error) {
 			flush()
 		case "/say":
 			s.say = append(s.say, rest)
+		case "/sampling":
+			s.sampling = true
 		case "/stream":
 			f := strings.Fields(rest)
 			if len(f) != 2 {
@@ -207,7 +210,7 @@ func splitRunes(text string, n int) []string {
 
 // empty reports whether the script has no directive at all.
 func (s script) empty() bool {
-	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0 && s.finish == ""
+	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0 && s.finish == "" && !s.sampling
 }
 
 // templateAnswer is the answer to a request whose system prompt gives a

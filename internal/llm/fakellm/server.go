@@ -1,6 +1,7 @@
 package fakellm
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -66,6 +67,13 @@ type Request struct {
 	// Cancelled is true when the request's context ended (the client went
 	// away) before the response was complete.
 	Cancelled bool
+
+	// The request's sampling parameters, as sent: max_completion_tokens (0
+	// when absent), temperature and top_p (nil when absent), and
+	// response_format (its JSON text, compacted; nil when absent).
+	MaxCompletionTokens int64
+	Temperature, TopP   *float64
+	ResponseFormat      json.RawMessage
 }
 
 // Option configures a Server.
@@ -232,12 +240,19 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, rec *Request) (c
 		return req, answer{}, invalid(http.StatusBadRequest, "invalid JSON body: "+err.Error())
 	}
 	rec.Model, rec.Messages, rec.Sent, rec.Stream, rec.CacheKey = req.Model, len(req.Messages), req.Messages, req.Stream, req.CacheKey
+	rec.Temperature, rec.TopP, rec.ResponseFormat = req.Temperature, req.TopP, compacted(req.ResponseFormat)
+	if req.MaxCompletionTokens != nil {
+		rec.MaxCompletionTokens = *req.MaxCompletionTokens
+	}
+	if no := samplingRefusal(req); no != nil {
+		return req, answer{}, no
+	}
 
 	msgs, hash, err := decodeMessages(req)
 	if err != nil {
 		return req, answer{}, invalid(http.StatusBadRequest, err.Error())
 	}
-	a, err := plan(req.Model, msgs, hash)
+	a, err := plan(req, msgs, hash)
 	if err != nil {
 		return req, a, invalid(http.StatusBadRequest, err.Error())
 	}
@@ -355,10 +370,10 @@ func decodeMessages(req chatRequest) ([]wireMessage, [sha256.Size]byte, error) {
 	return msgs, hash, nil
 }
 
-// plan decides the answer to the request for model of msgs, whose hash is
-// hash; it is a pure function of them.
-func plan(model string, msgs []wireMessage, hash [sha256.Size]byte) (answer, error) {
-	a := answer{hash: hash, id: "chatcmpl-" + hex.EncodeToString(hash[:12]), model: model}
+// plan decides the answer to req, whose messages are msgs and whose hash
+// is hash; it is a pure function of them.
+func plan(req chatRequest, msgs []wireMessage, hash [sha256.Size]byte) (answer, error) {
+	a := answer{hash: hash, id: "chatcmpl-" + hex.EncodeToString(hash[:12]), model: req.Model}
 	lastUser := -1
 	var promptBytes int64
 	for i, m := range msgs {
@@ -376,6 +391,9 @@ func plan(model string, msgs []wireMessage, hash [sha256.Size]byte) (answer, err
 		if sc, err = parseScript(msgs[lastUser].text()); err != nil {
 			return answer{}, err
 		}
+	}
+	if sc.sampling {
+		sc.say = []string{samplingText(req)}
 	}
 	if len(msgs) > 0 && msgs[0].Role == "system" && sc.empty() {
 		if t := templateAnswer(msgs[0].text(), msgs[len(msgs)-1].text()); t != "" {
@@ -400,6 +418,14 @@ func plan(model string, msgs []wireMessage, hash [sha256.Size]byte) (answer, err
 		}
 	} else {
 		a.pieces = sc.finalPieces()
+		if req.MaxCompletionTokens != nil {
+			// The longest text of at most max tokens, counted as usage
+			// counts them: C/4+1 <= max.
+			var cut bool
+			if a.pieces, cut = cutPieces(a.pieces, 4*min(*req.MaxCompletionTokens, 1<<40)-1); cut {
+				a.finish = "length"
+			}
+		}
 		completionBytes = int64(len(a.text()))
 	}
 
@@ -410,6 +436,53 @@ func plan(model string, msgs []wireMessage, hash [sha256.Size]byte) (answer, err
 	}
 	a.usage.ReasoningTokens = a.usage.CompletionTokens / 2
 	return a, nil
+}
+
+// cutPieces returns the first n bytes of the text of pieces, cut on a rune
+// boundary, as the pieces they fill (at least one), and whether the text
+// was longer.
+func cutPieces(pieces []string, n int64) ([]string, bool) {
+	left := n
+	for i, p := range pieces {
+		if int64(len(p)) <= left {
+			left -= int64(len(p))
+			continue
+		}
+		end := int(max(left, 0))
+		for end > 0 && !utf8.RuneStart(p[end]) {
+			end--
+		}
+		out := pieces[:i:i]
+		if end > 0 || i == 0 {
+			out = append(out, p[:end])
+		}
+		return out, true
+	}
+	return pieces, false
+}
+
+// samplingText is the answer of /sampling: the request's sampling
+// parameters, as sent, in a JSON object (those not sent left out).
+func samplingText(req chatRequest) string {
+	b, err := json.Marshal(struct {
+		MaxCompletionTokens *int64          `json:"max_completion_tokens,omitempty"`
+		Temperature         *float64        `json:"temperature,omitempty"`
+		TopP                *float64        `json:"top_p,omitempty"`
+		ResponseFormat      json.RawMessage `json:"response_format,omitempty"`
+	}{req.MaxCompletionTokens, req.Temperature, req.TopP, compacted(req.ResponseFormat)})
+	if err != nil {
+		panic(err) // decoded JSON always encodes
+	}
+	return string(b)
+}
+
+// compacted returns raw compacted, nil for nothing or JSON null.
+func compacted(raw json.RawMessage) json.RawMessage {
+	var buf bytes.Buffer
+	if len(raw) == 0 || string(raw) == "null" || json.Compact(&buf, raw) != nil {
+		return nil
+	}
+	return buf.Bytes()
 }
 
 func callID(step, i int) string {

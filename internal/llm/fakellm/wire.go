@@ -15,6 +15,11 @@ type chatRequest struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// The sampling parameters: nil when absent.
+	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
 }
 
 type wireMessage struct {
