@@ -58,6 +58,9 @@ type Store interface {
 	// ContextWindow says which of a conversation's messages the model is
 	// still sent: those after coversTo (0: all), and the first user message.
 	ContextWindow(ctx context.Context, conversationID string) (coversTo, firstUser int, err error)
+	// EventsReplay returns up to limit stored events of a run after seq, in
+	// order (from a read replica when there is one and it keeps up).
+	EventsReplay(ctx context.Context, runID string, after int64, limit int) ([]agentd.Event, error)
 	// MessagesList returns up to limit messages of a conversation after seq.
 	MessagesList(ctx context.Context, conversationID string, after, limit int) ([]agentd.Message, error)
 	// IdempotencyBegin claims an Idempotency-Key of a POST for a request

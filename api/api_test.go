@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -171,6 +172,9 @@ type problemBody struct {
 // wantProblem checks that r is a problem+json with status and code.
 func wantProblem(t *testing.T, r response, status int, code string) problemBody {
 	t.Helper()
+	if bytes.HasPrefix(r.body, []byte(`{"error":`)) {
+		return wantOpenAIError(t, r, status, code)
+	}
 	if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
 		t.Fatalf("content type %q, want application/problem+json; status %d body %s", ct, r.status, r.body)
 	}
@@ -179,6 +183,27 @@ func wantProblem(t *testing.T, r response, status int, code string) problemBody 
 		t.Fatalf("problem %+v, want status %d code %s", p, status, code)
 	}
 	return p
+}
+
+// wantOpenAIError checks an error of a /v1 route: OpenAI's shape, with the
+// status OpenAI's API answers (400 where agentd's own routes answer 422),
+// and the code and request id agentd sets.
+func wantOpenAIError(t *testing.T, r response, status int, code string) problemBody {
+	t.Helper()
+	if status == http.StatusUnprocessableEntity {
+		status = http.StatusBadRequest
+	}
+	var e struct {
+		Error struct {
+			Message, Type string
+			Param, Code   *string
+		}
+	}
+	if err := json.Unmarshal(r.body, &e); err != nil || r.status != status || e.Error.Code == nil || *e.Error.Code != code ||
+		e.Error.Message == "" || e.Error.Type == "" || r.header.Get(api.HeaderRequestID) == "" {
+		t.Fatalf("OpenAI error %s (status %d), want status %d code %s", r.body, r.status, status, code)
+	}
+	return problemBody{Status: r.status, Code: code, Detail: e.Error.Message}
 }
 
 type runBody struct {

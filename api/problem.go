@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentd/agentd"
@@ -226,15 +227,23 @@ func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	s.writeProblem(w, r, p)
 }
 
-// writeProblem writes p as application/problem+json.
+// writeProblem writes p as application/problem+json; under /v1/, as
+// OpenAI's API writes its errors (openAIProblem), which its SDKs read.
 func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, p problem) {
 	p.Instance = r.URL.Path
 	p.RequestID = requestIDFrom(r.Context())
-	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	if p.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(p.retryAfter.Seconds()))))
 	}
+	if strings.HasPrefix(r.URL.Path, v1Prefix) {
+		status, body := openAIProblem(p)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(body)
+		return
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(p.Status)
 	_ = json.NewEncoder(w).Encode(p)
 }

@@ -52,6 +52,11 @@ var RouteScopes = map[string]auth.Scope{
 	"POST /ai-sdk/chat":                      auth.RunsWrite, // answering an approval needs actions:write too
 	"GET /ai-sdk/chat/{id}/stream":           auth.RunsRead,
 	"DELETE /ai-sdk/chat/{id}/stream":        auth.RunsWrite,
+	"POST /v1/responses":                     auth.RunsWrite,
+	"GET /v1/responses/{id}":                 auth.RunsRead,
+	"POST /v1/responses/{id}/cancel":         auth.RunsWrite,
+	"DELETE /v1/responses/{id}":              auth.RunsWrite,
+	"GET /v1/responses/{id}/input_items":     auth.RunsRead,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -63,6 +68,10 @@ var RouteParams = map[string][]string{
 	"GET /runs/{id}/events":            {"after"},
 	"GET /conversations/{id}/messages": {"limit", "cursor"},
 	"GET /conversations":               {"limit", "cursor", "metadata.*", "chat_id"},
+	// OpenAI's SDKs send include[] (and the stream's options) on every
+	// retrieve; agentd includes nothing more, whatever they ask.
+	"GET /v1/responses/{id}":             {"stream", "starting_after", "include", "include[]", "include_obfuscation"},
+	"GET /v1/responses/{id}/input_items": {"after", "before", "limit", "order", "include", "include[]"},
 }
 
 // routes builds the router. Every route here is in openapi.yaml
@@ -111,6 +120,11 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.Post("/ai-sdk/chat", s.handle(s.chatSend))
 		r.Get("/ai-sdk/chat/{id}/stream", s.handle(s.chatResume))
 		r.With(s.checkOrigin).Delete("/ai-sdk/chat/{id}/stream", s.handle(s.chatStop))
+		changes.With(s.limitCreates).Post("/v1/responses", s.handle(s.responseCreate))
+		r.Get("/v1/responses/{id}", s.handle(s.responseGet))
+		changes.With(s.idempotent).Post("/v1/responses/{id}/cancel", s.handle(s.responseCancel))
+		r.With(s.checkOrigin).Delete("/v1/responses/{id}", s.handle(s.responseDelete))
+		r.Get("/v1/responses/{id}/input_items", s.handle(s.responseInputItems))
 	})
 	return r
 }

@@ -251,7 +251,21 @@ func (f *tenantFixture) cases() map[string]routeCase {
 	}
 	runPath := "/runs/" + f.run
 	last := "1"
+	resp := func(id string) string { return "/v1/responses/resp_" + strings.ReplaceAll(id, "-", "") }
 	return map[string]routeCase{
+		// The Responses API: A's conversation is busy (its run is queued),
+		// B does not see it; B finds none of A's responses.
+		"POST /v1/responses": {method: "POST", path: "/v1/responses",
+			body:  `{"input": "more", "conversation": "conv_` + strings.ReplaceAll(f.conv, "-", "") + `"}`,
+			owner: http.StatusConflict, other: http.StatusNotFound, otherCode: "not_found"},
+		"GET /v1/responses/{id}": {method: "GET", path: resp(f.ended), owner: http.StatusOK, other: http.StatusNotFound,
+			otherCode: "not_found"},
+		"GET /v1/responses/{id}/input_items": {method: "GET", path: resp(f.ended) + "/input_items", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "not_found"},
+		"POST /v1/responses/{id}/cancel": {method: "POST", path: resp(f.ended) + "/cancel", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "not_found"},
+		"DELETE /v1/responses/{id}": {method: "DELETE", path: resp(f.run), owner: http.StatusConflict,
+			other: http.StatusNotFound, otherCode: "not_found"},
 		"POST /runs": {method: "POST", path: "/runs", body: `{"input": "more", "conversation_id": "` + f.conv + `", "if_busy": "enqueue"}`,
 			owner: http.StatusAccepted, other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /runs": {method: "GET", path: "/runs", owner: http.StatusOK, other: http.StatusOK,

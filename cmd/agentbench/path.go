@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -72,15 +73,21 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 	if o.quick {
 		levels = []int{16}
 	}
-	for _, mode := range []string{"subscribe", "stream"} {
+	// machine CPU per run of the modes of one answer without tools (say,
+	// responses), at 16 clients: the Responses API's cost against POST /runs.
+	perRun := map[string]float64{}
+	for _, mode := range pathModes {
 		for _, clients := range levels {
+			if (mode == "say" || mode == "responses") && clients != 16 {
+				continue
+			}
 			before, err := readCounters(ctx, url)
 			if err != nil {
 				return nil, err
 			}
 			self0, agentd0, machine0 := cpuTime(), agentdCPU(), o.cpu.read()
 			startedAt := time.Now()
-			lat, failed := pathRuns(ctx, bases, clients, o.duration, mode == "stream")
+			lat, failed := pathRuns(ctx, bases, clients, o.duration, mode)
 			elapsed := time.Since(startedAt)
 			self, agentd, machine := cpuTime()-self0, agentdCPU()-agentd0, o.cpu.read()
 			_, cost, err := costSince(ctx, o.out, "path", url, before)
@@ -105,6 +112,11 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 			}
 			if machine.machine > 0 {
 				add("machine CPU per run"+level, "ms", msOf(machine.machine-machine0.machine)/n, cpuT)
+				perRun[mode] = msOf(machine.machine-machine0.machine) / n
+			}
+			if mode == "responses" && perRun["say"] > 0 && perRun["responses"] > 0 {
+				add("machine CPU per response to per run (POST /v1/responses to POST /runs, streamed, one answer), 16 clients",
+					"x", perRun["responses"]/perRun["say"], atMost(1.1))
 			}
 			add("write transactions per run"+level, "tx", float64(cost.writeTx)/n, nil)
 			add("WAL per run"+level, "B", float64(cost.wal)/n, nil)
@@ -126,11 +138,19 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 	return ms, nil
 }
 
-// pathRuns runs whole runs from clients goroutines for d: POST /runs, then
-// the run's events to the terminal one, on a connection of their own
-// (subscribe), or POST /runs with "stream": true (stream).
-func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration, stream bool) (lat []time.Duration, failed int) {
+// pathModes are the ways the path phase makes runs: POST /runs, then the
+// run's events to the terminal one, on a connection of their own
+// (subscribe); POST /runs with "stream": true (stream); and, for a run of
+// one answer without tools, POST /runs streamed (say) and POST
+// /v1/responses streamed (responses).
+var pathModes = []string{"subscribe", "stream", "say", "responses"}
+
+// pathRuns runs whole runs from clients goroutines for d, as mode says.
+func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration, mode string) (lat []time.Duration, failed int) {
 	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
+	if mode == "say" || mode == "responses" {
+		input = "/say The answer is 42."
+	}
 	var mu sync.Mutex
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
@@ -139,7 +159,7 @@ func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration,
 		wg.Go(func() {
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				t0 := time.Now()
-				err := pathRun(base, input, stream)
+				err := pathRun(base, input, mode)
 				took := time.Since(t0)
 				mu.Lock()
 				if err != nil {
@@ -158,7 +178,11 @@ func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration,
 	return lat, failed
 }
 
-func pathRun(base, input string, stream bool) error {
+func pathRun(base, input, mode string) error {
+	if mode == "responses" {
+		return pathResponse(base, input)
+	}
+	stream := mode != "subscribe"
 	resp, err := postRun(base, input, stream)
 	if err != nil {
 		return err
@@ -182,6 +206,28 @@ func pathRun(base, input string, stream bool) error {
 	}
 	_, err = follow(ev.Body, nil)
 	return err
+}
+
+// pathResponse makes one streamed response (POST /v1/responses) and reads
+// its stream to its end: data: [DONE] after response.completed.
+func pathResponse(base, input string) error {
+	body, _ := json.Marshal(map[string]any{"model": "fake", "input": input, "stream": true})
+	resp, err := client.Post(base+"/v1/responses", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST /v1/responses: %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(b, []byte("event: response.completed")) || !bytes.HasSuffix(b, []byte("data: [DONE]\n\n")) {
+		return fmt.Errorf("POST /v1/responses: the stream ended before the response completed")
+	}
+	return nil
 }
 
 // inversions are the runs, of total accepted, that a run accepted after

@@ -1,0 +1,443 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/responses"
+	"github.com/agentd/agentd/internal/runspec"
+)
+
+// This file serves OpenAI's Responses API under /v1 (internal/responses
+// speaks its objects and events): a response is a run, its stream is
+// derived from the run's stored events, and errors take OpenAI's shape
+// (writeProblem, for every path under /v1/).
+
+// v1Prefix is the path prefix of the OpenAI-compatible routes.
+const v1Prefix = "/v1/"
+
+// responseCreate answers POST /v1/responses: the new response as it
+// ended (a response the model answered, failed or was cancelled), queued
+// (background), or its stream (stream: true).
+func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	tenant := TenantFromContext(ctx)
+	key := r.Header.Get(HeaderIdempotencyKey)
+	if key != "" && !validKey(key) {
+		return fieldError(HeaderIdempotencyKey, "must be 1 to %d printable ASCII characters", maxKeyLen)
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	req, err := responses.Decode(body)
+	if err != nil {
+		return err
+	}
+	if err := checkText(body); err != nil {
+		return err
+	}
+	conv, err := s.responseConversation(ctx, tenant, req)
+	if err != nil {
+		return err
+	}
+	sr, err := req.Spec(conv)
+	if err != nil {
+		return err
+	}
+	spec, err := s.spec.Build(sr)
+	if fe := (*runspec.FieldError)(nil); errors.As(err, &fe) {
+		return fieldError(responses.Param(fe.Field), "%s", fe.Message)
+	}
+	if err != nil {
+		return err
+	}
+	stream := req.Streaming()
+	if stream && s.events == nil {
+		return errStreamingUnavailable
+	}
+	if stream {
+		done, ok := s.limits.openStream(tenant)
+		if !ok {
+			return errTooManyStreams(w)
+		}
+		defer done()
+	}
+	var fp string
+	if key != "" {
+		if fp, err = fingerprint(tenant, "POST /v1/responses", body); err != nil {
+			return err
+		}
+	}
+	run, created, err := s.create(w, ctx, newRun(ctx, spec, key, fp))
+	if err != nil {
+		return err
+	}
+	s.known.add(tenant, run.ID)
+	if !created {
+		w.Header().Set(HeaderIdempotentReplayed, "true")
+	}
+	if stream {
+		r, stop := s.whileAuthorized(r)
+		defer stop()
+		_, err := s.events.StreamRunAs(w, r, run.ID, 0, responses.NewEncoder(run, -1))
+		return streamErr(w, err)
+	}
+	if !req.InBackground() {
+		if run, err = s.awaitAnswer(ctx, run); err != nil {
+			return err
+		}
+	}
+	return s.writeResponse(w, r, run)
+}
+
+// responseConversation is the conversation a request continues: that of
+// previous_response_id (which must be the latest response of its
+// conversation: agentd's conversations do not branch) or of conversation;
+// "" for a new one.
+func (s *server) responseConversation(ctx context.Context, tenant string, req responses.Request) (string, error) {
+	prev, err := req.PreviousRunID()
+	if err != nil {
+		return "", err
+	}
+	conv, err := req.ConversationRunID()
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case prev != "" && conv != "":
+		return "", fieldError("previous_response_id", "cannot be given with conversation: a response continues one or the other")
+	case conv != "":
+		if _, err := s.store.ConversationGet(ctx, tenant, conv); err != nil {
+			if errors.Is(err, agentd.ErrConversationNotFound) {
+				return "", v1NotFound("conversation", "Conversation", strings.Trim(string(req.Conversation), `"`))
+			}
+			return "", err
+		}
+		return conv, nil
+	case prev == "":
+		return "", nil
+	}
+	run, err := s.store.RunGet(ctx, tenant, prev)
+	if err != nil {
+		if errors.Is(err, agentd.ErrRunNotFound) {
+			return "", v1NotFound("previous_response_id", "Previous response", *req.PreviousResponseID)
+		}
+		return "", err
+	}
+	latest, err := s.store.RunList(ctx, agentd.RunListParams{TenantID: tenant, ConversationID: run.ConversationID, Limit: 1})
+	if err != nil {
+		return "", err
+	}
+	if len(latest) == 1 && latest[0].ID != run.ID {
+		return "", fieldError("previous_response_id", "%s is not the latest response of its conversation (%s is): "+
+			"agentd continues a conversation from its latest response only", *req.PreviousResponseID, responses.ResponseID(latest[0].ID))
+	}
+	return run.ConversationID, nil
+}
+
+// v1NotFound is OpenAI's 404 for an id that names nothing of the tenant's.
+func v1NotFound(param, what, id string) *apiError {
+	e := newError(http.StatusNotFound, CodeNotFound, what+" not found", fmt.Sprintf("%s with id '%s' not found.", what, id))
+	e.field = param
+	return e
+}
+
+// responseRun reads the run of the {id} of the path, for the tenant.
+func (s *server) responseRun(r *http.Request) (agentd.Run, error) {
+	id := chi.URLParam(r, "id")
+	runID, ok := responses.RunID(id)
+	if !ok {
+		return agentd.Run{}, v1NotFound("", "Response", id)
+	}
+	run, err := s.store.RunGet(r.Context(), TenantFromContext(r.Context()), runID)
+	if errors.Is(err, agentd.ErrRunNotFound) {
+		return run, v1NotFound("", "Response", id)
+	}
+	return run, err
+}
+
+// responseGet answers GET /v1/responses/{id}: the response, or its stream
+// (stream=true, an Accept of text/event-stream, or a JSON body with
+// "stream": true, as openai-go sends it) from the event after
+// starting_after.
+func (s *server) responseGet(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.responseRun(r)
+	if err != nil {
+		return err
+	}
+	stream, after, err := streamAsk(r)
+	if err != nil {
+		return err
+	}
+	if !stream {
+		return s.writeResponse(w, r, run)
+	}
+	if s.events == nil {
+		return errStreamingUnavailable
+	}
+	tenant := TenantFromContext(r.Context())
+	done, ok := s.limits.openStream(tenant)
+	if !ok {
+		return errTooManyStreams(w)
+	}
+	defer done()
+	r, stop := s.whileAuthorized(r)
+	defer stop()
+	_, err = s.events.StreamRunAs(w, r, run.ID, 0, responses.NewEncoder(run, after))
+	return streamErr(w, err)
+}
+
+// streamAsk reads whether a GET asks for a stream, and after which event.
+func streamAsk(r *http.Request) (stream bool, after int, err error) {
+	q := r.URL.Query()
+	after = -1
+	if v := q.Get("stream"); v != "" {
+		if stream, err = strconv.ParseBool(v); err != nil {
+			return false, 0, fieldError("stream", "must be true or false")
+		}
+	}
+	if v := q.Get("starting_after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return false, 0, fieldError("starting_after", "must be a sequence number (0 or more)")
+		}
+		after = n
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		stream = true
+	}
+	if r.Body != nil && r.ContentLength != 0 {
+		b, err := io.ReadAll(io.LimitReader(r.Body, 4096))
+		if err != nil {
+			return false, 0, err
+		}
+		if len(strings.TrimSpace(string(b))) > 0 {
+			var body struct {
+				Stream        *bool `json:"stream"`
+				StartingAfter *int  `json:"starting_after"`
+			}
+			if err := json.Unmarshal(b, &body); err != nil {
+				return false, 0, fieldError("body", "a GET's body, when sent, must be a JSON object such as {\"stream\": true}")
+			}
+			if body.Stream != nil && *body.Stream {
+				stream = true
+			}
+			if body.StartingAfter != nil && *body.StartingAfter >= 0 && after < 0 {
+				after = *body.StartingAfter
+			}
+		}
+	}
+	return stream, after, nil
+}
+
+// responseCancel answers POST /v1/responses/{id}/cancel: the response
+// once the cancel had its effect (for at most cancelWait), the same final
+// object for a response cancelled before.
+func (s *server) responseCancel(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.responseRun(r)
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	cancelled, err := s.runs.Cancel(ctx, run.TenantID, run.ID, ActorFromContext(ctx))
+	if errors.Is(err, agentd.ErrRunFinished) {
+		return newError(http.StatusBadRequest, CodeRunFinished, "Response ended",
+			fmt.Sprintf("the response has already ended (%s) and cannot be cancelled", run.Status))
+	}
+	if err != nil {
+		return err
+	}
+	return s.writeResponse(w, r, s.awaitStop(ctx, cancelled))
+}
+
+// responseDelete answers DELETE /v1/responses/{id}: the response's
+// conversation goes with it when it holds this response alone; a response
+// that later ones continue is deleted with its conversation
+// (DELETE /v1/conversations/{id} or /conversations/{id}).
+func (s *server) responseDelete(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.responseRun(r)
+	if err != nil {
+		return err
+	}
+	if !run.Status.Terminal() {
+		return newError(http.StatusConflict, CodeConversationBusy, "Response in progress",
+			fmt.Sprintf("the response is %s: cancel it before deleting it", responses.StatusOf(run)))
+	}
+	ctx := r.Context()
+	runs, err := s.store.RunList(ctx, agentd.RunListParams{TenantID: run.TenantID, ConversationID: run.ConversationID, Limit: 2})
+	if err != nil {
+		return err
+	}
+	if len(runs) > 1 {
+		return newError(http.StatusBadRequest, CodeConversationBusy, "Response in a conversation",
+			"this response belongs to a conversation with other responses: delete the conversation instead")
+	}
+	ids, err := s.store.ConversationDelete(ctx, run.TenantID, run.ConversationID)
+	if err != nil {
+		return err
+	}
+	if f, ok := s.events.(runForgetter); ok && len(ids) > 0 {
+		f.Forget(ids...)
+	}
+	s.writeJSON(w, r, http.StatusOK, responses.Deleted{ID: responses.ResponseID(run.ID), Object: "response", Deleted: true})
+	return nil
+}
+
+// Paging of GET /v1/responses/{id}/input_items, as OpenAI pages lists.
+const (
+	defaultItemLimit = 20
+	maxItemLimit     = 100
+)
+
+// responseInputItems answers GET /v1/responses/{id}/input_items: the
+// messages the response was given, a page at a time (after, before,
+// limit, order: desc by default, as OpenAI's).
+func (s *server) responseInputItems(w http.ResponseWriter, r *http.Request) error {
+	run, err := s.responseRun(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	limit := defaultItemLimit
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxItemLimit {
+			return fieldError("limit", "must be between 1 and %d", maxItemLimit)
+		}
+	}
+	order := q.Get("order")
+	switch order {
+	case "":
+		order = "desc"
+	case "asc", "desc":
+	default:
+		return fieldError("order", `must be "asc" or "desc"`)
+	}
+	var items []responses.Item
+	for after := 0; ; {
+		msgs, err := s.store.MessagesList(r.Context(), run.ConversationID, after, 500)
+		if err != nil {
+			return err
+		}
+		for _, m := range msgs {
+			if m.RunID == run.ID && (m.Role == agentd.RoleUser || m.Role == agentd.RoleSystem) {
+				items = append(items, responses.InputItem(m))
+			}
+		}
+		if len(msgs) < 500 {
+			break
+		}
+		after = msgs[len(msgs)-1].Seq
+	}
+	page, err := responses.Page(items, order, q.Get("after"), q.Get("before"), limit)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, page)
+	return nil
+}
+
+// writeResponse writes run's response object, built from its events.
+func (s *server) writeResponse(w http.ResponseWriter, r *http.Request, run agentd.Run) error {
+	resp, err := s.response(r.Context(), run)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, resp)
+	return nil
+}
+
+// response builds run's response from its stored events.
+func (s *server) response(ctx context.Context, run agentd.Run) (responses.Response, error) {
+	b := responses.NewBuilder(run, nil)
+	const page = 500
+	for after := int64(0); ; {
+		evs, err := s.store.EventsReplay(ctx, run.ID, after, page)
+		if err != nil {
+			return responses.Response{}, err
+		}
+		for _, ev := range evs {
+			b.Add(ev)
+		}
+		if len(evs) < page {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	return b.Response(), nil
+}
+
+// awaitAnswer waits until run has ended (or waits for a client), reading
+// it at growing intervals; the client leaving ends the wait, not the run.
+func (s *server) awaitAnswer(ctx context.Context, run agentd.Run) (agentd.Run, error) {
+	for wait := 20 * time.Millisecond; !run.Status.Terminal() && run.Status != agentd.StatusRequiresAction; wait = min(2*wait, 500*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return run, ctx.Err()
+		case <-t.C:
+		}
+		got, err := s.store.RunGet(ctx, run.TenantID, run.ID)
+		if err != nil {
+			return run, err
+		}
+		run = got
+	}
+	return run, nil
+}
+
+// openAIError is the body of an error on /v1, as OpenAI's API writes it.
+type openAIError struct {
+	Error openAIErrorBody `json:"error"`
+}
+
+type openAIErrorBody struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+// openAIProblem is p as OpenAI's error, with OpenAI's status for it: a
+// request OpenAI's API would refuse with 400 (agentd's 422) is 400.
+func openAIProblem(p problem) (int, openAIError) {
+	status := p.Status
+	if status == http.StatusUnprocessableEntity {
+		status = http.StatusBadRequest
+	}
+	typ := "invalid_request_error"
+	switch {
+	case status >= 500:
+		typ = "server_error"
+	case status == http.StatusTooManyRequests:
+		typ = "rate_limit_error"
+	case status == http.StatusUnauthorized:
+		typ = "authentication_error"
+	case status == http.StatusForbidden:
+		typ = "permission_error"
+	}
+	msg := p.Detail
+	if msg == "" {
+		msg = p.Title
+	}
+	body := openAIErrorBody{Message: msg, Type: typ}
+	if p.Field != "" {
+		body.Param = &p.Field
+	}
+	if p.Code != "" {
+		code := p.Code
+		body.Code = &code
+	}
+	return status, openAIError{Error: body}
+}

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/agentd/agentd/internal/persist/persisttest"
+)
+
+// openaiNode runs one scenario of test/openai/responses.mjs (the npm
+// openai package, unchanged) against base and decodes what it prints.
+func openaiNode(t *testing.T, base string, out any, args ...string) {
+	t.Helper()
+	dir, _ := filepath.Abs("../../test/openai")
+	cmd := exec.Command("node", append([]string{"responses.mjs", base}, args...)...)
+	cmd.Dir = dir
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node responses.mjs %s: %v\n%s", args[0], err, stderr.String())
+	}
+	var failed struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(stdout.Bytes(), &failed) == nil && len(failed.Error) > 0 {
+		t.Fatalf("responses.mjs %s failed: %s", args[0], failed.Error)
+	}
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		t.Fatalf("responses.mjs %s printed %q: %v", args[0], stdout.String(), err)
+	}
+}
+
+func needOpenAINode(t *testing.T) {
+	t.Helper()
+	dir, _ := filepath.Abs("../../test/openai")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
+		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
+			t.Fatalf("test/openai has no node_modules (run npm ci there): %v", err)
+		}
+		t.Skip("test/openai/node_modules is missing; `make test` installs it")
+	}
+}
+
+// streamed is what responses.mjs reads of a stream.
+type streamed struct {
+	ID    string   `json:"id"`
+	Types []string `json:"types"`
+	Seqs  []int    `json:"seqs"`
+	Text  string   `json:"text"`
+	Final *struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+		Output []struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	} `json:"final"`
+}
+
+// sdkError is what responses.mjs reports of an error the SDK raised.
+type sdkError struct {
+	Class, Param, Code, Type, Message, RequestID string
+	Status                                       int
+}
+
+// TestOpenAINodeSDK: OpenAI's Node.js SDK, pointed at agentd's /v1, creates
+// responses, streams them, continues them with previous_response_id, lists
+// their input items, cancels and deletes them, and raises its typed errors
+// with agentd's answers.
+func TestOpenAINodeSDK(t *testing.T) {
+	t.Parallel()
+	needOpenAINode(t)
+	base, _ := startServer(t, nil)
+
+	t.Run("create", func(t *testing.T) {
+		var r struct {
+			ID, Status, OutputText, Object, Instructions string
+			Temperature                                  float64
+			MaxOutputTokens                              int `json:"max_output_tokens"`
+			Metadata                                     map[string]string
+			Usage                                        struct {
+				TotalTokens int `json:"total_tokens"`
+			}
+		}
+		openaiNode(t, base, &r, "create", "/say Hello from agentd.")
+		if r.Status != "completed" || !strings.HasPrefix(r.ID, "resp_") || r.Object != "response" || r.Metadata["k"] != "v" ||
+			r.Instructions != "be brief" || r.Temperature != 0.5 || r.MaxOutputTokens != 200 || r.Usage.TotalTokens == 0 {
+			t.Fatalf("created: %+v", r)
+		}
+		var got struct {
+			OutputText string `json:"output_text"`
+		}
+		openaiNode(t, base, &got, "create", "/say Hello from agentd.")
+		if got.OutputText != "Hello from agentd." {
+			t.Fatalf("output_text %q", got.OutputText)
+		}
+	})
+
+	t.Run("stream", func(t *testing.T) {
+		var s streamed
+		openaiNode(t, base, &s, "stream", "/stream 12 5")
+		if s.Final == nil || s.Final.Status != "completed" || s.Types[0] != "response.created" {
+			t.Fatalf("stream: %+v", s)
+		}
+		contiguous(t, s.Seqs, 0)
+		if s.Text != s.Final.Output[0].Content[0].Text || !strings.HasPrefix(s.Text, "tok1 tok2") {
+			t.Fatalf("deltas %q, final %q", s.Text, s.Final.Output[0].Content[0].Text)
+		}
+	})
+
+	t.Run("background, resume and replay", func(t *testing.T) {
+		var first streamed
+		openaiNode(t, base, &first, "background", "/stream 40 20", "7")
+		if len(first.Seqs) != 7 || first.Types[1] != "response.queued" {
+			t.Fatalf("the first read: %+v", first)
+		}
+		var rest streamed
+		openaiNode(t, base, &rest, "resume", first.ID, "6")
+		contiguous(t, append(first.Seqs, rest.Seqs...), 0)
+		if rest.Final == nil || first.Text+rest.Text != rest.Final.Output[0].Content[0].Text {
+			t.Fatalf("the two reads' deltas %q, the final text %+v", first.Text+rest.Text, rest.Final)
+		}
+		var replay struct {
+			ID, Status, Deltas string
+			OutputText         string `json:"output_text"`
+		}
+		openaiNode(t, base, &replay, "replay", first.ID)
+		if replay.Status != "completed" || replay.OutputText != rest.Final.Output[0].Content[0].Text {
+			t.Fatalf("the stream helper's replay: %+v", replay)
+		}
+	})
+
+	t.Run("cancel twice", func(t *testing.T) {
+		var r struct {
+			First, Second, Retrieved string
+			Same                     bool
+		}
+		openaiNode(t, base, &r, "cancel", "/stream 400 50")
+		if r.First != "cancelled" || r.Second != "cancelled" || !r.Same || r.Retrieved != "cancelled" {
+			t.Fatalf("cancel: %+v", r)
+		}
+	})
+
+	t.Run("previous_response_id and input items", func(t *testing.T) {
+		var r struct {
+			A, B, BStatus, Previous string
+			Branch                  sdkError
+			Items                   []struct{ Type, Role, Text string }
+		}
+		openaiNode(t, base, &r, "chain")
+		if r.BStatus != "completed" || r.Previous != r.A {
+			t.Fatalf("chain: %+v", r)
+		}
+		if r.Branch.Class != "BadRequestError" || r.Branch.Param != "previous_response_id" {
+			t.Fatalf("a branch from an older response: %+v", r.Branch)
+		}
+		if len(r.Items) != 1 || r.Items[0].Role != "user" || r.Items[0].Text != "second question" {
+			t.Fatalf("input items: %+v", r.Items)
+		}
+	})
+
+	t.Run("delete", func(t *testing.T) {
+		var r struct {
+			ID      string
+			Deleted struct {
+				ID      string
+				Deleted bool
+			}
+			After sdkError
+		}
+		openaiNode(t, base, &r, "remove")
+		if !r.Deleted.Deleted || r.Deleted.ID != r.ID || r.After.Class != "NotFoundError" || r.After.Status != 404 {
+			t.Fatalf("delete: %+v", r)
+		}
+	})
+
+	t.Run("errors", func(t *testing.T) {
+		var r map[string]sdkError
+		openaiNode(t, base, &r, "errors")
+		for name, want := range map[string]struct{ class, param string }{
+			"unknownField":   {"BadRequestError", "bogus"},
+			"badTemperature": {"BadRequestError", "temperature"},
+			"image":          {"BadRequestError", "input[0].content[0].type"},
+			"missing":        {"NotFoundError", ""},
+		} {
+			got := r[name]
+			if got.Class != want.class || got.Param != want.param || got.Type != "invalid_request_error" || got.RequestID == "" {
+				t.Errorf("%s: %+v, want %s about %q", name, got, want.class, want.param)
+			}
+		}
+	})
+}
+
+// contiguous checks that seqs count up from first without a gap.
+func contiguous(t *testing.T, seqs []int, first int) {
+	t.Helper()
+	for i, n := range seqs {
+		if n != first+i {
+			t.Fatalf("sequence numbers %v are not contiguous from %d", seqs, first)
+		}
+	}
+}
+
+// TestOpenAIStreamSurvivesAKill: a background response's stream is read
+// with the Node.js SDK, agentd is killed (SIGKILL) mid-answer, and the
+// stream is picked up with starting_after from another instance: the
+// sequence numbers follow on, and the response completes with the answer
+// the run stored.
+func TestOpenAIStreamSurvivesAKill(t *testing.T) {
+	t.Parallel()
+	needOpenAINode(t)
+	db := persisttest.NewDatabase(t)
+	env := []string{"DATABASE_URL=" + db, "AGENTD_LEASE_TTL=1s", "AGENTD_POLL_INTERVAL=200ms", "AGENTD_LOG_LEVEL=info"}
+	a := startChild(t, env)
+	var first streamed
+	openaiNode(t, "http://"+a.addr, &first, "background", "/stream 60 40", "10")
+	a.kill(t)
+	b := startChild(t, env)
+	defer b.cmd.Process.Kill()
+	var rest streamed
+	openaiNode(t, "http://"+b.addr, &rest, "resume", first.ID, "9")
+	contiguous(t, append(first.Seqs, rest.Seqs...), 0)
+	if rest.Final == nil || rest.Final.Status != "completed" {
+		t.Fatalf("after the kill: %+v", rest)
+	}
+	var stored struct {
+		OutputText string `json:"output_text"`
+	}
+	getJSON(t, "http://"+b.addr+"/runs/"+runOfResponse(t, first.ID), &stored)
+	if got := rest.Final.Output[len(rest.Final.Output)-1].Content[0].Text; got != stored.OutputText || !strings.HasSuffix(got, "tok60") {
+		t.Fatalf("the final answer %q, the run's %q", got, stored.OutputText)
+	}
+}
+
+// runOfResponse is the run id of a response id.
+func runOfResponse(t *testing.T, id string) string {
+	t.Helper()
+	h := strings.TrimPrefix(id, "resp_")
+	if len(h) != 32 {
+		t.Fatalf("%q is not a response id", id)
+	}
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// TestOpenAIGoSDK: openai-go's Responses client against agentd: New,
+// NewStreaming, Get, and GetStreaming, which sends its stream parameters
+// in the body of a GET.
+func TestOpenAIGoSDK(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, nil)
+	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("local"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	r, err := client.Responses.New(ctx, responses.ResponseNewParams{Model: "fake",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("/say Hello, Go.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != responses.ResponseStatusCompleted || r.OutputText() != "Hello, Go." {
+		t.Fatalf("New: %s %q", r.Status, r.OutputText())
+	}
+
+	s := client.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: "fake",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("/stream 8 5")}})
+	var deltas string
+	var final responses.Response
+	var n int64
+	for s.Next() {
+		ev := s.Current()
+		if ev.SequenceNumber != n {
+			t.Fatalf("event %d has sequence number %d", n, ev.SequenceNumber)
+		}
+		n++
+		switch ev.Type {
+		case "response.output_text.delta":
+			deltas += ev.Delta
+		case "response.completed":
+			final = ev.Response
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if final.Status != responses.ResponseStatusCompleted || final.OutputText() != deltas || deltas == "" {
+		t.Fatalf("NewStreaming: %s, deltas %q, final %q", final.Status, deltas, final.OutputText())
+	}
+
+	got, err := client.Responses.Get(ctx, final.ID, responses.ResponseGetParams{})
+	if err != nil || got.OutputText() != deltas {
+		t.Fatalf("Get: %v %q", err, got.OutputText())
+	}
+	g := client.Responses.GetStreaming(ctx, final.ID, responses.ResponseGetParams{StartingAfter: openai.Int(3)})
+	var seqs []int
+	for g.Next() {
+		seqs = append(seqs, int(g.Current().SequenceNumber))
+	}
+	if err := g.Err(); err != nil {
+		t.Fatal(err)
+	}
+	contiguous(t, seqs, 4)
+	if len(seqs) == 0 || int64(seqs[len(seqs)-1]) != n-1 {
+		t.Fatalf("GetStreaming after 3: %v, want 4 to %d", seqs, n-1)
+	}
+}

@@ -1,0 +1,380 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+
+	"github.com/agentd/agentd"
+)
+
+// Echo is what a response repeats of its request beyond the run's own
+// parameters; it is kept with the run (agentd.RunParams.Echo), so that
+// the response object is the same whenever it is built.
+type Echo struct {
+	Background         bool              `json:"background,omitempty"`
+	NoStore            bool              `json:"no_store,omitempty"` // store: false
+	PreviousResponseID string            `json:"previous_response_id,omitempty"`
+	Conversation       bool              `json:"conversation,omitempty"` // the request named its conversation
+	User               string            `json:"user,omitempty"`
+	SafetyIdentifier   string            `json:"safety_identifier,omitempty"`
+	PromptCacheKey     string            `json:"prompt_cache_key,omitempty"`
+	Truncation         string            `json:"truncation,omitempty"`
+	Metadata           map[string]string `json:"metadata,omitempty"`
+}
+
+// EchoOf returns the echo kept with run (the zero Echo for a run not
+// created through the Responses API).
+func EchoOf(run agentd.Run) Echo {
+	var e Echo
+	if len(run.Params.Echo) > 0 {
+		_ = json.Unmarshal(run.Params.Echo, &e) // written by Request.Spec
+	}
+	return e
+}
+
+// base is the response object of run as created: its fields that never
+// change, with status queued (background) or in_progress, and no output.
+func base(run agentd.Run, createdAt int64) Response {
+	e := EchoOf(run)
+	s := run.Params.Sampling
+	r := Response{
+		ID: ResponseID(run.ID), Object: "response", CreatedAt: createdAt, Status: StatusInProgress,
+		Background: e.Background, Model: run.Model, Output: []Item{}, ParallelToolCalls: true,
+		Reasoning: Reasoning{}, ServiceTier: "default", Store: !e.NoStore, Temperature: 1, TopP: 1,
+		Text: TextConfig{Format: formatJSON(s.Format), Verbosity: "medium"}, ToolChoice: json.RawMessage(`"auto"`),
+		Tools: []json.RawMessage{}, Truncation: "auto", Metadata: map[string]string{},
+	}
+	if e.Background {
+		r.Status = StatusQueued
+	}
+	if run.Params.Instructions != "" {
+		r.Instructions = &run.Params.Instructions
+	}
+	if s.MaxOutputTokens > 0 {
+		n := s.MaxOutputTokens
+		r.MaxOutputTokens = &n
+	}
+	if s.Temperature != nil {
+		r.Temperature = *s.Temperature
+	}
+	if s.TopP != nil {
+		r.TopP = *s.TopP
+	}
+	if e.PreviousResponseID != "" {
+		r.PreviousResponseID = &e.PreviousResponseID
+	}
+	if e.Conversation {
+		r.Conversation = &ConversationRef{ID: ConversationID(run.ConversationID)}
+	}
+	if e.Truncation != "" {
+		r.Truncation = e.Truncation
+	}
+	r.User = strOrNil(e.User)
+	r.SafetyIdentifier = strOrNil(e.SafetyIdentifier)
+	r.PromptCacheKey = strOrNil(e.PromptCacheKey)
+	maps.Copy(r.Metadata, e.Metadata)
+	return r
+}
+
+func strOrNil(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// formatJSON is text.format of a response: {"type": "text"} unless the
+// run asked for structured output.
+func formatJSON(f *agentd.OutputFormat) json.RawMessage {
+	if f == nil || f.Type == "" || f.Type == agentd.OutputText {
+		return json.RawMessage(`{"type":"text"}`)
+	}
+	v := map[string]any{"type": f.Type}
+	if f.Type == agentd.OutputJSONSchema {
+		v["name"] = f.Name
+		v["schema"] = f.Schema
+		if f.Description != "" {
+			v["description"] = f.Description
+		}
+		if f.Strict != nil {
+			v["strict"] = *f.Strict
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return json.RawMessage(`{"type":"text"}`)
+	}
+	return b
+}
+
+// Builder derives a response and its stream from a run's events, in
+// order. Its zero value is not usable: see NewBuilder.
+type Builder struct {
+	run     agentd.Run
+	resp    Response
+	created bool // run.created was read
+	started bool // the first run.started was read
+	ended   bool // the terminal event was read
+	usage   agentd.Usage
+	open    *openItem // the message being streamed
+	items   int       // output items begun so far, for their ids
+	seq     int       // the next event's sequence number
+	emit    func(typ string, v map[string]any)
+}
+
+// openItem is a message item whose text is streaming.
+type openItem struct {
+	index int
+	id    string
+	text  bytes.Buffer
+}
+
+// NewBuilder returns the builder of run's response. emit, when set, is
+// given each stream event (without its sequence_number, which the builder
+// adds, and type) as it is derived.
+func NewBuilder(run agentd.Run, emit func(typ string, v map[string]any)) *Builder {
+	b := &Builder{run: run, emit: emit}
+	b.resp = base(run, run.CreatedAt.Unix())
+	return b
+}
+
+// Response returns the response as the events read so far make it, with
+// the run's status where no terminal event was read yet.
+func (b *Builder) Response() Response {
+	r := b.resp
+	r.Output = append([]Item{}, b.resp.Output...)
+	if !b.ended {
+		switch {
+		case b.run.Status == agentd.StatusQueued && !b.started:
+			r.Status = StatusQueued
+		case !b.run.Status.Terminal():
+			r.Status = StatusInProgress
+		}
+		if b.open != nil {
+			r.Output = append(r.Output, Item{ID: b.open.id, Type: ItemMessage, Status: StatusInProgress, Role: "assistant",
+				Content: []Content{outputText(b.open.text.String())}})
+		}
+	}
+	return r
+}
+
+// StatusOf is the status of run's response while it has not ended.
+func StatusOf(run agentd.Run) string {
+	switch run.Status {
+	case agentd.StatusQueued:
+		return StatusQueued
+	case agentd.StatusRunning, agentd.StatusRequiresAction:
+		return StatusInProgress
+	}
+	return string(run.Status)
+}
+
+// Ended reports whether the run's terminal event was read.
+func (b *Builder) Ended() bool { return b.ended }
+
+// Add reads the next event of the run.
+func (b *Builder) Add(ev agentd.Event) {
+	env, err := ev.Decode()
+	if err != nil {
+		return // not an event of agentd's
+	}
+	p, err := env.Payload()
+	if err != nil {
+		return // a type this build does not know adds nothing
+	}
+	switch d := p.(type) {
+	case agentd.RunCreatedData:
+		if b.created {
+			return
+		}
+		b.created = true
+		b.resp = base(b.run, env.At.Unix())
+		b.event("response.created", map[string]any{"response": b.resp})
+		if b.resp.Background {
+			b.event("response.queued", map[string]any{"response": b.resp})
+		}
+	case agentd.RunStartedData:
+		if b.started {
+			return
+		}
+		b.started = true
+		b.resp.Status = StatusInProgress
+		b.event("response.in_progress", map[string]any{"response": b.snapshot()})
+	case agentd.MessageDeltaData:
+		if d.Text == "" {
+			return
+		}
+		o := b.openMessage()
+		o.text.WriteString(d.Text)
+		b.event("response.output_text.delta", map[string]any{"item_id": o.id, "output_index": o.index,
+			"content_index": 0, "delta": d.Text, "logprobs": []any{}})
+	case agentd.MessageCompletedData:
+		if d.Role != agentd.RoleAssistant {
+			return
+		}
+		b.usage = b.usage.Add(d.Usage)
+		text := agentd.TextOf(d.Content)
+		if text == "" && b.open == nil {
+			return
+		}
+		o := b.openMessage()
+		if o.text.Len() == 0 && text != "" {
+			// An answer that was not streamed still reaches a client
+			// that reads only deltas.
+			b.event("response.output_text.delta", map[string]any{"item_id": o.id, "output_index": o.index,
+				"content_index": 0, "delta": text, "logprobs": []any{}})
+		}
+		b.closeMessage(text, StatusCompleted)
+	case agentd.StepRetractedData:
+		if b.open != nil {
+			// What streamed of a step that was asked again is not part of
+			// the answer: its item ends incomplete and leaves the output.
+			o := b.open
+			b.open = nil
+			b.event("response.output_item.done", map[string]any{"output_index": o.index,
+				"item": Item{ID: o.id, Type: ItemMessage, Status: StatusIncomplete, Role: "assistant",
+					Content: []Content{outputText(o.text.String())}}})
+		}
+	case agentd.RunEndedData:
+		b.end(env, d)
+	}
+}
+
+// snapshot is the response now, for an event that carries it.
+func (b *Builder) snapshot() Response {
+	r := b.resp
+	r.Output = append([]Item{}, b.resp.Output...)
+	return r
+}
+
+func (b *Builder) openMessage() *openItem {
+	if b.open != nil {
+		return b.open
+	}
+	o := &openItem{index: len(b.resp.Output), id: messageItemID(b.run.ID, b.items)}
+	b.items++
+	b.open = o
+	b.event("response.output_item.added", map[string]any{"output_index": o.index,
+		"item": Item{ID: o.id, Type: ItemMessage, Status: StatusInProgress, Role: "assistant", Content: []Content{}}})
+	b.event("response.content_part.added", map[string]any{"item_id": o.id, "output_index": o.index,
+		"content_index": 0, "part": outputText("")})
+	return o
+}
+
+// closeMessage ends the open message with its committed text.
+func (b *Builder) closeMessage(text, status string) {
+	o := b.open
+	b.open = nil
+	part := outputText(text)
+	b.event("response.output_text.done", map[string]any{"item_id": o.id, "output_index": o.index,
+		"content_index": 0, "text": text, "logprobs": []any{}})
+	b.event("response.content_part.done", map[string]any{"item_id": o.id, "output_index": o.index,
+		"content_index": 0, "part": part})
+	item := Item{ID: o.id, Type: ItemMessage, Status: status, Role: "assistant", Content: []Content{part}}
+	b.resp.Output = append(b.resp.Output, item)
+	b.event("response.output_item.done", map[string]any{"output_index": o.index, "item": item})
+}
+
+// end reads the run's terminal event: the response's final state.
+func (b *Builder) end(env agentd.Envelope, d agentd.RunEndedData) {
+	if b.ended {
+		return
+	}
+	if b.open != nil {
+		b.closeMessage(b.open.text.String(), StatusIncomplete)
+	}
+	b.ended = true
+	u := b.usage
+	b.resp.Usage = &Usage{InputTokens: u.InputTokens, InputTokensDetails: InputDetail{CachedTokens: u.CachedInputTokens},
+		OutputTokens: u.OutputTokens, OutputTokensDetails: OutputDetail{ReasoningTokens: u.ReasoningTokens},
+		TotalTokens: u.InputTokens + u.OutputTokens}
+	status, incomplete, fail := outcome(d)
+	b.resp.Status, b.resp.IncompleteDetails, b.resp.Error = status, incomplete, fail
+	if status == StatusCompleted { // OpenAI's completed_at is a completed response's only
+		at := env.At.Unix()
+		b.resp.CompletedAt = &at
+	}
+	switch status {
+	case StatusCompleted:
+		b.event("response.completed", map[string]any{"response": b.snapshot()})
+	case StatusIncomplete:
+		b.event("response.incomplete", map[string]any{"response": b.snapshot()})
+	case StatusCancelled:
+		b.event("response.cancelled", map[string]any{"response": b.snapshot()})
+	default:
+		b.event("response.failed", map[string]any{"response": b.snapshot()})
+	}
+}
+
+// outcome maps a run's end to a response's status.
+func outcome(d agentd.RunEndedData) (status string, incomplete *Incomplete, fail *Error) {
+	switch d.Status {
+	case agentd.StatusCompleted:
+		switch d.Reason {
+		case agentd.ReasonMaxOutputTokens:
+			return StatusIncomplete, &Incomplete{Reason: "max_output_tokens"}, nil
+		case agentd.ReasonMaxSteps:
+			// The run stopped at its step limit, as OpenAI's stops at
+			// max_tool_calls: the answer is incomplete.
+			return StatusIncomplete, &Incomplete{Reason: "max_output_tokens"}, nil
+		}
+		return StatusCompleted, nil, nil
+	case agentd.StatusCancelled:
+		return StatusCancelled, nil, nil
+	case agentd.StatusInterrupted:
+		return StatusIncomplete, &Incomplete{Reason: "interrupted"}, nil
+	}
+	if d.Reason == agentd.ReasonContentFilter {
+		return StatusIncomplete, &Incomplete{Reason: "content_filter"}, nil
+	}
+	msg := fmt.Sprintf("the run ended %s (%s)", d.Status, d.Reason)
+	if d.Error != nil && d.Error.Message != "" {
+		msg = d.Error.Message
+	}
+	return StatusFailed, nil, &Error{Code: errorCode(d), Message: msg}
+}
+
+// errorCode is the code of a failed response's error.
+func errorCode(d agentd.RunEndedData) string {
+	switch d.Reason {
+	case agentd.ReasonModelError:
+		if d.Error != nil && d.Error.Status == http.StatusTooManyRequests {
+			return "rate_limit_exceeded"
+		}
+		return "server_error"
+	case agentd.ReasonContextOverflow:
+		return "context_length_exceeded"
+	}
+	return string(d.Reason)
+}
+
+// event hands one stream event to emit, numbered.
+func (b *Builder) event(typ string, v map[string]any) {
+	n := b.seq
+	b.seq++
+	if b.emit == nil {
+		return
+	}
+	v["type"] = typ
+	v["sequence_number"] = n
+	b.emit(typ, v)
+}
+
+// Seq is the sequence number the next stream event gets.
+func (b *Builder) Seq() int { return b.seq }
+
+// sseEvent frames one stream event as Server-Sent Events do.
+func sseEvent(buf *bytes.Buffer, typ string, v map[string]any) {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return // cannot happen: values of this package's types
+	}
+	buf.WriteString("event: ")
+	buf.WriteString(typ)
+	buf.WriteString("\ndata: ")
+	buf.Write(data)
+	buf.WriteString("\n\n")
+}

@@ -1,0 +1,50 @@
+package responses
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// Prefixes of the ids of the Responses API.
+const (
+	prefixResponse     = "resp_"
+	prefixConversation = "conv_"
+	prefixMessage      = "msg_"
+	prefixFunctionCall = "fc_"
+)
+
+// ResponseID is the id of the response that run runID is.
+func ResponseID(runID string) string { return prefixResponse + hexOf(runID) }
+
+// RunID returns the run id of a response id (false: not one).
+func RunID(responseID string) (string, bool) { return idOf(responseID, prefixResponse) }
+
+// ConversationID is the Responses API's id of agentd's conversation id.
+func ConversationID(id string) string { return prefixConversation + hexOf(id) }
+
+// ConversationOf returns agentd's conversation id of a conv_ id (false:
+// not one).
+func ConversationOf(id string) (string, bool) { return idOf(id, prefixConversation) }
+
+// messageItemID is the id of the n-th output item of run runID (a message):
+// fixed when the item starts streaming, before its message is stored.
+func messageItemID(runID string, n int) string {
+	return prefixMessage + hexOf(runID) + "_" + strconv.Itoa(n)
+}
+
+// hexOf is a UUID's 32 hex digits.
+func hexOf(id string) string { return strings.ReplaceAll(id, "-", "") }
+
+func idOf(id, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(id, prefix)
+	if !ok || len(rest) != 32 {
+		return "", false
+	}
+	u, err := uuid.Parse(rest)
+	if err != nil {
+		return "", false
+	}
+	return u.String(), true
+}

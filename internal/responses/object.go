@@ -1,0 +1,203 @@
+package responses
+
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/agentd/agentd"
+)
+
+// Response is the Responses API's response object. Every field OpenAI's
+// has is present; those agentd has no value for are null or their
+// documented default.
+type Response struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"` // "response"
+	CreatedAt          int64             `json:"created_at"`
+	CompletedAt        *int64            `json:"completed_at"`
+	Status             string            `json:"status"`
+	Background         bool              `json:"background"`
+	Error              *Error            `json:"error"`
+	IncompleteDetails  *Incomplete       `json:"incomplete_details"`
+	Instructions       *string           `json:"instructions"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	MaxToolCalls       *int              `json:"max_tool_calls"`
+	Model              string            `json:"model"`
+	Output             []Item            `json:"output"`
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Conversation       *ConversationRef  `json:"conversation"`
+	Reasoning          Reasoning         `json:"reasoning"`
+	ServiceTier        string            `json:"service_tier"`
+	Store              bool              `json:"store"`
+	Temperature        float64           `json:"temperature"`
+	Text               TextConfig        `json:"text"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Tools              []json.RawMessage `json:"tools"`
+	TopLogprobs        int               `json:"top_logprobs"`
+	TopP               float64           `json:"top_p"`
+	FrequencyPenalty   float64           `json:"frequency_penalty"`
+	PresencePenalty    float64           `json:"presence_penalty"`
+	Truncation         string            `json:"truncation"`
+	Usage              *Usage            `json:"usage"`
+	User               *string           `json:"user"`
+	SafetyIdentifier   *string           `json:"safety_identifier"`
+	PromptCacheKey     *string           `json:"prompt_cache_key"`
+	Metadata           map[string]string `json:"metadata"`
+}
+
+// Statuses of a response.
+const (
+	StatusQueued     = "queued"
+	StatusInProgress = "in_progress"
+	StatusCompleted  = "completed"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+	StatusIncomplete = "incomplete"
+)
+
+// Error is a failed response's error.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Incomplete says why a response is incomplete.
+type Incomplete struct {
+	Reason string `json:"reason"`
+}
+
+// ConversationRef names the conversation a response belongs to.
+type ConversationRef struct {
+	ID string `json:"id"`
+}
+
+// Reasoning is the request's reasoning configuration: agentd sends none.
+type Reasoning struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+// TextConfig is the response's text configuration.
+type TextConfig struct {
+	Format    json.RawMessage `json:"format"`
+	Verbosity string          `json:"verbosity"`
+}
+
+// Usage is a response's token accounting.
+type Usage struct {
+	InputTokens         int64        `json:"input_tokens"`
+	InputTokensDetails  InputDetail  `json:"input_tokens_details"`
+	OutputTokens        int64        `json:"output_tokens"`
+	OutputTokensDetails OutputDetail `json:"output_tokens_details"`
+	TotalTokens         int64        `json:"total_tokens"`
+}
+
+// InputDetail details a response's input tokens.
+type InputDetail struct {
+	CachedTokens     int64 `json:"cached_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"` // agentd's models do not say
+}
+
+// OutputDetail details a response's output tokens.
+type OutputDetail struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+// Item is an output item (or an input item, as listed): a message, or a
+// function call or its output.
+type Item struct {
+	ID     string `json:"id"`
+	Type   string `json:"type"` // "message", "function_call", "function_call_output"
+	Status string `json:"status,omitempty"`
+	// A message's.
+	Role    string    `json:"role,omitempty"`
+	Content []Content `json:"content,omitzero"`
+	// A function call's.
+	CallID    string `json:"call_id,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments,omitempty"`
+	// A function call output's.
+	Output *string `json:"output,omitempty"`
+}
+
+// Item types.
+const (
+	ItemMessage            = "message"
+	ItemFunctionCall       = "function_call"
+	ItemFunctionCallOutput = "function_call_output"
+)
+
+// Content is a part of a message: output_text of an answer, input_text of
+// an input message.
+type Content struct {
+	Type        string            `json:"type"`
+	Text        string            `json:"text"`
+	Annotations []json.RawMessage `json:"annotations,omitzero"`
+	Logprobs    []json.RawMessage `json:"logprobs,omitzero"`
+}
+
+// outputText is an output_text part with text.
+func outputText(text string) Content {
+	return Content{Type: "output_text", Text: text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}
+}
+
+// Deleted is the answer of a DELETE.
+type Deleted struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Deleted bool   `json:"deleted"`
+}
+
+// List is a page of items, as OpenAI pages them.
+type List struct {
+	Object  string  `json:"object"` // "list"
+	Data    []Item  `json:"data"`
+	FirstID *string `json:"first_id"`
+	LastID  *string `json:"last_id"`
+	HasMore bool    `json:"has_more"`
+}
+
+// InputItem is an input message as input_items lists it.
+func InputItem(m agentd.Message) Item {
+	role := string(m.Role)
+	return Item{ID: prefixMessage + hexOf(m.ID), Type: ItemMessage, Status: StatusCompleted, Role: role,
+		Content: []Content{{Type: "input_text", Text: agentd.TextOf(m.Content)}}}
+}
+
+// Page is a page of items (given oldest first) in order ("asc" or
+// "desc"), after or before the item with that id, at most limit of them.
+func Page(items []Item, order, after, before string, limit int) (List, error) {
+	if order == "desc" {
+		items = slices.Clone(items)
+		slices.Reverse(items)
+	}
+	start, end := 0, len(items)
+	if after != "" {
+		i := slices.IndexFunc(items, func(it Item) bool { return it.ID == after })
+		if i < 0 {
+			return List{}, field("after", "%q is not an item of this list", after)
+		}
+		start = i + 1
+	}
+	if before != "" {
+		i := slices.IndexFunc(items, func(it Item) bool { return it.ID == before })
+		if i < 0 {
+			return List{}, field("before", "%q is not an item of this list", before)
+		}
+		end = i
+	}
+	if start > end {
+		start = end
+	}
+	page := items[start:end]
+	more := len(page) > limit
+	if more {
+		page = page[:limit]
+	}
+	l := List{Object: "list", Data: append([]Item{}, page...), HasMore: more}
+	if len(page) > 0 {
+		l.FirstID, l.LastID = &page[0].ID, &page[len(page)-1].ID
+	}
+	return l, nil
+}

@@ -1,0 +1,454 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/runspec"
+)
+
+// Request is the body of POST /v1/responses, as far as agentd reads it.
+// Decode refuses any other field, naming it.
+type Request struct {
+	Model              *string           `json:"model"`
+	Input              json.RawMessage   `json:"input"`
+	Instructions       *string           `json:"instructions"`
+	Stream             *bool             `json:"stream"`
+	StreamOptions      json.RawMessage   `json:"stream_options"`
+	Background         *bool             `json:"background"`
+	Store              *bool             `json:"store"`
+	Metadata           map[string]string `json:"metadata"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Conversation       json.RawMessage   `json:"conversation"`
+	MaxOutputTokens    *int              `json:"max_output_tokens"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	Text               *struct {
+		Format    json.RawMessage `json:"format"`
+		Verbosity *string         `json:"verbosity"`
+	} `json:"text"`
+	Truncation        *string         `json:"truncation"`
+	User              *string         `json:"user"`
+	SafetyIdentifier  *string         `json:"safety_identifier"`
+	PromptCacheKey    *string         `json:"prompt_cache_key"`
+	Tools             json.RawMessage `json:"tools"`
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	Include           []string        `json:"include"`
+	ServiceTier       *string         `json:"service_tier"`
+	Reasoning         json.RawMessage `json:"reasoning"`
+	MaxToolCalls      *int            `json:"max_tool_calls"`
+	TopLogprobs       *int            `json:"top_logprobs"`
+}
+
+// Limits of the fields agentd keeps.
+const (
+	maxMetadataKeys  = 16  // as OpenAI's
+	maxMetadataKey   = 64  // characters
+	maxMetadataValue = 512 // characters
+	maxIdentifier    = 512 // user, safety_identifier, prompt_cache_key
+)
+
+// Decode reads a create request strictly: a field agentd does not know is
+// refused, named.
+func Decode(body []byte) (Request, error) {
+	var r Request
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		if fe, ok := decodeError(err).(*runspec.FieldError); ok && fe.Field != "" {
+			fe.Field = fieldPath(body, fe.Field)
+			return r, fe
+		}
+		return r, decodeError(err)
+	}
+	if dec.More() {
+		return r, field("", "the body must be one JSON object")
+	}
+	return r, nil
+}
+
+// fieldPath is the path of an unknown field that the decoder names alone:
+// the request's own, or one of its object fields' (text.verbosity).
+func fieldPath(body []byte, name string) string {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return name
+	}
+	if _, ok := top[name]; ok {
+		return name
+	}
+	for k, v := range top {
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(v, &inner) == nil {
+			if _, ok := inner[name]; ok {
+				return k + "." + name
+			}
+		}
+	}
+	return name
+}
+
+// decodeError names the field of a JSON error.
+func decodeError(err error) error {
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &ute):
+		return field(ute.Field, "must be of type %s", jsonType(ute.Type.Kind().String()))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return field(name, "is not a field of a response request that agentd knows")
+	}
+	return field("", "the body is not valid JSON: %v", err)
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "ptr", "struct", "map":
+		return "object"
+	case "slice":
+		return "array"
+	case "int", "int64", "float64":
+		return "number"
+	}
+	return kind
+}
+
+func field(name, format string, args ...any) *runspec.FieldError {
+	return &runspec.FieldError{Field: name, Message: fmt.Sprintf(format, args...)}
+}
+
+// Streaming reports whether the request asks for a stream.
+func (r Request) Streaming() bool { return r.Stream != nil && *r.Stream }
+
+// InBackground reports whether the request asks for a background response.
+func (r Request) InBackground() bool { return r.Background != nil && *r.Background }
+
+// PreviousRunID returns the run of previous_response_id ("" when none);
+// an id that is not a response's is refused.
+func (r Request) PreviousRunID() (string, error) {
+	if r.PreviousResponseID == nil || *r.PreviousResponseID == "" {
+		return "", nil
+	}
+	id, ok := RunID(*r.PreviousResponseID)
+	if !ok {
+		return "", field("previous_response_id", "%q is not a response id (resp_ and 32 hex digits)", *r.PreviousResponseID)
+	}
+	return id, nil
+}
+
+// ConversationRunID returns agentd's conversation of the request's
+// conversation (a conv_ id, or {"id": ...}); "" when none.
+func (r Request) ConversationRunID() (string, error) {
+	if len(r.Conversation) == 0 || string(r.Conversation) == "null" {
+		return "", nil
+	}
+	var id string
+	if err := json.Unmarshal(r.Conversation, &id); err != nil {
+		var obj struct {
+			ID string `json:"id"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(r.Conversation))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&obj); err != nil {
+			return "", field("conversation", "must be a conversation id or an object with its id")
+		}
+		id = obj.ID
+	}
+	conv, ok := ConversationOf(id)
+	if !ok {
+		return "", field("conversation", "%q is not a conversation id (conv_ and 32 hex digits)", id)
+	}
+	return conv, nil
+}
+
+// Spec turns the request into agentd's run request (the server's
+// defaults and ceilings are runspec's to apply) and the echo the response
+// keeps. conversationID is the run's conversation, as the caller resolved
+// it from conversation or previous_response_id ("" for a new one).
+func (r Request) Spec(conversationID string) (runspec.Request, error) {
+	req := runspec.Request{ConversationID: conversationID, Model: r.Model, Instructions: r.Instructions}
+	var err error
+	if req.Input, req.InputText, err = r.input(); err != nil {
+		return req, err
+	}
+	if err := r.unsupported(); err != nil {
+		return req, err
+	}
+	none := []string{}
+	req.Tools = &none // the operator's tools only when asked for (mcp tools)
+	onDisconnect := string(agentd.OnDisconnectContinue)
+	req.OnDisconnect = &onDisconnect // a dropped connection never cancels a response
+	if conversationID != "" {
+		reject := string(agentd.IfBusyReject)
+		req.IfBusy = &reject
+	}
+	if req.Sampling, err = r.sampling(); err != nil {
+		return req, err
+	}
+	echo, err := r.echo()
+	if err != nil {
+		return req, err
+	}
+	if req.Echo, err = json.Marshal(echo); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+// unsupported refuses what agentd does not do (yet), naming the field,
+// rather than ignoring it.
+func (r Request) unsupported() error {
+	if len(r.Tools) > 0 && string(r.Tools) != "null" && string(bytes.TrimSpace(r.Tools)) != "[]" {
+		return field("tools", "tools are not supported on /v1/responses by this server yet")
+	}
+	if len(r.ToolChoice) > 0 && string(r.ToolChoice) != "null" && string(r.ToolChoice) != `"auto"` && string(r.ToolChoice) != `"none"` {
+		return field("tool_choice", `must be "auto" or "none": this response has no tools`)
+	}
+	if len(r.Include) > 0 {
+		return field("include", "agentd includes nothing beyond the response (%q is not supported)", r.Include[0])
+	}
+	if r.ServiceTier != nil && *r.ServiceTier != "auto" && *r.ServiceTier != "default" {
+		return field("service_tier", `must be "auto" or "default"`)
+	}
+	if len(r.Reasoning) > 0 && string(r.Reasoning) != "null" && string(bytes.TrimSpace(r.Reasoning)) != "{}" {
+		return field("reasoning", "reasoning options are not supported by this server")
+	}
+	if r.MaxToolCalls != nil {
+		return field("max_tool_calls", "is not supported: this response has no tools")
+	}
+	if r.TopLogprobs != nil && *r.TopLogprobs != 0 {
+		return field("top_logprobs", "log probabilities are not supported")
+	}
+	if r.Truncation != nil && *r.Truncation != "auto" {
+		return field("truncation", `must be "auto": agentd compacts a conversation that outgrows the model's window`)
+	}
+	if r.Text != nil && r.Text.Verbosity != nil && *r.Text.Verbosity != "medium" {
+		return field("text.verbosity", `must be "medium"`)
+	}
+	if r.InBackground() && r.Store != nil && !*r.Store {
+		return field("background", "a background response must be stored (store: true)")
+	}
+	if r.Store != nil && !*r.Store {
+		return field("store", "responses are always stored by agentd (store: false is not supported yet)")
+	}
+	return nil
+}
+
+// sampling maps max_output_tokens, temperature, top_p and text.format.
+func (r Request) sampling() (*runspec.Sampling, error) {
+	s := &runspec.Sampling{MaxOutputTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP}
+	if r.Text != nil && len(r.Text.Format) > 0 && string(r.Text.Format) != "null" {
+		var f struct {
+			Type        *string         `json:"type"`
+			Name        *string         `json:"name"`
+			Description *string         `json:"description"`
+			Schema      json.RawMessage `json:"schema"`
+			Strict      *bool           `json:"strict"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(r.Text.Format))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			return nil, field("text.format", "must be an object of type text, json_object or json_schema: %v", err)
+		}
+		s.Format = &runspec.OutputFormat{Type: f.Type, Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
+	}
+	return s, nil
+}
+
+// echo is what the response repeats of the request.
+func (r Request) echo() (Echo, error) {
+	e := Echo{Background: r.InBackground(), Conversation: len(r.Conversation) > 0 && string(r.Conversation) != "null",
+		Truncation: "auto"}
+	if r.PreviousResponseID != nil {
+		e.PreviousResponseID = *r.PreviousResponseID
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+		to   *string
+	}{{"user", r.User, &e.User}, {"safety_identifier", r.SafetyIdentifier, &e.SafetyIdentifier},
+		{"prompt_cache_key", r.PromptCacheKey, &e.PromptCacheKey}} {
+		if f.v == nil {
+			continue
+		}
+		if len(*f.v) > maxIdentifier {
+			return e, field(f.name, "must be at most %d characters", maxIdentifier)
+		}
+		if err := runspec.Storable(f.name, *f.v); err != nil {
+			return e, err
+		}
+		*f.to = *f.v
+	}
+	if len(r.Metadata) > maxMetadataKeys {
+		return e, field("metadata", "must have at most %d keys", maxMetadataKeys)
+	}
+	for k, v := range r.Metadata {
+		if len(k) > maxMetadataKey || len(v) > maxMetadataValue {
+			return e, field("metadata", "keys must be at most %d characters and values %d", maxMetadataKey, maxMetadataValue)
+		}
+		if err := runspec.Storable("metadata", k+v); err != nil {
+			return e, err
+		}
+	}
+	if len(r.Metadata) > 0 {
+		e.Metadata = r.Metadata
+	}
+	return e, nil
+}
+
+// input reads input: a text (one user message), or a list of input
+// items, of which agentd takes messages of text.
+func (r Request) input() ([]agentd.InputMessage, bool, error) {
+	raw := bytes.TrimSpace(r.Input)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, false, field("input", "is required: a text or a list of input items")
+	}
+	if raw[0] == '"' {
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, false, field("input", "is not a valid string")
+		}
+		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, false, field("input", "must be a text or a list of input items")
+	}
+	msgs := make([]agentd.InputMessage, 0, len(items))
+	for i, it := range items {
+		m, err := inputItem(fmt.Sprintf("input[%d]", i), it)
+		if err != nil {
+			return nil, false, err
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, false, nil
+}
+
+// inputItem reads one input item: a message whose content is a text or a
+// list of input_text parts.
+func inputItem(name string, raw json.RawMessage) (agentd.InputMessage, error) {
+	var it struct {
+		Type    *string         `json:"type"`
+		ID      *string         `json:"id"`
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+		Status  *string         `json:"status"`
+	}
+	var probe struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return agentd.InputMessage{}, field(name, "must be an input item (an object)")
+	}
+	switch probe.Type {
+	case "", ItemMessage:
+	case ItemFunctionCall, ItemFunctionCallOutput, "item_reference", "mcp_approval_response":
+		return agentd.InputMessage{}, field(name+".type", "%s items are not supported by this server yet", probe.Type)
+	default:
+		return agentd.InputMessage{}, field(name+".type", "%q is not an input item type agentd takes (message)", probe.Type)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&it); err != nil {
+		return agentd.InputMessage{}, decodeItemError(name, err)
+	}
+	var role agentd.Role
+	switch it.Role {
+	case "user":
+		role = agentd.RoleUser
+	case "assistant":
+		role = agentd.RoleAssistant
+	case "system", "developer":
+		role = agentd.RoleSystem
+	default:
+		return agentd.InputMessage{}, field(name+".role", "must be user, assistant, system or developer, not %q", it.Role)
+	}
+	text, err := contentText(name+".content", it.Content, role)
+	if err != nil {
+		return agentd.InputMessage{}, err
+	}
+	return agentd.InputMessage{Role: role, Content: text}, nil
+}
+
+func decodeItemError(name string, err error) error {
+	if fe, ok := decodeError(err).(*runspec.FieldError); ok && fe.Field != "" {
+		fe.Field = name + "." + fe.Field
+		return fe
+	}
+	return field(name, "is not a valid input item: %v", err)
+}
+
+// contentText reads a message's content: a text, or parts of text
+// (input_text; output_text for an assistant's). Images and files are
+// refused by name: agentd's runs take text.
+func contentText(name string, raw json.RawMessage, role agentd.Role) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", field(name, "is required")
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", field(name, "is not a valid string")
+		}
+		return s, nil
+	}
+	var parts []json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", field(name, "must be a text or a list of content parts")
+	}
+	var texts []string
+	for i, p := range parts {
+		pname := fmt.Sprintf("%s[%d]", name, i)
+		var part struct {
+			Type        string            `json:"type"`
+			Text        *string           `json:"text"`
+			Annotations []json.RawMessage `json:"annotations"`
+			Logprobs    []json.RawMessage `json:"logprobs"`
+		}
+		var probe struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(p, &probe); err != nil {
+			return "", field(pname, "must be a content part (an object)")
+		}
+		switch probe.Type {
+		case "input_text":
+		case "output_text":
+			if role != agentd.RoleAssistant {
+				return "", field(pname+".type", "output_text is an assistant message's content")
+			}
+		case "input_image", "input_file", "input_audio":
+			return "", field(pname+".type", "%s is not supported: this server's runs take text", probe.Type)
+		default:
+			return "", field(pname+".type", "%q is not a content part agentd takes (input_text)", probe.Type)
+		}
+		dec := json.NewDecoder(bytes.NewReader(p))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&part); err != nil {
+			return "", decodeItemError(pname, err)
+		}
+		if part.Text == nil {
+			return "", field(pname+".text", "is required")
+		}
+		texts = append(texts, *part.Text)
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// Param is the name, in a response request, of a field runspec names as
+// POST /runs does (sampling.temperature is temperature here).
+func Param(field string) string {
+	for from, to := range map[string]string{"sampling.format": "text.format", "sampling.": ""} {
+		if rest, ok := strings.CutPrefix(field, from); ok {
+			return to + rest
+		}
+	}
+	return field
+}

@@ -1,0 +1,313 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/runspec"
+)
+
+const runID = "01a234dc-98f7-71a3-b8a0-100ed5226eca"
+
+// ev builds a stored event of step with data, in its envelope.
+func ev(seq int64, t agentd.EventType, step int, data string) agentd.Event {
+	return agentd.Event{Seq: seq, Type: t, Data: json.RawMessage(fmt.Sprintf(
+		`{"seq":%d,"type":%q,"run_id":%q,"step":%d,"at":"2026-12-01T00:00:%02dZ","data":%s}`, seq, t, runID, step, seq, data))}
+}
+
+func testRun() agentd.Run {
+	return agentd.Run{ID: runID, ConversationID: "01a234dc-0000-7000-8000-000000000001", Model: "fake",
+		Status: agentd.StatusCompleted, CreatedAt: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+// answered is the log of a run that streamed an answer, had its first
+// try retracted, and completed.
+var answered = []agentd.Event{
+	ev(1, agentd.EventRunCreated, 0, `{"conversation_id":"c","model":"fake","status":"queued"}`),
+	ev(2, agentd.EventRunStarted, 0, `{"epoch":1,"worker":"w"}`),
+	ev(3, agentd.EventStepStarted, 1, `{"transition":null}`),
+	ev(4, agentd.EventMessageDelta, 1, `{"text":"hel"}`),
+	ev(5, agentd.EventStepRetracted, 1, `{"reason":"model_retry"}`),
+	ev(6, agentd.EventMessageDelta, 1, `{"text":"hello "}`),
+	ev(7, agentd.EventMessageDelta, 1, `{"text":"world"}`),
+	ev(8, agentd.EventMessageCompleted, 1, `{"content":[{"type":"text","text":"hello world"}],"finish_reason":"stop",
+		"message_id":"m","role":"assistant","usage":{"input_tokens":10,"output_tokens":2,"cached_input_tokens":4}}`),
+	ev(9, agentd.EventStepCompleted, 1, `{"finish_reason":"stop"}`),
+	ev(10, agentd.EventRunCompleted, 1, `{"output_text":"hello world","reason":"completed","status":"completed"}`),
+}
+
+// sse splits a stream into its events' types and decoded data.
+func sse(t *testing.T, b []byte) (types []string, data []map[string]any) {
+	t.Helper()
+	frames := strings.Split(strings.TrimSpace(string(b)), "\n\n")
+	if len(frames) == 0 || frames[len(frames)-1] != "data: [DONE]" {
+		t.Fatalf("the stream does not end with data: [DONE]: %q", b)
+	}
+	for _, frame := range frames[:len(frames)-1] {
+		lines := strings.Split(frame, "\n")
+		if len(lines) != 2 || !strings.HasPrefix(lines[0], "event: ") || !strings.HasPrefix(lines[1], "data: ") {
+			t.Fatalf("not an event: %q", frame)
+		}
+		var d map[string]any
+		if err := json.Unmarshal([]byte(strings.TrimPrefix(lines[1], "data: ")), &d); err != nil {
+			t.Fatal(err)
+		}
+		typ := strings.TrimPrefix(lines[0], "event: ")
+		if d["type"] != typ {
+			t.Fatalf("event %s has data of type %v", typ, d["type"])
+		}
+		types, data = append(types, typ), append(data, d)
+	}
+	return types, data
+}
+
+func encode(run agentd.Run, after int, evs []agentd.Event) ([]byte, bool) {
+	e := NewEncoder(run, after)
+	var out bytes.Buffer
+	end := false
+	for _, ev := range evs {
+		b, done := e.Event(ev, false)
+		out.Write(b)
+		end = done
+	}
+	return out.Bytes(), end
+}
+
+// TestStream: a run's log makes the Responses API's events, numbered from
+// 0 without a gap; the retracted try ends as an incomplete item that is not
+// part of the final output; the final response has the answer and usage;
+// and a stream resumed after any sequence number is the rest of the same
+// bytes.
+func TestStream(t *testing.T) {
+	t.Parallel()
+	run := testRun()
+	full, end := encode(run, -1, answered)
+	if !end {
+		t.Fatal("the stream does not end at run.completed")
+	}
+	types, data := sse(t, full)
+	want := "response.created response.in_progress response.output_item.added response.content_part.added " +
+		"response.output_text.delta response.output_item.done " +
+		"response.output_item.added response.content_part.added response.output_text.delta response.output_text.delta " +
+		"response.output_text.done response.content_part.done response.output_item.done response.completed"
+	if got := strings.Join(types, " "); got != want {
+		t.Fatalf("events:\n%s\nwant\n%s", got, want)
+	}
+	for i, d := range data {
+		if d["sequence_number"] != float64(i) {
+			t.Fatalf("event %d has sequence_number %v", i, d["sequence_number"])
+		}
+	}
+	if it := data[5]["item"].(map[string]any); it["status"] != "incomplete" {
+		t.Fatalf("the retracted item ends %v", it["status"])
+	}
+	final := data[len(data)-1]["response"].(map[string]any)
+	out := final["output"].([]any)
+	if final["status"] != "completed" || len(out) != 1 || final["id"] != "resp_01a234dc98f771a3b8a0100ed5226eca" {
+		t.Fatalf("final response: %v", final)
+	}
+	item := out[0].(map[string]any)
+	if item["id"] != "msg_01a234dc98f771a3b8a0100ed5226eca_1" || item["content"].([]any)[0].(map[string]any)["text"] != "hello world" {
+		t.Fatalf("final output: %v", item)
+	}
+	usage := final["usage"].(map[string]any)
+	if usage["total_tokens"] != float64(12) || usage["input_tokens_details"].(map[string]any)["cached_tokens"] != float64(4) {
+		t.Fatalf("usage: %v", usage)
+	}
+	for after := 0; after < len(types); after++ {
+		rest, _ := encode(run, after, answered)
+		i := bytes.Index(full, []byte(fmt.Sprintf(`"sequence_number":%d,`, after+1)))
+		start := bytes.LastIndex(full[:max(i, 0)], []byte("event: "))
+		if after == len(types)-1 {
+			if string(rest) != "data: [DONE]\n\n" {
+				t.Fatalf("after the last event: %q", rest)
+			}
+			continue
+		}
+		if i < 0 || !bytes.Equal(rest, full[start:]) {
+			t.Fatalf("resumed after %d: not the rest of the stream", after)
+		}
+	}
+	// The response object built from the whole log is the final one.
+	b := NewBuilder(run, nil)
+	for _, e := range answered {
+		b.Add(e)
+	}
+	got, _ := json.Marshal(b.Response())
+	wantResp, _ := json.Marshal(final)
+	var g, w any
+	json.Unmarshal(got, &g)
+	json.Unmarshal(wantResp, &w)
+	if fmt.Sprint(g) != fmt.Sprint(w) {
+		t.Fatalf("built response\n%s\nfinal event's\n%s", got, wantResp)
+	}
+}
+
+// TestOutcome: each way a run ends is a response status.
+func TestOutcome(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status     agentd.RunStatus
+		reason     agentd.Reason
+		want, why  string
+		errorCode  string
+		eventFinal string
+	}{
+		{agentd.StatusCompleted, agentd.ReasonCompleted, "completed", "", "", "response.completed"},
+		{agentd.StatusCompleted, agentd.ReasonMaxOutputTokens, "incomplete", "max_output_tokens", "", "response.incomplete"},
+		{agentd.StatusFailed, agentd.ReasonContentFilter, "incomplete", "content_filter", "", "response.incomplete"},
+		{agentd.StatusCancelled, agentd.ReasonCancelled, "cancelled", "", "", "response.cancelled"},
+		{agentd.StatusFailed, agentd.ReasonModelError, "failed", "", "server_error", "response.failed"},
+		{agentd.StatusTimedOut, agentd.ReasonTimedOutTotal, "failed", "", "timed_out_total", "response.failed"},
+	} {
+		evs := append([]agentd.Event{}, answered[:2]...)
+		typ := agentd.EventType("run." + string(c.status))
+		evs = append(evs, ev(3, typ, 0, fmt.Sprintf(`{"reason":%q,"status":%q}`, c.reason, c.status)))
+		out, _ := encode(testRun(), -1, evs)
+		types, data := sse(t, out)
+		final := data[len(data)-1]["response"].(map[string]any)
+		if types[len(types)-1] != c.eventFinal || final["status"] != c.want {
+			t.Errorf("%s/%s: %s with status %v, want %s %s", c.status, c.reason, types[len(types)-1], final["status"], c.eventFinal, c.want)
+		}
+		if c.why != "" && final["incomplete_details"].(map[string]any)["reason"] != c.why {
+			t.Errorf("%s/%s: incomplete_details %v", c.status, c.reason, final["incomplete_details"])
+		}
+		if c.errorCode != "" && final["error"].(map[string]any)["code"] != c.errorCode {
+			t.Errorf("%s/%s: error %v", c.status, c.reason, final["error"])
+		}
+	}
+}
+
+// TestIDs: response and conversation ids map to agentd's both ways; other
+// strings are no id.
+func TestIDs(t *testing.T) {
+	t.Parallel()
+	if id, ok := RunID(ResponseID(runID)); !ok || id != runID {
+		t.Fatalf("round trip: %s %v", id, ok)
+	}
+	if id, ok := ConversationOf(ConversationID(runID)); !ok || id != runID {
+		t.Fatalf("conversation round trip: %s %v", id, ok)
+	}
+	for _, bad := range []string{"", "resp_", "resp_xyz", "conv_01a234dc98f771a3b8a0100ed5226eca", "resp_01a234dc98f771a3b8a0100ed5226ecaff",
+		"resp_01a234dc-98f7-71a3-b8a0-100ed5226e"} {
+		if _, ok := RunID(bad); ok {
+			t.Errorf("%q is a response id", bad)
+		}
+	}
+}
+
+// TestDecode: a request's fields are read as OpenAI's API reads them; what
+// agentd does not take is refused, naming the field.
+func TestDecode(t *testing.T) {
+	t.Parallel()
+	spec := func(body string) (runspec.Request, error) {
+		r, err := Decode([]byte(body))
+		if err != nil {
+			return runspec.Request{}, err
+		}
+		return r.Spec("")
+	}
+	req, err := spec(`{"model":"m","input":[{"role":"developer","content":"rules"},{"type":"message","role":"user",
+		"content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}],"temperature":0.2,
+		"text":{"format":{"type":"json_schema","name":"x","schema":{"type":"object"}}},"metadata":{"k":"v"},"store":true,
+		"tool_choice":"auto","tools":[],"parallel_tool_calls":true}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Input) != 2 || req.Input[0].Role != agentd.RoleSystem || req.Input[1].Content != "a\nb" || req.InputText {
+		t.Fatalf("input: %+v", req.Input)
+	}
+	if req.Sampling == nil || *req.Sampling.Temperature != 0.2 || *req.Sampling.Format.Type != "json_schema" {
+		t.Fatalf("sampling: %+v", req.Sampling)
+	}
+	if req.Tools == nil || len(*req.Tools) != 0 || *req.OnDisconnect != "continue" {
+		t.Fatalf("tools %v, on_disconnect %v", req.Tools, req.OnDisconnect)
+	}
+	var echo Echo
+	if err := json.Unmarshal(req.Echo, &echo); err != nil || echo.Metadata["k"] != "v" {
+		t.Fatalf("echo %s: %v", req.Echo, err)
+	}
+	for body, param := range map[string]string{
+		`{"input":"x","bogus":1}`:                                   "bogus",
+		`{"input":"x","text":{"format":{"type":"text"},"other":1}}`: "text.other",
+		`{"input":7}`: "input",
+		`{}`:          "input",
+		`{"input":[{"role":"robot","content":"x"}]}`:                                  "input[0].role",
+		`{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`: "input[0].content[0].type",
+		`{"input":[{"type":"function_call_output","call_id":"c","output":"o"}]}`:      "input[0].type",
+		`{"input":"x","tools":[{"type":"function","name":"f"}]}`:                      "tools",
+		`{"input":"x","include":["reasoning.encrypted_content"]}`:                     "include",
+		`{"input":"x","truncation":"disabled"}`:                                       "truncation",
+		`{"input":"x","background":true,"store":false}`:                               "background",
+		`{"input":"x","previous_response_id":"resp_x"}`:                               "previous_response_id",
+		`{"input":"x","temperature":"hot"}`:                                           "temperature",
+		`{"input":"x","conversation":"c1"}`:                                           "conversation",
+	} {
+		r, err := Decode([]byte(body))
+		if err == nil {
+			_, err = r.Spec("")
+		}
+		if err == nil {
+			_, err = r.PreviousRunID()
+		}
+		if err == nil {
+			_, err = r.ConversationRunID()
+		}
+		var fe *runspec.FieldError
+		if !errors.As(err, &fe) || fe.Field != param {
+			t.Errorf("%s: %v, want an error about %s", body, err, param)
+		}
+	}
+}
+
+// TestParam: runspec's field names are the request's.
+func TestParam(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"sampling.temperature": "temperature", "sampling.format.name": "text.format.name",
+		"input[0].content": "input[0].content", "instructions": "instructions"} {
+		if got := Param(in); got != want {
+			t.Errorf("Param(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+// TestPage: input items page as OpenAI's lists do.
+func TestPage(t *testing.T) {
+	t.Parallel()
+	var items []Item
+	for i := range 5 {
+		items = append(items, Item{ID: fmt.Sprint("i", i)})
+	}
+	ids := func(l List) string {
+		var s []string
+		for _, it := range l.Data {
+			s = append(s, it.ID)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, c := range []struct {
+		order, after, before string
+		limit                int
+		want                 string
+		more                 bool
+	}{
+		{"desc", "", "", 2, "i4,i3", true},
+		{"desc", "i3", "", 2, "i2,i1", true},
+		{"asc", "i2", "", 10, "i3,i4", false},
+		{"asc", "", "i2", 10, "i0,i1", false},
+	} {
+		l, err := Page(items, c.order, c.after, c.before, c.limit)
+		if err != nil || ids(l) != c.want || l.HasMore != c.more || l.Object != "list" || *l.FirstID != l.Data[0].ID {
+			t.Errorf("%+v: %s more=%v (%v)", c, ids(l), l.HasMore, err)
+		}
+	}
+	if _, err := Page(items, "asc", "nope", "", 2); err == nil {
+		t.Error("after an unknown item: no error")
+	}
+}

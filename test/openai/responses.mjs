@@ -1,0 +1,134 @@
+// OpenAI's Node.js SDK (the npm openai package) against agentd's /v1, with
+// no code of agentd's: the Go test TestOpenAINodeSDK runs one scenario at a
+// time and checks what this prints (one JSON object).
+//
+//   node responses.mjs BASE_URL SCENARIO [ARGS...]
+import OpenAI from 'openai';
+
+const [base, scenario, ...args] = process.argv.slice(2);
+const client = new OpenAI({ baseURL: base + '/v1', apiKey: process.env.AGENTD_API_KEY || 'local', maxRetries: 2 });
+
+// events reads a stream's events: their types, sequence numbers and text.
+async function events(stream, stopAfter = Infinity) {
+  const out = { types: [], seqs: [], text: '', final: null };
+  for await (const ev of stream) {
+    out.types.push(ev.type);
+    out.seqs.push(ev.sequence_number);
+    if (ev.type === 'response.output_text.delta') out.text += ev.delta;
+    if (ev.type === 'response.completed' || ev.type === 'response.failed' || ev.type === 'response.incomplete' ||
+        ev.type === 'response.cancelled') out.final = ev.response;
+    if (out.types.length >= stopAfter) break; // the client goes away mid-stream
+  }
+  return out;
+}
+
+// failure is what an SDK error says.
+function failure(err) {
+  return { class: err.constructor.name, status: err.status, param: err.param ?? err.error?.param ?? null,
+    code: err.code ?? null, type: err.type ?? null, message: err.message, requestID: err.request_id ?? err.requestID ?? null };
+}
+
+const scenarios = {
+  // create: one response, waited for.
+  async create([input]) {
+    const r = await client.responses.create({ model: 'fake', input, instructions: 'be brief', metadata: { k: 'v' },
+      temperature: 0.5, max_output_tokens: 200 });
+    return { id: r.id, status: r.status, output_text: r.output_text, usage: r.usage, metadata: r.metadata,
+      instructions: r.instructions, temperature: r.temperature, max_output_tokens: r.max_output_tokens, object: r.object };
+  },
+  // stream: create with stream: true, read to the end.
+  async stream([input]) {
+    const s = await client.responses.create({ model: 'fake', input, stream: true });
+    const ev = await events(s);
+    return { ...ev, id: ev.final?.id, output_text: ev.final?.output?.[0]?.content?.[0]?.text };
+  },
+  // background: a background response, its stream read for n events, then
+  // given up (the Go test may kill agentd now).
+  async background([input, n]) {
+    const r = await client.responses.create({ model: 'fake', input, background: true });
+    const s = await client.responses.retrieve(r.id, { stream: true });
+    const ev = await events(s, Number(n));
+    return { id: r.id, status: r.status, background: r.background, ...ev };
+  },
+  // resume: the stream of a response from after sequence number after.
+  async resume([id, after]) {
+    const s = await client.responses.retrieve(id, { stream: true, starting_after: Number(after) });
+    return await events(s);
+  },
+  // replay: the SDK's stream helper for an existing response, which replays
+  // it from its start and accumulates it.
+  async replay([id]) {
+    const s = client.responses.stream({ response_id: id });
+    let deltas = '';
+    s.on('response.output_text.delta', (e) => { deltas += e.delta; });
+    const final = await s.finalResponse();
+    return { id: final.id, status: final.status, output_text: final.output_text, deltas };
+  },
+  // cancel: a background response cancelled twice.
+  async cancel([input]) {
+    const r = await client.responses.create({ model: 'fake', input, background: true });
+    const first = await client.responses.cancel(r.id);
+    const second = await client.responses.cancel(r.id);
+    const got = await client.responses.retrieve(r.id);
+    return { id: r.id, first: first.status, second: second.status, same: JSON.stringify(first) === JSON.stringify(second),
+      retrieved: got.status };
+  },
+  // chain: previous_response_id continues the conversation; a response
+  // that is not the latest cannot be continued.
+  async chain() {
+    const a = await client.responses.create({ model: 'fake', input: 'first question' });
+    const b = await client.responses.create({ model: 'fake', input: 'second question', previous_response_id: a.id });
+    let branch = null;
+    try {
+      await client.responses.create({ model: 'fake', input: 'a branch', previous_response_id: a.id });
+    } catch (err) {
+      branch = failure(err);
+    }
+    const items = await client.responses.inputItems.list(b.id);
+    return { a: a.id, b: b.id, bStatus: b.status, previous: b.previous_response_id, branch,
+      items: items.data.map((i) => ({ type: i.type, role: i.role, text: i.content?.[0]?.text })) };
+  },
+  // remove: delete a response, then retrieve it.
+  async remove() {
+    const r = await client.responses.create({ model: 'fake', input: 'to be deleted' });
+    const del = await client.responses.delete(r.id);
+    let after = null;
+    try {
+      await client.responses.retrieve(r.id);
+    } catch (err) {
+      after = failure(err);
+    }
+    return { id: r.id, deleted: del ?? null, after };
+  },
+  // errors: what the SDK raises for bad requests.
+  async errors() {
+    const out = {};
+    const tries = {
+      unknownField: () => client.responses.create({ model: 'fake', input: 'x', bogus: true }),
+      badTemperature: () => client.responses.create({ model: 'fake', input: 'x', temperature: 9 }),
+      image: () => client.responses.create({ model: 'fake',
+        input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png' }] }] }),
+      missing: () => client.responses.retrieve('resp_00000000000000000000000000000000'),
+    };
+    for (const [name, f] of Object.entries(tries)) {
+      try {
+        await f();
+        out[name] = null;
+      } catch (err) {
+        out[name] = failure(err);
+      }
+    }
+    return out;
+  },
+};
+
+const run = scenarios[scenario];
+if (!run) {
+  console.error(`unknown scenario ${scenario}`);
+  process.exit(2);
+}
+try {
+  console.log(JSON.stringify(await run(args)));
+} catch (err) {
+  console.log(JSON.stringify({ error: failure(err) }));
+}
