@@ -29,6 +29,28 @@ func (e *DecisionError) Error() string {
 // the client tool calls the run waits for.
 var ErrOutputsMismatch = errors.New("the outputs do not answer the client tool calls the run waits for")
 
+// PendingCallsError says that a new run's input does not answer the client
+// tool calls its conversation's previous run ended at
+// (ReasonClientToolCalls): each must get one output (a message of role tool,
+// first in the input), and no other call may.
+type PendingCallsError struct {
+	Missing []string // call ids that wait for an output the input does not give
+	Unknown []string // call ids of outputs that no call waits for
+	// Misplaced: an output comes after another message of the input.
+	Misplaced bool
+}
+
+func (e *PendingCallsError) Error() string {
+	switch {
+	case len(e.Unknown) > 0:
+		return fmt.Sprintf("no function call of the conversation waits for an output with call id %s", e.Unknown[0])
+	case len(e.Missing) > 0:
+		return fmt.Sprintf("the conversation waits for the output of function call %s (%d in all): give each in the input",
+			e.Missing[0], len(e.Missing))
+	}
+	return "the outputs of function calls must come first in the input, before any message"
+}
+
 // ErrArtifactNotFound is the ErrNotFound of an artifact.
 var ErrArtifactNotFound = fmt.Errorf("artifact %w", ErrNotFound)
 

@@ -50,6 +50,23 @@ type Compaction struct {
 type InputMessage struct {
 	Role    Role
 	Content string
+	// ToolCallID, for a message of role tool, is the call (the model's
+	// call id) whose output Content is: an output of a client tool call
+	// that the conversation's previous run ended at (ReasonClientToolCalls),
+	// or of one of ToolCalls of an assistant message before it in the input.
+	ToolCallID string
+	// ToolCalls, for a message of role assistant, are calls the model made
+	// earlier, as a client that keeps the history sends them back (the
+	// Responses API's function_call items); each is answered by a message of
+	// role tool that follows.
+	ToolCalls []InputCall
+}
+
+// InputCall is a tool call of an assistant message of a run's input.
+type InputCall struct {
+	ID        string // the model's call id
+	Name      string
+	Arguments string // JSON text
 }
 
 // APIKey is a row of api_keys: a credential's prefix, tenant, name and
@@ -141,6 +158,11 @@ type RunParams struct {
 	// ClientTools are tools the client runs: their calls wait for its
 	// outputs (requires_action client_tool_calls).
 	ClientTools []ClientTool `json:"client_tools,omitempty"`
+	// ClientToolsEnd: when the model calls client tools, the run ends
+	// (completed, ReasonClientToolCalls) instead of waiting, and the next
+	// run of its conversation brings their outputs as its input, as the
+	// Responses API's function tools do.
+	ClientToolsEnd bool `json:"client_tools_end,omitempty"`
 	// TraceParent is the W3C trace context of the request that created the
 	// run, when tracing is on: the run's executions join that trace.
 	TraceParent string `json:"trace_parent,omitempty"`

@@ -67,13 +67,18 @@ const (
 	ReasonMaxOutputTokens Reason = "max_output_tokens"
 	// ReasonContentFilter: the model's content filter stopped its answer.
 	ReasonContentFilter Reason = "content_filter"
+	// ReasonClientToolCalls: the model called client tools of a run that
+	// ends then (RunParams.ClientToolsEnd, the Responses API's function
+	// tools); a completed run, whose calls stay awaiting_client until the
+	// next run of its conversation gives their outputs.
+	ReasonClientToolCalls Reason = "client_tool_calls"
 )
 
 // Reasons lists every terminal reason.
 func Reasons() []Reason {
 	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
 		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress, ReasonToolLimit,
-		ReasonLoopDetected, ReasonMaxOutputTokens, ReasonContentFilter}
+		ReasonLoopDetected, ReasonMaxOutputTokens, ReasonContentFilter, ReasonClientToolCalls}
 }
 
 // IfBusy says what a new run does when its conversation has a run in flight.

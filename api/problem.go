@@ -137,6 +137,7 @@ func problemFor(err error) (p problem, internal bool) {
 		unknownTool *runspec.UnknownToolError
 		busy        *agentd.BusyError
 		decision    *agentd.DecisionError
+		pending     *agentd.PendingCallsError
 		tooLarge    *http.MaxBytesError
 	)
 	switch {
@@ -154,6 +155,8 @@ func problemFor(err error) (p problem, internal bool) {
 			"the conversation has a run in flight; retry when it ends, or send if_busy: enqueue or interrupt"))
 		p.BusyRunID = busy.RunID
 		return p, false
+	case errors.As(err, &pending):
+		ae = fieldError("input", "%s", pending.Error())
 	case errors.As(err, &decision):
 		ae = fieldError("decision", "does not answer what the run asks (%s): approve or reject an approval; result, retry or fail an unknown outcome; "+
 			"type tool_outputs for client tool calls", decision.Asks)

@@ -51,6 +51,7 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Resolve = s.itemResolver(ctx, tenant)
 	sr, err := req.Spec(conv)
 	if err != nil {
 		return err
@@ -144,6 +145,39 @@ func (s *server) responseConversation(ctx context.Context, tenant string, req re
 			"agentd continues a conversation from its latest response only", *req.PreviousResponseID, responses.ResponseID(latest[0].ID))
 	}
 	return run.ConversationID, nil
+}
+
+// itemResolver finds the output items of the tenant's responses that a
+// request's item_reference items name (msg_<run>_<n>, fc_<run>_<n>), each
+// response built once.
+func (s *server) itemResolver(ctx context.Context, tenant string) func(id string) (*responses.Item, error) {
+	built := map[string]responses.Response{}
+	return func(id string) (*responses.Item, error) {
+		runID, ok := responses.ItemRun(id)
+		if !ok {
+			return nil, nil
+		}
+		resp, ok := built[runID]
+		if !ok {
+			run, err := s.store.RunGet(ctx, tenant, runID)
+			if errors.Is(err, agentd.ErrRunNotFound) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			if resp, err = s.response(ctx, run); err != nil {
+				return nil, err
+			}
+			built[runID] = resp
+		}
+		for i := range resp.Output {
+			if resp.Output[i].ID == id {
+				return &resp.Output[i], nil
+			}
+		}
+		return nil, nil
+	}
 }
 
 // v1NotFound is OpenAI's 404 for an id that names nothing of the tenant's.
@@ -330,7 +364,7 @@ func (s *server) responseInputItems(w http.ResponseWriter, r *http.Request) erro
 			return err
 		}
 		for _, m := range msgs {
-			if m.RunID == run.ID && (m.Role == agentd.RoleUser || m.Role == agentd.RoleSystem) {
+			if m.RunID == run.ID && (m.Role == agentd.RoleUser || m.Role == agentd.RoleSystem || m.Role == agentd.RoleTool) {
 				items = append(items, responses.InputItem(m))
 			}
 		}

@@ -171,6 +171,41 @@ func TestOpenAINodeSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("function tools", func(t *testing.T) {
+		var r struct {
+			A struct {
+				Status     string
+				OutputText string `json:"output_text"`
+				Tools      []map[string]any
+				Call       *struct {
+					Name, Arguments, ID, Status string
+					CallID                      string `json:"call_id"`
+				}
+			}
+			Unanswered sdkError
+			B          struct{ ID, Status, Text, Previous string }
+			Items      []struct {
+				Type, Output string
+				CallID       string `json:"call_id"`
+			}
+		}
+		openaiNode(t, base, &r, "tools")
+		if c := r.A.Call; c == nil || c.Name != "get_weather" || c.Arguments != `{"city":"Paris"}` || c.CallID == "" ||
+			!strings.HasPrefix(c.ID, "fc_") || c.Status != "completed" || len(r.A.Tools) != 1 || r.A.Tools[0]["name"] != "get_weather" {
+			t.Fatalf("the response that calls the tool: %+v", r.A)
+		}
+		if r.Unanswered.Class != "BadRequestError" || r.Unanswered.Param != "input" {
+			t.Fatalf("a continuation without the call's output: %+v", r.Unanswered)
+		}
+		if r.B.Status != "completed" || r.B.Text != "It is sunny in Paris." {
+			t.Fatalf("the continuation with the output: %+v", r.B)
+		}
+		if len(r.Items) != 1 || r.Items[0].Type != "function_call_output" || r.Items[0].CallID != r.A.Call.CallID ||
+			r.Items[0].Output != `{"sky":"clear"}` {
+			t.Fatalf("the continuation's input items: %+v", r.Items)
+		}
+	})
+
 	t.Run("delete", func(t *testing.T) {
 		var r struct {
 			ID      string

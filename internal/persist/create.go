@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -156,6 +157,9 @@ func newCreation(p RunCreateParams) (*creation, error) {
 // flight, without an idempotency key: one pipelined round trip, one
 // implicit transaction.
 func (s *Store) createAlone(ctx context.Context, c *creation) error {
+	if err := c.answerPending(ctx, nil); err != nil {
+		return err
+	}
 	var b batch
 	convID := c.queueConversation(&b)
 	if err := c.queueRun(&b, convID, room{idle: true}); err != nil {
@@ -179,6 +183,9 @@ func (s *Store) createInConversation(ctx context.Context, c *creation) error {
 			if rm, err = c.makeRoom(ctx, tx); err != nil {
 				return err
 			}
+		}
+		if err := c.answerPending(ctx, tx); err != nil {
+			return err
 		}
 		if err := c.queueRun(&b, convID, rm); err != nil {
 			return err
@@ -242,6 +249,82 @@ func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (room, error) {
 		return rm, nil
 	}
 	return room{}, &agentd.BusyError{RunID: busy}
+}
+
+// answerPending checks that the run's input answers the client tool calls
+// that its conversation's previous run ended at (ReasonClientToolCalls),
+// each once, before any other message, and records each answer on its call
+// (succeeded, with the output as its result, decided by the run's actor).
+// Without a transaction (a new conversation), nothing waits: an output in
+// the input answers nothing.
+func (c *creation) answerPending(ctx context.Context, tx pgx.Tx) error {
+	outputs := map[string]string{}
+	var order []string
+	err := &agentd.PendingCallsError{}
+	for i, m := range c.p.Input {
+		if m.Role != agentd.RoleTool {
+			continue
+		}
+		if i > len(outputs) {
+			// After another message: the output of a call of the input
+			// (runspec checked that one precedes it), not a waiting one.
+			continue
+		}
+		if _, dup := outputs[m.ToolCallID]; dup {
+			err.Unknown = append(err.Unknown, m.ToolCallID)
+		}
+		outputs[m.ToolCallID] = m.Content
+		order = append(order, m.ToolCallID)
+	}
+	type call struct{ id, callID string }
+	var pending []call
+	if tx != nil && c.p.ConversationID != "" {
+		rows, qerr := tx.Query(ctx, `SELECT tc.id::text, tc.call_id FROM tool_calls tc
+			JOIN steps s ON s.id = tc.step_id JOIN runs r ON r.id = s.run_id
+			WHERE r.conversation_id = $1 AND r.terminal_reason = 'client_tool_calls' AND tc.status = 'awaiting_client'
+			ORDER BY s.seq, tc.position`, c.p.ConversationID)
+		if qerr != nil {
+			return fmt.Errorf("pending client calls: %w", qerr)
+		}
+		for rows.Next() {
+			var k call
+			if serr := rows.Scan(&k.id, &k.callID); serr != nil {
+				rows.Close()
+				return serr
+			}
+			pending = append(pending, k)
+		}
+		rows.Close()
+		if rerr := rows.Err(); rerr != nil {
+			return rerr
+		}
+	}
+	waits := map[string]bool{}
+	for _, k := range pending {
+		waits[k.callID] = true
+		if _, ok := outputs[k.callID]; !ok {
+			err.Missing = append(err.Missing, k.callID)
+		}
+	}
+	for _, id := range order {
+		if !waits[id] {
+			err.Unknown = append(err.Unknown, id)
+		}
+	}
+	if len(err.Missing) > 0 || len(err.Unknown) > 0 || err.Misplaced {
+		return err
+	}
+	for _, k := range pending {
+		result, jerr := json.Marshal(outputs[k.callID])
+		if jerr != nil {
+			return jerr
+		}
+		if _, xerr := tx.Exec(ctx, `UPDATE tool_calls SET status = 'succeeded', result = $2, decided_by = $3, finished_at = now()
+			WHERE id = $1 AND status = 'awaiting_client'`, k.id, result, nullIfEmpty(c.p.Actor)); xerr != nil {
+			return fmt.Errorf("answer client call %s: %w", k.callID, xerr)
+		}
+	}
+	return nil
 }
 
 // queueConversation queues the insert of the run's new conversation, and
@@ -317,6 +400,19 @@ func (c *creation) queueRun(b *batch, convID string, rm room) error {
 	for i, m := range p.Input {
 		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,
 			Content: []agentd.Part{{Type: agentd.PartText, Text: m.Content}}, Status: agentd.MessageCompleted}
+		switch {
+		case m.Role == agentd.RoleTool: // an output of a call (answerPending)
+			op.Content = []agentd.Part{{Type: agentd.PartToolResult, ToolCallID: m.ToolCallID, Content: m.Content}}
+		case len(m.ToolCalls) > 0: // calls the client sends back with its history
+			op.Content = nil
+			if m.Content != "" {
+				op.Content = append(op.Content, agentd.Part{Type: agentd.PartText, Text: m.Content})
+			}
+			for _, tc := range m.ToolCalls {
+				op.Content = append(op.Content, agentd.Part{Type: agentd.PartToolCall, ID: tc.ID, Name: tc.Name,
+					Arguments: cmp.Or(tc.Arguments, "{}")})
+			}
+		}
 		switch {
 		case p.ConversationID == "":
 			// A new conversation's messages are numbered from 1, and its

@@ -23,6 +23,10 @@ type Echo struct {
 	PromptCacheKey     string            `json:"prompt_cache_key,omitempty"`
 	Truncation         string            `json:"truncation,omitempty"`
 	Metadata           map[string]string `json:"metadata,omitempty"`
+	// Tools are the request's function tools as the response shows them;
+	// ToolChoice its tool_choice.
+	Tools      []json.RawMessage `json:"tools,omitempty"`
+	ToolChoice json.RawMessage   `json:"tool_choice,omitempty"`
 }
 
 // EchoOf returns the echo kept with run (the zero Echo for a run not
@@ -76,6 +80,12 @@ func base(run agentd.Run, createdAt int64) Response {
 	r.SafetyIdentifier = strOrNil(e.SafetyIdentifier)
 	r.PromptCacheKey = strOrNil(e.PromptCacheKey)
 	maps.Copy(r.Metadata, e.Metadata)
+	if len(e.Tools) > 0 {
+		r.Tools = e.Tools
+	}
+	if len(e.ToolChoice) > 0 {
+		r.ToolChoice = e.ToolChoice
+	}
 	return r
 }
 
@@ -217,17 +227,21 @@ func (b *Builder) Add(ev agentd.Event) {
 		}
 		b.usage = b.usage.Add(d.Usage)
 		text := agentd.TextOf(d.Content)
-		if text == "" && b.open == nil {
-			return
+		if text != "" || b.open != nil {
+			o := b.openMessage()
+			if o.text.Len() == 0 && text != "" {
+				// An answer that was not streamed still reaches a client
+				// that reads only deltas.
+				b.event("response.output_text.delta", map[string]any{"item_id": o.id, "output_index": o.index,
+					"content_index": 0, "delta": text, "logprobs": []any{}})
+			}
+			b.closeMessage(text, StatusCompleted)
 		}
-		o := b.openMessage()
-		if o.text.Len() == 0 && text != "" {
-			// An answer that was not streamed still reaches a client
-			// that reads only deltas.
-			b.event("response.output_text.delta", map[string]any{"item_id": o.id, "output_index": o.index,
-				"content_index": 0, "delta": text, "logprobs": []any{}})
+		for _, p := range d.Content {
+			if p.Type == agentd.PartToolCall && b.clientTool(p.Name) {
+				b.functionCall(p)
+			}
 		}
-		b.closeMessage(text, StatusCompleted)
 	case agentd.StepRetractedData:
 		if b.open != nil {
 			// What streamed of a step that was asked again is not part of
@@ -242,6 +256,30 @@ func (b *Builder) Add(ev agentd.Event) {
 		b.end(env, d)
 	}
 }
+
+// clientTool reports whether name is a function tool of the response.
+func (b *Builder) clientTool(name string) bool {
+	_, ok := b.run.Params.ClientTool(name)
+	return ok
+}
+
+// functionCall adds the output item of a call of a function tool, with its
+// events: agentd has the call's arguments whole, in one delta.
+func (b *Builder) functionCall(p agentd.Part) {
+	index := len(b.resp.Output)
+	id := functionCallItemID(b.run.ID, b.items)
+	b.items++
+	b.event("response.output_item.added", map[string]any{"output_index": index,
+		"item": Item{ID: id, Type: ItemFunctionCall, Status: StatusInProgress, CallID: p.ID, Name: p.Name, Arguments: ptr("")}})
+	b.event("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": index, "delta": p.Arguments})
+	b.event("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": index,
+		"name": p.Name, "arguments": p.Arguments})
+	item := Item{ID: id, Type: ItemFunctionCall, Status: StatusCompleted, CallID: p.ID, Name: p.Name, Arguments: ptr(p.Arguments)}
+	b.resp.Output = append(b.resp.Output, item)
+	b.event("response.output_item.done", map[string]any{"output_index": index, "item": item})
+}
+
+func ptr[T any](v T) *T { return &v }
 
 // snapshot is the response now, for an event that carries it.
 func (b *Builder) snapshot() Response {
@@ -316,6 +354,8 @@ func outcome(d agentd.RunEndedData) (status string, incomplete *Incomplete, fail
 		switch d.Reason {
 		case agentd.ReasonMaxOutputTokens:
 			return StatusIncomplete, &Incomplete{Reason: "max_output_tokens"}, nil
+		case agentd.ReasonClientToolCalls:
+			return StatusCompleted, nil, nil // its output ends with the function calls
 		case agentd.ReasonMaxSteps:
 			// The run stopped at its step limit, as OpenAI's stops at
 			// max_tool_calls: the answer is incomplete.

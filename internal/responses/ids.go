@@ -13,6 +13,9 @@ const (
 	prefixConversation = "conv_"
 	prefixMessage      = "msg_"
 	prefixFunctionCall = "fc_"
+	// prefixFunctionCallOutput is that of a function call's output, as an
+	// input item.
+	prefixFunctionCallOutput = "fco_"
 )
 
 // ResponseID is the id of the response that run runID is.
@@ -32,6 +35,12 @@ func ConversationOf(id string) (string, bool) { return idOf(id, prefixConversati
 // fixed when the item starts streaming, before its message is stored.
 func messageItemID(runID string, n int) string {
 	return prefixMessage + hexOf(runID) + "_" + strconv.Itoa(n)
+}
+
+// functionCallItemID is the id of the n-th output item of run runID, a
+// function call.
+func functionCallItemID(runID string, n int) string {
+	return prefixFunctionCall + hexOf(runID) + "_" + strconv.Itoa(n)
 }
 
 // hexOf is a UUID's 32 hex digits.

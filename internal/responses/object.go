@@ -114,9 +114,9 @@ type Item struct {
 	Role    string    `json:"role,omitempty"`
 	Content []Content `json:"content,omitzero"`
 	// A function call's.
-	CallID    string `json:"call_id,omitempty"`
-	Name      string `json:"name,omitempty"`
-	Arguments string `json:"arguments,omitempty"`
+	CallID    string  `json:"call_id,omitempty"`
+	Name      string  `json:"name,omitempty"`
+	Arguments *string `json:"arguments,omitempty"`
 	// A function call output's.
 	Output *string `json:"output,omitempty"`
 }
@@ -158,8 +158,17 @@ type List struct {
 	HasMore bool    `json:"has_more"`
 }
 
-// InputItem is an input message as input_items lists it.
+// InputItem is an input message as input_items lists it: an output of a
+// function call, or a message.
 func InputItem(m agentd.Message) Item {
+	if m.Role == agentd.RoleTool {
+		for _, p := range m.Content {
+			if p.Type == agentd.PartToolResult {
+				return Item{ID: prefixFunctionCallOutput + hexOf(m.ID), Type: ItemFunctionCallOutput, Status: StatusCompleted,
+					CallID: p.ToolCallID, Output: ptr(p.Content)}
+			}
+		}
+	}
 	role := string(m.Role)
 	return Item{ID: prefixMessage + hexOf(m.ID), Type: ItemMessage, Status: StatusCompleted, Role: role,
 		Content: []Content{{Type: "input_text", Text: agentd.TextOf(m.Content)}}}

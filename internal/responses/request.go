@@ -43,6 +43,10 @@ type Request struct {
 	Reasoning         json.RawMessage `json:"reasoning"`
 	MaxToolCalls      *int            `json:"max_tool_calls"`
 	TopLogprobs       *int            `json:"top_logprobs"`
+
+	// Resolve, when set, finds the output item an item_reference names
+	// (nil: none of the tenant's); the caller sets it.
+	Resolve func(id string) (*Item, error) `json:"-"`
 }
 
 // Limits of the fields agentd keeps.
@@ -181,6 +185,14 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	}
 	none := []string{}
 	req.Tools = &none // the operator's tools only when asked for (mcp tools)
+	fns, echoed, err := r.functionTools()
+	if err != nil {
+		return req, err
+	}
+	if len(fns) > 0 {
+		req.ClientTools = &fns
+		req.ClientToolsEnd = true // a response ends at its function calls
+	}
 	onDisconnect := string(agentd.OnDisconnectContinue)
 	req.OnDisconnect = &onDisconnect // a dropped connection never cancels a response
 	if conversationID != "" {
@@ -194,6 +206,10 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	if err != nil {
 		return req, err
 	}
+	echo.Tools = echoed
+	if len(r.ToolChoice) > 0 && string(r.ToolChoice) != "null" {
+		echo.ToolChoice = r.ToolChoice
+	}
 	if req.Echo, err = json.Marshal(echo); err != nil {
 		return req, err
 	}
@@ -203,11 +219,11 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 // unsupported refuses what agentd does not do (yet), naming the field,
 // rather than ignoring it.
 func (r Request) unsupported() error {
-	if len(r.Tools) > 0 && string(r.Tools) != "null" && string(bytes.TrimSpace(r.Tools)) != "[]" {
-		return field("tools", "tools are not supported on /v1/responses by this server yet")
+	if len(r.ToolChoice) > 0 && string(r.ToolChoice) != "null" && string(r.ToolChoice) != `"auto"` {
+		return field("tool_choice", `must be "auto": agentd lets the model choose its tools`)
 	}
-	if len(r.ToolChoice) > 0 && string(r.ToolChoice) != "null" && string(r.ToolChoice) != `"auto"` && string(r.ToolChoice) != `"none"` {
-		return field("tool_choice", `must be "auto" or "none": this response has no tools`)
+	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
+		return field("parallel_tool_calls", "must be true: agentd takes every call the model makes in a turn")
 	}
 	if len(r.Include) > 0 {
 		return field("include", "agentd includes nothing beyond the response (%q is not supported)", r.Include[0])
@@ -237,6 +253,56 @@ func (r Request) unsupported() error {
 		return field("store", "responses are always stored by agentd (store: false is not supported yet)")
 	}
 	return nil
+}
+
+// functionTools reads tools: function tools, which are agentd's client
+// tools, and what the response echoes of them.
+func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, error) {
+	if len(r.Tools) == 0 || string(r.Tools) == "null" {
+		return nil, []json.RawMessage{}, nil
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(r.Tools, &raw); err != nil {
+		return nil, nil, field("tools", "must be a list of tools")
+	}
+	fns := make([]runspec.ClientTool, 0, len(raw))
+	echoed := make([]json.RawMessage, 0, len(raw))
+	for i, t := range raw {
+		name := fmt.Sprintf("tools[%d]", i)
+		var probe struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(t, &probe); err != nil {
+			return nil, nil, field(name, "must be a tool (an object)")
+		}
+		if probe.Type != "function" {
+			return nil, nil, field(name+".type", "%q tools are not supported by this server: function tools only", probe.Type)
+		}
+		var fn struct {
+			Type        string          `json:"type"`
+			Name        *string         `json:"name"`
+			Description *string         `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+			Strict      *bool           `json:"strict"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(t))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&fn); err != nil {
+			return nil, nil, decodeItemError(name, err)
+		}
+		fns = append(fns, runspec.ClientTool{Name: fn.Name, Description: fn.Description, Parameters: fn.Parameters})
+		e := map[string]any{"type": "function", "name": fn.Name, "description": fn.Description,
+			"parameters": json.RawMessage("null"), "strict": fn.Strict}
+		if len(fn.Parameters) > 0 {
+			e["parameters"] = fn.Parameters
+		}
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, nil, field(name, "is not valid JSON")
+		}
+		echoed = append(echoed, b)
+	}
+	return fns, echoed, nil
 }
 
 // sampling maps max_output_tokens, temperature, top_p and text.format.
@@ -321,13 +387,134 @@ func (r Request) input() ([]agentd.InputMessage, bool, error) {
 	}
 	msgs := make([]agentd.InputMessage, 0, len(items))
 	for i, it := range items {
-		m, err := inputItem(fmt.Sprintf("input[%d]", i), it)
+		name := fmt.Sprintf("input[%d]", i)
+		var probe struct {
+			Type *string `json:"type"`
+			ID   *string `json:"id"`
+			Role *string `json:"role"`
+		}
+		if err := json.Unmarshal(it, &probe); err != nil {
+			return nil, false, field(name, "must be an input item (an object)")
+		}
+		switch {
+		case probe.Type != nil && *probe.Type == ItemFunctionCall:
+			c, err := callItem(name, it)
+			if err != nil {
+				return nil, false, err
+			}
+			msgs = addCall(msgs, c)
+			continue
+		case (probe.Type != nil && *probe.Type == "item_reference") || (probe.Type == nil && probe.Role == nil && probe.ID != nil):
+			m, call, err := r.reference(name, it)
+			if err != nil {
+				return nil, false, err
+			}
+			if call != nil {
+				msgs = addCall(msgs, *call)
+			} else {
+				msgs = append(msgs, m)
+			}
+			continue
+		}
+		m, err := inputItem(name, it)
 		if err != nil {
 			return nil, false, err
 		}
 		msgs = append(msgs, m)
 	}
 	return msgs, false, nil
+}
+
+// addCall adds a function call the client sends back to msgs: to the
+// assistant message it follows, or as one of its own.
+func addCall(msgs []agentd.InputMessage, c agentd.InputCall) []agentd.InputMessage {
+	if n := len(msgs); n > 0 && msgs[n-1].Role == agentd.RoleAssistant {
+		msgs[n-1].ToolCalls = append(msgs[n-1].ToolCalls, c)
+		return msgs
+	}
+	return append(msgs, agentd.InputMessage{Role: agentd.RoleAssistant, ToolCalls: []agentd.InputCall{c}})
+}
+
+// callItem reads a function_call item: a call the model made, sent back
+// with the history.
+func callItem(name string, raw json.RawMessage) (agentd.InputCall, error) {
+	var it struct {
+		Type      string  `json:"type"`
+		ID        *string `json:"id"`
+		CallID    *string `json:"call_id"`
+		Name      *string `json:"name"`
+		Arguments *string `json:"arguments"`
+		Status    *string `json:"status"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&it); err != nil {
+		return agentd.InputCall{}, decodeItemError(name, err)
+	}
+	if it.CallID == nil || *it.CallID == "" || it.Name == nil || *it.Name == "" {
+		return agentd.InputCall{}, field(name, "a function_call needs its call_id and name")
+	}
+	c := agentd.InputCall{ID: *it.CallID, Name: *it.Name}
+	if it.Arguments != nil {
+		c.Arguments = *it.Arguments
+	}
+	return c, nil
+}
+
+// reference reads an item_reference: an output item of an earlier
+// response, which Resolve finds (a message, or a function call).
+func (r Request) reference(name string, raw json.RawMessage) (agentd.InputMessage, *agentd.InputCall, error) {
+	var it struct {
+		Type *string `json:"type"`
+		ID   string  `json:"id"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&it); err != nil {
+		return agentd.InputMessage{}, nil, decodeItemError(name, err)
+	}
+	if r.Resolve == nil {
+		return agentd.InputMessage{}, nil, field(name+".id", "item references cannot be resolved here")
+	}
+	item, err := r.Resolve(it.ID)
+	if err != nil {
+		return agentd.InputMessage{}, nil, err
+	}
+	if item == nil {
+		return agentd.InputMessage{}, nil, field(name+".id", "%q is not an output item of one of this tenant's responses", it.ID)
+	}
+	switch item.Type {
+	case ItemFunctionCall:
+		c := agentd.InputCall{ID: item.CallID, Name: item.Name}
+		if item.Arguments != nil {
+			c.Arguments = *item.Arguments
+		}
+		return agentd.InputMessage{}, &c, nil
+	case ItemMessage:
+		var texts []string
+		for _, c := range item.Content {
+			texts = append(texts, c.Text)
+		}
+		return agentd.InputMessage{Role: agentd.RoleAssistant, Content: strings.Join(texts, "\n")}, nil, nil
+	}
+	return agentd.InputMessage{}, nil, field(name+".id", "%q is a %s item, which cannot be referenced", it.ID, item.Type)
+}
+
+// ItemRun returns the run whose response holds the output item id
+// (msg_<run>_<n> or fc_<run>_<n>), and false for another id.
+func ItemRun(id string) (string, bool) {
+	for _, prefix := range []string{prefixMessage, prefixFunctionCall} {
+		rest, ok := strings.CutPrefix(id, prefix)
+		if !ok {
+			continue
+		}
+		run, _, ok := strings.Cut(rest, "_")
+		if !ok {
+			return "", false
+		}
+		return idOf(prefixResponse+run, prefixResponse)
+	}
+	return "", false
 }
 
 // inputItem reads one input item: a message whose content is a text or a
@@ -348,7 +535,9 @@ func inputItem(name string, raw json.RawMessage) (agentd.InputMessage, error) {
 	}
 	switch probe.Type {
 	case "", ItemMessage:
-	case ItemFunctionCall, ItemFunctionCallOutput, "item_reference", "mcp_approval_response":
+	case ItemFunctionCallOutput:
+		return callOutput(name, raw)
+	case "mcp_approval_response":
 		return agentd.InputMessage{}, field(name+".type", "%s items are not supported by this server yet", probe.Type)
 	default:
 		return agentd.InputMessage{}, field(name+".type", "%q is not an input item type agentd takes (message)", probe.Type)
@@ -374,6 +563,31 @@ func inputItem(name string, raw json.RawMessage) (agentd.InputMessage, error) {
 		return agentd.InputMessage{}, err
 	}
 	return agentd.InputMessage{Role: role, Content: text}, nil
+}
+
+// callOutput reads a function_call_output item: the output of a function
+// call that the conversation's previous response ended at.
+func callOutput(name string, raw json.RawMessage) (agentd.InputMessage, error) {
+	var it struct {
+		Type   string          `json:"type"`
+		ID     *string         `json:"id"`
+		CallID *string         `json:"call_id"`
+		Output json.RawMessage `json:"output"`
+		Status *string         `json:"status"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&it); err != nil {
+		return agentd.InputMessage{}, decodeItemError(name, err)
+	}
+	if it.CallID == nil || *it.CallID == "" {
+		return agentd.InputMessage{}, field(name+".call_id", "is required: the call_id of the function call")
+	}
+	out, err := contentText(name+".output", it.Output, agentd.RoleTool)
+	if err != nil {
+		return agentd.InputMessage{}, err
+	}
+	return agentd.InputMessage{Role: agentd.RoleTool, ToolCallID: *it.CallID, Content: out}, nil
 }
 
 func decodeItemError(name string, err error) error {
@@ -445,9 +659,9 @@ func contentText(name string, raw json.RawMessage, role agentd.Role) (string, er
 // Param is the name, in a response request, of a field runspec names as
 // POST /runs does (sampling.temperature is temperature here).
 func Param(field string) string {
-	for from, to := range map[string]string{"sampling.format": "text.format", "sampling.": ""} {
-		if rest, ok := strings.CutPrefix(field, from); ok {
-			return to + rest
+	for _, m := range [][2]string{{"sampling.format", "text.format"}, {"sampling.", ""}, {"client_tools", "tools"}} {
+		if rest, ok := strings.CutPrefix(field, m[0]); ok {
+			return m[1] + rest
 		}
 	}
 	return field

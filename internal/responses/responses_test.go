@@ -240,8 +240,11 @@ func TestDecode(t *testing.T) {
 		`{}`:          "input",
 		`{"input":[{"role":"robot","content":"x"}]}`:                                  "input[0].role",
 		`{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`: "input[0].content[0].type",
-		`{"input":[{"type":"function_call_output","call_id":"c","output":"o"}]}`:      "input[0].type",
-		`{"input":"x","tools":[{"type":"function","name":"f"}]}`:                      "tools",
+		`{"input":[{"type":"function_call_output","output":"o"}]}`:                    "input[0].call_id",
+		`{"input":[{"type":"item_reference","id":"msg_x"}]}`:                          "input[0].id",
+		`{"input":"x","tools":[{"type":"mcp","server_label":"s"}]}`:                   "tools[0].type",
+		`{"input":"x","tools":[{"type":"function","name":"f","bogus":1}]}`:            "tools[0].bogus",
+		`{"input":"x","tool_choice":"required"}`:                                      "tool_choice",
 		`{"input":"x","include":["reasoning.encrypted_content"]}`:                     "include",
 		`{"input":"x","truncation":"disabled"}`:                                       "truncation",
 		`{"input":"x","background":true,"store":false}`:                               "background",
@@ -309,5 +312,40 @@ func TestPage(t *testing.T) {
 	}
 	if _, err := Page(items, "asc", "nope", "", 2); err == nil {
 		t.Error("after an unknown item: no error")
+	}
+}
+
+// TestFunctionCallItems: function tools are the run's client tools, which
+// end the run at their calls; the calls and outputs a client sends back
+// with its history are an assistant message with tool calls and tool
+// messages, in order.
+func TestFunctionCallItems(t *testing.T) {
+	t.Parallel()
+	r, err := Decode([]byte(`{"input":[{"role":"user","content":"weather?"},
+		{"type":"function_call","call_id":"c1","name":"weather","arguments":"{\"city\":\"Paris\"}"},
+		{"type":"function_call","call_id":"c2","name":"weather","arguments":"{}","id":"fc_1","status":"completed"},
+		{"type":"function_call_output","call_id":"c1","output":"sunny"},
+		{"type":"function_call_output","call_id":"c2","output":[{"type":"input_text","text":"rain"}]}],
+		"tools":[{"type":"function","name":"weather","description":"d","parameters":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object"},"strict":false}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := r.Spec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Input) != 4 || len(req.Input[1].ToolCalls) != 2 || req.Input[1].ToolCalls[0].Arguments != `{"city":"Paris"}` ||
+		req.Input[2].Role != agentd.RoleTool || req.Input[2].ToolCallID != "c1" || req.Input[3].Content != "rain" {
+		t.Fatalf("input: %+v", req.Input)
+	}
+	if req.ClientTools == nil || len(*req.ClientTools) != 1 || *(*req.ClientTools)[0].Name != "weather" || !req.ClientToolsEnd {
+		t.Fatalf("client tools: %+v, end %v", req.ClientTools, req.ClientToolsEnd)
+	}
+	var echo Echo
+	if err := json.Unmarshal(req.Echo, &echo); err != nil || len(echo.Tools) != 1 || !strings.Contains(string(echo.Tools[0]), `"strict":false`) {
+		t.Fatalf("echoed tools: %s (%v)", req.Echo, err)
+	}
+	if id, ok := ItemRun("fc_01a234dc98f771a3b8a0100ed5226eca_3"); !ok || id != runID {
+		t.Fatalf("ItemRun: %s %v", id, ok)
 	}
 }

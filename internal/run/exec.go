@@ -489,8 +489,11 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 	}
 	if step != nil && step.Status != agentd.StepCompleted {
 		stepStatus := agentd.StepAborted
-		if e.status == agentd.StatusFailed || e.status == agentd.StatusTimedOut {
+		switch {
+		case e.status == agentd.StatusFailed || e.status == agentd.StatusTimedOut:
 			stepStatus = agentd.StepFailed
+		case e.reason == agentd.ReasonClientToolCalls:
+			stepStatus = agentd.StepCompleted // its calls are the client's to answer
 		}
 		ops = append(ops, persist.StepUpdate{ID: step.ID, Status: stepStatus, Error: e.err, Finished: true})
 	}

@@ -140,6 +140,12 @@ func (x *execution) settle(ctx context.Context, st agentd.RunState, step *agentd
 		// is not committed, so the step must not complete on a guess. The
 		// run is left to its lease; whoever claims it next recovers the call.
 		return true, errors.New("tool call " + pending.ID + " has no committed outcome")
+	case len(client) > 0 && st.Run.Params.ClientToolsEnd:
+		// The run ends at the client's calls, which stay awaiting_client:
+		// the next run of the conversation brings their outputs.
+		e := endOf(agentd.StatusCompleted, agentd.ReasonClientToolCalls, nil)
+		e.evs = append(e.evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: agentd.FinishToolCalls, ToolCalls: len(calls)}))
+		return true, x.end(st, step, e)
 	case len(client) > 0:
 		// The server's calls are done; the client's wait for its outputs.
 		return true, x.requireClient(st, step, client)

@@ -53,6 +53,9 @@ type Request struct {
 	// Echo is kept with the run as it is (agentd.RunParams.Echo): the
 	// door that sends it wrote it.
 	Echo json.RawMessage
+	// ClientToolsEnd: the run ends when its model calls client tools
+	// (agentd.RunParams.ClientToolsEnd).
+	ClientToolsEnd bool
 }
 
 // ClientTool is one of a run's client tools, as asked.
@@ -155,6 +158,7 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 		return p, err
 	}
 	p.Echo = req.Echo
+	p.ClientToolsEnd = req.ClientToolsEnd && len(p.ClientTools) > 0
 	return p, nil
 }
 
@@ -177,10 +181,62 @@ func input(msgs []agentd.InputMessage, text bool) ([]agentd.InputMessage, error)
 		}
 		return msgs, Storable("input", msgs[0].Content)
 	}
+	// The calls of the input's assistant messages that no output answered
+	// yet: an output answers one of them, or (before any other message) a
+	// call the conversation waits for, which the store checks.
+	open := map[string]bool{}
+	other := false // a message that is not an output came before
 	for i, m := range msgs {
 		field := fmt.Sprintf("input[%d]", i)
+		if m.Role == agentd.RoleTool && m.ToolCallID != "" && other && !open[m.ToolCallID] {
+			return nil, fieldError(field+".call_id", "%q answers no call of the input before it", m.ToolCallID)
+		}
+		if m.Role != agentd.RoleTool {
+			other = true
+		}
+		if m.Role != agentd.RoleTool && len(open) > 0 {
+			for id := range open {
+				return nil, fieldError(field, "comes before the output of call %s: each call's output must follow it", id)
+			}
+		}
+		if len(m.ToolCalls) > 0 {
+			if m.Role != agentd.RoleAssistant {
+				return nil, fieldError(field, "only an assistant message has tool calls")
+			}
+			for j, c := range m.ToolCalls {
+				cf := fmt.Sprintf("%s.tool_calls[%d]", field, j)
+				if c.ID == "" || c.Name == "" {
+					return nil, fieldError(cf, "needs its call id and name")
+				}
+				for _, v := range []string{c.ID, c.Name, c.Arguments} {
+					if err := Storable(cf, v); err != nil {
+						return nil, err
+					}
+				}
+				if c.Arguments != "" && !json.Valid([]byte(c.Arguments)) {
+					return nil, fieldError(cf+".arguments", "must be JSON text")
+				}
+				open[c.ID] = true
+			}
+			continue
+		}
 		switch m.Role {
 		case agentd.RoleUser, agentd.RoleAssistant, agentd.RoleSystem:
+		case agentd.RoleTool:
+			// An output of a call of the input, or of a client call the
+			// conversation waits for (the Responses API's
+			// function_call_output); the store checks that one waits.
+			delete(open, m.ToolCallID)
+			if m.ToolCallID == "" { // what only the Responses API's door sends
+				return nil, fieldError(field+".role", "must be user, assistant or system, not %q", m.Role)
+			}
+			if err := Storable(field+".call_id", m.ToolCallID); err != nil {
+				return nil, err
+			}
+			if err := Storable(field+".output", m.Content); err != nil {
+				return nil, err
+			}
+			continue
 		default:
 			return nil, fieldError(field+".role", "must be user, assistant or system, not %q", m.Role)
 		}
@@ -190,6 +246,9 @@ func input(msgs []agentd.InputMessage, text bool) ([]agentd.InputMessage, error)
 		if err := Storable(field+".content", m.Content); err != nil {
 			return nil, err
 		}
+	}
+	for id := range open {
+		return nil, fieldError("input", "has no output for call %s: each call of the input needs one", id)
 	}
 	return msgs, nil
 }

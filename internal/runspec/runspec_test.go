@@ -99,3 +99,40 @@ func TestRefusalsNameTheField(t *testing.T) {
 		t.Fatalf("err %v, want the unknown tool rm_rf", err)
 	}
 }
+
+// TestInputCallsAndOutputs: calls a client sends back with its history are
+// each followed by their output, before the next message; outputs first in
+// the input answer what the conversation waits for (the store checks
+// that); any other output answers nothing and is refused.
+func TestInputCallsAndOutputs(t *testing.T) {
+	t.Parallel()
+	b := builder(t, runspec.Defaults{Model: "m"})
+	u := agentd.InputMessage{Role: agentd.RoleUser, Content: "q"}
+	call := agentd.InputMessage{Role: agentd.RoleAssistant, ToolCalls: []agentd.InputCall{{ID: "c1", Name: "weather", Arguments: `{}`}}}
+	out := func(id string) agentd.InputMessage {
+		return agentd.InputMessage{Role: agentd.RoleTool, ToolCallID: id, Content: "sunny"}
+	}
+	for _, c := range []struct {
+		name  string
+		input []agentd.InputMessage
+		field string // "" when accepted
+	}{
+		{"a call and its output", []agentd.InputMessage{u, call, out("c1"), u}, ""},
+		{"outputs first", []agentd.InputMessage{out("c0"), u}, ""},
+		{"a message before the output", []agentd.InputMessage{u, call, u, out("c1")}, "input[2]"},
+		{"no output", []agentd.InputMessage{u, call}, "input"},
+		{"an output of nothing", []agentd.InputMessage{u, out("c9")}, "input[1].call_id"},
+		{"bad arguments", []agentd.InputMessage{u, {Role: agentd.RoleAssistant,
+			ToolCalls: []agentd.InputCall{{ID: "c1", Name: "w", Arguments: "{"}}}, out("c1")}, "input[1].tool_calls[0].arguments"},
+		{"calls of a user", []agentd.InputMessage{{Role: agentd.RoleUser, Content: "q", ToolCalls: call.ToolCalls}}, "input[0]"},
+	} {
+		_, err := b.Build(runspec.Request{Input: c.input})
+		var fe *runspec.FieldError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.field != "" && (!errors.As(err, &fe) || fe.Field != c.field):
+			t.Errorf("%s: %v, want an error about %s", c.name, err, c.field)
+		}
+	}
+}

@@ -88,6 +88,30 @@ const scenarios = {
     return { a: a.id, b: b.id, bStatus: b.status, previous: b.previous_response_id, branch,
       items: items.data.map((i) => ({ type: i.type, role: i.role, text: i.content?.[0]?.text })) };
   },
+  // tools: a function tool's call ends the response; its output, sent with
+  // previous_response_id, continues the conversation; a continuation that
+  // leaves the call unanswered is refused.
+  async tools() {
+    const weather = { type: 'function', name: 'get_weather', description: 'The weather in a city.',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] }, strict: false };
+    const a = await client.responses.create({ model: 'fake', tools: [weather],
+      input: '/call get_weather {"city":"Paris"}\n/say It is sunny in Paris.' });
+    const call = a.output.find((i) => i.type === 'function_call');
+    let unanswered = null;
+    try {
+      await client.responses.create({ model: 'fake', previous_response_id: a.id, input: 'never mind', tools: [weather] });
+    } catch (err) {
+      unanswered = failure(err);
+    }
+    const s = await client.responses.create({ model: 'fake', previous_response_id: a.id, tools: [weather], stream: true,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"sky":"clear"}' }] });
+    const ev = await events(s);
+    const items = await client.responses.inputItems.list(ev.final.id);
+    return { a: { id: a.id, status: a.status, output_text: a.output_text, tools: a.tools,
+      call: call && { name: call.name, arguments: call.arguments, call_id: call.call_id, id: call.id, status: call.status } },
+      unanswered, b: { id: ev.final.id, status: ev.final.status, text: ev.text, previous: ev.final.previous_response_id },
+      items: items.data.map((i) => ({ type: i.type, call_id: i.call_id, output: i.output })) };
+  },
   // remove: delete a response, then retrieve it.
   async remove() {
     const r = await client.responses.create({ model: 'fake', input: 'to be deleted' });
