@@ -60,16 +60,11 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if stream && s.events == nil {
-		return errStreamingUnavailable
+	done, err := s.streamSlot(w, tenant, stream)
+	if err != nil {
+		return err
 	}
-	if stream {
-		done, ok := s.limits.openStream(tenant)
-		if !ok {
-			return errTooManyStreams(w)
-		}
-		defer done()
-	}
+	defer done()
 	var fp string
 	if key != "" {
 		if fp, err = fingerprint(tenant, "POST /runs", body); err != nil {
@@ -95,6 +90,22 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.writeJSON(w, r, status, runView(run))
 	return nil
+}
+
+// streamSlot takes one of the tenant's stream slots for a request that
+// streams (nothing for one that does not); done gives it back.
+func (s *server) streamSlot(w http.ResponseWriter, tenant string, stream bool) (done func(), err error) {
+	if !stream {
+		return func() {}, nil
+	}
+	if s.events == nil {
+		return nil, errStreamingUnavailable
+	}
+	done, ok := s.limits.openStream(tenant)
+	if !ok {
+		return nil, errTooManyStreams(w)
+	}
+	return done, nil
 }
 
 // runID reads the {id} of the path; a malformed id names no run.

@@ -64,16 +64,11 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	stream := req.Streaming()
-	if stream && s.events == nil {
-		return errStreamingUnavailable
+	done, err := s.streamSlot(w, tenant, stream)
+	if err != nil {
+		return err
 	}
-	if stream {
-		done, ok := s.limits.openStream(tenant)
-		if !ok {
-			return errTooManyStreams(w)
-		}
-		defer done()
-	}
+	defer done()
 	var fp string
 	if key != "" {
 		if fp, err = fingerprint(tenant, "POST /v1/responses", body); err != nil {
@@ -217,13 +212,9 @@ func (s *server) responseGet(w http.ResponseWriter, r *http.Request) error {
 	if !stream {
 		return s.writeResponse(w, r, run)
 	}
-	if s.events == nil {
-		return errStreamingUnavailable
-	}
-	tenant := TenantFromContext(r.Context())
-	done, ok := s.limits.openStream(tenant)
-	if !ok {
-		return errTooManyStreams(w)
+	done, err := s.streamSlot(w, TenantFromContext(r.Context()), true)
+	if err != nil {
+		return err
 	}
 	defer done()
 	r, stop := s.whileAuthorized(r)

@@ -266,7 +266,7 @@ func (b *Builder) clientTool(name string) bool {
 // functionCall adds the output item of a call of a function tool, with its
 // events: agentd has the call's arguments whole, in one delta.
 func (b *Builder) functionCall(p agentd.Part) {
-	index := len(b.resp.Output)
+	index := b.items
 	id := functionCallItemID(b.run.ID, b.items)
 	b.items++
 	b.event("response.output_item.added", map[string]any{"output_index": index,
@@ -292,7 +292,9 @@ func (b *Builder) openMessage() *openItem {
 	if b.open != nil {
 		return b.open
 	}
-	o := &openItem{index: len(b.resp.Output), id: messageItemID(b.run.ID, b.items)}
+	// output_index counts every item the stream began, a retracted one
+	// too, as a client that accumulates the stream counts them.
+	o := &openItem{index: b.items, id: messageItemID(b.run.ID, b.items)}
 	b.items++
 	b.open = o
 	b.event("response.output_item.added", map[string]any{"output_index": o.index,
@@ -340,9 +342,10 @@ func (b *Builder) end(env agentd.Envelope, d agentd.RunEndedData) {
 		b.event("response.completed", map[string]any{"response": b.snapshot()})
 	case StatusIncomplete:
 		b.event("response.incomplete", map[string]any{"response": b.snapshot()})
-	case StatusCancelled:
-		b.event("response.cancelled", map[string]any{"response": b.snapshot()})
 	default:
+		// A cancelled response ends with response.failed too, its status
+		// cancelled: neither OpenAI's SDKs nor the Open Responses
+		// specification know a response.cancelled event.
 		b.event("response.failed", map[string]any{"response": b.snapshot()})
 	}
 }

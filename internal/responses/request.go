@@ -97,6 +97,13 @@ func fieldPath(body []byte, name string) string {
 	return name
 }
 
+// strict decodes raw into v, refusing fields v does not have.
+func strict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
 // decodeError names the field of a JSON error.
 func decodeError(err error) error {
 	var ute *json.UnmarshalTypeError
@@ -156,9 +163,7 @@ func (r Request) ConversationRunID() (string, error) {
 		var obj struct {
 			ID string `json:"id"`
 		}
-		dec := json.NewDecoder(bytes.NewReader(r.Conversation))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&obj); err != nil {
+		if err := strict(r.Conversation, &obj); err != nil {
 			return "", field("conversation", "must be a conversation id or an object with its id")
 		}
 		id = obj.ID
@@ -285,9 +290,7 @@ func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, error
 			Parameters  json.RawMessage `json:"parameters"`
 			Strict      *bool           `json:"strict"`
 		}
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&fn); err != nil {
+		if err := strict(t, &fn); err != nil {
 			return nil, nil, decodeItemError(name, err)
 		}
 		fns = append(fns, runspec.ClientTool{Name: fn.Name, Description: fn.Description, Parameters: fn.Parameters})
@@ -316,9 +319,7 @@ func (r Request) sampling() (*runspec.Sampling, error) {
 			Schema      json.RawMessage `json:"schema"`
 			Strict      *bool           `json:"strict"`
 		}
-		dec := json.NewDecoder(bytes.NewReader(r.Text.Format))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
+		if err := strict(r.Text.Format, &f); err != nil {
 			return nil, field("text.format", "must be an object of type text, json_object or json_schema: %v", err)
 		}
 		s.Format = &runspec.OutputFormat{Type: f.Type, Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
@@ -446,9 +447,7 @@ func callItem(name string, raw json.RawMessage) (agentd.InputCall, error) {
 		Arguments *string `json:"arguments"`
 		Status    *string `json:"status"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&it); err != nil {
+	if err := strict(raw, &it); err != nil {
 		return agentd.InputCall{}, decodeItemError(name, err)
 	}
 	if it.CallID == nil || *it.CallID == "" || it.Name == nil || *it.Name == "" {
@@ -468,9 +467,7 @@ func (r Request) reference(name string, raw json.RawMessage) (agentd.InputMessag
 		Type *string `json:"type"`
 		ID   string  `json:"id"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&it); err != nil {
+	if err := strict(raw, &it); err != nil {
 		return agentd.InputMessage{}, nil, decodeItemError(name, err)
 	}
 	if r.Resolve == nil {
@@ -542,9 +539,7 @@ func inputItem(name string, raw json.RawMessage) (agentd.InputMessage, error) {
 	default:
 		return agentd.InputMessage{}, field(name+".type", "%q is not an input item type agentd takes (message)", probe.Type)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&it); err != nil {
+	if err := strict(raw, &it); err != nil {
 		return agentd.InputMessage{}, decodeItemError(name, err)
 	}
 	var role agentd.Role
@@ -575,9 +570,7 @@ func callOutput(name string, raw json.RawMessage) (agentd.InputMessage, error) {
 		Output json.RawMessage `json:"output"`
 		Status *string         `json:"status"`
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&it); err != nil {
+	if err := strict(raw, &it); err != nil {
 		return agentd.InputMessage{}, decodeItemError(name, err)
 	}
 	if it.CallID == nil || *it.CallID == "" {
@@ -643,9 +636,7 @@ func contentText(name string, raw json.RawMessage, role agentd.Role) (string, er
 		default:
 			return "", field(pname+".type", "%q is not a content part agentd takes (input_text)", probe.Type)
 		}
-		dec := json.NewDecoder(bytes.NewReader(p))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&part); err != nil {
+		if err := strict(p, &part); err != nil {
 			return "", decodeItemError(pname, err)
 		}
 		if part.Text == nil {

@@ -162,7 +162,7 @@ func TestOutcome(t *testing.T) {
 		{agentd.StatusCompleted, agentd.ReasonCompleted, "completed", "", "", "response.completed"},
 		{agentd.StatusCompleted, agentd.ReasonMaxOutputTokens, "incomplete", "max_output_tokens", "", "response.incomplete"},
 		{agentd.StatusFailed, agentd.ReasonContentFilter, "incomplete", "content_filter", "", "response.incomplete"},
-		{agentd.StatusCancelled, agentd.ReasonCancelled, "cancelled", "", "", "response.cancelled"},
+		{agentd.StatusCancelled, agentd.ReasonCancelled, "cancelled", "", "", "response.failed"},
 		{agentd.StatusFailed, agentd.ReasonModelError, "failed", "", "server_error", "response.failed"},
 		{agentd.StatusTimedOut, agentd.ReasonTimedOutTotal, "failed", "", "timed_out_total", "response.failed"},
 	} {
