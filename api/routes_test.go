@@ -252,6 +252,7 @@ func (f *tenantFixture) cases() map[string]routeCase {
 	runPath := "/runs/" + f.run
 	last := "1"
 	resp := func(id string) string { return "/v1/responses/resp_" + strings.ReplaceAll(id, "-", "") }
+	conv := func(id string) string { return "/v1/conversations/conv_" + strings.ReplaceAll(id, "-", "") }
 	return map[string]routeCase{
 		// The Responses API: A's conversation is busy (its run is queued),
 		// B does not see it; B finds none of A's responses.
@@ -266,6 +267,19 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			other: http.StatusNotFound, otherCode: "not_found"},
 		"DELETE /v1/responses/{id}": {method: "DELETE", path: resp(f.run), owner: http.StatusConflict,
 			other: http.StatusNotFound, otherCode: "not_found"},
+		"POST /v1/conversations": {method: "POST", path: "/v1/conversations", body: `{"metadata": {"k": "v"}}`,
+			owner: http.StatusOK, other: http.StatusOK},
+		"GET /v1/conversations/{id}": {method: "GET", path: conv(f.conv), owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "not_found"},
+		"POST /v1/conversations/{id}": {method: "POST", path: conv(f.conv), body: `{"metadata": {"k": "v"}}`,
+			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "not_found"},
+		// A's conversation has a run in progress: it is not deleted.
+		"DELETE /v1/conversations/{id}": {method: "DELETE", path: conv(f.conv), owner: http.StatusConflict,
+			other: http.StatusNotFound, otherCode: "not_found"},
+		"GET /v1/conversations/{id}/items": {method: "GET", path: conv(f.conv) + "/items", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "not_found"},
+		"GET /v1/conversations/{id}/items/{item_id}": {method: "GET", path: conv(f.conv) + "/items/msg_" + strings.Repeat("0", 32),
+			owner: http.StatusNotFound, other: http.StatusNotFound, otherCode: "not_found"},
 		"POST /runs": {method: "POST", path: "/runs", body: `{"input": "more", "conversation_id": "` + f.conv + `", "if_busy": "enqueue"}`,
 			owner: http.StatusAccepted, other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /runs": {method: "GET", path: "/runs", owner: http.StatusOK, other: http.StatusOK,

@@ -206,6 +206,45 @@ func TestOpenAINodeSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("conversations", func(t *testing.T) {
+		var r struct {
+			ID, Object string
+			Metadata   map[string]string
+			A          struct {
+				Status       string
+				Conversation struct{ ID string }
+			}
+			B            string
+			Items        []struct{ ID, Type, Role, Text string }
+			One          struct{ ID, Role string }
+			Updated, Got map[string]string
+			Deleted      struct {
+				ID, Object string
+				Deleted    bool
+			}
+			After, Seeded sdkError
+		}
+		openaiNode(t, base, &r, "conversations")
+		if !strings.HasPrefix(r.ID, "conv_") || r.Object != "conversation" || r.Metadata["topic"] != "demo" ||
+			r.A.Status != "completed" || r.A.Conversation.ID != r.ID || r.B != "Second answer." {
+			t.Fatalf("conversation and its responses: %+v", r)
+		}
+		var got []string
+		for _, it := range r.Items {
+			got = append(got, it.Role+":"+it.Text)
+		}
+		if strings.Join(got, "|") != "user:/say First answer.|assistant:First answer.|user:/say Second answer.|assistant:Second answer." {
+			t.Fatalf("items, paged by 2: %v", got)
+		}
+		if r.One.ID != r.Items[1].ID || r.One.Role != "assistant" || r.Updated["topic"] != "changed" || r.Got["topic"] != "changed" {
+			t.Fatalf("item %+v, metadata %v then %v", r.One, r.Updated, r.Got)
+		}
+		if !r.Deleted.Deleted || r.Deleted.Object != "conversation.deleted" || r.After.Class != "NotFoundError" ||
+			r.Seeded.Class != "BadRequestError" || r.Seeded.Param != "items" {
+			t.Fatalf("delete %+v, then %+v; seeded %+v", r.Deleted, r.After, r.Seeded)
+		}
+	})
+
 	t.Run("delete", func(t *testing.T) {
 		var r struct {
 			ID      string

@@ -112,6 +112,34 @@ const scenarios = {
       unanswered, b: { id: ev.final.id, status: ev.final.status, text: ev.text, previous: ev.final.previous_response_id },
       items: items.data.map((i) => ({ type: i.type, call_id: i.call_id, output: i.output })) };
   },
+  // conversations: a conversation made with the Conversations API, two
+  // responses in it, its items, its metadata, and its delete.
+  async conversations() {
+    const c = await client.conversations.create({ metadata: { topic: 'demo' } });
+    const a = await client.responses.create({ model: 'fake', conversation: c.id, input: '/say First answer.' });
+    const b = await client.responses.create({ model: 'fake', conversation: { id: c.id }, input: '/say Second answer.' });
+    const items = [];
+    for await (const it of client.conversations.items.list(c.id, { order: 'asc', limit: 2 })) items.push(it);
+    const one = await client.conversations.items.retrieve(items[1].id, { conversation_id: c.id });
+    const updated = await client.conversations.update(c.id, { metadata: { topic: 'changed' } });
+    const got = await client.conversations.retrieve(c.id);
+    const del = await client.conversations.delete(c.id);
+    let after = null;
+    try {
+      await client.conversations.retrieve(c.id);
+    } catch (err) {
+      after = failure(err);
+    }
+    let seeded = null;
+    try {
+      await client.conversations.create({ items: [{ type: 'message', role: 'user', content: 'hi' }] });
+    } catch (err) {
+      seeded = failure(err);
+    }
+    return { id: c.id, object: c.object, metadata: c.metadata, a: { status: a.status, conversation: a.conversation },
+      b: b.output_text, items: items.map((i) => ({ id: i.id, type: i.type, role: i.role, text: i.content?.[0]?.text })),
+      one: { id: one.id, role: one.role }, updated: updated.metadata, got: got.metadata, deleted: del, after, seeded };
+  },
   // remove: delete a response, then retrieve it.
   async remove() {
     const r = await client.responses.create({ model: 'fake', input: 'to be deleted' });
