@@ -52,6 +52,13 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Resolve = s.itemResolver(ctx, tenant)
+	if s.tools != nil {
+		req.Labelled = s.tools.Labelled
+		req.NeedsApproval = func(name string) bool {
+			t, ok := s.tools.Get(name)
+			return ok && t.Spec().NeedsApproval
+		}
+	}
 	sr, err := req.Spec(conv)
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,32 @@ func TestOpenAINodeSDK(t *testing.T) {
 		if len(r.Items) != 1 || r.Items[0].Type != "function_call_output" || r.Items[0].CallID != r.A.Call.CallID ||
 			r.Items[0].Output != `{"sky":"clear"}` {
 			t.Fatalf("the continuation's input items: %+v", r.Items)
+		}
+	})
+
+	t.Run("mcp tools", func(t *testing.T) {
+		var r struct {
+			Status     string
+			OutputText string `json:"output_text"`
+			Items      []struct {
+				Type, Name, Output, Status string
+				ServerLabel                string `json:"server_label"`
+			}
+			Types   []string
+			Text    string
+			Unknown sdkError
+		}
+		openaiNode(t, base, &r, "mcp")
+		if r.Status != "completed" || r.OutputText != "The answer is 42." || len(r.Items) != 2 || r.Items[0].Type != "mcp_call" ||
+			r.Items[0].Name != "calculator" || r.Items[0].ServerLabel != "agentd" || r.Items[0].Output != `{"result":42}` ||
+			r.Items[0].Status != "completed" {
+			t.Fatalf("a response that calls agentd's calculator: %+v", r)
+		}
+		if !slices.Contains(r.Types, "response.mcp_call.completed") || r.Text != "The answer is 42." {
+			t.Fatalf("its stream: %v, text %q", r.Types, r.Text)
+		}
+		if r.Unknown.Class != "BadRequestError" || r.Unknown.Param != "tools[0].server_label" {
+			t.Fatalf("an unknown server_label: %+v", r.Unknown)
 		}
 	})
 

@@ -27,6 +27,9 @@ type Echo struct {
 	// ToolChoice its tool_choice.
 	Tools      []json.RawMessage `json:"tools,omitempty"`
 	ToolChoice json.RawMessage   `json:"tool_choice,omitempty"`
+	// MCP maps each of the operator's tools an mcp tool of the request
+	// offered to its server_label.
+	MCP map[string]string `json:"mcp,omitempty"`
 }
 
 // EchoOf returns the echo kept with run (the zero Echo for a run not
@@ -133,6 +136,15 @@ type Builder struct {
 	items   int       // output items begun so far, for their ids
 	seq     int       // the next event's sequence number
 	emit    func(typ string, v map[string]any)
+	mcp     map[string]string   // the operator's tools offered, by name: their server_label
+	calls   map[string]*mcpCall // the operator's tool calls in flight, by agentd's tool call id
+}
+
+// mcpCall is a call of one of the operator's tools, in flight: an mcp_call
+// item.
+type mcpCall struct {
+	index int
+	item  Item
 }
 
 // openItem is a message item whose text is streaming.
@@ -146,7 +158,7 @@ type openItem struct {
 // given each stream event (without its sequence_number, which the builder
 // adds, and type) as it is derived.
 func NewBuilder(run agentd.Run, emit func(typ string, v map[string]any)) *Builder {
-	b := &Builder{run: run, emit: emit}
+	b := &Builder{run: run, emit: emit, mcp: EchoOf(run).MCP, calls: map[string]*mcpCall{}}
 	b.resp = base(run, run.CreatedAt.Unix())
 	return b
 }
@@ -252,9 +264,50 @@ func (b *Builder) Add(ev agentd.Event) {
 				"item": Item{ID: o.id, Type: ItemMessage, Status: StatusIncomplete, Role: "assistant",
 					Content: []Content{outputText(o.text.String())}}})
 		}
+	case agentd.ToolCallCreatedData:
+		label, ok := b.mcp[d.Name]
+		if !ok || b.calls[d.ToolCallID] != nil {
+			return
+		}
+		c := &mcpCall{index: b.items, item: Item{ID: mcpCallItemID(b.run.ID, b.items), Type: ItemMCPCall,
+			Status: StatusInProgress, ServerLabel: label, Name: d.Name, Arguments: ptr(string(d.Arguments))}}
+		b.items++
+		b.calls[d.ToolCallID] = c
+		b.event("response.output_item.added", map[string]any{"output_index": c.index, "item": c.item})
+		b.event("response.mcp_call.in_progress", map[string]any{"item_id": c.item.ID, "output_index": c.index})
+		b.event("response.mcp_call_arguments.done", map[string]any{"item_id": c.item.ID, "output_index": c.index,
+			"arguments": *c.item.Arguments})
+	case agentd.ToolCallCompletedData:
+		c := b.calls[d.ToolCallID]
+		if c == nil {
+			return
+		}
+		delete(b.calls, d.ToolCallID)
+		b.finishCall(c, d)
 	case agentd.RunEndedData:
 		b.end(env, d)
 	}
+}
+
+// finishCall ends the mcp_call item of a call of the operator's tools with
+// its outcome.
+func (b *Builder) finishCall(c *mcpCall, d agentd.ToolCallCompletedData) {
+	it := c.item
+	typ := "response.mcp_call.completed"
+	if d.Status == agentd.CallSucceeded {
+		it.Status, it.Output = StatusCompleted, ptr(string(d.Result))
+	} else {
+		typ = "response.mcp_call.failed"
+		msg := "the call " + string(d.Status)
+		if d.Error != nil && d.Error.Message != "" {
+			msg = d.Error.Message
+		}
+		it.Status = StatusFailed
+		it.Error, _ = json.Marshal(map[string]any{"type": "mcp_tool_execution_error", "content": msg})
+	}
+	b.event(typ, map[string]any{"item_id": it.ID, "output_index": c.index})
+	b.resp.Output = append(b.resp.Output, it)
+	b.event("response.output_item.done", map[string]any{"output_index": c.index, "item": it})
 }
 
 // clientTool reports whether name is a function tool of the response.

@@ -16,6 +16,7 @@ const (
 	// prefixFunctionCallOutput is that of a function call's output, as an
 	// input item.
 	prefixFunctionCallOutput = "fco_"
+	prefixMCPCall            = "mcp_"
 )
 
 // ResponseID is the id of the response that run runID is.
@@ -41,6 +42,12 @@ func messageItemID(runID string, n int) string {
 // function call.
 func functionCallItemID(runID string, n int) string {
 	return prefixFunctionCall + hexOf(runID) + "_" + strconv.Itoa(n)
+}
+
+// mcpCallItemID is the id of the n-th output item of run runID, a call of
+// one of the operator's tools.
+func mcpCallItemID(runID string, n int) string {
+	return prefixMCPCall + hexOf(runID) + "_" + strconv.Itoa(n)
 }
 
 // hexOf is a UUID's 32 hex digits.

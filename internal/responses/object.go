@@ -117,8 +117,12 @@ type Item struct {
 	CallID    string  `json:"call_id,omitempty"`
 	Name      string  `json:"name,omitempty"`
 	Arguments *string `json:"arguments,omitempty"`
-	// A function call output's.
+	// A function call output's, or the result of an mcp_call.
 	Output *string `json:"output,omitempty"`
+	// An mcp_call's (a call of one of the operator's tools): its
+	// server_label, and its error when it failed.
+	ServerLabel string          `json:"server_label,omitempty"`
+	Error       json.RawMessage `json:"error,omitempty"`
 }
 
 // Item types.
@@ -126,6 +130,7 @@ const (
 	ItemMessage            = "message"
 	ItemFunctionCall       = "function_call"
 	ItemFunctionCallOutput = "function_call_output"
+	ItemMCPCall            = "mcp_call"
 )
 
 // Content is a part of a message: output_text of an answer, input_text of

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentd/agentd"
@@ -47,7 +48,17 @@ type Request struct {
 	// Resolve, when set, finds the output item an item_reference names
 	// (nil: none of the tenant's); the caller sets it.
 	Resolve func(id string) (*Item, error) `json:"-"`
+	// Labelled, when set, names the operator's tools that an mcp tool's
+	// server_label stands for (ok false: no such server now), and
+	// NeedsApproval says which of them wait for a client's approval; the
+	// caller sets them. LabelAgentd stands for agentd's own tools.
+	Labelled      func(label string) (names []string, ok bool) `json:"-"`
+	NeedsApproval func(name string) bool                       `json:"-"`
 }
+
+// LabelAgentd is the server_label of agentd's own tools (its built-ins and
+// those of its tools file), in an mcp tool of a request.
+const LabelAgentd = "agentd"
 
 // Limits of the fields agentd keeps.
 const (
@@ -190,13 +201,21 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	}
 	none := []string{}
 	req.Tools = &none // the operator's tools only when asked for (mcp tools)
-	fns, echoed, err := r.functionTools()
+	fns, echoed, mcp, err := r.functionTools()
 	if err != nil {
 		return req, err
 	}
 	if len(fns) > 0 {
 		req.ClientTools = &fns
 		req.ClientToolsEnd = true // a response ends at its function calls
+	}
+	if len(mcp) > 0 {
+		names := make([]string, 0, len(mcp))
+		for name := range mcp {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		req.Tools = &names
 	}
 	onDisconnect := string(agentd.OnDisconnectContinue)
 	req.OnDisconnect = &onDisconnect // a dropped connection never cancels a response
@@ -211,7 +230,7 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	if err != nil {
 		return req, err
 	}
-	echo.Tools = echoed
+	echo.Tools, echo.MCP = echoed, mcp
 	if len(r.ToolChoice) > 0 && string(r.ToolChoice) != "null" {
 		echo.ToolChoice = r.ToolChoice
 	}
@@ -261,27 +280,43 @@ func (r Request) unsupported() error {
 }
 
 // functionTools reads tools: function tools, which are agentd's client
-// tools, and what the response echoes of them.
-func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, error) {
+// tools, mcp tools, which name the operator's tools the run may call (by
+// name, with their server_label), and what the response echoes of them.
+func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, map[string]string, error) {
 	if len(r.Tools) == 0 || string(r.Tools) == "null" {
-		return nil, []json.RawMessage{}, nil
+		return nil, []json.RawMessage{}, nil, nil
 	}
 	var raw []json.RawMessage
 	if err := json.Unmarshal(r.Tools, &raw); err != nil {
-		return nil, nil, field("tools", "must be a list of tools")
+		return nil, nil, nil, field("tools", "must be a list of tools")
 	}
 	fns := make([]runspec.ClientTool, 0, len(raw))
 	echoed := make([]json.RawMessage, 0, len(raw))
+	var mcp map[string]string
 	for i, t := range raw {
 		name := fmt.Sprintf("tools[%d]", i)
 		var probe struct {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(t, &probe); err != nil {
-			return nil, nil, field(name, "must be a tool (an object)")
+			return nil, nil, nil, field(name, "must be a tool (an object)")
+		}
+		if probe.Type == "mcp" {
+			names, label, e, err := r.mcpTool(name, t)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			if mcp == nil {
+				mcp = map[string]string{}
+			}
+			for _, n := range names {
+				mcp[n] = label
+			}
+			echoed = append(echoed, e)
+			continue
 		}
 		if probe.Type != "function" {
-			return nil, nil, field(name+".type", "%q tools are not supported by this server: function tools only", probe.Type)
+			return nil, nil, nil, field(name+".type", "%q tools are not supported by this server: function and mcp tools only", probe.Type)
 		}
 		var fn struct {
 			Type        string          `json:"type"`
@@ -291,7 +326,7 @@ func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, error
 			Strict      *bool           `json:"strict"`
 		}
 		if err := strict(t, &fn); err != nil {
-			return nil, nil, decodeItemError(name, err)
+			return nil, nil, nil, decodeItemError(name, err)
 		}
 		fns = append(fns, runspec.ClientTool{Name: fn.Name, Description: fn.Description, Parameters: fn.Parameters})
 		e := map[string]any{"type": "function", "name": fn.Name, "description": fn.Description,
@@ -301,11 +336,82 @@ func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, error
 		}
 		b, err := json.Marshal(e)
 		if err != nil {
-			return nil, nil, field(name, "is not valid JSON")
+			return nil, nil, nil, field(name, "is not valid JSON")
 		}
 		echoed = append(echoed, b)
 	}
-	return fns, echoed, nil
+	return fns, echoed, mcp, nil
+}
+
+// mcpTool reads an mcp tool: the operator's tools of its server_label
+// (LabelAgentd: agentd's own) that allowed_tools keeps, which the run may
+// call through its ledger, and what the response echoes of it. agentd
+// connects only to the MCP servers its operator configured, and asks for
+// no approvals here: a tool that needs one is refused.
+func (r Request) mcpTool(name string, raw json.RawMessage) (names []string, label string, echo json.RawMessage, err error) {
+	var t struct {
+		Type              string          `json:"type"`
+		ServerLabel       string          `json:"server_label"`
+		ServerDescription *string         `json:"server_description"`
+		ServerURL         *string         `json:"server_url"`
+		ConnectorID       *string         `json:"connector_id"`
+		Authorization     *string         `json:"authorization"`
+		Headers           json.RawMessage `json:"headers"`
+		AllowedTools      json.RawMessage `json:"allowed_tools"`
+		RequireApproval   json.RawMessage `json:"require_approval"`
+	}
+	if err := strict(raw, &t); err != nil {
+		return nil, "", nil, decodeItemError(name, err)
+	}
+	switch {
+	case t.ServerURL != nil || t.ConnectorID != nil || t.Authorization != nil || (len(t.Headers) > 0 && string(t.Headers) != "null"):
+		return nil, "", nil, field(name+".server_url", "agentd calls only the MCP servers its operator configured: name one by server_label")
+	case t.ServerLabel == "":
+		return nil, "", nil, field(name+".server_label", "is required: a configured MCP server, or %q for agentd's own tools", LabelAgentd)
+	case len(t.RequireApproval) > 0 && string(t.RequireApproval) != "null" && string(t.RequireApproval) != `"never"`:
+		return nil, "", nil, field(name+".require_approval", `must be "never": approvals are not supported on /v1/responses yet`)
+	case r.Labelled == nil:
+		return nil, "", nil, field(name+".server_label", "this server has no tools")
+	}
+	source := t.ServerLabel
+	if source == LabelAgentd {
+		source = ""
+	}
+	all, ok := r.Labelled(source)
+	if !ok {
+		return nil, "", nil, field(name+".server_label", "%q names no MCP server of this server's (see GET /tools)", t.ServerLabel)
+	}
+	keep := all
+	if len(t.AllowedTools) > 0 && string(t.AllowedTools) != "null" {
+		var list []string
+		if json.Unmarshal(t.AllowedTools, &list) != nil {
+			var filter struct {
+				ToolNames []string `json:"tool_names"`
+			}
+			if err := strict(t.AllowedTools, &filter); err != nil {
+				return nil, "", nil, field(name+".allowed_tools", "must be a list of tool names, or {\"tool_names\": [...]}")
+			}
+			list = filter.ToolNames
+		}
+		keep = nil
+		for _, n := range list {
+			if !slices.Contains(all, n) {
+				return nil, "", nil, field(name+".allowed_tools", "%q is not a tool of %s", n, t.ServerLabel)
+			}
+			keep = append(keep, n)
+		}
+	}
+	for _, n := range keep {
+		if r.NeedsApproval != nil && r.NeedsApproval(n) {
+			return nil, "", nil, field(name+".allowed_tools", "%q needs a client's approval, which /v1/responses does not ask for yet: leave it out", n)
+		}
+	}
+	e := map[string]any{"type": "mcp", "server_label": t.ServerLabel, "allowed_tools": keep, "require_approval": "never"}
+	if t.ServerDescription != nil {
+		e["server_description"] = *t.ServerDescription
+	}
+	b, err := json.Marshal(e)
+	return keep, t.ServerLabel, b, err
 }
 
 // sampling maps max_output_tokens, temperature, top_p and text.format.

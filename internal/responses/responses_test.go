@@ -242,7 +242,7 @@ func TestDecode(t *testing.T) {
 		`{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`: "input[0].content[0].type",
 		`{"input":[{"type":"function_call_output","output":"o"}]}`:                    "input[0].call_id",
 		`{"input":[{"type":"item_reference","id":"msg_x"}]}`:                          "input[0].id",
-		`{"input":"x","tools":[{"type":"mcp","server_label":"s"}]}`:                   "tools[0].type",
+		`{"input":"x","tools":[{"type":"file_search"}]}`:                              "tools[0].type",
 		`{"input":"x","tools":[{"type":"function","name":"f","bogus":1}]}`:            "tools[0].bogus",
 		`{"input":"x","tool_choice":"required"}`:                                      "tool_choice",
 		`{"input":"x","include":["reasoning.encrypted_content"]}`:                     "include",
@@ -347,5 +347,76 @@ func TestFunctionCallItems(t *testing.T) {
 	}
 	if id, ok := ItemRun("fc_01a234dc98f771a3b8a0100ed5226eca_3"); !ok || id != runID {
 		t.Fatalf("ItemRun: %s %v", id, ok)
+	}
+}
+
+// TestMCPTools: an mcp tool names the operator's tools of its
+// server_label that the run may call; what agentd cannot do with one is
+// refused, named; a call of one is an mcp_call item with its events.
+func TestMCPTools(t *testing.T) {
+	t.Parallel()
+	labelled := func(label string) ([]string, bool) {
+		switch label {
+		case "":
+			return []string{"calculator", "guarded"}, true
+		case "docs":
+			return []string{"search"}, true
+		}
+		return nil, false
+	}
+	spec := func(tools string) (runspec.Request, error) {
+		r, err := Decode([]byte(`{"input":"x","tools":` + tools + `}`))
+		if err != nil {
+			return runspec.Request{}, err
+		}
+		r.Labelled = labelled
+		r.NeedsApproval = func(name string) bool { return name == "guarded" }
+		return r.Spec("")
+	}
+	req, err := spec(`[{"type":"mcp","server_label":"agentd","allowed_tools":["calculator"]},{"type":"mcp","server_label":"docs","require_approval":"never"}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Tools == nil || strings.Join(*req.Tools, ",") != "calculator,search" {
+		t.Fatalf("tools: %v", req.Tools)
+	}
+	var echo Echo
+	if err := json.Unmarshal(req.Echo, &echo); err != nil || echo.MCP["calculator"] != "agentd" || echo.MCP["search"] != "docs" {
+		t.Fatalf("echo %s: %v", req.Echo, err)
+	}
+	for tools, param := range map[string]string{
+		`[{"type":"mcp","server_label":"nowhere"}]`:                                  "tools[0].server_label",
+		`[{"type":"mcp","server_label":"agentd"}]`:                                   "tools[0].allowed_tools", // guarded needs approval
+		`[{"type":"mcp","server_label":"agentd","allowed_tools":["nope"]}]`:          "tools[0].allowed_tools",
+		`[{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp"}]`: "tools[0].server_url",
+		`[{"type":"mcp","server_label":"docs","require_approval":"always"}]`:         "tools[0].require_approval",
+		`[{"type":"web_search"}]`:                                                    "tools[0].type",
+	} {
+		_, err := spec(tools)
+		var fe *runspec.FieldError
+		if !errors.As(err, &fe) || fe.Field != param {
+			t.Errorf("%s: %v, want an error about %s", tools, err, param)
+		}
+	}
+
+	run := testRun()
+	run.Params.Echo = req.Echo
+	evs := append(append([]agentd.Event{}, answered[:3]...),
+		ev(4, agentd.EventMessageCompleted, 1, `{"content":[{"type":"tool_call","id":"c1","name":"calculator","arguments":"{}"}],
+			"finish_reason":"tool_calls","message_id":"m","role":"assistant","usage":{}}`),
+		ev(5, agentd.EventToolCallCreated, 1, `{"arguments":{"expression":"6*7"},"call_id":"c1","effect":"read_only","idempotency_key":"k",
+			"name":"calculator","status":"planned","tool_call_id":"t1"}`),
+		ev(6, agentd.EventToolCallCompleted, 1, `{"result":{"result":42},"status":"succeeded","tool_call_id":"t1"}`),
+		ev(7, agentd.EventRunCompleted, 1, `{"output_text":"","reason":"completed","status":"completed"}`))
+	out, _ := encode(run, -1, evs)
+	types, data := sse(t, out)
+	want := "response.created response.in_progress response.output_item.added response.mcp_call.in_progress " +
+		"response.mcp_call_arguments.done response.mcp_call.completed response.output_item.done response.completed"
+	if got := strings.Join(types, " "); got != want {
+		t.Fatalf("events:\n%s\nwant\n%s", got, want)
+	}
+	item := data[6]["item"].(map[string]any)
+	if item["type"] != "mcp_call" || item["server_label"] != "agentd" || item["output"] != `{"result":42}` || item["status"] != "completed" {
+		t.Fatalf("the mcp_call item: %v", item)
 	}
 }

@@ -263,6 +263,28 @@ func (r *Registry) List() []Spec {
 	return specs
 }
 
+// Labelled returns the names of the tools of label, sorted: those of the
+// source (an MCP server) of that name, or, for label "" , the fixed tools
+// (built-ins and the tools file's). ok is false for a label that names no
+// source now.
+func (r *Registry) Labelled(label string) (names []string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if label == "" {
+		for n := range r.fixed {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return names, true
+	}
+	entries, ok := r.sources[label]
+	for n := range entries {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, ok
+}
+
 // Names returns the names of all tools, sorted.
 func (r *Registry) Names() []string { return slices.Clone(r.snap.Load().names) }
 

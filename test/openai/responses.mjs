@@ -140,6 +140,24 @@ const scenarios = {
       b: b.output_text, items: items.map((i) => ({ id: i.id, type: i.type, role: i.role, text: i.content?.[0]?.text })),
       one: { id: one.id, role: one.role }, updated: updated.metadata, got: got.metadata, deleted: del, after, seeded };
   },
+  // mcp: agentd's own tools offered as an mcp tool (server_label agentd):
+  // the call runs inside the response, as an mcp_call item.
+  async mcp() {
+    const tools = [{ type: 'mcp', server_label: 'agentd', allowed_tools: ['calculator'], require_approval: 'never' }];
+    const input = '/call calculator {"expression":"6*7"}\n/say The answer is 42.';
+    const r = await client.responses.create({ model: 'fake', tools, input });
+    const s = await client.responses.create({ model: 'fake', tools, input, stream: true });
+    const ev = await events(s);
+    let unknown = null;
+    try {
+      await client.responses.create({ model: 'fake', input, tools: [{ type: 'mcp', server_label: 'nowhere' }] });
+    } catch (err) {
+      unknown = failure(err);
+    }
+    return { status: r.status, output_text: r.output_text,
+      items: r.output.map((i) => ({ type: i.type, name: i.name, server_label: i.server_label, output: i.output, status: i.status })),
+      types: ev.types, text: ev.text, unknown };
+  },
   // remove: delete a response, then retrieve it.
   async remove() {
     const r = await client.responses.create({ model: 'fake', input: 'to be deleted' });
