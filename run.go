@@ -155,6 +155,10 @@ type RunParams struct {
 	// CompactAt, when set, replaces the model profile's compact_at for this
 	// run: the fraction of the window past which older turns are compacted.
 	CompactAt float64 `json:"compact_at,omitempty"`
+	// NoCompaction: the run never compacts its conversation; one that
+	// outgrows the model's window fails (context_overflow), as the
+	// Responses API's truncation: disabled asks.
+	NoCompaction bool `json:"no_compaction,omitempty"`
 	// ClientTools are tools the client runs: their calls wait for its
 	// outputs (requires_action client_tool_calls).
 	ClientTools []ClientTool `json:"client_tools,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -414,5 +415,47 @@ func TestOpenAIGoSDK(t *testing.T) {
 	contiguous(t, seqs, 4)
 	if len(seqs) == 0 || int64(seqs[len(seqs)-1]) != n-1 {
 		t.Fatalf("GetStreaming after 3: %v, want 4 to %d", seqs, n-1)
+	}
+}
+
+// TestOpenAITruncation: a conversation that outgrows its model's window (the
+// fake model's fake-4k: 4,096 tokens) goes on with truncation auto, which
+// is agentd's compaction, and fails with OpenAI's context error with
+// truncation disabled.
+func TestOpenAITruncation(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, nil)
+	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("local"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	turns := func(truncation responses.ResponseNewParamsTruncation) (completed int, last *responses.Response) {
+		t.Helper()
+		prev := ""
+		for n := range 8 {
+			p := responses.ResponseNewParams{Model: "fake-4k", Truncation: truncation,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(
+					fmt.Sprintf("turn %d: %s\n/say noted", n, strings.Repeat("lorem ipsum ", 230)))}}
+			if prev != "" {
+				p.PreviousResponseID = openai.String(prev)
+			}
+			r, err := client.Responses.New(ctx, p)
+			if err != nil {
+				t.Fatalf("turn %d: %v", n, err)
+			}
+			if r.Status != responses.ResponseStatusCompleted {
+				return completed, r
+			}
+			completed++
+			prev = r.ID
+		}
+		return completed, nil
+	}
+	if n, failed := turns(responses.ResponseNewParamsTruncationAuto); failed != nil {
+		t.Fatalf("with truncation auto, turn %d ended %s: %+v", n, failed.Status, failed.Error)
+	}
+	n, failed := turns(responses.ResponseNewParamsTruncationDisabled)
+	if failed == nil || failed.Status != responses.ResponseStatusFailed || string(failed.Error.Code) != "context_length_exceeded" ||
+		failed.Truncation != responses.ResponseTruncationDisabled {
+		t.Fatalf("with truncation disabled, %d turns completed, then %+v", n, failed)
 	}
 }

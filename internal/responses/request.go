@@ -223,6 +223,7 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 		reject := string(agentd.IfBusyReject)
 		req.IfBusy = &reject
 	}
+	req.NoCompaction = r.Truncation != nil && *r.Truncation == "disabled"
 	if req.Sampling, err = r.sampling(); err != nil {
 		return req, err
 	}
@@ -264,8 +265,8 @@ func (r Request) unsupported() error {
 	if r.TopLogprobs != nil && *r.TopLogprobs != 0 {
 		return field("top_logprobs", "log probabilities are not supported")
 	}
-	if r.Truncation != nil && *r.Truncation != "auto" {
-		return field("truncation", `must be "auto": agentd compacts a conversation that outgrows the model's window`)
+	if r.Truncation != nil && *r.Truncation != "auto" && *r.Truncation != "disabled" {
+		return field("truncation", `must be "auto" (agentd compacts a conversation that outgrows the model's window) or "disabled"`)
 	}
 	if r.Text != nil && r.Text.Verbosity != nil && *r.Text.Verbosity != "medium" {
 		return field("text.verbosity", `must be "medium"`)
@@ -437,6 +438,9 @@ func (r Request) sampling() (*runspec.Sampling, error) {
 func (r Request) echo() (Echo, error) {
 	e := Echo{Background: r.InBackground(), Conversation: len(r.Conversation) > 0 && string(r.Conversation) != "null",
 		Truncation: "auto"}
+	if r.Truncation != nil && *r.Truncation == "disabled" {
+		e.Truncation = "disabled"
+	}
 	if r.PreviousResponseID != nil {
 		e.PreviousResponseID = *r.PreviousResponseID
 	}

@@ -246,7 +246,7 @@ func TestDecode(t *testing.T) {
 		`{"input":"x","tools":[{"type":"function","name":"f","bogus":1}]}`:            "tools[0].bogus",
 		`{"input":"x","tool_choice":"required"}`:                                      "tool_choice",
 		`{"input":"x","include":["reasoning.encrypted_content"]}`:                     "include",
-		`{"input":"x","truncation":"disabled"}`:                                       "truncation",
+		`{"input":"x","truncation":"never"}`:                                          "truncation",
 		`{"input":"x","background":true,"store":false}`:                               "background",
 		`{"input":"x","previous_response_id":"resp_x"}`:                               "previous_response_id",
 		`{"input":"x","temperature":"hot"}`:                                           "temperature",

@@ -28,7 +28,7 @@ var errCompactionsFailing = errors.New("compaction failed")
 // the state the step goes on with, and the messages the model is then sent.
 func (x *execution) compactIfNeeded(ctx context.Context, st agentd.RunState, step *agentd.Step) (agentd.RunState, []llm.Message, error) {
 	msgs := buildMessages(st)
-	if x.d.profiles == nil {
+	if x.d.profiles == nil || st.Run.Params.NoCompaction {
 		return st, msgs, nil
 	}
 	prof := x.d.profiles.For(st.Run.Model)

@@ -79,7 +79,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 		var me *llm.Error
 		if errors.As(err, &me) && me.Kind == llm.KindContextOverflow && ctx.Err() == nil && co.sent == 0 {
 			x.d.m.ModelRequests.WithLabelValues(string(me.Kind)).Inc()
-			if !reactive && x.d.profiles != nil {
+			if !reactive && x.d.profiles != nil && !st.Run.Params.NoCompaction {
 				// The model's window is smaller than its profile said, or the
 				// estimate was short: compact now, and ask once more.
 				reactive = true

@@ -56,6 +56,8 @@ type Request struct {
 	// ClientToolsEnd: the run ends when its model calls client tools
 	// (agentd.RunParams.ClientToolsEnd).
 	ClientToolsEnd bool
+	// NoCompaction: the run never compacts (agentd.RunParams.NoCompaction).
+	NoCompaction bool
 }
 
 // ClientTool is one of a run's client tools, as asked.
@@ -159,6 +161,7 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	}
 	p.Echo = req.Echo
 	p.ClientToolsEnd = req.ClientToolsEnd && len(p.ClientTools) > 0
+	p.NoCompaction = req.NoCompaction
 	return p, nil
 }
 
