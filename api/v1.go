@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -332,6 +333,26 @@ const (
 	maxItemLimit     = 100
 )
 
+// itemPaging reads the limit (1 to maxItemLimit, default 20) and order
+// ("asc" or "desc", by default "desc") of a page of items, as OpenAI's
+// lists take them.
+func itemPaging(q url.Values) (limit int, order string, err error) {
+	limit = defaultItemLimit
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxItemLimit {
+			return 0, "", fieldError("limit", "must be between 1 and %d", maxItemLimit)
+		}
+	}
+	switch order = q.Get("order"); order {
+	case "":
+		order = "desc"
+	case "asc", "desc":
+	default:
+		return 0, "", fieldError("order", `must be "asc" or "desc"`)
+	}
+	return limit, order, nil
+}
+
 // responseInputItems answers GET /v1/responses/{id}/input_items: the
 // messages the response was given, a page at a time (after, before,
 // limit, order: desc by default, as OpenAI's).
@@ -341,19 +362,9 @@ func (s *server) responseInputItems(w http.ResponseWriter, r *http.Request) erro
 		return err
 	}
 	q := r.URL.Query()
-	limit := defaultItemLimit
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxItemLimit {
-			return fieldError("limit", "must be between 1 and %d", maxItemLimit)
-		}
-	}
-	order := q.Get("order")
-	switch order {
-	case "":
-		order = "desc"
-	case "asc", "desc":
-	default:
-		return fieldError("order", `must be "asc" or "desc"`)
+	limit, order, err := itemPaging(q)
+	if err != nil {
+		return err
 	}
 	var items []responses.Item
 	for after := 0; ; {

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -129,19 +128,9 @@ func (s *server) v1ConversationItems(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	q := r.URL.Query()
-	limit := defaultItemLimit
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxItemLimit {
-			return fieldError("limit", "must be between 1 and %d", maxItemLimit)
-		}
-	}
-	order := q.Get("order")
-	switch order {
-	case "":
-		order = "desc"
-	case "asc", "desc":
-	default:
-		return fieldError("order", `must be "asc" or "desc"`)
+	limit, order, err := itemPaging(q)
+	if err != nil {
+		return err
 	}
 	items, err := s.conversationItems(r, c)
 	if err != nil {
