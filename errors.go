@@ -36,19 +36,14 @@ var ErrOutputsMismatch = errors.New("the outputs do not answer the client tool c
 type PendingCallsError struct {
 	Missing []string // call ids that wait for an output the input does not give
 	Unknown []string // call ids of outputs that no call waits for
-	// Misplaced: an output comes after another message of the input.
-	Misplaced bool
 }
 
 func (e *PendingCallsError) Error() string {
-	switch {
-	case len(e.Unknown) > 0:
+	if len(e.Unknown) > 0 {
 		return fmt.Sprintf("no function call of the conversation waits for an output with call id %s", e.Unknown[0])
-	case len(e.Missing) > 0:
-		return fmt.Sprintf("the conversation waits for the output of function call %s (%d in all): give each in the input",
-			e.Missing[0], len(e.Missing))
 	}
-	return "the outputs of function calls must come first in the input, before any message"
+	return fmt.Sprintf("the conversation waits for the output of function call %s (%d in all): give each in the input",
+		e.Missing[0], len(e.Missing))
 }
 
 // ErrArtifactNotFound is the ErrNotFound of an artifact.

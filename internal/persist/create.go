@@ -311,7 +311,7 @@ func (c *creation) answerPending(ctx context.Context, tx pgx.Tx) error {
 			err.Unknown = append(err.Unknown, id)
 		}
 	}
-	if len(err.Missing) > 0 || len(err.Unknown) > 0 || err.Misplaced {
+	if len(err.Missing) > 0 || len(err.Unknown) > 0 {
 		return err
 	}
 	for _, k := range pending {

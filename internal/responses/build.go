@@ -15,7 +15,6 @@ import (
 // the response object is the same whenever it is built.
 type Echo struct {
 	Background         bool              `json:"background,omitempty"`
-	NoStore            bool              `json:"no_store,omitempty"` // store: false
 	PreviousResponseID string            `json:"previous_response_id,omitempty"`
 	Conversation       bool              `json:"conversation,omitempty"` // the request named its conversation
 	User               string            `json:"user,omitempty"`
@@ -50,7 +49,7 @@ func base(run agentd.Run, createdAt int64) Response {
 	r := Response{
 		ID: ResponseID(run.ID), Object: "response", CreatedAt: createdAt, Status: StatusInProgress,
 		Background: e.Background, Model: run.Model, Output: []Item{}, ParallelToolCalls: true,
-		Reasoning: Reasoning{}, ServiceTier: "default", Store: !e.NoStore, Temperature: 1, TopP: 1,
+		Reasoning: Reasoning{}, ServiceTier: "default", Store: true, Temperature: 1, TopP: 1,
 		Text: TextConfig{Format: formatJSON(s.Format), Verbosity: "medium"}, ToolChoice: json.RawMessage(`"auto"`),
 		Tools: []json.RawMessage{}, Truncation: "auto", Metadata: map[string]string{},
 	}
@@ -166,8 +165,7 @@ func NewBuilder(run agentd.Run, emit func(typ string, v map[string]any)) *Builde
 // Response returns the response as the events read so far make it, with
 // the run's status where no terminal event was read yet.
 func (b *Builder) Response() Response {
-	r := b.resp
-	r.Output = append([]Item{}, b.resp.Output...)
+	r := b.snapshot()
 	if !b.ended {
 		switch {
 		case b.run.Status == agentd.StatusQueued && !b.started:

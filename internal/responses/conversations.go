@@ -66,7 +66,7 @@ func DecodeConversation(body []byte, create bool) (json.RawMessage, error) {
 	if !create && r.Metadata == nil {
 		return nil, field("metadata", "is required")
 	}
-	if _, err := (Request{Metadata: r.Metadata}).echo(); err != nil {
+	if err := checkMetadata(r.Metadata); err != nil {
 		return nil, err
 	}
 	if r.Metadata == nil {

@@ -461,21 +461,29 @@ func (r Request) echo() (Echo, error) {
 		}
 		*f.to = *f.v
 	}
-	if len(r.Metadata) > maxMetadataKeys {
-		return e, field("metadata", "must have at most %d keys", maxMetadataKeys)
-	}
-	for k, v := range r.Metadata {
-		if len(k) > maxMetadataKey || len(v) > maxMetadataValue {
-			return e, field("metadata", "keys must be at most %d characters and values %d", maxMetadataKey, maxMetadataValue)
-		}
-		if err := runspec.Storable("metadata", k+v); err != nil {
-			return e, err
-		}
+	if err := checkMetadata(r.Metadata); err != nil {
+		return e, err
 	}
 	if len(r.Metadata) > 0 {
 		e.Metadata = r.Metadata
 	}
 	return e, nil
+}
+
+// checkMetadata checks metadata as OpenAI bounds it.
+func checkMetadata(md map[string]string) error {
+	if len(md) > maxMetadataKeys {
+		return field("metadata", "must have at most %d keys", maxMetadataKeys)
+	}
+	for k, v := range md {
+		if len(k) > maxMetadataKey || len(v) > maxMetadataValue {
+			return field("metadata", "keys must be at most %d characters and values %d", maxMetadataKey, maxMetadataValue)
+		}
+		if err := runspec.Storable("metadata", k+v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // input reads input: a text (one user message), or a list of input
