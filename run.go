@@ -173,6 +173,10 @@ type RunParams struct {
 	// Sampling is how the model is asked to sample the run's answers; runs
 	// stored before it existed have its zero value (the model's defaults).
 	Sampling Sampling `json:"sampling,omitzero"`
+	// Unstored: the run is not kept once it ended (the Responses API's
+	// store: false): it and its conversation, which is its own, are
+	// deleted then.
+	Unstored bool `json:"unstored,omitempty"`
 	// Echo is what the door that created the run keeps of its request to
 	// answer about it later, as that door reads it (the Responses API's
 	// request fields: internal/responses.Echo); nothing for POST /runs.

@@ -91,6 +91,7 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 	if !created {
 		w.Header().Set(HeaderIdempotentReplayed, "true")
 	}
+	defer s.forgetUnstored(ctx, run)
 	if stream {
 		r, stop := s.whileAuthorized(r)
 		defer stop()
@@ -132,7 +133,7 @@ func (s *server) responseConversation(ctx context.Context, tenant string, req re
 	case prev == "":
 		return "", nil
 	}
-	run, err := s.store.RunGet(ctx, tenant, prev)
+	run, err := s.storedRun(ctx, tenant, prev)
 	if err != nil {
 		if errors.Is(err, agentd.ErrRunNotFound) {
 			return "", v1NotFound("previous_response_id", "Previous response", *req.PreviousResponseID)
@@ -162,7 +163,7 @@ func (s *server) itemResolver(ctx context.Context, tenant string) func(id string
 		}
 		resp, ok := built[runID]
 		if !ok {
-			run, err := s.store.RunGet(ctx, tenant, runID)
+			run, err := s.storedRun(ctx, tenant, runID)
 			if errors.Is(err, agentd.ErrRunNotFound) {
 				return nil, nil
 			}
@@ -197,11 +198,45 @@ func (s *server) responseRun(r *http.Request) (agentd.Run, error) {
 	if !ok {
 		return agentd.Run{}, v1NotFound("", "Response", id)
 	}
-	run, err := s.store.RunGet(r.Context(), TenantFromContext(r.Context()), runID)
+	run, err := s.storedRun(r.Context(), TenantFromContext(r.Context()), runID)
 	if errors.Is(err, agentd.ErrRunNotFound) {
 		return run, v1NotFound("", "Response", id)
 	}
 	return run, err
+}
+
+// storedRun reads a run of the tenant's that is a stored response:
+// ErrRunNotFound for one that is not kept (store: false), which no route
+// but its creation answers about, as OpenAI's does not.
+func (s *server) storedRun(ctx context.Context, tenant, runID string) (agentd.Run, error) {
+	run, err := s.store.RunGet(ctx, tenant, runID)
+	if err == nil && run.Params.Unstored {
+		return agentd.Run{}, agentd.ErrRunNotFound
+	}
+	return run, err
+}
+
+// forgetUnstored deletes a run that is not to be kept once it ended, with
+// its conversation, after its creation answered (the sweeper deletes those
+// whose answer did not finish). It is best effort: the request is over.
+func (s *server) forgetUnstored(ctx context.Context, run agentd.Run) {
+	if !run.Params.Unstored {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	run, err := s.store.RunGet(ctx, run.TenantID, run.ID)
+	if err != nil || !run.Status.Terminal() {
+		return // the sweeper deletes it once it ended
+	}
+	ids, err := s.store.ConversationDelete(ctx, run.TenantID, run.ConversationID)
+	if err != nil {
+		s.log.Warn("delete a response that is not stored", "run_id", run.ID, "error", err)
+		return
+	}
+	if f, ok := s.events.(runForgetter); ok && len(ids) > 0 {
+		f.Forget(ids...)
+	}
 }
 
 // responseGet answers GET /v1/responses/{id}: the response, or its stream

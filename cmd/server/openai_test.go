@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
@@ -270,6 +272,46 @@ func TestOpenAINodeSDK(t *testing.T) {
 		if !r.Deleted.Deleted || r.Deleted.Object != "conversation.deleted" || r.After.Class != "NotFoundError" ||
 			r.Seeded.Class != "BadRequestError" || r.Seeded.Param != "items" {
 			t.Fatalf("delete %+v, then %+v; seeded %+v", r.Deleted, r.After, r.Seeded)
+		}
+	})
+
+	t.Run("store false", func(t *testing.T) {
+		var r struct {
+			ID, Status         string
+			OutputText         string `json:"output_text"`
+			Store              bool
+			After, StreamAfter sdkError
+			Stream             struct {
+				ID, Status, Text string
+				Store            bool
+			}
+			Chained, Background sdkError
+		}
+		openaiNode(t, base, &r, "unstored")
+		if r.Status != "completed" || r.Store || r.OutputText != "Not kept." || r.After.Class != "NotFoundError" {
+			t.Fatalf("store: false, waited for: %+v", r)
+		}
+		if r.Stream.Status != "completed" || r.Stream.Store || r.Stream.Text != "Streamed, not kept." || r.StreamAfter.Class != "NotFoundError" {
+			t.Fatalf("store: false, streamed: %+v", r)
+		}
+		if r.Chained.Class != "BadRequestError" || r.Chained.Param != "store" || r.Background.Class != "BadRequestError" {
+			t.Fatalf("store: false with previous_response_id %+v, in the background %+v", r.Chained, r.Background)
+		}
+		// Gone from agentd's own API too: the run and its conversation
+		// were deleted once the answer was given.
+		for _, id := range []string{r.ID, r.Stream.ID} {
+			runID, err := uuid.Parse(strings.TrimPrefix(id, "resp_"))
+			if err != nil {
+				t.Fatalf("response id %q: %v", id, err)
+			}
+			resp, err := http.Get(base + "/runs/" + runID.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("GET /runs/%s after its unstored response: %d, want 404", runID, resp.StatusCode)
+			}
 		}
 	})
 

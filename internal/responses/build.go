@@ -49,7 +49,7 @@ func base(run agentd.Run, createdAt int64) Response {
 	r := Response{
 		ID: ResponseID(run.ID), Object: "response", CreatedAt: createdAt, Status: StatusInProgress,
 		Background: e.Background, Model: run.Model, Output: []Item{}, ParallelToolCalls: true,
-		Reasoning: Reasoning{}, ServiceTier: "default", Store: true, Temperature: 1, TopP: 1,
+		Reasoning: Reasoning{}, ServiceTier: "default", Store: !run.Params.Unstored, Temperature: 1, TopP: 1,
 		Text: TextConfig{Format: formatJSON(s.Format), Verbosity: "medium"}, ToolChoice: json.RawMessage(`"auto"`),
 		Tools: []json.RawMessage{}, Truncation: "auto", Metadata: map[string]string{},
 	}

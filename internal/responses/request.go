@@ -163,6 +163,10 @@ func (r Request) PreviousRunID() (string, error) {
 	return id, nil
 }
 
+// Stored reports whether the response is to be kept once it ended (store,
+// true by default).
+func (r Request) Stored() bool { return r.Store == nil || *r.Store }
+
 // ConversationRunID returns agentd's conversation of the request's
 // conversation (a conv_ id, or {"id": ...}); "" when none.
 func (r Request) ConversationRunID() (string, error) {
@@ -224,6 +228,7 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 		req.IfBusy = &reject
 	}
 	req.NoCompaction = r.Truncation != nil && *r.Truncation == "disabled"
+	req.Unstored = !r.Stored()
 	if req.Sampling, err = r.sampling(); err != nil {
 		return req, err
 	}
@@ -274,8 +279,9 @@ func (r Request) unsupported() error {
 	if r.InBackground() && r.Store != nil && !*r.Store {
 		return field("background", "a background response must be stored (store: true)")
 	}
-	if r.Store != nil && !*r.Store {
-		return field("store", "responses are always stored by agentd (store: false is not supported yet)")
+	if !r.Stored() && (r.PreviousResponseID != nil || (len(r.Conversation) > 0 && string(r.Conversation) != "null")) {
+		return field("store", "a response that is not stored cannot continue a conversation here (agentd's conversations are "+
+			"kept whole): give the whole history as input, or store the response")
 	}
 	return nil
 }
@@ -768,7 +774,7 @@ func contentText(name string, raw json.RawMessage, role agentd.Role) (string, er
 // Param is the name, in a response request, of a field runspec names as
 // POST /runs does (sampling.temperature is temperature here).
 func Param(field string) string {
-	for _, m := range [][2]string{{"sampling.format", "text.format"}, {"sampling.", ""}, {"client_tools", "tools"}} {
+	for _, m := range [][2]string{{"sampling.format", "text.format"}, {"sampling.", ""}, {"client_tools", "tools"}, {"unstored", "store"}} {
 		if rest, ok := strings.CutPrefix(field, m[0]); ok {
 			return m[1] + rest
 		}

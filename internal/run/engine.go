@@ -30,6 +30,7 @@ type Store interface {
 	RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error)
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	RunsSweep(ctx context.Context, limit int) (int, error)
+	UnstoredPurge(ctx context.Context, grace time.Duration, limit int) ([]string, error)
 
 	// The commands of the Service; see persist.Store for their errors.
 	RunCancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)
@@ -329,8 +330,14 @@ func (e *Engine) kickQueue() {
 	}
 }
 
+// unstoredGrace is how long an ended run that is not to be kept
+// (RunParams.Unstored) may wait for its door to delete it, as it does once
+// it has answered, before the sweeper does.
+const unstoredGrace = time.Minute
+
 // sweep times out, now and then, the runs that wait for a client past their
-// deadline, so that every accepted run ends.
+// deadline, so that every accepted run ends; and deletes the ended runs
+// that are not to be kept.
 func (e *Engine) sweep() {
 	t := time.NewTicker(e.cfg.SweepInterval)
 	defer t.Stop()
@@ -349,6 +356,15 @@ func (e *Engine) sweep() {
 		case n > 0:
 			e.m.RunsEnded.WithLabelValues(string(agentd.StatusTimedOut), string(agentd.ReasonTimedOutTotal)).Add(float64(n))
 			e.log.Info("timed out runs that waited for a client past their deadline", "runs", n)
+		}
+		ctx, cancel = context.WithTimeout(e.claiming, 10*time.Second)
+		ids, err := e.cfg.Store.UnstoredPurge(ctx, unstoredGrace, 100)
+		cancel()
+		switch {
+		case err != nil && e.claiming.Err() == nil:
+			e.log.Warn("delete ended runs that are not kept", "error", err)
+		case len(ids) > 0:
+			e.log.Info("deleted ended runs that are not kept", "runs", len(ids))
 		}
 	}
 }

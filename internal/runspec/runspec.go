@@ -58,6 +58,9 @@ type Request struct {
 	ClientToolsEnd bool
 	// NoCompaction: the run never compacts (agentd.RunParams.NoCompaction).
 	NoCompaction bool
+	// Unstored: the run is deleted once it ended (agentd.RunParams.Unstored);
+	// only in a new conversation.
+	Unstored bool
 }
 
 // ClientTool is one of a run's client tools, as asked.
@@ -162,6 +165,10 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	p.Echo = req.Echo
 	p.ClientToolsEnd = req.ClientToolsEnd && len(p.ClientTools) > 0
 	p.NoCompaction = req.NoCompaction
+	if req.Unstored && req.ConversationID != "" {
+		return p, fieldError("unstored", "a run that is not kept starts a conversation of its own")
+	}
+	p.Unstored = req.Unstored
 	return p, nil
 }
 

@@ -158,6 +158,37 @@ const scenarios = {
       items: r.output.map((i) => ({ type: i.type, name: i.name, server_label: i.server_label, output: i.output, status: i.status })),
       types: ev.types, text: ev.text, unknown };
   },
+  // unstored: responses with store: false, waited for and streamed, are
+  // answered and then gone; one cannot continue a conversation.
+  async unstored() {
+    const gone = async (id) => {
+      try {
+        await client.responses.retrieve(id);
+        return null;
+      } catch (err) {
+        return failure(err);
+      }
+    };
+    const r = await client.responses.create({ model: 'fake', input: '/say Not kept.', store: false });
+    const s = await client.responses.create({ model: 'fake', input: '/say Streamed, not kept.', store: false, stream: true });
+    const ev = await events(s);
+    let chained = null;
+    try {
+      const a = await client.responses.create({ model: 'fake', input: 'kept' });
+      await client.responses.create({ model: 'fake', input: 'x', store: false, previous_response_id: a.id });
+    } catch (err) {
+      chained = failure(err);
+    }
+    let background = null;
+    try {
+      await client.responses.create({ model: 'fake', input: 'x', store: false, background: true });
+    } catch (err) {
+      background = failure(err);
+    }
+    return { id: r.id, status: r.status, store: r.store, output_text: r.output_text, after: await gone(r.id),
+      stream: { id: ev.final?.id, status: ev.final?.status, store: ev.final?.store, text: ev.text },
+      streamAfter: await gone(ev.final?.id), chained, background };
+  },
   // remove: delete a response, then retrieve it.
   async remove() {
     const r = await client.responses.create({ model: 'fake', input: 'to be deleted' });
