@@ -36,9 +36,25 @@ var ErrOutputsMismatch = errors.New("the outputs do not answer the client tool c
 type PendingCallsError struct {
 	Missing []string // call ids that wait for an output the input does not give
 	Unknown []string // call ids of outputs that no call waits for
+	// The same for the calls that wait for an approval
+	// (RunParams.Approvals), by their tool call ids.
+	MissingApprovals []string
+	UnknownApprovals []string
+}
+
+// Empty reports whether the input answers what waits, and nothing else.
+func (e *PendingCallsError) Empty() bool {
+	return len(e.Missing)+len(e.Unknown)+len(e.MissingApprovals)+len(e.UnknownApprovals) == 0
 }
 
 func (e *PendingCallsError) Error() string {
+	switch {
+	case len(e.UnknownApprovals) > 0:
+		return fmt.Sprintf("no tool call of the conversation waits for an approval with id %s (or it is decided twice)", e.UnknownApprovals[0])
+	case len(e.MissingApprovals) > 0 && len(e.Missing)+len(e.Unknown) == 0:
+		return fmt.Sprintf("the conversation waits for a decision on the approval of tool call %s (%d in all): give each",
+			e.MissingApprovals[0], len(e.MissingApprovals))
+	}
 	if len(e.Unknown) > 0 {
 		return fmt.Sprintf("no function call of the conversation waits for an output with call id %s", e.Unknown[0])
 	}

@@ -103,7 +103,8 @@ func Resolve(s RunStatus, action RequiredAction, p ActionParams, resolvedBy stri
 		return Resolution{From: CallAwaitingApproval, To: CallPlanned,
 			Event: ToolCallApprovedData{Actor: p.Actor, ResolvedBy: resolvedBy, Status: CallPlanned, ToolCallID: id}}, nil
 	case DecisionReject:
-		e := &ErrorDetail{Kind: kind(ToolErrRejected), Message: cmp.Or(p.Message, "the call was rejected by the client")}
+		e := Rejection(p.Message)
+		e.Kind = kind(ToolErrRejected)
 		return Resolution{From: CallAwaitingApproval, To: CallRejected, Error: e,
 			Event: ToolCallCompletedData{Actor: p.Actor, Error: e, ResolvedBy: resolvedBy, Status: CallRejected, ToolCallID: id}}, nil
 	case DecisionResult:
@@ -118,6 +119,12 @@ func Resolve(s RunStatus, action RequiredAction, p ActionParams, resolvedBy stri
 			Event: ToolCallRetryAllowedData{Actor: p.Actor, ResolvedBy: resolvedBy, Retry: true, Status: CallRunning, ToolCallID: id}}, nil
 	}
 	return Resolution{}, fmt.Errorf("unknown decision %q", p.Decision)
+}
+
+// Rejection is the error of a call a client rejected, with its reason
+// (none: a default one).
+func Rejection(reason string) *ErrorDetail {
+	return &ErrorDetail{Kind: ToolErrRejected, Message: cmp.Or(reason, "the call was rejected by the client")}
 }
 
 // Answers checks that decision p answers what a run in status s waits

@@ -167,6 +167,14 @@ type RunParams struct {
 	// run of its conversation brings their outputs as its input, as the
 	// Responses API's function tools do.
 	ClientToolsEnd bool `json:"client_tools_end,omitempty"`
+	// ApprovalTools are tools whose calls wait for a client's approval in
+	// this run, beyond those its operator marks (tools.Spec.NeedsApproval).
+	ApprovalTools []string `json:"approval_tools,omitempty"`
+	// Approvals are the client's decisions on the calls that its
+	// conversation's previous run ended at waiting for approval
+	// (ClientToolsEnd): the run makes the approved calls, and gives the
+	// model the rejections, before it asks the model anything.
+	Approvals []ApprovalDecision `json:"approvals,omitempty"`
 	// TraceParent is the W3C trace context of the request that created the
 	// run, when tracing is on: the run's executions join that trace.
 	TraceParent string `json:"trace_parent,omitempty"`
@@ -181,6 +189,21 @@ type RunParams struct {
 	// answer about it later, as that door reads it (the Responses API's
 	// request fields: internal/responses.Echo); nothing for POST /runs.
 	Echo json.RawMessage `json:"echo,omitempty"`
+}
+
+// ApprovalDecision is a client's decision on a call that waits for its
+// approval in a run that ended there (RunParams.Approvals). The creation
+// of the run that carries it fills in the call as it was planned.
+type ApprovalDecision struct {
+	ToolCallID string `json:"tool_call_id"`
+	Approve    bool   `json:"approve"`
+	Reason     string `json:"reason,omitempty"`
+
+	CallID         string          `json:"call_id,omitempty"`
+	Name           string          `json:"name,omitempty"`
+	Arguments      json.RawMessage `json:"arguments,omitempty"`
+	Effect         Effect          `json:"effect,omitempty"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
 }
 
 // Sampling is how the model is asked to sample a run's answers; a zero field leaves the model's default.

@@ -84,6 +84,9 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	run, created, err := s.create(w, ctx, newRun(ctx, spec, key, fp))
+	if pe := (*agentd.PendingCallsError)(nil); errors.As(err, &pe) {
+		return responses.PendingError(pe)
+	}
 	if err != nil {
 		return err
 	}
@@ -401,14 +404,27 @@ func (s *server) responseInputItems(w http.ResponseWriter, r *http.Request) erro
 	if err != nil {
 		return err
 	}
-	var items []responses.Item
-	for after := 0; ; {
+	// The run's input is its messages before its first answer, but for
+	// the results of the calls its approvals decided, which it made.
+	items := responses.ApprovalItems(run)
+	decided := map[string]bool{}
+	for _, d := range run.Params.Approvals {
+		decided[d.CallID] = true
+	}
+	answered := false
+	for after := 0; !answered; {
 		msgs, err := s.store.MessagesList(r.Context(), run.ConversationID, after, 500)
 		if err != nil {
 			return err
 		}
 		for _, m := range msgs {
-			if m.RunID == run.ID && (m.Role == agentd.RoleUser || m.Role == agentd.RoleSystem || m.Role == agentd.RoleTool) {
+			if m.RunID != run.ID {
+				continue
+			}
+			if answered = m.Role == agentd.RoleAssistant; answered {
+				break
+			}
+			if m.Role != agentd.RoleTool || !decided[responses.ResultCallID(m)] {
 				items = append(items, responses.InputItem(m))
 			}
 		}

@@ -275,6 +275,59 @@ func TestOpenAINodeSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("approvals", func(t *testing.T) {
+		type item struct {
+			Type, ID, Name, Status, Arguments, Output string
+			ServerLabel                               string `json:"server_label"`
+			Error                                     json.RawMessage
+		}
+		type response struct {
+			ID, Status string
+			OutputText string `json:"output_text"`
+			Items      []item
+		}
+		var r struct {
+			A, B, C, D       response
+			Undecided, Twice sdkError
+			Types            []string
+			Text             string
+			Items            []struct {
+				Type              string
+				ApprovalRequestID string `json:"approval_request_id"`
+				Approve           bool
+			}
+		}
+		openaiNode(t, base, &r, "approvals")
+		if r.A.Status != "completed" || len(r.A.Items) != 1 {
+			t.Fatalf("the response that asks for an approval: %+v", r.A)
+		}
+		req := r.A.Items[0]
+		if req.Type != "mcp_approval_request" || !strings.HasPrefix(req.ID, "mcpr_") || req.Name != "calculator" ||
+			req.ServerLabel != "agentd" || req.Arguments != `{"expression":"6*7"}` {
+			t.Fatalf("the approval request: %+v", req)
+		}
+		if r.Undecided.Class != "BadRequestError" || r.Undecided.Param != "input" || !strings.Contains(r.Undecided.Message, req.ID) {
+			t.Fatalf("a continuation that does not decide it: %+v", r.Undecided)
+		}
+		if r.B.Status != "completed" || r.B.OutputText != "The answer is 42." || len(r.B.Items) != 2 ||
+			r.B.Items[0].Type != "mcp_call" || r.B.Items[0].Status != "completed" || !strings.Contains(r.B.Items[0].Output, "42") {
+			t.Fatalf("the approved call's response: %+v", r.B)
+		}
+		if !slices.Contains(r.Types, "response.mcp_call.completed") || r.Text != "The answer is 42." {
+			t.Fatalf("its stream: %v %q", r.Types, r.Text)
+		}
+		if len(r.Items) != 1 || r.Items[0].Type != "mcp_approval_response" || r.Items[0].ApprovalRequestID != req.ID || !r.Items[0].Approve {
+			t.Fatalf("its input items: %+v", r.Items)
+		}
+		if r.Twice.Class != "BadRequestError" || !strings.Contains(r.Twice.Message, req.ID) {
+			t.Fatalf("the same approval again: %+v", r.Twice)
+		}
+		if len(r.D.Items) == 0 || r.D.Items[0].Type != "mcp_call" || r.D.Items[0].Status != "failed" ||
+			!strings.Contains(string(r.D.Items[0].Error), "not today") {
+			t.Fatalf("the rejected call's response: %+v", r.D)
+		}
+	})
+
 	t.Run("store false", func(t *testing.T) {
 		var r struct {
 			ID, Status         string

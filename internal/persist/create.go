@@ -254,8 +254,9 @@ func (c *creation) makeRoom(ctx context.Context, tx pgx.Tx) (room, error) {
 // answerPending checks that the run's input answers the client tool calls
 // that its conversation's previous run ended at (ReasonClientToolCalls),
 // each once, before any other message, and records each answer on its call
-// (succeeded, with the output as its result, decided by the run's actor).
-// Without a transaction (a new conversation), nothing waits: an output in
+// (succeeded, with the output as its result, decided by the run's actor);
+// and the same of the calls that wait for an approval, which the run's
+// approvals decide (decideApprovals). Without a transaction (a new conversation), nothing waits: an output in
 // the input answers nothing.
 func (c *creation) answerPending(ctx context.Context, tx pgx.Tx) error {
 	outputs := map[string]string{}
@@ -311,8 +312,17 @@ func (c *creation) answerPending(ctx context.Context, tx pgx.Tx) error {
 			err.Unknown = append(err.Unknown, id)
 		}
 	}
-	if len(err.Missing) > 0 || len(err.Unknown) > 0 {
+	decided, derr := c.decideApprovals(ctx, tx, err)
+	if derr != nil {
+		return derr
+	}
+	if !err.Empty() {
 		return err
+	}
+	if len(decided) > 0 {
+		if rerr := c.recordApprovals(ctx, tx, decided); rerr != nil {
+			return rerr
+		}
 	}
 	for _, k := range pending {
 		result, jerr := json.Marshal(outputs[k.callID])

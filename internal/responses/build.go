@@ -267,6 +267,18 @@ func (b *Builder) Add(ev agentd.Event) {
 		if !ok || b.calls[d.ToolCallID] != nil {
 			return
 		}
+		if d.Status == agentd.CallAwaitingApproval {
+			// The response ends at it (the run's ClientToolsEnd); the next
+			// request decides it with an mcp_approval_response item.
+			it := Item{ID: ApprovalRequestID(d.ToolCallID), Type: ItemMCPApprovalRequest, ServerLabel: label, Name: d.Name,
+				Arguments: ptr(string(d.Arguments))}
+			index := b.items
+			b.items++
+			b.event("response.output_item.added", map[string]any{"output_index": index, "item": it})
+			b.resp.Output = append(b.resp.Output, it)
+			b.event("response.output_item.done", map[string]any{"output_index": index, "item": it})
+			return
+		}
 		c := &mcpCall{index: b.items, item: Item{ID: mcpCallItemID(b.run.ID, b.items), Type: ItemMCPCall,
 			Status: StatusInProgress, ServerLabel: label, Name: d.Name, Arguments: ptr(string(d.Arguments))}}
 		b.items++

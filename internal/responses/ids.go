@@ -17,7 +17,17 @@ const (
 	// input item.
 	prefixFunctionCallOutput = "fco_"
 	prefixMCPCall            = "mcp_"
+	prefixApprovalRequest    = "mcpr_"
+	prefixApprovalResponse   = "mcpa_"
 )
+
+// ApprovalRequestID is the id of the mcp_approval_request item of the
+// tool call toolCallID, which waits for an approval.
+func ApprovalRequestID(toolCallID string) string { return prefixApprovalRequest + hexOf(toolCallID) }
+
+// ApprovalCallOf returns the tool call id of an approval request id
+// (false: not one).
+func ApprovalCallOf(id string) (string, bool) { return idOf(id, prefixApprovalRequest) }
 
 // ResponseID is the id of the response that run runID is.
 func ResponseID(runID string) string { return prefixResponse + hexOf(runID) }

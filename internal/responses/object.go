@@ -108,7 +108,7 @@ type OutputDetail struct {
 // function call or its output.
 type Item struct {
 	ID     string `json:"id"`
-	Type   string `json:"type"` // "message", "function_call", "function_call_output"
+	Type   string `json:"type"` // ItemMessage, ItemFunctionCall, ...
 	Status string `json:"status,omitempty"`
 	// A message's.
 	Role    string    `json:"role,omitempty"`
@@ -123,6 +123,11 @@ type Item struct {
 	// server_label, and its error when it failed.
 	ServerLabel string          `json:"server_label,omitempty"`
 	Error       json.RawMessage `json:"error,omitempty"`
+	// An mcp_approval_response's (an input item): the decision on an
+	// mcp_approval_request.
+	ApprovalRequestID string  `json:"approval_request_id,omitempty"`
+	Approve           *bool   `json:"approve,omitempty"`
+	Reason            *string `json:"reason,omitempty"`
 }
 
 // Item types.
@@ -131,6 +136,10 @@ const (
 	ItemFunctionCall       = "function_call"
 	ItemFunctionCallOutput = "function_call_output"
 	ItemMCPCall            = "mcp_call"
+	// A call of one of the operator's tools that waits for the client's
+	// approval, and the input item that decides it.
+	ItemMCPApprovalRequest  = "mcp_approval_request"
+	ItemMCPApprovalResponse = "mcp_approval_response"
 )
 
 // Content is a part of a message: output_text of an answer, input_text of
@@ -177,6 +186,31 @@ func InputItem(m agentd.Message) Item {
 	role := string(m.Role)
 	return Item{ID: prefixMessage + hexOf(m.ID), Type: ItemMessage, Status: StatusCompleted, Role: role,
 		Content: []Content{{Type: "input_text", Text: agentd.TextOf(m.Content)}}}
+}
+
+// ApprovalItems are the mcp_approval_response items of a run's input: the
+// decisions it brought (agentd.RunParams.Approvals).
+func ApprovalItems(run agentd.Run) []Item {
+	items := make([]Item, 0, len(run.Params.Approvals))
+	for _, d := range run.Params.Approvals {
+		it := Item{ID: prefixApprovalResponse + hexOf(d.ToolCallID), Type: ItemMCPApprovalResponse,
+			ApprovalRequestID: ApprovalRequestID(d.ToolCallID), Approve: ptr(d.Approve)}
+		if d.Reason != "" {
+			it.Reason = ptr(d.Reason)
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// ResultCallID is the call id that a tool message answers ("" for none).
+func ResultCallID(m agentd.Message) string {
+	for _, p := range m.Content {
+		if p.Type == agentd.PartToolResult {
+			return p.ToolCallID
+		}
+	}
+	return ""
 }
 
 // Page is a page of items (given oldest first) in order ("asc" or

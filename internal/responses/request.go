@@ -197,7 +197,7 @@ func (r Request) ConversationRunID() (string, error) {
 func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	req := runspec.Request{ConversationID: conversationID, Model: r.Model, Instructions: r.Instructions}
 	var err error
-	if req.Input, req.InputText, err = r.input(); err != nil {
+	if req.Input, req.InputText, req.Approvals, err = r.input(); err != nil {
 		return req, err
 	}
 	if err := r.unsupported(); err != nil {
@@ -205,14 +205,17 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	}
 	none := []string{}
 	req.Tools = &none // the operator's tools only when asked for (mcp tools)
-	fns, echoed, mcp, err := r.functionTools()
+	fns, echoed, mcp, approve, err := r.functionTools()
 	if err != nil {
 		return req, err
 	}
+	req.ApprovalTools = approve
 	if len(fns) > 0 {
 		req.ClientTools = &fns
-		req.ClientToolsEnd = true // a response ends at its function calls
 	}
+	// A response ends at its function calls, and at the calls that wait
+	// for the client's approval.
+	req.ClientToolsEnd = true
 	if len(mcp) > 0 {
 		names := make([]string, 0, len(mcp))
 		for name := range mcp {
@@ -289,29 +292,28 @@ func (r Request) unsupported() error {
 // functionTools reads tools: function tools, which are agentd's client
 // tools, mcp tools, which name the operator's tools the run may call (by
 // name, with their server_label), and what the response echoes of them.
-func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, map[string]string, error) {
+func (r Request) functionTools() (fns []runspec.ClientTool, echoed []json.RawMessage, mcp map[string]string, approve []string, err error) {
 	if len(r.Tools) == 0 || string(r.Tools) == "null" {
-		return nil, []json.RawMessage{}, nil, nil
+		return nil, []json.RawMessage{}, nil, nil, nil
 	}
 	var raw []json.RawMessage
 	if err := json.Unmarshal(r.Tools, &raw); err != nil {
-		return nil, nil, nil, field("tools", "must be a list of tools")
+		return nil, nil, nil, nil, field("tools", "must be a list of tools")
 	}
-	fns := make([]runspec.ClientTool, 0, len(raw))
-	echoed := make([]json.RawMessage, 0, len(raw))
-	var mcp map[string]string
+	fns = make([]runspec.ClientTool, 0, len(raw))
+	echoed = make([]json.RawMessage, 0, len(raw))
 	for i, t := range raw {
 		name := fmt.Sprintf("tools[%d]", i)
 		var probe struct {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(t, &probe); err != nil {
-			return nil, nil, nil, field(name, "must be a tool (an object)")
+			return nil, nil, nil, nil, field(name, "must be a tool (an object)")
 		}
 		if probe.Type == "mcp" {
-			names, label, e, err := r.mcpTool(name, t)
+			names, needs, label, e, err := r.mcpTool(name, t)
 			if err != nil {
-				return nil, nil, nil, err
+				return nil, nil, nil, nil, err
 			}
 			if mcp == nil {
 				mcp = map[string]string{}
@@ -319,11 +321,12 @@ func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, map[s
 			for _, n := range names {
 				mcp[n] = label
 			}
+			approve = append(approve, needs...)
 			echoed = append(echoed, e)
 			continue
 		}
 		if probe.Type != "function" {
-			return nil, nil, nil, field(name+".type", "%q tools are not supported by this server: function and mcp tools only", probe.Type)
+			return nil, nil, nil, nil, field(name+".type", "%q tools are not supported by this server: function and mcp tools only", probe.Type)
 		}
 		var fn struct {
 			Type        string          `json:"type"`
@@ -333,7 +336,7 @@ func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, map[s
 			Strict      *bool           `json:"strict"`
 		}
 		if err := strict(t, &fn); err != nil {
-			return nil, nil, nil, decodeItemError(name, err)
+			return nil, nil, nil, nil, decodeItemError(name, err)
 		}
 		fns = append(fns, runspec.ClientTool{Name: fn.Name, Description: fn.Description, Parameters: fn.Parameters})
 		e := map[string]any{"type": "function", "name": fn.Name, "description": fn.Description,
@@ -343,19 +346,21 @@ func (r Request) functionTools() ([]runspec.ClientTool, []json.RawMessage, map[s
 		}
 		b, err := json.Marshal(e)
 		if err != nil {
-			return nil, nil, nil, field(name, "is not valid JSON")
+			return nil, nil, nil, nil, field(name, "is not valid JSON")
 		}
 		echoed = append(echoed, b)
 	}
-	return fns, echoed, mcp, nil
+	return fns, echoed, mcp, approve, nil
 }
 
 // mcpTool reads an mcp tool: the operator's tools of its server_label
 // (LabelAgentd: agentd's own) that allowed_tools keeps, which the run may
-// call through its ledger, and what the response echoes of it. agentd
-// connects only to the MCP servers its operator configured, and asks for
-// no approvals here: a tool that needs one is refused.
-func (r Request) mcpTool(name string, raw json.RawMessage) (names []string, label string, echo json.RawMessage, err error) {
+// call through its ledger, those of them whose calls wait for the
+// client's approval (require_approval, "always" unless it says otherwise,
+// as OpenAI's; and always a tool its operator marked so), and what the
+// response echoes of it. agentd connects only to the MCP servers its
+// operator configured.
+func (r Request) mcpTool(name string, raw json.RawMessage) (names, approve []string, label string, echo json.RawMessage, err error) {
 	var t struct {
 		Type              string          `json:"type"`
 		ServerLabel       string          `json:"server_label"`
@@ -368,17 +373,15 @@ func (r Request) mcpTool(name string, raw json.RawMessage) (names []string, labe
 		RequireApproval   json.RawMessage `json:"require_approval"`
 	}
 	if err := strict(raw, &t); err != nil {
-		return nil, "", nil, decodeItemError(name, err)
+		return nil, nil, "", nil, decodeItemError(name, err)
 	}
 	switch {
 	case t.ServerURL != nil || t.ConnectorID != nil || t.Authorization != nil || (len(t.Headers) > 0 && string(t.Headers) != "null"):
-		return nil, "", nil, field(name+".server_url", "agentd calls only the MCP servers its operator configured: name one by server_label")
+		return nil, nil, "", nil, field(name+".server_url", "agentd calls only the MCP servers its operator configured: name one by server_label")
 	case t.ServerLabel == "":
-		return nil, "", nil, field(name+".server_label", "is required: a configured MCP server, or %q for agentd's own tools", LabelAgentd)
-	case len(t.RequireApproval) > 0 && string(t.RequireApproval) != "null" && string(t.RequireApproval) != `"never"`:
-		return nil, "", nil, field(name+".require_approval", `must be "never": approvals are not supported on /v1/responses yet`)
+		return nil, nil, "", nil, field(name+".server_label", "is required: a configured MCP server, or %q for agentd's own tools", LabelAgentd)
 	case r.Labelled == nil:
-		return nil, "", nil, field(name+".server_label", "this server has no tools")
+		return nil, nil, "", nil, field(name+".server_label", "this server has no tools")
 	}
 	source := t.ServerLabel
 	if source == LabelAgentd {
@@ -386,7 +389,7 @@ func (r Request) mcpTool(name string, raw json.RawMessage) (names []string, labe
 	}
 	all, ok := r.Labelled(source)
 	if !ok {
-		return nil, "", nil, field(name+".server_label", "%q names no MCP server of this server's (see GET /tools)", t.ServerLabel)
+		return nil, nil, "", nil, field(name+".server_label", "%q names no MCP server of this server's (see GET /tools)", t.ServerLabel)
 	}
 	keep := all
 	if len(t.AllowedTools) > 0 && string(t.AllowedTools) != "null" {
@@ -396,29 +399,72 @@ func (r Request) mcpTool(name string, raw json.RawMessage) (names []string, labe
 				ToolNames []string `json:"tool_names"`
 			}
 			if err := strict(t.AllowedTools, &filter); err != nil {
-				return nil, "", nil, field(name+".allowed_tools", "must be a list of tool names, or {\"tool_names\": [...]}")
+				return nil, nil, "", nil, field(name+".allowed_tools", "must be a list of tool names, or {\"tool_names\": [...]}")
 			}
 			list = filter.ToolNames
 		}
 		keep = nil
 		for _, n := range list {
 			if !slices.Contains(all, n) {
-				return nil, "", nil, field(name+".allowed_tools", "%q is not a tool of %s", n, t.ServerLabel)
+				return nil, nil, "", nil, field(name+".allowed_tools", "%q is not a tool of %s", n, t.ServerLabel)
 			}
 			keep = append(keep, n)
 		}
 	}
+	policy, needs, err := approvalPolicy(name+".require_approval", t.RequireApproval)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
 	for _, n := range keep {
-		if r.NeedsApproval != nil && r.NeedsApproval(n) {
-			return nil, "", nil, field(name+".allowed_tools", "%q needs a client's approval, which /v1/responses does not ask for yet: leave it out", n)
+		if needs(n) || (r.NeedsApproval != nil && r.NeedsApproval(n)) {
+			approve = append(approve, n)
 		}
 	}
-	e := map[string]any{"type": "mcp", "server_label": t.ServerLabel, "allowed_tools": keep, "require_approval": "never"}
+	e := map[string]any{"type": "mcp", "server_label": t.ServerLabel, "allowed_tools": keep, "require_approval": policy}
 	if t.ServerDescription != nil {
 		e["server_description"] = *t.ServerDescription
 	}
 	b, err := json.Marshal(e)
-	return keep, t.ServerLabel, b, err
+	return keep, approve, t.ServerLabel, b, err
+}
+
+// approvalPolicy reads an mcp tool's require_approval: "always" (also
+// when absent), "never", or {"always": {"tool_names": [...]}, "never":
+// {"tool_names": [...]}}, where a tool neither names needs an approval.
+// It returns the policy as the response echoes it, and which tools need
+// an approval by it.
+func approvalPolicy(name string, raw json.RawMessage) (json.RawMessage, func(string) bool, error) {
+	raw = bytes.TrimSpace(raw)
+	switch string(raw) {
+	case "", "null", `"always"`:
+		return json.RawMessage(`"always"`), func(string) bool { return true }, nil
+	case `"never"`:
+		return raw, func(string) bool { return false }, nil
+	}
+	type filter struct {
+		ToolNames []string `json:"tool_names"`
+	}
+	var f struct {
+		Always *filter `json:"always"`
+		Never  *filter `json:"never"`
+	}
+	if err := strict(raw, &f); err != nil {
+		return nil, nil, field(name, `must be "always", "never", or {"always": {"tool_names": [...]}, "never": {"tool_names": [...]}}`)
+	}
+	never := map[string]bool{}
+	if f.Never != nil {
+		for _, n := range f.Never.ToolNames {
+			never[n] = true
+		}
+	}
+	if f.Always != nil {
+		for _, n := range f.Always.ToolNames {
+			if never[n] {
+				return nil, nil, field(name, "%q cannot be both always and never", n)
+			}
+		}
+	}
+	return raw, func(n string) bool { return !never[n] }, nil
 }
 
 // sampling maps max_output_tokens, temperature, top_p and text.format.
@@ -494,23 +540,24 @@ func checkMetadata(md map[string]string) error {
 
 // input reads input: a text (one user message), or a list of input
 // items, of which agentd takes messages of text.
-func (r Request) input() ([]agentd.InputMessage, bool, error) {
+func (r Request) input() (_ []agentd.InputMessage, text bool, _ []agentd.ApprovalDecision, _ error) {
 	raw := bytes.TrimSpace(r.Input)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, false, field("input", "is required: a text or a list of input items")
+		return nil, false, nil, field("input", "is required: a text or a list of input items")
 	}
 	if raw[0] == '"' {
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, false, field("input", "is not a valid string")
+			return nil, false, nil, field("input", "is not a valid string")
 		}
-		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil
+		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil, nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, false, field("input", "must be a text or a list of input items")
+		return nil, false, nil, field("input", "must be a text or a list of input items")
 	}
 	msgs := make([]agentd.InputMessage, 0, len(items))
+	var approvals []agentd.ApprovalDecision
 	for i, it := range items {
 		name := fmt.Sprintf("input[%d]", i)
 		var probe struct {
@@ -519,20 +566,27 @@ func (r Request) input() ([]agentd.InputMessage, bool, error) {
 			Role *string `json:"role"`
 		}
 		if err := json.Unmarshal(it, &probe); err != nil {
-			return nil, false, field(name, "must be an input item (an object)")
+			return nil, false, nil, field(name, "must be an input item (an object)")
 		}
 		switch {
 		case probe.Type != nil && *probe.Type == ItemFunctionCall:
 			c, err := callItem(name, it)
 			if err != nil {
-				return nil, false, err
+				return nil, false, nil, err
 			}
 			msgs = addCall(msgs, c)
+			continue
+		case probe.Type != nil && *probe.Type == ItemMCPApprovalResponse:
+			d, err := approvalItem(name, it)
+			if err != nil {
+				return nil, false, nil, err
+			}
+			approvals = append(approvals, d)
 			continue
 		case (probe.Type != nil && *probe.Type == "item_reference") || (probe.Type == nil && probe.Role == nil && probe.ID != nil):
 			m, call, err := r.reference(name, it)
 			if err != nil {
-				return nil, false, err
+				return nil, false, nil, err
 			}
 			if call != nil {
 				msgs = addCall(msgs, *call)
@@ -543,11 +597,39 @@ func (r Request) input() ([]agentd.InputMessage, bool, error) {
 		}
 		m, err := inputItem(name, it)
 		if err != nil {
-			return nil, false, err
+			return nil, false, nil, err
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs, false, nil
+	return msgs, false, approvals, nil
+}
+
+// approvalItem reads an mcp_approval_response item: a client's decision
+// on an mcp_approval_request of the response the request continues.
+func approvalItem(name string, raw json.RawMessage) (agentd.ApprovalDecision, error) {
+	var it struct {
+		Type              string  `json:"type"`
+		ID                *string `json:"id"`
+		ApprovalRequestID *string `json:"approval_request_id"`
+		Approve           *bool   `json:"approve"`
+		Reason            *string `json:"reason"`
+	}
+	if err := strict(raw, &it); err != nil {
+		return agentd.ApprovalDecision{}, decodeItemError(name, err)
+	}
+	if it.ApprovalRequestID == nil || it.Approve == nil {
+		return agentd.ApprovalDecision{}, field(name, "needs its approval_request_id and approve")
+	}
+	id, ok := ApprovalCallOf(*it.ApprovalRequestID)
+	if !ok {
+		return agentd.ApprovalDecision{}, field(name+".approval_request_id", "%q is not an approval request id (mcpr_ and 32 hex digits)",
+			*it.ApprovalRequestID)
+	}
+	d := agentd.ApprovalDecision{ToolCallID: id, Approve: *it.Approve}
+	if it.Reason != nil {
+		d.Reason = *it.Reason
+	}
+	return d, nil
 }
 
 // addCall adds a function call the client sends back to msgs: to the
@@ -769,6 +851,22 @@ func contentText(name string, raw json.RawMessage, role agentd.Role) (string, er
 		texts = append(texts, *part.Text)
 	}
 	return strings.Join(texts, "\n"), nil
+}
+
+// PendingError is the error of a request whose input does not answer
+// what the response it continues ended at (err, from the store): its
+// function calls' outputs, and its approval requests' decisions, named by
+// their ids here.
+func PendingError(err *agentd.PendingCallsError) error {
+	switch {
+	case len(err.UnknownApprovals) > 0:
+		return field("input", "no approval request of the conversation waits for a decision with id %s (or it is decided twice)",
+			ApprovalRequestID(err.UnknownApprovals[0]))
+	case len(err.MissingApprovals) > 0 && len(err.Missing)+len(err.Unknown) == 0:
+		return field("input", "the conversation waits for a decision on approval request %s (%d in all): give each an mcp_approval_response",
+			ApprovalRequestID(err.MissingApprovals[0]), len(err.MissingApprovals))
+	}
+	return field("input", "%s", err.Error())
 }
 
 // Param is the name, in a response request, of a field runspec names as

@@ -385,17 +385,37 @@ func TestMCPTools(t *testing.T) {
 		t.Fatalf("echo %s: %v", req.Echo, err)
 	}
 	for tools, param := range map[string]string{
-		`[{"type":"mcp","server_label":"nowhere"}]`:                                  "tools[0].server_label",
-		`[{"type":"mcp","server_label":"agentd"}]`:                                   "tools[0].allowed_tools", // guarded needs approval
-		`[{"type":"mcp","server_label":"agentd","allowed_tools":["nope"]}]`:          "tools[0].allowed_tools",
-		`[{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp"}]`: "tools[0].server_url",
-		`[{"type":"mcp","server_label":"docs","require_approval":"always"}]`:         "tools[0].require_approval",
-		`[{"type":"web_search"}]`:                                                    "tools[0].type",
+		`[{"type":"mcp","server_label":"nowhere"}]`:                                                                                        "tools[0].server_label",
+		`[{"type":"mcp","server_label":"agentd","allowed_tools":["nope"]}]`:                                                                "tools[0].allowed_tools",
+		`[{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp"}]`:                                                       "tools[0].server_url",
+		`[{"type":"mcp","server_label":"docs","require_approval":"sometimes"}]`:                                                            "tools[0].require_approval",
+		`[{"type":"mcp","server_label":"docs","require_approval":{"never":{"tool_names":["search"]},"always":{"tool_names":["search"]}}}]`: "tools[0].require_approval",
+		`[{"type":"web_search"}]`: "tools[0].type",
 	} {
 		_, err := spec(tools)
 		var fe *runspec.FieldError
 		if !errors.As(err, &fe) || fe.Field != param {
 			t.Errorf("%s: %v, want an error about %s", tools, err, param)
+		}
+	}
+
+	// Which calls wait for an approval: every tool's by default, as
+	// OpenAI's; none but those the operator marked with "never"; by name
+	// with a filter, where a tool it does not name needs one.
+	for tools, want := range map[string]string{
+		`[{"type":"mcp","server_label":"agentd"}]`:                                                            "calculator,guarded",
+		`[{"type":"mcp","server_label":"agentd","require_approval":"always"}]`:                                "calculator,guarded",
+		`[{"type":"mcp","server_label":"agentd","require_approval":"never"}]`:                                 "guarded",
+		`[{"type":"mcp","server_label":"agentd","require_approval":{"never":{"tool_names":["calculator"]}}}]`: "guarded",
+		`[{"type":"mcp","server_label":"docs","require_approval":{"always":{"tool_names":["search"]}}}]`:      "search",
+		`[{"type":"mcp","server_label":"docs","require_approval":"never"}]`:                                   "",
+	} {
+		req, err := spec(tools)
+		if err != nil {
+			t.Fatalf("%s: %v", tools, err)
+		}
+		if got := strings.Join(req.ApprovalTools, ","); got != want || !req.ClientToolsEnd {
+			t.Errorf("%s: approval tools %q (ends at them: %v), want %q", tools, got, req.ClientToolsEnd, want)
 		}
 	}
 
@@ -418,5 +438,66 @@ func TestMCPTools(t *testing.T) {
 	item := data[6]["item"].(map[string]any)
 	if item["type"] != "mcp_call" || item["server_label"] != "agentd" || item["output"] != `{"result":42}` || item["status"] != "completed" {
 		t.Fatalf("the mcp_call item: %v", item)
+	}
+}
+
+// TestMCPApprovals: a call that waits for the client's approval is an
+// mcp_approval_request item, added and done, and the response completes
+// at it; the next request decides it with an mcp_approval_response item.
+func TestMCPApprovals(t *testing.T) {
+	t.Parallel()
+	run := testRun()
+	run.Params.Echo = []byte(`{"mcp":{"calculator":"agentd"}}`)
+	toolCall := "5f0c2b6e-93a8-4c55-9d0b-2f1e77c1a001"
+	evs := append(append([]agentd.Event{}, answered[:3]...),
+		ev(4, agentd.EventMessageCompleted, 1, `{"content":[{"type":"tool_call","id":"c1","name":"calculator","arguments":"{}"}],
+			"finish_reason":"tool_calls","message_id":"m","role":"assistant","usage":{}}`),
+		ev(5, agentd.EventToolCallCreated, 1, `{"arguments":{"expression":"6*7"},"call_id":"c1","effect":"read_only","idempotency_key":"k",
+			"name":"calculator","status":"awaiting_approval","tool_call_id":"`+toolCall+`"}`),
+		ev(6, agentd.EventRunCompleted, 1, `{"output_text":"","reason":"client_tool_calls","status":"completed"}`))
+	out, _ := encode(run, -1, evs)
+	types, data := sse(t, out)
+	want := "response.created response.in_progress response.output_item.added response.output_item.done response.completed"
+	if got := strings.Join(types, " "); got != want {
+		t.Fatalf("events:\n%s\nwant\n%s", got, want)
+	}
+	final := data[4]["response"].(map[string]any)
+	items := final["output"].([]any)
+	if final["status"] != "completed" || len(items) != 1 {
+		t.Fatalf("the response: %v", final)
+	}
+	item := items[0].(map[string]any)
+	id := "mcpr_5f0c2b6e93a84c559d0b2f1e77c1a001"
+	if item["type"] != "mcp_approval_request" || item["id"] != id || item["name"] != "calculator" || item["server_label"] != "agentd" ||
+		item["arguments"] != `{"expression":"6*7"}` {
+		t.Fatalf("the approval request: %v", item)
+	}
+
+	r, err := Decode([]byte(`{"input":[{"type":"mcp_approval_response","approval_request_id":"` + id + `","approve":false,"reason":"not now"}],
+		"previous_response_id":"resp_01a234dc98f771a3b8a0100ed5226eca"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := r.Spec("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Approvals) != 1 || req.Approvals[0].ToolCallID != toolCall || req.Approvals[0].Approve || req.Approvals[0].Reason != "not now" ||
+		len(req.Input) != 0 {
+		t.Fatalf("the decision: %+v, input %+v", req.Approvals, req.Input)
+	}
+	for body, param := range map[string]string{
+		`{"input":[{"type":"mcp_approval_response","approval_request_id":"mcpr_x","approve":true}]}`:           "input[0].approval_request_id",
+		`{"input":[{"type":"mcp_approval_response","approval_request_id":"` + id + `"}]}`:                      "input[0]",
+		`{"input":[{"type":"mcp_approval_response","approve":true,"approval_request_id":"` + id + `","x":1}]}`: "input[0].x",
+	} {
+		r, err := Decode([]byte(body))
+		if err == nil {
+			_, err = r.Spec("c")
+		}
+		var fe *runspec.FieldError
+		if !errors.As(err, &fe) || fe.Field != param {
+			t.Errorf("%s: %v, want an error about %s", body, err, param)
+		}
 	}
 }

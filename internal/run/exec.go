@@ -329,6 +329,8 @@ func (x *execution) pass(st agentd.RunState, last *agentd.Step) (done bool, err 
 	switch {
 	case last == nil || last.Status == agentd.StepCompleted:
 		return x.nextStep(st, last)
+	case adopts(st, last):
+		return x.adoptApprovals(st, last)
 	case last.Status == agentd.StepRunning && x.first && last.ID == x.claim.StartedStep:
 		// The claim started the run's first step: ask the model.
 		return x.modelPhase(st, last, false)
@@ -367,7 +369,46 @@ func (x *execution) nextStep(st agentd.RunState, last *agentd.Step) (done bool, 
 	}
 	st.Run.StepCount = max(st.Run.StepCount, seq)
 	st.Steps = append(st.Steps, step)
+	if adopts(st, &st.Steps[len(st.Steps)-1]) {
+		return x.adoptApprovals(st, &st.Steps[len(st.Steps)-1])
+	}
 	return x.modelPhase(st, &st.Steps[len(st.Steps)-1], false)
+}
+
+// adopts reports whether step, the run's first, is yet to take over the
+// calls its approvals decide (RunParams.Approvals).
+func adopts(st agentd.RunState, step *agentd.Step) bool {
+	return step.Seq == 1 && step.Status == agentd.StepRunning && len(st.Run.Params.Approvals) > 0 && len(st.Calls) == 0
+}
+
+// adoptApprovals begins the run's first step with the calls its approvals
+// decide, as the previous run of its conversation planned them: in one
+// write the step takes them over and is acting, the approved calls to be
+// made, the rejected ones with their rejection. The next pass finds the
+// step acting and runs its tool phase as for any step's calls (recovered
+// the same way after a crash); the model is asked at the next step.
+func (x *execution) adoptApprovals(st agentd.RunState, step *agentd.Step) (done bool, err error) {
+	ds := st.Run.Params.Approvals
+	ids := make([]string, len(ds))
+	evs := make([]agentd.EventIn, 0, 2*len(ds))
+	for i, d := range ds {
+		ids[i] = d.ToolCallID
+		status := agentd.CallPlanned
+		if !d.Approve {
+			status = agentd.CallRejected
+		}
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.ToolCallCreatedData{Arguments: d.Arguments, CallID: d.CallID,
+			Effect: d.Effect, IdempotencyKey: d.IdempotencyKey, Name: d.Name, Status: status, ToolCallID: d.ToolCallID}))
+		if !d.Approve {
+			evs = append(evs, agentd.EventOf(step.Seq, agentd.ToolCallCompletedData{CallID: d.CallID, Error: agentd.Rejection(d.Reason),
+				Name: d.Name, Status: agentd.CallRejected, ToolCallID: d.ToolCallID}))
+		}
+	}
+	if err := x.write(x.durable(), evs, persist.CallsAdopt{RunID: st.Run.ID, StepID: step.ID, IDs: ids},
+		persist.StepUpdate{ID: step.ID, Status: agentd.StepActing, FinishReason: agentd.FinishToolCalls}); err != nil {
+		return true, x.stopFor(st, err)
+	}
+	return false, nil // the next pass loads the step with its calls
 }
 
 // lastStep returns the run's last step, nil before the first.

@@ -547,7 +547,7 @@ func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm
 			effect, status = agentd.EffectSideEffect, agentd.CallAwaitingClient
 		} else if t, ok := x.d.tools.Get(c.Name); ok {
 			effect = t.Spec().Effect
-			if t.Spec().NeedsApproval && offered(st.Run.Params.Tools, c.Name) {
+			if (t.Spec().NeedsApproval || slices.Contains(st.Run.Params.ApprovalTools, c.Name)) && offered(st.Run.Params.Tools, c.Name) {
 				status = agentd.CallAwaitingApproval
 			}
 		}

@@ -113,6 +113,9 @@ func (x *execution) settle(ctx context.Context, st agentd.RunState, step *agentd
 		status agentd.CallStatus
 		action agentd.ActionType
 	}{{agentd.CallUnknown, agentd.ActionToolOutcomeUnknown}, {agentd.CallAwaitingApproval, agentd.ActionToolApproval}} {
+		if want.status == agentd.CallAwaitingApproval && st.Run.Params.ClientToolsEnd {
+			break // the run ends at them, with the client's calls
+		}
 		for _, c := range calls {
 			if c.Status == want.status {
 				return true, x.requireAction(st, step, c, want.action)
@@ -125,7 +128,7 @@ func (x *execution) settle(ctx context.Context, st agentd.RunState, step *agentd
 		if calls[i].Status.Pending() && pending == nil {
 			pending = &calls[i]
 		}
-		if calls[i].Status == agentd.CallAwaitingClient {
+		if calls[i].Status == agentd.CallAwaitingClient || calls[i].Status == agentd.CallAwaitingApproval {
 			client = append(client, calls[i])
 		}
 	}
@@ -141,9 +144,13 @@ func (x *execution) settle(ctx context.Context, st agentd.RunState, step *agentd
 		// run is left to its lease; whoever claims it next recovers the call.
 		return true, errors.New("tool call " + pending.ID + " has no committed outcome")
 	case len(client) > 0 && st.Run.Params.ClientToolsEnd:
-		// The run ends at the client's calls, which stay awaiting_client:
-		// the next run of the conversation brings their outputs.
+		// The run ends at the client's calls (and those that wait for its
+		// approval), which stay waiting: the next run of the conversation
+		// brings their outputs and decisions. The results of the step's
+		// other calls are given to the model now, in the step's tool
+		// messages, which those of the client's calls will follow.
 		e := endOf(agentd.StatusCompleted, agentd.ReasonClientToolCalls, nil)
+		e.ops, _ = x.toolMessages(st, calls, func(c agentd.ToolCall) bool { return c.Status.Final() })
 		e.evs = append(e.evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: agentd.FinishToolCalls, ToolCalls: len(calls)}))
 		return true, x.end(st, step, e)
 	case len(client) > 0:
@@ -185,17 +192,8 @@ func (x *execution) waitFor(st agentd.RunState, step *agentd.Step, action agentd
 // execution stop before, the next claim finds the step acting with every
 // call settled, and completes it then.
 func (x *execution) completeStep(st agentd.RunState, step *agentd.Step, calls []agentd.ToolCall) {
-	ops := make([]persist.Op, 0, len(calls)+1)
-	msgs := make([]persist.MessageInsert, 0, len(calls))
-	for _, c := range calls {
-		content, isErr := resultText(c)
-		m := persist.MessageInsert{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
-			Role: agentd.RoleTool, Status: agentd.MessageCompleted,
-			Content: []agentd.Part{{Type: agentd.PartToolResult, ToolCallID: c.CallID, Content: content, IsError: isErr}}}
-		msgs = append(msgs, m)
-		ops = append(ops, m)
-	}
-	if m, ok := x.notRun(st, calls); ok {
+	ops, msgs := x.toolMessages(st, calls, func(agentd.ToolCall) bool { return true })
+	if m, ok := x.notRun(st, calls); ok && !adopted(st, step) {
 		msgs = append(msgs, m)
 		ops = append(ops, m)
 	}
@@ -209,6 +207,32 @@ func (x *execution) completeStep(st agentd.RunState, step *agentd.Step, calls []
 	}
 	st.Calls, st.Attempts = calls, nil
 	x.carry(st)
+}
+
+// toolMessages are the tool messages that give the model the results of
+// the calls that keep says, one a call.
+func (x *execution) toolMessages(st agentd.RunState, calls []agentd.ToolCall, keep func(agentd.ToolCall) bool) ([]persist.Op, []persist.MessageInsert) {
+	ops := make([]persist.Op, 0, len(calls)+2)
+	msgs := make([]persist.MessageInsert, 0, len(calls))
+	for _, c := range calls {
+		if !keep(c) {
+			continue
+		}
+		content, isErr := resultText(c)
+		m := persist.MessageInsert{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
+			Role: agentd.RoleTool, Status: agentd.MessageCompleted,
+			Content: []agentd.Part{{Type: agentd.PartToolResult, ToolCallID: c.CallID, Content: content, IsError: isErr}}}
+		msgs = append(msgs, m)
+		ops = append(ops, m)
+	}
+	return ops, msgs
+}
+
+// adopted reports whether step is the run's first, which took over the
+// calls its approvals decided (adoptApprovals): they are only part of the
+// model output that asked for them, whose other calls were answered then.
+func adopted(st agentd.RunState, step *agentd.Step) bool {
+	return step.Seq == 1 && len(st.Run.Params.Approvals) > 0
 }
 
 // notRun is the tool message that answers the calls of the step's model

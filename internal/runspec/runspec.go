@@ -58,6 +58,12 @@ type Request struct {
 	ClientToolsEnd bool
 	// NoCompaction: the run never compacts (agentd.RunParams.NoCompaction).
 	NoCompaction bool
+	// ApprovalTools are tools whose calls wait for an approval in the run
+	// (agentd.RunParams.ApprovalTools); each must be offered to it.
+	ApprovalTools []string
+	// Approvals decide the calls that the conversation's previous run
+	// ended at waiting for an approval (agentd.RunParams.Approvals).
+	Approvals []agentd.ApprovalDecision
 	// Unstored: the run is deleted once it ended (agentd.RunParams.Unstored);
 	// only in a new conversation.
 	Unstored bool
@@ -104,7 +110,7 @@ func (b *Builder) Defaults() Defaults { return b.d }
 func (b *Builder) Build(req Request) (agentd.RunSpec, error) {
 	spec := agentd.RunSpec{ConversationID: req.ConversationID}
 	var err error
-	if spec.Input, err = input(req.Input, req.InputText); err != nil {
+	if spec.Input, err = input(req.Input, req.InputText, len(req.Approvals) > 0); err != nil {
 		return spec, err
 	}
 	if spec.Model, err = b.model(req.Model); err != nil {
@@ -163,12 +169,27 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 		return p, err
 	}
 	p.Echo = req.Echo
-	p.ClientToolsEnd = req.ClientToolsEnd && len(p.ClientTools) > 0
 	p.NoCompaction = req.NoCompaction
 	if req.Unstored && req.ConversationID != "" {
 		return p, fieldError("unstored", "a run that is not kept starts a conversation of its own")
 	}
 	p.Unstored = req.Unstored
+	for _, name := range req.ApprovalTools {
+		if p.Tools != nil && !slices.Contains(p.Tools, name) {
+			return p, fieldError("approval_tools", "%q is not a tool offered to the run", name)
+		}
+	}
+	p.ApprovalTools = req.ApprovalTools
+	p.ClientToolsEnd = req.ClientToolsEnd && (len(p.ClientTools) > 0 || len(p.ApprovalTools) > 0)
+	for i, d := range req.Approvals {
+		if d.ToolCallID == "" {
+			return p, fieldError(fmt.Sprintf("approvals[%d]", i), "names no tool call")
+		}
+		if err := Storable(fmt.Sprintf("approvals[%d].reason", i), d.Reason); err != nil {
+			return p, err
+		}
+	}
+	p.Approvals = req.Approvals
 	return p, nil
 }
 
@@ -176,7 +197,20 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 // MaxInputMessages, each of role user, assistant or system, with a text
 // that can be stored: a non-empty one, or for input sent as one text (text),
 // one that is not all white space.
-func input(msgs []agentd.InputMessage, text bool) ([]agentd.InputMessage, error) {
+func input(msgs []agentd.InputMessage, text, approvals bool) ([]agentd.InputMessage, error) {
+	if approvals {
+		// The decided calls' results follow their model output: nothing
+		// but the outputs of the other calls it asked may come between.
+		for i, m := range msgs {
+			if m.Role != agentd.RoleTool || m.ToolCallID == "" || len(m.ToolCalls) > 0 {
+				return nil, fieldError(fmt.Sprintf("input[%d]", i), "a request that decides approvals may hold only those and the outputs "+
+					"of the calls its conversation waits for: send new messages with the next request")
+			}
+		}
+		if len(msgs) == 0 {
+			return nil, nil
+		}
+	}
 	switch {
 	case len(msgs) == 0:
 		return nil, fieldError("input", "is required: a non-empty string or a non-empty array of messages")

@@ -158,6 +158,44 @@ const scenarios = {
       items: r.output.map((i) => ({ type: i.type, name: i.name, server_label: i.server_label, output: i.output, status: i.status })),
       types: ev.types, text: ev.text, unknown };
   },
+  // approvals: agentd's calculator offered as an mcp tool that needs the
+  // client's approval (require_approval's default): the response ends at an
+  // mcp_approval_request; a continuation that does not decide it is
+  // refused; an approval runs the call in the next response, a rejection
+  // tells the model.
+  async approvals() {
+    const tools = [{ type: 'mcp', server_label: 'agentd', allowed_tools: ['calculator'] }];
+    const input = '/call calculator {"expression":"6*7"}\n/say The answer is 42.';
+    const view = (r) => ({ id: r.id, status: r.status, output_text: r.output_text,
+      items: r.output.map((i) => ({ type: i.type, id: i.id, name: i.name, server_label: i.server_label, arguments: i.arguments,
+        output: i.output, error: i.error, status: i.status })) });
+    const a = await client.responses.create({ model: 'fake', tools, input });
+    const request = a.output.find((i) => i.type === 'mcp_approval_request');
+    let undecided = null;
+    try {
+      await client.responses.create({ model: 'fake', tools, previous_response_id: a.id, input: 'go on' });
+    } catch (err) {
+      undecided = failure(err);
+    }
+    const s = await client.responses.create({ model: 'fake', tools, previous_response_id: a.id, stream: true,
+      input: [{ type: 'mcp_approval_response', approval_request_id: request.id, approve: true }] });
+    const ev = await events(s);
+    const b = await client.responses.retrieve(ev.final.id);
+    const items = await client.responses.inputItems.list(b.id);
+    let twice = null;
+    try {
+      await client.responses.create({ model: 'fake', tools, previous_response_id: b.id,
+        input: [{ type: 'mcp_approval_response', approval_request_id: request.id, approve: true }] });
+    } catch (err) {
+      twice = failure(err);
+    }
+    const c = await client.responses.create({ model: 'fake', tools, input });
+    const d = await client.responses.create({ model: 'fake', tools, previous_response_id: c.id,
+      input: [{ type: 'mcp_approval_response', approval_request_id: c.output[0].id, approve: false, reason: 'not today' }] });
+    return { a: view(a), undecided, b: view(b), types: ev.types, text: ev.text,
+      items: items.data.map((i) => ({ type: i.type, approval_request_id: i.approval_request_id, approve: i.approve })),
+      twice, c: view(c), d: view(d) };
+  },
   // unstored: responses with store: false, waited for and streamed, are
   // answered and then gone; one cannot continue a conversation.
   async unstored() {
