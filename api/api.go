@@ -46,6 +46,20 @@ type Store interface {
 	ConversationForChat(ctx context.Context, tenantID, chatID string, create bool) (agentd.Conversation, error)
 	// ConversationCreate stores a new, empty conversation.
 	ConversationCreate(ctx context.Context, tenantID, title string, metadata json.RawMessage) (agentd.Conversation, error)
+	// ConversationCreateWith stores a new conversation with its first
+	// messages, in one transaction.
+	ConversationCreateWith(ctx context.Context, tenantID string, metadata json.RawMessage,
+		msgs []agentd.InputMessage) (agentd.Conversation, []agentd.Message, error)
+	// MessagesAppend appends messages to a conversation outside any run,
+	// in one transaction: agentd.ErrConversationNotFound, an
+	// *agentd.BusyError, or an *agentd.PendingCallsError when it waits for
+	// what its latest run ended at.
+	MessagesAppend(ctx context.Context, tenantID, conversationID string, msgs []agentd.InputMessage) ([]agentd.Message, error)
+	// MessageDelete removes a message of a conversation (or, as keep
+	// says, part of it): agentd.ErrConversationNotFound, agentd.ErrNotFound
+	// for an unknown message, an *agentd.BusyError, or keep's error.
+	MessageDelete(ctx context.Context, tenantID, conversationID, messageID string,
+		keep func(agentd.Message) ([]agentd.Part, error)) (agentd.Conversation, error)
 	// ConversationList returns a page of a tenant's conversations, newest first.
 	ConversationList(ctx context.Context, p agentd.ConversationListParams) ([]agentd.Conversation, error)
 	// ConversationUpdate sets a conversation's title and metadata, each when

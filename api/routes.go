@@ -27,42 +27,44 @@ const Public auth.Scope = "public"
 // route that is missing (a test walks the router for that), so no route can
 // be served without a decision about who may call it.
 var RouteScopes = map[string]auth.Scope{
-	"GET /livez":                                 Public,
-	"GET /readyz":                                Public,
-	"GET /ui":                                    Public, // the run viewer's pages: they hold no data
-	"GET /ui/*":                                  Public,
-	"GET /metrics":                               Public, // only when Config.HideMetrics is false: without authentication
-	"POST /runs":                                 auth.RunsWrite,
-	"GET /runs":                                  auth.RunsRead,
-	"GET /runs/{id}":                             auth.RunsRead,
-	"GET /runs/{id}/steps":                       auth.RunsRead,
-	"GET /runs/{id}/audit":                       auth.RunsRead, // as the steps: the same facts, as an export
-	"GET /runs/{id}/events":                      auth.RunsRead,
-	"GET /runs/{id}/artifacts/{artifact_id}":     auth.RunsRead,
-	"POST /runs/{id}/cancel":                     auth.RunsWrite,
-	"POST /runs/{id}/resume":                     auth.RunsWrite,
-	"POST /runs/{id}/actions":                    auth.ActionsWrite,
-	"GET /conversations":                         auth.RunsRead,
-	"POST /conversations":                        auth.RunsWrite,
-	"GET /conversations/{id}":                    auth.RunsRead,
-	"PATCH /conversations/{id}":                  auth.RunsWrite,
-	"DELETE /conversations/{id}":                 auth.RunsWrite,
-	"GET /conversations/{id}/messages":           auth.RunsRead,
-	"GET /tools":                                 auth.RunsRead,
-	"POST /ai-sdk/chat":                          auth.RunsWrite, // answering an approval needs actions:write too
-	"GET /ai-sdk/chat/{id}/stream":               auth.RunsRead,
-	"DELETE /ai-sdk/chat/{id}/stream":            auth.RunsWrite,
-	"POST /v1/responses":                         auth.RunsWrite,
-	"GET /v1/responses/{id}":                     auth.RunsRead,
-	"POST /v1/responses/{id}/cancel":             auth.RunsWrite,
-	"DELETE /v1/responses/{id}":                  auth.RunsWrite,
-	"GET /v1/responses/{id}/input_items":         auth.RunsRead,
-	"POST /v1/conversations":                     auth.RunsWrite,
-	"GET /v1/conversations/{id}":                 auth.RunsRead,
-	"POST /v1/conversations/{id}":                auth.RunsWrite,
-	"DELETE /v1/conversations/{id}":              auth.RunsWrite,
-	"GET /v1/conversations/{id}/items":           auth.RunsRead,
-	"GET /v1/conversations/{id}/items/{item_id}": auth.RunsRead,
+	"GET /livez":                                    Public,
+	"GET /readyz":                                   Public,
+	"GET /ui":                                       Public, // the run viewer's pages: they hold no data
+	"GET /ui/*":                                     Public,
+	"GET /metrics":                                  Public, // only when Config.HideMetrics is false: without authentication
+	"POST /runs":                                    auth.RunsWrite,
+	"GET /runs":                                     auth.RunsRead,
+	"GET /runs/{id}":                                auth.RunsRead,
+	"GET /runs/{id}/steps":                          auth.RunsRead,
+	"GET /runs/{id}/audit":                          auth.RunsRead, // as the steps: the same facts, as an export
+	"GET /runs/{id}/events":                         auth.RunsRead,
+	"GET /runs/{id}/artifacts/{artifact_id}":        auth.RunsRead,
+	"POST /runs/{id}/cancel":                        auth.RunsWrite,
+	"POST /runs/{id}/resume":                        auth.RunsWrite,
+	"POST /runs/{id}/actions":                       auth.ActionsWrite,
+	"GET /conversations":                            auth.RunsRead,
+	"POST /conversations":                           auth.RunsWrite,
+	"GET /conversations/{id}":                       auth.RunsRead,
+	"PATCH /conversations/{id}":                     auth.RunsWrite,
+	"DELETE /conversations/{id}":                    auth.RunsWrite,
+	"GET /conversations/{id}/messages":              auth.RunsRead,
+	"GET /tools":                                    auth.RunsRead,
+	"POST /ai-sdk/chat":                             auth.RunsWrite, // answering an approval needs actions:write too
+	"GET /ai-sdk/chat/{id}/stream":                  auth.RunsRead,
+	"DELETE /ai-sdk/chat/{id}/stream":               auth.RunsWrite,
+	"POST /v1/responses":                            auth.RunsWrite,
+	"GET /v1/responses/{id}":                        auth.RunsRead,
+	"POST /v1/responses/{id}/cancel":                auth.RunsWrite,
+	"DELETE /v1/responses/{id}":                     auth.RunsWrite,
+	"GET /v1/responses/{id}/input_items":            auth.RunsRead,
+	"POST /v1/conversations":                        auth.RunsWrite,
+	"GET /v1/conversations/{id}":                    auth.RunsRead,
+	"POST /v1/conversations/{id}":                   auth.RunsWrite,
+	"DELETE /v1/conversations/{id}":                 auth.RunsWrite,
+	"GET /v1/conversations/{id}/items":              auth.RunsRead,
+	"GET /v1/conversations/{id}/items/{item_id}":    auth.RunsRead,
+	"POST /v1/conversations/{id}/items":             auth.RunsWrite,
+	"DELETE /v1/conversations/{id}/items/{item_id}": auth.RunsWrite,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -80,6 +82,7 @@ var RouteParams = map[string][]string{
 	"GET /v1/responses/{id}/input_items":         {"after", "before", "limit", "order", "include", "include[]"},
 	"GET /v1/conversations/{id}/items":           {"after", "limit", "order", "include", "include[]"},
 	"GET /v1/conversations/{id}/items/{item_id}": {"include", "include[]"},
+	"POST /v1/conversations/{id}/items":          {"include", "include[]"},
 }
 
 // routes builds the router. Every route here is in openapi.yaml
@@ -139,6 +142,8 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.With(s.checkOrigin).Delete("/v1/conversations/{id}", s.handle(s.v1ConversationDelete))
 		r.Get("/v1/conversations/{id}/items", s.handle(s.v1ConversationItems))
 		r.Get("/v1/conversations/{id}/items/{item_id}", s.handle(s.v1ConversationItem))
+		changes.With(s.idempotent).Post("/v1/conversations/{id}/items", s.handle(s.v1ConversationItemsCreate))
+		r.With(s.checkOrigin).Delete("/v1/conversations/{id}/items/{item_id}", s.handle(s.v1ConversationItemDelete))
 	})
 	return r
 }

@@ -280,6 +280,12 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			other: http.StatusNotFound, otherCode: "not_found"},
 		"GET /v1/conversations/{id}/items/{item_id}": {method: "GET", path: conv(f.conv) + "/items/msg_" + strings.Repeat("0", 32),
 			owner: http.StatusNotFound, other: http.StatusNotFound, otherCode: "not_found"},
+		// A's conversation has a run in progress: no item is added or deleted.
+		"POST /v1/conversations/{id}/items": {method: "POST", path: conv(f.conv) + "/items",
+			body: `{"items": [{"role": "user", "content": "more"}]}`, owner: http.StatusConflict,
+			other: http.StatusNotFound, otherCode: "not_found"},
+		"DELETE /v1/conversations/{id}/items/{item_id}": {method: "DELETE", path: conv(f.conv) + "/items/msg_" + strings.Repeat("0", 32),
+			owner: http.StatusConflict, other: http.StatusNotFound, otherCode: "not_found"},
 		"POST /runs": {method: "POST", path: "/runs", body: `{"input": "more", "conversation_id": "` + f.conv + `", "if_busy": "enqueue"}`,
 			owner: http.StatusAccepted, other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /runs": {method: "GET", path: "/runs", owner: http.StatusOK, other: http.StatusOK,

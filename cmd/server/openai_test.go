@@ -270,7 +270,7 @@ func TestOpenAINodeSDK(t *testing.T) {
 			t.Fatalf("item %+v, metadata %v then %v", r.One, r.Updated, r.Got)
 		}
 		if !r.Deleted.Deleted || r.Deleted.Object != "conversation.deleted" || r.After.Class != "NotFoundError" ||
-			r.Seeded.Class != "BadRequestError" || r.Seeded.Param != "items" {
+			r.Seeded.Class != "BadRequestError" || r.Seeded.Param != "items[0].content[0].type" {
 			t.Fatalf("delete %+v, then %+v; seeded %+v", r.Deleted, r.After, r.Seeded)
 		}
 	})

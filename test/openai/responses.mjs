@@ -132,7 +132,8 @@ const scenarios = {
     }
     let seeded = null;
     try {
-      await client.conversations.create({ items: [{ type: 'message', role: 'user', content: 'hi' }] });
+      await client.conversations.create({ items: [{ type: 'message', role: 'user',
+        content: [{ type: 'input_image', image_url: 'https://example.com/a.png' }] }] });
     } catch (err) {
       seeded = failure(err);
     }
