@@ -212,6 +212,34 @@ type Sampling struct {
 	Temperature     *float64      `json:"temperature,omitempty"`
 	TopP            *float64      `json:"top_p,omitempty"`
 	Format          *OutputFormat `json:"format,omitempty"` // nil: plain text
+	// ToolChoice is whether the model may, must or must not call tools,
+	// or which one it must; nil: it chooses. One that makes the model call
+	// a tool (required, or a named tool) holds for the run's first model
+	// answer only: past it, the model chooses, else it could never answer.
+	ToolChoice *ToolChoice `json:"tool_choice,omitempty"`
+	// ParallelToolCalls, when false, asks the model for one call at a
+	// time; nil: the model's default.
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+}
+
+// ToolChoice is Mode ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired,
+// or ToolChoiceTool with the Name of the tool the model must call.
+type ToolChoice struct {
+	Mode string `json:"mode"`
+	Name string `json:"name,omitempty"`
+}
+
+// Modes of a ToolChoice.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceNone     = "none"
+	ToolChoiceRequired = "required"
+	ToolChoiceTool     = "tool"
+)
+
+// Forces reports whether c makes the model call a tool.
+func (c *ToolChoice) Forces() bool {
+	return c != nil && (c.Mode == ToolChoiceRequired || c.Mode == ToolChoiceTool)
 }
 
 // OutputFormat asks the model for structured output.

@@ -328,6 +328,37 @@ func TestOpenAINodeSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("tool_choice", func(t *testing.T) {
+		var r struct {
+			A struct {
+				Text              string
+				ToolChoice        json.RawMessage `json:"tool_choice"`
+				ParallelToolCalls bool            `json:"parallel_tool_calls"`
+			}
+			B struct {
+				Text       string
+				ToolChoice json.RawMessage `json:"tool_choice"`
+			}
+			C       struct{ Text, Status string }
+			Unknown sdkError
+		}
+		openaiNode(t, base, &r, "toolchoice")
+		if r.A.Text != `{"tool_choice":"required","parallel_tool_calls":false}` || string(r.A.ToolChoice) != `"required"` || r.A.ParallelToolCalls {
+			t.Fatalf("required, one call at a time: %+v", r.A)
+		}
+		if r.B.Text != `{"tool_choice":{"function":{"name":"get_weather"},"type":"function"}}` ||
+			!strings.Contains(string(r.B.ToolChoice), `"get_weather"`) {
+			t.Fatalf("a forced function: %+v", r.B)
+		}
+		// The forced call was the first answer's; the second was free.
+		if r.C.Status != "completed" || r.C.Text != "{}" {
+			t.Fatalf("a forced mcp tool, then the answer: %+v", r.C)
+		}
+		if r.Unknown.Class != "BadRequestError" || r.Unknown.Param != "tool_choice" {
+			t.Fatalf("a forced tool the request does not offer: %+v", r.Unknown)
+		}
+	})
+
 	t.Run("store false", func(t *testing.T) {
 		var r struct {
 			ID, Status         string

@@ -123,7 +123,29 @@ type Sampling struct {
 	Temperature     *float64
 	TopP            *float64
 	Format          *OutputFormat // nil: plain text
+	// ToolChoice is whether the model may, must or must not call tools,
+	// or which one it must call; nil: the provider's default (auto). Sent
+	// only with tools.
+	ToolChoice *ToolChoice
+	// ParallelToolCalls, when set, says whether the model may ask for
+	// more than one call at a time; sent only with tools.
+	ParallelToolCalls *bool
 }
+
+// ToolChoice is Mode ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired,
+// or ToolChoiceTool with the Name of the tool the model must call.
+type ToolChoice struct {
+	Mode string
+	Name string
+}
+
+// Modes of a ToolChoice.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceNone     = "none"
+	ToolChoiceRequired = "required"
+	ToolChoiceTool     = "tool"
+)
 
 // OutputFormat asks the model for structured output: JSON, or JSON that a
 // schema describes.

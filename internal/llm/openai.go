@@ -277,6 +277,10 @@ func requestBody(req Request) ([]byte, error) {
 	}
 	b = append(b, `],"model":`...)
 	b = appendString(b, req.Model)
+	if smp.ParallelToolCalls != nil && len(req.Tools) > 0 {
+		b = append(b, `,"parallel_tool_calls":`...)
+		b = strconv.AppendBool(b, *smp.ParallelToolCalls)
+	}
 	if req.CacheKey != "" {
 		b = append(b, `,"prompt_cache_key":`...)
 		b = appendString(b, req.CacheKey)
@@ -288,6 +292,19 @@ func requestBody(req Request) ([]byte, error) {
 	b = append(b, `,"stream_options":{"include_usage":true}`...)
 	if b, err = appendNumber(b, "temperature", smp.Temperature); err != nil {
 		return nil, err
+	}
+	if c := smp.ToolChoice; c != nil && len(req.Tools) > 0 {
+		switch c.Mode {
+		case ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
+			b = append(b, `,"tool_choice":`...)
+			b = appendString(b, c.Mode)
+		case ToolChoiceTool:
+			b = append(b, `,"tool_choice":{"function":{"name":`...)
+			b = appendString(b, c.Name)
+			b = append(b, `},"type":"function"}`...)
+		default:
+			return nil, fmt.Errorf("unknown tool choice %q", c.Mode)
+		}
 	}
 	for i, t := range req.Tools {
 		if i == 0 {

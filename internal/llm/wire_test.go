@@ -234,6 +234,13 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 			Format: &OutputFormat{Type: FormatJSONSchema, Name: "n", Schema: json.RawMessage(`{}`), Strict: ptr(false)}}},
 		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{TopP: ptr(0.1), Format: &OutputFormat{Type: FormatJSONSchema, Name: "bare"}}},
 		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{Format: &OutputFormat{Type: FormatText}}},
+		{Model: "gpt-test", Messages: msgs[:2], Tools: tools, Sampling: Sampling{ToolChoice: &ToolChoice{Mode: ToolChoiceRequired},
+			ParallelToolCalls: ptr(false)}},
+		{Model: "gpt-test", Messages: msgs[:2], Tools: tools, Sampling: Sampling{ToolChoice: &ToolChoice{Mode: ToolChoiceTool, Name: "now"}}},
+		{Model: "gpt-test", Messages: msgs[:2], Tools: tools, Sampling: Sampling{ToolChoice: &ToolChoice{Mode: ToolChoiceNone},
+			ParallelToolCalls: ptr(true)}},
+		// Without tools, neither is sent: the API refuses them then.
+		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{ToolChoice: &ToolChoice{Mode: ToolChoiceAuto}, ParallelToolCalls: ptr(false)}},
 	} {
 		got, err := requestBody(req)
 		if err != nil {
@@ -247,6 +254,17 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 			p.PromptCacheKey = openai.String(req.CacheKey)
 		}
 		sdkSampling(t, &p, req.Sampling)
+		if c := req.Sampling.ToolChoice; c != nil && len(req.Tools) > 0 {
+			if c.Mode == ToolChoiceTool {
+				p.ToolChoice.OfFunctionToolChoice = &openai.ChatCompletionNamedToolChoiceParam{
+					Function: openai.ChatCompletionNamedToolChoiceFunctionParam{Name: c.Name}}
+			} else {
+				p.ToolChoice.OfAuto = openai.String(c.Mode)
+			}
+		}
+		if v := req.Sampling.ParallelToolCalls; v != nil && len(req.Tools) > 0 {
+			p.ParallelToolCalls = openai.Bool(*v)
+		}
 		for _, m := range req.Messages {
 			p.Messages = append(p.Messages, sdkMessages(t, m)...)
 		}

@@ -48,7 +48,7 @@ func base(run agentd.Run, createdAt int64) Response {
 	s := run.Params.Sampling
 	r := Response{
 		ID: ResponseID(run.ID), Object: "response", CreatedAt: createdAt, Status: StatusInProgress,
-		Background: e.Background, Model: run.Model, Output: []Item{}, ParallelToolCalls: true,
+		Background: e.Background, Model: run.Model, Output: []Item{}, ParallelToolCalls: s.ParallelToolCalls == nil || *s.ParallelToolCalls,
 		Reasoning: Reasoning{}, ServiceTier: "default", Store: !run.Params.Unstored, Temperature: 1, TopP: 1,
 		Text: TextConfig{Format: formatJSON(s.Format), Verbosity: "medium"}, ToolChoice: json.RawMessage(`"auto"`),
 		Tools: []json.RawMessage{}, Truncation: "auto", Metadata: map[string]string{},

@@ -252,12 +252,6 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 // unsupported refuses what agentd does not do (yet), naming the field,
 // rather than ignoring it.
 func (r Request) unsupported() error {
-	if len(r.ToolChoice) > 0 && string(r.ToolChoice) != "null" && string(r.ToolChoice) != `"auto"` {
-		return field("tool_choice", `must be "auto": agentd lets the model choose its tools`)
-	}
-	if r.ParallelToolCalls != nil && !*r.ParallelToolCalls {
-		return field("parallel_tool_calls", "must be true: agentd takes every call the model makes in a turn")
-	}
 	if len(r.Include) > 0 {
 		return field("include", "agentd includes nothing beyond the response (%q is not supported)", r.Include[0])
 	}
@@ -467,9 +461,69 @@ func approvalPolicy(name string, raw json.RawMessage) (json.RawMessage, func(str
 	return raw, func(n string) bool { return !never[n] }, nil
 }
 
+// toolChoice reads tool_choice: "auto", "none", "required", a function
+// tool ({"type": "function", "name"}) or a tool of an mcp tool ({"type":
+// "mcp", "server_label", "name"}) the model must call; nil when absent.
+// A forced call holds for the response's first model answer (see
+// agentd.Sampling.ToolChoice).
+func (r Request) toolChoice() (*agentd.ToolChoice, error) {
+	raw := bytes.TrimSpace(r.ToolChoice)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		switch mode {
+		case agentd.ToolChoiceAuto, agentd.ToolChoiceNone, agentd.ToolChoiceRequired:
+			return &agentd.ToolChoice{Mode: mode}, nil
+		}
+		return nil, field("tool_choice", `must be "auto", "none", "required", or an object naming a tool`)
+	}
+	var t struct {
+		Type        string  `json:"type"`
+		Name        *string `json:"name"`
+		ServerLabel *string `json:"server_label"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, field("tool_choice", `must be "auto", "none", "required", or an object naming a tool`)
+	}
+	switch t.Type {
+	case "function", "mcp":
+	case "allowed_tools":
+		return nil, field("tool_choice", "allowed_tools is not supported: give the tools themselves in tools")
+	default:
+		return nil, field("tool_choice.type", "%q: only a function or an mcp tool can be chosen here", t.Type)
+	}
+	if err := strict(raw, &t); err != nil {
+		return nil, decodeItemError("tool_choice", err)
+	}
+	if t.Name == nil || *t.Name == "" {
+		return nil, field("tool_choice.name", "is required: the tool the model must call")
+	}
+	if t.Type == "mcp" && (t.ServerLabel == nil || r.mcpLabel(*t.Name) != *t.ServerLabel) {
+		return nil, field("tool_choice.server_label", "must be the server_label of an mcp tool of the request that offers %q", *t.Name)
+	}
+	return &agentd.ToolChoice{Mode: agentd.ToolChoiceTool, Name: *t.Name}, nil
+}
+
+// mcpLabel is the server_label of the request's mcp tool that offers the
+// tool name ("" for none).
+func (r Request) mcpLabel(name string) string {
+	_, _, mcp, _, err := r.functionTools()
+	if err != nil {
+		return ""
+	}
+	return mcp[name]
+}
+
 // sampling maps max_output_tokens, temperature, top_p and text.format.
 func (r Request) sampling() (*runspec.Sampling, error) {
-	s := &runspec.Sampling{MaxOutputTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP}
+	s := &runspec.Sampling{MaxOutputTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP,
+		ParallelToolCalls: r.ParallelToolCalls}
+	var err error
+	if s.ToolChoice, err = r.toolChoice(); err != nil {
+		return nil, err
+	}
 	if r.Text != nil && len(r.Text.Format) > 0 && string(r.Text.Format) != "null" {
 		var f struct {
 			Type        *string         `json:"type"`

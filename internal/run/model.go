@@ -43,7 +43,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 	}
 	reactive := false // a compaction after the model said the request was too long
 	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params), CacheKey: st.Run.ConversationID,
-		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond, Sampling: samplingOf(st.Run.Params.Sampling)}
+		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond, Sampling: stepSampling(st)}
 	// An answer cut at the model's output limit (finish_reason length) is
 	// continued: the model is sent what it wrote so far and asked to go on,
 	// at most maxContinuations times; the parts make one message. One cut
@@ -361,11 +361,37 @@ func (x *execution) offered(p agentd.RunParams) []llm.ToolSpec {
 
 // samplingOf is a run's sampling as the model port takes it.
 func samplingOf(s agentd.Sampling) llm.Sampling {
-	out := llm.Sampling{MaxOutputTokens: s.MaxOutputTokens, Temperature: s.Temperature, TopP: s.TopP}
+	out := llm.Sampling{MaxOutputTokens: s.MaxOutputTokens, Temperature: s.Temperature, TopP: s.TopP,
+		ParallelToolCalls: s.ParallelToolCalls}
 	if f := s.Format; f != nil {
 		out.Format = &llm.OutputFormat{Type: f.Type, Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
 	}
+	if c := s.ToolChoice; c != nil {
+		out.ToolChoice = &llm.ToolChoice{Mode: c.Mode, Name: c.Name}
+	}
 	return out
+}
+
+// stepSampling is the sampling of a model call of st's run: a tool choice
+// that forces a call only until the model has answered once in the run.
+func stepSampling(st agentd.RunState) llm.Sampling {
+	s := st.Run.Params.Sampling
+	if s.ToolChoice.Forces() && answered(st) {
+		s.ToolChoice = nil
+	}
+	return samplingOf(s)
+}
+
+// answered reports whether the run's model has answered in it: an
+// assistant message of the run is committed.
+func answered(st agentd.RunState) bool {
+	// The run's messages are the conversation's last ones.
+	for i := len(st.Messages) - 1; i >= 0 && st.Messages[i].RunID == st.Run.ID; i-- {
+		if st.Messages[i].Role == agentd.RoleAssistant {
+			return true
+		}
+	}
+	return false
 }
 
 func usageOf(u llm.Usage) agentd.Usage {

@@ -165,6 +165,9 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	if p.Sampling, err = sampling(req.Sampling); err != nil {
 		return p, err
 	}
+	if err := checkToolChoice(p); err != nil {
+		return p, err
+	}
 	if p.Metadata, err = Metadata(req.Metadata); err != nil {
 		return p, err
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"regexp"
+	"slices"
 
 	"github.com/agentd/agentd"
 )
@@ -26,6 +27,10 @@ type Sampling struct {
 	Temperature     *float64
 	TopP            *float64
 	Format          *OutputFormat
+	// ToolChoice and ParallelToolCalls (agentd.Sampling's), nil when not
+	// asked; a named tool must be one of the run's.
+	ToolChoice        *agentd.ToolChoice
+	ParallelToolCalls *bool
 }
 
 // OutputFormat is the structured output a run asks of its model, as asked:
@@ -85,7 +90,44 @@ func sampling(s *Sampling) (agentd.Sampling, error) {
 		}
 		out.Format = &f
 	}
+	if c := s.ToolChoice; c != nil {
+		switch c.Mode {
+		case agentd.ToolChoiceAuto, agentd.ToolChoiceNone, agentd.ToolChoiceRequired:
+			if c.Name != "" {
+				return out, fieldError("sampling.tool_choice", "names a tool only in mode %q", agentd.ToolChoiceTool)
+			}
+		case agentd.ToolChoiceTool:
+			if c.Name == "" {
+				return out, fieldError("sampling.tool_choice", "must name the tool the model must call")
+			}
+		default:
+			return out, fieldError("sampling.tool_choice", "must be one of %s, %s, %s or %s",
+				agentd.ToolChoiceAuto, agentd.ToolChoiceNone, agentd.ToolChoiceRequired, agentd.ToolChoiceTool)
+		}
+		choice := *c
+		out.ToolChoice = &choice
+	}
+	out.ParallelToolCalls = s.ParallelToolCalls
 	return out, nil
+}
+
+// checkToolChoice checks that a run whose tool choice makes its model call
+// a tool has one, and that a named tool is one of its own.
+func checkToolChoice(p agentd.RunParams) error {
+	c := p.Sampling.ToolChoice
+	if !c.Forces() {
+		return nil
+	}
+	if len(p.ClientTools) == 0 && p.Tools != nil && len(p.Tools) == 0 {
+		return fieldError("sampling.tool_choice", "asks for a tool call, and the run has no tools")
+	}
+	if c.Mode != agentd.ToolChoiceTool {
+		return nil
+	}
+	if _, ok := p.ClientTool(c.Name); ok || p.Tools == nil || slices.Contains(p.Tools, c.Name) {
+		return nil
+	}
+	return fieldError("sampling.tool_choice", "%q is not a tool of the run", c.Name)
 }
 
 // outputFormat checks a run's output format: its type one of text,

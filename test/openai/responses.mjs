@@ -197,6 +197,27 @@ const scenarios = {
       items: items.data.map((i) => ({ type: i.type, approval_request_id: i.approval_request_id, approve: i.approve })),
       twice, c: view(c), d: view(d) };
   },
+  // toolchoice: tool_choice and parallel_tool_calls reach the model (the
+  // fake's /sampling answers what it was sent); a forced call holds for
+  // the first model answer only.
+  async toolchoice() {
+    const weather = { type: 'function', name: 'get_weather', parameters: { type: 'object' }, strict: false };
+    const mcp = { type: 'mcp', server_label: 'agentd', allowed_tools: ['calculator'], require_approval: 'never' };
+    const a = await client.responses.create({ model: 'fake', tools: [weather], tool_choice: 'required',
+      parallel_tool_calls: false, input: '/sampling' });
+    const b = await client.responses.create({ model: 'fake', tools: [weather], input: '/sampling',
+      tool_choice: { type: 'function', name: 'get_weather' } });
+    const c = await client.responses.create({ model: 'fake', tools: [mcp], input: '/call calculator {"expression":"1+1"}\n/sampling',
+      tool_choice: { type: 'mcp', server_label: 'agentd', name: 'calculator' } });
+    let unknown = null;
+    try {
+      await client.responses.create({ model: 'fake', tools: [weather], input: 'x', tool_choice: { type: 'function', name: 'nope' } });
+    } catch (err) {
+      unknown = failure(err);
+    }
+    return { a: { text: a.output_text, tool_choice: a.tool_choice, parallel_tool_calls: a.parallel_tool_calls },
+      b: { text: b.output_text, tool_choice: b.tool_choice }, c: { text: c.output_text, status: c.status }, unknown };
+  },
   // unstored: responses with store: false, waited for and streamed, are
   // answered and then gone; one cannot continue a conversation.
   async unstored() {

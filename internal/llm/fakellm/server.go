@@ -74,6 +74,9 @@ type Request struct {
 	MaxCompletionTokens int64
 	Temperature, TopP   *float64
 	ResponseFormat      json.RawMessage
+	// tool_choice (compacted) and parallel_tool_calls, nil when absent.
+	ToolChoice        json.RawMessage
+	ParallelToolCalls *bool
 }
 
 // Option configures a Server.
@@ -241,6 +244,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, rec *Request) (c
 	}
 	rec.Model, rec.Messages, rec.Sent, rec.Stream, rec.CacheKey = req.Model, len(req.Messages), req.Messages, req.Stream, req.CacheKey
 	rec.Temperature, rec.TopP, rec.ResponseFormat = req.Temperature, req.TopP, compacted(req.ResponseFormat)
+	rec.ToolChoice, rec.ParallelToolCalls = compacted(req.ToolChoice), req.ParallelToolCalls
 	if req.MaxCompletionTokens != nil {
 		rec.MaxCompletionTokens = *req.MaxCompletionTokens
 	}
@@ -462,14 +466,17 @@ func cutPieces(pieces []string, n int64) ([]string, bool) {
 }
 
 // samplingText is the answer of /sampling: the request's sampling
-// parameters, as sent, in a JSON object (those not sent left out).
+// parameters (and its tool_choice and parallel_tool_calls), as sent, in a
+// JSON object (those not sent left out).
 func samplingText(req chatRequest) string {
 	b, err := json.Marshal(struct {
 		MaxCompletionTokens *int64          `json:"max_completion_tokens,omitempty"`
 		Temperature         *float64        `json:"temperature,omitempty"`
 		TopP                *float64        `json:"top_p,omitempty"`
 		ResponseFormat      json.RawMessage `json:"response_format,omitempty"`
-	}{req.MaxCompletionTokens, req.Temperature, req.TopP, compacted(req.ResponseFormat)})
+		ToolChoice          json.RawMessage `json:"tool_choice,omitempty"`
+		ParallelToolCalls   *bool           `json:"parallel_tool_calls,omitempty"`
+	}{req.MaxCompletionTokens, req.Temperature, req.TopP, compacted(req.ResponseFormat), compacted(req.ToolChoice), req.ParallelToolCalls})
 	if err != nil {
 		panic(err) // decoded JSON always encodes
 	}

@@ -20,6 +20,8 @@ type chatRequest struct {
 	Temperature         *float64        `json:"temperature"`
 	TopP                *float64        `json:"top_p"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
 }
 
 type wireMessage struct {
