@@ -110,8 +110,8 @@
 //	/sampling
 //	    The final answer (in place of /say's) is the request's sampling
 //	    parameters as a JSON object: those of max_completion_tokens,
-//	    temperature, top_p and response_format (compacted) that it sent, in
-//	    that order, e.g. {"temperature":0.2,"response_format":{"type":
+//	    temperature, top_p, response_format, tool_choice (both compacted)
+//	    and parallel_tool_calls that it sent, in that order, e.g. {"temperature":0.2,"response_format":{"type":
 //	    "json_object"}}; {} when it sent none. It is cut at
 //	    max_completion_tokens as any answer is (see Sampling).
 //
