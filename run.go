@@ -181,6 +181,9 @@ type RunParams struct {
 	// Sampling is how the model is asked to sample the run's answers; runs
 	// stored before it existed have its zero value (the model's defaults).
 	Sampling Sampling `json:"sampling,omitzero"`
+	// CacheKey groups the run's model requests in the provider's prompt
+	// cache (OpenAI's prompt_cache_key); empty: the conversation's id.
+	CacheKey string `json:"cache_key,omitempty"`
 	// Unstored: the run is not kept once it ended (the Responses API's
 	// store: false): it and its conversation, which is its own, are
 	// deleted then.

@@ -232,6 +232,7 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	}
 	req.NoCompaction = r.Truncation != nil && *r.Truncation == "disabled"
 	req.Unstored = !r.Stored()
+	req.CacheKey = r.PromptCacheKey
 	if req.Sampling, err = r.sampling(); err != nil {
 		return req, err
 	}
@@ -926,7 +927,7 @@ func PendingError(err *agentd.PendingCallsError) error {
 // Param is the name, in a response request, of a field runspec names as
 // POST /runs does (sampling.temperature is temperature here).
 func Param(field string) string {
-	for _, m := range [][2]string{{"sampling.format", "text.format"}, {"sampling.", ""}, {"client_tools", "tools"}, {"unstored", "store"}} {
+	for _, m := range [][2]string{{"sampling.format", "text.format"}, {"sampling.", ""}, {"client_tools", "tools"}, {"unstored", "store"}, {"cache_key", "prompt_cache_key"}} {
 		if rest, ok := strings.CutPrefix(field, m[0]); ok {
 			return m[1] + rest
 		}

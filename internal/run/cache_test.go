@@ -46,6 +46,15 @@ func TestRequestPrefixIsStable(t *testing.T) {
 	if got := reqs[0].CacheKey; got != r.ConversationID {
 		t.Fatalf("prompt_cache_key %q, want the conversation id %s", got, r.ConversationID)
 	}
+	// A run's own key (the Responses API's prompt_cache_key) is sent instead.
+	r = b.create(t, `/call calculator {"expression": "1+2"}`+"\n/say done", agentd.RunParams{CacheKey: "docs-agent:v2"})
+	if r = b.wait(t, r.ID, func(r agentd.Run) bool { return r.Status.Terminal() }); r.Status != agentd.StatusCompleted {
+		t.Fatalf("run %s/%s %s", r.Status, r.TerminalReason, r.Error)
+	}
+	reqs = fake.Requests()[10:]
+	if len(reqs) != 2 || reqs[0].CacheKey != "docs-agent:v2" || reqs[1].CacheKey != "docs-agent:v2" {
+		t.Fatalf("the run's cache key: %d requests, %+v", len(reqs), reqs)
+	}
 }
 
 // TestOnlyACompactionChangesThePrefix: over a conversation on fake-4k

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 		return true, x.stopFor(st, err)
 	}
 	reactive := false // a compaction after the model said the request was too long
-	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params), CacheKey: st.Run.ConversationID,
+	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params), CacheKey: cmp.Or(st.Run.Params.CacheKey, st.Run.ConversationID),
 		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond, Sampling: stepSampling(st)}
 	// An answer cut at the model's output limit (finish_reason length) is
 	// continued: the model is sent what it wrote so far and asked to go on,

@@ -64,6 +64,8 @@ type Request struct {
 	// Approvals decide the calls that the conversation's previous run
 	// ended at waiting for an approval (agentd.RunParams.Approvals).
 	Approvals []agentd.ApprovalDecision
+	// CacheKey is the run's prompt cache key (agentd.RunParams.CacheKey).
+	CacheKey *string
 	// Unstored: the run is deleted once it ended (agentd.RunParams.Unstored);
 	// only in a new conversation.
 	Unstored bool
@@ -103,6 +105,9 @@ func New(d Defaults, reg *tools.Registry) *Builder {
 
 // Defaults returns the builder's defaults and ceilings, resolved.
 func (b *Builder) Defaults() Defaults { return b.d }
+
+// MaxCacheKeyBytes caps a run's prompt cache key.
+const MaxCacheKeyBytes = 256
 
 // Build checks req and fills in what it left out. Its errors are a
 // *FieldError, or an *UnknownToolError for a tool the server does not have:
@@ -177,6 +182,15 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 		return p, fieldError("unstored", "a run that is not kept starts a conversation of its own")
 	}
 	p.Unstored = req.Unstored
+	if k := req.CacheKey; k != nil {
+		if len(*k) > MaxCacheKeyBytes {
+			return p, fieldError("cache_key", "must be at most %d bytes", MaxCacheKeyBytes)
+		}
+		if err := Storable("cache_key", *k); err != nil {
+			return p, err
+		}
+		p.CacheKey = *k
+	}
 	for _, name := range req.ApprovalTools {
 		if p.Tools != nil && !slices.Contains(p.Tools, name) {
 			return p, fieldError("approval_tools", "%q is not a tool offered to the run", name)
