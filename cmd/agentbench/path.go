@@ -87,7 +87,11 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 			}
 			self0, agentd0, machine0 := cpuTime(), agentdCPU(), o.cpu.read()
 			startedAt := time.Now()
-			lat, failed := pathRuns(ctx, bases, clients, o.duration, mode)
+			input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
+			if mode == "say" || mode == "responses" {
+				input = "/say The answer is 42."
+			}
+			lat, failed := pathRuns(ctx, bases, clients, o.duration, mode, input)
 			elapsed := time.Since(startedAt)
 			self, agentd, machine := cpuTime()-self0, agentdCPU()-agentd0, o.cpu.read()
 			_, cost, err := costSince(ctx, o.out, "path", url, before)
@@ -145,12 +149,9 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 // /v1/responses streamed (responses).
 var pathModes = []string{"subscribe", "stream", "say", "responses"}
 
-// pathRuns runs whole runs from clients goroutines for d, as mode says.
-func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration, mode string) (lat []time.Duration, failed int) {
-	input := "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."
-	if mode == "say" || mode == "responses" {
-		input = "/say The answer is 42."
-	}
+// pathRuns runs whole runs of input from clients goroutines for d, as mode
+// says.
+func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration, mode, input string) (lat []time.Duration, failed int) {
 	var mu sync.Mutex
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
@@ -282,8 +283,8 @@ type agentdProcess struct {
 }
 
 // startAgentd starts bin on a free loopback port with database url and its
-// built-in fake model, and waits until it is ready.
-func startAgentd(ctx context.Context, bin, url string) (*agentdProcess, error) {
+// built-in fake model (and env), and waits until it is ready.
+func startAgentd(ctx context.Context, bin, url string, env ...string) (*agentdProcess, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -292,6 +293,7 @@ func startAgentd(ctx context.Context, bin, url string) (*agentdProcess, error) {
 	ln.Close()
 	p := &agentdProcess{cmd: exec.Command(bin), base: "http://" + addr}
 	p.cmd.Env = append(os.Environ(), "DATABASE_URL="+url, "AGENTD_ADDR="+addr, "AGENTD_LOG_LEVEL=warn", "OPENAI_API_KEY=")
+	p.cmd.Env = append(p.cmd.Env, env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	if err := p.cmd.Start(); err != nil {
 		return nil, err

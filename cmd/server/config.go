@@ -80,6 +80,7 @@ type DatabaseSettings struct {
 	Migrate        bool          `env:"AGENTD_MIGRATE" envDefault:"true" flag:"migrate" desc:"apply migrations at start-up (under an advisory lock, so that instances may start together)"`
 	MaxConns       int           `env:"AGENTD_DB_MAX_CONNS" envDefault:"0" flag:"db-max-conns" min:"0" defaultDesc:"workers + 16" desc:"database pool size; '0': the workers plus 16"`
 	Committers     int           `env:"AGENTD_COMMITTERS" envDefault:"1" flag:"committers" min:"1" desc:"group-commit workers: the executor's writes of concurrent runs share their transactions"`
+	DeltaTick      time.Duration `env:"AGENTD_DELTA_TICK" envDefault:"50ms" flag:"delta-tick" min:"0s" want:"a duration such as 50ms, or 0" desc:"the tick of streamed text: the text deltas of every run streaming on the instance are committed together, in one transaction a tick (a delta is committed at most this long after the model sent it; the first of an answer at once); '0': each run commits its own every 50ms"`
 	Retention      time.Duration `env:"AGENTD_RETENTION" flag:"retention" min:"1m" want:"a duration of at least 1m, such as 30d or 720h" defaultDesc:"none (keep everything)" desc:"remove conversations whose runs all ended longer ago than this ('30d', '720h'), with everything of theirs, and idempotency keys as old; a conversation with a run newer than that keeps all its history"`
 	RetentionEvery time.Duration `env:"AGENTD_RETENTION_INTERVAL" envDefault:"10m" flag:"retention-interval" desc:"how often each instance runs a retention pass"`
 }

@@ -128,7 +128,7 @@ func TestConfigDefaults(t *testing.T) {
 		ServerSettings: ServerSettings{Addr: "127.0.0.1:8080", MaxBodyBytes: 1 << 20, BodyTimeout: 30 * time.Second,
 			MaxConnections: 1024, LogLevel: slog.LevelInfo, ShutdownGrace: 10 * time.Second},
 		DatabaseSettings: DatabaseSettings{DatabaseURL: defaultDatabaseURL, ReplicaMaxLag: 5 * time.Second, Migrate: true,
-			MaxConns: engine.DefaultWorkers + 16, Committers: 1, RetentionEvery: 10 * time.Minute},
+			MaxConns: engine.DefaultWorkers + 16, Committers: 1, DeltaTick: 50 * time.Millisecond, RetentionEvery: 10 * time.Minute},
 		RunSettings: RunSettings{Workers: engine.DefaultWorkers, LeaseTTL: 15 * time.Second, PollInterval: 2 * time.Second,
 			MaxTotalTimeout: 24 * time.Hour, MaxStepTimeout: time.Hour, MaxIdleTimeout: 10 * time.Minute,
 			MaxToolTimeout: time.Hour, MaxActionTimeout: 168 * time.Hour},

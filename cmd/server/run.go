@@ -335,7 +335,7 @@ func (in *instance) openStore(ctx context.Context) error {
 			Help: "Reads the read replica served.",
 		}, func() float64 { return float64(store.ReplicaReads()) }))
 	}
-	in.store.StartGroupCommit(cfg.Committers, 64)
+	in.store.StartGroupCommit(cfg.Committers, 64, persist.DeferTick(cfg.DeltaTick))
 	in.closers = append(in.closers, in.store.StopGroupCommit) // after the engine stopped
 	if cfg.Retention > 0 {
 		in.closers = append(in.closers, startRetention(in.store, cfg.Retention, cfg.RetentionEvery, log))

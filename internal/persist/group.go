@@ -38,7 +38,29 @@ type committer struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+
+	// Deferred writes (ExecDeferred) wait here for the next tick, which
+	// hands them to the committers as batches.
+	tick    time.Duration
+	batches chan []*execReq
+	mu      sync.Mutex
+	held    []*execReq
+	timer   *time.Timer
+	ticks   sync.WaitGroup // flushes under way
 }
+
+// maxDeferredBatch caps the deferred writes of one transaction; a tick
+// with more commits them in several, side by side.
+const maxDeferredBatch = 256
+
+// GroupOption configures group commit.
+type GroupOption func(*committer)
+
+// DeferTick makes ExecDeferred's writes wait for a tick of d, shared by
+// every run of the store: the deferred writes of a tick (a streamed
+// answer's text deltas, however many runs stream) share transactions, at
+// most maxDeferredBatch each. 0, the default, defers nothing.
+func DeferTick(d time.Duration) GroupOption { return func(c *committer) { c.tick = max(d, 0) } }
 
 // GroupCommitStats counts what group commit did.
 type GroupCommitStats struct {
@@ -50,14 +72,17 @@ type GroupCommitStats struct {
 // with workers committers (a transaction each at a time) and at most
 // maxBatch requests per transaction. Call it before the engine starts; call
 // StopGroupCommit after the engine stopped.
-func (s *Store) StartGroupCommit(workers, maxBatch int) {
+func (s *Store) StartGroupCommit(workers, maxBatch int, opts ...GroupOption) {
 	if workers <= 0 {
 		workers = 1
 	}
 	if maxBatch <= 0 {
 		maxBatch = 64
 	}
-	c := &committer{reqs: make(chan *execReq, 1024), stop: make(chan struct{})}
+	c := &committer{reqs: make(chan *execReq, 1024), stop: make(chan struct{}), batches: make(chan []*execReq)}
+	for _, o := range opts {
+		o(c)
+	}
 	for range workers {
 		c.wg.Add(1)
 		go func() {
@@ -77,6 +102,94 @@ func (s *Store) StopGroupCommit() {
 	}
 	c.once.Do(func() { close(c.stop) })
 	c.wg.Wait()
+	// What waits for a tick is committed now.
+	c.mu.Lock()
+	if c.timer != nil && c.timer.Stop() {
+		c.ticks.Done()
+	}
+	c.timer = nil
+	held := c.held
+	c.held = nil
+	c.mu.Unlock()
+	c.ticks.Wait()
+	for len(held) > 0 {
+		n := min(len(held), maxDeferredBatch)
+		s.commitBatch(held[:n])
+		held = held[n:]
+	}
+}
+
+// DeferTicks reports the tick of deferred writes: 0 when ExecDeferred
+// commits at once, as Exec does.
+func (s *Store) DeferTicks() time.Duration {
+	if c := s.group.Load(); c != nil {
+		return c.tick
+	}
+	return 0
+}
+
+// ExecDeferred is Exec for a write that may wait for the next tick of
+// deferred writes (DeferTick), to share its transaction with those of the
+// other runs: what a streamed answer's text deltas are written with. It
+// commits at once when there is no tick.
+func (s *Store) ExecDeferred(ctx context.Context, f Fence, evs []agentd.EventIn, ops ...Op) (int64, error) {
+	c := s.group.Load()
+	if c == nil || c.tick <= 0 {
+		return s.Exec(ctx, f, evs, ops...)
+	}
+	r := &execReq{ctx: ctx, f: f, evs: evs, ops: ops, done: make(chan struct{})}
+	c.mu.Lock()
+	select {
+	case <-c.stop:
+		c.mu.Unlock()
+		return s.Exec(ctx, f, evs, ops...) // stopping: nothing ticks any more
+	default:
+	}
+	c.held = append(c.held, r)
+	if c.timer == nil {
+		c.ticks.Add(1)
+		c.timer = time.AfterFunc(c.tick, func() { s.flushHeld(c) })
+	}
+	c.mu.Unlock()
+	<-r.done // a held request is always answered, even after its ctx ends
+	return r.last, r.err
+}
+
+// FlushDeferred commits the writes held for the next tick now, as the
+// tick would: for a run that waits on its own held write (a streamed step
+// that ended, whose output follows its last delta).
+func (s *Store) FlushDeferred() {
+	c := s.group.Load()
+	if c == nil || c.tick <= 0 {
+		return
+	}
+	c.mu.Lock()
+	if c.timer == nil || !c.timer.Stop() {
+		c.mu.Unlock()
+		return // nothing held, or the tick is under way
+	}
+	c.mu.Unlock()
+	s.flushHeld(c) // the tick's, whose timer will not fire
+}
+
+// flushHeld hands the writes held for this tick to the committers, in
+// batches of at most maxDeferredBatch; once they stop, it commits them
+// itself.
+func (s *Store) flushHeld(c *committer) {
+	defer c.ticks.Done()
+	c.mu.Lock()
+	held := c.held
+	c.held, c.timer = nil, nil
+	c.mu.Unlock()
+	for len(held) > 0 {
+		n := min(len(held), maxDeferredBatch)
+		select {
+		case c.batches <- held[:n]:
+		case <-c.stop:
+			s.commitBatch(held[:n])
+		}
+		held = held[n:]
+	}
 }
 
 // GroupCommitStats reports the executor transactions and requests so far.
@@ -88,9 +201,14 @@ func (s *Store) commitLoop(c *committer, maxBatch int) {
 	batch := make([]*execReq, 0, maxBatch)
 	for {
 		batch = batch[:0]
+		limit := maxBatch
 		select {
 		case r := <-c.reqs:
 			batch = append(batch, r)
+		case held := <-c.batches:
+			// A tick's deferred writes, with whatever else is queued.
+			batch = append(batch, held...)
+			limit += len(held)
 		case <-c.stop:
 			// Drain what is queued, then stop.
 			for {
@@ -103,7 +221,7 @@ func (s *Store) commitLoop(c *committer, maxBatch int) {
 			}
 		}
 	fill:
-		for len(batch) < maxBatch {
+		for len(batch) < limit {
 			select {
 			case r := <-c.reqs:
 				batch = append(batch, r)

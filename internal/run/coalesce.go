@@ -15,6 +15,12 @@ import (
 // thousands. Whatever is still buffered when the model finishes is committed
 // with the step's output.
 //
+// When the store defers writes to a tick that every run shares (deferred),
+// the window is the store's: text is written as soon as no commit is under
+// way, and the write waits for the tick, with the deltas of every other
+// run that streams, so that a tick costs one transaction however many runs
+// stream, and each run one delta a tick.
+//
 // Its mutex guards the buffer only: a commit is made outside it, so that the
 // model's stream is not held up by a commit the window's timer started. One
 // commit is under way at a time (writing), so that deltas are committed in
@@ -22,8 +28,9 @@ import (
 type coalescer struct {
 	x      *execution
 	step   int
-	window time.Duration
-	max    int
+	window   time.Duration
+	max      int
+	deferred bool // later deltas wait for the store's tick (writeDeferred)
 
 	mu      sync.Mutex
 	idle    *sync.Cond // signalled when a commit under way ends
@@ -37,8 +44,8 @@ type coalescer struct {
 	failed  error // a write failed (the lease was lost); nothing more is written
 }
 
-func newCoalescer(x *execution, step int, window time.Duration, max int) *coalescer {
-	c := &coalescer{x: x, step: step, window: window, max: max}
+func newCoalescer(x *execution, step int, window time.Duration, max int, deferred bool) *coalescer {
+	c := &coalescer{x: x, step: step, window: window, max: max, deferred: deferred}
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -55,7 +62,15 @@ func (c *coalescer) add(text string) {
 	}
 	c.buf.WriteString(text)
 	switch {
-	case c.sent == 0 && c.last.IsZero(), c.buf.Len() >= c.max, time.Since(c.last) >= c.window:
+	case c.sent == 0 && c.last.IsZero():
+		c.flushLocked()
+	case c.deferred && c.writing:
+		c.due = true // the commit under way writes it next, at the next tick
+	case c.deferred && c.timer == nil:
+		// Written now, off the model's stream: the write waits for the tick.
+		c.timer = time.AfterFunc(0, c.flushLater)
+	case c.deferred:
+	case c.buf.Len() >= c.max, time.Since(c.last) >= c.window:
 		c.flushLocked()
 	case c.timer == nil:
 		c.timer = time.AfterFunc(c.window-time.Since(c.last), c.flushLater)
@@ -94,7 +109,11 @@ func (c *coalescer) flushLocked() {
 		c.buf.Reset()
 		c.due = false
 		c.mu.Unlock()
-		err := c.x.write(c.x.ctx, []agentd.EventIn{agentd.EventOf(c.step, agentd.MessageDeltaData{Text: text})})
+		write := c.x.write
+		if c.deferred && c.sent > 0 {
+			write = c.x.writeDeferred // the first goes out at once
+		}
+		err := write(c.x.ctx, []agentd.EventIn{agentd.EventOf(c.step, agentd.MessageDeltaData{Text: text})})
 		c.mu.Lock()
 		if err != nil {
 			c.failed = err
@@ -116,6 +135,13 @@ func (c *coalescer) stop() {
 	if c.timer != nil {
 		c.timer.Stop()
 		c.timer = nil
+	}
+	if c.writing && c.deferred {
+		// The step's output follows the delta held for the tick: the tick
+		// comes now, for every run's held deltas.
+		c.mu.Unlock()
+		c.x.d.store.FlushDeferred()
+		c.mu.Lock()
 	}
 	for c.writing {
 		c.idle.Wait()

@@ -45,7 +45,7 @@ func (g *gateStore) Exec(ctx context.Context, f persist.Fence, evs []agentd.Even
 func TestCoalescerDoesNotHoldTheStreamDuringACommit(t *testing.T) {
 	g := &gateStore{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
 	x := &execution{d: &deps{store: g, m: NewMetrics(nil), log: slog.New(slog.DiscardHandler)}, ctx: context.Background()}
-	c := newCoalescer(x, 1, 5*time.Millisecond, 1<<20)
+	c := newCoalescer(x, 1, 5*time.Millisecond, 1<<20, false)
 	c.add("a") // the first delta goes out at once
 	// Due after the window: the timer commits it, and is held; on a machine
 	// slow enough that the window passed already, add commits it itself,

@@ -27,6 +27,9 @@ type Store interface {
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	Exec(ctx context.Context, f persist.Fence, evs []agentd.EventIn, ops ...persist.Op) (int64, error)
+	ExecDeferred(ctx context.Context, f persist.Fence, evs []agentd.EventIn, ops ...persist.Op) (int64, error)
+	DeferTicks() time.Duration
+	FlushDeferred()
 	RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error)
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	RunsSweep(ctx context.Context, limit int) (int, error)

@@ -24,6 +24,9 @@ import (
 // its lease, and the committed state it is rebuilt from.
 type execStore interface {
 	Exec(ctx context.Context, f persist.Fence, evs []agentd.EventIn, ops ...persist.Op) (int64, error)
+	ExecDeferred(ctx context.Context, f persist.Fence, evs []agentd.EventIn, ops ...persist.Op) (int64, error)
+	DeferTicks() time.Duration
+	FlushDeferred()
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error)
@@ -148,6 +151,18 @@ func (o *outbox) take() ([]agentd.EventIn, []persist.Op) {
 // terminal status) pass a context without cancel; nothing is written once
 // the engine was abandoned.
 func (x *execution) write(ctx context.Context, evs []agentd.EventIn, ops ...persist.Op) error {
+	return x.writeWith(x.d.store.Exec, ctx, evs, ops...)
+}
+
+// writeDeferred is write for what may wait for the store's next tick of
+// deferred writes, to share a transaction with other runs' (a streamed
+// answer's text deltas).
+func (x *execution) writeDeferred(ctx context.Context, evs []agentd.EventIn, ops ...persist.Op) error {
+	return x.writeWith(x.d.store.ExecDeferred, ctx, evs, ops...)
+}
+
+func (x *execution) writeWith(exec func(context.Context, persist.Fence, []agentd.EventIn, ...persist.Op) (int64, error),
+	ctx context.Context, evs []agentd.EventIn, ops ...persist.Op) error {
 	if x.abandoned.Load() {
 		return errAbandoned
 	}
@@ -160,7 +175,7 @@ func (x *execution) write(ctx context.Context, evs []agentd.EventIn, ops ...pers
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := x.d.store.Exec(wctx, x.fence, evs, ops...)
+	_, err := exec(wctx, x.fence, evs, ops...)
 	switch {
 	case errors.Is(err, persist.ErrLeaseLost):
 		x.d.m.LeasesLost.Inc()

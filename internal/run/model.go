@@ -53,7 +53,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 	continues := st.Run.Params.Sampling.MaxOutputTokens <= 0
 	var cont continuation
 	for attempt := 1; ; attempt++ {
-		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes)
+		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes, x.d.store.DeferTicks() > 0)
 		resp, err := x.callModel(ctx, step.Seq, req, co)
 		co.stop()
 		if err == nil {

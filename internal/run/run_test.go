@@ -49,7 +49,8 @@ func setup(t *testing.T) *bundle {
 	// runs after them (last-in first-out): every engine has stopped, and the
 	// store and its database are still there.
 	t.Cleanup(func() { checkStoredEvents(t, store) })
-	store.StartGroupCommit(2, 64)
+	// Text deltas wait for a shared tick, as in cmd/server.
+	store.StartGroupCommit(2, 64, persist.DeferTick(50*time.Millisecond))
 	t.Cleanup(store.StopGroupCommit) // after the engines stop (cleanups run last-in first-out)
 	fake := fakellm.New()
 	fsrv := httptest.NewServer(fake)
