@@ -26,8 +26,8 @@ import (
 // commit is under way at a time (writing), so that deltas are committed in
 // order; text that arrives meanwhile waits in the buffer for the next.
 type coalescer struct {
-	x      *execution
-	step   int
+	x        *execution
+	step     int
 	window   time.Duration
 	max      int
 	deferred bool // later deltas wait for the store's tick (writeDeferred)
