@@ -395,3 +395,24 @@ func TestPathPhase(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswersPhase: the answers phase runs the one-word and the streamed
+// 3-step runs against agentd in a process of its own, and reports their
+// costs and the ratio of the two.
+func TestAnswersPhase(t *testing.T) {
+	needPostgres(t)
+	_, got := quickRun(t, "answers")
+	for _, level := range []string{", one word, 16 clients", ", 300 tokens, 16 clients"} {
+		for _, name := range []string{"answers runs/s", "answers agentd CPU per run", "answers write transactions per run", "answers WAL per run"} {
+			if s, ok := got[name+level]; !ok || s.Median <= 0 {
+				t.Errorf("%s%s: %+v, want a positive value", name, level, s)
+			}
+		}
+		if s := got["answers failed runs"+level]; s.Met == nil || !*s.Met {
+			t.Errorf("failed runs%s: %+v", level, s)
+		}
+	}
+	if s, ok := got["answers WAL per run, 300 tokens to one word, 16 clients"]; !ok || s.Median <= 1 {
+		t.Errorf("the WAL ratio: %+v, want one above 1 (a streamed answer writes more)", s)
+	}
+}
