@@ -64,8 +64,7 @@ func (s *Store) MessagesAppend(ctx context.Context, tenantID, conversationID str
 		}
 		// A call waiting for its output is named by its call id, one
 		// waiting for an approval by its tool call id.
-		waiting, err := queryAll(ctx, tx, scanString, `SELECT CASE tc.status WHEN 'awaiting_client' THEN 'c' ELSE 'a' END ||
-			CASE tc.status WHEN 'awaiting_client' THEN tc.call_id ELSE tc.id::text END FROM tool_calls tc
+		rows, err := tx.Query(ctx, `SELECT tc.status, tc.call_id, tc.id::text FROM tool_calls tc
 			JOIN steps s ON s.id = tc.step_id JOIN runs r ON r.id = s.run_id
 			WHERE r.conversation_id = $1 AND r.terminal_reason = 'client_tool_calls'
 			AND tc.status IN ('awaiting_client', 'awaiting_approval')
@@ -73,15 +72,25 @@ func (s *Store) MessagesAppend(ctx context.Context, tenantID, conversationID str
 		if err != nil {
 			return fmt.Errorf("pending client calls: %w", err)
 		}
-		if len(waiting) > 0 {
-			perr := &agentd.PendingCallsError{}
-			for _, w := range waiting {
-				if w[0] == 'c' {
-					perr.Missing = append(perr.Missing, w[1:])
-				} else {
-					perr.MissingApprovals = append(perr.MissingApprovals, w[1:])
-				}
+		perr := &agentd.PendingCallsError{}
+		for rows.Next() {
+			var status agentd.CallStatus
+			var callID, id string
+			if err := rows.Scan(&status, &callID, &id); err != nil {
+				rows.Close()
+				return translate(err)
 			}
+			if status == agentd.CallAwaitingClient {
+				perr.Missing = append(perr.Missing, callID)
+			} else {
+				perr.MissingApprovals = append(perr.MissingApprovals, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("pending client calls: %w", translate(err))
+		}
+		if !perr.Empty() {
 			return perr
 		}
 		stored, err = appendMessages(ctx, tx, conversationID, msgs)

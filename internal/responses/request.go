@@ -233,7 +233,7 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	req.NoCompaction = r.Truncation != nil && *r.Truncation == "disabled"
 	req.Unstored = !r.Stored()
 	req.CacheKey = r.PromptCacheKey
-	if req.Sampling, err = r.sampling(); err != nil {
+	if req.Sampling, err = r.sampling(mcp); err != nil {
 		return req, err
 	}
 	echo, err := r.echo()
@@ -464,10 +464,11 @@ func approvalPolicy(name string, raw json.RawMessage) (json.RawMessage, func(str
 
 // toolChoice reads tool_choice: "auto", "none", "required", a function
 // tool ({"type": "function", "name"}) or a tool of an mcp tool ({"type":
-// "mcp", "server_label", "name"}) the model must call; nil when absent.
+// "mcp", "server_label", "name"}, mcp mapping the request's operator tools
+// to their server_label) the model must call; nil when absent.
 // A forced call holds for the response's first model answer (see
 // agentd.Sampling.ToolChoice).
-func (r Request) toolChoice() (*agentd.ToolChoice, error) {
+func (r Request) toolChoice(mcp map[string]string) (*agentd.ToolChoice, error) {
 	raw := bytes.TrimSpace(r.ToolChoice)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -501,28 +502,18 @@ func (r Request) toolChoice() (*agentd.ToolChoice, error) {
 	if t.Name == nil || *t.Name == "" {
 		return nil, field("tool_choice.name", "is required: the tool the model must call")
 	}
-	if t.Type == "mcp" && (t.ServerLabel == nil || r.mcpLabel(*t.Name) != *t.ServerLabel) {
+	if t.Type == "mcp" && (t.ServerLabel == nil || mcp[*t.Name] != *t.ServerLabel) {
 		return nil, field("tool_choice.server_label", "must be the server_label of an mcp tool of the request that offers %q", *t.Name)
 	}
 	return &agentd.ToolChoice{Mode: agentd.ToolChoiceTool, Name: *t.Name}, nil
 }
 
-// mcpLabel is the server_label of the request's mcp tool that offers the
-// tool name ("" for none).
-func (r Request) mcpLabel(name string) string {
-	_, _, mcp, _, err := r.functionTools()
-	if err != nil {
-		return ""
-	}
-	return mcp[name]
-}
-
 // sampling maps max_output_tokens, temperature, top_p and text.format.
-func (r Request) sampling() (*runspec.Sampling, error) {
+func (r Request) sampling(mcp map[string]string) (*runspec.Sampling, error) {
 	s := &runspec.Sampling{MaxOutputTokens: r.MaxOutputTokens, Temperature: r.Temperature, TopP: r.TopP,
 		ParallelToolCalls: r.ParallelToolCalls}
 	var err error
-	if s.ToolChoice, err = r.toolChoice(); err != nil {
+	if s.ToolChoice, err = r.toolChoice(mcp); err != nil {
 		return nil, err
 	}
 	if r.Text != nil && len(r.Text.Format) > 0 && string(r.Text.Format) != "null" {
