@@ -2,8 +2,13 @@ package agentd_test
 
 import (
 	"bufio"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -109,4 +114,47 @@ func packageRows(t *testing.T) map[string][]string {
 		t.Fatal("docs/design.md has no table of packages")
 	}
 	return rows
+}
+
+// maxFuncLines is the longest a function may be outside tests and
+// cmd/agentbench: past it, a function does more than one thing.
+const maxFuncLines = 80
+
+// TestNoLongFunctions: no function of the module's code, tests and
+// cmd/agentbench aside, is longer than maxFuncLines.
+func TestNoLongFunctions(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			name := d.Name()
+			if path != "." && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata" ||
+				path == filepath.Join("cmd", "agentbench")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+				t.Errorf("%s: %s is %d lines long, more than %d", fset.Position(fn.Pos()), fn.Name.Name, n, maxFuncLines)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -47,24 +47,9 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if req.Type != nil || req.Outputs != nil {
 		return s.toolOutputs(w, r, id, req)
 	}
-	var toolCallID, callID string
-	switch {
-	case req.ToolCallID == nil && req.CallID == nil:
-		return fieldError("tool_call_id", "is required: the tool_call_id of the run's required_action (or send its call_id)")
-	case req.ToolCallID != nil && uuid.Validate(*req.ToolCallID) != nil:
-		return fieldError("tool_call_id", "must be agentd's id of the tool call, a UUID (required_action.tool_call_id), not %q; "+
-			"to name the call by the model's id, send it as call_id (required_action.call_id)", clip(*req.ToolCallID, 64))
-	case req.CallID != nil && (*req.CallID == "" || len(*req.CallID) > 256):
-		return fieldError("call_id", "must be the model's id of the tool call (required_action.call_id): 1 to 256 bytes")
-	}
-	if req.ToolCallID != nil {
-		toolCallID = *req.ToolCallID
-	}
-	if req.CallID != nil {
-		if err := storable("call_id", *req.CallID); err != nil {
-			return err
-		}
-		callID = *req.CallID
+	toolCallID, callID, err := actionCall(req)
+	if err != nil {
+		return err
 	}
 	if req.Decision == nil {
 		return fieldError("decision", "is required: approve or reject (an approval); result, retry or fail (an unknown outcome)")
@@ -75,7 +60,45 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := agentd.ActionParams{TenantID: TenantFromContext(r.Context()), RunID: id, ToolCallID: toolCallID, CallID: callID,
 		Decision: decision, Actor: ActorFromContext(r.Context())}
-	switch decision {
+	if err := actionOutcome(req, &p); err != nil {
+		return err
+	}
+	run, err := s.runs.ResolveAction(r.Context(), p)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, runView(run))
+	return nil
+}
+
+// actionCall names the call an action decides: agentd's id of it, or the
+// model's.
+func actionCall(req actionRequest) (toolCallID, callID string, err error) {
+	switch {
+	case req.ToolCallID == nil && req.CallID == nil:
+		return "", "", fieldError("tool_call_id", "is required: the tool_call_id of the run's required_action (or send its call_id)")
+	case req.ToolCallID != nil && uuid.Validate(*req.ToolCallID) != nil:
+		return "", "", fieldError("tool_call_id", "must be agentd's id of the tool call, a UUID (required_action.tool_call_id), not %q; "+
+			"to name the call by the model's id, send it as call_id (required_action.call_id)", clip(*req.ToolCallID, 64))
+	case req.CallID != nil && (*req.CallID == "" || len(*req.CallID) > 256):
+		return "", "", fieldError("call_id", "must be the model's id of the tool call (required_action.call_id): 1 to 256 bytes")
+	}
+	if req.ToolCallID != nil {
+		toolCallID = *req.ToolCallID
+	}
+	if req.CallID != nil {
+		if err := storable("call_id", *req.CallID); err != nil {
+			return "", "", err
+		}
+		callID = *req.CallID
+	}
+	return toolCallID, callID, nil
+}
+
+// actionOutcome checks the result and the error an action carries against
+// its decision, and sets them on p.
+func actionOutcome(req actionRequest, p *agentd.ActionParams) error {
+	switch p.Decision {
 	case agentd.DecisionResult:
 		if len(req.Result) == 0 {
 			return fieldError("result", "is required with decision result: the tool's result as JSON")
@@ -92,7 +115,7 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if req.Error != nil {
-		if decision != agentd.DecisionFail && decision != agentd.DecisionReject {
+		if p.Decision != agentd.DecisionFail && p.Decision != agentd.DecisionReject {
 			return fieldError("error", "is only allowed with decision fail or reject")
 		}
 		if len(*req.Error) > 4096 {
@@ -103,11 +126,6 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.Message = *req.Error
 	}
-	run, err := s.runs.ResolveAction(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	s.writeJSON(w, r, http.StatusOK, runView(run))
 	return nil
 }
 

@@ -293,23 +293,44 @@ func requestBody(req Request) ([]byte, error) {
 	if b, err = appendNumber(b, "temperature", smp.Temperature); err != nil {
 		return nil, err
 	}
-	if c := smp.ToolChoice; c != nil && len(req.Tools) > 0 {
-		switch c.Mode {
-		case ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
-			b = append(b, `,"tool_choice":`...)
-			b = appendString(b, c.Mode)
-		case ToolChoiceTool:
-			b = append(b, `,"tool_choice":{"function":{"name":`...)
-			b = appendString(b, c.Name)
-			b = append(b, `},"type":"function"}`...)
-		default:
-			return nil, fmt.Errorf("unknown tool choice %q", c.Mode)
+	if len(req.Tools) > 0 {
+		if b, err = appendToolChoice(b, smp.ToolChoice); err != nil {
+			return nil, err
+		}
+		if b, err = appendTools(b, req.Tools); err != nil {
+			return nil, err
 		}
 	}
-	for i, t := range req.Tools {
-		if i == 0 {
-			b = append(b, `,"tools":[`...)
-		} else {
+	if b, err = appendNumber(b, "top_p", smp.TopP); err != nil {
+		return nil, err
+	}
+	return append(b, `,"stream":true}`...), nil
+}
+
+// appendToolChoice writes the request's tool_choice, if it has one.
+func appendToolChoice(b []byte, c *ToolChoice) ([]byte, error) {
+	if c == nil {
+		return b, nil
+	}
+	switch c.Mode {
+	case ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired:
+		b = append(b, `,"tool_choice":`...)
+		b = appendString(b, c.Mode)
+	case ToolChoiceTool:
+		b = append(b, `,"tool_choice":{"function":{"name":`...)
+		b = appendString(b, c.Name)
+		b = append(b, `},"type":"function"}`...)
+	default:
+		return nil, fmt.Errorf("unknown tool choice %q", c.Mode)
+	}
+	return b, nil
+}
+
+// appendTools writes the request's tools as functions.
+func appendTools(b []byte, tools []ToolSpec) ([]byte, error) {
+	b = append(b, `,"tools":[`...)
+	for i, t := range tools {
+		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, `{"type":"function","function":{"name":`...)
@@ -329,13 +350,7 @@ func requestBody(req Request) ([]byte, error) {
 		}
 		b = append(b, "}}"...)
 	}
-	if len(req.Tools) > 0 {
-		b = append(b, ']')
-	}
-	if b, err = appendNumber(b, "top_p", smp.TopP); err != nil {
-		return nil, err
-	}
-	return append(b, `,"stream":true}`...), nil
+	return append(b, ']'), nil
 }
 
 // appendResponseFormat appends f as "response_format": nothing for plain

@@ -229,29 +229,9 @@ func (b *Builder) Add(ev agentd.Event) {
 		}
 		o := b.openMessage()
 		o.text.WriteString(d.Text)
-		b.event("response.output_text.delta", map[string]any{"item_id": o.id, "output_index": o.index,
-			"content_index": 0, "delta": d.Text, "logprobs": []any{}})
+		b.textDelta(o, d.Text)
 	case agentd.MessageCompletedData:
-		if d.Role != agentd.RoleAssistant {
-			return
-		}
-		b.usage = b.usage.Add(d.Usage)
-		text := agentd.TextOf(d.Content)
-		if text != "" || b.open != nil {
-			o := b.openMessage()
-			if o.text.Len() == 0 && text != "" {
-				// An answer that was not streamed still reaches a client
-				// that reads only deltas.
-				b.event("response.output_text.delta", map[string]any{"item_id": o.id, "output_index": o.index,
-					"content_index": 0, "delta": text, "logprobs": []any{}})
-			}
-			b.closeMessage(text, StatusCompleted)
-		}
-		for _, p := range d.Content {
-			if p.Type == agentd.PartToolCall && b.clientTool(p.Name) {
-				b.functionCall(p)
-			}
-		}
+		b.messageCompleted(d)
 	case agentd.StepRetractedData:
 		if b.open != nil {
 			// What streamed of a step that was asked again is not part of
@@ -263,30 +243,7 @@ func (b *Builder) Add(ev agentd.Event) {
 					Content: []Content{outputText(o.text.String())}}})
 		}
 	case agentd.ToolCallCreatedData:
-		label, ok := b.mcp[d.Name]
-		if !ok || b.calls[d.ToolCallID] != nil {
-			return
-		}
-		if d.Status == agentd.CallAwaitingApproval {
-			// The response ends at it (the run's ClientToolsEnd); the next
-			// request decides it with an mcp_approval_response item.
-			it := Item{ID: ApprovalRequestID(d.ToolCallID), Type: ItemMCPApprovalRequest, ServerLabel: label, Name: d.Name,
-				Arguments: ptr(string(d.Arguments))}
-			index := b.items
-			b.items++
-			b.event("response.output_item.added", map[string]any{"output_index": index, "item": it})
-			b.resp.Output = append(b.resp.Output, it)
-			b.event("response.output_item.done", map[string]any{"output_index": index, "item": it})
-			return
-		}
-		c := &mcpCall{index: b.items, item: Item{ID: mcpCallItemID(b.run.ID, b.items), Type: ItemMCPCall,
-			Status: StatusInProgress, ServerLabel: label, Name: d.Name, Arguments: ptr(string(d.Arguments))}}
-		b.items++
-		b.calls[d.ToolCallID] = c
-		b.event("response.output_item.added", map[string]any{"output_index": c.index, "item": c.item})
-		b.event("response.mcp_call.in_progress", map[string]any{"item_id": c.item.ID, "output_index": c.index})
-		b.event("response.mcp_call_arguments.done", map[string]any{"item_id": c.item.ID, "output_index": c.index,
-			"arguments": *c.item.Arguments})
+		b.toolCallCreated(d)
 	case agentd.ToolCallCompletedData:
 		c := b.calls[d.ToolCallID]
 		if c == nil {
@@ -297,6 +254,64 @@ func (b *Builder) Add(ev agentd.Event) {
 	case agentd.RunEndedData:
 		b.end(env, d)
 	}
+}
+
+func (b *Builder) textDelta(o *openItem, text string) {
+	b.event("response.output_text.delta", map[string]any{"item_id": o.id, "output_index": o.index,
+		"content_index": 0, "delta": text, "logprobs": []any{}})
+}
+
+// messageCompleted closes the assistant's message item and adds an item for
+// each call of a client's function.
+func (b *Builder) messageCompleted(d agentd.MessageCompletedData) {
+	if d.Role != agentd.RoleAssistant {
+		return
+	}
+	b.usage = b.usage.Add(d.Usage)
+	text := agentd.TextOf(d.Content)
+	if text != "" || b.open != nil {
+		o := b.openMessage()
+		if o.text.Len() == 0 && text != "" {
+			// An answer that was not streamed still reaches a client
+			// that reads only deltas.
+			b.textDelta(o, text)
+		}
+		b.closeMessage(text, StatusCompleted)
+	}
+	for _, p := range d.Content {
+		if p.Type == agentd.PartToolCall && b.clientTool(p.Name) {
+			b.functionCall(p)
+		}
+	}
+}
+
+// toolCallCreated opens the item of a call of an mcp tool: an approval
+// request when the call waits for one, an mcp_call otherwise.
+func (b *Builder) toolCallCreated(d agentd.ToolCallCreatedData) {
+	label, ok := b.mcp[d.Name]
+	if !ok || b.calls[d.ToolCallID] != nil {
+		return
+	}
+	if d.Status == agentd.CallAwaitingApproval {
+		// The response ends at it (the run's ClientToolsEnd); the next
+		// request decides it with an mcp_approval_response item.
+		it := Item{ID: ApprovalRequestID(d.ToolCallID), Type: ItemMCPApprovalRequest, ServerLabel: label, Name: d.Name,
+			Arguments: ptr(string(d.Arguments))}
+		index := b.items
+		b.items++
+		b.event("response.output_item.added", map[string]any{"output_index": index, "item": it})
+		b.resp.Output = append(b.resp.Output, it)
+		b.event("response.output_item.done", map[string]any{"output_index": index, "item": it})
+		return
+	}
+	c := &mcpCall{index: b.items, item: Item{ID: mcpCallItemID(b.run.ID, b.items), Type: ItemMCPCall,
+		Status: StatusInProgress, ServerLabel: label, Name: d.Name, Arguments: ptr(string(d.Arguments))}}
+	b.items++
+	b.calls[d.ToolCallID] = c
+	b.event("response.output_item.added", map[string]any{"output_index": c.index, "item": c.item})
+	b.event("response.mcp_call.in_progress", map[string]any{"item_id": c.item.ID, "output_index": c.index})
+	b.event("response.mcp_call_arguments.done", map[string]any{"item_id": c.item.ID, "output_index": c.index,
+		"arguments": *c.item.Arguments})
 }
 
 // finishCall ends the mcp_call item of a call of the operator's tools with

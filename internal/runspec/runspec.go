@@ -260,51 +260,7 @@ func input(msgs []agentd.InputMessage, text, approvals bool) ([]agentd.InputMess
 				return nil, fieldError(field, "comes before the output of call %s: each call's output must follow it", id)
 			}
 		}
-		if len(m.ToolCalls) > 0 {
-			if m.Role != agentd.RoleAssistant {
-				return nil, fieldError(field, "only an assistant message has tool calls")
-			}
-			for j, c := range m.ToolCalls {
-				cf := fmt.Sprintf("%s.tool_calls[%d]", field, j)
-				if c.ID == "" || c.Name == "" {
-					return nil, fieldError(cf, "needs its call id and name")
-				}
-				for _, v := range []string{c.ID, c.Name, c.Arguments} {
-					if err := Storable(cf, v); err != nil {
-						return nil, err
-					}
-				}
-				if c.Arguments != "" && !json.Valid([]byte(c.Arguments)) {
-					return nil, fieldError(cf+".arguments", "must be JSON text")
-				}
-				open[c.ID] = true
-			}
-			continue
-		}
-		switch m.Role {
-		case agentd.RoleUser, agentd.RoleAssistant, agentd.RoleSystem:
-		case agentd.RoleTool:
-			// An output of a call of the input, or of a client call the
-			// conversation waits for (the Responses API's
-			// function_call_output); the store checks that one waits.
-			delete(open, m.ToolCallID)
-			if m.ToolCallID == "" { // what only the Responses API's door sends
-				return nil, fieldError(field+".role", "must be user, assistant or system, not %q", m.Role)
-			}
-			if err := Storable(field+".call_id", m.ToolCallID); err != nil {
-				return nil, err
-			}
-			if err := Storable(field+".output", m.Content); err != nil {
-				return nil, err
-			}
-			continue
-		default:
-			return nil, fieldError(field+".role", "must be user, assistant or system, not %q", m.Role)
-		}
-		if m.Content == "" {
-			return nil, fieldError(field+".content", "is required: a non-empty string")
-		}
-		if err := Storable(field+".content", m.Content); err != nil {
+		if err := inputMessage(field, m, open); err != nil {
 			return nil, err
 		}
 	}
@@ -312,6 +268,53 @@ func input(msgs []agentd.InputMessage, text, approvals bool) ([]agentd.InputMess
 		return nil, fieldError("input", "has no output for call %s: each call of the input needs one", id)
 	}
 	return msgs, nil
+}
+
+// inputMessage checks one message of an input of messages. The calls of an
+// assistant message go into open; an output takes its call out of it.
+func inputMessage(field string, m agentd.InputMessage, open map[string]bool) error {
+	if len(m.ToolCalls) > 0 {
+		if m.Role != agentd.RoleAssistant {
+			return fieldError(field, "only an assistant message has tool calls")
+		}
+		for j, c := range m.ToolCalls {
+			cf := fmt.Sprintf("%s.tool_calls[%d]", field, j)
+			if c.ID == "" || c.Name == "" {
+				return fieldError(cf, "needs its call id and name")
+			}
+			for _, v := range []string{c.ID, c.Name, c.Arguments} {
+				if err := Storable(cf, v); err != nil {
+					return err
+				}
+			}
+			if c.Arguments != "" && !json.Valid([]byte(c.Arguments)) {
+				return fieldError(cf+".arguments", "must be JSON text")
+			}
+			open[c.ID] = true
+		}
+		return nil
+	}
+	switch m.Role {
+	case agentd.RoleUser, agentd.RoleAssistant, agentd.RoleSystem:
+	case agentd.RoleTool:
+		// An output of a call of the input, or of a client call the
+		// conversation waits for (the Responses API's
+		// function_call_output); the store checks that one waits.
+		delete(open, m.ToolCallID)
+		if m.ToolCallID == "" { // what only the Responses API's door sends
+			return fieldError(field+".role", "must be user, assistant or system, not %q", m.Role)
+		}
+		if err := Storable(field+".call_id", m.ToolCallID); err != nil {
+			return err
+		}
+		return Storable(field+".output", m.Content)
+	default:
+		return fieldError(field+".role", "must be user, assistant or system, not %q", m.Role)
+	}
+	if m.Content == "" {
+		return fieldError(field+".content", "is required: a non-empty string")
+	}
+	return Storable(field+".content", m.Content)
 }
 
 func (b *Builder) model(m *string) (string, error) {

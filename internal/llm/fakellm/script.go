@@ -74,52 +74,76 @@ func parseScript(text string) (script, error) {
 		case "/sampling":
 			s.sampling = true
 		case "/stream":
-			f := strings.Fields(rest)
-			if len(f) != 2 {
-				return s, fmt.Errorf("/stream: want N MS, got %q", rest)
+			if err := s.parseStream(rest); err != nil {
+				return s, err
 			}
-			n, err := strconv.Atoi(f[0])
-			if err != nil || n < 1 {
-				return s, fmt.Errorf("/stream: N must be a positive integer, got %q", f[0])
-			}
-			ms, err := strconv.Atoi(f[1])
-			if err != nil || ms < 0 {
-				return s, fmt.Errorf("/stream: MS must be a non-negative integer, got %q", f[1])
-			}
-			s.streamN, s.streamGap = n, time.Duration(ms)*time.Millisecond
 		case "/finish":
-			f := strings.Fields(rest)
-			if len(f) < 1 || len(f) > 2 || (f[0] != "length" && f[0] != "content_filter") {
-				return s, fmt.Errorf("/finish: want length or content_filter, and an optional count, got %q", rest)
-			}
-			s.finish = f[0]
-			if len(f) == 2 {
-				n, err := strconv.Atoi(f[1])
-				if err != nil || n < 1 {
-					return s, fmt.Errorf("/finish: the count must be a positive integer, got %q", f[1])
-				}
-				s.finishN = n
+			if err := s.parseFinish(rest); err != nil {
+				return s, err
 			}
 		case "/fault":
-			kind, stepText, hasStep := strings.Cut(rest, "@")
-			switch kind {
-			case FaultRateLimit, FaultServer, FaultHang, FaultTruncate:
-			default:
-				return s, fmt.Errorf("/fault: unknown kind %q", kind)
+			if err := s.parseFault(rest); err != nil {
+				return s, err
 			}
-			step := -1
-			if hasStep {
-				n, err := strconv.Atoi(stepText)
-				if err != nil || n < 0 {
-					return s, fmt.Errorf("/fault: bad step %q", stepText)
-				}
-				step = n
-			}
-			s.faults = append(s.faults, fault{kind: kind, step: step})
 		}
 	}
 	flush()
 	return s, nil
+}
+
+// parseStream reads "/stream N MS".
+func (s *script) parseStream(rest string) error {
+	f := strings.Fields(rest)
+	if len(f) != 2 {
+		return fmt.Errorf("/stream: want N MS, got %q", rest)
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n < 1 {
+		return fmt.Errorf("/stream: N must be a positive integer, got %q", f[0])
+	}
+	ms, err := strconv.Atoi(f[1])
+	if err != nil || ms < 0 {
+		return fmt.Errorf("/stream: MS must be a non-negative integer, got %q", f[1])
+	}
+	s.streamN, s.streamGap = n, time.Duration(ms)*time.Millisecond
+	return nil
+}
+
+// parseFinish reads "/finish length|content_filter [N]".
+func (s *script) parseFinish(rest string) error {
+	f := strings.Fields(rest)
+	if len(f) < 1 || len(f) > 2 || (f[0] != "length" && f[0] != "content_filter") {
+		return fmt.Errorf("/finish: want length or content_filter, and an optional count, got %q", rest)
+	}
+	s.finish = f[0]
+	if len(f) == 2 {
+		n, err := strconv.Atoi(f[1])
+		if err != nil || n < 1 {
+			return fmt.Errorf("/finish: the count must be a positive integer, got %q", f[1])
+		}
+		s.finishN = n
+	}
+	return nil
+}
+
+// parseFault reads "/fault KIND[@STEP]".
+func (s *script) parseFault(rest string) error {
+	kind, stepText, hasStep := strings.Cut(rest, "@")
+	switch kind {
+	case FaultRateLimit, FaultServer, FaultHang, FaultTruncate:
+	default:
+		return fmt.Errorf("/fault: unknown kind %q", kind)
+	}
+	step := -1
+	if hasStep {
+		n, err := strconv.Atoi(stepText)
+		if err != nil || n < 0 {
+			return fmt.Errorf("/fault: bad step %q", stepText)
+		}
+		step = n
+	}
+	s.faults = append(s.faults, fault{kind: kind, step: step})
+	return nil
 }
 
 // faultAt returns the fault kind scripted for step, or "".
