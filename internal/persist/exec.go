@@ -48,16 +48,25 @@ func (s *Store) RunClaimStartID(ctx context.Context, worker string, ttl time.Dur
 // claimStart runs RunClaimStart's statement with the claim cte; extra are
 // its arguments after the statement's own eight ($9 on).
 func (s *Store) claimStart(ctx context.Context, cte, worker string, ttl time.Duration, extra ...any) (Claim, error) {
-	evs, err := buildEvents(nil, "", 0, agentd.FirstStepEvents(worker), eventTime())
+	sql, args, err := claimStartStatement(cte, worker, ttl, extra...)
 	if err != nil {
 		return Claim{}, err
 	}
+	return scanClaim(s.pool.QueryRow(ctx, sql, args...))
+}
+
+// claimStartStatement is RunClaimStart's statement with the claim cte, and
+// its arguments.
+func claimStartStatement(cte, worker string, ttl time.Duration, extra ...any) (string, []any, error) {
+	evs, err := buildEvents(nil, "", 0, agentd.FirstStepEvents(worker), eventTime())
+	if err != nil {
+		return "", nil, err
+	}
 	cols := eventColumns(evs)
-	var c Claim
 	// The claim moves the run's last seq past the step's events; they are
 	// numbered after the seq it had.
 	args := append([]any{worker, ttl.Milliseconds(), len(evs), newID(), cols.types, cols.steps, cols.datas, cols.ats}, extra...)
-	row := s.pool.QueryRow(ctx, `WITH `+cte+`,
+	return `WITH ` + cte + `,
 		step AS (
 			INSERT INTO steps (id, run_id, seq, status, model_attempts)
 			SELECT $4, id, 1, 'running', 1 FROM claimed WHERE fresh
@@ -69,11 +78,67 @@ func (s *Store) claimStart(ctx context.Context, cte, worker string, ttl time.Dur
 			FROM claimed, unnest($5::text[], $6::int[], $7::text[], $8::timestamptz[]) WITH ORDINALITY AS e(t, n, d, a, k)
 			WHERE fresh
 		)
-		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), `+numberInput+`, `+runColumns+` FROM claimed`, args...)
+		SELECT prev_status, coalesce((SELECT id::text FROM step), ''), ` + numberInput + `, ` + runColumns + ` FROM claimed`, args, nil
+}
+
+func scanClaim(row pgx.Row) (Claim, error) {
+	var c Claim
 	r, err := scanRun(scanPrefix{row, []any{&c.PrevStatus, &c.StartedStep, &c.InputNumbered}})
 	c.Run = r
 	return c, err
 }
+
+// ClaimNext claims a queued run by its id, as RunClaimStartID does, in the
+// transaction of the write it goes with: a worker whose run stops claims
+// the next run of its engine's queue in the stop's own transaction, after
+// the stop (so that the stopped run no longer counts against its
+// conversation or its tenant), and needs no transaction of its own for it.
+// Make one with Store.ClaimNext; once the write committed, Claimed reports
+// the claim. That the run is not claimable makes no write fail: the claim
+// is then not made, as when a write that carried it failed for any other
+// reason, or the server refused the claim itself (the write is then made
+// again without it).
+type ClaimNext struct {
+	id, worker, cte string
+	ttl             time.Duration
+	claim           Claim
+	claimed         bool
+}
+
+// ClaimNext is the op that claims queued run id for worker with a lease of
+// ttl, in the transaction of the write that carries it.
+func (s *Store) ClaimNext(id, worker string, ttl time.Duration) *ClaimNext {
+	return &ClaimNext{id: id, worker: worker, cte: s.claimIDCTE, ttl: ttl}
+}
+
+// ID is the run the op claims.
+func (o *ClaimNext) ID() string { return o.id }
+
+// Claimed reports the claim the committed write made, if it made one.
+func (o *ClaimNext) Claimed() (Claim, bool) { return o.claim, o.claimed }
+
+func (o *ClaimNext) queue(b *batch) error {
+	o.claim, o.claimed = Claim{}, false
+	sql, args, err := claimStartStatement(o.cte, o.worker, o.ttl, o.id)
+	if err != nil {
+		return err
+	}
+	b.query("claim next run", sql, args, func(rows pgx.Rows) error {
+		defer rows.Close()
+		if rows.Next() {
+			c, err := scanClaim(rows)
+			if err != nil {
+				return err
+			}
+			o.claim = c
+		}
+		return rows.Err()
+	})
+	return nil
+}
+
+// settle keeps the claim only once its transaction committed.
+func (o *ClaimNext) settle() { o.claimed = o.claim.ID != "" }
 
 // claimCTE claims a run ($1 worker, $2 lease TTL in ms) as the CTE claimed,
 // with the run's columns, its status before (prev_status), and fresh: $3 is
@@ -216,7 +281,7 @@ func (s *Store) Exec(ctx context.Context, f Fence, evs []agentd.EventIn, ops ...
 		return s.execGrouped(ctx, c, f, evs, ops)
 	}
 	r := &execReq{f: f, evs: evs, ops: ops}
-	if err := s.commitPipelined(ctx, []*execReq{r}); err != nil {
+	if err := s.commitAlone(ctx, r); err != nil {
 		return 0, err
 	}
 	return r.last, nil

@@ -260,7 +260,7 @@ func (s *Store) commitBatch(batch []*execReq) {
 	}
 	if len(live) == 1 {
 		r := live[0]
-		r.err = s.commitPipelined(r.ctx, live)
+		r.err = s.commitAlone(r.ctx, r)
 		close(r.done)
 		return
 	}
@@ -283,7 +283,7 @@ func (s *Store) commitBatch(batch []*execReq) {
 		// nothing of it applied. Isolate the failure, one transaction per
 		// request, so that one request's error never becomes another's.
 		for _, r := range live {
-			r.err = s.commitPipelined(r.ctx, []*execReq{r})
+			r.err = s.commitAlone(r.ctx, r)
 			close(r.done)
 		}
 		return
@@ -291,6 +291,27 @@ func (s *Store) commitBatch(batch []*execReq) {
 	for _, r := range live {
 		close(r.done)
 	}
+}
+
+// commitAlone commits r in a transaction of its own. If the server refused
+// it and it carried a ClaimNext, it is committed again without the claim:
+// a claim that cannot be made never fails the write it goes with.
+func (s *Store) commitAlone(ctx context.Context, r *execReq) error {
+	err := s.commitPipelined(ctx, []*execReq{r})
+	if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, agentd.ErrUnavailable) || ctx.Err() != nil {
+		return err
+	}
+	ops := r.ops[:0:0]
+	for _, op := range r.ops {
+		if _, claim := op.(*ClaimNext); !claim {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == len(r.ops) {
+		return err
+	}
+	r.ops = ops
+	return s.commitPipelined(ctx, []*execReq{r})
 }
 
 // commitPipelined commits reqs in one transaction, sent as one pipelined
@@ -321,6 +342,13 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 	s.execTx.Add(1)
 	s.execReqs.Add(int64(len(reqs)))
 	f.settle(reqs)
+	for _, r := range reqs {
+		for _, op := range r.ops {
+			if c, ok := op.(*ClaimNext); ok {
+				c.settle()
+			}
+		}
+	}
 	if s.pub != nil {
 		f.publish(s.pub)
 	}

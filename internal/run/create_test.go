@@ -2,11 +2,16 @@ package run_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/run"
 )
 
 func createVia(t *testing.T, create func(context.Context, agentd.RunCreate) (agentd.Run, bool, error), conv, input string, ifBusy agentd.IfBusy) agentd.Run {
@@ -136,5 +141,72 @@ func TestCancelBeforeAPrestartedAttemptBeginsClosesIt(t *testing.T) {
 	}
 	if c := countTypes(b.events(t, r.ID)); c["tool_attempt.started"] != 2 || c["tool_attempt.failed"] != 2 || c["tool_call.unknown"] != 1 {
 		t.Fatalf("events %v", c)
+	}
+}
+
+// A worker whose run stops claims the next run of its engine's queue in
+// the stop's own transaction (persist.ClaimNext): with one worker, the runs
+// queued behind a running one start in the order they were created, each
+// handed its worker by the stop of the one before; a queued run that is not
+// claimable when the stop tries (cancelled meanwhile) goes back to the
+// queue, whose claim finds it gone, and the run after it still starts.
+func TestAStopClaimsTheNextQueuedRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reg := prometheus.NewRegistry()
+	e := b.start(t, run.Config{Workers: 1, LeaseTTL: 5 * time.Second, PollInterval: time.Minute, Metrics: run.NewMetrics(reg)})
+	first := createVia(t, e.Service().Create, "", "/stream 10 30", "")
+	var queued []agentd.Run
+	for i := range 4 {
+		r := createVia(t, e.Service().Create, "", fmt.Sprintf("/say %d", i), "")
+		if r.Status != agentd.StatusQueued {
+			t.Fatalf("run %d behind the busy worker is %s", i, r.Status)
+		}
+		queued = append(queued, r)
+	}
+	if _, err := e.Service().Cancel(context.Background(), "default", queued[2].ID, "local"); err != nil {
+		t.Fatal(err)
+	}
+	var starts []time.Time
+	for i, r := range append([]agentd.Run{first}, queued...) {
+		r = b.wait(t, r.ID, nil)
+		want := agentd.StatusCompleted
+		if i == 3 {
+			want = agentd.StatusCancelled
+		}
+		if r.Status != want {
+			t.Fatalf("run %d ended %s, want %s", i, r.Status, want)
+		}
+		if want == agentd.StatusCompleted {
+			if r.Epoch != 1 || r.StartedAt == nil {
+				t.Fatalf("run %d: epoch %d, started %v", i, r.Epoch, r.StartedAt)
+			}
+			starts = append(starts, *r.StartedAt)
+		}
+	}
+	if !slices.IsSortedFunc(starts, time.Time.Compare) {
+		t.Fatalf("the runs started out of their order: %v", starts)
+	}
+	// first's stop claimed queued[0], whose stop claimed queued[1]; that
+	// one's found queued[2] cancelled, so its worker claimed queued[3] from
+	// the queue, with a claim of its own.
+	claims := func(result string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if mf.GetName() == "agentd_claims_total" && l.GetName() == "result" && l.GetValue() == result {
+						return m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return 0
+	}
+	if claims("handed") != 2 || claims("queued") != 1 || claims("queued_gone") != 1 {
+		t.Fatalf("claims: handed %v, queued %v, queued_gone %v", claims("handed"), claims("queued"), claims("queued_gone"))
 	}
 }

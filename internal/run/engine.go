@@ -24,6 +24,7 @@ type Store interface {
 	RunCreateState(ctx context.Context, p persist.RunCreateParams) (agentd.RunState, bool, error)
 	RunClaimStart(ctx context.Context, worker string, ttl time.Duration) (persist.Claim, error)
 	RunClaimStartID(ctx context.Context, worker string, ttl time.Duration, id string) (persist.Claim, error)
+	ClaimNext(id, worker string, ttl time.Duration) *persist.ClaimNext
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	Exec(ctx context.Context, f persist.Fence, evs []agentd.EventIn, ops ...persist.Op) (int64, error)
@@ -135,6 +136,7 @@ type Engine struct {
 	queued    int
 	handoffs  uint64
 	parked    map[string][]queuedRun // by conversation: queued behind its run
+	handed    map[string]queuedRun   // by id: claimed in the stop of the run before (takeNext)
 	nparked   int
 	executing map[string]int
 
@@ -228,7 +230,7 @@ func New(cfg Config) *Engine {
 		kick:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),
 		active: map[string]*execution{}, queues: map[string]*tenantQueue{}, executing: map[string]int{},
-		parked: map[string][]queuedRun{},
+		parked: map[string][]queuedRun{}, handed: map[string]queuedRun{},
 	}
 }
 
@@ -414,6 +416,7 @@ func (e *Engine) claimOne() bool {
 func (e *Engine) launch(c persist.Claim, st *agentd.RunState, unlessStopping bool) bool {
 	x := newExecution(e.ctx, e.d, c, e.cfg.WorkerID)
 	x.next = st // nil: the execution reads the run's state
+	x.takeNext = func() *persist.ClaimNext { return e.takeNext(c) }
 	e.mu.Lock()
 	if unlessStopping && e.claiming.Err() != nil {
 		e.mu.Unlock()
@@ -428,8 +431,12 @@ func (e *Engine) launch(c persist.Claim, st *agentd.RunState, unlessStopping boo
 		defer e.runs.Done()
 		defer func() {
 			// The slot goes to the next run this instance queued, if any:
+			// the one the run's stop claimed, else the next of the queue,
 			// first those that waited for this run's conversation.
 			e.unpark(c.ConversationID)
+			if x.handed != nil && e.launchHanded(x.handed) {
+				return
+			}
 			if !e.claimQueued() {
 				<-e.sem
 			}

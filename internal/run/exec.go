@@ -104,6 +104,11 @@ type execution struct {
 	// sent is the estimate and the model's count of the prompt of the
 	// execution's last model call, for the next call's budget.
 	sent sentPrompt
+	// takeNext, from the engine, is the claim of the next run of its queue,
+	// which the run's stop carries (nil: none); handed is the one it
+	// carried, whose worker slot the stopped run hands over.
+	takeNext func() *persist.ClaimNext
+	handed   *persist.ClaimNext
 }
 
 func newExecution(parent context.Context, d *deps, c persist.Claim, worker string) *execution {
@@ -564,7 +569,7 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 		end.Output = finalAnswer(st, ops)
 		endEv = agentd.WithOutput(endEv, agentd.TextOf(end.Output))
 	}
-	ops = append(ops, end)
+	ops = x.withNext(append(ops, end))
 	evs = append(evs, endEv)
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
@@ -572,6 +577,18 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 	x.left(st.Run, e.status, e.reason)
 	x.d.m.RunDuration.Observe(time.Since(st.Run.CreatedAt).Seconds())
 	return nil
+}
+
+// withNext adds to ops, a stop's write that ends with its persist.RunEnd,
+// the claim of the next run of the engine's queue, once.
+func (x *execution) withNext(ops []persist.Op) []persist.Op {
+	if x.takeNext == nil || x.handed != nil {
+		return ops
+	}
+	if x.handed = x.takeNext(); x.handed != nil {
+		ops = append(ops, x.handed)
+	}
+	return ops
 }
 
 // left records that the run left the executor with status, committed.

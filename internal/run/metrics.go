@@ -63,7 +63,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "agentd_runs_active", Help: "Runs executing on this instance now.",
 		})),
 		ClaimsAttempted: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentd_claims_total", Help: "Claim attempts by result: searches for a claimable run (claimed, empty, conflict, error), runs claimed as they were created (at_creation), runs of this instance's queue claimed (queued) or found claimed elsewhere, cancelled or not claimable yet (queued_gone).",
+			Name: "agentd_claims_total", Help: "Claim attempts by result: searches for a claimable run (claimed, empty, conflict, error), runs claimed as they were created (at_creation), runs of this instance's queue claimed (queued), claimed in the transaction of the stop of the run before them (handed), or found claimed elsewhere, cancelled or not claimable yet (queued_gone).",
 		}, []string{"result"})),
 	}
 	return m
@@ -98,7 +98,8 @@ func (m *Metrics) attempt(tool string, o attemptOutcome) {
 type claimResult string
 
 // Claim results: of a search for a claimable run, of a run claimed as it
-// was created, and of a run of this instance's queue claimed by its id.
+// was created, of a run of this instance's queue claimed by its id, and of
+// one claimed so in the transaction of the stop of the run before it.
 const (
 	claimClaimed    claimResult = "claimed"
 	claimEmpty      claimResult = "empty"
@@ -107,6 +108,7 @@ const (
 	claimAtCreation claimResult = "at_creation"
 	claimQueued     claimResult = "queued"
 	claimQueuedGone claimResult = "queued_gone" // claimed elsewhere, cancelled, or not claimable yet
+	claimHanded     claimResult = "handed"      // by the stop of the run before it
 )
 
 // claim counts a claim attempt that ended with r.

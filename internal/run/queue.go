@@ -166,24 +166,77 @@ func (e *Engine) claimQueued() bool {
 			return false
 		}
 		e.m.claim(claimQueued)
-		st := r.known
-		if st != nil && c.StartedStep != "" {
-			// The claim changed the run and started its first step; the
-			// rest of a new conversation's run is as its creation left it.
-			known := *st
-			known.Run = c.Run
-			known.Steps = []agentd.Step{agentd.FirstStep(c.ID, c.StartedStep, time.Now())}
-			st = &known
-		} else {
-			st = nil
-		}
-		if !e.launch(c, st, true) {
+		if !e.launch(c, knownAfter(r, c), true) {
 			e.handBack(c.Run)
 			return false
 		}
 		return true
 	}
 	return false
+}
+
+// takeNext is the claim of the next run of the queue that the stop of
+// run c, executing here, carries in its transaction (persist.ClaimNext),
+// so that the worker it leaves starts the next run without a transaction
+// of its own for the claim; nil when the queue has nothing, runs wait
+// for c's conversation (they go first, from the queue, once it stopped),
+// or the engine stops claiming. The next run is chosen as if c had
+// stopped: its tenant counts one run less.
+func (e *Engine) takeNext(c persist.Claim) *persist.ClaimNext {
+	if e.claiming.Err() != nil {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.parked[c.ConversationID]) > 0 {
+		return nil
+	}
+	e.executing[c.TenantID]--
+	r, ok := e.popLocked()
+	e.executing[c.TenantID]++
+	if !ok {
+		return nil
+	}
+	e.handed[r.id] = r
+	return e.cfg.Store.ClaimNext(r.id, e.cfg.WorkerID, e.cfg.LeaseTTL)
+}
+
+// launchHanded launches the run that the stop of a run claimed with next,
+// in the slot that run leaves, as claimQueued does; it reports false (the
+// slot is still the caller's) when the stop did not claim it (it goes back
+// to the queue, whose next claim will try it as any) or the engine stops.
+func (e *Engine) launchHanded(next *persist.ClaimNext) bool {
+	e.mu.Lock()
+	r := e.handed[next.ID()]
+	delete(e.handed, next.ID())
+	c, claimed := next.Claimed()
+	if !claimed {
+		e.insertLocked(r)
+		e.mu.Unlock()
+		return false
+	}
+	e.mu.Unlock()
+	e.m.claim(claimHanded)
+	if !e.launch(c, knownAfter(r, c), true) {
+		e.handBack(c.Run)
+		return false
+	}
+	return true
+}
+
+// knownAfter is the state of run r, just claimed by c, when its creation
+// knew the whole of it (a run of a new conversation); nil: the execution
+// reads it.
+func knownAfter(r queuedRun, c persist.Claim) *agentd.RunState {
+	if r.known == nil || c.StartedStep == "" {
+		return nil
+	}
+	// The claim changed the run and started its first step; the rest of a
+	// new conversation's run is as its creation left it.
+	known := *r.known
+	known.Run = c.Run
+	known.Steps = []agentd.Step{agentd.FirstStep(c.ID, c.StartedStep, time.Now())}
+	return &known
 }
 
 // handBack releases the lease of a run claimed while the engine began

@@ -176,7 +176,7 @@ func (x *execution) requireClient(st agentd.RunState, step *agentd.Step, calls [
 // client.
 func (x *execution) waitFor(st agentd.RunState, step *agentd.Step, action agentd.RequiredAction) error {
 	ops, evs := x.started.unbegun()
-	ops = append(ops, persist.RunEnd{ID: st.Run.ID, Status: agentd.StatusRequiresAction, RequiredAction: &action})
+	ops = x.withNext(append(ops, persist.RunEnd{ID: st.Run.ID, Status: agentd.StatusRequiresAction, RequiredAction: &action}))
 	evs = append(evs, agentd.EventOf(step.Seq, agentd.RunRequiresActionData{RequiredAction: action}))
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
