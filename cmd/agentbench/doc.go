@@ -11,7 +11,14 @@
 //     (POST /runs to the first SSE event);
 //   - stream: event append rate, commit-to-client delivery latency with 1 and
 //     100 subscribers per run, replay speed of a 10,000-event run, and the
-//     memory of 1,000 open SSE connections (to one run, and to 1,000 runs).
+//     memory of 1,000 open SSE connections (to one run, and to 1,000 runs);
+//   - compaction, path and answers: a long conversation's compactions; the
+//     product's path with each part in its own process; a streamed answer
+//     against a one-word one;
+//   - dbos: agentd's 3-step run over HTTP beside DBOS Transact Go's 3-step
+//     workflow (bench/dbos, a module of its own, built from the repository),
+//     16 clients each on the same PostgreSQL: runs/s and machine CPU per
+//     unit as ratios, and PostgreSQL's share of each.
 //
 // Each of -reps repetitions (3 by default) runs every selected benchmark
 // once, so that drift of the machine spreads across them; the steps ratio is

@@ -61,7 +61,7 @@ type remote struct {
 }
 
 // phases are the benchmarks, in the order each repetition runs them.
-var phases = []string{"floor", "steps", "http", "stream", "compaction", "path", "answers"}
+var phases = []string{"floor", "steps", "http", "stream", "compaction", "path", "dbos", "answers"}
 
 func runBench(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("agentbench", flag.ContinueOnError)
@@ -231,6 +231,8 @@ func (o options) repetition(ctx context.Context, fake string) ([]metric, error) 
 			ms, err = benchStream(ctx, o, fake)
 		case "path":
 			ms, err = benchPath(ctx, o)
+		case "dbos":
+			ms, err = benchDBOS(ctx, o)
 		case "answers":
 			ms, err = benchAnswers(ctx, o)
 		case "compaction":

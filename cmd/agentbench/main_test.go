@@ -416,3 +416,25 @@ func TestAnswersPhase(t *testing.T) {
 		t.Errorf("the WAL ratio: %+v, want one above 1 (a streamed answer writes more)", s)
 	}
 }
+
+// TestDBOSPhase runs the dbos phase for a second: bench/dbos builds and
+// runs beside agentd, each side completes its units with none failed, and
+// the ratios are reported with their targets.
+func TestDBOSPhase(t *testing.T) {
+	needPostgres(t)
+	_, got := quickRun(t, "dbos")
+	for _, name := range []string{"agentd runs/s (POST then GET events)", "DBOS workflows/s",
+		"agentd runs/s to DBOS workflows/s", "agentd machine CPU per run to DBOS's per workflow"} {
+		if s, ok := got["dbos "+name+", 16 clients"]; !ok || s.Median <= 0 {
+			t.Errorf("%s: %+v, want a positive value", name, s)
+		}
+	}
+	for _, name := range []string{"agentd failed runs", "DBOS failed workflows"} {
+		if s := got["dbos "+name+", 16 clients"]; s.Met == nil || !*s.Met {
+			t.Errorf("%s: %+v", name, s)
+		}
+	}
+	if s := got["dbos agentd runs/s to DBOS workflows/s, 16 clients"]; s.Target == nil {
+		t.Errorf("the throughput ratio has no target: %+v", s)
+	}
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// dbosClients is the clients of each side of the dbos phase.
+const dbosClients = 16
+
+// benchDBOS sets agentd's 3-step run beside DBOS Transact Go's 3-step
+// workflow, on the same PostgreSQL in one run: agentd (cmd/server with its
+// built-in fake model, a process of its own) making the path phase's run
+// with POST /runs then GET /runs/{id}/events to its end, and bench/dbos (a
+// module of its own, built here) starting a workflow and waiting for its
+// result, 16 clients each. The targets are ratios: agentd's runs/s at least
+// 1.5 times DBOS's workflows/s, and its machine CPU per run at most 1/1.5
+// of DBOS's per workflow. DBOS's steps do no work; agentd's call the model
+// and a tool, so the comparison leaves DBOS the easier job.
+func benchDBOS(ctx context.Context, o options) ([]metric, error) {
+	peer, cleanupPeer, err := dbosBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanupPeer()
+	bin, cleanup, err := agentdBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	url, drop, err := newDatabase(ctx, o.admin, "dbos_peer")
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	srv, err := startAgentd(ctx, bin, url)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	defer client.CloseIdleConnections()
+
+	var ms []metric
+	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"dbos", name, unit, v, t}) }
+	tag := fmt.Sprintf(", %d clients", dbosClients)
+
+	machine0 := o.cpu.read()
+	start := time.Now()
+	lat, failed := pathRuns(ctx, []string{srv.base}, dbosClients, o.duration, "subscribe",
+		"/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42.")
+	elapsed := time.Since(start)
+	machine1 := o.cpu.read()
+	runs := float64(max(len(lat), 1))
+	agentdRate := float64(len(lat)) / elapsed.Seconds()
+	add("agentd runs/s (POST then GET events)"+tag, "runs/s", agentdRate, nil)
+	add("agentd failed runs"+tag, "runs", float64(failed), atMost(0))
+
+	peerRes, w0, w1, err := runDBOS(ctx, o, peer)
+	if err != nil {
+		return nil, err
+	}
+	workflows := float64(max(peerRes.Workflows, 1))
+	add("DBOS workflows/s"+tag, "workflows/s", peerRes.WorkflowsPerS, nil)
+	add("DBOS failed workflows"+tag, "workflows", float64(peerRes.Failed), atMost(0))
+	if peerRes.WorkflowsPerS > 0 {
+		add("agentd runs/s to DBOS workflows/s"+tag, "x", agentdRate/peerRes.WorkflowsPerS, atLeast(1.5))
+	}
+	if machine1.machine > 0 && w1.machine > 0 {
+		perRun := msOf(machine1.machine-machine0.machine) / runs
+		perWorkflow := msOf(w1.machine-w0.machine) / workflows
+		add("agentd machine CPU per run"+tag, "ms", perRun, nil)
+		add("DBOS machine CPU per workflow"+tag, "ms", perWorkflow, nil)
+		add("agentd machine CPU per run to DBOS's per workflow"+tag, "x", perRun/perWorkflow, atMost(0.67))
+		if o.cpu.postmaster > 0 {
+			add("PostgreSQL share of an agentd run's machine CPU"+tag, "%",
+				100*float64(machine1.postgres-machine0.postgres)/float64(machine1.machine-machine0.machine), nil)
+			add("PostgreSQL share of a DBOS workflow's machine CPU"+tag, "%",
+				100*float64(w1.postgres-w0.postgres)/float64(w1.machine-w0.machine), nil)
+		}
+	}
+	fmt.Fprintf(o.out, "  dbos: agentd %d runs in %.1fs (%d failed), DBOS %s %d workflows in %.1fs (%d failed)\n",
+		len(lat), elapsed.Seconds(), failed, peerRes.DBOSVersion, peerRes.Workflows, peerRes.Seconds, peerRes.Failed)
+	return ms, nil
+}
+
+// dbosResult is bench/dbos's result line.
+type dbosResult struct {
+	Mark          string  `json:"mark"`
+	Workflows     int64   `json:"workflows"`
+	Failed        int64   `json:"failed"`
+	Seconds       float64 `json:"seconds"`
+	WorkflowsPerS float64 `json:"workflows_per_s"`
+	DBOSVersion   string  `json:"dbos_version"`
+}
+
+// runDBOS runs the peer for o.duration and reads the machine's CPU as its
+// measured window starts and ends (its -marks lines).
+func runDBOS(ctx context.Context, o options, peer string) (res dbosResult, start, end cpuReading, err error) {
+	warmup := 2 * time.Second
+	if o.quick {
+		warmup = 500 * time.Millisecond
+	}
+	cmd := exec.CommandContext(ctx, peer, "-database-url", o.admin, "-clients", strconv.Itoa(dbosClients),
+		"-duration", o.duration.String(), "-warmup", warmup.String(), "-marks")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return res, start, end, err
+	}
+	if err := cmd.Start(); err != nil {
+		return res, start, end, err
+	}
+	lines := bufio.NewScanner(out)
+	for lines.Scan() {
+		var r dbosResult
+		if err := json.Unmarshal(lines.Bytes(), &r); err != nil {
+			continue // not one of its lines
+		}
+		switch r.Mark {
+		case "start":
+			start = o.cpu.read()
+		case "end":
+			end = o.cpu.read()
+		default:
+			res = r
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return res, start, end, fmt.Errorf("bench/dbos: %v\n%s", err, lastLines(stderr.String(), 20))
+	}
+	if res.DBOSVersion == "" {
+		return res, start, end, fmt.Errorf("bench/dbos printed no result\n%s", lastLines(stderr.String(), 20))
+	}
+	return res, start, end, nil
+}
+
+// dbosBinary builds bench/dbos, the module next to this one's root.
+func dbosBinary(ctx context.Context) (string, func(), error) {
+	gomod, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("find the module's root: %w", err)
+	}
+	src := filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "bench", "dbos")
+	if _, err := os.Stat(filepath.Join(src, "go.mod")); err != nil {
+		return "", nil, fmt.Errorf("bench/dbos: %w (run agentbench from agentd's repository)", err)
+	}
+	dir, err := os.MkdirTemp("", "agentbench-dbos")
+	if err != nil {
+		return "", nil, err
+	}
+	bin := filepath.Join(dir, "dbos")
+	var out bytes.Buffer
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, ".")
+	build.Dir, build.Stdout, build.Stderr = src, &out, &out
+	if err := build.Run(); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("build bench/dbos: %v\n%s", err, out.String())
+	}
+	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(ls[max(len(ls)-n, 0):], "\n")
+}
