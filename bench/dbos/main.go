@@ -11,17 +11,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,6 +55,10 @@ type config struct {
 	Clients  int
 	Duration time.Duration
 	Warmup   time.Duration
+	// ModelURL, when set, is an OpenAI-compatible endpoint (agentd's fake
+	// model) that the first and the last step call, as agentd's run calls
+	// its model twice: the comparison then gives DBOS the same model work.
+	ModelURL string
 	// Marks, when set, is told as the measured window starts and ends
 	// (-marks prints a line for each on stdout, before the result's), so
 	// that a caller can read the machine's CPU over the window alone.
@@ -66,6 +73,7 @@ type result struct {
 	WorkflowsPerS float64 `json:"workflows_per_s"`
 	CPUSeconds    float64 `json:"cpu_seconds"`
 	Clients       int     `json:"clients"`
+	ModelCalls    bool    `json:"model_calls"` // steps 1 and 3 called the model (-model-url)
 	DBOSVersion   string  `json:"dbos_version"`
 }
 
@@ -76,6 +84,7 @@ func main() {
 	flag.IntVar(&cfg.Clients, "clients", 16, "concurrent clients, each running one workflow at a time")
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured window")
 	flag.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "warm-up before the measured window (workflows run but are not counted)")
+	flag.StringVar(&cfg.ModelURL, "model-url", "", "an OpenAI-compatible base URL (agentd's fake model) that steps 1 and 3 call, as agentd's run calls its model")
 	marks := flag.Bool("marks", false, `print {"mark":"start"} and {"mark":"end"} on stdout as the measured window starts and ends`)
 	flag.Parse()
 	if *marks {
@@ -151,6 +160,7 @@ func bench(ctx context.Context, cfg config, sysURL string) (result, error) {
 			fmt.Fprintln(os.Stderr, "bench/dbos: dbos.Shutdown:", err)
 		}
 	}()
+	model = cfg.ModelURL
 	dbos.RegisterWorkflow(dctx, threeSteps)
 	if err := dbos.Launch(dctx); err != nil {
 		return result{}, fmt.Errorf("dbos.Launch: %w", err)
@@ -190,6 +200,7 @@ func bench(ctx context.Context, cfg config, sysURL string) (result, error) {
 		WorkflowsPerS: float64(n) / elapsed.Seconds(),
 		CPUSeconds:    (cpu1 - cpu0).Seconds(),
 		Clients:       cfg.Clients,
+		ModelCalls:    cfg.ModelURL != "",
 		DBOSVersion:   dbosVersion(),
 	}, nil
 }
@@ -250,11 +261,20 @@ func runOne(dctx dbos.Context, input string) error {
 	return nil
 }
 
+// model is config.ModelURL, which the workflow's steps read (the workflow
+// is registered once, before any runs); modelClient keeps a connection per
+// client.
+var (
+	model       string
+	modelClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+)
+
 // threeSteps is the durable workflow: three checkpointed steps in order,
-// mirroring agentd's model, tool, model run with the model's work left out.
+// mirroring agentd's model, tool, model run; with a model URL the first
+// and the last step call it, else they do no work.
 func threeSteps(ctx dbos.Context, input string) (string, error) {
-	s1, err := dbos.RunAsStep(ctx, func(context.Context) (string, error) {
-		return "hello " + input, nil
+	s1, err := dbos.RunAsStep(ctx, func(ctx context.Context) (string, error) {
+		return "hello " + input, askModel(ctx, "/call calculator {\"expression\":\"6*7\"}")
 	}, dbos.WithStepName("step1"))
 	if err != nil {
 		return "", err
@@ -265,9 +285,38 @@ func threeSteps(ctx dbos.Context, input string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return dbos.RunAsStep(ctx, func(context.Context) (string, error) {
-		return s1 + ":" + s2, nil
+	return dbos.RunAsStep(ctx, func(ctx context.Context) (string, error) {
+		return s1 + ":" + s2, askModel(ctx, "/say The answer is 42.")
 	}, dbos.WithStepName("step3"))
+}
+
+// askModel makes one chat completion of the model (none without one) and
+// reads its answer whole.
+func askModel(ctx context.Context, prompt string) error {
+	if model == "" {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"model": "fake", "messages": []map[string]string{{"role": "user", "content": prompt}}})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(model, "/")+"/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := modelClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Choices []json.RawMessage `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK || len(answer.Choices) == 0 {
+		return fmt.Errorf("model: %s, %d choices (%v)", resp.Status, len(answer.Choices), err)
+	}
+	return nil
 }
 
 // sleep waits for d or until ctx is done.

@@ -232,7 +232,7 @@ func (o options) repetition(ctx context.Context, fake string) ([]metric, error) 
 		case "path":
 			ms, err = benchPath(ctx, o)
 		case "dbos":
-			ms, err = benchDBOS(ctx, o)
+			ms, err = benchDBOS(ctx, o, fake)
 		case "answers":
 			ms, err = benchAnswers(ctx, o)
 		case "compaction":
