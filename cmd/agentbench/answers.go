@@ -26,16 +26,11 @@ const (
 // one-word run; at 256 clients, failed runs, how far latency's p99 is past
 // the answer's own 3 s, and how busy the machine was.
 func benchAnswers(ctx context.Context, o options) ([]metric, error) {
-	bin, cleanup, err := agentdBinary(ctx)
+	bin, url, cleanup, err := agentdAndDatabase(ctx, o, "answers")
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	url, drop, err := newDatabase(ctx, o.admin, "answers")
-	if err != nil {
-		return nil, err
-	}
-	defer drop()
 	srv, err := startAgentd(ctx, bin, url, "AGENTD_WORKERS=300", "AGENTD_DB_MAX_CONNS=64")
 	if err != nil {
 		return nil, err

@@ -35,16 +35,11 @@ func benchDBOS(ctx context.Context, o options, fake string) ([]metric, error) {
 		return nil, err
 	}
 	defer cleanupPeer()
-	bin, cleanup, err := agentdBinary(ctx)
+	bin, url, cleanup, err := agentdAndDatabase(ctx, o, "dbos_peer")
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	url, drop, err := newDatabase(ctx, o.admin, "dbos_peer")
-	if err != nil {
-		return nil, err
-	}
-	defer drop()
 	srv, err := startAgentd(ctx, bin, url)
 	if err != nil {
 		return nil, err

@@ -27,16 +27,11 @@ import (
 // are per run; at 64 clients it reports how far run latency's p99 is from
 // its p50, and how many queued runs started before one accepted earlier.
 func benchPath(ctx context.Context, o options) ([]metric, error) {
-	bin, cleanup, err := agentdBinary(ctx)
+	bin, url, cleanup, err := agentdAndDatabase(ctx, o, "path")
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	url, drop, err := newDatabase(ctx, o.admin, "path")
-	if err != nil {
-		return nil, err
-	}
-	defer drop()
 	var srvs []*agentdProcess
 	defer func() {
 		for _, s := range srvs {
@@ -272,6 +267,21 @@ func agentdBinary(ctx context.Context) (string, func(), error) {
 		return "", nil, fmt.Errorf("build agentd: %v\n%s", err, out.String())
 	}
 	return bin, func() { os.RemoveAll(dir) }, nil
+}
+
+// agentdAndDatabase builds agentd and creates the phase's database (named
+// after phase); cleanup drops the database and removes the binary.
+func agentdAndDatabase(ctx context.Context, o options, phase string) (bin, url string, cleanup func(), err error) {
+	bin, rm, err := agentdBinary(ctx)
+	if err != nil {
+		return "", "", nil, err
+	}
+	url, drop, err := newDatabase(ctx, o.admin, phase)
+	if err != nil {
+		rm()
+		return "", "", nil, err
+	}
+	return bin, url, func() { drop(); rm() }, nil
 }
 
 // agentdProcess is the agentd the path phase measures.
