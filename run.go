@@ -85,10 +85,14 @@ type APIKey struct {
 // RunState is the committed state the agent loop is rebuilt from.
 type RunState struct {
 	Run      Run
-	Messages []Message  // the conversation's completed messages, in order
-	Steps    []Step     // the run's steps, in order
-	Calls    []ToolCall // the tool calls of the run's last step, in order
-	Attempts []Attempt  // the attempts of those calls
+	Messages []Message // the conversation's completed messages, in order
+	// MessageSeq is the number of the conversation's last numbered message,
+	// whatever its status (when read from the store; 0: the last of
+	// Messages): the next a run numbers follows it.
+	MessageSeq int
+	Steps      []Step     // the run's steps, in order
+	Calls      []ToolCall // the tool calls of the run's last step, in order
+	Attempts   []Attempt  // the attempts of those calls
 	// CallCount is how many tool calls the run has planned, in all its
 	// steps.
 	CallCount int

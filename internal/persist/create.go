@@ -427,7 +427,7 @@ func (c *creation) queueRun(b *batch, convID string, rm room) error {
 		case p.ConversationID == "":
 			// A new conversation's messages are numbered from 1, and its
 			// counter starts past them (queueConversation).
-			op.seq = i + 1
+			op.Seq = i + 1
 			c.state.Messages = append(c.state.Messages, op.Message(i+1))
 		case rm.behind:
 			// Behind another run, which may be mid-turn (between a call

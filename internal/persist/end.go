@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,9 +34,12 @@ type RunEnd struct {
 	lastSeq int64
 }
 
-// endRun is the statement of RunEnd: the run's row, and its outbox row at
-// the run's last event seq, that of the event that says it stopped.
-const endRun = `WITH ended AS (
+// endRun is the statement of RunEnd: the run's row; its conversation's
+// counter, moved past the messages its executor numbered itself
+// (MessageInsert.Seq: found through the conversation's key, below the
+// pending messages of the runs queued behind it); and its outbox row at the
+// run's last event seq, that of the event that says it stopped.
+var endRun = `WITH ended AS (
 		UPDATE runs SET status = $2, terminal_reason = nullif($3, ''), error = $4, required_action = $5,
 			lease_owner = NULL, lease_expires_at = NULL, interrupt_requested_at = NULL, stall_claims = 0,
 			finished_at = CASE WHEN $6 THEN now() END, output = $7,
@@ -43,7 +47,13 @@ const endRun = `WITH ended AS (
 			cancelled_by = coalesce($8, cancelled_by),
 			last_event_seq = coalesce($9, last_event_seq), updated_at = now()
 		WHERE id = $1
-		RETURNING id, tenant_id, last_event_seq
+		RETURNING id, tenant_id, conversation_id, last_event_seq
+	),
+	counted AS (
+		UPDATE conversations c SET next_seq = m.next, updated_at = now()
+		FROM ended, LATERAL (SELECT max(seq) + 1 AS next FROM messages
+			WHERE conversation_id = ended.conversation_id AND seq < ` + strconv.Itoa(PendingSeq) + `) m
+		WHERE c.id = ended.conversation_id AND m.next > c.next_seq
 	)
 	INSERT INTO outbox (run_id, tenant_id, event_type, seq) SELECT id, tenant_id, $10, last_event_seq FROM ended`
 

@@ -346,17 +346,20 @@ func (o StepUpdate) queue(b *batch) error {
 // counts: the step's usage is added to the run's.
 func (o StepUpdate) counts() (int, agentd.Usage) { return 0, o.Usage }
 
-// MessageInsert appends a message to a conversation, numbering it after the
-// conversation's last one.
+// MessageInsert appends a message to a conversation, numbered Seq, or
+// when Seq is 0 after the conversation's last one by its counter.
 type MessageInsert struct {
 	ID, ConversationID, RunID string
 	Role                      agentd.Role
 	Content                   []agentd.Part
 	Status                    agentd.MessageStatus
-	// seq, when set, is the message's number in a conversation inserted in
-	// the same transaction with its counter already past it (a new
-	// conversation's input): the counter is not moved again.
-	seq int
+	// Seq, when set, is the message's number, given by its writer, and the
+	// conversation's counter is not moved: a new conversation's input,
+	// inserted with its counter already past it; or a running run's own
+	// message, numbered by its executor after the last message of the
+	// run's state (nobody else numbers a conversation's messages while its
+	// run runs), whose stop moves the counter past them (RunEnd).
+	Seq int
 	// pending: the message is the input of a run queued behind another
 	// run of its conversation. It is stored pending, numbered from
 	// PendingSeq on, and gets its place (and Status) when its run is
@@ -388,9 +391,9 @@ func (o MessageInsert) queue(b *batch) error {
 	if o.RunID != "" {
 		runID = &o.RunID
 	}
-	if o.seq > 0 {
+	if o.Seq > 0 {
 		b.exec("insert message", `INSERT INTO messages (id, conversation_id, run_id, seq, role, content, status)
-			VALUES ($1, $2, $3, $7, $4, $5, $6)`, o.ID, o.ConversationID, runID, o.Role, content, o.Status, o.seq)
+			VALUES ($1, $2, $3, $7, $4, $5, $6)`, o.ID, o.ConversationID, runID, o.Role, content, o.Status, o.Seq)
 		return nil
 	}
 	if o.pending {

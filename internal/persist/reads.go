@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -109,7 +110,10 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (agentd.RunState
 		FROM steps s WHERE s.run_id = $1`, runID)
 	// The conversation's compaction state, in one row: its failures in a
 	// row, and its latest compaction's columns (NULL without one).
-	b.Queue(`SELECT v.compaction_failures, c.* FROM conversations v
+	// With the number of its last message, whatever its status (an aborted
+	// input is not in Messages, and keeps its number).
+	b.Queue(`SELECT v.compaction_failures, (SELECT coalesce(max(seq), 0) FROM messages
+			WHERE conversation_id = v.id AND seq < `+strconv.Itoa(PendingSeq)+`), c.* FROM conversations v
 		LEFT JOIN LATERAL (`+strings.Replace(latestCompaction, "$1", "v.id", 1)+`) c ON true
 		WHERE v.id = (SELECT conversation_id FROM runs WHERE id = $1)`, runID)
 	br := s.pool.SendBatch(ctx, b)
@@ -140,7 +144,7 @@ func (s *Store) RunStateLoad(ctx context.Context, runID string) (agentd.RunState
 		InputTokens, OutputTokens                               *int64
 		CreatedAt                                               *time.Time
 	}
-	if err := br.QueryRow().Scan(&st.CompactionFailures, &c.ID, &c.ConversationID, &c.RunID, &c.StepID, &c.CoversToSeq,
+	if err := br.QueryRow().Scan(&st.CompactionFailures, &st.MessageSeq, &c.ID, &c.ConversationID, &c.RunID, &c.StepID, &c.CoversToSeq,
 		&c.MessagesCovered, &c.Summary, &c.TokensBefore, &c.TokensAfter, &c.InputTokens, &c.OutputTokens, &c.CreatedAt); err != nil {
 		return st, fmt.Errorf("load compaction: %w", translate(err))
 	}

@@ -104,6 +104,10 @@ type execution struct {
 	// sent is the estimate and the model's count of the prompt of the
 	// execution's last model call, for the next call's budget.
 	sent sentPrompt
+	// msgSeq is the number of the conversation's last message that the
+	// execution knows of: its state's last, then each one it numbered
+	// itself (numberMessages); 0 until it has a state.
+	msgSeq int
 	// takeNext, from the engine, is the claim of the next run of its queue,
 	// which the run's stop carries (nil: none); handed is the one it
 	// carried, whose worker slot the stopped run hands over.
@@ -178,6 +182,7 @@ func (x *execution) writeWith(exec func(context.Context, persist.Fence, []agentd
 	if len(pendingOps) > 0 {
 		ops = append(pendingOps, ops...)
 	}
+	x.numberMessages(ops)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := exec(wctx, x.fence, evs, ops...)
@@ -196,6 +201,26 @@ func (x *execution) writeWith(exec func(context.Context, persist.Fence, []agentd
 		x.d.m.EventsAppended.Add(float64(len(evs)))
 	}
 	return err
+}
+
+// numberMessages numbers the messages of a write, in its order, after
+// the last the execution knows of: a running run numbers its own messages
+// (nobody else numbers its conversation's while it runs), so that a
+// message costs no update of the conversation's counter, which the run's
+// stop moves past them (persist.RunEnd). They are numbered as its state
+// numbers them (appendMessage), in the same order. Before the execution
+// has a state, the counter numbers them.
+func (x *execution) numberMessages(ops []persist.Op) {
+	if x.msgSeq == 0 {
+		return
+	}
+	for i, op := range ops {
+		if m, ok := op.(persist.MessageInsert); ok && m.Seq == 0 {
+			x.msgSeq++
+			m.Seq = x.msgSeq
+			ops[i] = m
+		}
+	}
 }
 
 // flush commits what is pending, if anything, before the execution hands
@@ -444,10 +469,26 @@ func lastStep(st agentd.RunState) *agentd.Step {
 func (x *execution) state() (agentd.RunState, error) {
 	if st := x.next; st != nil {
 		x.next = nil
+		if x.msgSeq == 0 {
+			x.msgSeq = lastMessageSeq(*st)
+		}
 		return *st, nil
 	}
 	x.started.set(nil)
-	return x.load()
+	st, err := x.load()
+	if err == nil {
+		x.msgSeq = lastMessageSeq(st)
+	}
+	return st, err
+}
+
+// lastMessageSeq is the number of the last message of st's conversation.
+func lastMessageSeq(st agentd.RunState) int {
+	seq := st.MessageSeq
+	if n := len(st.Messages); n > 0 {
+		seq = max(seq, st.Messages[n-1].Seq)
+	}
+	return seq
 }
 
 // carry keeps st, just committed, for the next pass of the loop.
@@ -462,13 +503,12 @@ func setStep(st *agentd.RunState, step agentd.Step) {
 	}
 }
 
-// appendMessage adds a message just committed to st, numbered as the
-// database numbered it (after the conversation's last message).
+// appendMessage adds a message just committed to st, numbered as its
+// write numbered it (numberMessages: after the conversation's last
+// message).
 func appendMessage(st *agentd.RunState, m persist.MessageInsert) {
-	seq := 1
-	if n := len(st.Messages); n > 0 {
-		seq = st.Messages[n-1].Seq + 1
-	}
+	seq := lastMessageSeq(*st) + 1
+	st.MessageSeq = seq
 	st.Messages = append(st.Messages, m.Message(seq))
 }
 
