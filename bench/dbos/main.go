@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -59,6 +60,10 @@ type config struct {
 	// model) that the first and the last step call, as agentd's run calls
 	// its model twice: the comparison then gives DBOS the same model work.
 	ModelURL string
+	// HTTP puts the workflow behind an HTTP server of the program's own
+	// (POST /workflows, answered with the workflow's result), which the
+	// clients call over loopback, as agentd's clients call its API.
+	HTTP bool
 	// Marks, when set, is told as the measured window starts and ends
 	// (-marks prints a line for each on stdout, before the result's), so
 	// that a caller can read the machine's CPU over the window alone.
@@ -74,6 +79,7 @@ type result struct {
 	CPUSeconds    float64 `json:"cpu_seconds"`
 	Clients       int     `json:"clients"`
 	ModelCalls    bool    `json:"model_calls"` // steps 1 and 3 called the model (-model-url)
+	HTTP          bool    `json:"http"`        // the clients called the workflow over HTTP (-http)
 	DBOSVersion   string  `json:"dbos_version"`
 }
 
@@ -85,6 +91,7 @@ func main() {
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured window")
 	flag.DurationVar(&cfg.Warmup, "warmup", 2*time.Second, "warm-up before the measured window (workflows run but are not counted)")
 	flag.StringVar(&cfg.ModelURL, "model-url", "", "an OpenAI-compatible base URL (agentd's fake model) that steps 1 and 3 call, as agentd's run calls its model")
+	flag.BoolVar(&cfg.HTTP, "http", false, "serve the workflow over HTTP on loopback (POST /workflows) and have the clients call it")
 	marks := flag.Bool("marks", false, `print {"mark":"start"} and {"mark":"end"} on stdout as the measured window starts and ends`)
 	flag.Parse()
 	if *marks {
@@ -166,7 +173,16 @@ func bench(ctx context.Context, cfg config, sysURL string) (result, error) {
 		return result{}, fmt.Errorf("dbos.Launch: %w", err)
 	}
 
-	d := startDrivers(dctx, cfg.Clients)
+	one := func(input string) error { return runOne(dctx, input) }
+	if cfg.HTTP {
+		base, stopServer, err := serveWorkflows(dctx)
+		if err != nil {
+			return result{}, err
+		}
+		defer stopServer() // after the clients stopped
+		one = func(input string) error { return callWorkflow(base, input) }
+	}
+	d := startDrivers(cfg.Clients, one)
 	// Whatever happens below, the clients are stopped and waited for before
 	// DBOS is shut down (deferred calls run last-in first-out).
 	defer d.stop()
@@ -201,6 +217,7 @@ func bench(ctx context.Context, cfg config, sysURL string) (result, error) {
 		CPUSeconds:    (cpu1 - cpu0).Seconds(),
 		Clients:       cfg.Clients,
 		ModelCalls:    cfg.ModelURL != "",
+		HTTP:          cfg.HTTP,
 		DBOSVersion:   dbosVersion(),
 	}, nil
 }
@@ -215,14 +232,14 @@ type drivers struct {
 	wg                       sync.WaitGroup
 }
 
-func startDrivers(dctx dbos.Context, clients int) *drivers {
+func startDrivers(clients int, one func(input string) error) *drivers {
 	d := &drivers{}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	for c := range clients {
 		d.wg.Go(func() {
 			for i := 0; ctx.Err() == nil; i++ {
-				err := runOne(dctx, fmt.Sprintf("c%d-%d", c, i))
+				err := one(fmt.Sprintf("c%d-%d", c, i))
 				switch {
 				case err != nil:
 					d.failed.Add(1)
@@ -245,6 +262,63 @@ func (d *drivers) stop() {
 	d.wg.Wait()
 }
 
+// serveWorkflows serves POST /workflows on a loopback port: the body's
+// input runs as a workflow, and the answer is its result. stop closes the
+// server.
+func serveWorkflows(dctx dbos.Context) (base string, stop func(), err error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /workflows", func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Input string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		h, err := dbos.RunWorkflow(dctx, threeSteps, in.Input)
+		var out string
+		if err == nil {
+			out, err = h.GetResult()
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]string{"output": out})
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String(), func() { srv.Close() }, nil
+}
+
+// callWorkflow runs one workflow through the server at base.
+func callWorkflow(base, input string) error {
+	body, err := json.Marshal(map[string]string{"input": input})
+	if err != nil {
+		return err
+	}
+	resp, err := modelClient.Post(base+"/workflows", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var answer struct {
+		Output string `json:"output"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST /workflows: %s (%v)", resp.Status, err)
+	}
+	if want := "hello " + input + ":" + strconv.Itoa(len("hello "+input)); answer.Output != want {
+		return fmt.Errorf("workflow returned %q, want %q", answer.Output, want)
+	}
+	return nil
+}
+
 // runOne starts one workflow and waits for its result.
 func runOne(dctx dbos.Context, input string) error {
 	h, err := dbos.RunWorkflow(dctx, threeSteps, input)
@@ -263,7 +337,7 @@ func runOne(dctx dbos.Context, input string) error {
 
 // model is config.ModelURL, which the workflow's steps read (the workflow
 // is registered once, before any runs); modelClient keeps a connection per
-// client.
+// client, to the model and to the workflows' server.
 var (
 	model       string
 	modelClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}

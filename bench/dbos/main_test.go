@@ -12,7 +12,13 @@ import (
 
 const testServerURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
-func TestRun(t *testing.T) {
+func TestRun(t *testing.T) { testRun(t, false) }
+
+// TestRunOverHTTP: the clients call the workflow through the program's
+// own HTTP server.
+func TestRunOverHTTP(t *testing.T) { testRun(t, true) }
+
+func testRun(t *testing.T, overHTTP bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -33,6 +39,7 @@ func TestRun(t *testing.T) {
 		Clients:     2,
 		Duration:    time.Second,
 		Warmup:      200 * time.Millisecond,
+		HTTP:        overHTTP,
 	})
 	if err != nil {
 		t.Fatalf("run: %v", err)
@@ -49,6 +56,9 @@ func TestRun(t *testing.T) {
 	}
 	if res.Seconds < 0.9 || res.WorkflowsPerS <= 0 {
 		t.Errorf("seconds = %v, workflows_per_s = %v", res.Seconds, res.WorkflowsPerS)
+	}
+	if res.HTTP != overHTTP {
+		t.Errorf("http = %v, want %v", res.HTTP, overHTTP)
 	}
 	if res.DBOSVersion == "" {
 		t.Error("dbos_version is empty")

@@ -22,13 +22,14 @@ const dbosClients = 16
 // built-in fake model, a process of its own) making the path phase's run
 // with POST /runs then GET /runs/{id}/events to its end, and bench/dbos (a
 // module of its own, built here) starting a workflow and waiting for its
-// result, 16 clients each, twice: with steps that do no work (as DBOS's
-// own benchmarks), and with its first and last step calling the fake model
-// (the benchmark's, in its child process) as agentd's run does. The
-// targets are ratios: agentd's runs/s at least 1.5 times DBOS's
-// workflows/s, and its machine CPU per run at most 1/1.5 of DBOS's per
-// workflow. agentd's run also serves an HTTP API and streams its events to
-// a client, which DBOS's in-process client does not.
+// result, 16 clients each. DBOS runs three times: with steps that do no
+// work (as DBOS's own benchmarks); with its first and last step calling
+// the fake model (the benchmark's, in its child process) as agentd's run
+// does; and so, behind an HTTP server of the peer's own that its clients
+// call, as agentd's clients call its API. The targets are ratios: agentd's
+// runs/s at least 1.5 times DBOS's workflows/s, and its machine CPU per run
+// at most 1/1.5 of DBOS's per workflow. agentd's run also streams its
+// events to a client (SSE), where DBOS's client gets one answer.
 func benchDBOS(ctx context.Context, o options, fake string) ([]metric, error) {
 	peer, cleanupPeer, err := dbosBinary(ctx)
 	if err != nil {
@@ -71,11 +72,14 @@ func benchDBOS(ctx context.Context, o options, fake string) ([]metric, error) {
 		}
 	}
 	var said []string
-	for _, peerSide := range []struct{ name, modelURL string }{{"", ""}, {" calling the model", fake}} {
-		if peerSide.name != "" && fake == "" {
-			continue
+	for _, peerSide := range []struct {
+		name, modelURL string
+		http           bool
+	}{{"", "", false}, {" calling the model", fake, false}, {" calling the model, behind HTTP", fake, true}} {
+		if peerSide.modelURL == "" && peerSide.name != "" {
+			continue // no fake model of the benchmark's own (-url)
 		}
-		res, w0, w1, err := runDBOS(ctx, o, peer, peerSide.modelURL)
+		res, w0, w1, err := runDBOS(ctx, o, peer, peerSide.modelURL, peerSide.http)
 		if err != nil {
 			return nil, err
 		}
@@ -117,13 +121,14 @@ type dbosResult struct {
 
 // runDBOS runs the peer for o.duration and reads the machine's CPU as its
 // measured window starts and ends (its -marks lines).
-func runDBOS(ctx context.Context, o options, peer, modelURL string) (res dbosResult, start, end cpuReading, err error) {
+func runDBOS(ctx context.Context, o options, peer, modelURL string, overHTTP bool) (res dbosResult, start, end cpuReading, err error) {
 	warmup := 2 * time.Second
 	if o.quick {
 		warmup = 500 * time.Millisecond
 	}
 	cmd := exec.CommandContext(ctx, peer, "-database-url", o.admin, "-clients", strconv.Itoa(dbosClients),
-		"-duration", o.duration.String(), "-warmup", warmup.String(), "-marks", "-model-url", modelURL)
+		"-duration", o.duration.String(), "-warmup", warmup.String(), "-marks", "-model-url", modelURL,
+		"-http="+strconv.FormatBool(overHTTP))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
