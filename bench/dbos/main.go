@@ -302,7 +302,7 @@ func callWorkflow(base, input string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := modelClient.Post(base+"/workflows", "application/json", bytes.NewReader(body))
+	resp, err := client.Post(base+"/workflows", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func callWorkflow(base, input string) error {
 	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("POST /workflows: %s (%v)", resp.Status, err)
 	}
-	if want := "hello " + input + ":" + strconv.Itoa(len("hello "+input)); answer.Output != want {
+	if want := expected(input); answer.Output != want {
 		return fmt.Errorf("workflow returned %q, want %q", answer.Output, want)
 	}
 	return nil
@@ -329,18 +329,21 @@ func runOne(dctx dbos.Context, input string) error {
 	if err != nil {
 		return fmt.Errorf("GetResult: %w", err)
 	}
-	if want := "hello " + input + ":" + strconv.Itoa(len("hello "+input)); out != want {
+	if want := expected(input); out != want {
 		return fmt.Errorf("workflow returned %q, want %q", out, want)
 	}
 	return nil
 }
 
+// expected is what threeSteps returns for input.
+func expected(input string) string { return "hello " + input + ":" + strconv.Itoa(len("hello "+input)) }
+
 // model is config.ModelURL, which the workflow's steps read (the workflow
-// is registered once, before any runs); modelClient keeps a connection per
+// is registered once, before any runs); client keeps a connection per
 // client, to the model and to the workflows' server.
 var (
-	model       string
-	modelClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	model  string
+	client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
 )
 
 // threeSteps is the durable workflow: three checkpointed steps in order,
@@ -379,7 +382,7 @@ func askModel(ctx context.Context, prompt string) error {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := modelClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}

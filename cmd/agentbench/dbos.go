@@ -63,30 +63,31 @@ func benchDBOS(ctx context.Context, o options, fake string) ([]metric, error) {
 	add("agentd runs/s (POST then GET events)"+tag, "runs/s", agentdRate, nil)
 	add("agentd failed runs"+tag, "runs", float64(failed), atMost(0))
 
+	// pgShare is PostgreSQL's share of the machine's CPU between two
+	// readings, in percent.
+	pgShare := func(a, b cpuReading) float64 {
+		return 100 * float64(b.postgres-a.postgres) / float64(b.machine-a.machine)
+	}
 	perRun := msOf(machine1.machine-machine0.machine) / runs
 	if machine1.machine > 0 {
 		add("agentd machine CPU per run"+tag, "ms", perRun, nil)
 		if o.cpu.postmaster > 0 {
-			add("PostgreSQL share of an agentd run's machine CPU"+tag, "%",
-				100*float64(machine1.postgres-machine0.postgres)/float64(machine1.machine-machine0.machine), nil)
+			add("PostgreSQL share of an agentd run's machine CPU"+tag, "%", pgShare(machine0, machine1), nil)
 		}
 	}
 	var said []string
 	for _, peerSide := range []struct {
-		name, modelURL string
+		side, modelURL string // side: the figures' name, after DBOS's
 		http           bool
-	}{{"", "", false}, {" calling the model", fake, false}, {" calling the model, behind HTTP", fake, true}} {
-		if peerSide.modelURL == "" && peerSide.name != "" {
+	}{{"", "", false}, {", steps calling the model", fake, false}, {", steps calling the model, behind HTTP", fake, true}} {
+		if peerSide.side != "" && peerSide.modelURL == "" {
 			continue // no fake model of the benchmark's own (-url)
 		}
 		res, w0, w1, err := runDBOS(ctx, o, peer, peerSide.modelURL, peerSide.http)
 		if err != nil {
 			return nil, err
 		}
-		side := ", steps" + peerSide.name + tag
-		if peerSide.name == "" {
-			side = tag
-		}
+		side := peerSide.side + tag
 		workflows := float64(max(res.Workflows, 1))
 		add("DBOS workflows/s"+side, "workflows/s", res.WorkflowsPerS, nil)
 		add("DBOS failed workflows"+side, "workflows", float64(res.Failed), atMost(0))
@@ -98,11 +99,10 @@ func benchDBOS(ctx context.Context, o options, fake string) ([]metric, error) {
 			add("DBOS machine CPU per workflow"+side, "ms", perWorkflow, nil)
 			add("agentd machine CPU per run to DBOS's per workflow"+side, "x", perRun/perWorkflow, atMost(0.67))
 			if o.cpu.postmaster > 0 {
-				add("PostgreSQL share of a DBOS workflow's machine CPU"+side, "%",
-					100*float64(w1.postgres-w0.postgres)/float64(w1.machine-w0.machine), nil)
+				add("PostgreSQL share of a DBOS workflow's machine CPU"+side, "%", pgShare(w0, w1), nil)
 			}
 		}
-		said = append(said, fmt.Sprintf("DBOS %s%s %d workflows in %.1fs (%d failed)", res.DBOSVersion, peerSide.name,
+		said = append(said, fmt.Sprintf("DBOS %s%s: %d workflows in %.1fs (%d failed)", res.DBOSVersion, peerSide.side,
 			res.Workflows, res.Seconds, res.Failed))
 	}
 	fmt.Fprintf(o.out, "  dbos: agentd %d runs in %.1fs (%d failed); %s\n", len(lat), elapsed.Seconds(), failed, strings.Join(said, "; "))

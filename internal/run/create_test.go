@@ -203,11 +203,12 @@ func TestAStopClaimsTheNextQueuedRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, mf := range mfs {
+			if mf.GetName() != "agentd_claims_total" {
+				continue
+			}
 			for _, m := range mf.GetMetric() {
-				for _, l := range m.GetLabel() {
-					if mf.GetName() == "agentd_claims_total" && l.GetName() == "result" && l.GetValue() == result {
-						return m.GetCounter().GetValue()
-					}
+				if l := m.GetLabel(); len(l) == 1 && l[0].GetValue() == result {
+					return m.GetCounter().GetValue()
 				}
 			}
 		}
