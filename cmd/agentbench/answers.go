@@ -17,21 +17,28 @@ const (
 )
 
 // benchAnswers measures what a streamed answer costs against a one-word
-// one, in one run of the same build: agentd (cmd/server with its built-in
-// fake model, AGENTD_WORKERS=300) on a database of its own, the 3-step run
+// one, in one run of the same build: agentd (cmd/server, AGENTD_WORKERS=300)
+// on a database of its own, calling the fake model in its child process
+// (fake, when given; else agentd's built-in one), the 3-step run
 // made with POST /runs and "stream": true and followed to its end by its
 // SSE client, at 16 clients answering one word and streaming 300 tokens,
 // then at 256 clients streaming. Per run: machine, agentd and PostgreSQL
 // CPU, write transactions and WAL; the ratios of the streamed run to the
 // one-word run; at 256 clients, failed runs, how far latency's p99 is past
-// the answer's own 3 s, and how busy the machine was.
-func benchAnswers(ctx context.Context, o options) ([]metric, error) {
+// the answer's own 3 s, and how busy the machine was. With the fake model
+// in a process of its own, the machine's CPU is also given less the
+// model's: what the model spends producing 300 chunks is not agentd's.
+func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error) {
 	bin, url, cleanup, err := agentdAndDatabase(ctx, o, "answers")
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	srv, err := startAgentd(ctx, bin, url, "AGENTD_WORKERS=300", "AGENTD_DB_MAX_CONNS=64")
+	env := []string{"AGENTD_WORKERS=300", "AGENTD_DB_MAX_CONNS=64"}
+	if fake != "" {
+		env = append(env, "OPENAI_API_KEY=bench", "OPENAI_BASE_URL="+fake, "AGENTD_MODEL=fake")
+	}
+	srv, err := startAgentd(ctx, bin, url, env...)
 	if err != nil {
 		return nil, err
 	}
@@ -49,7 +56,7 @@ func benchAnswers(ctx context.Context, o options) ([]metric, error) {
 	if o.quick {
 		levels = levels[:2]
 	}
-	type perRun struct{ machine, wal, writeTx float64 }
+	type perRun struct{ machine, lessModel, wal, writeTx float64 }
 	got := map[string]perRun{}
 	for _, l := range levels {
 		before, err := readCounters(ctx, url)
@@ -86,6 +93,11 @@ func benchAnswers(ctx context.Context, o options) ([]metric, error) {
 		if machine.machine > 0 {
 			pr.machine = msOf(machine.machine-machine0.machine) / n
 			add("machine CPU per run"+tag, "ms", pr.machine, nil)
+			if o.cpu.fakePID > 0 && fake != "" {
+				add("fake model CPU per run"+tag, "ms", msOf(machine.fake-machine0.fake)/n, nil)
+				pr.lessModel = pr.machine - msOf(machine.fake-machine0.fake)/n
+				add("machine CPU per run less the model's"+tag, "ms", pr.lessModel, nil)
+			}
 		}
 		got[tag] = pr
 		if l.clients == 256 {
@@ -102,6 +114,9 @@ func benchAnswers(ctx context.Context, o options) ([]metric, error) {
 	word, streamed := got[", one word, 16 clients"], got[", 300 tokens, 16 clients"]
 	if word.machine > 0 && streamed.machine > 0 {
 		add("machine CPU per run, 300 tokens to one word, 16 clients", "x", streamed.machine/word.machine, atMost(2))
+	}
+	if word.lessModel > 0 && streamed.lessModel > 0 {
+		add("machine CPU per run less the model's, 300 tokens to one word, 16 clients", "x", streamed.lessModel/word.lessModel, atMost(2))
 	}
 	if word.wal > 0 {
 		add("WAL per run, 300 tokens to one word, 16 clients", "x", streamed.wal/word.wal, atMost(2))

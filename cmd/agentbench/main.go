@@ -234,7 +234,7 @@ func (o options) repetition(ctx context.Context, fake string) ([]metric, error) 
 		case "dbos":
 			ms, err = benchDBOS(ctx, o, fake)
 		case "answers":
-			ms, err = benchAnswers(ctx, o)
+			ms, err = benchAnswers(ctx, o, fake)
 		case "compaction":
 			turns := compactionTurns
 			if o.quick {
