@@ -196,6 +196,10 @@ type RunParams struct {
 	// answer about it later, as that door reads it (the Responses API's
 	// request fields: internal/responses.Echo); nothing for POST /runs.
 	Echo json.RawMessage `json:"echo,omitempty"`
+	// Agent is the agent version the run was started from, if any: its
+	// other parameters are that version's definition with the run's own
+	// fields over it.
+	Agent *AgentRef `json:"agent,omitempty"`
 }
 
 // ApprovalDecision is a client's decision on a call that waits for its

@@ -66,6 +66,8 @@ type RunView struct {
 	// the parts of its final assistant message; nil until then.
 	OutputText *string `json:"output_text"`
 	Output     []Part  `json:"output"`
+	// Agent is the agent version the run was started from; nil: none.
+	Agent *AgentRef `json:"agent"`
 }
 
 // Ended reports whether the run has stopped: a terminal status, or

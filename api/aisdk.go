@@ -33,6 +33,7 @@ type chatRequest struct {
 	Trigger   string     `json:"trigger"`
 	MessageID string     `json:"messageId"`
 	runFields
+	agentFields
 }
 
 // uiMessages are a chat's messages, read leniently: the AI SDK's messages
@@ -179,7 +180,13 @@ func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatReque
 	if len(text) == 0 {
 		return fieldError("messages", "the last message has no text part")
 	}
-	sr := req.runFields.request()
+	sr, err := req.runFields.request()
+	if err != nil {
+		return err
+	}
+	if sr, err = s.withAgent(ctx, sr, req.agentFields); err != nil {
+		return err
+	}
 	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: strings.Join(text, "\n")}}, true
 	spec, err := s.spec.Build(sr)
 	if err != nil {

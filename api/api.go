@@ -91,6 +91,22 @@ type Store interface {
 	IdempotencyAbandon(ctx context.Context, tenantID, key string) error
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
+
+	// AgentCreate makes an agent at version 1 (or the next of a deleted
+	// one); agentd.ErrAgentExists.
+	AgentCreate(ctx context.Context, in agentd.AgentDefine) (agentd.Agent, error)
+	// AgentUpdate makes an agent's next version; agentd.ErrAgentNotFound.
+	AgentUpdate(ctx context.Context, in agentd.AgentDefine) (agentd.Agent, error)
+	// AgentGet returns a version (0: the latest) of an agent;
+	// agentd.ErrAgentNotFound, or an *agentd.AgentVersionError.
+	AgentGet(ctx context.Context, tenantID, name string, version int) (agentd.Agent, error)
+	// AgentList returns a page of a tenant's agents by name, after after.
+	AgentList(ctx context.Context, tenantID, after string, limit int) ([]agentd.Agent, error)
+	// AgentVersions returns a page of an agent's versions, newest first,
+	// before version before (0: from the latest); agentd.ErrAgentNotFound.
+	AgentVersions(ctx context.Context, tenantID, name string, before, limit int) ([]agentd.Agent, error)
+	// AgentDelete deletes an agent; agentd.ErrAgentNotFound.
+	AgentDelete(ctx context.Context, tenantID, name, actor string) error
 }
 
 // Runs is the engine's command door (run.Service implements it): every

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"testing"
 
 	"github.com/agentd/agentd/internal/clean"
@@ -34,10 +35,10 @@ func FuzzCreateRunBody(f *testing.F) {
 		Registerer: prometheus.NewRegistry()})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req createRunRequest
-		if decodeStrict(body, &req, "") != nil {
-			return
+		if decodeStrict(body, &req, "") != nil || req.Agent != nil {
+			return // an agent is read from the store, which this server has not
 		}
-		p, _, err := s.runSpec(req)
+		p, _, err := s.runSpec(context.Background(), req)
 		if err != nil {
 			return
 		}

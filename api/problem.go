@@ -51,6 +51,8 @@ const (
 	CodeRateLimited          = "rate_limited"           // 429: the tenant's rate or stream quota; Retry-After says when to retry
 	CodeQuotaExceeded        = "quota_exceeded"         // 429: the tenant's runs in progress, with on_quota: reject
 	CodeDatabaseUnavailable  = "database_unavailable"   // 503: the database cannot serve the request now; Retry-After says when to retry
+	CodeAgentNotFound        = "agent_not_found"        // 404: no such agent (or version of it) for this tenant
+	CodeAgentExists          = "agent_exists"           // 409: POST /agents with a name the tenant uses
 )
 
 // typeBase prefixes a problem's "type" URI; the code follows it.

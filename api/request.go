@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -32,6 +33,7 @@ type createRunRequest struct {
 	OnDisconnect   *string          `json:"on_disconnect"`
 	Sampling       *samplingRequest `json:"sampling"`
 	runFields
+	agentFields
 }
 
 // samplingRequest is a run's sampling.
@@ -46,18 +48,53 @@ type samplingRequest struct {
 		Schema      json.RawMessage `json:"schema"`
 		Strict      *bool           `json:"strict"`
 	} `json:"format"`
+	// ToolChoice is auto, none, required, or {"type": "function", "name"}.
+	ToolChoice        json.RawMessage `json:"tool_choice"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
 }
 
 // request is s as the run spec builder takes it.
-func (s *samplingRequest) request() *runspec.Sampling {
+func (s *samplingRequest) request() (*runspec.Sampling, error) {
 	if s == nil {
-		return nil
+		return nil, nil
 	}
-	out := &runspec.Sampling{MaxOutputTokens: s.MaxOutputTokens, Temperature: s.Temperature, TopP: s.TopP}
+	out := &runspec.Sampling{MaxOutputTokens: s.MaxOutputTokens, Temperature: s.Temperature, TopP: s.TopP,
+		ParallelToolCalls: s.ParallelToolCalls}
 	if f := s.Format; f != nil {
 		out.Format = &runspec.OutputFormat{Type: f.Type, Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
 	}
-	return out
+	if !isNull(s.ToolChoice) {
+		c, err := toolChoice(s.ToolChoice)
+		if err != nil {
+			return nil, err
+		}
+		out.ToolChoice = &c
+	}
+	return out, nil
+}
+
+// toolChoice reads sampling.tool_choice: "auto", "none", "required", or
+// {"type": "function", "name"} for the tool the model must call.
+func toolChoice(raw json.RawMessage) (agentd.ToolChoice, error) {
+	const field = "sampling.tool_choice"
+	var mode string
+	if json.Unmarshal(raw, &mode) == nil {
+		if mode == agentd.ToolChoiceTool {
+			return agentd.ToolChoice{}, fieldError(field, "names its tool as {\"type\": \"function\", \"name\": ...}")
+		}
+		return agentd.ToolChoice{Mode: mode}, nil // the builder checks the mode
+	}
+	var named struct {
+		Type *string `json:"type"`
+		Name *string `json:"name"`
+	}
+	if err := decodeStrict(raw, &named, field); err != nil {
+		return agentd.ToolChoice{}, fieldError(field, "must be auto, none, required or {\"type\": \"function\", \"name\": ...}")
+	}
+	if named.Type == nil || *named.Type != "function" || named.Name == nil || *named.Name == "" {
+		return agentd.ToolChoice{}, fieldError(field, "must be auto, none, required or {\"type\": \"function\", \"name\": ...}")
+	}
+	return agentd.ToolChoice{Mode: agentd.ToolChoiceTool, Name: *named.Name}, nil
 }
 
 // runFields are the fields of a new run that every door taking agentd's
@@ -65,7 +102,7 @@ func (s *samplingRequest) request() *runspec.Sampling {
 type runFields struct {
 	Model        *string              `json:"model"`
 	Instructions *string              `json:"instructions"`
-	Tools        *[]string            `json:"tools"`
+	Tools        *[]json.RawMessage   `json:"tools"`
 	ClientTools  *[]clientToolRequest `json:"client_tools"`
 	MaxSteps     *int                 `json:"max_steps"`
 	Timeouts     *timeoutsRequest     `json:"timeouts"`
@@ -80,8 +117,8 @@ type runFields struct {
 }
 
 // request is f as the run spec builder takes it, without input.
-func (f runFields) request() runspec.Request {
-	out := runspec.Request{Model: f.Model, Instructions: f.Instructions, Tools: f.Tools, MaxSteps: f.MaxSteps,
+func (f runFields) request() (runspec.Request, error) {
+	out := runspec.Request{Model: f.Model, Instructions: f.Instructions, MaxSteps: f.MaxSteps,
 		IfBusy: f.IfBusy, OnQuota: f.OnQuota, CompactAt: f.CompactAt, Metadata: f.Metadata}
 	if t := f.Timeouts; t != nil {
 		out.Timeouts = &runspec.Timeouts{TotalMS: t.TotalMS, StepMS: t.StepMS, IdleMS: t.IdleMS, ToolMS: t.ToolMS, ActionMS: t.ActionMS}
@@ -89,18 +126,76 @@ func (f runFields) request() runspec.Request {
 	if l := f.LoopLimits; l != nil {
 		out.LoopLimits = &runspec.LoopLimits{FailuresInARow: l.FailuresInARow, IdenticalCalls: l.IdenticalCalls}
 	}
-	if f.ClientTools != nil {
-		cts := make([]runspec.ClientTool, len(*f.ClientTools))
-		for i, t := range *f.ClientTools {
-			cts[i] = runspec.ClientTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+	var cts []runspec.ClientTool
+	if f.Tools != nil {
+		names, functions, err := toolList(*f.Tools)
+		if err != nil {
+			return out, err
 		}
+		out.Tools, cts = &names, functions
+	}
+	if f.ClientTools != nil {
+		for _, t := range *f.ClientTools {
+			cts = append(cts, runspec.ClientTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+		}
+	}
+	if f.Tools != nil || f.ClientTools != nil {
 		out.ClientTools = &cts
 	}
-	return out
+	return out, nil
+}
+
+// toolEntry is an object of a "tools" list: a client tool (type function)
+// or an agent (type agent).
+type toolEntry struct {
+	Type        *string         `json:"type"`
+	Name        *string         `json:"name"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Agent       *string         `json:"agent"`
+}
+
+// toolList reads a "tools" list: the name of a server tool (an operator's)
+// as a string, or a client tool as {"type": "function", "name",
+// "description", "parameters"}, which joins the client tools.
+func toolList(entries []json.RawMessage) (names []string, functions []runspec.ClientTool, err error) {
+	names = []string{}
+	for i, raw := range entries {
+		field := fmt.Sprintf("tools[%d]", i)
+		raw = bytes.TrimSpace(raw)
+		if len(raw) > 0 && raw[0] == '"' {
+			var name string
+			if err := json.Unmarshal(raw, &name); err != nil {
+				return nil, nil, fieldError(field, "must be a tool's name or a tool object")
+			}
+			names = append(names, name)
+			continue
+		}
+		if len(raw) == 0 || raw[0] != '{' {
+			return nil, nil, fieldError(field, "must be a tool's name (a string) or a tool object with a type")
+		}
+		var t toolEntry
+		if err := decodeStrict(raw, &t, field); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case t.Type == nil:
+			return nil, nil, fieldError(field+".type", "is required: function")
+		case *t.Type == "agent":
+			return nil, nil, fieldError(field+".type", "agent tools (sub-agents) are not served by this version of agentd; "+
+				"name a server tool, or give a function tool")
+		case *t.Type != "function":
+			return nil, nil, fieldError(field+".type", "must be function, not %q", *t.Type)
+		case t.Agent != nil:
+			return nil, nil, fieldError(field+".agent", "is taken only by an agent tool")
+		}
+		functions = append(functions, runspec.ClientTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
+	}
+	return names, functions, nil
 }
 
 // runFieldNames are the JSON names of runFields.
-var runFieldNames = jsonNames(reflect.TypeFor[runFields]())
+var runFieldNames = append(jsonNames(reflect.TypeFor[runFields]()), jsonNames(reflect.TypeFor[agentFields]())...)
 
 // jsonNames lists the JSON names of struct type t's fields.
 func jsonNames(t reflect.Type) []string {
@@ -189,7 +284,7 @@ func jsonError(err error, prefix string) error {
 	case errors.As(err, &typ):
 		// A field of an embedded struct is named with the struct's Go name
 		// first (runFields.max_steps): the client knows only its JSON name.
-		field := joinField(prefix, strings.TrimPrefix(typ.Field, "runFields."))
+		field := joinField(prefix, strings.NewReplacer("runFields.", "", "agentFields.", "", "agentDefinition.", "").Replace(typ.Field))
 		if field == "" {
 			return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body must be a JSON object")
 		}
@@ -236,9 +331,14 @@ func jsonType(t reflect.Type) string {
 // specRequest is req as the run spec builder takes it, with its input
 // parsed.
 func specRequest(req createRunRequest) (runspec.Request, error) {
-	out := req.runFields.request()
+	out, err := req.runFields.request()
+	if err != nil {
+		return out, err
+	}
 	out.OnDisconnect = req.OnDisconnect
-	out.Sampling = req.Sampling.request()
+	if out.Sampling, err = req.Sampling.request(); err != nil {
+		return out, err
+	}
 	if req.ConversationID != nil {
 		id, err := uuid.Parse(*req.ConversationID)
 		if err != nil {
@@ -246,16 +346,19 @@ func specRequest(req createRunRequest) (runspec.Request, error) {
 		}
 		out.ConversationID = id.String()
 	}
-	var err error
 	out.Input, out.InputText, err = parseInput(req.Input)
 	return out, err
 }
 
-// runSpec checks a decoded POST /runs body and builds its run's spec. It
-// returns whether the client asked for a stream.
-func (s *server) runSpec(req createRunRequest) (agentd.RunSpec, bool, error) {
+// runSpec checks a decoded POST /runs body and builds its run's spec, over
+// its agent's definition if it names one. It returns whether the client
+// asked for a stream.
+func (s *server) runSpec(ctx context.Context, req createRunRequest) (agentd.RunSpec, bool, error) {
 	sr, err := specRequest(req)
 	if err != nil {
+		return agentd.RunSpec{}, false, err
+	}
+	if sr, err = s.withAgent(ctx, sr, req.agentFields); err != nil {
 		return agentd.RunSpec{}, false, err
 	}
 	spec, err := s.spec.Build(sr)

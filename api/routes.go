@@ -65,6 +65,13 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /v1/conversations/{id}/items/{item_id}":    auth.RunsRead,
 	"POST /v1/conversations/{id}/items":             auth.RunsWrite,
 	"DELETE /v1/conversations/{id}/items/{item_id}": auth.RunsWrite,
+	"POST /agents":                                  auth.AgentsWrite,
+	"GET /agents":                                   auth.RunsRead,
+	"GET /agents/{name}":                            auth.RunsRead,
+	"PUT /agents/{name}":                            auth.AgentsWrite,
+	"DELETE /agents/{name}":                         auth.AgentsWrite,
+	"GET /agents/{name}/versions":                   auth.RunsRead,
+	"GET /agents/{name}/versions/{version}":         auth.RunsRead,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -76,6 +83,8 @@ var RouteParams = map[string][]string{
 	"GET /runs/{id}/events":            {"after"},
 	"GET /conversations/{id}/messages": {"limit", "cursor"},
 	"GET /conversations":               {"limit", "cursor", "metadata.*", "chat_id"},
+	"GET /agents":                      {"limit", "cursor"},
+	"GET /agents/{name}/versions":      {"limit", "cursor"},
 	// OpenAI's SDKs send include[] (and the stream's options) on every
 	// retrieve; agentd includes nothing more, whatever they ask.
 	"GET /v1/responses/{id}":                     {"stream", "starting_after", "include", "include[]", "include_obfuscation"},
@@ -128,6 +137,13 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.Delete("/conversations/{id}", s.handle(s.conversationDelete))
 		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))
 		r.Get("/tools", s.handle(s.toolsList))
+		changes.With(s.idempotent).Post("/agents", s.handle(s.agentCreate))
+		r.Get("/agents", s.handle(s.agentList))
+		r.Get("/agents/{name}", s.handle(s.agentGet))
+		changes.Put("/agents/{name}", s.handle(s.agentUpdate))
+		changes.Delete("/agents/{name}", s.handle(s.agentDelete))
+		r.Get("/agents/{name}/versions", s.handle(s.agentVersions))
+		r.Get("/agents/{name}/versions/{version}", s.handle(s.agentVersionGet))
 		changes.Post("/ai-sdk/chat", s.handle(s.chatSend))
 		r.Get("/ai-sdk/chat/{id}/stream", s.handle(s.chatResume))
 		r.With(s.checkOrigin).Delete("/ai-sdk/chat/{id}/stream", s.handle(s.chatStop))

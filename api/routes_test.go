@@ -136,7 +136,7 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 		}
 		f.keys[name] = token
 	}
-	all := []auth.Scope{auth.RunsRead, auth.RunsWrite, auth.ActionsWrite}
+	all := []auth.Scope{auth.RunsRead, auth.RunsWrite, auth.ActionsWrite, auth.AgentsWrite}
 	mk("a", tenantA, all...)
 	mk("b", tenantB, all...)
 	mk("a-read", tenantA, auth.RunsRead)
@@ -174,6 +174,11 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	}
 	c := want[runBody](t, f.do("a", "POST", "/runs", `{"input": "hi", "conversation_id": "`+chat.ID+`"}`), http.StatusAccepted)
 	f.chatRun = want[runBody](t, f.do("a", "POST", "/runs/"+c.ID+"/cancel", ""), http.StatusOK).ID
+	for _, name := range []string{"a-agent", "a-doomed"} {
+		if r := f.do("a", "POST", "/agents", `{"name": "`+name+`", "instructions": "A's own"}`); r.status != http.StatusCreated {
+			t.Fatalf("A's agent %s: %d %s", name, r.status, r.body)
+		}
+	}
 	return f
 }
 
@@ -324,6 +329,22 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			other: http.StatusCreated},
 		"PATCH /conversations/{id}": {method: "PATCH", path: "/conversations/" + f.conv, body: `{"title": "renamed"}`,
 			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "conversation_not_found"},
+		// Agent names are the tenant's own: B makes its own a-new, A's
+		// admin finds A's taken by A's call.
+		"POST /agents": {method: "POST", path: "/agents", body: `{"name": "a-new"}`, owner: http.StatusCreated,
+			again: http.StatusConflict, other: http.StatusCreated},
+		"GET /agents": {method: "GET", path: "/agents", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn("a-agent", "a-doomed", "A's own")},
+		"GET /agents/{name}": {method: "GET", path: "/agents/a-agent", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "agent_not_found"},
+		"PUT /agents/{name}": {method: "PUT", path: "/agents/a-agent", body: `{"instructions": "changed"}`, owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "agent_not_found"},
+		"DELETE /agents/{name}": {method: "DELETE", path: "/agents/a-doomed", owner: http.StatusNoContent,
+			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "agent_not_found"},
+		"GET /agents/{name}/versions": {method: "GET", path: "/agents/a-agent/versions", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "agent_not_found"},
+		"GET /agents/{name}/versions/{version}": {method: "GET", path: "/agents/a-agent/versions/1", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "agent_not_found"},
 		// A's first call deletes it: the admin's for A then finds nothing.
 		"DELETE /conversations/{id}": {method: "DELETE", path: "/conversations/" + f.spare, owner: http.StatusNoContent,
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "conversation_not_found"},

@@ -56,7 +56,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if err := checkText(body); err != nil {
 		return err
 	}
-	spec, stream, err := s.runSpec(req)
+	spec, stream, err := s.runSpec(ctx, req)
 	if err != nil {
 		return err
 	}

@@ -87,6 +87,13 @@ type CreateRun struct {
 	CompactAt      float64             `json:"compact_at,omitempty"`
 	LoopLimits     *LoopLimits         `json:"loop_limits,omitempty"`
 	Metadata       json.RawMessage     `json:"metadata,omitempty"`
+	// Agent starts the run from this agent of the tenant (its version
+	// AgentVersion; 0: the latest): the fields given here override its
+	// definition's.
+	Agent        string `json:"agent,omitempty"`
+	AgentVersion int    `json:"agent_version,omitempty"`
+	// Variables fill the {{name}} placeholders of the instructions.
+	Variables map[string]string `json:"variables,omitempty"`
 	// IdempotencyKey is sent as the Idempotency-Key header; empty: the
 	// client makes one, and sends it again on each retry of the call.
 	IdempotencyKey string `json:"-"`

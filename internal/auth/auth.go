@@ -20,11 +20,12 @@ const (
 	RunsRead     Scope = "runs:read"     // read runs, their steps and events, conversations, tools
 	RunsWrite    Scope = "runs:write"    // create, cancel and resume runs
 	ActionsWrite Scope = "actions:write" // answer what a waiting run asks: approve, reject, resolve an unknown outcome
+	AgentsWrite  Scope = "agents:write"  // define, change and delete the tenant's agents
 	Admin        Scope = "admin"         // everything, and acting for any tenant
 )
 
 // Scopes lists every scope.
-func Scopes() []Scope { return []Scope{RunsRead, RunsWrite, ActionsWrite, Admin} }
+func Scopes() []Scope { return []Scope{RunsRead, RunsWrite, ActionsWrite, AgentsWrite, Admin} }
 
 // ParseScopes reads a list of scopes separated by commas or spaces. An
 // unknown scope is an error; so is an empty list.

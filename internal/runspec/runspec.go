@@ -69,6 +69,12 @@ type Request struct {
 	// Unstored: the run is deleted once it ended (agentd.RunParams.Unstored);
 	// only in a new conversation.
 	Unstored bool
+	// Agent is the agent version the request starts from (Over put its
+	// definition under the run's fields); nil: none.
+	Agent *agentd.AgentRef
+	// Variables fill the {{name}} placeholders of the instructions of a run
+	// that gives them or starts from an agent; nil: none given.
+	Variables map[string]string
 }
 
 // ClientTool is one of a run's client tools, as asked.
@@ -132,13 +138,10 @@ func (b *Builder) Build(req Request) (agentd.RunSpec, error) {
 
 // params builds the run's parameters beyond its input and model.
 func (b *Builder) params(req Request) (agentd.RunParams, error) {
-	var p agentd.RunParams
+	p := agentd.RunParams{Agent: req.Agent}
 	var err error
-	if req.Instructions != nil {
-		if err := Storable("instructions", *req.Instructions); err != nil {
-			return p, err
-		}
-		p.Instructions = *req.Instructions
+	if p.Instructions, err = instructions(req); err != nil {
+		return p, err
 	}
 	if p.Tools, err = b.toolNames(req.Tools); err != nil {
 		return p, err
@@ -208,6 +211,22 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	}
 	p.Approvals = req.Approvals
 	return p, nil
+}
+
+// instructions checks a run's instructions, and fills their placeholders
+// from its variables when it gives them or starts from an agent.
+func instructions(req Request) (string, error) {
+	var text string
+	if req.Instructions != nil {
+		if err := Storable("instructions", *req.Instructions); err != nil {
+			return "", err
+		}
+		text = *req.Instructions
+	}
+	if req.Agent == nil && req.Variables == nil {
+		return text, nil
+	}
+	return fill(text, req.Variables)
 }
 
 // input checks a run's input messages: at least one and at most

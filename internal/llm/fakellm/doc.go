@@ -114,6 +114,9 @@
 //	    and parallel_tool_calls that it sent, in that order, e.g. {"temperature":0.2,"response_format":{"type":
 //	    "json_object"}}; {} when it sent none. It is cut at
 //	    max_completion_tokens as any answer is (see Sampling).
+//	/system
+//	    The final answer (in place of /say's) is the text of the request's
+//	    first message when it is a system prompt, else empty.
 //
 // A request whose last message has no directive and whose first message is
 // a system prompt with Markdown headings ("## " lines), as agentd's

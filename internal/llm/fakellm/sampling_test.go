@@ -167,3 +167,23 @@ func TestCutPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemDirective: /system answers with the request's system prompt,
+// and with an empty text when it has none.
+func TestSystemDirective(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(New())
+	defer srv.Close()
+	for _, c := range []struct{ body, want string }{
+		{`{"model":"m","messages":[{"role":"system","content":"You are a pirate."},{"role":"user","content":"/system\n/say ignored"}]}`, "You are a pirate."},
+		{`{"model":"m","messages":[{"role":"user","content":"/system"}]}`, ""},
+	} {
+		var got completion
+		if err := json.NewDecoder(post(t, srv, "/v1/chat/completions", c.body).Body).Decode(&got); err != nil {
+			t.Fatal(err)
+		}
+		if msg := got.Choices[0].Message; msg.Content == nil || *msg.Content != c.want {
+			t.Fatalf("answer %+v, want the text %q", got.Choices[0], c.want)
+		}
+	}
+}

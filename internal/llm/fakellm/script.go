@@ -32,6 +32,7 @@ type script struct {
 	finish    string // /finish: the final text's finish_reason ("" for stop)
 	finishN   int    // ... for this many final answers in a row (0: all)
 	sampling  bool   // /sampling: the final text is the request's sampling
+	system    bool   // /system: the final text is the request's system prompt
 }
 
 type fault struct {
@@ -73,6 +74,8 @@ func parseScript(text string) (script, error) {
 			s.say = append(s.say, rest)
 		case "/sampling":
 			s.sampling = true
+		case "/system":
+			s.system = true
 		case "/stream":
 			if err := s.parseStream(rest); err != nil {
 				return s, err
@@ -234,7 +237,7 @@ func splitRunes(text string, n int) []string {
 
 // empty reports whether the script has no directive at all.
 func (s script) empty() bool {
-	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0 && s.finish == "" && !s.sampling
+	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0 && s.finish == "" && !s.sampling && !s.system
 }
 
 // templateAnswer is the answer to a request whose system prompt gives a

@@ -399,6 +399,12 @@ func plan(req chatRequest, msgs []wireMessage, hash [sha256.Size]byte) (answer, 
 	if sc.sampling {
 		sc.say = []string{samplingText(req)}
 	}
+	if sc.system {
+		sc.say = []string{""}
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			sc.say = []string{msgs[0].text()}
+		}
+	}
 	if len(msgs) > 0 && msgs[0].Role == "system" && sc.empty() {
 		if t := templateAnswer(msgs[0].text(), msgs[len(msgs)-1].text()); t != "" {
 			sc.say = []string{t}

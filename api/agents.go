@@ -1,0 +1,306 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/runspec"
+)
+
+// agentFields name the agent a new run starts from: POST /runs and the AI
+// SDK's chat take them.
+type agentFields struct {
+	Agent        *string `json:"agent"`
+	AgentVersion *int    `json:"agent_version"`
+	// Variables fill the {{name}} placeholders of the instructions: an
+	// object of strings.
+	Variables json.RawMessage `json:"variables"`
+}
+
+// agentDefinition is what an agent defines of its runs: the fields of
+// POST /runs but its input, conversation, stream and agent.
+type agentDefinition struct {
+	OnDisconnect *string          `json:"on_disconnect"`
+	Sampling     *samplingRequest `json:"sampling"`
+	runFields
+}
+
+// request is d as the run spec builder takes it.
+func (d agentDefinition) request() (runspec.Request, error) {
+	out, err := d.runFields.request()
+	if err != nil {
+		return out, err
+	}
+	out.OnDisconnect = d.OnDisconnect
+	out.Sampling, err = d.Sampling.request()
+	return out, err
+}
+
+// agentRequest is the body of POST /agents and PUT /agents/{name}.
+type agentRequest struct {
+	Name        *string `json:"name"`
+	Description *string `json:"description"`
+	agentDefinition
+}
+
+// Routes' defaults and bounds of the agents' lists.
+const (
+	defaultAgentLimit = 20
+	maxAgentLimit     = 100
+	cursorAgents      = "agents:"
+	cursorVersions    = "agent_versions:"
+)
+
+var errAgentNotFound = newError(http.StatusNotFound, CodeAgentNotFound, "Agent not found", "the tenant has no agent of this name")
+
+// agentRequestOf reads and checks the body of POST /agents or PUT
+// /agents/{name}: its definition must build a run (with the server's
+// tools and ceilings of today); name is the route's (empty for POST).
+func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name string) (agentd.AgentDefine, error) {
+	var in agentd.AgentDefine
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return in, err
+	}
+	var req agentRequest
+	if err := decodeStrict(body, &req, ""); err != nil {
+		return in, err
+	}
+	if err := checkText(body); err != nil {
+		return in, err
+	}
+	switch {
+	case name == "" && req.Name == nil:
+		return in, fieldError("name", "is required: the agent's name, unique in the tenant")
+	case name == "":
+		name = *req.Name
+	case req.Name != nil && *req.Name != name:
+		return in, fieldError("name", "%q is not the agent of this route, %q: an agent cannot be renamed", *req.Name, name)
+	}
+	if !agentd.ValidAgentName(name) {
+		return in, fieldError("name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+	}
+	if d := req.Description; d != nil {
+		if len(*d) > agentd.MaxAgentDescriptionBytes {
+			return in, fieldError("description", "must be at most %d bytes", agentd.MaxAgentDescriptionBytes)
+		}
+		in.Description = *d
+	}
+	sr, err := req.agentDefinition.request()
+	if err != nil {
+		return in, err
+	}
+	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: "definition"}}, true
+	if _, err := s.spec.Build(sr); err != nil {
+		return in, err
+	}
+	if in.Definition, err = definitionOf(body); err != nil {
+		return in, err
+	}
+	in.TenantID, in.Name, in.Actor = TenantFromContext(r.Context()), name, ActorFromContext(r.Context())
+	return in, nil
+}
+
+// definitionOf is an agent's body without its name and description: its
+// run fields, as sent (keys sorted, JSON compacted).
+func definitionOf(body []byte) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil {
+		return nil, fieldError("body", "must be a JSON object")
+	}
+	delete(fields, "name")
+	delete(fields, "description")
+	for k, v := range fields {
+		if isNull(v) {
+			delete(fields, k)
+		}
+	}
+	def, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, def); err != nil {
+		return nil, err
+	}
+	if buf.Len() > agentd.MaxAgentDefinitionBytes {
+		return nil, fieldError("body", "the agent's definition must be at most %d bytes of JSON", agentd.MaxAgentDefinitionBytes)
+	}
+	return buf.Bytes(), nil
+}
+
+func (s *server) agentCreate(w http.ResponseWriter, r *http.Request) error {
+	in, err := s.agentRequestOf(w, r, "")
+	if err != nil {
+		return err
+	}
+	a, err := s.store.AgentCreate(r.Context(), in)
+	if errors.Is(err, agentd.ErrAgentExists) {
+		return newError(http.StatusConflict, CodeAgentExists, "Agent exists",
+			fmt.Sprintf("the tenant has an agent named %q: PUT /agents/%s makes its next version", in.Name, in.Name))
+	}
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Location", "/agents/"+a.Name)
+	s.writeJSON(w, r, http.StatusCreated, a.View())
+	return nil
+}
+
+func (s *server) agentUpdate(w http.ResponseWriter, r *http.Request) error {
+	in, err := s.agentRequestOf(w, r, chi.URLParam(r, "name"))
+	if err != nil {
+		return err
+	}
+	a, err := s.store.AgentUpdate(r.Context(), in)
+	if err != nil {
+		return agentError(err)
+	}
+	s.writeJSON(w, r, http.StatusOK, a.View())
+	return nil
+}
+
+func (s *server) agentGet(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.store.AgentGet(r.Context(), TenantFromContext(r.Context()), chi.URLParam(r, "name"), 0)
+	if err != nil {
+		return agentError(err)
+	}
+	s.writeJSON(w, r, http.StatusOK, a.View())
+	return nil
+}
+
+func (s *server) agentVersionGet(w http.ResponseWriter, r *http.Request) error {
+	n, err := strconv.Atoi(chi.URLParam(r, "version"))
+	if err != nil || n < 1 {
+		return fieldError("version", "must be a version number, 1 or more")
+	}
+	a, err := s.store.AgentGet(r.Context(), TenantFromContext(r.Context()), chi.URLParam(r, "name"), n)
+	var version *agentd.AgentVersionError
+	if errors.As(err, &version) {
+		return newError(http.StatusNotFound, CodeAgentNotFound, "Agent version not found", version.Error())
+	}
+	if err != nil {
+		return agentError(err)
+	}
+	s.writeJSON(w, r, http.StatusOK, a.View())
+	return nil
+}
+
+func (s *server) agentList(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := intParam(q, "limit", defaultAgentLimit, 1, maxAgentLimit)
+	if err != nil {
+		return err
+	}
+	var after string
+	if v := q.Get("cursor"); v != "" {
+		if after, err = decodeCursor(v, cursorAgents); err != nil {
+			return err
+		}
+	}
+	agents, err := s.store.AgentList(r.Context(), TenantFromContext(r.Context()), after, limit+1)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, page(agents, limit, agentd.Agent.View,
+		func(a agentd.Agent) string { return encodeCursor(cursorAgents, a.Name) }))
+	return nil
+}
+
+func (s *server) agentVersions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	limit, err := intParam(q, "limit", defaultAgentLimit, 1, maxAgentLimit)
+	if err != nil {
+		return err
+	}
+	before := 0
+	if v := q.Get("cursor"); v != "" {
+		pos, err := decodeCursor(v, cursorVersions)
+		if err != nil {
+			return err
+		}
+		if before, err = strconv.Atoi(pos); err != nil || before < 1 {
+			return errBadCursor
+		}
+	}
+	versions, err := s.store.AgentVersions(r.Context(), TenantFromContext(r.Context()), chi.URLParam(r, "name"), before, limit+1)
+	if err != nil {
+		return agentError(err)
+	}
+	s.writeJSON(w, r, http.StatusOK, page(versions, limit, agentd.Agent.View,
+		func(a agentd.Agent) string { return encodeCursor(cursorVersions, strconv.Itoa(a.Version)) }))
+	return nil
+}
+
+func (s *server) agentDelete(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	if err := s.store.AgentDelete(ctx, TenantFromContext(ctx), chi.URLParam(r, "name"), ActorFromContext(ctx)); err != nil {
+		return agentError(err)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// agentError is the problem of an agent's route that names no agent of the
+// tenant.
+func agentError(err error) error {
+	if errors.Is(err, agentd.ErrAgentNotFound) {
+		return errAgentNotFound
+	}
+	return err
+}
+
+// withAgent returns a new run's request over the definition of the agent
+// it names (if any), with its variables read.
+func (s *server) withAgent(ctx context.Context, sr runspec.Request, f agentFields) (runspec.Request, error) {
+	if !isNull(f.Variables) {
+		if t := bytes.TrimSpace(f.Variables); t[0] != '{' || json.Unmarshal(t, &sr.Variables) != nil {
+			return sr, fieldError("variables", "must be an object of strings: {\"name\": \"value\"}")
+		}
+		if sr.Variables == nil {
+			sr.Variables = map[string]string{}
+		}
+	}
+	if f.Agent == nil {
+		if f.AgentVersion != nil {
+			return sr, fieldError("agent_version", "is taken only with agent")
+		}
+		return sr, nil
+	}
+	version := 0
+	if f.AgentVersion != nil {
+		if *f.AgentVersion < 1 {
+			return sr, fieldError("agent_version", "must be 1 or more")
+		}
+		version = *f.AgentVersion
+	}
+	a, err := s.store.AgentGet(ctx, TenantFromContext(ctx), *f.Agent, version)
+	var noVersion *agentd.AgentVersionError
+	switch {
+	case errors.As(err, &noVersion):
+		return sr, fieldError("agent_version", "%s", noVersion.Error())
+	case errors.Is(err, agentd.ErrAgentNotFound):
+		return sr, fieldError("agent", "the tenant has no agent named %q (see GET /agents)", *f.Agent)
+	case err != nil:
+		return sr, err
+	}
+	var def agentDefinition
+	if err := decodeStrict(a.Definition, &def, ""); err != nil {
+		return sr, fmt.Errorf("agent %s version %d: its stored definition: %w", a.Name, a.Version, err)
+	}
+	base, err := def.request()
+	if err != nil {
+		return sr, fmt.Errorf("agent %s version %d: its stored definition: %w", a.Name, a.Version, err)
+	}
+	out := runspec.Over(base, sr)
+	out.Agent = &agentd.AgentRef{Name: a.Name, Version: a.Version}
+	return out, nil
+}

@@ -1,0 +1,111 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/agentd/agentd"
+)
+
+// Agent is one version of an agent: its own fields, and its definition's
+// (the run fields it defines) as JSON in Definition.
+type Agent = agentd.AgentView
+
+// AgentDefinition is what POST /agents and PUT /agents/{name} send: an
+// agent's name and description, and the fields of the runs it defines,
+// each as CreateRun has it. Zero fields are left out (a run naming the
+// agent takes the server's defaults for them).
+type AgentDefinition struct {
+	Name         string              `json:"name,omitempty"`
+	Description  string              `json:"description,omitempty"`
+	Model        string              `json:"model,omitempty"`
+	Instructions string              `json:"instructions,omitempty"` // may hold {{name}} placeholders
+	Tools        *[]string           `json:"tools,omitempty"`        // nil: every server tool; &[]string{}: none
+	ClientTools  []agentd.ClientTool `json:"client_tools,omitempty"`
+	MaxSteps     int                 `json:"max_steps,omitempty"`
+	Timeouts     *Timeouts           `json:"timeouts,omitempty"`
+	OnDisconnect agentd.OnDisconnect `json:"on_disconnect,omitempty"`
+	IfBusy       agentd.IfBusy       `json:"if_busy,omitempty"`
+	OnQuota      agentd.OnQuota      `json:"on_quota,omitempty"`
+	CompactAt    float64             `json:"compact_at,omitempty"`
+	LoopLimits   *LoopLimits         `json:"-"`
+	// Sampling is the runs' sampling, as POST /runs takes it
+	// ({"temperature": 0.2, "tool_choice": "auto", ...}).
+	Sampling json.RawMessage `json:"sampling,omitempty"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+func (d AgentDefinition) body() any {
+	type body AgentDefinition
+	return struct {
+		body
+		LoopLimits *loopLimitsRequest `json:"loop_limits,omitempty"`
+	}{body(d), loopLimitsOf(d.LoopLimits)}
+}
+
+// CreateAgent makes an agent at version 1 (POST /agents).
+func (c *Client) CreateAgent(ctx context.Context, d AgentDefinition) (*Agent, error) {
+	var a Agent
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/agents", body: d.body()}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// UpdateAgent makes the next version of an agent (PUT /agents/{name}), with
+// d as its whole definition.
+func (c *Client) UpdateAgent(ctx context.Context, name string, d AgentDefinition) (*Agent, error) {
+	var a Agent
+	if _, err := c.do(ctx, request{method: http.MethodPut, path: "/agents/" + esc(name), body: d.body()}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// GetAgent reads version (0: the latest) of an agent.
+func (c *Client) GetAgent(ctx context.Context, name string, version int) (*Agent, error) {
+	path := "/agents/" + esc(name)
+	if version > 0 {
+		path += "/versions/" + strconv.Itoa(version)
+	}
+	var a Agent
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: path}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// ListAgents reads a page of the tenant's agents, at their latest versions,
+// by name; limit 0 takes the server's default, cursor is a page's
+// NextCursor.
+func (c *Client) ListAgents(ctx context.Context, limit int, cursor string) (*Page[Agent], error) {
+	return c.agentPage(ctx, "/agents", limit, cursor)
+}
+
+// AgentVersions reads a page of an agent's versions, newest first.
+func (c *Client) AgentVersions(ctx context.Context, name string, limit int, cursor string) (*Page[Agent], error) {
+	return c.agentPage(ctx, "/agents/"+esc(name)+"/versions", limit, cursor)
+}
+
+func (c *Client) agentPage(ctx context.Context, path string, limit int, cursor string) (*Page[Agent], error) {
+	q := url.Values{}
+	set(q, "cursor", cursor)
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var page Page[Agent]
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: path, query: q}, &page); err != nil {
+		return nil, err
+	}
+	return &page, nil
+}
+
+// DeleteAgent deletes an agent: runs can no longer name it, and runs in
+// flight finish on their version.
+func (c *Client) DeleteAgent(ctx context.Context, name string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/agents/" + esc(name)}, nil)
+	return err
+}
