@@ -70,11 +70,14 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 	if err != nil {
 		return in, err
 	}
-	var req agentRequest
-	if err := decodeStrict(body, &req, ""); err != nil {
+	if err := checkText(body); err != nil {
 		return in, err
 	}
-	if err := checkText(body); err != nil {
+	if body, err = withoutViewKeys(body); err != nil {
+		return in, err
+	}
+	var req agentRequest
+	if err := decodeStrict(body, &req, ""); err != nil {
 		return in, err
 	}
 	switch {
@@ -107,6 +110,27 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 	}
 	in.TenantID, in.Name, in.Actor = TenantFromContext(r.Context()), name, ActorFromContext(r.Context())
 	return in, nil
+}
+
+// agentViewKeys are the keys of an agent's view that a body may carry and
+// that are not its definition's: what GET answers can be sent back as it
+// is, and they are read-only.
+var agentViewKeys = []string{"object", "version", "latest_version", "created_by", "created_at"}
+
+// withoutViewKeys is an agent's body without agentViewKeys.
+func withoutViewKeys(body []byte) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := decodeStrict(body, &fields, ""); err != nil {
+		return nil, err
+	}
+	n := len(fields)
+	for _, k := range agentViewKeys {
+		delete(fields, k)
+	}
+	if len(fields) == n {
+		return body, nil
+	}
+	return json.Marshal(fields)
 }
 
 // definitionOf is an agent's body without its name and description: its

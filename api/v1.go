@@ -64,6 +64,9 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if sr, err = s.promptAgent(ctx, req, sr); err != nil {
+		return err
+	}
 	spec, err := s.spec.Build(sr)
 	if fe := (*runspec.FieldError)(nil); errors.As(err, &fe) {
 		return fieldError(responses.Param(fe.Field), "%s", fe.Message)
@@ -534,4 +537,28 @@ func openAIProblem(p problem) (int, openAIError) {
 		body.Code = &code
 	}
 	return status, openAIError{Error: body}
+}
+
+// promptAgent puts the definition of the agent that a request's prompt
+// names under the response's own fields (its tools the agent's unless it
+// gives its own); errors name the prompt's fields.
+func (s *server) promptAgent(ctx context.Context, req responses.Request, sr runspec.Request) (runspec.Request, error) {
+	name, version, vars, ok, err := req.AgentPrompt()
+	if !ok || err != nil {
+		return sr, err
+	}
+	if !req.HasTools() {
+		sr.Tools, sr.ClientTools = nil, nil
+	}
+	f := agentFields{Agent: &name}
+	if version > 0 {
+		f.AgentVersion = &version
+	}
+	sr.Variables = vars
+	out, err := s.withAgent(ctx, sr, f)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.field != "" {
+		return out, fieldError(responses.Param(ae.field), "%s", strings.TrimPrefix(ae.detail, ae.field+": "))
+	}
+	return out, err
 }

@@ -65,6 +65,26 @@ func (c *Client) UpdateAgent(ctx context.Context, name string, d AgentDefinition
 	return &a, nil
 }
 
+// CreateAgentJSON makes an agent at version 1 from its definition as JSON
+// (the body of POST /agents, or an agent as GetAgent read it).
+func (c *Client) CreateAgentJSON(ctx context.Context, definition json.RawMessage) (*Agent, error) {
+	var a Agent
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/agents", body: definition}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// UpdateAgentJSON makes the next version of an agent from its whole
+// definition as JSON (an agent as GetAgent read it, changed).
+func (c *Client) UpdateAgentJSON(ctx context.Context, name string, definition json.RawMessage) (*Agent, error) {
+	var a Agent
+	if _, err := c.do(ctx, request{method: http.MethodPut, path: "/agents/" + esc(name), body: definition}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
 // GetAgent reads version (0: the latest) of an agent.
 func (c *Client) GetAgent(ctx context.Context, name string, version int) (*Agent, error) {
 	path := "/agents/" + esc(name)

@@ -611,3 +611,61 @@ func TestActions(t *testing.T) {
 		t.Fatalf("a retried tool call: %s", r)
 	}
 }
+
+// TestAgents: agents create, get, update (from what get -o json printed,
+// changed), versions, list and delete, and runs create -agent with -var,
+// pinned with -agent-version; errors of the API exit 2 naming the field.
+func TestAgents(t *testing.T) {
+	t.Parallel()
+	base := newServer(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "helper.json")
+	if err := os.WriteFile(file, []byte(`{"name": "helper", "description": "says its instructions",
+		"instructions": "Help {{who}}.", "tools": ["calculator"], "max_steps": 3}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := ctl(t, base, "agents", "create", file)
+	if r.code != exitOK || !strings.Contains(r.stdout, " 1 (latest 1)") || !strings.Contains(r.stdout, "Help {{who}}.") {
+		t.Fatalf("create:\n%s", r)
+	}
+	r = ctl(t, base, "agents", "get", "helper", "-o", "json")
+	if r.code != exitOK {
+		t.Fatalf("get:\n%s", r)
+	}
+	changed := strings.Replace(r.stdout, "Help {{who}}.", "Assist {{who}}.", 1)
+	if err := os.WriteFile(file, []byte(changed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r = ctl(t, base, "agents", "update", "helper", file); r.code != exitOK || !strings.Contains(r.stdout, "2 (latest 2)") {
+		t.Fatalf("update from get's JSON:\n%s", r)
+	}
+	r = ctl(t, base, "runs", "create", "-agent", "helper", "-var", "who=Ann", "-wait", "/system")
+	if r.code != exitOK || !strings.Contains(r.stdout, "helper version 2") || !strings.Contains(r.stdout, " Assist Ann.") {
+		t.Fatalf("a run of the latest version:\n%s", r)
+	}
+	r = ctl(t, base, "-o", "json", "runs", "create", "-agent", "helper", "-agent-version", "1", "-var", "who=Bo", "-wait", "/system")
+	var run client.Run
+	if err := json.Unmarshal([]byte(r.stdout), &run); err != nil || r.code != exitOK || run.Agent == nil || run.Agent.Version != 1 ||
+		run.OutputText == nil || *run.OutputText != "Help Bo." || run.MaxSteps != 3 {
+		t.Fatalf("a run of version 1 (%v):\n%s", err, r)
+	}
+	r = ctl(t, base, "agents", "versions", "helper", "-limit", "1")
+	if r.code != exitOK || !strings.Contains(r.stdout, "helper  2") || !strings.Contains(r.stdout, "more: -cursor ") {
+		t.Fatalf("versions:\n%s", r)
+	}
+	if r = ctl(t, base, "agents", "list"); r.code != exitOK || !strings.Contains(r.stdout, "says its instructions") {
+		t.Fatalf("list:\n%s", r)
+	}
+	if r = ctl(t, base, "runs", "create", "-agent", "helper", "x"); r.code != exitError || !strings.Contains(r.stderr, "(field variables.who)") {
+		t.Fatalf("a run without its variable:\n%s", r)
+	}
+	if r = ctl(t, base, "agents", "delete", "helper"); r.code != exitOK {
+		t.Fatalf("delete:\n%s", r)
+	}
+	if r = ctl(t, base, "agents", "get", "helper"); r.code != exitError || !strings.Contains(r.stderr, "agent_not_found") {
+		t.Fatalf("get after delete:\n%s", r)
+	}
+	if r = ctl(t, base, "agents", "create", filepath.Join(dir, "missing.json")); r.code != exitError {
+		t.Fatalf("a missing file:\n%s", r)
+	}
+}

@@ -34,7 +34,8 @@ Usage:
 
 Runs:
   runs create [flags] TEXT       start a run with TEXT as the user message
-                                 (-wait: wait for its end; -tail: follow it)
+                                 (-wait: wait for its end; -tail: follow it;
+                                 -agent NAME: start from an agent)
   runs get ID                    show a run
   runs list [flags]              list runs, newest first
   runs steps ID                  show a run's steps, tool calls and attempts
@@ -50,6 +51,14 @@ required_action unless -call names it):
                                                   with this result
   actions retry RUN_ID [-call ID]                 it did not happen: attempt it again
   actions fail RUN_ID [-call ID] [-error MSG]     give up on it; the model is told MSG
+
+Agents (named, versioned run definitions):
+  agents create FILE             make an agent from its JSON definition ("-": stdin)
+  agents update NAME FILE        make its next version from a whole definition
+  agents get [-version N] NAME   show an agent (its latest version, or version N)
+  agents list [flags]            list the tenant's agents
+  agents versions [flags] NAME   list an agent's versions, newest first
+  agents delete NAME             delete an agent (runs in flight finish)
 
 Conversations and tools:
   conversations get ID                 show a conversation
@@ -168,6 +177,12 @@ var commands = map[string]commandFunc{
 	"conversations get":      conversationsGet,
 	"conversations messages": conversationsMessages,
 	"tools":                  toolsList,
+	"agents create":          agentsCreate,
+	"agents update":          agentsUpdate,
+	"agents get":             agentsGet,
+	"agents list":            agentsList,
+	"agents versions":        agentsVersions,
+	"agents delete":          agentsDelete,
 }
 
 // lookup finds the command that args start with: its function and the

@@ -179,6 +179,9 @@ func (a *app) printRun(r *client.Run) int {
 	k.line("reason", deref(r.TerminalReason))
 	k.line("conversation", r.ConversationID)
 	k.line("model", r.Model)
+	if r.Agent != nil {
+		k.line("agent", fmt.Sprintf("%s version %d", r.Agent.Name, r.Agent.Version))
+	}
 	k.line("instructions", deref(r.Instructions))
 	k.line("tools", toolsText(r.Tools))
 	k.line("steps", fmt.Sprintf("%d of at most %d", r.StepCount, r.MaxSteps))

@@ -26,6 +26,17 @@ func runsCreate(ctx context.Context, a *app, args []string) int {
 	ifBusy := f.String("if-busy", "", "what to do when the conversation has a run in flight, as a `mode`: reject, enqueue or interrupt (default: the server's)")
 	key := f.String("idempotency-key", "", "the Idempotency-Key: the same `key` again gives the same run (default: a new one)")
 	metadata := f.String("metadata", "", "a `JSON` object kept with the run")
+	agent := f.String("agent", "", "start from the agent of this `name` (its definition, with the flags given over it)")
+	agentVersion := f.Int("agent-version", 0, "with -agent, this `version` of it (default: the latest)")
+	vars := map[string]string{}
+	f.Func("var", "a `name=value` filling {{name}} in the instructions; repeat it for more", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want name=value, not %q", s)
+		}
+		vars[k] = v
+		return nil
+	})
 	wait := f.Bool("wait", false, "wait for the run's end, then print it")
 	tail := f.Bool("tail", false, "follow the run's events live, as \"runs tail\"")
 	pos, code, ok := f.parse(args, 1, -1)
@@ -39,6 +50,8 @@ func runsCreate(ctx context.Context, a *app, args []string) int {
 		return f.usageError("-max-steps must not be negative")
 	case *metadata != "" && !json.Valid([]byte(*metadata)):
 		return f.usageError("-metadata is not valid JSON")
+	case *agentVersion != 0 && *agent == "":
+		return f.usageError("-agent-version needs -agent")
 	}
 	req := client.CreateRun{
 		Input:          strings.Join(pos, " "),
@@ -48,6 +61,11 @@ func runsCreate(ctx context.Context, a *app, args []string) int {
 		MaxSteps:       *maxSteps,
 		IfBusy:         agentd.IfBusy(*ifBusy),
 		IdempotencyKey: *key,
+		Agent:          *agent,
+		AgentVersion:   *agentVersion,
+	}
+	if len(vars) > 0 {
+		req.Variables = vars
 	}
 	if tools.set {
 		req.Tools = &tools.vals

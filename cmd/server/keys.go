@@ -19,7 +19,7 @@ const keysUsage = `usage:
   agentd keys create --tenant T --name N --scopes S1,S2   print a new key (once: only its hash is kept)
   agentd keys list [--tenant T]                            list keys (never their secrets)
   agentd keys revoke PREFIX                                revoke a key (within AGENTD_KEY_CACHE_TTL on running instances)
-scopes: runs:read, runs:write, actions:write, admin
+scopes: runs:read, runs:write, actions:write, agents:write, admin
 the database is DATABASE_URL, or --database-url before the verb`
 
 // runKeys is `agentd keys ...`: it manages API keys in the database the

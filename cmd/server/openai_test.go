@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -541,6 +542,67 @@ func TestOpenAIGoSDK(t *testing.T) {
 	contiguous(t, seqs, 4)
 	if len(seqs) == 0 || int64(seqs[len(seqs)-1]) != n-1 {
 		t.Fatalf("GetStreaming after 3: %v, want 4 to %d", seqs, n-1)
+	}
+}
+
+// TestOpenAIGoSDKPrompt: openai-go's prompt names an agent of agentd: its
+// instructions, filled with the prompt's variables (a string, or an
+// input_text), its tools, and its pinned version; a prompt of no agent, or
+// of a version it does not have, is a 400 naming the prompt's field.
+func TestOpenAIGoSDKPrompt(t *testing.T) {
+	t.Parallel()
+	base, _ := startServer(t, nil)
+	for _, body := range []string{`{"name": "pirate", "instructions": "Talk like a {{kind}} pirate.", "tools": ["calculator"]}`,
+		`{"instructions": "Talk like a {{kind}} parrot."}`} {
+		method, path := http.MethodPost, "/agents"
+		if strings.Contains(body, "parrot") {
+			method, path = http.MethodPut, "/agents/pirate"
+		}
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode/100 != 2 {
+			t.Fatalf("%s %s: %v %v", method, path, resp, err)
+		}
+		resp.Body.Close()
+	}
+	client := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("local"), option.WithMaxRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ask := func(p responses.ResponsePromptParam, input string) (*responses.Response, error) {
+		return client.Responses.New(ctx, responses.ResponseNewParams{Prompt: p,
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(input)}})
+	}
+	r, err := ask(responses.ResponsePromptParam{ID: "pirate", Version: openai.String("1"),
+		Variables: map[string]responses.ResponsePromptVariableUnionParam{"kind": {OfString: openai.String("grumpy")}}}, "/system")
+	if err != nil || r.OutputText() != "Talk like a grumpy pirate." {
+		t.Fatalf("version 1: %v %q", err, r.OutputText())
+	}
+	r, err = ask(responses.ResponsePromptParam{ID: "pirate",
+		Variables: map[string]responses.ResponsePromptVariableUnionParam{"kind": {OfInputText: &responses.ResponseInputTextParam{Text: "sleepy"}}}},
+		"/system")
+	if err != nil || r.OutputText() != "Talk like a sleepy parrot." {
+		t.Fatalf("the latest version: %v %q", err, r.OutputText())
+	}
+	r, err = ask(responses.ResponsePromptParam{ID: "pirate", Version: openai.String("1"),
+		Variables: map[string]responses.ResponsePromptVariableUnionParam{"kind": {OfString: openai.String("x")}}},
+		"/call calculator {\"expression\":\"6*7\"}\n/say done")
+	if err != nil || r.OutputText() != "done" {
+		t.Fatalf("version 1's tool: %v %q", err, r.OutputText())
+	}
+	for _, c := range []struct {
+		p     responses.ResponsePromptParam
+		param string
+	}{
+		{responses.ResponsePromptParam{ID: "nobody"}, "prompt.id"},
+		{responses.ResponsePromptParam{ID: "pirate", Version: openai.String("9")}, "prompt.version"},
+		{responses.ResponsePromptParam{ID: "pirate"}, "prompt.variables.kind"},
+	} {
+		_, err := ask(c.p, "x")
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != c.param {
+			t.Errorf("prompt %+v: %v, want a 400 naming %s", c.p, err, c.param)
+		}
 	}
 }
 

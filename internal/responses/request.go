@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd"
@@ -44,6 +45,14 @@ type Request struct {
 	Reasoning         json.RawMessage `json:"reasoning"`
 	MaxToolCalls      *int            `json:"max_tool_calls"`
 	TopLogprobs       *int            `json:"top_logprobs"`
+	// Prompt names an agent of the tenant (its id the agent's name, its
+	// version the agent's, as a string) and the variables of its
+	// instructions (strings, or input_text items).
+	Prompt *struct {
+		ID        *string                    `json:"id"`
+		Version   *string                    `json:"version"`
+		Variables map[string]json.RawMessage `json:"variables"`
+	} `json:"prompt"`
 
 	// Resolve, when set, finds the output item an item_reference names
 	// (nil: none of the tenant's); the caller sets it.
@@ -55,6 +64,47 @@ type Request struct {
 	Labelled      func(label string) (names []string, ok bool) `json:"-"`
 	NeedsApproval func(name string) bool                       `json:"-"`
 }
+
+// AgentPrompt is the agent a request's prompt names (ok false: it has no
+// prompt): its name, its version (0: the latest) and the variables of its
+// instructions, whose values must be strings.
+func (r Request) AgentPrompt() (name string, version int, vars map[string]string, ok bool, err error) {
+	p := r.Prompt
+	if p == nil {
+		return "", 0, nil, false, nil
+	}
+	if p.ID == nil || *p.ID == "" {
+		return "", 0, nil, true, field("prompt.id", "is required: the name of an agent of agentd (GET /agents)")
+	}
+	if p.Version != nil {
+		if version, err = strconv.Atoi(*p.Version); err != nil || version < 1 {
+			return "", 0, nil, true, field("prompt.version", "must be an agent's version: a whole number from 1, as a string")
+		}
+	}
+	if p.Variables != nil {
+		vars = make(map[string]string, len(p.Variables))
+		for k, raw := range p.Variables {
+			var v string
+			var text struct {
+				Type string  `json:"type"`
+				Text *string `json:"text"`
+			}
+			switch {
+			case json.Unmarshal(raw, &v) == nil:
+			case json.Unmarshal(raw, &text) == nil && text.Type == "input_text" && text.Text != nil:
+				v = *text.Text
+			default:
+				return "", 0, nil, true, field("prompt.variables."+k, "must be a string or an input_text: agentd fills instructions with text only")
+			}
+			vars[k] = v
+		}
+	}
+	return *p.ID, version, vars, true, nil
+}
+
+// HasTools reports whether the request gives tools of its own: without
+// them, a response of an agent takes the agent's.
+func (r Request) HasTools() bool { return len(r.Tools) > 0 && string(r.Tools) != "null" }
 
 // LabelAgentd is the server_label of agentd's own tools (its built-ins and
 // those of its tools file), in an mcp tool of a request.
@@ -918,7 +968,8 @@ func PendingError(err *agentd.PendingCallsError) error {
 // Param is the name, in a response request, of a field runspec names as
 // POST /runs does (sampling.temperature is temperature here).
 func Param(field string) string {
-	for _, m := range [][2]string{{"sampling.format", "text.format"}, {"sampling.", ""}, {"client_tools", "tools"}, {"unstored", "store"}, {"cache_key", "prompt_cache_key"}} {
+	for _, m := range [][2]string{{"sampling.format", "text.format"}, {"sampling.", ""}, {"client_tools", "tools"}, {"unstored", "store"},
+		{"cache_key", "prompt_cache_key"}, {"agent_version", "prompt.version"}, {"agent", "prompt.id"}, {"variables", "prompt.variables"}} {
 		if rest, ok := strings.CutPrefix(field, m[0]); ok {
 			return m[1] + rest
 		}

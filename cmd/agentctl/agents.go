@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/agentd/agentd/client"
+)
+
+// readDefinition reads an agent's JSON definition from path ("-": standard
+// input).
+func readDefinition(f *cmdFlags, path string) (json.RawMessage, int, bool) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(os.Stdin)
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		fmt.Fprintf(f.a.stderr, "agentctl %s: %v\n", f.name, err)
+		return nil, exitError, false
+	}
+	if !json.Valid(b) {
+		return nil, f.usageError(path + " is not valid JSON"), false
+	}
+	return b, exitOK, true
+}
+
+// agentsCreate: agentctl agents create FILE.
+func agentsCreate(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("agents create", "FILE",
+		"Make an agent at version 1 from its JSON definition in FILE (\"-\": standard input): its\n"+
+			"name, description, and the fields of the runs it defines, as POST /runs takes them,\n"+
+			"e.g. {\"name\": \"helper\", \"instructions\": \"Help {{who}}.\", \"tools\": [\"calculator\"]}.")
+	pos, code, ok := f.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	def, code, ok := readDefinition(f, pos[0])
+	if !ok {
+		return code
+	}
+	ag, err := a.c.CreateAgentJSON(ctx, def)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printAgent(ag)
+}
+
+// agentsUpdate: agentctl agents update NAME FILE.
+func agentsUpdate(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("agents update", "NAME FILE",
+		"Make the next version of agent NAME from its whole JSON definition in FILE (\"-\":\n"+
+			"standard input); \"agents get NAME -o json\" prints one to start from. Runs in flight\n"+
+			"finish on the version they started with.")
+	pos, code, ok := f.parse(args, 2, 2)
+	if !ok {
+		return code
+	}
+	def, code, ok := readDefinition(f, pos[1])
+	if !ok {
+		return code
+	}
+	ag, err := a.c.UpdateAgentJSON(ctx, pos[0], def)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printAgent(ag)
+}
+
+// agentsGet: agentctl agents get [-version N] NAME.
+func agentsGet(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("agents get", "[-version N] NAME", "Show an agent: its latest version, or version N.")
+	version := f.Int("version", 0, "the `version` to show (default: the latest)")
+	pos, code, ok := f.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if *version < 0 {
+		return f.usageError("-version must not be negative")
+	}
+	ag, err := a.c.GetAgent(ctx, pos[0], *version)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printAgent(ag)
+}
+
+// agentsList: agentctl agents list [-limit N] [-cursor C].
+func agentsList(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("agents list", "[-limit N] [-cursor C]", "List the tenant's agents, at their latest versions, by name.")
+	limit := f.Int("limit", 0, "the most agents to list: `N` (default: the server's)")
+	cursor := f.String("cursor", "", "where the page starts: the `cursor` a previous page gave")
+	if _, code, ok := f.parse(args, 0, 0); !ok {
+		return code
+	}
+	if *limit < 0 {
+		return f.usageError("-limit must not be negative")
+	}
+	p, err := a.c.ListAgents(ctx, *limit, *cursor)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printAgents(p)
+}
+
+// agentsVersions: agentctl agents versions [-limit N] [-cursor C] NAME.
+func agentsVersions(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("agents versions", "[-limit N] [-cursor C] NAME", "List an agent's versions, newest first.")
+	limit := f.Int("limit", 0, "the most versions to list: `N` (default: the server's)")
+	cursor := f.String("cursor", "", "where the page starts: the `cursor` a previous page gave")
+	pos, code, ok := f.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if *limit < 0 {
+		return f.usageError("-limit must not be negative")
+	}
+	p, err := a.c.AgentVersions(ctx, pos[0], *limit, *cursor)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printAgents(p)
+}
+
+// agentsDelete: agentctl agents delete NAME.
+func agentsDelete(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("agents delete", "NAME",
+		"Delete an agent: runs can no longer name it; runs in flight finish on their version.")
+	pos, code, ok := f.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if err := a.c.DeleteAgent(ctx, pos[0]); err != nil {
+		return a.fail(ctx, err)
+	}
+	if !a.json {
+		fmt.Fprintf(a.stdout, "deleted agent %s\n", pos[0])
+	}
+	return exitOK
+}
+
+// printAgent writes one version of an agent.
+func (a *app) printAgent(ag *client.Agent) int {
+	if a.json {
+		return a.printJSON(ag)
+	}
+	var def map[string]json.RawMessage
+	_ = json.Unmarshal(ag.Definition, &def)
+	str := func(key string) string {
+		var s string
+		_ = json.Unmarshal(def[key], &s)
+		return s
+	}
+	k := newKV(a.stdout)
+	k.line("name", ag.Name)
+	k.line("version", fmt.Sprintf("%d (latest %d)", ag.Version, ag.LatestVersion))
+	k.line("description", ag.Description)
+	k.line("model", str("model"))
+	k.line("instructions", str("instructions"))
+	k.line("tools", compactJSON(def["tools"]))
+	var rest []string
+	for _, key := range []string{"client_tools", "sampling", "max_steps", "timeouts", "loop_limits", "compact_at",
+		"on_disconnect", "if_busy", "on_quota", "metadata"} {
+		if v, ok := def[key]; ok {
+			rest = append(rest, key+": "+compactJSON(v))
+		}
+	}
+	k.line("also", strings.Join(rest, "\n"))
+	k.line("created", when(&ag.CreatedAt))
+	k.line("created_by", ag.CreatedBy)
+	k.flush()
+	return exitOK
+}
+
+// printAgents writes a page of agents (or of an agent's versions) as a
+// table.
+func (a *app) printAgents(p *client.Page[client.Agent]) int {
+	if a.json {
+		return a.printJSON(p)
+	}
+	tw := newTable(a.stdout)
+	row(tw, "NAME", "VERSION", "CREATED", "BY", "DESCRIPTION")
+	for _, ag := range p.Data {
+		row(tw, ag.Name, itoa(ag.Version), when(&ag.CreatedAt), ag.CreatedBy, shorten(ag.Description, 60))
+	}
+	tw.Flush()
+	a.printNext(p.HasMore, p.NextCursor)
+	return exitOK
+}
