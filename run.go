@@ -200,6 +200,20 @@ type RunParams struct {
 	// other parameters are that version's definition with the run's own
 	// fields over it.
 	Agent *AgentRef `json:"agent,omitempty"`
+	// Variables are the values the run's instructions were filled with
+	// (a fork of the run under another version of its agent fills that
+	// version's with them).
+	Variables map[string]string `json:"variables,omitempty"`
+	// ForkedFrom is the run and step this run was forked from
+	// (POST /runs/{id}/fork): its input began with that run's
+	// conversation up to the end of that step.
+	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
+}
+
+// ForkRef names the run and step a fork started from.
+type ForkRef struct {
+	RunID string `json:"run_id"`
+	Step  int    `json:"step"`
 }
 
 // ApprovalDecision is a client's decision on a call that waits for its

@@ -68,6 +68,8 @@ type RunView struct {
 	Output     []Part  `json:"output"`
 	// Agent is the agent version the run was started from; nil: none.
 	Agent *AgentRef `json:"agent"`
+	// ForkedFrom is the run and step this run was forked from; nil: none.
+	ForkedFrom *ForkRef `json:"forked_from"`
 }
 
 // Ended reports whether the run has stopped: a terminal status, or

@@ -42,6 +42,7 @@ var RouteScopes = map[string]auth.Scope{
 	"POST /runs/{id}/cancel":                        auth.RunsWrite,
 	"POST /runs/{id}/resume":                        auth.RunsWrite,
 	"POST /runs/{id}/actions":                       auth.ActionsWrite,
+	"POST /runs/{id}/fork":                          auth.RunsWrite,
 	"GET /conversations":                            auth.RunsRead,
 	"POST /conversations":                           auth.RunsWrite,
 	"GET /conversations/{id}":                       auth.RunsRead,
@@ -128,6 +129,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.With(s.idempotent).Post("/runs/{id}/cancel", s.handle(s.runCancel))
 		changes.With(s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
 		changes.With(s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
+		changes.With(s.limitCreates).Post("/runs/{id}/fork", s.handle(s.runFork))
 		r.Get("/runs/{id}/events", s.handle(s.runEvents))
 		r.Get("/runs/{id}/artifacts/{artifact_id}", s.handle(s.artifactGet))
 		r.Get("/conversations", s.handle(s.conversationList))

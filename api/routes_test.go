@@ -310,6 +310,9 @@ func (f *tenantFixture) cases() map[string]routeCase {
 		"POST /runs/{id}/actions": {method: "POST", path: runPath + "/actions",
 			body:  `{"tool_call_id": "01a23158-24d0-755c-8953-5268112791c4", "decision": "approve"}`,
 			owner: http.StatusConflict, other: http.StatusNotFound, otherCode: "run_not_found"},
+		// A's cancelled run never took a step: nothing to fork from.
+		"POST /runs/{id}/fork": {method: "POST", path: "/runs/" + f.ended + "/fork", body: `{"at_step": 1}`,
+			owner: http.StatusUnprocessableEntity, other: http.StatusNotFound, otherCode: "run_not_found"},
 		"GET /conversations/{id}": {method: "GET", path: "/conversations/" + f.conv, owner: http.StatusOK,
 			other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /conversations/{id}/messages": {method: "GET", path: "/conversations/" + f.conv + "/messages", owner: http.StatusOK,

@@ -60,17 +60,7 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 			return ok && t.Spec().NeedsApproval
 		}
 	}
-	sr, err := req.Spec(conv)
-	if err != nil {
-		return err
-	}
-	if sr, err = s.promptAgent(ctx, req, sr); err != nil {
-		return err
-	}
-	spec, err := s.spec.Build(sr)
-	if fe := (*runspec.FieldError)(nil); errors.As(err, &fe) {
-		return fieldError(responses.Param(fe.Field), "%s", fe.Message)
-	}
+	spec, err := s.responseSpec(ctx, req, conv)
 	if err != nil {
 		return err
 	}
@@ -537,6 +527,23 @@ func openAIProblem(p problem) (int, openAIError) {
 		body.Code = &code
 	}
 	return status, openAIError{Error: body}
+}
+
+// responseSpec builds a response's run spec, over the agent its prompt
+// names if any; errors name the Responses API's fields.
+func (s *server) responseSpec(ctx context.Context, req responses.Request, conv string) (agentd.RunSpec, error) {
+	sr, err := req.Spec(conv)
+	if err != nil {
+		return agentd.RunSpec{}, err
+	}
+	if sr, err = s.promptAgent(ctx, req, sr); err != nil {
+		return agentd.RunSpec{}, err
+	}
+	spec, err := s.spec.Build(sr)
+	if fe := (*runspec.FieldError)(nil); errors.As(err, &fe) {
+		return spec, fieldError(responses.Param(fe.Field), "%s", fe.Message)
+	}
+	return spec, err
 }
 
 // promptAgent puts the definition of the agent that a request's prompt

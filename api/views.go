@@ -66,7 +66,7 @@ func runView(r agentd.Run) runJSON {
 		ResumedBy:      nullString(r.ResumedBy),
 	}
 	v.CancelRequestedAt = utc(r.CancelRequestedAt)
-	v.Agent = r.Params.Agent
+	v.Agent, v.ForkedFrom = r.Params.Agent, r.Params.ForkedFrom
 	if len(r.Output) > 0 {
 		// Written by the executor from []agentd.Part; a row it cannot read
 		// shows no output rather than failing the read.

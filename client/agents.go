@@ -129,3 +129,36 @@ func (c *Client) DeleteAgent(ctx context.Context, name string) error {
 	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/agents/" + esc(name)}, nil)
 	return err
 }
+
+// Fork is a POST /runs/{id}/fork request: the step of the run to fork
+// after, and what the fork changes. Zero fields keep the run's.
+type Fork struct {
+	AtStep       int             `json:"at_step"`
+	Input        string          `json:"-"` // a new user message after the copied ones; required after the step that answered
+	Model        string          `json:"model,omitempty"`
+	AgentVersion int             `json:"agent_version,omitempty"` // another version of the run's agent
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	// IdempotencyKey is sent as the Idempotency-Key header; empty: the
+	// client makes one, and sends it again on each retry of the call.
+	IdempotencyKey string `json:"-"`
+}
+
+// ForkRun starts a new run in a new conversation that holds the run's
+// conversation up to the end of step f.AtStep (its tool results reused:
+// no tool runs again), then f.Input; the new run's ForkedFrom names where
+// it came from.
+func (c *Client) ForkRun(ctx context.Context, runID string, f Fork) (*Run, error) {
+	type body Fork
+	payload := struct {
+		body
+		Input *string `json:"input,omitempty"`
+	}{body: body(f)}
+	if f.Input != "" {
+		payload.Input = &f.Input
+	}
+	var run Run
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/runs/" + esc(runID) + "/fork", body: payload, key: f.IdempotencyKey}, &run); err != nil {
+		return nil, err
+	}
+	return &run, nil
+}

@@ -65,6 +65,7 @@ function route() {
   let m;
   if ((m = hash.match(/^\/runs\/([0-9a-f-]+)$/))) return runPage(m[1]);
   if ((m = hash.match(/^\/conversations\/([0-9a-f-]+)$/))) return conversationPage(m[1]);
+  if ((m = hash.match(/^\/compare\/([0-9a-f-]+)\/([0-9a-f-]+)$/))) return comparePage(m[1], m[2]);
   return runsPage(new URLSearchParams(hash.split("?")[1] || ""));
 }
 window.addEventListener("hashchange", route);
@@ -189,7 +190,7 @@ async function downloadAudit(id) {
 
 function showSummary(box, r) {
   const item = (label, value) => el("div", {}, el("span", {}, label), value);
-  box.replaceChildren(
+  box.replaceChildren(...[
     item("Status", el("span", { id: "status" }, status(r.status))),
     item("Reason", r.terminal_reason || "—"),
     item("Model", r.model),
@@ -197,7 +198,13 @@ function showSummary(box, r) {
     item("Tokens in / out", `${r.usage.input_tokens} / ${r.usage.output_tokens}`),
     item("Created", when(r.created_at)),
     item("Finished", when(r.finished_at) || "—"),
-    item("Conversation", el("a", { href: "#/conversations/" + r.conversation_id }, r.conversation_id.slice(0, 8) + "…")));
+    item("Conversation", el("a", { href: "#/conversations/" + r.conversation_id }, r.conversation_id.slice(0, 8) + "…")),
+    r.agent ? item("Agent", el("div", { id: "agent" }, `${r.agent.name} v${r.agent.version}`)) : null,
+    r.forked_from ? item("Forked from", el("div", { id: "forked-from" },
+      el("a", { href: "#/runs/" + r.forked_from.run_id }, r.forked_from.run_id.slice(0, 8) + "…"),
+      ` after step ${r.forked_from.step} · `,
+      el("a", { id: "compare", href: `#/compare/${r.forked_from.run_id}/${r.id}` }, "compare"))) : null,
+  ].filter(Boolean));
 }
 
 // showActions offers what a run in requires_action asks for.
@@ -448,3 +455,45 @@ async function conversationPage(id) {
 }
 
 route(); // after every declaration above: classes are not hoisted
+
+// ---- Two runs side by side ----
+
+// stepLine says what a step did: its tool calls with their results, or
+// that it answered.
+function stepLine(st) {
+  if (!st) return "";
+  if (!st.tool_calls.length) return st.status === "completed" ? "answered" : st.status;
+  return st.tool_calls.map((c) => `${c.name} ${short(c.arguments, 60)} → ${c.status} ${short(c.result, 60)}`).join("; ");
+}
+
+// comparePage shows two runs (a fork and its original, or any two) step by
+// step, a fork's steps after the step it was forked at; a row whose steps
+// differ is marked.
+async function comparePage(a, b) {
+  const err = el("p", { class: "error", id: "error" });
+  const table = el("table", { id: "compare-steps" });
+  main.replaceChildren(el("h1", {}, "Two runs side by side"), err, table);
+  try {
+    const [ra, rb, sa, sb] = await Promise.all([api("/runs/" + a), api("/runs/" + b),
+      api(`/runs/${a}/steps`), api(`/runs/${b}/steps`)]);
+    const head = (r) => el("th", {}, el("a", { href: "#/runs/" + r.id, class: "mono" }, r.id.slice(0, 8) + "…"), " ",
+      status(r.status), " ", r.model, r.agent ? ` · ${r.agent.name} v${r.agent.version}` : "");
+    table.append(el("thead", {}, el("tr", {}, el("th", {}, "Step"), head(ra), head(rb))));
+    // A fork's steps come after the step it was forked at: the steps
+    // before it are the original's, copied.
+    const at = rb.forked_from && rb.forked_from.run_id === ra.id ? rb.forked_from.step : 0;
+    const body = el("tbody");
+    for (let i = 0; i < Math.max(sa.data.length, at + sb.data.length); i++) {
+      const x = stepLine(sa.data[i]);
+      const y = i < at ? x : stepLine(sb.data[i - at]);
+      body.append(el("tr", { class: (x === y ? "same" : "differs") + (i < at ? " copied" : ""), "data-step": i + 1 },
+        el("td", {}, i + 1), el("td", { class: "wrap" }, x), el("td", { class: "wrap" }, i < at ? el("span", { class: "muted" }, "copied: " + y) : y)));
+    }
+    const out = (r) => el("td", { class: "wrap" }, r.output_text ?? "—");
+    body.append(el("tr", { class: ra.output_text === rb.output_text ? "same" : "differs", id: "compare-output" },
+      el("td", {}, "Answer"), out(ra), out(rb)));
+    table.append(body);
+  } catch (e) {
+    err.textContent = e.message;
+  }
+}

@@ -649,6 +649,17 @@ func TestAgents(t *testing.T) {
 		run.OutputText == nil || *run.OutputText != "Help Bo." || run.MaxSteps != 3 {
 		t.Fatalf("a run of version 1 (%v):\n%s", err, r)
 	}
+	// A fork of that run after its answer, under version 2, with a new
+	// message.
+	r = ctl(t, base, "-o", "json", "runs", "fork", "-agent-version", "2", "-wait", run.ID, "1", "/system")
+	var fork client.Run
+	if err := json.Unmarshal([]byte(r.stdout), &fork); err != nil || r.code != exitOK || fork.ForkedFrom == nil ||
+		fork.ForkedFrom.RunID != run.ID || fork.Agent.Version != 2 || fork.OutputText == nil || *fork.OutputText != "Assist Bo." {
+		t.Fatalf("a fork under version 2 (%v):\n%s", err, r)
+	}
+	if r = ctl(t, base, "runs", "fork", run.ID, "1"); r.code != exitError || !strings.Contains(r.stderr, "(field input)") {
+		t.Fatalf("a fork after an answer without a message:\n%s", r)
+	}
 	r = ctl(t, base, "agents", "versions", "helper", "-limit", "1")
 	if r.code != exitOK || !strings.Contains(r.stdout, "helper  2") || !strings.Contains(r.stdout, "more: -cursor ") {
 		t.Fatalf("versions:\n%s", r)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/agentd/agentd/client"
@@ -192,4 +193,32 @@ func (a *app) printAgents(p *client.Page[client.Agent]) int {
 	tw.Flush()
 	a.printNext(p.HasMore, p.NextCursor)
 	return exitOK
+}
+
+// runsFork: agentctl runs fork [flags] RUN_ID STEP [TEXT].
+func runsFork(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("runs fork", "[flags] RUN_ID STEP [TEXT]",
+		"Start a new run in a new conversation holding RUN_ID's conversation up to the end of\n"+
+			"step STEP (its tool results reused: no tool runs again), then TEXT as a new user\n"+
+			"message (required after the step that answered), and print it. -wait waits for its end.")
+	model := f.String("model", "", "another `model` (default: the run's)")
+	agentVersion := f.Int("agent-version", 0, "another `version` of the run's agent (default: the run's)")
+	wait := f.Bool("wait", false, "wait for the fork's end, then print it")
+	pos, code, ok := f.parse(args, 2, -1)
+	if !ok {
+		return code
+	}
+	step, err := strconv.Atoi(pos[1])
+	if err != nil || step < 1 {
+		return f.usageError("STEP must be a step number, 1 or more")
+	}
+	r, err := a.c.ForkRun(ctx, pos[0], client.Fork{AtStep: step, Input: strings.Join(pos[2:], " "), Model: *model,
+		AgentVersion: *agentVersion})
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	if *wait {
+		return a.waitRun(ctx, r.ID)
+	}
+	return a.printRun(r)
 }

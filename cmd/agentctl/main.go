@@ -42,6 +42,8 @@ Runs:
   runs tail [-after N] ID        follow a run live until it ends or waits
   runs cancel ID                 cancel a run
   runs resume ID                 queue an interrupted, failed or cancelled run again
+  runs fork ID STEP [TEXT]       a new run from ID's conversation after step STEP,
+                                 then TEXT (-model, -agent-version: what changes)
 
 Decisions on a run in requires_action (the tool call is the run's
 required_action unless -call names it):
@@ -169,6 +171,7 @@ var commands = map[string]commandFunc{
 	"runs tail":              runsTail,
 	"runs cancel":            runsCancel,
 	"runs resume":            runsResume,
+	"runs fork":              runsFork,
 	"actions approve":        actionCommand("approve"),
 	"actions reject":         actionCommand("reject"),
 	"actions result":         actionCommand("result"),

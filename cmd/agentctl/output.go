@@ -182,6 +182,9 @@ func (a *app) printRun(r *client.Run) int {
 	if r.Agent != nil {
 		k.line("agent", fmt.Sprintf("%s version %d", r.Agent.Name, r.Agent.Version))
 	}
+	if r.ForkedFrom != nil {
+		k.line("forked_from", fmt.Sprintf("run %s after step %d", r.ForkedFrom.RunID, r.ForkedFrom.Step))
+	}
 	k.line("instructions", deref(r.Instructions))
 	k.line("tools", toolsText(r.Tools))
 	k.line("steps", fmt.Sprintf("%d of at most %d", r.StepCount, r.MaxSteps))

@@ -249,3 +249,61 @@ func TestRunViewer(t *testing.T) {
 		t.Fatalf("the runs page lists %d runs; the conversation page %d messages of %d", rows, messages, len(msgs.Data))
 	}
 }
+
+// TestForkInTheViewer: a fork's page shows where it came from, and its
+// comparison with the original lines its steps up after the step it was
+// forked at: the steps before are the original's, copied; the rows after
+// show what each run did, the answers marked as different.
+func TestForkInTheViewer(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	base, _ := startServer(t, nil)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	orig := createRun(t, base, "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42.")
+	waitRunEnd(t, base, orig)
+	resp, err := http.Post(base+"/runs/"+orig+"/fork", "application/json", strings.NewReader(`{"at_step": 1, "input": "/say Forty-two."}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fork struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&fork)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("fork: %d", resp.StatusCode)
+	}
+	waitRunEnd(t, base, fork.ID)
+
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/ui/#/runs/"+fork.ID),
+		chromedp.WaitVisible(chromedp.CSS(`#forked-from`)),
+	); err != nil {
+		screenshot(t, ctx, "fork-failed.jpg")
+		t.Fatal(err)
+	}
+	origin, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#forked-from').textContent`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(origin, orig[:8]) || !strings.Contains(origin, "after step 1") {
+		t.Fatalf("the fork's origin reads %q", origin)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#compare`)),
+		chromedp.WaitVisible(chromedp.CSS(`#compare-output`)),
+	); err != nil {
+		screenshot(t, ctx, "compare-failed.jpg")
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll('#compare-steps tbody tr')].map(r => r.className + ' | ' + r.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rows: %q", rows)
+	if len(rows) != 3 || !strings.HasPrefix(rows[0], "same copied | 1calculator") || !strings.Contains(rows[0], "copied: calculator") ||
+		!strings.HasPrefix(rows[1], "same | 2answered") || !strings.HasPrefix(rows[2], "differs | AnswerThe answer is 42.Forty-two.") {
+		t.Fatalf("the comparison's rows: %q", rows)
+	}
+	screenshot(t, ctx, "compare.jpg")
+}

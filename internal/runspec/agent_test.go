@@ -88,3 +88,33 @@ func TestVariables(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestOfRebuildsTheRun: the request RequestOf gives back builds the
+// same parameters as the request a run was built from, sampling, client
+// tools, timeouts and loop limits included.
+func TestRequestOfRebuildsTheRun(t *testing.T) {
+	b := builder(t, runspec.Defaults{Model: "m"})
+	req := runspec.Request{Input: user("hi"), InputText: true, Model: ptr("x"), Instructions: ptr("be brief"),
+		Tools: ptr([]string{"calculator"}), MaxSteps: ptr(7), CompactAt: ptr(0.5), IfBusy: ptr("enqueue"), OnDisconnect: ptr("interrupt"),
+		ClientTools: &[]runspec.ClientTool{{Name: ptr("ask"), Description: ptr("asks"), Parameters: json.RawMessage(`{"type":"object"}`)}},
+		Timeouts:    &runspec.Timeouts{StepMS: ptr(int64(5000))}, LoopLimits: &runspec.LoopLimits{IdenticalCalls: ptr(9)},
+		Sampling: &runspec.Sampling{MaxOutputTokens: ptr(100), Temperature: ptr(0.3), ParallelToolCalls: ptr(false),
+			ToolChoice: &agentd.ToolChoice{Mode: agentd.ToolChoiceTool, Name: "calculator"},
+			Format:     &runspec.OutputFormat{Type: ptr("json_schema"), Name: ptr("a"), Schema: json.RawMessage(`{"type":"object"}`)}},
+		Metadata: json.RawMessage(`{"k":"v"}`)}
+	first, err := b.Build(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := runspec.RequestOf(first.Model, first.Params)
+	again.Input, again.InputText = user("hi"), true
+	second, err := b.Build(again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(first)
+	c, _ := json.Marshal(second)
+	if string(a) != string(c) {
+		t.Fatalf("rebuilt\n%s\nwant\n%s", c, a)
+	}
+}

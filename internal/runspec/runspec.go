@@ -139,6 +139,9 @@ func (b *Builder) Build(req Request) (agentd.RunSpec, error) {
 // params builds the run's parameters beyond its input and model.
 func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	p := agentd.RunParams{Agent: req.Agent}
+	if req.Agent != nil || req.Variables != nil {
+		p.Variables = req.Variables
+	}
 	var err error
 	if p.Instructions, err = instructions(req); err != nil {
 		return p, err
