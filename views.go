@@ -184,6 +184,9 @@ type ToolView struct {
 	Effect        Effect          `json:"effect"`
 	TimeoutMS     *int64          `json:"timeout_ms"` // nil: the run's tool timeout
 	NeedsApproval bool            `json:"needs_approval"`
+	// Tenant is true for a tool the tenant declared (POST /tools), which
+	// only its runs see.
+	Tenant bool `json:"tenant"`
 }
 
 // List is the body of a list that is not paged.

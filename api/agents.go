@@ -102,7 +102,7 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 		return in, err
 	}
 	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: "definition"}}, true
-	if _, err := s.spec.Build(sr); err != nil {
+	if _, err := s.build(r.Context(), sr); err != nil {
 		return in, err
 	}
 	if in.Definition, err = definitionOf(body); err != nil {

@@ -188,7 +188,7 @@ func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatReque
 		return err
 	}
 	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: strings.Join(text, "\n")}}, true
-	spec, err := s.spec.Build(sr)
+	spec, err := s.build(ctx, sr)
 	if err != nil {
 		return err
 	}

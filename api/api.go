@@ -92,6 +92,15 @@ type Store interface {
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 
+	// TenantToolCreate, TenantToolReplace, TenantToolGet, TenantTools and
+	// TenantToolDelete keep the tools tenants declare;
+	// agentd.ErrToolExists, agentd.ErrToolNotFound.
+	TenantToolCreate(ctx context.Context, t agentd.TenantTool) (agentd.TenantTool, error)
+	TenantToolReplace(ctx context.Context, t agentd.TenantTool) (agentd.TenantTool, error)
+	TenantToolGet(ctx context.Context, tenantID, name string) (agentd.TenantTool, error)
+	TenantTools(ctx context.Context, tenantID string) ([]agentd.TenantTool, error)
+	TenantToolDelete(ctx context.Context, tenantID, name string) error
+
 	// AgentCreate makes an agent at version 1 (or the next of a deleted
 	// one); agentd.ErrAgentExists.
 	AgentCreate(ctx context.Context, in agentd.AgentDefine) (agentd.Agent, error)
@@ -159,6 +168,10 @@ type Config struct {
 	// Tools is the registry that GET /tools lists and that the "tools" of a
 	// new run are checked against. Nil means no tools.
 	Tools *tools.Registry
+	// TenantTools, when set, keeps the tools tenants declare (POST /tools):
+	// the registry of each tenant's runs, and the sealing of their
+	// headers; nil: the routes that declare them answer 501.
+	TenantTools TenantTools
 	// Logger receives access logs (at debug level) and internal errors. Nil
 	// discards them.
 	Logger *slog.Logger
@@ -242,6 +255,7 @@ type server struct {
 	auth        auth.Authenticator
 	onAuth      func(ctx context.Context) // nil: nothing to tell
 	limits      *tenantLimits
+	tenantTools TenantTools // nil: no tools of tenants
 }
 
 // New returns the API's http.Handler. It panics when cfg.Store or cfg.Runs
@@ -260,6 +274,7 @@ func newServer(cfg Config) *server {
 		runs:        cfg.Runs,
 		events:      cfg.Events,
 		tools:       cfg.Tools,
+		tenantTools: cfg.TenantTools,
 		log:         cfg.Logger,
 		ready:       cfg.ReadyFunc,
 		toolSources: cfg.ToolSources,

@@ -123,7 +123,7 @@ func (s *server) forkSpec(ctx context.Context, orig agentd.Run, model *string, a
 		sr.Metadata = metadata
 	}
 	sr.Input = input
-	spec, err := s.spec.Build(sr)
+	spec, err := s.build(ctx, sr)
 	if err != nil {
 		return spec, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/agentd/agentd"
@@ -64,9 +65,16 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 // toolsList answers GET /tools: the registered tools, sorted by name.
 func (s *server) toolsList(w http.ResponseWriter, r *http.Request) error {
 	out := listJSON[toolJSON]{Data: []toolJSON{}}
-	if s.tools != nil {
-		for _, sp := range s.tools.List() {
-			out.Data = append(out.Data, toolView(sp))
+	reg, err := s.registry(r.Context())
+	if err != nil {
+		return err
+	}
+	if reg != nil {
+		own, _ := reg.Labelled("tenant")
+		for _, sp := range reg.List() {
+			v := toolView(sp)
+			v.Tenant = slices.Contains(own, sp.Name)
+			out.Data = append(out.Data, v)
 		}
 	}
 	s.writeJSON(w, r, http.StatusOK, out)

@@ -20,39 +20,42 @@ import (
 // Codes are the stable values of a problem's "code" member. Clients branch on
 // them; the titles and details are for people and may change.
 const (
-	CodeInvalidJSON          = "invalid_json"           // 400: the body is not one JSON value
-	CodeInvalidField         = "invalid_field"          // 422: a field, parameter or header is wrong; "field" names it
-	CodeUnknownParameter     = "unknown_parameter"      // 400: a query parameter the route does not take; "field" names it
-	CodeInvalidValue         = "invalid_value"          // 422: the database refused a value of the request as data
-	CodeBodyTooLarge         = "body_too_large"         // 413
-	CodeBodyTimeout          = "body_timeout"           // 408: the body did not arrive within the server's body timeout
-	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a body that is not declared application/json
-	CodeNotFound             = "not_found"              // 404: no such route
-	CodeRunNotFound          = "run_not_found"          // 404: no such run for this tenant
-	CodeConversationNotFound = "conversation_not_found" // 404: no such conversation for this tenant
-	CodeArtifactNotFound     = "artifact_not_found"     // 404: no such artifact of this run
-	CodeUnknownTool          = "unknown_tool"           // 422: "tools" names a tool that is not registered; "tool" names it
-	CodeConversationBusy     = "conversation_busy"      // 409: "busy_run_id" is the run in the way
-	CodeIdempotencyKeyReused = "idempotency_key_reused" // 422: the key was used for another request
-	CodeRunFinished          = "run_finished"           // 409: cancel of a run that already ended
-	CodeRunCompleted         = "run_completed"          // 409: resume of a completed run
-	CodeRunNotWaiting        = "run_not_waiting"        // 409: an action for a run that is not requires_action
-	CodeActionMismatch       = "action_mismatch"        // 409: the run waits for an action about another tool call
-	CodeMethodNotAllowed     = "method_not_allowed"     // 405
-	CodeStreamingUnavailable = "streaming_unavailable"  // 501: "stream": true without a stream hook
-	CodeNotReady             = "not_ready"              // 503: GET /readyz when a dependency is down
-	CodeShuttingDown         = "shutting_down"          // 503: GET /readyz, or a new event stream, while the instance shuts down
-	CodeInternal             = "internal"               // 500: logged on the server, never detailed
-	CodeUnauthorized         = "unauthorized"           // 401: no credential; WWW-Authenticate says how to send one
-	CodeInvalidCredential    = "invalid_credential"     // 401: an unknown, revoked, expired or malformed credential
-	CodeInsufficientScope    = "insufficient_scope"     // 403: the credential lacks the route's scope
-	CodeTenantNotAllowed     = "tenant_not_allowed"     // 403: X-Tenant-ID from a credential without the admin scope
-	CodeAuthUnavailable      = "auth_unavailable"       // 503: credentials cannot be checked now
-	CodeRateLimited          = "rate_limited"           // 429: the tenant's rate or stream quota; Retry-After says when to retry
-	CodeQuotaExceeded        = "quota_exceeded"         // 429: the tenant's runs in progress, with on_quota: reject
-	CodeDatabaseUnavailable  = "database_unavailable"   // 503: the database cannot serve the request now; Retry-After says when to retry
-	CodeAgentNotFound        = "agent_not_found"        // 404: no such agent (or version of it) for this tenant
-	CodeAgentExists          = "agent_exists"           // 409: POST /agents with a name the tenant uses
+	CodeInvalidJSON            = "invalid_json"             // 400: the body is not one JSON value
+	CodeInvalidField           = "invalid_field"            // 422: a field, parameter or header is wrong; "field" names it
+	CodeUnknownParameter       = "unknown_parameter"        // 400: a query parameter the route does not take; "field" names it
+	CodeInvalidValue           = "invalid_value"            // 422: the database refused a value of the request as data
+	CodeBodyTooLarge           = "body_too_large"           // 413
+	CodeBodyTimeout            = "body_timeout"             // 408: the body did not arrive within the server's body timeout
+	CodeUnsupportedMediaType   = "unsupported_media_type"   // 415: a body that is not declared application/json
+	CodeNotFound               = "not_found"                // 404: no such route
+	CodeRunNotFound            = "run_not_found"            // 404: no such run for this tenant
+	CodeConversationNotFound   = "conversation_not_found"   // 404: no such conversation for this tenant
+	CodeArtifactNotFound       = "artifact_not_found"       // 404: no such artifact of this run
+	CodeUnknownTool            = "unknown_tool"             // 422: "tools" names a tool that is not registered; "tool" names it
+	CodeConversationBusy       = "conversation_busy"        // 409: "busy_run_id" is the run in the way
+	CodeIdempotencyKeyReused   = "idempotency_key_reused"   // 422: the key was used for another request
+	CodeRunFinished            = "run_finished"             // 409: cancel of a run that already ended
+	CodeRunCompleted           = "run_completed"            // 409: resume of a completed run
+	CodeRunNotWaiting          = "run_not_waiting"          // 409: an action for a run that is not requires_action
+	CodeActionMismatch         = "action_mismatch"          // 409: the run waits for an action about another tool call
+	CodeMethodNotAllowed       = "method_not_allowed"       // 405
+	CodeStreamingUnavailable   = "streaming_unavailable"    // 501: "stream": true without a stream hook
+	CodeNotReady               = "not_ready"                // 503: GET /readyz when a dependency is down
+	CodeShuttingDown           = "shutting_down"            // 503: GET /readyz, or a new event stream, while the instance shuts down
+	CodeInternal               = "internal"                 // 500: logged on the server, never detailed
+	CodeUnauthorized           = "unauthorized"             // 401: no credential; WWW-Authenticate says how to send one
+	CodeInvalidCredential      = "invalid_credential"       // 401: an unknown, revoked, expired or malformed credential
+	CodeInsufficientScope      = "insufficient_scope"       // 403: the credential lacks the route's scope
+	CodeTenantNotAllowed       = "tenant_not_allowed"       // 403: X-Tenant-ID from a credential without the admin scope
+	CodeAuthUnavailable        = "auth_unavailable"         // 503: credentials cannot be checked now
+	CodeRateLimited            = "rate_limited"             // 429: the tenant's rate or stream quota; Retry-After says when to retry
+	CodeQuotaExceeded          = "quota_exceeded"           // 429: the tenant's runs in progress, with on_quota: reject
+	CodeDatabaseUnavailable    = "database_unavailable"     // 503: the database cannot serve the request now; Retry-After says when to retry
+	CodeAgentNotFound          = "agent_not_found"          // 404: no such agent (or version of it) for this tenant
+	CodeAgentExists            = "agent_exists"             // 409: POST /agents with a name the tenant uses
+	CodeToolNotFound           = "tool_not_found"           // 404: no such tool of this tenant's
+	CodeToolExists             = "tool_exists"              // 409: POST /tools with a name the tenant's tools use
+	CodeTenantToolsUnavailable = "tenant_tools_unavailable" // 501: the server keeps no tools of tenants
 )
 
 // typeBase prefixes a problem's "type" URI; the code follows it.

@@ -361,7 +361,7 @@ func (s *server) runSpec(ctx context.Context, req createRunRequest) (agentd.RunS
 	if sr, err = s.withAgent(ctx, sr, req.agentFields); err != nil {
 		return agentd.RunSpec{}, false, err
 	}
-	spec, err := s.spec.Build(sr)
+	spec, err := s.build(ctx, sr)
 	return spec, req.Stream != nil && *req.Stream, err
 }
 

@@ -50,6 +50,10 @@ var RouteScopes = map[string]auth.Scope{
 	"DELETE /conversations/{id}":                    auth.RunsWrite,
 	"GET /conversations/{id}/messages":              auth.RunsRead,
 	"GET /tools":                                    auth.RunsRead,
+	"POST /tools":                                   auth.AgentsWrite,
+	"GET /tools/{name}":                             auth.RunsRead,
+	"PUT /tools/{name}":                             auth.AgentsWrite,
+	"DELETE /tools/{name}":                          auth.AgentsWrite,
 	"POST /ai-sdk/chat":                             auth.RunsWrite, // answering an approval needs actions:write too
 	"GET /ai-sdk/chat/{id}/stream":                  auth.RunsRead,
 	"DELETE /ai-sdk/chat/{id}/stream":               auth.RunsWrite,
@@ -139,6 +143,10 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.Delete("/conversations/{id}", s.handle(s.conversationDelete))
 		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))
 		r.Get("/tools", s.handle(s.toolsList))
+		changes.With(s.idempotent).Post("/tools", s.handle(s.tenantToolCreate))
+		r.Get("/tools/{name}", s.handle(s.tenantToolGet))
+		changes.Put("/tools/{name}", s.handle(s.tenantToolReplace))
+		changes.Delete("/tools/{name}", s.handle(s.tenantToolDelete))
 		changes.With(s.idempotent).Post("/agents", s.handle(s.agentCreate))
 		r.Get("/agents", s.handle(s.agentList))
 		r.Get("/agents/{name}", s.handle(s.agentGet))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -26,7 +27,9 @@ import (
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/secrets"
 	"github.com/agentd/agentd/internal/stream"
+	"github.com/agentd/agentd/internal/tenanttools"
 )
 
 // walkRoutes lists the router's routes as "METHOD pattern".
@@ -148,8 +151,15 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	if _, err := store.KeyRevoke(context.Background(), prefix); err != nil {
 		t.Fatal(err)
 	}
+	key := make([]byte, secrets.KeySize)
+	rand.Read(key)
+	box, err := secrets.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry(t)
 	f.h = api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(), Events: hub,
-		Tools: registry(t), Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
+		Tools: reg, TenantTools: tenanttools.New(tenanttools.Config{Source: store, Base: reg, Box: box}), Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Registerer: prometheus.NewRegistry(),
 		Defaults: api.RunDefaults{Model: "m"}})
 	f.srv = httptest.NewServer(f.h)
@@ -174,6 +184,12 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	}
 	c := want[runBody](t, f.do("a", "POST", "/runs", `{"input": "hi", "conversation_id": "`+chat.ID+`"}`), http.StatusAccepted)
 	f.chatRun = want[runBody](t, f.do("a", "POST", "/runs/"+c.ID+"/cancel", ""), http.StatusOK).ID
+	for _, name := range []string{"a-tool", "a-doomed-tool"} {
+		if r := f.do("a", "POST", "/tools", `{"name": "`+name+`", "url": "https://tools.example/x", "effect": "read_only",
+			"headers": {"X-Key": "A's secret"}}`); r.status != http.StatusCreated {
+			t.Fatalf("A's tool %s: %d %s", name, r.status, r.body)
+		}
+	}
 	for _, name := range []string{"a-agent", "a-doomed"} {
 		if r := f.do("a", "POST", "/agents", `{"name": "`+name+`", "instructions": "A's own"}`); r.status != http.StatusCreated {
 			t.Fatalf("A's agent %s: %d %s", name, r.status, r.body)
@@ -317,7 +333,17 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /conversations/{id}/messages": {method: "GET", path: "/conversations/" + f.conv + "/messages", owner: http.StatusOK,
 			other: http.StatusNotFound, otherCode: "conversation_not_found"},
-		"GET /tools": {method: "GET", path: "/tools", owner: http.StatusOK, other: http.StatusOK},
+		"GET /tools": {method: "GET", path: "/tools", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn("a-tool", "a-doomed-tool")},
+		// Tool names are the tenant's own, as agents' are.
+		"POST /tools": {method: "POST", path: "/tools", body: `{"name": "a-new-tool", "url": "https://tools.example/y", "effect": "read_only"}`,
+			owner: http.StatusCreated, again: http.StatusConflict, other: http.StatusCreated},
+		"GET /tools/{name}": {method: "GET", path: "/tools/a-tool", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "tool_not_found"},
+		"PUT /tools/{name}": {method: "PUT", path: "/tools/a-tool", body: `{"url": "https://tools.example/z", "effect": "idempotent"}`,
+			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "tool_not_found"},
+		"DELETE /tools/{name}": {method: "DELETE", path: "/tools/a-doomed-tool", owner: http.StatusNoContent,
+			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "tool_not_found"},
 		// A's chat waits for nothing; B has no chat of that id. Chat ids
 		// are the tenant's own: the resume of a chat B does not have, and
 		// its stop, find nothing (204).

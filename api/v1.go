@@ -539,7 +539,7 @@ func (s *server) responseSpec(ctx context.Context, req responses.Request, conv s
 	if sr, err = s.promptAgent(ctx, req, sr); err != nil {
 		return agentd.RunSpec{}, err
 	}
-	spec, err := s.spec.Build(sr)
+	spec, err := s.build(ctx, sr)
 	if fe := (*runspec.FieldError)(nil); errors.As(err, &fe) {
 		return spec, fieldError(responses.Param(fe.Field), "%s", fe.Message)
 	}

@@ -162,3 +162,42 @@ func (c *Client) ForkRun(ctx context.Context, runID string, f Fork) (*Run, error
 	}
 	return &run, nil
 }
+
+// TenantTool is a webhook tool the tenant declared (POST /tools): its
+// headers' names, never their values.
+type TenantTool = agentd.TenantToolView
+
+// CreateTool declares a webhook tool of the tenant's from its JSON
+// definition (POST /tools: name, description, parameters, url, effect,
+// headers, ...), which only the tenant's runs may call.
+func (c *Client) CreateTool(ctx context.Context, definition json.RawMessage) (*TenantTool, error) {
+	var t TenantTool
+	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/tools", body: definition}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// ReplaceTool replaces a tool of the tenant's with a whole definition.
+func (c *Client) ReplaceTool(ctx context.Context, name string, definition json.RawMessage) (*TenantTool, error) {
+	var t TenantTool
+	if _, err := c.do(ctx, request{method: http.MethodPut, path: "/tools/" + esc(name), body: definition}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// GetTool reads a tool of the tenant's.
+func (c *Client) GetTool(ctx context.Context, name string) (*TenantTool, error) {
+	var t TenantTool
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/tools/" + esc(name)}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// DeleteTool deletes a tool of the tenant's.
+func (c *Client) DeleteTool(ctx context.Context, name string) error {
+	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/tools/" + esc(name)}, nil)
+	return err
+}

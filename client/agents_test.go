@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,7 +26,8 @@ const slowSystem = "/system\n/stream 20 50"
 // instructions (one missing is refused, naming it); versions list newest
 // first, a page at a time; a deleted agent's run in flight finishes on its
 // version, the agent is then not found and no run can name it, and making
-// it again goes on from its last version.
+// it again goes on from its last version. A tool of the tenant's is made,
+// replaced, listed (tenant true), deleted.
 func TestAgentVersions(t *testing.T) {
 	t.Parallel()
 	url := persisttest.NewDatabase(t)
@@ -141,6 +143,26 @@ func TestAgentVersions(t *testing.T) {
 	}
 	if _, err := c.CreateAgent(ctx, client.AgentDefinition{Name: "greeter"}); !client.IsCode(err, "agent_exists") {
 		t.Fatalf("made twice: %v", err)
+	}
+
+	// A tool of the tenant's, through the SDK.
+	tool, err := c.CreateTool(ctx, json.RawMessage(`{"name": "lookup", "url": "https://tools.example/lookup", "effect": "read_only"}`))
+	if err != nil || tool.Name != "lookup" || tool.Effect != agentd.EffectReadOnly {
+		t.Fatalf("create a tool: %+v %v", tool, err)
+	}
+	if tool, err = c.ReplaceTool(ctx, "lookup", json.RawMessage(`{"url": "https://tools.example/v2", "effect": "idempotent"}`)); err != nil ||
+		tool.URL != "https://tools.example/v2" {
+		t.Fatalf("replace it: %+v %v", tool, err)
+	}
+	listed, err := c.Tools(ctx)
+	if err != nil || !slices.ContainsFunc(listed, func(t client.Tool) bool { return t.Name == "lookup" && t.Tenant }) {
+		t.Fatalf("GET /tools: %+v %v", listed, err)
+	}
+	if err := c.DeleteTool(ctx, "lookup"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetTool(ctx, "lookup"); !client.IsCode(err, "tool_not_found") {
+		t.Fatalf("a deleted tool: %v", err)
 	}
 }
 

@@ -70,7 +70,7 @@ func TestValidResponsesPass(t *testing.T) {
 		{name: "problem by default", method: "GET", path: "/runs/" + runID + "/steps", status: 401,
 			contentType: "application/problem+json", body: `{"type":"https://agentd.dev/problems/unauthorized","title":"Unauthorized","status":401,"code":"unauthorized"}`},
 		{name: "tools, an inline schema", method: "GET", path: "/tools", status: 200, contentType: "application/json",
-			body: `{"data":[{"name":"clock","description":"now","parameters":{"type":"object"},"effect":"read_only","timeout_ms":null,"needs_approval":false}]}`},
+			body: `{"data":[{"name":"clock","description":"now","parameters":{"type":"object"},"effect":"read_only","timeout_ms":null,"needs_approval":false,"tenant":false}]}`},
 		{name: "event stream", method: "GET", path: "/runs/" + runID + "/events", status: 200, contentType: "text/event-stream",
 			body: "retry: 2000\n\n"},
 		{name: "streamed create", method: "POST", path: "/runs", status: 200, contentType: "text/event-stream", body: "retry: 2000\n\n"},
@@ -167,7 +167,7 @@ func TestEveryRouteHasItsResponses(t *testing.T) {
 			}
 		}
 	}
-	for _, p := range []string{"/", "/runs/", "/runs/" + runID + "/events/x", "/tools/x", "/runs//steps"} {
+	for _, p := range []string{"/", "/runs/", "/runs/" + runID + "/events/x", "/tools/x/y", "/runs//steps"} {
 		if op := s.find("GET", p); op != nil {
 			t.Errorf("GET %s finds %s", p, op.route)
 		}

@@ -29,8 +29,10 @@ import (
 	"github.com/agentd/agentd/internal/mcptools"
 	"github.com/agentd/agentd/internal/persist"
 	engine "github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/secrets"
 	"github.com/agentd/agentd/internal/stream"
 	"github.com/agentd/agentd/internal/telemetry"
+	"github.com/agentd/agentd/internal/tenanttools"
 	"github.com/agentd/agentd/internal/tools"
 )
 
@@ -256,6 +258,7 @@ type instance struct {
 	metrics   http.Handler // GET /metrics
 	modelName string
 	mcp       *mcptools.Manager
+	tenants   *tenanttools.Catalog // the tools tenants declare
 	loaded    loaded               // what the start-up line reports
 	reg       *prometheus.Registry // every metric the instance exports
 	draining  atomic.Bool          // set at shutdown: /readyz answers 503
@@ -370,6 +373,17 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 			return nil, fmt.Errorf("models: %w", err)
 		}
 	}
+	box := &secrets.Box{}
+	if cfg.SecretKey != "" {
+		key, err := secrets.ParseKey(cfg.SecretKey)
+		if err != nil {
+			return nil, fmt.Errorf("AGENTD_SECRET_KEY: %w", err)
+		}
+		if box, err = secrets.New(key); err != nil {
+			return nil, fmt.Errorf("AGENTD_SECRET_KEY: %w", err)
+		}
+	}
+	in.tenants = tenanttools.New(tenanttools.Config{Source: in.store, Base: registry, Box: box, AllowHosts: cfg.HTTPAllowHosts})
 	model, modelName, stopModel, err := buildModel(cfg, profiles, log)
 	if err != nil {
 		return nil, err
@@ -378,7 +392,7 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 	in.closers = append(in.closers, stopModel)
 	in.eng = engine.New(engine.Config{
 		Profiles: profiles,
-		Store:    in.store, Model: model, Tools: registry, Logger: log, Metrics: engine.NewMetrics(in.reg),
+		Store:    in.store, Model: model, Tools: registry, ToolsFor: in.tenants.For, Logger: log, Metrics: engine.NewMetrics(in.reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
 		TraceContent: cfg.TraceContent,
@@ -409,7 +423,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		_ = shutdownTracing(sctx) // flushes the last spans
 	})
 	in.handler = api.New(api.Config{
-		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, Logger: log, Registerer: in.reg,
+		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, TenantTools: in.tenants, Logger: log, Registerer: in.reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
 		Auth: authn, AuthenticatedFunc: conns.Authenticated, Quotas: cfg.Quotas,
 		Defaults: api.RunDefaults{Model: in.modelName, MaxTimeouts: agentd.Timeouts{

@@ -102,3 +102,47 @@ func TestAgentVersions(t *testing.T) {
 		t.Fatalf("t2's agent after t1's delete: %+v %v", other, err)
 	}
 }
+
+// TestTenantTools: a tenant's tool is made once per name (another tenant's
+// of that name is its own), replaced with its creation kept, listed by
+// name, and deleted.
+func TestTenantTools(t *testing.T) {
+	t.Parallel()
+	s := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t)})
+	ctx := context.Background()
+	row := agentd.TenantTool{TenantID: "t1", Name: "crm", Config: []byte(`{"url":"https://x.example"}`), HeaderNames: []string{"Authorization"},
+		SealedHeaders: "v1:abc", Actor: "key:a"}
+	made, err := s.TenantToolCreate(ctx, row)
+	if err != nil || made.SealedHeaders != "v1:abc" || !slices.Equal(made.HeaderNames, []string{"Authorization"}) {
+		t.Fatalf("create: %+v %v", made, err)
+	}
+	if _, err := s.TenantToolCreate(ctx, row); !errors.Is(err, agentd.ErrToolExists) {
+		t.Fatalf("created twice: %v", err)
+	}
+	other := row
+	other.TenantID = "t2"
+	if _, err := s.TenantToolCreate(ctx, other); err != nil {
+		t.Fatalf("another tenant's: %v", err)
+	}
+	row.Config, row.HeaderNames, row.SealedHeaders = []byte(`{"url":"https://y.example"}`), nil, ""
+	again, err := s.TenantToolReplace(ctx, row)
+	if err != nil || again.SealedHeaders != "" || len(again.HeaderNames) != 0 || !again.CreatedAt.Equal(made.CreatedAt) ||
+		string(again.Config) != `{"url": "https://y.example"}` {
+		t.Fatalf("replace: %+v %s %v", again, again.Config, err)
+	}
+	if list, err := s.TenantTools(ctx, "t1"); err != nil || len(list) != 1 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if err := s.TenantToolDelete(ctx, "t1", "crm"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TenantToolGet(ctx, "t1", "crm"); !errors.Is(err, agentd.ErrToolNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if _, err := s.TenantToolReplace(ctx, row); !errors.Is(err, agentd.ErrToolNotFound) {
+		t.Fatalf("replace after delete: %v", err)
+	}
+	if got, err := s.TenantToolGet(ctx, "t2", "crm"); err != nil || got.TenantID != "t2" {
+		t.Fatalf("t2's after t1's delete: %+v %v", got, err)
+	}
+}

@@ -63,11 +63,15 @@ var (
 
 // Config configures an Engine. Zero values take the documented defaults.
 type Config struct {
-	Store   Store
-	Model   llm.Model
-	Tools   *tools.Registry
-	Logger  *slog.Logger
-	Metrics *Metrics
+	Store Store
+	Model llm.Model
+	Tools *tools.Registry
+	// ToolsFor, when set, gives the registry of a tenant's runs (the
+	// operator's tools and the tenant's own: internal/tenanttools), made
+	// again when it lacks a tool of need; nil: Tools for every tenant.
+	ToolsFor func(ctx context.Context, tenant string, need ...string) (*tools.Registry, error)
+	Logger   *slog.Logger
+	Metrics  *Metrics
 
 	Workers      int           // runs executed at once on this instance; default DefaultWorkers
 	LeaseTTL     time.Duration // default 15s; the lease is extended every TTL/3
@@ -220,7 +224,7 @@ func New(cfg Config) *Engine {
 		cfg: cfg,
 		log: cfg.Logger,
 		m:   cfg.Metrics,
-		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
+		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, toolsFor: cfg.ToolsFor, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
 			profiles: cfg.Profiles, traceContent: cfg.TraceContent,
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,

@@ -38,13 +38,15 @@ type execStore interface {
 // the settings of a run's execution. Nothing of the engine's own state (its
 // workers, its claims) is reachable from an execution.
 type deps struct {
-	store  execStore
-	model  llm.Model
-	tools  *tools.Registry
-	m      *Metrics
-	log    *slog.Logger
-	onLeft func(runID string, status agentd.RunStatus) // nil: none
-	limits limits
+	store execStore
+	model llm.Model
+	tools *tools.Registry
+	// toolsFor gives a tenant's registry (nil: tools for every tenant).
+	toolsFor func(ctx context.Context, tenant string, need ...string) (*tools.Registry, error)
+	m        *Metrics
+	log      *slog.Logger
+	onLeft   func(runID string, status agentd.RunStatus) // nil: none
+	limits   limits
 	// profiles give models their context windows; nil: no compaction.
 	profiles *compact.Profiles
 	// toolSlots bounds the tool calls this instance runs at once.
@@ -113,6 +115,17 @@ type execution struct {
 	// carried, whose worker slot the stopped run hands over.
 	takeNext func() *persist.ClaimNext
 	handed   *persist.ClaimNext
+	// reg is the registry of the run's tenant, set as the execution
+	// starts (nil: the engine's).
+	reg *tools.Registry
+}
+
+// tools is the registry of the run's tools: its tenant's.
+func (x *execution) tools() *tools.Registry {
+	if x.reg != nil {
+		return x.reg
+	}
+	return x.d.tools
 }
 
 func newExecution(parent context.Context, d *deps, c persist.Claim, worker string) *execution {
@@ -260,6 +273,16 @@ func (x *execution) execute() {
 		var cancel context.CancelFunc
 		x.ctx, cancel = context.WithDeadlineCause(x.ctx, *x.claim.DeadlineAt, ErrRunDeadline)
 		defer cancel()
+	}
+	if x.d.toolsFor != nil {
+		reg, err := x.d.toolsFor(x.ctx, x.claim.TenantID, x.claim.Params.Tools...)
+		if err != nil {
+			// The run is left to its lease, as when the database cannot
+			// serve its writes: its tools cannot be known now.
+			x.log.Warn("run execution stopped: its tenant's tools could not be read", "error", err)
+			return
+		}
+		x.reg = reg
 	}
 	if x.claim.CancelRequestedAt != nil {
 		x.cancel(ErrCancelRequested)

@@ -336,17 +336,17 @@ func (x *execution) offered(p agentd.RunParams) []llm.ToolSpec {
 	names := p.Tools
 	var specs []tools.Spec
 	if names == nil {
-		specs = x.d.tools.List()
+		specs = x.tools().List()
 	} else {
 		reader := false
 		for _, n := range names {
-			if t, ok := x.d.tools.Get(n); ok {
+			if t, ok := x.tools().Get(n); ok {
 				specs = append(specs, t.Spec())
 				reader = reader || n == tools.ReadArtifactName
 			}
 		}
 		// A run that may call tools may read what they returned.
-		if t, ok := x.d.tools.Get(tools.ReadArtifactName); ok && !reader && len(specs) > 0 {
+		if t, ok := x.tools().Get(tools.ReadArtifactName); ok && !reader && len(specs) > 0 {
 			specs = append(specs, t.Spec())
 		}
 	}
@@ -572,7 +572,7 @@ func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm
 		if _, ok := st.Run.Params.ClientTool(c.Name); ok {
 			// The client runs it: what it does is its own.
 			effect, status = agentd.EffectSideEffect, agentd.CallAwaitingClient
-		} else if t, ok := x.d.tools.Get(c.Name); ok {
+		} else if t, ok := x.tools().Get(c.Name); ok {
 			effect = t.Spec().Effect
 			if (t.Spec().NeedsApproval || slices.Contains(st.Run.Params.ApprovalTools, c.Name)) && offered(st.Run.Params.Tools, c.Name) {
 				status = agentd.CallAwaitingApproval
@@ -624,10 +624,10 @@ func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm
 // approval, it waits for one; allowed, maybe with other arguments. A
 // decision of a policy is recorded on the call and its event.
 func (x *execution) applyPolicy(st agentd.RunState, call *persist.ToolCallInsert) {
-	if !x.d.tools.Hooked() {
+	if !x.tools().Hooked() {
 		return
 	}
-	v := x.d.tools.Before(x.durable(), tools.HookCall{RunID: st.Run.ID, Tool: call.Name, Arguments: call.Arguments})
+	v := x.tools().Before(x.durable(), tools.HookCall{RunID: st.Run.ID, Tool: call.Name, Arguments: call.Arguments})
 	if v.Arguments != nil {
 		if args, _, err := clean.JSON(v.Arguments); err == nil {
 			call.Arguments, v.Rewritten = args, true
@@ -653,10 +653,10 @@ func (x *execution) startsWithOutput(st agentd.RunState, c persist.ToolCallInser
 	if c.Status != agentd.CallPlanned || c.Effect == agentd.EffectSideEffect || x.interrupted.Load() {
 		return false
 	}
-	if _, ok := x.d.tools.Get(c.Name); !ok || !offered(st.Run.Params.Tools, c.Name) {
+	if _, ok := x.tools().Get(c.Name); !ok || !offered(st.Run.Params.Tools, c.Name) {
 		return false
 	}
-	return x.d.tools.Validate(c.Name, c.Arguments) == nil
+	return x.tools().Validate(c.Name, c.Arguments) == nil
 }
 
 // loopGuard ends a run whose model is stuck on a tool call (the same name

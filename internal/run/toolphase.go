@@ -347,14 +347,14 @@ func (x *execution) attemptTimeout(st agentd.RunState, spec tools.Spec) time.Dur
 // the run, with valid arguments. A call whose first attempt was committed
 // with the model's output was checked then.
 func (x *execution) callable(st agentd.RunState, c *agentd.ToolCall) (tools.Tool, error) {
-	tool, ok := x.d.tools.Get(c.Name)
+	tool, ok := x.tools().Get(c.Name)
 	switch {
 	case !ok:
 		return nil, &tools.Error{Kind: tools.KindFinal, Message: "unknown tool " + c.Name}
 	case !offered(st.Run.Params.Tools, c.Name):
 		return nil, &tools.Error{Kind: tools.KindFinal, Message: "tool " + c.Name + " is not offered to this run"}
 	}
-	return tool, x.d.tools.Validate(c.Name, c.Arguments)
+	return tool, x.tools().Validate(c.Name, c.Arguments)
 }
 
 // runCall makes attempts of one call until it succeeds, fails, or its outcome
@@ -365,7 +365,7 @@ func (x *execution) runCall(ctx context.Context, st agentd.RunState, step *agent
 	var tool tools.Tool
 	var verr error
 	if started {
-		tool, _ = x.d.tools.Get(c.Name)
+		tool, _ = x.tools().Get(c.Name)
 	} else {
 		tool, verr = x.callable(st, c)
 	}
@@ -447,9 +447,9 @@ func (x *execution) attempted(ctx context.Context, step *agentd.Step, c *agentd.
 	if a.err == nil && len(a.result) > tools.MaxResultBytes {
 		a.err = tools.TooLarge(len(a.result))
 	}
-	if a.err == nil && x.d.tools.Hooked() {
+	if a.err == nil && x.tools().Hooked() {
 		// The operator's hook may redact the result before it is kept.
-		out, err := x.d.tools.After(ctx, tools.HookCall{RunID: c.RunID, Tool: c.Name, Arguments: c.Arguments}, a.result)
+		out, err := x.tools().After(ctx, tools.HookCall{RunID: c.RunID, Tool: c.Name, Arguments: c.Arguments}, a.result)
 		if err != nil {
 			a.err = &tools.Error{Kind: tools.KindFinal, Message: "the operator's policy hook refused the result: " + err.Error(), Err: err}
 		} else {
@@ -603,7 +603,7 @@ func (x *execution) finishCall(step *agentd.Step, c *agentd.ToolCall, o callOutc
 // failed, it did not happen (it is attempted again with the same key), or
 // nobody knows (the call stays unknown and a client decides).
 func (x *execution) reconcile(ctx context.Context, st agentd.RunState, step *agentd.Step, c *agentd.ToolCall) {
-	tool, ok := x.d.tools.Get(c.Name)
+	tool, ok := x.tools().Get(c.Name)
 	if !ok {
 		return
 	}

@@ -75,6 +75,10 @@ type Request struct {
 	// Variables fill the {{name}} placeholders of the instructions of a run
 	// that gives them or starts from an agent; nil: none given.
 	Variables map[string]string
+	// Registry, when set, is the registry of the run's tenant (the
+	// server's tools and the tenant's own), which its tools are checked
+	// against in place of the builder's.
+	Registry *tools.Registry
 }
 
 // ClientTool is one of a run's client tools, as asked.
@@ -119,6 +123,11 @@ const MaxCacheKeyBytes = 256
 // *FieldError, or an *UnknownToolError for a tool the server does not have:
 // the request is refused, naming the field.
 func (b *Builder) Build(req Request) (agentd.RunSpec, error) {
+	if req.Registry != nil {
+		tenant := *b
+		tenant.tools = req.Registry
+		b = &tenant
+	}
 	spec := agentd.RunSpec{ConversationID: req.ConversationID}
 	var err error
 	if spec.Input, err = input(req.Input, req.InputText, len(req.Approvals) > 0); err != nil {

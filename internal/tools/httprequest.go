@@ -74,6 +74,61 @@ type httpRequest struct {
 	client    *http.Client
 }
 
+// GuardedClient returns a copy of client (nil: over the tools' pooled
+// transport) that dials only public addresses, and the loopback or private
+// ones that allowHosts names with their port ("127.0.0.1:8080"), as
+// http_request's dialer does, and does not follow redirects: the egress
+// rule of the URLs that a tenant, not the operator, gives (its webhook
+// tools).
+func GuardedClient(allowHosts []string, client *http.Client) *http.Client {
+	t := HTTPRequest(allowHosts, client).(*httpRequest)
+	return t.client
+}
+
+// CheckEgress refuses, before any call, a URL whose host GuardedClient will
+// never reach: a literal loopback, private, link-local (169.254.169.254),
+// shared, multicast or unspecified address, or localhost, unless allowHosts
+// names that host and port. A name that resolves to such an address is
+// refused by the dialer, at each call.
+func CheckEgress(rawURL string, allowHosts []string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Hostname() == "" {
+		return errors.New("not an absolute URL")
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	host := strings.ToLower(u.Hostname())
+	listed := func(h string) bool {
+		for _, a := range allowHosts {
+			if ah, ap, err := net.SplitHostPort(strings.ToLower(strings.TrimSpace(a))); err == nil && ah == h && ap == port {
+				return true
+			}
+		}
+		return false
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		if listed("127.0.0.1") || listed("::1") || listed(host) {
+			return nil
+		}
+		return fmt.Errorf("%s is a loopback host, which only the operator may allow (AGENTD_HTTP_ALLOW_HOSTS)", host)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil // a name: its addresses are checked as it is dialled
+	}
+	if ip = ip.Unmap(); restricted(ip) && !listed(ip.String()) {
+		return fmt.Errorf("%s is not a public address, and the operator does not allow %s (AGENTD_HTTP_ALLOW_HOSTS)", ip,
+			net.JoinHostPort(ip.String(), port))
+	}
+	return nil
+}
+
+// Guarded reports whether err is a dial that the egress rule of a guarded
+// client refused.
+func Guarded(err error) bool { return errors.Is(err, errDestination) }
+
 // errDestination is the cause of a refused dial: the destination address is
 // one the tool may not reach.
 var errDestination = errors.New("destination address not allowed")

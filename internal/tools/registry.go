@@ -157,6 +157,22 @@ func (r *Registry) SetSource(source string, tools []Tool) error {
 	return errors.Join(errs...)
 }
 
+// With returns a registry of r's tools as they are now (its fixed tools, its
+// sources' tools, its hook) and, as the source named source, extra: a
+// tenant's own tools beside the operator's. It does not follow r's sources
+// afterwards; the caller makes it again to see their changes. A tool of
+// extra that SetSource would leave out is left out, as the error says.
+func (r *Registry) With(source string, extra []Tool) (*Registry, error) {
+	r.mu.Lock()
+	out := &Registry{fixed: r.fixed, sources: make(map[string]map[string]entry, len(r.sources)+1), hook: r.hook}
+	for s, entries := range r.sources {
+		out.sources[s] = entries
+	}
+	r.mu.Unlock()
+	err := out.SetSource(source, extra)
+	return out, err
+}
+
 // takenLocked reports whether a source other than source has a tool name.
 func (r *Registry) takenLocked(source, name string) bool {
 	for s, entries := range r.sources {

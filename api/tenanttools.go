@@ -1,0 +1,238 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/runspec"
+	"github.com/agentd/agentd/internal/tools"
+)
+
+// TenantTools keeps the tools tenants declare (internal/tenanttools.Catalog
+// implements it).
+type TenantTools interface {
+	// For returns the registry of a tenant's runs: the server's tools and
+	// the tenant's own, made again when it lacks a tool of need.
+	For(ctx context.Context, tenant string, need ...string) (*tools.Registry, error)
+	// Forget drops a tenant's registry after its tools changed.
+	Forget(tenant string)
+	// Tool makes a stored tool (its headers opened), to check it.
+	Tool(row agentd.TenantTool) (tools.Tool, error)
+	// Seal seals a tool's headers; CanSeal reports whether the server has
+	// a key to.
+	Seal(tenant, name string, headers map[string]string) (string, error)
+	CanSeal() bool
+	// AllowHosts are the private ip:ports tenants' URLs may reach.
+	AllowHosts() []string
+}
+
+// build builds a run's spec, its tools checked against its tenant's.
+func (s *server) build(ctx context.Context, sr runspec.Request) (agentd.RunSpec, error) {
+	if s.tenantTools != nil {
+		var need []string
+		if sr.Tools != nil {
+			need = *sr.Tools
+		}
+		reg, err := s.tenantTools.For(ctx, TenantFromContext(ctx), need...)
+		if err != nil {
+			return agentd.RunSpec{}, err
+		}
+		sr.Registry = reg
+	}
+	return s.spec.Build(sr)
+}
+
+// registry is the registry of the request's tenant: the server's tools
+// and its own.
+func (s *server) registry(ctx context.Context) (*tools.Registry, error) {
+	if s.tenantTools == nil {
+		return s.tools, nil
+	}
+	return s.tenantTools.For(ctx, TenantFromContext(ctx))
+}
+
+// tenantToolRequest is the body of POST /tools and PUT /tools/{name}: a
+// webhook tool, as an entry of the operator's tools file (docs/tools.md)
+// but reconcile_url.
+type tenantToolRequest struct {
+	Name           *string           `json:"name"`
+	Description    string            `json:"description"`
+	Parameters     json.RawMessage   `json:"parameters"`
+	URL            string            `json:"url"`
+	Effect         agentd.Effect     `json:"effect"`
+	TimeoutMS      int               `json:"timeout_ms"`
+	Headers        map[string]string `json:"headers"`
+	MaxAttempts    int               `json:"max_attempts"`
+	NeedsApproval  bool              `json:"needs_approval"`
+	MaxResultBytes int               `json:"max_result_bytes"`
+}
+
+var errToolNotFound = newError(http.StatusNotFound, CodeToolNotFound, "Tool not found", "the tenant has no tool of this name")
+
+var errNoTenantTools = newError(http.StatusNotImplemented, CodeTenantToolsUnavailable, "Tenant tools unavailable",
+	"this server does not keep tools of tenants")
+
+// tenantToolOf reads and checks the body of POST /tools or PUT
+// /tools/{name} (name: the route's, empty for POST) into a row, its headers
+// sealed.
+func (s *server) tenantToolOf(w http.ResponseWriter, r *http.Request, name string) (agentd.TenantTool, error) {
+	var row agentd.TenantTool
+	if s.tenantTools == nil {
+		return row, errNoTenantTools
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return row, err
+	}
+	if err := checkText(body); err != nil {
+		return row, err
+	}
+	var req tenantToolRequest
+	if err := decodeStrict(body, &req, ""); err != nil {
+		return row, err
+	}
+	switch {
+	case name == "" && req.Name == nil:
+		return row, fieldError("name", "is required: the tool's name, as the model will call it")
+	case name == "":
+		name = *req.Name
+	case req.Name != nil && *req.Name != name:
+		return row, fieldError("name", "%q is not the tool of this route, %q: a tool cannot be renamed", *req.Name, name)
+	}
+	if !tools.ValidName(name) {
+		return row, fieldError("name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+	}
+	if s.tools != nil && slices.Contains(s.tools.Names(), name) {
+		return row, fieldError("name", "%q is the name of one of the server's tools (GET /tools)", name)
+	}
+	if err := tools.CheckEgress(req.URL, s.tenantTools.AllowHosts()); err != nil && req.URL != "" {
+		return row, fieldError("url", "%v", err)
+	}
+	if len(req.Headers) > 0 && !s.tenantTools.CanSeal() {
+		return row, fieldError("headers", "the server has no AGENTD_SECRET_KEY to keep header values under: its operator sets one")
+	}
+	tenant := TenantFromContext(r.Context())
+	row = agentd.TenantTool{TenantID: tenant, Name: name, Actor: ActorFromContext(r.Context()),
+		HeaderNames: slices.Sorted(maps.Keys(req.Headers))}
+	headers := req.Headers
+	req.Name, req.Headers = nil, nil
+	if row.Config, err = json.Marshal(req); err != nil {
+		return row, err
+	}
+	cfg := tools.WebhookConfig{Name: name, Description: req.Description, Parameters: req.Parameters, URL: req.URL, Effect: req.Effect,
+		TimeoutMS: req.TimeoutMS, Headers: headers, MaxAttempts: req.MaxAttempts, NeedsApproval: req.NeedsApproval,
+		MaxResultBytes: req.MaxResultBytes}
+	if _, err := tools.NewWebhook(cfg, nil); err != nil {
+		return row, fieldError(toolField(err), "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if row.SealedHeaders, err = s.tenantTools.Seal(tenant, name, headers); err != nil {
+		return row, err
+	}
+	return row, nil
+}
+
+// toolField names the field a webhook tool's error is about.
+func toolField(err error) string {
+	msg := err.Error()
+	for _, f := range []string{"url", "effect", "timeout_ms", "max_attempts", "max_result_bytes", "headers", "parameters"} {
+		if strings.Contains(msg, f) {
+			return f
+		}
+	}
+	return "body"
+}
+
+// tenantToolView is row as the API shows it: never its headers' values.
+func tenantToolView(row agentd.TenantTool) agentd.TenantToolView {
+	var cfg tenantToolRequest
+	_ = json.Unmarshal(row.Config, &cfg) // written by tenantToolOf
+	params := cfg.Parameters
+	if isNull(params) {
+		params = json.RawMessage(`{"type":"object","properties":{}}`)
+	}
+	names := row.HeaderNames
+	if names == nil {
+		names = []string{}
+	}
+	return agentd.TenantToolView{Object: agentd.ObjectTenantTool, Name: row.Name, Description: cfg.Description,
+		Parameters: params, URL: cfg.URL, Effect: cfg.Effect, TimeoutMS: cfg.TimeoutMS, MaxAttempts: cfg.MaxAttempts,
+		NeedsApproval: cfg.NeedsApproval, MaxResultBytes: cfg.MaxResultBytes, HeaderNames: names, CreatedBy: row.Actor,
+		CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
+}
+
+func (s *server) tenantToolCreate(w http.ResponseWriter, r *http.Request) error {
+	row, err := s.tenantToolOf(w, r, "")
+	if err != nil {
+		return err
+	}
+	out, err := s.store.TenantToolCreate(r.Context(), row)
+	if errors.Is(err, agentd.ErrToolExists) {
+		return newError(http.StatusConflict, CodeToolExists, "Tool exists",
+			fmt.Sprintf("the tenant has a tool named %q: PUT /tools/%s replaces it", row.Name, row.Name))
+	}
+	if err != nil {
+		return err
+	}
+	s.tenantTools.Forget(row.TenantID)
+	w.Header().Set("Location", "/tools/"+out.Name)
+	s.writeJSON(w, r, http.StatusCreated, tenantToolView(out))
+	return nil
+}
+
+func (s *server) tenantToolReplace(w http.ResponseWriter, r *http.Request) error {
+	row, err := s.tenantToolOf(w, r, chi.URLParam(r, "name"))
+	if err != nil {
+		return err
+	}
+	out, err := s.store.TenantToolReplace(r.Context(), row)
+	if errors.Is(err, agentd.ErrToolNotFound) {
+		return errToolNotFound
+	}
+	if err != nil {
+		return err
+	}
+	s.tenantTools.Forget(row.TenantID)
+	s.writeJSON(w, r, http.StatusOK, tenantToolView(out))
+	return nil
+}
+
+func (s *server) tenantToolGet(w http.ResponseWriter, r *http.Request) error {
+	if s.tenantTools == nil {
+		return errToolNotFound
+	}
+	row, err := s.store.TenantToolGet(r.Context(), TenantFromContext(r.Context()), chi.URLParam(r, "name"))
+	if errors.Is(err, agentd.ErrToolNotFound) {
+		return errToolNotFound
+	}
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, tenantToolView(row))
+	return nil
+}
+
+func (s *server) tenantToolDelete(w http.ResponseWriter, r *http.Request) error {
+	if s.tenantTools == nil {
+		return errToolNotFound
+	}
+	tenant := TenantFromContext(r.Context())
+	err := s.store.TenantToolDelete(r.Context(), tenant, chi.URLParam(r, "name"))
+	if errors.Is(err, agentd.ErrToolNotFound) {
+		return errToolNotFound
+	}
+	if err != nil {
+		return err
+	}
+	s.tenantTools.Forget(tenant)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
