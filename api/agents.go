@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/runspec"
+	"github.com/agentd/agentd/internal/tools"
 )
 
 // agentFields name the agent a new run starts from: POST /runs and the AI
@@ -80,16 +81,8 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 	if err := decodeStrict(body, &req, ""); err != nil {
 		return in, err
 	}
-	switch {
-	case name == "" && req.Name == nil:
-		return in, fieldError("name", "is required: the agent's name, unique in the tenant")
-	case name == "":
-		name = *req.Name
-	case req.Name != nil && *req.Name != name:
-		return in, fieldError("name", "%q is not the agent of this route, %q: an agent cannot be renamed", *req.Name, name)
-	}
-	if !agentd.ValidAgentName(name) {
-		return in, fieldError("name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+	if name, err = nameOf("agent", name, req.Name); err != nil {
+		return in, err
 	}
 	if d := req.Description; d != nil {
 		if len(*d) > agentd.MaxAgentDescriptionBytes {
@@ -110,6 +103,25 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 	}
 	in.TenantID, in.Name, in.Actor = TenantFromContext(r.Context()), name, ActorFromContext(r.Context())
 	return in, nil
+}
+
+// nameOf is the name of what a body of POST (route empty) or PUT (route:
+// the route's name) declares, an agent or a tool: the body's name, which PUT
+// may leave out and may not change; a name matches ^[a-zA-Z0-9_-]{1,64}$,
+// as a tool's does.
+func nameOf(what, route string, body *string) (string, error) {
+	switch {
+	case route == "" && body == nil:
+		return "", fieldError("name", "is required: the %s's name, unique in the tenant", what)
+	case route == "":
+		route = *body
+	case body != nil && *body != route:
+		return "", fieldError("name", "%q is not the %s of this route, %q: it cannot be renamed", *body, what, route)
+	}
+	if !tools.ValidName(route) {
+		return "", fieldError("name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+	}
+	return route, nil
 }
 
 // agentViewKeys are the keys of an agent's view that a body may carry and

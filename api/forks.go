@@ -75,24 +75,7 @@ func (s *server) runFork(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer done()
-	run, created, err := s.create(w, ctx, newRun(ctx, spec, key, fp))
-	if err != nil {
-		return err
-	}
-	s.known.add(tenant, run.ID)
-	w.Header().Set("Location", "/runs/"+run.ID)
-	if !created {
-		w.Header().Set(HeaderIdempotentReplayed, "true")
-	}
-	if stream {
-		return s.streamRun(w, r, run)
-	}
-	status := http.StatusAccepted
-	if !created {
-		status = http.StatusOK
-	}
-	s.writeJSON(w, r, status, runView(run))
-	return nil
+	return s.createAndAnswer(w, r, newRun(ctx, spec, key, fp), stream)
 }
 
 // forkSpec builds a fork's spec: the run's parameters (or, with

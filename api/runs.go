@@ -71,12 +71,18 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	p := newRun(ctx, spec, key, fp)
-	run, created, err := s.create(w, ctx, p)
+	return s.createAndAnswer(w, r, newRun(ctx, spec, key, fp), stream)
+}
+
+// createAndAnswer creates a run (or finds the one of its idempotency key)
+// and answers with it: its stream when stream is set, else 202 (200 for a
+// replay) with the run.
+func (s *server) createAndAnswer(w http.ResponseWriter, r *http.Request, p agentd.RunCreate, stream bool) error {
+	run, created, err := s.create(w, r.Context(), p)
 	if err != nil {
 		return err
 	}
-	s.known.add(tenant, run.ID)
+	s.known.add(TenantFromContext(r.Context()), run.ID)
 	w.Header().Set("Location", "/runs/"+run.ID)
 	if !created {
 		w.Header().Set(HeaderIdempotentReplayed, "true")

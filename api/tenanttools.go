@@ -60,22 +60,6 @@ func (s *server) registry(ctx context.Context) (*tools.Registry, error) {
 	return s.tenantTools.For(ctx, TenantFromContext(ctx))
 }
 
-// tenantToolRequest is the body of POST /tools and PUT /tools/{name}: a
-// webhook tool, as an entry of the operator's tools file (docs/tools.md)
-// but reconcile_url.
-type tenantToolRequest struct {
-	Name           *string           `json:"name"`
-	Description    string            `json:"description"`
-	Parameters     json.RawMessage   `json:"parameters"`
-	URL            string            `json:"url"`
-	Effect         agentd.Effect     `json:"effect"`
-	TimeoutMS      int               `json:"timeout_ms"`
-	Headers        map[string]string `json:"headers"`
-	MaxAttempts    int               `json:"max_attempts"`
-	NeedsApproval  bool              `json:"needs_approval"`
-	MaxResultBytes int               `json:"max_result_bytes"`
-}
-
 var errToolNotFound = newError(http.StatusNotFound, CodeToolNotFound, "Tool not found", "the tenant has no tool of this name")
 
 var errNoTenantTools = newError(http.StatusNotImplemented, CodeTenantToolsUnavailable, "Tenant tools unavailable",
@@ -96,43 +80,43 @@ func (s *server) tenantToolOf(w http.ResponseWriter, r *http.Request, name strin
 	if err := checkText(body); err != nil {
 		return row, err
 	}
-	var req tenantToolRequest
-	if err := decodeStrict(body, &req, ""); err != nil {
+	// The body is a webhook tool, as an entry of the operator's tools file
+	// (docs/tools.md) but reconcile_url.
+	var cfg tools.WebhookConfig
+	if err := decodeStrict(body, &cfg, ""); err != nil {
 		return row, err
 	}
-	switch {
-	case name == "" && req.Name == nil:
-		return row, fieldError("name", "is required: the tool's name, as the model will call it")
-	case name == "":
-		name = *req.Name
-	case req.Name != nil && *req.Name != name:
-		return row, fieldError("name", "%q is not the tool of this route, %q: a tool cannot be renamed", *req.Name, name)
+	if cfg.ReconcileURL != "" {
+		return row, fieldError("reconcile_url", "is taken only in the operator's tools file")
 	}
-	if !tools.ValidName(name) {
-		return row, fieldError("name", "must match ^[a-zA-Z0-9_-]{1,64}$")
+	var given *string
+	if cfg.Name != "" {
+		given = &cfg.Name
+	}
+	name, err = nameOf("tool", name, given)
+	if err != nil {
+		return row, err
 	}
 	if s.tools != nil && slices.Contains(s.tools.Names(), name) {
 		return row, fieldError("name", "%q is the name of one of the server's tools (GET /tools)", name)
 	}
-	if err := tools.CheckEgress(req.URL, s.tenantTools.AllowHosts()); err != nil && req.URL != "" {
+	if err := tools.CheckEgress(cfg.URL, s.tenantTools.AllowHosts()); err != nil && cfg.URL != "" {
 		return row, fieldError("url", "%v", err)
 	}
-	if len(req.Headers) > 0 && !s.tenantTools.CanSeal() {
+	if len(cfg.Headers) > 0 && !s.tenantTools.CanSeal() {
 		return row, fieldError("headers", "the server has no AGENTD_SECRET_KEY to keep header values under: its operator sets one")
+	}
+	cfg.Name = name
+	if _, err := tools.NewWebhook(cfg, nil); err != nil {
+		return row, fieldError(toolField(err), "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	tenant := TenantFromContext(r.Context())
 	row = agentd.TenantTool{TenantID: tenant, Name: name, Actor: ActorFromContext(r.Context()),
-		HeaderNames: slices.Sorted(maps.Keys(req.Headers))}
-	headers := req.Headers
-	req.Name, req.Headers = nil, nil
-	if row.Config, err = json.Marshal(req); err != nil {
+		HeaderNames: slices.Sorted(maps.Keys(cfg.Headers))}
+	headers := cfg.Headers
+	cfg.Name, cfg.Headers = "", nil
+	if row.Config, err = json.Marshal(cfg); err != nil {
 		return row, err
-	}
-	cfg := tools.WebhookConfig{Name: name, Description: req.Description, Parameters: req.Parameters, URL: req.URL, Effect: req.Effect,
-		TimeoutMS: req.TimeoutMS, Headers: headers, MaxAttempts: req.MaxAttempts, NeedsApproval: req.NeedsApproval,
-		MaxResultBytes: req.MaxResultBytes}
-	if _, err := tools.NewWebhook(cfg, nil); err != nil {
-		return row, fieldError(toolField(err), "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if row.SealedHeaders, err = s.tenantTools.Seal(tenant, name, headers); err != nil {
 		return row, err
@@ -153,7 +137,7 @@ func toolField(err error) string {
 
 // tenantToolView is row as the API shows it: never its headers' values.
 func tenantToolView(row agentd.TenantTool) agentd.TenantToolView {
-	var cfg tenantToolRequest
+	var cfg tools.WebhookConfig
 	_ = json.Unmarshal(row.Config, &cfg) // written by tenantToolOf
 	params := cfg.Parameters
 	if isNull(params) {
