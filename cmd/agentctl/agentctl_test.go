@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -678,5 +679,26 @@ func TestAgents(t *testing.T) {
 	}
 	if r = ctl(t, base, "agents", "create", filepath.Join(dir, "missing.json")); r.code != exitError {
 		t.Fatalf("a missing file:\n%s", r)
+	}
+
+	// A tool of the tenant's: declared, listed as the tenant's, replaced,
+	// refused where its URL may not go, deleted.
+	toolFile := filepath.Join(dir, "lookup.json")
+	os.WriteFile(toolFile, []byte(`{"name": "lookup", "url": "https://tools.example/lookup", "effect": "read_only"}`), 0o600)
+	if r = ctl(t, base, "tools", "create", toolFile); r.code != exitOK || !strings.Contains(r.stdout, "https://tools.example/lookup") {
+		t.Fatalf("tools create:\n%s", r)
+	}
+	if r = ctl(t, base, "tools"); r.code != exitOK || !regexp.MustCompile(`lookup +tenant`).MatchString(r.stdout) {
+		t.Fatalf("tools:\n%s", r)
+	}
+	os.WriteFile(toolFile, []byte(`{"url": "http://169.254.169.254/latest", "effect": "read_only"}`), 0o600)
+	if r = ctl(t, base, "tools", "update", "lookup", toolFile); r.code != exitError || !strings.Contains(r.stderr, "(field url)") {
+		t.Fatalf("tools update to the metadata address:\n%s", r)
+	}
+	if r = ctl(t, base, "tools", "delete", "lookup"); r.code != exitOK {
+		t.Fatalf("tools delete:\n%s", r)
+	}
+	if r = ctl(t, base, "tools", "get", "lookup"); r.code != exitError || !strings.Contains(r.stderr, "tool_not_found") {
+		t.Fatalf("tools get after delete:\n%s", r)
 	}
 }

@@ -222,3 +222,90 @@ func runsFork(ctx context.Context, a *app, args []string) int {
 	}
 	return a.printRun(r)
 }
+
+// toolsCreate: agentctl tools create FILE.
+func toolsCreate(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("tools create", "FILE",
+		"Declare a webhook tool of the tenant's from its JSON definition in FILE (\"-\": standard\n"+
+			"input), as an entry of a tools file: {\"name\", \"description\", \"parameters\", \"url\", \"effect\",\n"+
+			"\"headers\", ...}. Only the tenant's runs see it; its headers' values are never shown again.")
+	pos, code, ok := f.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	def, code, ok := readDefinition(f, pos[0])
+	if !ok {
+		return code
+	}
+	t, err := a.c.CreateTool(ctx, def)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printTenantTool(t)
+}
+
+// toolsUpdate: agentctl tools update NAME FILE.
+func toolsUpdate(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("tools update", "NAME FILE", "Replace the tenant's tool NAME with the whole JSON definition in FILE, headers included.")
+	pos, code, ok := f.parse(args, 2, 2)
+	if !ok {
+		return code
+	}
+	def, code, ok := readDefinition(f, pos[1])
+	if !ok {
+		return code
+	}
+	t, err := a.c.ReplaceTool(ctx, pos[0], def)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printTenantTool(t)
+}
+
+// toolsGet: agentctl tools get NAME.
+func toolsGet(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("tools get", "NAME", "Show a tool of the tenant's (its headers' names, never their values).")
+	pos, code, ok := f.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	t, err := a.c.GetTool(ctx, pos[0])
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printTenantTool(t)
+}
+
+// toolsDelete: agentctl tools delete NAME.
+func toolsDelete(ctx context.Context, a *app, args []string) int {
+	f := a.newFlags("tools delete", "NAME", "Delete a tool of the tenant's.")
+	pos, code, ok := f.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	if err := a.c.DeleteTool(ctx, pos[0]); err != nil {
+		return a.fail(ctx, err)
+	}
+	if !a.json {
+		fmt.Fprintf(a.stdout, "deleted tool %s\n", pos[0])
+	}
+	return exitOK
+}
+
+// printTenantTool writes a tool of the tenant's.
+func (a *app) printTenantTool(t *client.TenantTool) int {
+	if a.json {
+		return a.printJSON(t)
+	}
+	k := newKV(a.stdout)
+	k.line("name", t.Name)
+	k.line("description", t.Description)
+	k.line("url", t.URL)
+	k.line("effect", string(t.Effect))
+	k.line("headers", strings.Join(t.HeaderNames, ", "))
+	k.line("parameters", compactJSON(t.Parameters))
+	k.line("updated", when(&t.UpdatedAt))
+	k.line("created_by", t.CreatedBy)
+	k.flush()
+	return exitOK
+}

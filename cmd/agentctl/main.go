@@ -66,6 +66,9 @@ Conversations and tools:
   conversations get ID                 show a conversation
   conversations messages [flags] ID    list a conversation's messages, oldest first
   tools                                list the tools runs may call
+  tools create FILE                    declare a webhook tool of the tenant's
+  tools update NAME FILE               replace it (headers included)
+  tools get NAME / tools delete NAME   show or delete one
 
   help [COMMAND]                       show this help, or a command's flags
 
@@ -180,6 +183,10 @@ var commands = map[string]commandFunc{
 	"conversations get":      conversationsGet,
 	"conversations messages": conversationsMessages,
 	"tools":                  toolsList,
+	"tools create":           toolsCreate,
+	"tools update":           toolsUpdate,
+	"tools get":              toolsGet,
+	"tools delete":           toolsDelete,
 	"agents create":          agentsCreate,
 	"agents update":          agentsUpdate,
 	"agents get":             agentsGet,

@@ -384,7 +384,7 @@ func (a *app) printTools(tools []client.Tool) int {
 		}{tools})
 	}
 	tw := newTable(a.stdout)
-	row(tw, "NAME", "EFFECT", "APPROVAL", "TIMEOUT", "DESCRIPTION")
+	row(tw, "NAME", "OWNER", "EFFECT", "APPROVAL", "TIMEOUT", "DESCRIPTION")
 	for _, t := range tools {
 		approval := "no"
 		if t.NeedsApproval {
@@ -394,7 +394,11 @@ func (a *app) printTools(tools []client.Tool) int {
 		if t.TimeoutMS != nil {
 			timeout = (time.Duration(*t.TimeoutMS) * time.Millisecond).String()
 		}
-		row(tw, t.Name, string(t.Effect), approval, timeout, shorten(t.Description, 80))
+		owner := "server"
+		if t.Tenant {
+			owner = "tenant"
+		}
+		row(tw, t.Name, owner, string(t.Effect), approval, timeout, shorten(t.Description, 80))
 	}
 	tw.Flush()
 	return exitOK
