@@ -70,8 +70,12 @@ type RunListParams struct {
 	TenantID       string
 	ConversationID string    // optional
 	Status         RunStatus // optional
-	Before         string    // cursor: runs with a smaller id (older)
-	Limit          int
+	// Agent and AgentVersion keep the runs of that agent (and version);
+	// optional.
+	Agent        string
+	AgentVersion int
+	Before       string // cursor: runs with a smaller id (older)
+	Limit        int
 	// MayLag: the page may come from a read replica, up to its maximum
 	// lag behind the primary (a listing for a person or a dashboard).
 	MayLag bool

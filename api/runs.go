@@ -159,9 +159,18 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.Status = agentd.RunStatus(v)
 	}
+	p.Agent = q.Get("agent")
 	limit, err := intParam(q, "limit", defaultRunLimit, 1, maxRunLimit)
 	if err != nil {
 		return err
+	}
+	if q.Has("agent_version") {
+		if p.Agent == "" {
+			return fieldError("agent_version", "is taken only with agent")
+		}
+		if p.AgentVersion, err = intParam(q, "agent_version", 0, 1, 1<<30); err != nil {
+			return err
+		}
 	}
 	if v := q.Get("cursor"); v != "" {
 		if p.Before, err = decodeCursor(v, cursorRuns); err != nil {

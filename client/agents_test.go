@@ -98,6 +98,17 @@ func TestAgentVersions(t *testing.T) {
 			t.Errorf("%+v: sampled at the agent's temperature: %v, want %v", c2.req, !c2.temperature, c2.temperature)
 		}
 	}
+	// The runs of the agent, and of one version of it: version 1's are the
+	// run in flight and two of the three above; version 2's the other.
+	for version, want := range map[int]int{0: 4, 1: 3, 2: 1} {
+		page, err := c.ListRuns(ctx, client.ListRuns{Agent: "greeter", AgentVersion: version})
+		if err != nil || len(page.Data) != want {
+			t.Fatalf("the runs of greeter version %d: %d, %v; want %d", version, len(page.Data), err, want)
+		}
+	}
+	if page, err := c.ListRuns(ctx, client.ListRuns{Agent: "nobody"}); err != nil || len(page.Data) != 0 {
+		t.Fatalf("the runs of no agent: %+v %v", page, err)
+	}
 	_, err = c.CreateRun(ctx, client.CreateRun{Agent: "greeter", Input: "x"})
 	if !client.IsCode(err, "invalid_field") || !fieldIs(err, "variables.who") {
 		t.Fatalf("a run without the variable: %v", err)

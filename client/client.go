@@ -249,6 +249,8 @@ func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
 type ListRuns struct {
 	Status         agentd.RunStatus
 	ConversationID string
+	Agent          string // only the runs of this agent
+	AgentVersion   int    // with Agent: only those of this version
 	Limit          int
 	Cursor         string // a page's NextCursor
 }
@@ -258,6 +260,10 @@ func (c *Client) ListRuns(ctx context.Context, p ListRuns) (*Page[Run], error) {
 	q := url.Values{}
 	set(q, "status", string(p.Status))
 	set(q, "conversation_id", p.ConversationID)
+	set(q, "agent", p.Agent)
+	if p.AgentVersion > 0 {
+		q.Set("agent_version", strconv.Itoa(p.AgentVersion))
+	}
 	set(q, "cursor", p.Cursor)
 	if p.Limit > 0 {
 		q.Set("limit", strconv.Itoa(p.Limit))

@@ -661,6 +661,10 @@ func TestAgents(t *testing.T) {
 	if r = ctl(t, base, "runs", "fork", run.ID, "1"); r.code != exitError || !strings.Contains(r.stderr, "(field input)") {
 		t.Fatalf("a fork after an answer without a message:\n%s", r)
 	}
+	if r = ctl(t, base, "-o", "json", "runs", "list", "-agent", "helper", "-agent-version", "1"); r.code != exitOK ||
+		strings.Count(r.stdout, `"object": "run"`) != 1 {
+		t.Fatalf("the runs of helper version 1:\n%s", r)
+	}
 	r = ctl(t, base, "agents", "versions", "helper", "-limit", "1")
 	if r.code != exitOK || !strings.Contains(r.stdout, "helper  2") || !strings.Contains(r.stdout, "more: -cursor ") {
 		t.Fatalf("versions:\n%s", r)

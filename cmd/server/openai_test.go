@@ -578,6 +578,9 @@ func TestOpenAIGoSDKPrompt(t *testing.T) {
 	if err != nil || r.OutputText() != "Talk like a grumpy pirate." {
 		t.Fatalf("version 1: %v %q", err, r.OutputText())
 	}
+	if r.Prompt.ID != "pirate" || r.Prompt.Version != "1" || r.Prompt.Variables["kind"].OfString != "grumpy" {
+		t.Fatalf("the response's prompt: %+v", r.Prompt)
+	}
 	r, err = ask(responses.ResponsePromptParam{ID: "pirate",
 		Variables: map[string]responses.ResponsePromptVariableUnionParam{"kind": {OfInputText: &responses.ResponseInputTextParam{Text: "sleepy"}}}},
 		"/system")

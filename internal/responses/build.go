@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"strconv"
 
 	"github.com/agentd/agentd"
 )
@@ -55,6 +56,13 @@ func base(run agentd.Run, createdAt int64) Response {
 	}
 	if e.Background {
 		r.Status = StatusQueued
+	}
+	if a := run.Params.Agent; a != nil {
+		vars := run.Params.Variables
+		if vars == nil {
+			vars = map[string]string{}
+		}
+		r.Prompt = &Prompt{ID: a.Name, Version: strconv.Itoa(a.Version), Variables: vars}
 	}
 	if run.Params.Instructions != "" {
 		r.Instructions = &run.Params.Instructions

@@ -44,6 +44,17 @@ type Response struct {
 	SafetyIdentifier   *string           `json:"safety_identifier"`
 	PromptCacheKey     *string           `json:"prompt_cache_key"`
 	Metadata           map[string]string `json:"metadata"`
+	// Prompt is the agent a response started from (its request's
+	// prompt): its name as id, its version, and the variables its
+	// instructions were filled with; absent for a response of none.
+	Prompt *Prompt `json:"prompt,omitempty"`
+}
+
+// Prompt is the prompt of a response: an agent of agentd.
+type Prompt struct {
+	ID        string            `json:"id"`
+	Version   string            `json:"version"`
+	Variables map[string]string `json:"variables"`
 }
 
 // Statuses of a response.
