@@ -55,9 +55,8 @@ type Catalog struct {
 }
 
 type cached struct {
-	reg  *tools.Registry
-	at   time.Time
-	none bool // the tenant has no tools of its own: reg is the base
+	reg *tools.Registry
+	at  time.Time
 }
 
 // New returns a catalog.
@@ -82,12 +81,12 @@ func (c *Catalog) For(ctx context.Context, tenant string, need ...string) (*tool
 	if fresh && !slices.ContainsFunc(need, func(n string) bool { _, has := e.reg.Get(n); return !has }) {
 		return e.reg, nil
 	}
-	reg, none, err := c.load(ctx, tenant)
+	reg, err := c.load(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
-	c.tenants[tenant] = cached{reg: reg, at: time.Now(), none: none}
+	c.tenants[tenant] = cached{reg: reg, at: time.Now()}
 	c.mu.Unlock()
 	return reg, nil
 }
@@ -101,13 +100,13 @@ func (c *Catalog) Forget(tenant string) {
 }
 
 // load makes tenant's registry from the source.
-func (c *Catalog) load(ctx context.Context, tenant string) (*tools.Registry, bool, error) {
+func (c *Catalog) load(ctx context.Context, tenant string) (*tools.Registry, error) {
 	rows, err := c.cfg.Source.TenantTools(ctx, tenant)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
 	if len(rows) == 0 {
-		return c.cfg.Base, true, nil
+		return c.cfg.Base, nil
 	}
 	list := make([]tools.Tool, 0, len(rows))
 	for _, row := range rows {
@@ -120,8 +119,11 @@ func (c *Catalog) load(ctx context.Context, tenant string) (*tools.Registry, boo
 		}
 		list = append(list, t)
 	}
-	reg, err := c.cfg.Base.With("tenant", list)
-	return reg, false, err
+	// A tool that With leaves out (its name became an operator's tool's,
+	// from an MCP server that came up since) is not offered; the tenant's
+	// other tools are.
+	reg, _ := c.cfg.Base.With("tenant", list)
+	return reg, nil
 }
 
 // Tool is row as a webhook tool, its headers opened.
