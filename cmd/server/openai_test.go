@@ -593,6 +593,26 @@ func TestOpenAIGoSDKPrompt(t *testing.T) {
 	if err != nil || r.OutputText() != "done" {
 		t.Fatalf("version 1's tool: %v %q", err, r.OutputText())
 	}
+	// The agent's calculator ran: the model's "done" alone would not say
+	// so (a call of a tool not offered fails, and the model goes on).
+	runID, err := uuid.Parse(strings.TrimPrefix(r.ID, "resp_"))
+	if err != nil {
+		t.Fatalf("response id %s: %v", r.ID, err)
+	}
+	var steps struct {
+		Data []struct {
+			ToolCalls []struct {
+				Name   string          `json:"name"`
+				Status string          `json:"status"`
+				Result json.RawMessage `json:"result"`
+			} `json:"tool_calls"`
+		} `json:"data"`
+	}
+	getJSON(t, base+"/runs/"+runID.String()+"/steps", &steps)
+	if len(steps.Data) == 0 || len(steps.Data[0].ToolCalls) != 1 || steps.Data[0].ToolCalls[0].Name != "calculator" ||
+		steps.Data[0].ToolCalls[0].Status != "succeeded" || string(steps.Data[0].ToolCalls[0].Result) != `{"result":42}` {
+		t.Fatalf("version 1's tool call: %+v", steps.Data)
+	}
 	for _, c := range []struct {
 		p     responses.ResponsePromptParam
 		param string
