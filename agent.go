@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -55,13 +54,6 @@ const (
 	// MaxAgentDefinitionBytes caps an agent's definition, compacted.
 	MaxAgentDefinitionBytes = 256 << 10
 )
-
-// agentName is what an agent's name must match: a tool's name, since an
-// agent can be offered to another agent's model as a tool.
-var agentName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
-// ValidAgentName reports whether name can name an agent.
-func ValidAgentName(name string) bool { return agentName.MatchString(name) }
 
 // Errors of agents.
 var (

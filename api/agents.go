@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 
@@ -74,11 +75,12 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 	if err := checkText(body); err != nil {
 		return in, err
 	}
-	if body, err = withoutViewKeys(body); err != nil {
+	fields, def, err := agentFieldsOf(body)
+	if err != nil {
 		return in, err
 	}
 	var req agentRequest
-	if err := decodeStrict(body, &req, ""); err != nil {
+	if err := decodeStrict(fields, &req, ""); err != nil {
 		return in, err
 	}
 	if name, err = nameOf("agent", name, req.Name); err != nil {
@@ -98,9 +100,7 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 	if _, err := s.build(r.Context(), sr); err != nil {
 		return in, err
 	}
-	if in.Definition, err = definitionOf(body); err != nil {
-		return in, err
-	}
+	in.Definition = def
 	in.TenantID, in.Name, in.Actor = TenantFromContext(r.Context()), name, ActorFromContext(r.Context())
 	return in, nil
 }
@@ -129,48 +129,35 @@ func nameOf(what, route string, body *string) (string, error) {
 // is, and they are read-only.
 var agentViewKeys = []string{"object", "version", "latest_version", "created_by", "created_at"}
 
-// withoutViewKeys is an agent's body without agentViewKeys.
-func withoutViewKeys(body []byte) ([]byte, error) {
-	var fields map[string]json.RawMessage
-	if err := decodeStrict(body, &fields, ""); err != nil {
-		return nil, err
+// agentFieldsOf reads an agent's body: its fields but agentViewKeys, to be
+// decoded strictly, and its definition, those but its name, description
+// and null fields (its run fields as sent: keys sorted, JSON compacted).
+func agentFieldsOf(body []byte) (fields, definition []byte, err error) {
+	var all map[string]json.RawMessage
+	if err := decodeStrict(body, &all, ""); err != nil {
+		return nil, nil, err
 	}
-	n := len(fields)
 	for _, k := range agentViewKeys {
-		delete(fields, k)
+		delete(all, k)
 	}
-	if len(fields) == n {
-		return body, nil
+	if fields, err = json.Marshal(all); err != nil {
+		return nil, nil, err
 	}
-	return json.Marshal(fields)
-}
-
-// definitionOf is an agent's body without its name and description: its
-// run fields, as sent (keys sorted, JSON compacted).
-func definitionOf(body []byte) ([]byte, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
-		return nil, fieldError("body", "must be a JSON object")
-	}
-	delete(fields, "name")
-	delete(fields, "description")
-	for k, v := range fields {
-		if isNull(v) {
-			delete(fields, k)
-		}
-	}
-	def, err := json.Marshal(fields)
+	delete(all, "name")
+	delete(all, "description")
+	maps.DeleteFunc(all, func(_ string, v json.RawMessage) bool { return isNull(v) })
+	def, err := json.Marshal(all)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, def); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if buf.Len() > agentd.MaxAgentDefinitionBytes {
-		return nil, fieldError("body", "the agent's definition must be at most %d bytes of JSON", agentd.MaxAgentDefinitionBytes)
+		return nil, nil, fieldError("body", "the agent's definition must be at most %d bytes of JSON", agentd.MaxAgentDefinitionBytes)
 	}
-	return buf.Bytes(), nil
+	return fields, buf.Bytes(), nil
 }
 
 func (s *server) agentCreate(w http.ResponseWriter, r *http.Request) error {
@@ -295,11 +282,13 @@ func agentError(err error) error {
 }
 
 // withAgent returns a new run's request over the definition of the agent
-// it names (if any), with its variables read.
+// it names (if any), with its variables read. Its errors are
+// *runspec.FieldError, as the builder's, so that each door names their
+// fields in its own terms (the Responses API's prompt.id).
 func (s *server) withAgent(ctx context.Context, sr runspec.Request, f agentFields) (runspec.Request, error) {
 	if !isNull(f.Variables) {
 		if t := bytes.TrimSpace(f.Variables); t[0] != '{' || json.Unmarshal(t, &sr.Variables) != nil {
-			return sr, fieldError("variables", "must be an object of strings: {\"name\": \"value\"}")
+			return sr, specFieldError("variables", "must be an object of strings: {\"name\": \"value\"}")
 		}
 		if sr.Variables == nil {
 			sr.Variables = map[string]string{}
@@ -307,14 +296,14 @@ func (s *server) withAgent(ctx context.Context, sr runspec.Request, f agentField
 	}
 	if f.Agent == nil {
 		if f.AgentVersion != nil {
-			return sr, fieldError("agent_version", "is taken only with agent")
+			return sr, specFieldError("agent_version", "is taken only with agent")
 		}
 		return sr, nil
 	}
 	version := 0
 	if f.AgentVersion != nil {
 		if *f.AgentVersion < 1 {
-			return sr, fieldError("agent_version", "must be 1 or more")
+			return sr, specFieldError("agent_version", "must be 1 or more")
 		}
 		version = *f.AgentVersion
 	}
@@ -322,9 +311,9 @@ func (s *server) withAgent(ctx context.Context, sr runspec.Request, f agentField
 	var noVersion *agentd.AgentVersionError
 	switch {
 	case errors.As(err, &noVersion):
-		return sr, fieldError("agent_version", "%s", noVersion.Error())
+		return sr, specFieldError("agent_version", "%s", noVersion.Error())
 	case errors.Is(err, agentd.ErrAgentNotFound):
-		return sr, fieldError("agent", "the tenant has no agent named %q (see GET /agents)", *f.Agent)
+		return sr, specFieldError("agent", "the tenant has no agent named %q (see GET /agents)", *f.Agent)
 	case err != nil:
 		return sr, err
 	}
@@ -339,4 +328,9 @@ func (s *server) withAgent(ctx context.Context, sr runspec.Request, f agentField
 	out := runspec.Over(base, sr)
 	out.Agent = &agentd.AgentRef{Name: a.Name, Version: a.Version}
 	return out, nil
+}
+
+// specFieldError is a *runspec.FieldError, as the builder's.
+func specFieldError(field, format string, args ...any) error {
+	return &runspec.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }

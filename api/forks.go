@@ -89,13 +89,9 @@ func (s *server) forkSpec(ctx context.Context, orig agentd.Run, model *string, a
 		if orig.Params.Agent == nil {
 			return agentd.RunSpec{}, fieldError("agent_version", "the run was not started from an agent")
 		}
-		var vars json.RawMessage
-		if orig.Params.Variables != nil {
-			vars, _ = json.Marshal(orig.Params.Variables) // a map of strings
-		}
 		var err error
-		if sr, err = s.withAgent(ctx, runspec.Request{}, agentFields{Agent: &orig.Params.Agent.Name, AgentVersion: agentVersion,
-			Variables: vars}); err != nil {
+		if sr, err = s.withAgent(ctx, runspec.Request{Variables: orig.Params.Variables},
+			agentFields{Agent: &orig.Params.Agent.Name, AgentVersion: agentVersion}); err != nil {
 			return agentd.RunSpec{}, err
 		}
 	}

@@ -25,8 +25,6 @@ type TenantTools interface {
 	For(ctx context.Context, tenant string, need ...string) (*tools.Registry, error)
 	// Forget drops a tenant's registry after its tools changed.
 	Forget(tenant string)
-	// Tool makes a stored tool (its headers opened), to check it.
-	Tool(row agentd.TenantTool) (tools.Tool, error)
 	// Seal seals a tool's headers; CanSeal reports whether the server has
 	// a key to.
 	Seal(tenant, name string, headers map[string]string) (string, error)
@@ -49,6 +47,14 @@ func (s *server) build(ctx context.Context, sr runspec.Request) (agentd.RunSpec,
 		sr.Registry = reg
 	}
 	return s.spec.Build(sr)
+}
+
+// serverTool returns the server's own tool of name.
+func (s *server) serverTool(name string) (tools.Tool, bool) {
+	if s.tools == nil {
+		return nil, false
+	}
+	return s.tools.Get(name)
 }
 
 // registry is the registry of the request's tenant: the server's tools
@@ -97,7 +103,7 @@ func (s *server) tenantToolOf(w http.ResponseWriter, r *http.Request, name strin
 	if err != nil {
 		return row, err
 	}
-	if s.tools != nil && slices.Contains(s.tools.Names(), name) {
+	if _, taken := s.serverTool(name); taken {
 		return row, fieldError("name", "%q is the name of one of the server's tools (GET /tools)", name)
 	}
 	if err := tools.CheckEgress(cfg.URL, s.tenantTools.AllowHosts()); err != nil && cfg.URL != "" {

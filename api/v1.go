@@ -536,10 +536,10 @@ func (s *server) responseSpec(ctx context.Context, req responses.Request, conv s
 	if err != nil {
 		return agentd.RunSpec{}, err
 	}
-	if sr, err = s.promptAgent(ctx, req, sr); err != nil {
-		return agentd.RunSpec{}, err
+	var spec agentd.RunSpec
+	if sr, err = s.promptAgent(ctx, req, sr); err == nil {
+		spec, err = s.build(ctx, sr)
 	}
-	spec, err := s.build(ctx, sr)
 	if fe := (*runspec.FieldError)(nil); errors.As(err, &fe) {
 		return spec, fieldError(responses.Param(fe.Field), "%s", fe.Message)
 	}
@@ -562,10 +562,5 @@ func (s *server) promptAgent(ctx context.Context, req responses.Request, sr runs
 		f.AgentVersion = &version
 	}
 	sr.Variables = vars
-	out, err := s.withAgent(ctx, sr, f)
-	var ae *apiError
-	if errors.As(err, &ae) && ae.field != "" {
-		return out, fieldError(responses.Param(ae.field), "%s", strings.TrimPrefix(ae.detail, ae.field+": "))
-	}
-	return out, err
+	return s.withAgent(ctx, sr, f)
 }

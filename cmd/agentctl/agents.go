@@ -32,25 +32,35 @@ func readDefinition(f *cmdFlags, path string) (json.RawMessage, int, bool) {
 	return b, exitOK, true
 }
 
+// sendFile runs a command whose nargs arguments are names, then the FILE
+// of a JSON definition ("-": standard input): send sends them, and the
+// answer is printed.
+func sendFile[T any](ctx context.Context, a *app, f *cmdFlags, args []string, nargs int,
+	send func(names []string, def json.RawMessage) (*T, error), print func(*T) int) int {
+	pos, code, ok := f.parse(args, nargs, nargs)
+	if !ok {
+		return code
+	}
+	def, code, ok := readDefinition(f, pos[nargs-1])
+	if !ok {
+		return code
+	}
+	v, err := send(pos[:nargs-1], def)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return print(v)
+}
+
 // agentsCreate: agentctl agents create FILE.
 func agentsCreate(ctx context.Context, a *app, args []string) int {
 	f := a.newFlags("agents create", "FILE",
 		"Make an agent at version 1 from its JSON definition in FILE (\"-\": standard input): its\n"+
 			"name, description, and the fields of the runs it defines, as POST /runs takes them,\n"+
 			"e.g. {\"name\": \"helper\", \"instructions\": \"Help {{who}}.\", \"tools\": [\"calculator\"]}.")
-	pos, code, ok := f.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	def, code, ok := readDefinition(f, pos[0])
-	if !ok {
-		return code
-	}
-	ag, err := a.c.CreateAgentJSON(ctx, def)
-	if err != nil {
-		return a.fail(ctx, err)
-	}
-	return a.printAgent(ag)
+	return sendFile(ctx, a, f, args, 1, func(_ []string, def json.RawMessage) (*client.Agent, error) {
+		return a.c.CreateAgentJSON(ctx, def)
+	}, a.printAgent)
 }
 
 // agentsUpdate: agentctl agents update NAME FILE.
@@ -59,19 +69,9 @@ func agentsUpdate(ctx context.Context, a *app, args []string) int {
 		"Make the next version of agent NAME from its whole JSON definition in FILE (\"-\":\n"+
 			"standard input); \"agents get NAME -o json\" prints one to start from. Runs in flight\n"+
 			"finish on the version they started with.")
-	pos, code, ok := f.parse(args, 2, 2)
-	if !ok {
-		return code
-	}
-	def, code, ok := readDefinition(f, pos[1])
-	if !ok {
-		return code
-	}
-	ag, err := a.c.UpdateAgentJSON(ctx, pos[0], def)
-	if err != nil {
-		return a.fail(ctx, err)
-	}
-	return a.printAgent(ag)
+	return sendFile(ctx, a, f, args, 2, func(names []string, def json.RawMessage) (*client.Agent, error) {
+		return a.c.UpdateAgentJSON(ctx, names[0], def)
+	}, a.printAgent)
 }
 
 // agentsGet: agentctl agents get [-version N] NAME.
@@ -229,37 +229,17 @@ func toolsCreate(ctx context.Context, a *app, args []string) int {
 		"Declare a webhook tool of the tenant's from its JSON definition in FILE (\"-\": standard\n"+
 			"input), as an entry of a tools file: {\"name\", \"description\", \"parameters\", \"url\", \"effect\",\n"+
 			"\"headers\", ...}. Only the tenant's runs see it; its headers' values are never shown again.")
-	pos, code, ok := f.parse(args, 1, 1)
-	if !ok {
-		return code
-	}
-	def, code, ok := readDefinition(f, pos[0])
-	if !ok {
-		return code
-	}
-	t, err := a.c.CreateTool(ctx, def)
-	if err != nil {
-		return a.fail(ctx, err)
-	}
-	return a.printTenantTool(t)
+	return sendFile(ctx, a, f, args, 1, func(_ []string, def json.RawMessage) (*client.TenantTool, error) {
+		return a.c.CreateTool(ctx, def)
+	}, a.printTenantTool)
 }
 
 // toolsUpdate: agentctl tools update NAME FILE.
 func toolsUpdate(ctx context.Context, a *app, args []string) int {
 	f := a.newFlags("tools update", "NAME FILE", "Replace the tenant's tool NAME with the whole JSON definition in FILE, headers included.")
-	pos, code, ok := f.parse(args, 2, 2)
-	if !ok {
-		return code
-	}
-	def, code, ok := readDefinition(f, pos[1])
-	if !ok {
-		return code
-	}
-	t, err := a.c.ReplaceTool(ctx, pos[0], def)
-	if err != nil {
-		return a.fail(ctx, err)
-	}
-	return a.printTenantTool(t)
+	return sendFile(ctx, a, f, args, 2, func(names []string, def json.RawMessage) (*client.TenantTool, error) {
+		return a.c.ReplaceTool(ctx, names[0], def)
+	}, a.printTenantTool)
 }
 
 // toolsGet: agentctl tools get NAME.

@@ -1,6 +1,7 @@
 package runspec
 
 import (
+	"cmp"
 	"maps"
 	"regexp"
 	"slices"
@@ -100,7 +101,7 @@ func pick[T any](dst **T, base *T) {
 
 func overTimeouts(base, run *Timeouts) *Timeouts {
 	if base == nil || run == nil {
-		return cmpOr(run, base)
+		return cmp.Or(run, base)
 	}
 	out := *run
 	pick(&out.TotalMS, base.TotalMS)
@@ -113,7 +114,7 @@ func overTimeouts(base, run *Timeouts) *Timeouts {
 
 func overLoopLimits(base, run *LoopLimits) *LoopLimits {
 	if base == nil || run == nil {
-		return cmpOr(run, base)
+		return cmp.Or(run, base)
 	}
 	out := *run
 	pick(&out.FailuresInARow, base.FailuresInARow)
@@ -123,7 +124,7 @@ func overLoopLimits(base, run *LoopLimits) *LoopLimits {
 
 func overSampling(base, run *Sampling) *Sampling {
 	if base == nil || run == nil {
-		return cmpOr(run, base)
+		return cmp.Or(run, base)
 	}
 	out := *run
 	pick(&out.MaxOutputTokens, base.MaxOutputTokens)
@@ -133,12 +134,4 @@ func overSampling(base, run *Sampling) *Sampling {
 	pick(&out.ToolChoice, base.ToolChoice)
 	pick(&out.ParallelToolCalls, base.ParallelToolCalls)
 	return &out
-}
-
-// cmpOr returns a when it is not nil, else b.
-func cmpOr[T any](a, b *T) *T {
-	if a != nil {
-		return a
-	}
-	return b
 }

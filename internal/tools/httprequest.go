@@ -52,20 +52,32 @@ import (
 // not follow redirects. The server registers this tool only when allowHosts
 // is not empty.
 func HTTPRequest(allowHosts []string, client *http.Client) Tool {
-	t := &httpRequest{hosts: map[string]bool{}, hostPorts: map[string]bool{}}
+	return newHTTPRequest(allowHosts, client)
+}
+
+func newHTTPRequest(allowHosts []string, client *http.Client) *httpRequest {
+	t := &httpRequest{}
+	t.hosts, t.hostPorts = parseAllowHosts(allowHosts)
+	t.client = noRedirects(t.guarded(client))
+	return t
+}
+
+// parseAllowHosts reads an allow-list: names and IPs allowed on ports 80
+// and 443, and "host:port" entries allowed on that port.
+func parseAllowHosts(allowHosts []string) (hosts, hostPorts map[string]bool) {
+	hosts, hostPorts = map[string]bool{}, map[string]bool{}
 	for _, h := range allowHosts {
 		h = strings.ToLower(strings.TrimSpace(h))
 		if h == "" {
 			continue
 		}
 		if host, port, err := net.SplitHostPort(h); err == nil {
-			t.hostPorts[net.JoinHostPort(host, port)] = true
+			hostPorts[net.JoinHostPort(host, port)] = true
 		} else {
-			t.hosts[strings.Trim(h, "[]")] = true // bare IPv6 "[::1]" as "::1"
+			hosts[strings.Trim(h, "[]")] = true // bare IPv6 "[::1]" as "::1"
 		}
 	}
-	t.client = noRedirects(t.guarded(client))
-	return t
+	return hosts, hostPorts
 }
 
 type httpRequest struct {
@@ -81,8 +93,7 @@ type httpRequest struct {
 // rule of the URLs that a tenant, not the operator, gives (its webhook
 // tools).
 func GuardedClient(allowHosts []string, client *http.Client) *http.Client {
-	t := HTTPRequest(allowHosts, client).(*httpRequest)
-	return t.client
+	return newHTTPRequest(allowHosts, client).client
 }
 
 // CheckEgress refuses, before any call, a URL whose host GuardedClient will
@@ -100,14 +111,8 @@ func CheckEgress(rawURL string, allowHosts []string) error {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	host := strings.ToLower(u.Hostname())
-	listed := func(h string) bool {
-		for _, a := range allowHosts {
-			if ah, ap, err := net.SplitHostPort(strings.ToLower(strings.TrimSpace(a))); err == nil && ah == h && ap == port {
-				return true
-			}
-		}
-		return false
-	}
+	_, hostPorts := parseAllowHosts(allowHosts)
+	listed := func(h string) bool { return hostPorts[net.JoinHostPort(h, port)] }
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		if listed("127.0.0.1") || listed("::1") || listed(host) {
 			return nil
@@ -124,10 +129,6 @@ func CheckEgress(rawURL string, allowHosts []string) error {
 	}
 	return nil
 }
-
-// Guarded reports whether err is a dial that the egress rule of a guarded
-// client refused.
-func Guarded(err error) bool { return errors.Is(err, errDestination) }
 
 // errDestination is the cause of a refused dial: the destination address is
 // one the tool may not reach.
