@@ -36,6 +36,10 @@ const (
 	EventRunTimedOut          EventType = "run.timed_out"
 	EventRunInterrupted       EventType = "run.interrupted"
 	EventContextCompacted     EventType = "context.compacted"
+	// EventAgentStarted is in a parent's log: a call of a sub-agent
+	// started its child run. The call's tool_call.completed says how the
+	// child ended.
+	EventAgentStarted EventType = "agent.started"
 )
 
 // EventHeartbeat is the type of the un-stored heartbeat of a stream; it is no
@@ -47,7 +51,7 @@ func EventTypes() []EventType {
 	return []EventType{EventRunCreated, EventRunStarted, EventRunResumed, EventStepStarted, EventMessageDelta, EventMessageCompleted,
 		EventToolCallCreated, EventToolAttemptStarted, EventToolAttemptFailed, EventToolCallCompleted, EventToolCallReused, EventToolCallUnknown,
 		EventToolCallRetryAllowed, EventToolCallApproved, EventStepCompleted, EventStepRetracted, EventRunRequiresAction,
-		EventContextCompacted, EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted}
+		EventContextCompacted, EventAgentStarted, EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted}
 }
 
 // Terminal reports whether t ends a run's stream: the server closes it after
@@ -109,12 +113,15 @@ type RequiredAction struct {
 	CallID    string          `json:"call_id"`
 	// Calls are, for client_tool_calls, every client tool call of the step
 	// (the fields above are the first one's).
-	Calls          []ClientCall `json:"calls,omitempty"`
-	IdempotencyKey string       `json:"idempotency_key"`
-	Name           string       `json:"name"`
-	Step           int          `json:"step"`
-	ToolCallID     string       `json:"tool_call_id"`
-	Type           ActionType   `json:"type"`
+	Calls []ClientCall `json:"calls,omitempty"`
+	// Agents are, for agent_runs, the step's calls of sub-agents and the
+	// child runs they started.
+	Agents         []AgentCall `json:"agents,omitempty"`
+	IdempotencyKey string      `json:"idempotency_key"`
+	Name           string      `json:"name"`
+	Step           int         `json:"step"`
+	ToolCallID     string      `json:"tool_call_id"`
+	Type           ActionType  `json:"type"`
 }
 
 // Envelope is a stored event as clients receive it: the "data" of an event
@@ -193,6 +200,7 @@ var payloadDecoders = map[EventType]func(json.RawMessage) (Payload, error){
 	EventStepRetracted:        decodeAs[StepRetractedData],
 	EventRunRequiresAction:    decodeAs[RunRequiresActionData],
 	EventContextCompacted:     decodeAs[ContextCompactedData],
+	EventAgentStarted:         decodeAs[AgentStartedData],
 	EventRunCompleted:         decodeAs[RunEndedData],
 	EventRunFailed:            decodeAs[RunEndedData],
 	EventRunCancelled:         decodeAs[RunEndedData],

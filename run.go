@@ -208,6 +208,12 @@ type RunParams struct {
 	// (POST /runs/{id}/fork): its input began with that run's
 	// conversation up to the end of that step.
 	ForkedFrom *ForkRef `json:"forked_from,omitempty"`
+	// SubAgents are the agents the run may hand work to, each offered to
+	// its model as a tool, at the version pinned when the run was created.
+	SubAgents []SubAgent `json:"sub_agents,omitempty"`
+	// Parent is the run whose call of a sub-agent started this run, if
+	// any: the run's end answers that call.
+	Parent *ParentRef `json:"parent,omitempty"`
 }
 
 // ForkRef names the run and step a fork started from.

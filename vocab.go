@@ -188,12 +188,15 @@ const (
 	// CallAwaitingClient: a call of a client tool (the run's client_tools),
 	// which the client runs and answers with its output.
 	CallAwaitingClient CallStatus = "awaiting_client"
+	// CallAwaitingAgent: a call of a sub-agent, whose child run gives its
+	// result when it ends.
+	CallAwaitingAgent CallStatus = "awaiting_agent"
 )
 
 // CallStatuses lists every tool call status.
 func CallStatuses() []CallStatus {
 	return []CallStatus{CallPlanned, CallRunning, CallSucceeded, CallFailed, CallUnknown, CallAwaitingApproval,
-		CallRejected, CallAwaitingClient}
+		CallRejected, CallAwaitingClient, CallAwaitingAgent}
 }
 
 // Final reports whether the call's outcome is settled for good.
@@ -247,6 +250,10 @@ const (
 	ActionToolApproval       ActionType = "tool_approval"        // may this call run?
 	ActionToolOutcomeUnknown ActionType = "tool_outcome_unknown" // did this side effect happen?
 	ActionClientToolCalls    ActionType = "client_tool_calls"    // the outputs of the step's client tool calls
+	// ActionAgentRuns: the run waits for the child runs of its calls of
+	// sub-agents; no client answers it, but a decision a child waits for
+	// may be given on the parent.
+	ActionAgentRuns ActionType = "agent_runs"
 )
 
 // Decision is a client's answer to a required action.
@@ -300,6 +307,7 @@ const (
 	ToolErrReconciled ErrorKind = "reconciled" // the tool's reconciler reported that the call failed
 	ToolErrNotBegun   ErrorKind = "not_begun"  // the run stopped after the attempt was committed, before the tool was invoked
 	ToolErrUnknown    ErrorKind = "unknown"    // the outcome is not known (a worker died, or the run ended first)
+	ToolErrAgent      ErrorKind = "agent"      // the sub-agent's run did not complete (or could not start)
 	// ToolErrActionTimeout: no client decided within the run's action
 	// timeout, so the call was rejected (an approval) or failed (an unknown
 	// outcome).
@@ -314,7 +322,7 @@ const (
 func ToolErrorKinds() []ErrorKind {
 	return []ErrorKind{ToolErrFinal, ToolErrTransient, ToolErrTimeout, ToolErrConnection, ToolErrClient,
 		ToolErrRejected, ToolErrReconciled, ToolErrNotBegun, ToolErrUnknown, ToolErrActionTimeout, ToolErrCancelled,
-		ToolErrTimedOutTotal, ToolErrPolicy}
+		ToolErrTimedOutTotal, ToolErrPolicy, ToolErrAgent}
 }
 
 // The run error kinds: how the model call failed (the first eight), or

@@ -407,6 +407,11 @@ func (c *creation) queueRun(b *batch, convID string, rm room) error {
 		args = append(args, rm.behind && len(p.Input) > 0)
 	}
 	b.query("insert run", insertRunSQL[b2i(claimed)][b2i(key != nil)], args, scanNewRun(&c.state.Run))
+	if pr := p.Params.Parent; pr != nil {
+		// A sub-agent's run: one per call of its parent (runs_parent_tool_call).
+		b.exec("name the parent", `UPDATE runs SET parent_run_id = $2, parent_tool_call_id = $3 WHERE id = $1`,
+			c.runID, pr.RunID, pr.ToolCallID)
+	}
 	for i, m := range p.Input {
 		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,
 			Content: []agentd.Part{{Type: agentd.PartText, Text: m.Content}}, Status: agentd.MessageCompleted}

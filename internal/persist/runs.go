@@ -117,6 +117,7 @@ func (s *Store) RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.R
 // run.cancelled event.
 func (s *Store) RunCancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error) {
 	var lastSeq int64
+	var parent *agentd.ParentRef
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, id, tenantID))
 		if err != nil {
@@ -126,12 +127,20 @@ func (s *Store) RunCancel(ctx context.Context, tenantID, id, actor string) (agen
 			return err
 		}
 		lastSeq, err = endLocked(ctx, tx, r, agentd.StatusCancelled, agentd.ReasonCancelled, actor)
+		parent = r.Params.Parent
 		return err
 	})
 	if err != nil {
 		return agentd.Run{}, err
 	}
 	s.publish(id, lastSeq)
+	// A cancelled parent's children are cancelled; a child's end answers
+	// its parent's call. What an error here leaves undone, the sweeper
+	// does (ChildrenSweep).
+	_ = s.cancelChildren(ctx, id, actor)
+	if parent != nil {
+		_ = s.AnswerParent(ctx, parent.RunID)
+	}
 	return s.RunGet(ctx, tenantID, id)
 }
 
@@ -176,7 +185,7 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r agentd.Run, reason agentd.Reaso
 	notRun := agentd.NotRunError(reason)
 	rejected, err := queryAll(ctx, tx, scanString, `WITH c AS (
 			UPDATE tool_calls SET status = 'rejected', error = $2, finished_at = now()
-			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'awaiting_client', 'running')
+			WHERE step_id IN (SELECT id FROM steps WHERE run_id = $1) AND status IN ('planned', 'awaiting_approval', 'awaiting_client', 'awaiting_agent', 'running')
 			RETURNING id, step_id, position
 		)
 		SELECT c.id::text FROM c JOIN steps s ON s.id = c.step_id ORDER BY s.seq, c.position`, r.ID, mustJSON(notRun))
@@ -226,7 +235,7 @@ func (s *Store) RunsSweep(ctx context.Context, limit int) (int, error) {
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		clear(ended)
 		runs, err := queryAll(ctx, tx, scanRun, `SELECT `+runColumns+` FROM runs
-			WHERE status = 'requires_action' AND deadline_at < now()
+			WHERE status = 'requires_action' AND deadline_at < now() AND required_action->>'type' <> 'agent_runs'
 			ORDER BY deadline_at LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
 		if err != nil {
 			return err

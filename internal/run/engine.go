@@ -34,6 +34,8 @@ type Store interface {
 	RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error)
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	RunsSweep(ctx context.Context, limit int) (int, error)
+	ChildrenSweep(ctx context.Context, limit int) (answered, cancelled int, err error)
+	AnswerParent(ctx context.Context, parentID string) error
 	UnstoredPurge(ctx context.Context, grace time.Duration, limit int) ([]string, error)
 
 	// The commands of the Service; see persist.Store for their errors.
@@ -109,6 +111,14 @@ type Config struct {
 	MaxStallClaims int
 	DeltaWindow    time.Duration // text deltas are coalesced over this window; default 50ms
 	DeltaMaxBytes  int           // and flushed at this size; default 2048
+
+	// SubAgent, when set, gives the spec of the child run a call of a
+	// sub-agent starts; nil: such calls fail (the model is told).
+	SubAgent SubAgentFunc
+	// AgentDepth caps how deep sub-agents nest (AGENTD_AGENT_DEPTH): a
+	// call that would start a run deeper fails. Default
+	// agentd.DefaultAgentDepth.
+	AgentDepth int
 
 	// OnLeftFunc, when set, is called when an execution on this engine
 	// has committed its run's stop (a terminal status, interrupted or
@@ -214,28 +224,34 @@ func New(cfg Config) *Engine {
 	if cfg.DeltaMaxBytes <= 0 {
 		cfg.DeltaMaxBytes = 2048
 	}
+	if cfg.AgentDepth <= 0 {
+		cfg.AgentDepth = agentd.DefaultAgentDepth
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	return &Engine{
+	e := &Engine{
 		cfg: cfg,
 		log: cfg.Logger,
 		m:   cfg.Metrics,
 		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, toolsFor: cfg.ToolsFor, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
-			profiles: cfg.Profiles, traceContent: cfg.TraceContent,
+			profiles: cfg.Profiles, traceContent: cfg.TraceContent, subAgent: cfg.SubAgent,
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
-				callsPerStep: cfg.ToolCallsPerStep, callsPerRun: cfg.ToolCallsPerRun, maxStallClaims: cfg.MaxStallClaims}},
+				callsPerStep: cfg.ToolCallsPerStep, callsPerRun: cfg.ToolCallsPerRun, maxStallClaims: cfg.MaxStallClaims,
+				agentDepth: cfg.AgentDepth}},
 		wake:   make(chan struct{}, 1),
 		kick:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),
 		active: map[string]*execution{}, queues: map[string]*tenantQueue{}, executing: map[string]int{},
 		parked: map[string][]queuedRun{}, handed: map[string]queuedRun{},
 	}
+	e.d.spawn = e.create
+	return e
 }
 
 // WorkerID names this engine in leases and attempts.
@@ -345,8 +361,9 @@ func (e *Engine) kickQueue() {
 const unstoredGrace = time.Minute
 
 // sweep times out, now and then, the runs that wait for a client past their
-// deadline, so that every accepted run ends; and deletes the ended runs
-// that are not to be kept.
+// deadline, so that every accepted run ends; finishes what a dead
+// instance left undone of sub-agents (persist.ChildrenSweep); and deletes
+// the ended runs that are not to be kept.
 func (e *Engine) sweep() {
 	t := time.NewTicker(e.cfg.SweepInterval)
 	defer t.Stop()
@@ -365,6 +382,15 @@ func (e *Engine) sweep() {
 		case n > 0:
 			e.m.RunsEnded.WithLabelValues(string(agentd.StatusTimedOut), string(agentd.ReasonTimedOutTotal)).Add(float64(n))
 			e.log.Info("timed out runs that waited for a client past their deadline", "runs", n)
+		}
+		ctx, cancel = context.WithTimeout(e.claiming, 10*time.Second)
+		answered, cancelled, err := e.cfg.Store.ChildrenSweep(ctx, 100)
+		cancel()
+		switch {
+		case err != nil && e.claiming.Err() == nil:
+			e.log.Warn("sweep the runs of sub-agents", "error", err)
+		case answered+cancelled > 0:
+			e.log.Info("swept the runs of sub-agents", "calls_answered", answered, "children_cancelled", cancelled)
 		}
 		ctx, cancel = context.WithTimeout(e.claiming, 10*time.Second)
 		ids, err := e.cfg.Store.UnstoredPurge(ctx, unstoredGrace, 100)
@@ -446,6 +472,11 @@ func (e *Engine) launch(c persist.Claim, st *agentd.RunState, unlessStopping boo
 			}
 		}()
 		defer e.m.RunsActive.Dec()
+		defer func() {
+			if x.answer != "" {
+				e.answerParent(x.answer)
+			}
+		}()
 		defer func() {
 			e.mu.Lock()
 			delete(e.active, c.ID)

@@ -53,6 +53,10 @@ type deps struct {
 	toolSlots chan struct{}
 	// traceContent puts messages, arguments and results on spans.
 	traceContent bool
+	// subAgent gives the spec of a sub-agent's child run (nil: none
+	// starts), and spawn creates it (the engine's create).
+	subAgent SubAgentFunc
+	spawn    func(ctx context.Context, p persist.RunCreateParams) (agentd.Run, bool, error)
 }
 
 // limits are the settings of a run's execution, from Config.
@@ -68,6 +72,8 @@ type limits struct {
 	// maxStallClaims is how many takeovers without a new step a run may
 	// have; the one after fails it.
 	maxStallClaims int
+	// agentDepth caps how deep sub-agents nest.
+	agentDepth int
 }
 
 // execution is one claim of one run on this instance.
@@ -118,6 +124,10 @@ type execution struct {
 	// reg is the registry of the run's tenant, set as the execution
 	// starts (nil: the engine's).
 	reg *tools.Registry
+	// answer is the run to answer from its children's ends once the
+	// execution is gone: its parent, after a child's end; itself, after it
+	// began to wait for its children ("": none).
+	answer string
 }
 
 // tools is the registry of the run's tools: its tenant's.
@@ -638,6 +648,9 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 		return err
 	}
 	x.left(st.Run, e.status, e.reason)
+	if p := st.Run.Params.Parent; p != nil && e.status.Terminal() {
+		x.answer = p.RunID
+	}
 	x.d.m.RunDuration.Observe(time.Since(st.Run.CreatedAt).Seconds())
 	return nil
 }

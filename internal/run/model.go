@@ -357,7 +357,7 @@ func (x *execution) offered(p agentd.RunParams) []llm.ToolSpec {
 	for _, t := range p.ClientTools {
 		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
-	return out
+	return append(out, subAgentTools(p)...)
 }
 
 // samplingOf is a run's sampling as the model port takes it.
@@ -572,6 +572,9 @@ func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm
 		if _, ok := st.Run.Params.ClientTool(c.Name); ok {
 			// The client runs it: what it does is its own.
 			effect, status = agentd.EffectSideEffect, agentd.CallAwaitingClient
+		} else if _, ok := st.Run.Params.SubAgent(c.Name); ok {
+			// Its child run does the work, once (the call's key is the child's).
+			effect, status = agentd.EffectSideEffect, agentd.CallAwaitingAgent
 		} else if t, ok := x.tools().Get(c.Name); ok {
 			effect = t.Spec().Effect
 			if (t.Spec().NeedsApproval || slices.Contains(st.Run.Params.ApprovalTools, c.Name)) && offered(st.Run.Params.Tools, c.Name) {
@@ -585,14 +588,7 @@ func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm
 		key := fmt.Sprintf("%s:%d:%s", st.Run.ID, step.Seq, c.ID)
 		call := persist.ToolCallInsert{ID: agentd.NewID(), RunID: st.Run.ID, StepID: step.ID, Position: i,
 			CallID: c.ID, Name: c.Name, Arguments: args, IdempotencyKey: key, Effect: effect, Status: status}
-		if ct, ok := st.Run.Params.ClientTool(c.Name); ok {
-			// Arguments the schema refuses go back to the model, not to the client.
-			if err := tools.ValidateArgs(c.Name, ct.Parameters, args); err != nil {
-				call.Status, call.Error = agentd.CallFailed, toolErrorData(err)
-			}
-		} else {
-			x.applyPolicy(st, &call)
-		}
+		x.checkCall(st, &call)
 		p.ops = append(p.ops, call)
 		p.calls = append(p.calls, call.Call())
 		p.evs = append(p.evs, agentd.EventOf(step.Seq, agentd.ToolCallCreatedData{Arguments: call.Arguments, CallID: c.ID, Effect: effect,
@@ -617,6 +613,27 @@ func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm
 	}
 	p.evs = append(p.evs, startEvs...)
 	return p
+}
+
+// checkCall puts on a call it plans what is known of it before it runs:
+// arguments that a client tool's schema refuses, or a sub-agent's call
+// without a task or past the depth, fail it at once and go back to the
+// model (not to the client, nor to a child); the operator's policy
+// decides a call of a server tool.
+func (x *execution) checkCall(st agentd.RunState, call *persist.ToolCallInsert) {
+	var err error
+	switch call.Status {
+	case agentd.CallAwaitingClient:
+		ct, _ := st.Run.Params.ClientTool(call.Name)
+		err = tools.ValidateArgs(call.Name, ct.Parameters, call.Arguments)
+	case agentd.CallAwaitingAgent:
+		err = x.agentCallable(st, call.Arguments)
+	default:
+		x.applyPolicy(st, call)
+	}
+	if err != nil {
+		call.Status, call.Error = agentd.CallFailed, toolErrorData(err)
+	}
 }
 
 // applyPolicy puts the operator's policy decision on a call it plans:

@@ -124,10 +124,12 @@ func (x *execution) settle(ctx context.Context, st agentd.RunState, step *agentd
 	}
 	var pending *agentd.ToolCall
 	var client []agentd.ToolCall
+	agents := false
 	for i := range calls {
 		if calls[i].Status.Pending() && pending == nil {
 			pending = &calls[i]
 		}
+		agents = agents || calls[i].Status == agentd.CallAwaitingAgent
 		if calls[i].Status == agentd.CallAwaitingClient || calls[i].Status == agentd.CallAwaitingApproval {
 			client = append(client, calls[i])
 		}
@@ -143,6 +145,12 @@ func (x *execution) settle(ctx context.Context, st agentd.RunState, step *agentd
 		// is not committed, so the step must not complete on a guess. The
 		// run is left to its lease; whoever claims it next recovers the call.
 		return true, errors.New("tool call " + pending.ID + " has no committed outcome")
+	case agents:
+		// The sub-agents first; the client's calls, if any, when they are done.
+		if done, err := x.awaitAgents(ctx, st, step, calls); done {
+			return true, err
+		}
+		return x.settle(ctx, st, step, calls)
 	case len(client) > 0 && st.Run.Params.ClientToolsEnd:
 		// The run ends at the client's calls (and those that wait for its
 		// approval), which stay waiting: the next run of the conversation
@@ -172,12 +180,12 @@ func (x *execution) requireClient(st agentd.RunState, step *agentd.Step, calls [
 	return x.waitFor(st, step, action)
 }
 
-// waitFor commits that the run requires action, and leaves it to the
-// client.
-func (x *execution) waitFor(st agentd.RunState, step *agentd.Step, action agentd.RequiredAction) error {
+// waitFor commits that the run requires action (after the events before),
+// and leaves it to the client.
+func (x *execution) waitFor(st agentd.RunState, step *agentd.Step, action agentd.RequiredAction, before ...agentd.EventIn) error {
 	ops, evs := x.started.unbegun()
 	ops = x.withNext(append(ops, persist.RunEnd{ID: st.Run.ID, Status: agentd.StatusRequiresAction, RequiredAction: &action}))
-	evs = append(evs, agentd.EventOf(step.Seq, agentd.RunRequiresActionData{RequiredAction: action}))
+	evs = append(append(evs, before...), agentd.EventOf(step.Seq, agentd.RunRequiresActionData{RequiredAction: action}))
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
 	}

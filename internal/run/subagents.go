@@ -1,0 +1,133 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/tools"
+)
+
+// SubAgentFunc gives the spec of the child run that a call of sub-agent
+// sub, by run parent, starts: the agent's definition at its pinned
+// version, for the parent's tenant. The engine puts the task, the parent
+// and the depth on it. An error that is a *tools.Error fails the call,
+// which the model is told (the agent was deleted, its definition no
+// longer builds); any other leaves the run to its lease, as a failed
+// write does.
+type SubAgentFunc func(ctx context.Context, parent agentd.Run, sub agentd.SubAgent) (agentd.RunSpec, error)
+
+// subAgentTools are the run's sub-agents as its model is offered them.
+func subAgentTools(p agentd.RunParams) []llm.ToolSpec {
+	out := make([]llm.ToolSpec, 0, len(p.SubAgents))
+	for _, a := range p.SubAgents {
+		desc := a.Description
+		if desc == "" {
+			desc = "Hand a task to the agent " + a.Name + ", which answers when it is done."
+		}
+		out = append(out, llm.ToolSpec{Name: a.Name, Description: desc, Parameters: agentd.SubAgentParameters})
+	}
+	return out
+}
+
+// agentCallable checks a call of a sub-agent as it is planned: its task,
+// and the depth its child would run at.
+func (x *execution) agentCallable(st agentd.RunState, args []byte) error {
+	if _, err := agentd.SubAgentTask(args); err != nil {
+		return &tools.Error{Kind: agentd.ToolErrFinal, Message: err.Error()}
+	}
+	if depth := st.Run.Params.Depth() + 1; depth > x.d.limits.agentDepth {
+		return &tools.Error{Kind: agentd.ToolErrAgent, Message: fmt.Sprintf(
+			"not run: sub-agents nest at most %d deep, and this run is at depth %d; do the task without it",
+			x.d.limits.agentDepth, depth-1)}
+	}
+	return nil
+}
+
+// awaitAgents starts the child run of each of the step's calls of
+// sub-agents, one per call whatever crashes (the call's idempotency key
+// is the child's), and stops the run until they end (agent_runs), without
+// holding a worker: the children's ends answer the calls and queue the run
+// again (persist.AnswerParent). A call whose child cannot start fails at
+// once, and the model is told. done is false when no call is left to wait
+// for.
+func (x *execution) awaitAgents(ctx context.Context, st agentd.RunState, step *agentd.Step, calls []agentd.ToolCall) (done bool, err error) {
+	var action *agentd.RequiredAction
+	var evs []agentd.EventIn
+	for i := range calls {
+		c := &calls[i]
+		if c.Status != agentd.CallAwaitingAgent {
+			continue
+		}
+		child, sub, err := x.startChild(ctx, st, *c)
+		var te *tools.Error
+		if errors.As(err, &te) {
+			x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: toolErrorData(err)})
+			if c.Status != agentd.CallFailed {
+				return true, errors.New("tool call " + c.ID + " has no committed outcome")
+			}
+			continue
+		}
+		if err != nil {
+			return true, fmt.Errorf("start the child run of tool call %s: %w", c.ID, err)
+		}
+		if action == nil {
+			action = &agentd.RequiredAction{Arguments: c.Arguments, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
+				Name: c.Name, Step: step.Seq, ToolCallID: c.ID, Type: agentd.ActionAgentRuns}
+		}
+		action.Agents = append(action.Agents, agentd.AgentCall{Agent: c.Name, CallID: c.CallID, RunID: child.ID, ToolCallID: c.ID})
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.AgentStartedData{Agent: c.Name, CallID: c.CallID, RunID: child.ID,
+			ToolCallID: c.ID, Version: sub.Version}))
+	}
+	if action == nil {
+		return false, nil
+	}
+	if err := x.waitFor(st, step, *action, evs...); err != nil {
+		return true, err
+	}
+	// Children that ended before the wait was committed are answered once
+	// the execution is gone (launch).
+	x.answer = st.Run.ID
+	x.log.Info("run waits for sub-agents", "runs", len(action.Agents))
+	return true, nil
+}
+
+// startChild creates (or finds, after a crash) the child run of call c of
+// a sub-agent.
+func (x *execution) startChild(ctx context.Context, st agentd.RunState, c agentd.ToolCall) (agentd.Run, agentd.SubAgent, error) {
+	sub, _ := st.Run.Params.SubAgent(c.Name)
+	task, err := agentd.SubAgentTask(c.Arguments) // checked when it was planned
+	if err != nil {
+		return agentd.Run{}, sub, &tools.Error{Kind: agentd.ToolErrFinal, Message: err.Error()}
+	}
+	if x.d.subAgent == nil || x.d.spawn == nil {
+		return agentd.Run{}, sub, &tools.Error{Kind: agentd.ToolErrAgent, Message: "this server starts no sub-agents"}
+	}
+	spec, err := x.d.subAgent(ctx, st.Run, sub)
+	if err != nil {
+		return agentd.Run{}, sub, err
+	}
+	spec.Params.Parent = &agentd.ParentRef{RunID: st.Run.ID, ToolCallID: c.ID, Depth: st.Run.Params.Depth() + 1}
+	// No client of its own may leave it; the parent's trace goes on in it.
+	spec.Params.OnDisconnect, spec.Params.TraceParent = agentd.OnDisconnectContinue, st.Run.Params.TraceParent
+	spec.Params.Unstored = false
+	run, _, err := x.d.spawn(ctx, persist.RunCreateParams{TenantID: st.Run.TenantID, Model: spec.Model, Params: spec.Params,
+		Input: []agentd.InputMessage{{Role: agentd.RoleUser, Content: task}}, IdempotencyKey: "agent:" + c.IdempotencyKey,
+		RequestHash: "agent:" + c.ID, Actor: st.Run.CreatedBy})
+	return run, sub, err
+}
+
+// answerParent answers, once the execution of a run is gone, the run that
+// waits for it (or, after it began to wait for its children, the run
+// itself): what an error leaves undone, the sweeper does.
+func (e *Engine) answerParent(id string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), 10*time.Second)
+	defer cancel()
+	if err := e.cfg.Store.AnswerParent(ctx, id); err != nil {
+		e.log.Warn("answer the run that waits for sub-agents", "run_id", id, "error", err)
+	}
+}

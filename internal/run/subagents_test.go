@@ -1,0 +1,185 @@
+package run_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/tools"
+)
+
+// childSpecs is a SubAgentFunc of tests: agent "researcher" runs with the
+// calculator, the approval-guarded tool and itself as a sub-agent (so that
+// the depth limit is met); "gone" is an agent that was deleted.
+func childSpecs(calls *[]string) run.SubAgentFunc {
+	return func(_ context.Context, parent agentd.Run, sub agentd.SubAgent) (agentd.RunSpec, error) {
+		*calls = append(*calls, parent.ID+">"+sub.Name)
+		if sub.Name == "gone" {
+			return agentd.RunSpec{}, &tools.Error{Kind: agentd.ToolErrAgent, Message: "the tenant has no agent named gone"}
+		}
+		return agentd.RunSpec{Model: "fake", Params: agentd.RunParams{MaxSteps: 5, Tools: []string{"calculator", "guarded"},
+			SubAgents: []agentd.SubAgent{{Name: "researcher", Version: 1}}, Agent: &agentd.AgentRef{Name: sub.Name, Version: sub.Version}}}, nil
+	}
+}
+
+var researchers = []agentd.SubAgent{{Name: "researcher", Version: 1, Description: "finds things out"}, {Name: "gone", Version: 2}}
+
+// childOf returns the child runs a parent's log says its calls started.
+func childOf(t *testing.T, b *bundle, parentID string) []string {
+	t.Helper()
+	var ids []string
+	for _, e := range b.events(t, parentID) {
+		if e.Type == agentd.EventAgentStarted {
+			var d struct {
+				Data agentd.AgentStartedData `json:"data"`
+			}
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, d.Data.RunID)
+		}
+	}
+	return ids
+}
+
+// TestSubAgentAnswersItsCall: a call of a sub-agent starts one child run
+// (its own conversation, its parent named), the parent waits for it
+// without a worker (one worker runs both), and the child's answer is the
+// call's result, which the parent's model is given. A call of an agent
+// that is gone, or past the depth, fails with a tool error the model sees.
+func TestSubAgentAnswersItsCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var hooked []string
+	cfg := runConfig()
+	cfg.Workers, cfg.SubAgent, cfg.AgentDepth = 1, childSpecs(&hooked), 1
+	b.start(t, cfg)
+	ctx := context.Background()
+	task := `{"task":"/call calculator {\"expression\":\"6*7\"}\n/call researcher {\"task\":\"/say too deep\"}\n/next\n/say forty-two"}`
+	p := b.create(t, "/call researcher "+task+"\n/call gone {\"task\":\"anything\"}\n/say done", agentd.RunParams{SubAgents: researchers})
+	p = b.wait(t, p.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
+	if p.Status != agentd.StatusCompleted || outputText(t, p) != "done" {
+		t.Fatalf("parent ended %s/%s: %s", p.Status, p.TerminalReason, p.Error)
+	}
+	kids := childOf(t, b, p.ID)
+	if len(kids) != 1 {
+		t.Fatalf("children started: %v (hook calls %v)", kids, hooked)
+	}
+	child, err := b.store.RunGet(ctx, "default", kids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if child.Status != agentd.StatusCompleted || child.ConversationID == p.ConversationID || child.Params.Parent == nil ||
+		child.Params.Parent.RunID != p.ID || child.Params.Parent.Depth != 1 || outputText(t, child) != "forty-two" {
+		t.Fatalf("child %s/%s in %s, parent %+v, output %q", child.Status, child.TerminalReason, child.ConversationID,
+			child.Params.Parent, outputText(t, child))
+	}
+	steps, _ := b.store.StepsList(ctx, p.ID)
+	byName := map[string]agentd.CallDetail{}
+	for _, c := range steps[0].Calls {
+		byName[c.Name] = c
+	}
+	if c := byName["researcher"]; c.Status != agentd.CallSucceeded || string(c.Result) != `"forty-two"` {
+		t.Fatalf("the researcher's call: %s %s %s", c.Status, c.Result, c.Error)
+	}
+	if c := byName["gone"]; c.Status != agentd.CallFailed || !strings.Contains(string(c.Error), "no agent named gone") {
+		t.Fatalf("the call of a deleted agent: %s %s", c.Status, c.Error)
+	}
+	// The child's own call of a sub-agent was past the depth (1).
+	csteps, _ := b.store.StepsList(ctx, child.ID)
+	deep := csteps[0].Calls[1]
+	if deep.Name != "researcher" || deep.Status != agentd.CallFailed || !strings.Contains(string(deep.Error), "at most 1 deep") {
+		t.Fatalf("the child's call past the depth: %s %s %s", deep.Name, deep.Status, deep.Error)
+	}
+	// The parent's model was given the answer, and the error.
+	msgs, _ := b.store.MessagesList(ctx, p.ConversationID, 0, 100)
+	var results []string
+	for _, m := range msgs {
+		if m.Role == agentd.RoleTool {
+			results = append(results, m.Content[0].Content)
+		}
+	}
+	if got := strings.Join(results, " | "); !strings.Contains(got, `"forty-two"`) || !strings.Contains(got, "no agent named gone") {
+		t.Fatalf("tool messages: %s", got)
+	}
+	completed := 0
+	for _, e := range b.events(t, p.ID) {
+		if e.Type == agentd.EventToolCallCompleted && strings.Contains(string(e.Data), `"resolved_by":"agent"`) {
+			completed++
+		}
+	}
+	if completed != 1 {
+		t.Fatalf("%d tool_call.completed by an agent in the parent's log", completed)
+	}
+}
+
+// TestSubAgentWaitsCancelsAndFails: a child that waits for an approval
+// leaves its parent waiting (agent_runs, naming the child); the approval
+// given on the child lets it go on, and the parent completes with its
+// answer. Cancelling a parent cancels its waiting child; a child cancelled
+// on its own fails its call, and the parent goes on.
+func TestSubAgentWaitsCancelsAndFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var hooked []string
+	cfg := runConfig()
+	cfg.SubAgent = childSpecs(&hooked)
+	b.start(t, cfg)
+	ctx := context.Background()
+	script := "/call researcher {\"task\":\"/call guarded {}\\n/say approved\"}\n/say done"
+
+	// Approved on the child.
+	p := b.create(t, script, agentd.RunParams{SubAgents: researchers})
+	child := waitingChild(t, b, p.ID)
+	if _, err := b.store.RunResolveAction(ctx, agentd.ActionParams{TenantID: "default", RunID: child.ID,
+		Decision: agentd.DecisionApprove, ToolCallID: child.Action().ToolCallID}); err != nil {
+		t.Fatal(err)
+	}
+	p = b.wait(t, p.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
+	steps, _ := b.store.StepsList(ctx, p.ID)
+	if c := steps[0].Calls[0]; p.Status != agentd.StatusCompleted || string(c.Result) != `"approved"` {
+		t.Fatalf("parent %s/%s, its call %s %s %s", p.Status, p.TerminalReason, c.Status, c.Result, c.Error)
+	}
+
+	// The parent cancelled: so is its child.
+	p = b.create(t, script, agentd.RunParams{SubAgents: researchers})
+	child = waitingChild(t, b, p.ID)
+	if _, err := b.store.RunCancel(ctx, "default", p.ID, "key:0123456789ab"); err != nil {
+		t.Fatal(err)
+	}
+	child = b.wait(t, child.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
+	if child.Status != agentd.StatusCancelled || child.CancelledBy != "key:0123456789ab" {
+		t.Fatalf("the child of a cancelled parent: %s by %q", child.Status, child.CancelledBy)
+	}
+
+	// The child cancelled: its call fails, and the parent goes on.
+	p = b.create(t, script, agentd.RunParams{SubAgents: researchers})
+	child = waitingChild(t, b, p.ID)
+	if _, err := b.store.RunCancel(ctx, "default", child.ID, "key:0123456789ab"); err != nil {
+		t.Fatal(err)
+	}
+	p = b.wait(t, p.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
+	steps, _ = b.store.StepsList(ctx, p.ID)
+	if c := steps[0].Calls[0]; p.Status != agentd.StatusCompleted || c.Status != agentd.CallFailed ||
+		!strings.Contains(string(c.Error), "ended cancelled") {
+		t.Fatalf("parent %s/%s, its call %s %s", p.Status, p.TerminalReason, c.Status, c.Error)
+	}
+}
+
+// waitingChild waits until run parentID waits for its one child, and the
+// child for an approval, and returns the child.
+func waitingChild(t *testing.T, b *bundle, parentID string) agentd.Run {
+	t.Helper()
+	p := b.wait(t, parentID, nil)
+	if a := p.Action(); p.Status != agentd.StatusRequiresAction || a.Type != agentd.ActionAgentRuns || len(a.Agents) != 1 {
+		t.Fatalf("parent %s/%s, action %s", p.Status, p.TerminalReason, p.RequiredAction)
+	}
+	child := b.wait(t, p.Action().Agents[0].RunID, nil)
+	if child.Status != agentd.StatusRequiresAction || child.Action().Type != agentd.ActionToolApproval {
+		t.Fatalf("child %s/%s, action %s", child.Status, child.TerminalReason, child.RequiredAction)
+	}
+	return child
+}

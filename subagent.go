@@ -1,0 +1,91 @@
+package agentd
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// DefaultAgentDepth is how deep sub-agents nest unless the operator says
+// otherwise (AGENTD_AGENT_DEPTH): a run started by POST /runs is at depth
+// 0, its sub-agents' runs at 1, theirs at 2, and so on to this depth.
+const DefaultAgentDepth = 3
+
+// SubAgent is an agent a run may hand work to: offered to its model as a
+// tool of the agent's name, whose call starts a child run of the agent's
+// version, pinned when the run was created (DESIGN: sub-agents).
+type SubAgent struct {
+	Name        string `json:"name"`
+	Version     int    `json:"version"`
+	Description string `json:"description,omitempty"`
+}
+
+// SubAgentParameters is the input schema of an agent offered as a tool:
+// one task, in words.
+var SubAgentParameters = json.RawMessage(`{"type":"object","properties":{"task":{"type":"string",` +
+	`"description":"What the agent is to do, with everything it needs to know"}},"required":["task"],"additionalProperties":false}`)
+
+// SubAgentTask reads the task of a call of an agent offered as a tool.
+func SubAgentTask(args json.RawMessage) (string, error) {
+	var in struct {
+		Task *string `json:"task"`
+	}
+	if err := json.Unmarshal(args, &in); err != nil || in.Task == nil || *in.Task == "" {
+		return "", fmt.Errorf(`the arguments must be {"task": "<what the agent is to do>"}`)
+	}
+	return *in.Task, nil
+}
+
+// ParentRef is the run, and the tool call of it, whose call started a
+// child run, and the child's depth (1 under a run that no agent started).
+type ParentRef struct {
+	RunID      string `json:"run_id"`
+	ToolCallID string `json:"tool_call_id"`
+	Depth      int    `json:"depth"`
+}
+
+// SubAgent returns the sub-agent of the run named name, if any.
+func (p RunParams) SubAgent(name string) (SubAgent, bool) {
+	for _, a := range p.SubAgents {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return SubAgent{}, false
+}
+
+// Depth is how deep the run is among sub-agents: 0 for a run that no
+// agent's call started.
+func (p RunParams) Depth() int {
+	if p.Parent == nil {
+		return 0
+	}
+	return p.Parent.Depth
+}
+
+// AgentCall is a call of a sub-agent that a run waits for (required
+// action agent_runs): the child run it started. The child's own required
+// action, when it waits for a client, is shown with it in the parent's
+// view (not kept in the parent's row).
+type AgentCall struct {
+	Agent          string          `json:"agent"`
+	CallID         string          `json:"call_id"`
+	RequiredAction *RequiredAction `json:"required_action,omitempty"`
+	RunID          string          `json:"run_id"`
+	ToolCallID     string          `json:"tool_call_id"`
+}
+
+// AgentStartedData is the data of agent.started, in the parent's log: a
+// call of a sub-agent started its child run.
+type AgentStartedData struct {
+	Agent      string `json:"agent"`
+	CallID     string `json:"call_id"`
+	RunID      string `json:"run_id"`
+	ToolCallID string `json:"tool_call_id"`
+	Version    int    `json:"version"`
+}
+
+func (AgentStartedData) EventType() EventType { return EventAgentStarted }
+
+// ResolvedByAgent is the resolved_by of a sub-agent's call answered by
+// the end of its child run.
+const ResolvedByAgent = "agent"
