@@ -70,6 +70,12 @@ type RunView struct {
 	Agent *AgentRef `json:"agent"`
 	// ForkedFrom is the run and step this run was forked from; nil: none.
 	ForkedFrom *ForkRef `json:"forked_from"`
+	// ParentRunID and ParentToolCallID name the run, and its call of a
+	// sub-agent, that started this run; nil: none.
+	ParentRunID      *string `json:"parent_run_id"`
+	ParentToolCallID *string `json:"parent_tool_call_id"`
+	// SubAgents are the agents the run may hand work to, as pinned.
+	SubAgents []SubAgent `json:"sub_agents"`
 }
 
 // Ended reports whether the run has stopped: a terminal status, or

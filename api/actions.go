@@ -63,12 +63,7 @@ func (s *server) runAction(w http.ResponseWriter, r *http.Request) error {
 	if err := actionOutcome(req, &p); err != nil {
 		return err
 	}
-	run, err := s.runs.ResolveAction(r.Context(), p)
-	if err != nil {
-		return err
-	}
-	s.writeJSON(w, r, http.StatusOK, runView(run))
-	return nil
+	return s.resolve(w, r, p)
 }
 
 // actionCall names the call an action decides: agentd's id of it, or the
@@ -196,10 +191,29 @@ func (s *server) toolOutputs(w http.ResponseWriter, r *http.Request, runID strin
 		}
 		p.Outputs = append(p.Outputs, out)
 	}
-	run, err := s.runs.ResolveAction(r.Context(), p)
+	return s.resolve(w, r, p)
+}
+
+// resolve records decision p and answers with the run's view. On a run
+// that waits for its sub-agents, the decision goes to the descendant that
+// waits for it (delegate), and the answer is still the run's own view.
+func (s *server) resolve(w http.ResponseWriter, r *http.Request, p agentd.ActionParams) error {
+	ctx := r.Context()
+	on, err := s.delegate(ctx, p)
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, runView(run))
+	run, err := s.runs.ResolveAction(ctx, on)
+	if err == nil && on.RunID != p.RunID {
+		run, err = s.store.RunGet(ctx, p.TenantID, p.RunID)
+	}
+	if err != nil {
+		return err
+	}
+	v, err := s.viewWithChildren(ctx, run)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, v)
 	return nil
 }

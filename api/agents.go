@@ -97,8 +97,17 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 		return in, err
 	}
 	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: "definition"}}, true
-	if _, err := s.build(r.Context(), sr); err != nil {
+	spec, err := s.build(r.Context(), sr)
+	if err != nil {
 		return in, err
+	}
+	chain, err := s.agentCycle(r.Context(), TenantFromContext(r.Context()), name, spec.Params.SubAgents)
+	if err != nil {
+		return in, err
+	}
+	if chain != "" {
+		return in, fieldError("tools", "would hand work back to the agent itself (%s): an agent may not be its own sub-agent, "+
+			"however far down", chain)
 	}
 	in.Definition = def
 	in.TenantID, in.Name, in.Actor = TenantFromContext(r.Context()), name, ActorFromContext(r.Context())

@@ -26,6 +26,9 @@ import (
 type Store interface {
 	// RunGet returns a tenant's run, or agentd.ErrRunNotFound.
 	RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error)
+	// ChildrenOpen returns the child runs of a run (its sub-agents') that
+	// have not ended for good.
+	ChildrenOpen(ctx context.Context, parentID string) ([]agentd.Run, error)
 	// RunList returns a tenant's runs, newest first.
 	RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error)
 	// AuditEvents returns the next page of a run's audit events, after seq

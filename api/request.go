@@ -128,11 +128,11 @@ func (f runFields) request() (runspec.Request, error) {
 	}
 	var cts []runspec.ClientTool
 	if f.Tools != nil {
-		names, functions, err := toolList(*f.Tools)
+		names, functions, agents, err := toolList(*f.Tools)
 		if err != nil {
 			return out, err
 		}
-		out.Tools, cts = &names, functions
+		out.Tools, cts, out.SubAgents = &names, functions, agents
 	}
 	if f.ClientTools != nil {
 		for _, t := range *f.ClientTools {
@@ -155,43 +155,51 @@ type toolEntry struct {
 	Agent       *string         `json:"agent"`
 }
 
-// toolList reads a "tools" list: the name of a server tool (an operator's)
-// as a string, or a client tool as {"type": "function", "name",
-// "description", "parameters"}, which joins the client tools.
-func toolList(entries []json.RawMessage) (names []string, functions []runspec.ClientTool, err error) {
-	names = []string{}
+// toolList reads a "tools" list: the name of a server tool (an operator's
+// or the tenant's) as a string, a client tool as {"type": "function",
+// "name", "description", "parameters"}, which joins the client tools, or
+// a sub-agent as {"type": "agent", "agent": "<name>"}.
+func toolList(entries []json.RawMessage) (names []string, functions []runspec.ClientTool, agents []string, err error) {
+	names, agents = []string{}, []string{}
 	for i, raw := range entries {
 		field := fmt.Sprintf("tools[%d]", i)
 		raw = bytes.TrimSpace(raw)
 		if len(raw) > 0 && raw[0] == '"' {
 			var name string
 			if err := json.Unmarshal(raw, &name); err != nil {
-				return nil, nil, fieldError(field, "must be a tool's name or a tool object")
+				return nil, nil, nil, fieldError(field, "must be a tool's name or a tool object")
 			}
 			names = append(names, name)
 			continue
 		}
 		if len(raw) == 0 || raw[0] != '{' {
-			return nil, nil, fieldError(field, "must be a tool's name (a string) or a tool object with a type")
+			return nil, nil, nil, fieldError(field, "must be a tool's name (a string) or a tool object with a type")
 		}
 		var t toolEntry
 		if err := decodeStrict(raw, &t, field); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		switch {
 		case t.Type == nil:
-			return nil, nil, fieldError(field+".type", "is required: function")
+			return nil, nil, nil, fieldError(field+".type", "is required: function or agent")
 		case *t.Type == "agent":
-			return nil, nil, fieldError(field+".type", "agent tools (sub-agents) are not served by this version of agentd; "+
-				"name a server tool, or give a function tool")
+			if t.Agent == nil || *t.Agent == "" {
+				return nil, nil, nil, fieldError(field+".agent", "is required: the name of one of the tenant's agents")
+			}
+			if t.Name != nil || t.Description != nil || t.Parameters != nil {
+				return nil, nil, nil, fieldError(field, "an agent tool takes only type and agent: the agent's name and "+
+					"description are its tool's, and its input a task")
+			}
+			agents = append(agents, *t.Agent)
+			continue
 		case *t.Type != "function":
-			return nil, nil, fieldError(field+".type", "must be function, not %q", *t.Type)
+			return nil, nil, nil, fieldError(field+".type", "must be function or agent, not %q", *t.Type)
 		case t.Agent != nil:
-			return nil, nil, fieldError(field+".agent", "is taken only by an agent tool")
+			return nil, nil, nil, fieldError(field+".agent", "is taken only by an agent tool")
 		}
 		functions = append(functions, runspec.ClientTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
-	return names, functions, nil
+	return names, functions, agents, nil
 }
 
 // runFieldNames are the JSON names of runFields.

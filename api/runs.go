@@ -137,7 +137,11 @@ func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, runView(run))
+	v, err := s.viewWithChildren(r.Context(), run)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, v)
 	return nil
 }
 

@@ -33,20 +33,30 @@ type TenantTools interface {
 	AllowHosts() []string
 }
 
-// build builds a run's spec, its tools checked against its tenant's.
+// build builds a run's spec, its tools checked against its tenant's, its
+// sub-agents pinned at their latest versions.
 func (s *server) build(ctx context.Context, sr runspec.Request) (agentd.RunSpec, error) {
+	reg := s.tools
 	if s.tenantTools != nil {
 		var need []string
 		if sr.Tools != nil {
 			need = *sr.Tools
 		}
-		reg, err := s.tenantTools.For(ctx, TenantFromContext(ctx), need...)
-		if err != nil {
+		var err error
+		if reg, err = s.tenantTools.For(ctx, TenantFromContext(ctx), need...); err != nil {
 			return agentd.RunSpec{}, err
 		}
 		sr.Registry = reg
 	}
-	return s.spec.Build(sr)
+	spec, err := s.spec.Build(sr)
+	if err != nil {
+		return spec, err
+	}
+	if reg == nil {
+		reg, _ = tools.NewRegistry()
+	}
+	spec.Params.SubAgents, err = s.subAgents(ctx, sr.SubAgents, spec, reg)
+	return spec, err
 }
 
 // serverTool returns the server's own tool of name.

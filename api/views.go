@@ -67,6 +67,13 @@ func runView(r agentd.Run) runJSON {
 	}
 	v.CancelRequestedAt = utc(r.CancelRequestedAt)
 	v.Agent, v.ForkedFrom = r.Params.Agent, r.Params.ForkedFrom
+	v.SubAgents = r.Params.SubAgents
+	if v.SubAgents == nil {
+		v.SubAgents = []agentd.SubAgent{}
+	}
+	if p := r.Params.Parent; p != nil {
+		v.ParentRunID, v.ParentToolCallID = &p.RunID, &p.ToolCallID
+	}
 	if len(r.Output) > 0 {
 		// Written by the executor from []agentd.Part; a row it cannot read
 		// shows no output rather than failing the read.

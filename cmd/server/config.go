@@ -119,6 +119,7 @@ type ToolSettings struct {
 	CallsPerStep   int      `env:"AGENTD_TOOL_CALLS_PER_STEP" envDefault:"64" flag:"tool-calls-per-step" min:"1" desc:"tool calls of one model response that are run; the model is told that the others were not"`
 	CallsPerRun    int      `env:"AGENTD_TOOL_CALLS_PER_RUN" envDefault:"1000" flag:"tool-calls-per-run" min:"1" desc:"tool calls a run may make: the calls past it are not run (the model is told), and a model that asks for more ends the run ('tool_limit')"`
 	ToolsAtOnce    int      `env:"AGENTD_TOOL_CONCURRENCY" envDefault:"64" flag:"tool-concurrency" min:"1" desc:"tool attempts this instance makes at once, across its runs"`
+	AgentDepth     int      `env:"AGENTD_AGENT_DEPTH" envDefault:"3" flag:"agent-depth" min:"1" desc:"how deep sub-agents nest: a run that POST /runs started is at depth 0, its sub-agents' runs at 1, and a call that would start a run deeper fails (the model is told)"`
 }
 
 // AuthSettings are the authentication's settings.

@@ -133,7 +133,7 @@ func TestConfigDefaults(t *testing.T) {
 			MaxTotalTimeout: 24 * time.Hour, MaxStepTimeout: time.Hour, MaxIdleTimeout: 10 * time.Minute,
 			MaxToolTimeout: time.Hour, MaxActionTimeout: 168 * time.Hour},
 		StreamSettings: StreamSettings{Heartbeat: 15 * time.Second, SSERetry: 2 * time.Second},
-		ToolSettings:   ToolSettings{CallsPerStep: 64, CallsPerRun: 1000, ToolsAtOnce: 64},
+		ToolSettings:   ToolSettings{CallsPerStep: 64, CallsPerRun: 1000, ToolsAtOnce: 64, AgentDepth: 3},
 		AuthSettings: AuthSettings{Auth: authNone, KeyCacheTTL: 5 * time.Second, OIDCTenantClaim: "tenant",
 			OIDCScopesClaim: "scope"},
 		TracingSettings: TracingSettings{ServiceName: "agentd", BatchDelayMS: 5000},

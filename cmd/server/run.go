@@ -259,6 +259,9 @@ type instance struct {
 	modelName string
 	mcp       *mcptools.Manager
 	tenants   *tenanttools.Catalog // the tools tenants declare
+	// childSpec builds the runs of sub-agents (api.ChildSpecs), set with
+	// the handler, before the engine starts.
+	childSpec api.ChildSpecFunc
 	loaded    loaded               // what the start-up line reports
 	reg       *prometheus.Registry // every metric the instance exports
 	draining  atomic.Bool          // set at shutdown: /readyz answers 503
@@ -395,7 +398,10 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 		Store:    in.store, Model: model, Tools: registry, ToolsFor: in.tenants.For, Logger: log, Metrics: engine.NewMetrics(in.reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
-		TraceContent: cfg.TraceContent,
+		TraceContent: cfg.TraceContent, AgentDepth: cfg.AgentDepth,
+		SubAgent: func(ctx context.Context, parent agentd.Run, sub agentd.SubAgent) (agentd.RunSpec, error) {
+			return in.childSpec(ctx, parent, sub)
+		},
 	})
 	return registry, nil
 }
@@ -422,7 +428,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		defer cancel()
 		_ = shutdownTracing(sctx) // flushes the last spans
 	})
-	in.handler = api.New(api.Config{
+	acfg := api.Config{
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, TenantTools: in.tenants, Logger: log, Registerer: in.reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
 		Auth: authn, AuthenticatedFunc: conns.Authenticated, Quotas: cfg.Quotas,
@@ -440,7 +446,8 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 			}
 			return nil
 		},
-	})
+	}
+	in.handler, in.childSpec = api.New(acfg), api.ChildSpecs(acfg)
 	in.loaded.traceEndpoint = telemetry.Endpoint(getenv)
 	if in.loaded.traceEndpoint != "" {
 		// HTTP server spans, joining a caller's trace (traceparent); the

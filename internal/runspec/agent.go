@@ -76,7 +76,9 @@ func Over(base, run Request) Request {
 	out := run
 	pick(&out.Model, base.Model)
 	pick(&out.Instructions, base.Instructions)
-	pick(&out.Tools, base.Tools)
+	if out.Tools == nil {
+		out.Tools, out.SubAgents = base.Tools, base.SubAgents
+	}
 	pick(&out.ClientTools, base.ClientTools)
 	pick(&out.MaxSteps, base.MaxSteps)
 	pick(&out.OnDisconnect, base.OnDisconnect)

@@ -40,6 +40,10 @@ type Request struct {
 	Model        *string
 	Instructions *string
 	Tools        *[]string // nil: every tool of the server; empty: none
+	// SubAgents name the tenant's agents the run may hand work to (the
+	// "tools" list's agent tools); the door resolves them to versions
+	// (agentd.RunParams.SubAgents). They come and go with Tools.
+	SubAgents    []string
 	ClientTools  *[]ClientTool
 	MaxSteps     *int
 	Timeouts     *Timeouts

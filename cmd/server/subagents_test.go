@@ -1,0 +1,189 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentd/agentd/internal/tools/webhooktest"
+)
+
+// subRun is what the sub-agent tests read of a run.
+type subRun struct {
+	ID               string  `json:"id"`
+	Status           string  `json:"status"`
+	ConversationID   string  `json:"conversation_id"`
+	OutputText       string  `json:"output_text"`
+	ParentRunID      *string `json:"parent_run_id"`
+	ParentToolCallID *string `json:"parent_tool_call_id"`
+	SubAgents        []struct {
+		Name    string `json:"name"`
+		Version int    `json:"version"`
+	} `json:"sub_agents"`
+	RequiredAction *struct {
+		Type   string `json:"type"`
+		Agents []struct {
+			Agent          string `json:"agent"`
+			RunID          string `json:"run_id"`
+			ToolCallID     string `json:"tool_call_id"`
+			RequiredAction *struct {
+				Type       string `json:"type"`
+				ToolCallID string `json:"tool_call_id"`
+				Name       string `json:"name"`
+			} `json:"required_action"`
+		} `json:"agents"`
+	} `json:"required_action"`
+	Code   string `json:"code"`
+	Field  string `json:"field"`
+	Detail string `json:"detail"`
+}
+
+// TestSubAgents: an agent whose tools name another agent hands it a task
+// over HTTP: the call starts one child run (parent_run_id,
+// parent_tool_call_id), whose approval shows in the parent's
+// required_action and is answered on the parent; the child's side effect
+// runs once, its answer is the call's result, and the parent's stream
+// says that the child started. Cancelling a parent cancels its child. A
+// cycle of agents, an unknown agent, a name two tools share and an agent
+// tool without its agent are refused naming the field.
+func TestSubAgents(t *testing.T) {
+	t.Parallel()
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/charge": webhooktest.OK(), "/guarded": webhooktest.OK()})
+	toolsFile := filepath.Join(t.TempDir(), "tools.json")
+	if err := os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[
+		{"name":"charge","description":"charges a card","parameters":{"type":"object"},"url":%q,"effect":"side_effect"},
+		{"name":"guarded","description":"asks first","parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`,
+		sink.URL+"/charge", sink.URL+"/guarded")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
+	send := func(method, path string, body any) (int, subRun) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		if s, ok := body.(string); ok {
+			b = []byte(s)
+		}
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(string(b)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v subRun
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	for _, a := range []string{
+		`{"name": "researcher", "description": "looks things up and pays for them", "instructions": "research", "tools": ["charge", "guarded"]}`,
+		`{"name": "lead", "instructions": "lead", "tools": ["calculator", {"type": "agent", "agent": "researcher"}]}`,
+	} {
+		if code, v := send(http.MethodPost, "/agents", a); code != http.StatusCreated {
+			t.Fatalf("POST /agents %s: %d %s", a, code, v.Detail)
+		}
+	}
+	code, v := send(http.MethodPut, "/agents/researcher", `{"instructions": "research", "tools": [{"type": "agent", "agent": "lead"}]}`)
+	if code != http.StatusUnprocessableEntity || v.Field != "tools" || !strings.Contains(v.Detail, "researcher → lead → researcher") {
+		t.Fatalf("a cycle of agents: %d %s %q", code, v.Field, v.Detail)
+	}
+	for body, field := range map[string]string{
+		`{"input": "hi", "tools": [{"type": "agent", "agent": "nobody"}]}`:                                               "tools",
+		`{"input": "hi", "tools": [{"type": "agent"}]}`:                                                                  "tools[0].agent",
+		`{"input": "hi", "tools": [{"type": "agent", "agent": "lead", "name": "x"}]}`:                                    "tools[0]",
+		`{"input": "hi", "tools": [{"type": "agent", "agent": "lead"}, {"type": "function", "name": "lead"}]}`:           "tools",
+		`{"input": "hi", "tools": [{"type": "agent", "agent": "researcher"}, {"type": "agent", "agent": "researcher"}]}`: "tools",
+	} {
+		if code, v := send(http.MethodPost, "/runs", body); code != http.StatusUnprocessableEntity || v.Field != field {
+			t.Fatalf("POST /runs %s: %d %s (%s), want 422 naming %s", body, code, v.Field, v.Detail, field)
+		}
+	}
+
+	task, _ := json.Marshal(map[string]string{"task": "/call charge {}\n/next\n/call guarded {}\n/say charged and checked"})
+	script := "/call researcher " + string(task) + "\n/say done"
+	start := func() (parent, child subRun) {
+		t.Helper()
+		code, p := send(http.MethodPost, "/runs", map[string]any{"agent": "lead", "input": script})
+		if code != http.StatusAccepted || len(p.SubAgents) != 1 || p.SubAgents[0].Name != "researcher" || p.SubAgents[0].Version != 1 {
+			t.Fatalf("POST /runs: %d %+v", code, p)
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, p = send(http.MethodGet, "/runs/"+p.ID, nil)
+			if a := p.RequiredAction; a != nil && len(a.Agents) == 1 && a.Agents[0].RequiredAction != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the parent is %s, waiting for %+v", p.Status, p.RequiredAction)
+			}
+		}
+		a := p.RequiredAction
+		if p.Status != "requires_action" || a.Type != "agent_runs" || a.Agents[0].Agent != "researcher" ||
+			a.Agents[0].RequiredAction.Type != "tool_approval" || a.Agents[0].RequiredAction.Name != "guarded" {
+			t.Fatalf("the parent %s waits for %+v", p.Status, a)
+		}
+		_, child = send(http.MethodGet, "/runs/"+a.Agents[0].RunID, nil)
+		if child.ParentRunID == nil || *child.ParentRunID != p.ID || child.ParentToolCallID == nil ||
+			*child.ParentToolCallID != a.Agents[0].ToolCallID || child.ConversationID == p.ConversationID || child.Status != "requires_action" {
+			t.Fatalf("the child: %+v", child)
+		}
+		return p, child
+	}
+
+	// The child's approval, answered on the parent.
+	parent, child := start()
+	approval := parent.RequiredAction.Agents[0].RequiredAction.ToolCallID
+	if code, v := send(http.MethodPost, "/runs/"+parent.ID+"/actions", map[string]string{"tool_call_id": approval,
+		"decision": "approve"}); code != http.StatusOK || v.ID != parent.ID {
+		t.Fatalf("approve on the parent: %d %+v", code, v)
+	}
+	if p := waitRunEnd(t, base, parent.ID); p.Status != "completed" || p.OutputText != "done" {
+		t.Fatalf("the parent ended %s: %q", p.Status, p.OutputText)
+	}
+	if c := waitRunEnd(t, base, child.ID); c.Status != "completed" || c.OutputText != "charged and checked" {
+		t.Fatalf("the child ended %s: %q", c.Status, c.OutputText)
+	}
+	if n, g := sink.Count("/charge"), sink.Count("/guarded"); n != 1 || g != 1 {
+		t.Fatalf("the child's webhooks ran %d and %d times", n, g)
+	}
+	var steps struct {
+		Data []struct {
+			ToolCalls []struct {
+				Name   string          `json:"name"`
+				Status string          `json:"status"`
+				Result json.RawMessage `json:"result"`
+			} `json:"tool_calls"`
+		} `json:"data"`
+	}
+	getJSON(t, base+"/runs/"+parent.ID+"/steps", &steps)
+	if c := steps.Data[0].ToolCalls[0]; c.Name != "researcher" || c.Status != "succeeded" || string(c.Result) != `"charged and checked"` {
+		t.Fatalf("the parent's call: %+v", c)
+	}
+	resp, err := http.Get(base + "/runs/" + parent.ID + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := readEvents(t, resp.Body, nil)
+	resp.Body.Close()
+	started := 0
+	for _, e := range evs {
+		if e.Event == "agent.started" && strings.Contains(e.Data, `"run_id":"`+child.ID+`"`) {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Fatalf("agent.started naming the child: %d in %d events", started, len(evs))
+	}
+
+	// Cancelling the parent cancels its child.
+	parent, child = start()
+	if code, _ := send(http.MethodPost, "/runs/"+parent.ID+"/cancel", nil); code != http.StatusOK {
+		t.Fatalf("cancel: %d", code)
+	}
+	if c := waitRunEnd(t, base, child.ID); c.Status != "cancelled" {
+		t.Fatalf("the child of a cancelled parent is %s", c.Status)
+	}
+}
