@@ -1,16 +1,24 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // subRun is what the sub-agent tests read of a run.
@@ -186,4 +194,119 @@ func TestSubAgents(t *testing.T) {
 	if c := waitRunEnd(t, base, child.ID); c.Status != "cancelled" {
 		t.Fatalf("the child of a cancelled parent is %s", c.Status)
 	}
+}
+
+// TestKillMidChild: the instance that runs a sub-agent's child run is
+// killed (SIGKILL) while the child streams its answer, after its side
+// effect; another instance takes the child over (the same run: no second
+// child), the side effect is not made again, and the parent completes
+// once, with the child's answer as its call's result.
+func TestKillMidChild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/charge": webhooktest.OK()})
+	toolsFile := filepath.Join(t.TempDir(), "tools.json")
+	if err := os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"charge","description":"charges a card",
+		"parameters":{"type":"object"},"url":%q,"effect":"side_effect"}]}`, sink.URL+"/charge")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dbURL := persisttest.NewDatabase(t)
+	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_TOOLS_FILE=" + toolsFile, "AGENTD_LEASE_TTL=1s",
+		"AGENTD_POLL_INTERVAL=100ms", "AGENTD_LOG_LEVEL=info"}
+	a := startChild(t, env)
+	post := func(addr, path string, body any) subRun {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v subRun
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, v.Detail)
+		}
+		return v
+	}
+	post(a.addr, "/agents", map[string]any{"name": "researcher", "instructions": "research", "tools": []string{"charge"}})
+	post(a.addr, "/agents", map[string]any{"name": "lead", "instructions": "lead",
+		"tools": []any{map[string]string{"type": "agent", "agent": "researcher"}}})
+	const answer = "the researcher's long answer, streamed slowly"
+	task, _ := json.Marshal(map[string]string{"task": "/call charge {}\n/next\n/stream 40 100\n/say " + answer})
+	parent := post(a.addr, "/runs", map[string]any{"agent": "lead", "input": "/call researcher " + string(task) + "\n/say done"})
+
+	store, err := persist.Open(context.Background(), persist.Config{URL: dbURL, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	p := persisttest.WaitRun(t, store, parent.ID, nil, 20*time.Second)
+	if p.Status != agentd.StatusRequiresAction || len(p.Action().Agents) != 1 {
+		t.Fatalf("the parent is %s, waiting for %s", p.Status, p.RequiredAction)
+	}
+	childID := p.Action().Agents[0].RunID
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		evs, err := store.EventsAfter(ctx, childID, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(evs, func(e agentd.Event) bool { return e.Type == agentd.EventMessageDelta }) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child streamed nothing")
+		}
+	}
+	a.kill(t)
+	startChild(t, env)
+	p = persisttest.WaitRun(t, store, parent.ID, func(r agentd.Run) bool { return r.Status.Terminal() }, 60*time.Second)
+	child, err := store.RunGet(ctx, "default", childID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status != agentd.StatusCompleted || child.Status != agentd.StatusCompleted || child.Epoch < 2 {
+		t.Fatalf("the parent ended %s/%s, the child %s/%s at epoch %d", p.Status, p.TerminalReason, child.Status,
+			child.TerminalReason, child.Epoch)
+	}
+	if n := sink.Count("/charge"); n != 1 {
+		t.Fatalf("the child's side effect ran %d times", n)
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var children int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM runs WHERE parent_run_id = $1`, parent.ID).Scan(&children); err != nil || children != 1 {
+		t.Fatalf("%d children (%v)", children, err)
+	}
+	steps, _ := store.StepsList(ctx, parent.ID)
+	want, _ := json.Marshal(answer)
+	if c := steps[0].Calls[0]; c.Status != agentd.CallSucceeded || string(c.Result) != string(want) {
+		t.Fatalf("the parent's call: %s %s", c.Status, c.Result)
+	}
+	for _, id := range []string{parent.ID, childID} {
+		evs, err := store.EventsAfter(ctx, id, 0, 10000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spectest.CheckEvents(t, evs)
+		if id == parent.ID && countOf(evs, agentd.EventRunCompleted) != 1 {
+			t.Fatalf("the parent completed %d times", countOf(evs, agentd.EventRunCompleted))
+		}
+	}
+}
+
+// countOf counts the events of type typ.
+func countOf(evs []agentd.Event, typ agentd.EventType) int {
+	n := 0
+	for _, e := range evs {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
 }
