@@ -58,6 +58,7 @@ type endedChild struct {
 	toolCallID, callID, name, runID string
 	status                          agentd.RunStatus
 	output, errJSON                 []byte
+	usage                           agentd.Usage // the child's, with its own children's
 }
 
 // answerLocked answers the calls of r, whose row the caller has locked,
@@ -71,21 +72,32 @@ func answerLocked(ctx context.Context, tx pgx.Tx, r agentd.Run) (int64, int, err
 	}
 	ended, err := queryAll(ctx, tx, func(row pgx.Row) (endedChild, error) {
 		var e endedChild
-		err := row.Scan(&e.toolCallID, &e.callID, &e.name, &e.runID, &e.status, &e.output, &e.errJSON)
+		err := row.Scan(&e.toolCallID, &e.callID, &e.name, &e.runID, &e.status, &e.output, &e.errJSON,
+			&e.usage.InputTokens, &e.usage.OutputTokens, &e.usage.CachedInputTokens, &e.usage.ReasoningTokens)
 		return e, translate(err)
-	}, `SELECT c.id::text, c.call_id, c.name, ch.id::text, ch.status, ch.output, ch.error
+	}, `SELECT c.id::text, c.call_id, c.name, ch.id::text, ch.status, ch.output, ch.error,
+			ch.input_tokens, ch.output_tokens, ch.cached_input_tokens, ch.reasoning_tokens
 		FROM tool_calls c JOIN runs ch ON ch.parent_tool_call_id = c.id
 		WHERE c.run_id = $1 AND c.status = 'awaiting_agent' AND `+childEnded+` ORDER BY c.created_at, c.position`, r.ID)
 	if err != nil || len(ended) == 0 {
 		return 0, 0, err
 	}
 	evs := make([]agentd.EventIn, 0, len(ended))
+	var usage agentd.Usage
 	for _, e := range ended {
 		res := childResolution(e)
 		if err := applyResolution(ctx, tx, r.ID, e.toolCallID, res, nil, ""); err != nil {
 			return 0, 0, err
 		}
 		evs = append(evs, agentd.EventOf(r.StepCount, res.Event))
+		usage = usage.Add(e.usage)
+	}
+	// A parent's usage is its own and its children's, counted once: the
+	// call is answered (no longer awaiting_agent) in the same transaction.
+	if _, err := tx.Exec(ctx, `UPDATE runs SET input_tokens = input_tokens + $2, output_tokens = output_tokens + $3,
+		cached_input_tokens = cached_input_tokens + $4, reasoning_tokens = reasoning_tokens + $5 WHERE id = $1`,
+		r.ID, usage.InputTokens, usage.OutputTokens, usage.CachedInputTokens, usage.ReasoningTokens); err != nil {
+		return 0, 0, fmt.Errorf("add the children's usage: %w", err)
 	}
 	var waiting int
 	if err := tx.QueryRow(ctx, `SELECT count(*) FROM tool_calls WHERE run_id = $1 AND status = 'awaiting_agent'`,

@@ -78,6 +78,14 @@ func TestSubAgentAnswersItsCall(t *testing.T) {
 			child.Params.Parent, outputText(t, child))
 	}
 	steps, _ := b.store.StepsList(ctx, p.ID)
+	// The parent's usage is its steps' and its child's.
+	own := agentd.Usage{}
+	for _, s := range steps {
+		own = own.Add(s.Usage)
+	}
+	if child.Usage.InputTokens == 0 || p.Usage != own.Add(child.Usage) {
+		t.Fatalf("the parent's usage %+v, its steps' %+v, its child's %+v", p.Usage, own, child.Usage)
+	}
 	byName := map[string]agentd.CallDetail{}
 	for _, c := range steps[0].Calls {
 		byName[c.Name] = c
