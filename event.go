@@ -46,6 +46,12 @@ const (
 // event of the log and has no envelope.
 const EventHeartbeat EventType = "heartbeat"
 
+// EventAgentEvent is the SSE event name of an event of a sub-agent's child
+// run forwarded in its parent's stream: its data is the child's envelope
+// (whose run_id is the child's); it has no id, since the stream's position
+// is the parent's. It is no event of the log.
+const EventAgentEvent = "agent.event"
+
 // EventTypes lists every stored event type.
 func EventTypes() []EventType {
 	return []EventType{EventRunCreated, EventRunStarted, EventRunResumed, EventStepStarted, EventMessageDelta, EventMessageCompleted,

@@ -150,12 +150,12 @@ func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
 func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	p := agentd.RunListParams{TenantID: TenantFromContext(r.Context())}
-	if v := q.Get("conversation_id"); v != "" {
-		id, err := uuid.Parse(v)
-		if err != nil {
-			return fieldError("conversation_id", "must be a UUID")
-		}
-		p.ConversationID = id.String()
+	var err error
+	if p.ConversationID, err = uuidParam(q, "conversation_id"); err != nil {
+		return err
+	}
+	if p.ParentRunID, err = uuidParam(q, "parent_run_id"); err != nil {
+		return err
 	}
 	if v := q.Get("status"); v != "" {
 		if !slices.Contains(agentd.RunStatuses(), agentd.RunStatus(v)) {
@@ -193,6 +193,19 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 	s.writeJSON(w, r, http.StatusOK, page(runs, limit, runView,
 		func(r agentd.Run) string { return encodeCursor(cursorRuns, r.ID) }))
 	return nil
+}
+
+// uuidParam is the UUID of query parameter name, canonical ("": absent).
+func uuidParam(q url.Values, name string) (string, error) {
+	v := q.Get(name)
+	if v == "" {
+		return "", nil
+	}
+	id, err := uuid.Parse(v)
+	if err != nil {
+		return "", fieldError(name, "must be a UUID")
+	}
+	return id.String(), nil
 }
 
 // A cursor names its list, so that one list's cursor is refused by another.

@@ -251,6 +251,7 @@ type ListRuns struct {
 	ConversationID string
 	Agent          string // only the runs of this agent
 	AgentVersion   int    // with Agent: only those of this version
+	ParentRunID    string // only the child runs of this run's sub-agents
 	Limit          int
 	Cursor         string // a page's NextCursor
 }
@@ -261,6 +262,7 @@ func (c *Client) ListRuns(ctx context.Context, p ListRuns) (*Page[Run], error) {
 	set(q, "status", string(p.Status))
 	set(q, "conversation_id", p.ConversationID)
 	set(q, "agent", p.Agent)
+	set(q, "parent_run_id", p.ParentRunID)
 	if p.AgentVersion > 0 {
 		q.Set("agent_version", strconv.Itoa(p.AgentVersion))
 	}

@@ -126,6 +126,7 @@ func runsList(ctx context.Context, a *app, args []string) int {
 	conversation := f.String("conversation", "", "only the runs of the conversation of this `ID`")
 	agent := f.String("agent", "", "only the runs started from the agent of this `name`")
 	agentVersion := f.Int("agent-version", 0, "with -agent, only those of this `version` of it")
+	parent := f.String("parent", "", "only the child runs of the run of this `ID`'s sub-agents")
 	limit := f.Int("limit", 0, "the most runs to list: `N` (default: the server's)")
 	cursor := f.String("cursor", "", "where the page starts: the `cursor` a previous page gave")
 	_, code, ok := f.parse(args, 0, 0)
@@ -135,7 +136,7 @@ func runsList(ctx context.Context, a *app, args []string) int {
 	if *limit < 0 {
 		return f.usageError("-limit must not be negative")
 	}
-	p, err := a.c.ListRuns(ctx, client.ListRuns{Status: agentd.RunStatus(*status), ConversationID: *conversation, Agent: *agent,
+	p, err := a.c.ListRuns(ctx, client.ListRuns{Status: agentd.RunStatus(*status), ConversationID: *conversation, Agent: *agent, ParentRunID: *parent,
 		AgentVersion: *agentVersion, Limit: *limit, Cursor: *cursor})
 	if err != nil {
 		return a.fail(ctx, err)

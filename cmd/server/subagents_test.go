@@ -27,6 +27,7 @@ type subRun struct {
 	Status           string  `json:"status"`
 	ConversationID   string  `json:"conversation_id"`
 	OutputText       string  `json:"output_text"`
+	LastEventSeq     int64   `json:"last_event_seq"`
 	ParentRunID      *string `json:"parent_run_id"`
 	ParentToolCallID *string `json:"parent_tool_call_id"`
 	SubAgents        []struct {
@@ -143,6 +144,14 @@ func TestSubAgents(t *testing.T) {
 
 	// The child's approval, answered on the parent.
 	parent, child := start()
+	// The parent's stream, live from here: what came before is replayed,
+	// the rest comes as it is committed.
+	resp, err := http.Get(base + "/runs/" + parent.ID + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed := make(chan []sseEvent, 1)
+	go func() { streamed <- readEvents(t, resp.Body, nil) }()
 	approval := parent.RequiredAction.Agents[0].RequiredAction.ToolCallID
 	if code, v := send(http.MethodPost, "/runs/"+parent.ID+"/actions", map[string]string{"tool_call_id": approval,
 		"decision": "approve"}); code != http.StatusOK || v.ID != parent.ID {
@@ -153,6 +162,16 @@ func TestSubAgents(t *testing.T) {
 	}
 	if c := waitRunEnd(t, base, child.ID); c.Status != "completed" || c.OutputText != "charged and checked" {
 		t.Fatalf("the child ended %s: %q", c.Status, c.OutputText)
+	}
+	var kids struct {
+		Data []subRun `json:"data"`
+	}
+	getJSON(t, base+"/runs?parent_run_id="+parent.ID, &kids)
+	if len(kids.Data) != 1 || kids.Data[0].ID != child.ID {
+		t.Fatalf("GET /runs?parent_run_id: %+v", kids.Data)
+	}
+	if code, v := send(http.MethodGet, "/runs?parent_run_id=nope", nil); code != http.StatusUnprocessableEntity || v.Field != "parent_run_id" {
+		t.Fatalf("a bad parent_run_id: %d %s", code, v.Field)
 	}
 	if n, g := sink.Count("/charge"), sink.Count("/guarded"); n != 1 || g != 1 {
 		t.Fatalf("the child's webhooks ran %d and %d times", n, g)
@@ -170,24 +189,62 @@ func TestSubAgents(t *testing.T) {
 	if c := steps.Data[0].ToolCalls[0]; c.Name != "researcher" || c.Status != "succeeded" || string(c.Result) != `"charged and checked"` {
 		t.Fatalf("the parent's call: %+v", c)
 	}
-	resp, err := http.Get(base + "/runs/" + parent.ID + "/events")
+	var evs []sseEvent
+	select {
+	case evs = <-streamed:
+		resp.Body.Close()
+	case <-time.After(20 * time.Second):
+		t.Fatal("the parent's stream did not end with it")
+	}
+	// The parent's stream has the child's start, then the child's own
+	// events, forwarded without an id (agent.event, the child's
+	// envelopes), then the call's end and the parent's.
+	var order []string
+	for _, e := range evs {
+		var env struct {
+			Seq   int64  `json:"seq"`
+			Type  string `json:"type"`
+			RunID string `json:"run_id"`
+		}
+		if err := json.Unmarshal([]byte(e.Data), &env); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case e.Event == "agent.event" && (e.ID != "" || env.RunID != child.ID):
+			t.Fatalf("a forwarded event with id %q of run %s", e.ID, env.RunID)
+		case e.Event == "agent.event":
+			order = append(order, "child:"+env.Type)
+		case e.Event != env.Type || env.RunID != parent.ID || e.ID != fmt.Sprint(env.Seq):
+			t.Fatalf("event %s %s: %s", e.ID, e.Event, e.Data)
+		case e.Event == "agent.started" || e.Event == "tool_call.completed" || e.Event == "run.completed":
+			order = append(order, e.Event)
+		}
+	}
+	got := strings.Join(order, " ")
+	if !strings.HasPrefix(got, "agent.started child:run.created child:run.started") ||
+		!strings.Contains(got, "child:tool_call.created child:tool_attempt.started child:tool_call.completed") ||
+		!strings.Contains(got, "child:run.requires_action child:tool_call.approved") ||
+		!strings.Contains(got, "child:message.delta") || !strings.HasSuffix(got, "child:run.completed tool_call.completed run.completed") {
+		t.Fatalf("the parent's stream: %s", got)
+	}
+
+	// Cancelling the parent cancels its child. Before, a client that comes
+	// back to the parent's stream past its agent.started still follows
+	// the open child.
+	parent, child = start()
+	req, _ := http.NewRequest(http.MethodGet, base+"/runs/"+parent.ID+"/events", nil)
+	req.Header.Set("Last-Event-ID", fmt.Sprint(parent.LastEventSeq))
+	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs := readEvents(t, resp.Body, nil)
+	back := readEvents(t, resp.Body, func(e sseEvent) bool {
+		return e.Event == "agent.event" && strings.Contains(e.Data, `"type":"run.requires_action","run_id":"`+child.ID+`"`)
+	})
 	resp.Body.Close()
-	started := 0
-	for _, e := range evs {
-		if e.Event == "agent.started" && strings.Contains(e.Data, `"run_id":"`+child.ID+`"`) {
-			started++
-		}
+	if len(back) == 0 || back[0].Event != "agent.event" || !strings.Contains(back[len(back)-1].Data, child.ID) {
+		t.Fatalf("a parent's stream from its last event: %+v", back)
 	}
-	if started != 1 {
-		t.Fatalf("agent.started naming the child: %d in %d events", started, len(evs))
-	}
-
-	// Cancelling the parent cancels its child.
-	parent, child = start()
 	if code, _ := send(http.MethodPost, "/runs/"+parent.ID+"/cancel", nil); code != http.StatusOK {
 		t.Fatalf("cancel: %d", code)
 	}

@@ -159,6 +159,14 @@ func (s *Store) ChildrenOpen(ctx context.Context, parentID string) ([]agentd.Run
 		ORDER BY created_at, id`, parentID)
 }
 
+// ChildRuns returns the ids of the open child runs of run parentID
+// (ChildrenOpen's), for the streams that follow them.
+func (s *Store) ChildRuns(ctx context.Context, parentID string) ([]string, error) {
+	return queryAll(ctx, s.pool, scanString, `SELECT id::text FROM runs
+		WHERE parent_run_id = $1 AND status NOT IN ('completed', 'failed', 'cancelled', 'timed_out')
+		ORDER BY created_at, id`, parentID)
+}
+
 // cancelChildren cancels the open child runs of run parentID, and theirs,
 // as actor asked. An error leaves the rest to the sweeper.
 func (s *Store) cancelChildren(ctx context.Context, parentID, actor string) error {

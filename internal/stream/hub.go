@@ -32,6 +32,9 @@ type Store interface {
 	NotifyMany(ctx context.Context, channel string, payloads []string) error
 	// RunHeads returns the heads of the runs that exist, in one query.
 	RunHeads(ctx context.Context, ids []string) ([]agentd.RunHead, error)
+	// ChildRuns returns the ids of the child runs of a run's calls of
+	// sub-agents that have not ended for good.
+	ChildRuns(ctx context.Context, parentID string) ([]string, error)
 }
 
 var (

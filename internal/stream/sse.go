@@ -85,7 +85,7 @@ func (h *Hub) StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, 
 	defer context.AfterFunc(h.ctx, cancel)()
 
 	s := &sse{hub: h, w: w, rc: http.NewResponseController(w), ctx: ctx, client: r.Context(), runID: runID, last: after,
-		pastEnd: pastEnd, feed: sub.feed, enc: enc}
+		pastEnd: pastEnd, feed: sub.feed, enc: enc, resumed: after > 0}
 	end := s.serve(sub)
 	switch end {
 	case endWriteTimeout:
@@ -169,9 +169,12 @@ type sse struct {
 	movedAt time.Time // when the write deadline was last moved
 	scratch [64]byte  // for "id:" and "event:" lines
 	enc     Encoder   // nil: agentd's own events
+	nest    *nested   // the child runs it follows (nested.go); nil: none
+	resumed bool      // the client came back (Last-Event-ID): it may be past agent.started events
 }
 
 func (s *sse) serve(sub *subscriber) end {
+	defer s.detachAll()
 	if s.enc != nil {
 		start := s.enc.Start(s.w.Header())
 		s.w.WriteHeader(http.StatusOK)
@@ -201,6 +204,9 @@ func (s *sse) run(sub *subscriber) end {
 	if e := s.catchUp(); e != endNone {
 		return e
 	}
+	if e := s.attachOpen(); e != endNone {
+		return e
+	}
 	if s.pastEnd && s.endedBehind() {
 		return endTerminal
 	}
@@ -216,6 +222,10 @@ func (s *sse) run(sub *subscriber) end {
 			return endDeleted
 		case b := <-sub.ch:
 			if e := s.deliverPending(sub, b); e != endNone {
+				return e
+			}
+		case nb := <-s.nestCh():
+			if e := s.deliverNested(nb); e != endNone {
 				return e
 			}
 		case <-hb.C:
@@ -319,6 +329,9 @@ func (s *sse) event(ev agentd.Event, live, followed bool) end {
 	if s.enc != nil {
 		return s.encoded(ev, followed)
 	}
+	if e := s.settleNested(ev); e != endNone {
+		return e
+	}
 	b := strconv.AppendInt(append(s.scratch[:0], "id: "...), ev.Seq, 10)
 	b = append(append(append(b, "\nevent: "...), ev.Type...), '\n')
 	if e := s.write(b); e != endNone {
@@ -331,6 +344,9 @@ func (s *sse) event(ev agentd.Event, live, followed bool) end {
 	s.hub.metrics.sent.Inc()
 	if live {
 		s.hub.metrics.lag.Observe(time.Since(ev.CreatedAt).Seconds())
+	}
+	if e := s.attachNamed(ev); e != endNone {
+		return e
 	}
 	if ev.Type.Terminal() && !followed {
 		if e := s.flush(); e != endNone {
