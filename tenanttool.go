@@ -13,8 +13,13 @@ import (
 type TenantTool struct {
 	TenantID string
 	Name     string
+	// Kind is ToolKindWebhook (a webhook tool, POST /tools) or ToolKindMCP
+	// (a remote MCP server, POST /mcp-servers, whose tools its runs may
+	// call); "" is a webhook.
+	Kind string
 	// Config is the tool's webhook configuration (the fields of a tools
-	// file's entry) without its headers, as a JSON object.
+	// file's entry), or the MCP server's, without its headers, as a JSON
+	// object.
 	Config json.RawMessage
 	// HeaderNames are the names of its headers; SealedHeaders their values,
 	// sealed (empty: none).
@@ -47,6 +52,53 @@ type TenantToolView struct {
 
 // ObjectTenantTool is the object type of a TenantToolView.
 const ObjectTenantTool = "tenant_tool"
+
+// The kinds of a TenantTool.
+const (
+	ToolKindWebhook = "webhook"
+	ToolKindMCP     = "mcp"
+)
+
+// ToolKinds lists every kind of a TenantTool.
+func ToolKinds() []string { return []string{ToolKindWebhook, ToolKindMCP} }
+
+// TenantMCPServerView is a tenant's remote MCP server as the API shows it
+// (POST, PUT and GET /mcp-servers/{name}): its configuration, the names of
+// its headers (never their values), and whether this instance reached it.
+type TenantMCPServerView struct {
+	Object           string          `json:"object"` // ObjectMCPServer
+	Name             string          `json:"name"`
+	URL              string          `json:"url"`
+	Tools            []string        `json:"tools"`
+	ConnectTimeoutMS int             `json:"connect_timeout_ms"`
+	HeaderNames      []string        `json:"header_names"`
+	Status           MCPServerStatus `json:"status"`
+	CreatedBy        string          `json:"created_by"`
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+}
+
+// MCPServerStatus says whether this instance is connected to an MCP
+// server, the tools it offers (as the model sees them: <server>__<tool>),
+// and the last error of a connection.
+type MCPServerStatus struct {
+	Connected bool     `json:"connected"`
+	Tools     []string `json:"tools"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// MCPServerConfig is the stored configuration of a tenant's remote MCP
+// server (a TenantTool's Config of kind ToolKindMCP): the fields of a
+// tools file's mcp_servers entry that a tenant may set, but its headers,
+// sealed beside it.
+type MCPServerConfig struct {
+	URL              string   `json:"url"`
+	Tools            []string `json:"tools,omitempty"` // the only tools offered; none: all
+	ConnectTimeoutMS int      `json:"connect_timeout_ms,omitempty"`
+}
+
+// ObjectMCPServer is the object type of a TenantMCPServerView.
+const ObjectMCPServer = "mcp_server"
 
 // Errors of tenants' tools.
 var (

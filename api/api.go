@@ -96,13 +96,14 @@ type Store interface {
 	Ping(ctx context.Context) error
 
 	// TenantToolCreate, TenantToolReplace, TenantToolGet, TenantTools and
-	// TenantToolDelete keep the tools tenants declare;
+	// TenantToolDelete keep the tools and MCP servers tenants declare (a
+	// row's Kind);
 	// agentd.ErrToolExists, agentd.ErrToolNotFound.
 	TenantToolCreate(ctx context.Context, t agentd.TenantTool) (agentd.TenantTool, error)
 	TenantToolReplace(ctx context.Context, t agentd.TenantTool) (agentd.TenantTool, error)
-	TenantToolGet(ctx context.Context, tenantID, name string) (agentd.TenantTool, error)
+	TenantToolGet(ctx context.Context, tenantID, kind, name string) (agentd.TenantTool, error)
 	TenantTools(ctx context.Context, tenantID string) ([]agentd.TenantTool, error)
-	TenantToolDelete(ctx context.Context, tenantID, name string) error
+	TenantToolDelete(ctx context.Context, tenantID, kind, name string) error
 
 	// AgentCreate makes an agent at version 1 (or the next of a deleted
 	// one); agentd.ErrAgentExists.

@@ -54,6 +54,11 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /tools/{name}":                             auth.RunsRead,
 	"PUT /tools/{name}":                             auth.AgentsWrite,
 	"DELETE /tools/{name}":                          auth.AgentsWrite,
+	"GET /mcp-servers":                              auth.RunsRead,
+	"POST /mcp-servers":                             auth.AgentsWrite,
+	"GET /mcp-servers/{name}":                       auth.RunsRead,
+	"PUT /mcp-servers/{name}":                       auth.AgentsWrite,
+	"DELETE /mcp-servers/{name}":                    auth.AgentsWrite,
 	"POST /ai-sdk/chat":                             auth.RunsWrite, // answering an approval needs actions:write too
 	"GET /ai-sdk/chat/{id}/stream":                  auth.RunsRead,
 	"DELETE /ai-sdk/chat/{id}/stream":               auth.RunsWrite,
@@ -147,6 +152,11 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.Get("/tools/{name}", s.handle(s.tenantToolGet))
 		changes.Put("/tools/{name}", s.handle(s.tenantToolReplace))
 		changes.Delete("/tools/{name}", s.handle(s.tenantToolDelete))
+		r.Get("/mcp-servers", s.handle(s.mcpServerList))
+		changes.With(s.idempotent).Post("/mcp-servers", s.handle(s.mcpServerCreate))
+		r.Get("/mcp-servers/{name}", s.handle(s.mcpServerGet))
+		changes.Put("/mcp-servers/{name}", s.handle(s.mcpServerReplace))
+		changes.Delete("/mcp-servers/{name}", s.handle(s.mcpServerDelete))
 		changes.With(s.idempotent).Post("/agents", s.handle(s.agentCreate))
 		r.Get("/agents", s.handle(s.agentList))
 		r.Get("/agents/{name}", s.handle(s.agentGet))

@@ -158,8 +158,11 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 		t.Fatal(err)
 	}
 	reg := registry(t)
+	// Its MCP servers are never reached: a declaration does not wait for them.
+	catalog := tenanttools.New(tenanttools.Config{Source: store, Base: reg, Box: box, ConnectWait: time.Millisecond})
+	t.Cleanup(catalog.Close)
 	f.h = api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(), Events: hub,
-		Tools: reg, TenantTools: tenanttools.New(tenanttools.Config{Source: store, Base: reg, Box: box}), Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
+		Tools: reg, TenantTools: catalog, Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Registerer: prometheus.NewRegistry(),
 		Defaults: api.RunDefaults{Model: "m"}})
 	f.srv = httptest.NewServer(f.h)
@@ -188,6 +191,12 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 		if r := f.do("a", "POST", "/tools", `{"name": "`+name+`", "url": "https://tools.example/x", "effect": "read_only",
 			"headers": {"X-Key": "A's secret"}}`); r.status != http.StatusCreated {
 			t.Fatalf("A's tool %s: %d %s", name, r.status, r.body)
+		}
+	}
+	for _, name := range []string{"a-mcp", "a-doomed-mcp"} {
+		if r := f.do("a", "POST", "/mcp-servers", `{"name": "`+name+`", "url": "https://mcp.example/mcp",
+			"headers": {"X-Key": "A's secret"}}`); r.status != http.StatusCreated {
+			t.Fatalf("A's MCP server %s: %d %s", name, r.status, r.body)
 		}
 	}
 	for _, name := range []string{"a-agent", "a-doomed"} {
@@ -343,6 +352,16 @@ func (f *tenantFixture) cases() map[string]routeCase {
 		"PUT /tools/{name}": {method: "PUT", path: "/tools/a-tool", body: `{"url": "https://tools.example/z", "effect": "idempotent"}`,
 			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "tool_not_found"},
 		"DELETE /tools/{name}": {method: "DELETE", path: "/tools/a-doomed-tool", owner: http.StatusNoContent,
+			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "tool_not_found"},
+		"GET /mcp-servers": {method: "GET", path: "/mcp-servers", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn("a-mcp", "a-doomed-mcp")},
+		"POST /mcp-servers": {method: "POST", path: "/mcp-servers", body: `{"name": "a-new-mcp", "url": "https://mcp.example/y"}`,
+			owner: http.StatusCreated, again: http.StatusConflict, other: http.StatusCreated},
+		"GET /mcp-servers/{name}": {method: "GET", path: "/mcp-servers/a-mcp", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "tool_not_found"},
+		"PUT /mcp-servers/{name}": {method: "PUT", path: "/mcp-servers/a-mcp", body: `{"url": "https://mcp.example/z"}`,
+			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "tool_not_found"},
+		"DELETE /mcp-servers/{name}": {method: "DELETE", path: "/mcp-servers/a-doomed-mcp", owner: http.StatusNoContent,
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "tool_not_found"},
 		// A's chat waits for nothing; B has no chat of that id. Chat ids
 		// are the tenant's own: the resume of a chat B does not have, and

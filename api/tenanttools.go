@@ -31,6 +31,11 @@ type TenantTools interface {
 	CanSeal() bool
 	// AllowHosts are the private ip:ports tenants' URLs may reach.
 	AllowHosts() []string
+	// CheckMCPServer checks an MCP server a tenant declares, as the
+	// operator's are checked; MCPStatus says whether this instance is
+	// connected to one, and which tools it offers.
+	CheckMCPServer(name string, cfg agentd.MCPServerConfig) error
+	MCPStatus(tenant, name string) (agentd.MCPServerStatus, bool)
 }
 
 // build builds a run's spec, its tools checked against its tenant's, its
@@ -127,7 +132,7 @@ func (s *server) tenantToolOf(w http.ResponseWriter, r *http.Request, name strin
 		return row, fieldError(toolField(err), "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	tenant := TenantFromContext(r.Context())
-	row = agentd.TenantTool{TenantID: tenant, Name: name, Actor: ActorFromContext(r.Context()),
+	row = agentd.TenantTool{TenantID: tenant, Name: name, Kind: agentd.ToolKindWebhook, Actor: ActorFromContext(r.Context()),
 		HeaderNames: slices.Sorted(maps.Keys(cfg.Headers))}
 	headers := cfg.Headers
 	cfg.Name, cfg.Headers = "", nil
@@ -209,7 +214,7 @@ func (s *server) tenantToolGet(w http.ResponseWriter, r *http.Request) error {
 	if s.tenantTools == nil {
 		return errToolNotFound
 	}
-	row, err := s.store.TenantToolGet(r.Context(), TenantFromContext(r.Context()), chi.URLParam(r, "name"))
+	row, err := s.store.TenantToolGet(r.Context(), TenantFromContext(r.Context()), agentd.ToolKindWebhook, chi.URLParam(r, "name"))
 	if errors.Is(err, agentd.ErrToolNotFound) {
 		return errToolNotFound
 	}
@@ -225,7 +230,7 @@ func (s *server) tenantToolDelete(w http.ResponseWriter, r *http.Request) error 
 		return errToolNotFound
 	}
 	tenant := TenantFromContext(r.Context())
-	err := s.store.TenantToolDelete(r.Context(), tenant, chi.URLParam(r, "name"))
+	err := s.store.TenantToolDelete(r.Context(), tenant, agentd.ToolKindWebhook, chi.URLParam(r, "name"))
 	if errors.Is(err, agentd.ErrToolNotFound) {
 		return errToolNotFound
 	}

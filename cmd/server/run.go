@@ -386,7 +386,9 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 			return nil, fmt.Errorf("AGENTD_SECRET_KEY: %w", err)
 		}
 	}
-	in.tenants = tenanttools.New(tenanttools.Config{Source: in.store, Base: registry, Box: box, AllowHosts: cfg.HTTPAllowHosts})
+	in.tenants = tenanttools.New(tenanttools.Config{Source: in.store, Base: registry, Box: box, AllowHosts: cfg.HTTPAllowHosts,
+		Logger: log})
+	in.closers = append(in.closers, in.tenants.Close) // the connections to the tenants' MCP servers
 	model, modelName, stopModel, err := buildModel(cfg, profiles, log)
 	if err != nil {
 		return nil, err

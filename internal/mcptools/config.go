@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"regexp"
 	"time"
@@ -42,6 +43,10 @@ type ServerConfig struct {
 	// milliseconds; 0 means DefaultConnectTimeout, and at most
 	// MaxConnectTimeout may be set.
 	ConnectTimeoutMS int `json:"connect_timeout_ms"`
+	// Transport, when set, carries the requests to a server at a URL (a
+	// tenant's, through the egress rule: tools.GuardedClient); nil:
+	// http.DefaultTransport.
+	Transport http.RoundTripper `json:"-"`
 }
 
 // Bounds of a server's connect timeout. A command such as npx may first
@@ -111,6 +116,9 @@ func ParseFile(data []byte) ([]ServerConfig, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// Check checks one server's configuration as ParseFile checks an entry.
+func (c ServerConfig) Check() error { return c.check() }
 
 func (c ServerConfig) check() error {
 	var errs []error

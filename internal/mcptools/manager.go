@@ -92,6 +92,21 @@ func (m *Manager) Statuses() []Status {
 	return out
 }
 
+// WaitConnected waits, within ctx, until every server is connected (and
+// its tools listed), or until ctx ends.
+func (m *Manager) WaitConnected(ctx context.Context) {
+	for _, s := range m.servers {
+		s.mu.Lock()
+		up := s.up
+		s.mu.Unlock()
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // server is one MCP server's connection and tools.
 type server struct {
 	cfg    ServerConfig
@@ -231,7 +246,11 @@ func (s *server) serve(ctx context.Context) error {
 // stderr.
 func (s *server) transport(stderr io.Writer) mcp.Transport {
 	if s.cfg.URL != "" {
-		hc := &http.Client{Transport: headers{base: http.DefaultTransport, h: s.cfg.Headers}}
+		base := s.cfg.Transport
+		if base == nil {
+			base = http.DefaultTransport
+		}
+		hc := &http.Client{Transport: headers{base: base, h: s.cfg.Headers}}
 		return &mcp.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: hc, MaxRetries: -1}
 	}
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)

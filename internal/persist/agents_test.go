@@ -133,16 +133,16 @@ func TestTenantTools(t *testing.T) {
 	if list, err := s.TenantTools(ctx, "t1"); err != nil || len(list) != 1 {
 		t.Fatalf("list: %+v %v", list, err)
 	}
-	if err := s.TenantToolDelete(ctx, "t1", "crm"); err != nil {
+	if err := s.TenantToolDelete(ctx, "t1", agentd.ToolKindWebhook, "crm"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TenantToolGet(ctx, "t1", "crm"); !errors.Is(err, agentd.ErrToolNotFound) {
+	if _, err := s.TenantToolGet(ctx, "t1", agentd.ToolKindWebhook, "crm"); !errors.Is(err, agentd.ErrToolNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
 	if _, err := s.TenantToolReplace(ctx, row); !errors.Is(err, agentd.ErrToolNotFound) {
 		t.Fatalf("replace after delete: %v", err)
 	}
-	if got, err := s.TenantToolGet(ctx, "t2", "crm"); err != nil || got.TenantID != "t2" {
+	if got, err := s.TenantToolGet(ctx, "t2", agentd.ToolKindWebhook, "crm"); err != nil || got.TenantID != "t2" {
 		t.Fatalf("t2's after t1's delete: %+v %v", got, err)
 	}
 }

@@ -37,6 +37,7 @@ func TestSchemaAllowsTheVocabulary(t *testing.T) {
 		"tool_calls_status_check":    strs(agentd.CallStatuses()),
 		"tool_attempts_status_check": strs(agentd.AttemptStatuses()),
 		"outbox_event_type_check":    strs(agentd.OutboxEventTypes()),
+		"tenant_tools_kind_check":    agentd.ToolKinds(),
 	}
 	// Allowed by the schema since its first version, never written.
 	unused := map[string][]string{"messages_status_check": {"partial", "failed"}}

@@ -1,17 +1,19 @@
 // Package tenanttools makes the tools of a tenant's runs: the operator's
-// registry, with the webhook tools the tenant declared through the API
-// beside it. A tenant's tools reach the registry of its own runs only;
+// registry, with the webhook tools and the tools of the remote MCP servers
+// the tenant declared through the API beside it (mcp.go). A tenant's tools reach the registry of its own runs only;
 // their headers are opened from their sealed form (internal/secrets) when
 // the registry is made, and their URLs are called through a client held to
 // the operator's egress rule (tools.GuardedClient).
 //
-// It imports the domain, internal/tools and internal/secrets.
+// It imports the domain, internal/tools, internal/mcptools and
+// internal/secrets.
 package tenanttools
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -42,6 +44,10 @@ type Config struct {
 	AllowHosts []string
 	Client     *http.Client  // nil: the tools' pooled transport
 	TTL        time.Duration // 0: DefaultTTL
+	// ConnectWait is how long making a registry waits for a new MCP
+	// server's first connection; 0: DefaultConnectWait.
+	ConnectWait time.Duration
+	Logger      *slog.Logger // the MCP connections' log; nil: none
 }
 
 // Catalog gives each tenant the registry of its runs' tools. It is safe for
@@ -52,6 +58,8 @@ type Catalog struct {
 
 	mu      sync.Mutex
 	tenants map[string]cached
+
+	remotes remotes // the connections to the tenants' MCP servers (mcp.go)
 }
 
 type cached struct {
@@ -64,7 +72,14 @@ func New(cfg Config) *Catalog {
 	if cfg.TTL <= 0 {
 		cfg.TTL = DefaultTTL
 	}
-	return &Catalog{cfg: cfg, client: tools.GuardedClient(cfg.AllowHosts, cfg.Client), tenants: map[string]cached{}}
+	if cfg.ConnectWait <= 0 {
+		cfg.ConnectWait = DefaultConnectWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Catalog{cfg: cfg, client: tools.GuardedClient(cfg.AllowHosts, cfg.Client), tenants: map[string]cached{},
+		remotes: remotes{byID: map[string]*remote{}}}
 }
 
 // Base is the operator's registry.
@@ -105,11 +120,14 @@ func (c *Catalog) load(ctx context.Context, tenant string) (*tools.Registry, err
 	if err != nil {
 		return nil, err
 	}
+	list := c.mcpTools(ctx, tenant, rows)
 	if len(rows) == 0 {
 		return c.cfg.Base, nil
 	}
-	list := make([]tools.Tool, 0, len(rows))
 	for _, row := range rows {
+		if row.Kind == agentd.ToolKindMCP {
+			continue
+		}
 		t, err := c.Tool(row)
 		if err != nil {
 			// One broken row (a key that changed) must not take the

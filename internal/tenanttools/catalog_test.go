@@ -67,7 +67,7 @@ func TestCatalog(t *testing.T) {
 		t.Fatalf("rival's registry: %v", got)
 	}
 	// A row whose sealed headers were moved from another tenant's.
-	row, err := store.TenantToolGet(ctx, "acme", "crm")
+	row, err := store.TenantToolGet(ctx, "acme", agentd.ToolKindWebhook, "crm")
 	if err != nil {
 		t.Fatal(err)
 	}
