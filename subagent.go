@@ -17,6 +17,28 @@ type SubAgent struct {
 	Name        string `json:"name"`
 	Version     int    `json:"version"`
 	Description string `json:"description,omitempty"`
+	// Parameters is the input schema the agent declares (its definition's
+	// input_schema), whose arguments, as JSON text, are its child's input;
+	// nil: SubAgentParameters, whose task is.
+	Parameters json.RawMessage `json:"parameters,omitempty"`
+}
+
+// Schema is the input schema a's tool is offered with.
+func (a SubAgent) Schema() json.RawMessage {
+	if len(a.Parameters) == 0 {
+		return SubAgentParameters
+	}
+	return a.Parameters
+}
+
+// Input is the input of the child run that a call of a with args starts:
+// the task, or, for an agent that declares its own schema, the arguments
+// as they are.
+func (a SubAgent) Input(args json.RawMessage) (string, error) {
+	if len(a.Parameters) == 0 {
+		return SubAgentTask(args)
+	}
+	return string(args), nil
 }
 
 // SubAgentParameters is the input schema of an agent offered as a tool:

@@ -32,6 +32,9 @@ type agentFields struct {
 type agentDefinition struct {
 	OnDisconnect *string          `json:"on_disconnect"`
 	Sampling     *samplingRequest `json:"sampling"`
+	// InputSchema is the input schema of the agent as a sub-agent's tool
+	// (a JSON object schema); absent: {"task": string}.
+	InputSchema json.RawMessage `json:"input_schema"`
 	runFields
 }
 
@@ -100,6 +103,11 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 	spec, err := s.build(r.Context(), sr)
 	if err != nil {
 		return in, err
+	}
+	if !isNull(req.InputSchema) {
+		if err := tools.CheckParameters(name, req.InputSchema); err != nil {
+			return in, fieldError("input_schema", "must be a JSON Schema of an object: %v", err)
+		}
 	}
 	chain, err := s.agentCycle(r.Context(), TenantFromContext(r.Context()), name, spec.Params.SubAgents)
 	if err != nil {

@@ -44,7 +44,12 @@ func (s *server) subAgents(ctx context.Context, names []string, spec agentd.RunS
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, agentd.SubAgent{Name: a.Name, Version: a.Version, Description: a.Description})
+		sub := agentd.SubAgent{Name: a.Name, Version: a.Version, Description: a.Description}
+		var def agentDefinition
+		if decodeStrict(a.Definition, &def, "") == nil && !isNull(def.InputSchema) {
+			sub.Parameters = def.InputSchema
+		}
+		out = append(out, sub)
 	}
 	return out, nil
 }

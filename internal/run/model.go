@@ -627,7 +627,7 @@ func (x *execution) checkCall(st agentd.RunState, call *persist.ToolCallInsert) 
 		ct, _ := st.Run.Params.ClientTool(call.Name)
 		err = tools.ValidateArgs(call.Name, ct.Parameters, call.Arguments)
 	case agentd.CallAwaitingAgent:
-		err = x.agentCallable(st, call.Arguments)
+		err = x.agentCallable(st, call.Name, call.Arguments)
 	default:
 		x.applyPolicy(st, call)
 	}

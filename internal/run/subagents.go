@@ -29,15 +29,21 @@ func subAgentTools(p agentd.RunParams) []llm.ToolSpec {
 		if desc == "" {
 			desc = "Hand a task to the agent " + a.Name + ", which answers when it is done."
 		}
-		out = append(out, llm.ToolSpec{Name: a.Name, Description: desc, Parameters: agentd.SubAgentParameters})
+		out = append(out, llm.ToolSpec{Name: a.Name, Description: desc, Parameters: a.Schema()})
 	}
 	return out
 }
 
-// agentCallable checks a call of a sub-agent as it is planned: its task,
-// and the depth its child would run at.
-func (x *execution) agentCallable(st agentd.RunState, args []byte) error {
-	if _, err := agentd.SubAgentTask(args); err != nil {
+// agentCallable checks a call of sub-agent name as it is planned: its
+// task (or its arguments against the schema the agent declares), and the
+// depth its child would run at.
+func (x *execution) agentCallable(st agentd.RunState, name string, args []byte) error {
+	sub, _ := st.Run.Params.SubAgent(name)
+	if len(sub.Parameters) > 0 {
+		if err := tools.ValidateArgs(name, sub.Parameters, args); err != nil {
+			return err
+		}
+	} else if _, err := agentd.SubAgentTask(args); err != nil {
 		return &tools.Error{Kind: agentd.ToolErrFinal, Message: err.Error()}
 	}
 	if depth := st.Run.Params.Depth() + 1; depth > x.d.limits.agentDepth {
@@ -100,7 +106,7 @@ func (x *execution) awaitAgents(ctx context.Context, st agentd.RunState, step *a
 // a sub-agent.
 func (x *execution) startChild(ctx context.Context, st agentd.RunState, c agentd.ToolCall) (agentd.Run, agentd.SubAgent, error) {
 	sub, _ := st.Run.Params.SubAgent(c.Name)
-	task, err := agentd.SubAgentTask(c.Arguments) // checked when it was planned
+	task, err := sub.Input(c.Arguments) // checked when it was planned
 	if err != nil {
 		return agentd.Run{}, sub, &tools.Error{Kind: agentd.ToolErrFinal, Message: err.Error()}
 	}

@@ -191,3 +191,45 @@ func waitingChild(t *testing.T, b *bundle, parentID string) agentd.Run {
 	}
 	return child
 }
+
+// TestSubAgentOwnSchema: an agent that declares its input schema is
+// offered with it; a call whose arguments it refuses fails (the model is
+// told), and one it takes starts the child with the arguments as input.
+func TestSubAgentOwnSchema(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var hooked []string
+	cfg := runConfig()
+	cfg.SubAgent = childSpecs(&hooked)
+	b.start(t, cfg)
+	ctx := context.Background()
+	typed := []agentd.SubAgent{{Name: "researcher", Version: 1,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"question":{"type":"string"}},"required":["question"]}`)}}
+	p := b.create(t, "/call researcher {\"task\":\"the wrong shape\"}\n/call researcher {\"question\":\"why?\"}\n/say done",
+		agentd.RunParams{SubAgents: typed})
+	p = b.wait(t, p.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
+	steps, _ := b.store.StepsList(ctx, p.ID)
+	if p.Status != agentd.StatusCompleted || len(steps[0].Calls) != 2 {
+		t.Fatalf("parent %s/%s with %d calls", p.Status, p.TerminalReason, len(steps[0].Calls))
+	}
+	if c := steps[0].Calls[0]; c.Status != agentd.CallFailed || !strings.Contains(string(c.Error), "question") {
+		t.Fatalf("the call the schema refuses: %s %s", c.Status, c.Error)
+	}
+	kids := childOf(t, b, p.ID)
+	if len(kids) != 1 {
+		t.Fatalf("children: %v", kids)
+	}
+	msgs, err := b.store.MessagesList(ctx, mustRun(t, b, kids[0]).ConversationID, 0, 10)
+	if err != nil || len(msgs) == 0 || msgs[0].Content[0].Text != `{"question": "why?"}` && msgs[0].Content[0].Text != `{"question":"why?"}` {
+		t.Fatalf("the child's input: %v %+v", err, msgs)
+	}
+}
+
+func mustRun(t *testing.T, b *bundle, id string) agentd.Run {
+	t.Helper()
+	r, err := b.store.RunGet(context.Background(), "default", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
