@@ -2,14 +2,11 @@ package api
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
-
-	"github.com/go-chi/chi/v5"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/tools"
@@ -124,55 +121,13 @@ func (s *server) mcpServerView(r *http.Request, row agentd.TenantTool) agentd.Te
 		CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
 }
 
-func (s *server) mcpServerCreate(w http.ResponseWriter, r *http.Request) error {
-	row, err := s.mcpServerOf(w, r, "")
-	if err != nil {
-		return err
-	}
-	out, err := s.store.TenantToolCreate(r.Context(), row)
-	if errors.Is(err, agentd.ErrToolExists) {
+var mcpKind = tenantKind{kind: agentd.ToolKindMCP, path: "/mcp-servers/", notFound: errMCPServerNotFound,
+	conflict: func(name string) error {
 		return newError(http.StatusConflict, CodeToolExists, "Name taken", fmt.Sprintf("the tenant has a tool or MCP server "+
-			"named %q (a tenant's tools and MCP servers share their names): PUT /mcp-servers/%s replaces an MCP server", row.Name, row.Name))
-	}
-	if err != nil {
-		return err
-	}
-	s.tenantTools.Forget(row.TenantID)
-	w.Header().Set("Location", "/mcp-servers/"+out.Name)
-	s.writeJSON(w, r, http.StatusCreated, s.mcpServerView(r, out))
-	return nil
-}
-
-func (s *server) mcpServerReplace(w http.ResponseWriter, r *http.Request) error {
-	row, err := s.mcpServerOf(w, r, chi.URLParam(r, "name"))
-	if err != nil {
-		return err
-	}
-	out, err := s.store.TenantToolReplace(r.Context(), row)
-	if errors.Is(err, agentd.ErrToolNotFound) {
-		return errMCPServerNotFound
-	}
-	if err != nil {
-		return err
-	}
-	s.tenantTools.Forget(row.TenantID)
-	s.writeJSON(w, r, http.StatusOK, s.mcpServerView(r, out))
-	return nil
-}
-
-func (s *server) mcpServerGet(w http.ResponseWriter, r *http.Request) error {
-	if s.tenantTools == nil {
-		return errMCPServerNotFound
-	}
-	row, err := s.store.TenantToolGet(r.Context(), TenantFromContext(r.Context()), agentd.ToolKindMCP, chi.URLParam(r, "name"))
-	if errors.Is(err, agentd.ErrToolNotFound) {
-		return errMCPServerNotFound
-	}
-	if err != nil {
-		return err
-	}
-	s.writeJSON(w, r, http.StatusOK, s.mcpServerView(r, row))
-	return nil
+			"named %q (a tenant's tools and MCP servers share their names): PUT /mcp-servers/%s replaces an MCP server", name, name))
+	},
+	of:   (*server).mcpServerOf,
+	view: func(s *server, r *http.Request, row agentd.TenantTool) any { return s.mcpServerView(r, row) },
 }
 
 func (s *server) mcpServerList(w http.ResponseWriter, r *http.Request) error {
@@ -189,23 +144,5 @@ func (s *server) mcpServerList(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	s.writeJSON(w, r, http.StatusOK, out)
-	return nil
-}
-
-func (s *server) mcpServerDelete(w http.ResponseWriter, r *http.Request) error {
-	if s.tenantTools == nil {
-		return errMCPServerNotFound
-	}
-	tenant := TenantFromContext(r.Context())
-	err := s.store.TenantToolDelete(r.Context(), tenant, agentd.ToolKindMCP, chi.URLParam(r, "name"))
-	if errors.Is(err, agentd.ErrToolNotFound) {
-		return errMCPServerNotFound
-	}
-	if err != nil {
-		return err
-	}
-	s.tenantTools.Forget(tenant)
-	_, _ = s.tenantTools.For(r.Context(), tenant) // closes this instance's connection to it
-	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

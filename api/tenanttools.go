@@ -174,70 +174,107 @@ func tenantToolView(row agentd.TenantTool) agentd.TenantToolView {
 		CreatedAt: row.CreatedAt.UTC(), UpdatedAt: row.UpdatedAt.UTC()}
 }
 
-func (s *server) tenantToolCreate(w http.ResponseWriter, r *http.Request) error {
-	row, err := s.tenantToolOf(w, r, "")
-	if err != nil {
-		return err
-	}
-	out, err := s.store.TenantToolCreate(r.Context(), row)
-	if errors.Is(err, agentd.ErrToolExists) {
+// tenantKind is what the routes of one kind of a tenant's tools (webhook
+// tools under /tools, MCP servers under /mcp-servers) do differently.
+type tenantKind struct {
+	kind     string // agentd.ToolKindWebhook or agentd.ToolKindMCP
+	path     string // its routes' prefix, "/tools/"
+	notFound error
+	conflict func(name string) error
+	// of reads a body into a row (name: the route's; "" for POST); view
+	// is a row as the routes answer it.
+	of   func(s *server, w http.ResponseWriter, r *http.Request, name string) (agentd.TenantTool, error)
+	view func(s *server, r *http.Request, row agentd.TenantTool) any
+}
+
+var webhookKind = tenantKind{kind: agentd.ToolKindWebhook, path: "/tools/", notFound: errToolNotFound,
+	conflict: func(name string) error {
 		return newError(http.StatusConflict, CodeToolExists, "Tool exists",
-			fmt.Sprintf("the tenant has a tool named %q: PUT /tools/%s replaces it", row.Name, row.Name))
-	}
-	if err != nil {
-		return err
-	}
-	s.tenantTools.Forget(row.TenantID)
-	w.Header().Set("Location", "/tools/"+out.Name)
-	s.writeJSON(w, r, http.StatusCreated, tenantToolView(out))
-	return nil
+			fmt.Sprintf("the tenant has a tool or MCP server named %q: PUT /tools/%s replaces a tool", name, name))
+	},
+	of:   (*server).tenantToolOf,
+	view: func(_ *server, _ *http.Request, row agentd.TenantTool) any { return tenantToolView(row) },
 }
 
-func (s *server) tenantToolReplace(w http.ResponseWriter, r *http.Request) error {
-	row, err := s.tenantToolOf(w, r, chi.URLParam(r, "name"))
-	if err != nil {
-		return err
+// rowCreate answers POST of kind k.
+func (s *server) rowCreate(k tenantKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		row, err := k.of(s, w, r, "")
+		if err != nil {
+			return err
+		}
+		out, err := s.store.TenantToolCreate(r.Context(), row)
+		if errors.Is(err, agentd.ErrToolExists) {
+			return k.conflict(row.Name)
+		}
+		if err != nil {
+			return err
+		}
+		s.tenantTools.Forget(row.TenantID)
+		w.Header().Set("Location", k.path+out.Name)
+		s.writeJSON(w, r, http.StatusCreated, k.view(s, r, out))
+		return nil
 	}
-	out, err := s.store.TenantToolReplace(r.Context(), row)
-	if errors.Is(err, agentd.ErrToolNotFound) {
-		return errToolNotFound
-	}
-	if err != nil {
-		return err
-	}
-	s.tenantTools.Forget(row.TenantID)
-	s.writeJSON(w, r, http.StatusOK, tenantToolView(out))
-	return nil
 }
 
-func (s *server) tenantToolGet(w http.ResponseWriter, r *http.Request) error {
-	if s.tenantTools == nil {
-		return errToolNotFound
+// rowReplace answers PUT of kind k.
+func (s *server) rowReplace(k tenantKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		row, err := k.of(s, w, r, chi.URLParam(r, "name"))
+		if err != nil {
+			return err
+		}
+		out, err := s.store.TenantToolReplace(r.Context(), row)
+		if errors.Is(err, agentd.ErrToolNotFound) {
+			return k.notFound
+		}
+		if err != nil {
+			return err
+		}
+		s.tenantTools.Forget(row.TenantID)
+		s.writeJSON(w, r, http.StatusOK, k.view(s, r, out))
+		return nil
 	}
-	row, err := s.store.TenantToolGet(r.Context(), TenantFromContext(r.Context()), agentd.ToolKindWebhook, chi.URLParam(r, "name"))
-	if errors.Is(err, agentd.ErrToolNotFound) {
-		return errToolNotFound
-	}
-	if err != nil {
-		return err
-	}
-	s.writeJSON(w, r, http.StatusOK, tenantToolView(row))
-	return nil
 }
 
-func (s *server) tenantToolDelete(w http.ResponseWriter, r *http.Request) error {
-	if s.tenantTools == nil {
-		return errToolNotFound
+// rowGet answers GET of one of kind k.
+func (s *server) rowGet(k tenantKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.tenantTools == nil {
+			return k.notFound
+		}
+		row, err := s.store.TenantToolGet(r.Context(), TenantFromContext(r.Context()), k.kind, chi.URLParam(r, "name"))
+		if errors.Is(err, agentd.ErrToolNotFound) {
+			return k.notFound
+		}
+		if err != nil {
+			return err
+		}
+		s.writeJSON(w, r, http.StatusOK, k.view(s, r, row))
+		return nil
 	}
-	tenant := TenantFromContext(r.Context())
-	err := s.store.TenantToolDelete(r.Context(), tenant, agentd.ToolKindWebhook, chi.URLParam(r, "name"))
-	if errors.Is(err, agentd.ErrToolNotFound) {
-		return errToolNotFound
+}
+
+// rowDelete answers DELETE of kind k. The tenant's registry is made again
+// at once: this instance's connection to a deleted MCP server closes.
+func (s *server) rowDelete(k tenantKind) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if s.tenantTools == nil {
+			return k.notFound
+		}
+		tenant := TenantFromContext(r.Context())
+		err := s.store.TenantToolDelete(r.Context(), tenant, k.kind, chi.URLParam(r, "name"))
+		if errors.Is(err, agentd.ErrToolNotFound) {
+			return k.notFound
+		}
+		if err != nil {
+			return err
+		}
+		s.tenantTools.Forget(tenant)
+		if k.kind == agentd.ToolKindMCP {
+			_, _ = s.tenantTools.For(r.Context(), tenant)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
 	}
-	if err != nil {
-		return err
-	}
-	s.tenantTools.Forget(tenant)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
 }
