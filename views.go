@@ -83,6 +83,30 @@ type RunView struct {
 // client's resume starts it again.
 func (r RunView) Ended() bool { return r.Status.Stopped() }
 
+// Settled reports whether the run is where a client that waits for it is
+// answered: it has stopped, or it waits for a client's decision (not only
+// for its sub-agents: a parent is settled when one of them, or of theirs,
+// waits for a decision, which GET /runs/{id} shows in
+// required_action.agents).
+func (r RunView) Settled() bool {
+	if r.Ended() {
+		return true
+	}
+	a := r.RequiredAction
+	return r.Status == StatusRequiresAction && a != nil && (a.Type != ActionAgentRuns || decisionBelow(a.Agents))
+}
+
+// decisionBelow reports whether a child among agents (or one of theirs)
+// waits for a decision.
+func decisionBelow(agents []AgentCall) bool {
+	for _, a := range agents {
+		if ra := a.RequiredAction; ra != nil && (ra.Type != ActionAgentRuns || decisionBelow(ra.Agents)) {
+			return true
+		}
+	}
+	return false
+}
+
 // StepView is a step of a run, with its tool calls (GET /runs/{id}/steps).
 type StepView struct {
 	ID            string         `json:"id"`

@@ -152,6 +152,9 @@ type Events interface {
 	StreamRun(w http.ResponseWriter, r *http.Request, runID string, after int64) (clientLeft bool, err error)
 	// StreamRunAs is StreamRun in another wire format (the AI SDK's).
 	StreamRunAs(w http.ResponseWriter, r *http.Request, runID string, after int64, enc stream.Encoder) (clientLeft bool, err error)
+	// WaitStop waits, within ctx, for an event of the run after seq after
+	// that stops it (it ended, or waits for a decision).
+	WaitStop(ctx context.Context, runID string, after int64) (stopped bool, err error)
 }
 
 // RunDefaults fill in what a request for a new run leaves out, and bound
@@ -209,6 +212,9 @@ type Config struct {
 	Defaults RunDefaults
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
+	// MaxWait caps the wait a request asks for (Prefer: wait=N, ?wait=N);
+	// default DefaultMaxWait.
+	MaxWait time.Duration
 	// BodyTimeout caps the time a request's body may take to arrive
 	// (default 30s); a slower one is answered 408 body_timeout.
 	BodyTimeout time.Duration
@@ -255,6 +261,7 @@ type server struct {
 	corsOrigins []string
 	bodyTimeout time.Duration
 	maxBody     int64
+	maxWait     time.Duration
 	known       knownRuns // runs found for a tenant, for event streams
 	auth        auth.Authenticator
 	onAuth      func(ctx context.Context) // nil: nothing to tell
@@ -304,6 +311,9 @@ func newServer(cfg Config) *server {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
+	}
+	if s.maxWait = cfg.MaxWait; s.maxWait <= 0 {
+		s.maxWait = DefaultMaxWait
 	}
 	reg := cfg.Registerer
 	if reg == nil {

@@ -827,6 +827,11 @@ func (f *fakeEvents) StreamRunAs(w http.ResponseWriter, r *http.Request, runID s
 	return f.StreamRun(w, r, runID, after)
 }
 
+// WaitStop waits for nothing: the tests that wait use the real hub.
+func (f *fakeEvents) WaitStop(ctx context.Context, runID string, after int64) (bool, error) {
+	return false, f.err
+}
+
 func (f *fakeEvents) took() []eventsCall {
 	f.mu.Lock()
 	defer f.mu.Unlock()

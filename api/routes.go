@@ -91,6 +91,8 @@ var RouteScopes = map[string]auth.Scope{
 var RouteParams = map[string][]string{
 	"GET /runs":                        {"status", "conversation_id", "agent", "agent_version", "parent_run_id", "limit", "cursor"},
 	"GET /runs/{id}/events":            {"after"},
+	"GET /runs/{id}":                   {"wait"},
+	"POST /runs":                       {"wait"},
 	"GET /conversations/{id}/messages": {"limit", "cursor"},
 	"GET /conversations":               {"limit", "cursor", "metadata.*", "chat_id"},
 	"GET /agents":                      {"limit", "cursor"},

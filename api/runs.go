@@ -71,13 +71,19 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	return s.createAndAnswer(w, r, newRun(ctx, spec, key, fp), stream)
+	wait, fromPrefer, err := s.waitOf(r)
+	if err != nil {
+		return err
+	}
+	return s.createAndAnswer(w, r, newRun(ctx, spec, key, fp), stream, wait, fromPrefer)
 }
 
 // createAndAnswer creates a run (or finds the one of its idempotency key)
 // and answers with it: its stream when stream is set, else 202 (200 for a
-// replay) with the run.
-func (s *server) createAndAnswer(w http.ResponseWriter, r *http.Request, p agentd.RunCreate, stream bool) error {
+// replay) with the run. With a wait, it answers once the run settled (200)
+// or the wait is over (202).
+func (s *server) createAndAnswer(w http.ResponseWriter, r *http.Request, p agentd.RunCreate, stream bool,
+	wait time.Duration, fromPrefer bool) error {
 	run, created, err := s.create(w, r.Context(), p)
 	if err != nil {
 		return err
@@ -90,8 +96,12 @@ func (s *server) createAndAnswer(w http.ResponseWriter, r *http.Request, p agent
 	if stream {
 		return s.streamRun(w, r, run)
 	}
+	if wait > 0 {
+		applied(w, wait, fromPrefer)
+		run = s.waitRun(r.Context(), run, wait)
+	}
 	status := http.StatusAccepted
-	if !created {
+	if !created || (wait > 0 && s.answered(r.Context(), run)) {
 		status = http.StatusOK
 	}
 	s.writeJSON(w, r, status, runView(run))
@@ -136,6 +146,14 @@ func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
 	run, err := s.runFor(r)
 	if err != nil {
 		return err
+	}
+	wait, fromPrefer, err := s.waitOf(r)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		applied(w, wait, fromPrefer)
+		run = s.waitRun(r.Context(), run, wait)
 	}
 	v, err := s.viewWithChildren(r.Context(), run)
 	if err != nil {

@@ -230,7 +230,8 @@ func (c *Client) CreateRun(ctx context.Context, r CreateRun) (*Run, error) {
 		payload.Input = r.InputMessages
 	}
 	var run Run
-	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/runs", body: payload, key: r.IdempotencyKey}, &run); err != nil {
+	req := request{method: http.MethodPost, path: "/runs", body: payload, key: r.IdempotencyKey, query: waitQuery(r.Wait)}
+	if _, err := c.do(ctx, req, &run); err != nil {
 		return nil, err
 	}
 	return &run, nil
@@ -243,6 +244,43 @@ func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
 		return nil, err
 	}
 	return &run, nil
+}
+
+// WaitRun waits until run id has settled (RunView.Settled: it stopped, or
+// waits for a decision), asking the server to hold each read up to wait
+// (GET /runs/{id}?wait=N; the server caps it, and WaitRun asks again), and
+// returns it then. ctx bounds the whole wait.
+func (c *Client) WaitRun(ctx context.Context, id string, wait time.Duration) (*Run, error) {
+	q := waitQuery(max(wait, time.Second))
+	for {
+		asked := time.Now()
+		var run Run
+		if _, err := c.do(ctx, request{method: http.MethodGet, path: "/runs/" + esc(id), query: q}, &run); err != nil {
+			return nil, err
+		}
+		if run.Settled() {
+			return &run, nil
+		}
+		if time.Since(asked) < minWaitRound {
+			// A server that does not wait: ask again a little later.
+			select {
+			case <-time.After(minWaitRound):
+			case <-ctx.Done():
+				return &run, ctx.Err()
+			}
+		}
+	}
+}
+
+// minWaitRound is the least time between two reads of WaitRun.
+const minWaitRound = 200 * time.Millisecond
+
+// waitQuery is ?wait=N for a wait of d, in whole seconds (nil: none).
+func waitQuery(d time.Duration) url.Values {
+	if d <= 0 {
+		return nil
+	}
+	return url.Values{"wait": {strconv.Itoa(max(1, int(d.Seconds())))}}
 }
 
 // ListRuns selects a page of runs, newest first.

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,6 +97,18 @@ func TestClientEndToEnd(t *testing.T) {
 	page, err := c.ListRuns(ctx, client.ListRuns{ConversationID: run.ConversationID, Limit: 5})
 	if err != nil || len(page.Data) != 1 || page.Data[0].ID != run.ID || page.HasMore {
 		t.Fatalf("list: %+v %v", page, err)
+	}
+	// A wait: the answer in the create's answer, or WaitRun for the rest.
+	waited, err := c.CreateRun(ctx, client.CreateRun{Input: "/say waited", Wait: 10 * time.Second})
+	if err != nil || waited.Status != agentd.StatusCompleted || *waited.OutputText != "waited" || !waited.Settled() {
+		t.Fatalf("CreateRun with Wait: %+v %v", waited, err)
+	}
+	slow, err := c.CreateRun(ctx, client.CreateRun{Input: "/stream 30 100\n/say " + strings.Repeat("slowly ", 6), Wait: time.Second})
+	if err != nil || slow.Settled() {
+		t.Fatalf("CreateRun with a wait shorter than the run: %+v %v", slow, err)
+	}
+	if slow, err = c.WaitRun(ctx, slow.ID, time.Second); err != nil || slow.Status != agentd.StatusCompleted || !strings.HasPrefix(*slow.OutputText, "slowly slowly") {
+		t.Fatalf("WaitRun: %+v %v", slow, err)
 	}
 	// The same key twice is the same run.
 	again, err := c.CreateRun(ctx, client.CreateRun{Input: "hello", IdempotencyKey: "k-1"})

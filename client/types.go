@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/agentd/agentd"
 )
@@ -97,6 +98,10 @@ type CreateRun struct {
 	// IdempotencyKey is sent as the Idempotency-Key header; empty: the
 	// client makes one, and sends it again on each retry of the call.
 	IdempotencyKey string `json:"-"`
+	// Wait, when set, asks the server to answer once the run has settled
+	// (RunView.Settled) or Wait has passed (?wait=N, whole seconds, capped
+	// by the server's AGENTD_MAX_WAIT); WaitRun waits for the rest.
+	Wait time.Duration `json:"-"`
 }
 
 // loopLimitsRequest is LoopLimits as a request sends them: a zero field is

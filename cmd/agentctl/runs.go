@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
@@ -89,13 +90,14 @@ func runsCreate(ctx context.Context, a *app, args []string) int {
 	return a.printRun(r)
 }
 
+// waitRound is how long one read of a run that -wait waits for asks the
+// server to hold (the server caps it: AGENTD_MAX_WAIT).
+const waitRound = time.Minute
+
 // waitRun waits until run id ends or waits for a decision, prints it, and
 // returns the exit status of its state.
 func (a *app) waitRun(ctx context.Context, id string) int {
-	if _, err := a.follow(ctx, id, 0, nil); err != nil {
-		return a.fail(ctx, err)
-	}
-	r, err := a.c.GetRun(ctx, id)
+	r, err := a.c.WaitRun(ctx, id, waitRound) // GET /runs/{id}?wait=N, again until it has settled
 	if err != nil {
 		return a.fail(ctx, err)
 	}

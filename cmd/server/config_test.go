@@ -125,7 +125,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config{
-		ServerSettings: ServerSettings{Addr: "127.0.0.1:8080", MaxBodyBytes: 1 << 20, BodyTimeout: 30 * time.Second,
+		ServerSettings: ServerSettings{Addr: "127.0.0.1:8080", MaxBodyBytes: 1 << 20, MaxWait: time.Minute, BodyTimeout: 30 * time.Second,
 			MaxConnections: 1024, LogLevel: slog.LevelInfo, ShutdownGrace: 10 * time.Second},
 		DatabaseSettings: DatabaseSettings{DatabaseURL: defaultDatabaseURL, ReplicaMaxLag: 5 * time.Second, Migrate: true,
 			MaxConns: engine.DefaultWorkers + 16, Committers: 1, DeltaTick: 50 * time.Millisecond, RetentionEvery: 10 * time.Minute},

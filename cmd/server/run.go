@@ -438,10 +438,10 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
 			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds(),
 			ActionMS: cfg.MaxTimeouts[4].Milliseconds()}},
-		MaxBodyBytes: cfg.MaxBodyBytes,
-		CORSOrigins:  cfg.CORSOrigins,
-		BodyTimeout:  cfg.BodyTimeout,
-		ReadyFunc:    in.ready,
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait,
+		CORSOrigins: cfg.CORSOrigins,
+		BodyTimeout: cfg.BodyTimeout,
+		ReadyFunc:   in.ready,
 		ToolSources: func() any {
 			if st := in.mcp.Statuses(); len(st) > 0 {
 				return st
