@@ -46,27 +46,7 @@ func (h *Hub) WaitStop(ctx context.Context, runID string, after int64) (stopped 
 	defer context.AfterFunc(h.ctx, cancel)()
 	last := after
 	var ticker *time.Ticker
-	catchUp := func() (bool, error) {
-		for {
-			rctx, rcancel := context.WithTimeout(ctx, dbTimeout)
-			evs, more, err := sub.feed.recent.eventsAfter(rctx, h.store, runID, last, pageSize)
-			rcancel()
-			if err != nil {
-				return false, err
-			}
-			for _, ev := range evs {
-				if ev.Seq > last {
-					last = ev.Seq
-					if stops(ev) {
-						return true, nil
-					}
-				}
-			}
-			if !more {
-				return false, nil
-			}
-		}
-	}
+	catchUp := func() (bool, error) { return h.waitCatchUp(ctx, sub, runID, &last) }
 	var poll <-chan time.Time // set once the feed dropped the subscription
 	defer func() {
 		if poll != nil {
@@ -117,4 +97,28 @@ func ctxErr(ctx context.Context, err error) error {
 		return nil
 	}
 	return err
+}
+
+// waitCatchUp reads run runID's events after *last for WaitStop: true when
+// one stops the run.
+func (h *Hub) waitCatchUp(ctx context.Context, sub *subscriber, runID string, last *int64) (bool, error) {
+	for {
+		rctx, rcancel := context.WithTimeout(ctx, dbTimeout)
+		evs, more, err := sub.feed.recent.eventsAfter(rctx, h.store, runID, *last, pageSize)
+		rcancel()
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range evs {
+			if ev.Seq > *last {
+				*last = ev.Seq
+				if stops(ev) {
+					return true, nil
+				}
+			}
+		}
+		if !more {
+			return false, nil
+		}
+	}
 }
