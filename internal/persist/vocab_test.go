@@ -28,16 +28,17 @@ func TestSchemaAllowsTheVocabulary(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	vocab := map[string][]string{
-		"runs_status_check":          strs(agentd.RunStatuses()),
-		"runs_terminal_reason_check": strs(agentd.Reasons()),
-		"messages_role_check":        strs(agentd.Roles()),
-		"messages_status_check":      strs(agentd.MessageStatuses()),
-		"steps_status_check":         strs(agentd.StepStatuses()),
-		"tool_calls_effect_check":    strs(agentd.Effects()),
-		"tool_calls_status_check":    strs(agentd.CallStatuses()),
-		"tool_attempts_status_check": strs(agentd.AttemptStatuses()),
-		"outbox_event_type_check":    strs(agentd.OutboxEventTypes()),
-		"tenant_tools_kind_check":    agentd.ToolKinds(),
+		"runs_status_check":               strs(agentd.RunStatuses()),
+		"runs_terminal_reason_check":      strs(agentd.Reasons()),
+		"messages_role_check":             strs(agentd.Roles()),
+		"messages_status_check":           strs(agentd.MessageStatuses()),
+		"steps_status_check":              strs(agentd.StepStatuses()),
+		"tool_calls_effect_check":         strs(agentd.Effects()),
+		"tool_calls_status_check":         strs(agentd.CallStatuses()),
+		"tool_attempts_status_check":      strs(agentd.AttemptStatuses()),
+		"outbox_event_type_check":         strs(agentd.OutboxEventTypes()),
+		"tenant_tools_kind_check":         agentd.ToolKinds(),
+		"webhook_deliveries_status_check": strs(agentd.DeliveryStatuses()),
 	}
 	// Allowed by the schema since its first version, never written.
 	unused := map[string][]string{"messages_status_check": {"partial", "failed"}}

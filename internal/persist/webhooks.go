@@ -1,0 +1,358 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd"
+)
+
+// Webhooks out: a tenant's subscriptions, the deliveries the outbox's rows
+// become (OutboxDispatch), and their attempts (DeliveryClaim,
+// DeliveryRecord).
+
+const webhookColumns = `id::text, tenant_id, url, events, sealed_secret, description, coalesce(created_by, ''), created_at`
+
+func scanWebhook(row pgx.Row) (agentd.Webhook, error) {
+	var w agentd.Webhook
+	var events []string
+	err := row.Scan(&w.ID, &w.TenantID, &w.URL, &events, &w.SealedSecret, &w.Description, &w.Actor, &w.CreatedAt)
+	for _, e := range events {
+		w.Events = append(w.Events, agentd.EventType(e))
+	}
+	return w, notFound(translate(err), agentd.ErrWebhookNotFound)
+}
+
+// WebhookCreate stores a tenant's new subscription (w.ID: "" makes one).
+func (s *Store) WebhookCreate(ctx context.Context, w agentd.Webhook) (agentd.Webhook, error) {
+	if w.ID == "" {
+		w.ID = uuid.NewString()
+	}
+	return scanWebhook(s.pool.QueryRow(ctx, `INSERT INTO webhooks (id, tenant_id, url, events, sealed_secret, description, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+webhookColumns,
+		w.ID, w.TenantID, w.URL, eventNames(w.Events), w.SealedSecret, w.Description, nullIfEmpty(w.Actor)))
+}
+
+// WebhookGet returns a tenant's subscription, or ErrWebhookNotFound.
+func (s *Store) WebhookGet(ctx context.Context, tenantID, id string) (agentd.Webhook, error) {
+	return scanWebhook(s.pool.QueryRow(ctx, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = $1 AND id = $2`,
+		tenantID, id))
+}
+
+// WebhookList returns a page of a tenant's subscriptions, oldest first:
+// limit of them after the one of id after ("": from the first).
+func (s *Store) WebhookList(ctx context.Context, tenantID, after string, limit int) ([]agentd.Webhook, error) {
+	return queryAll(ctx, s.pool, scanWebhook, `SELECT `+webhookColumns+` FROM webhooks
+		WHERE tenant_id = $1 AND ($2 = '' OR (created_at, id) > (SELECT created_at, id FROM webhooks WHERE id = nullif($2, '')::uuid))
+		ORDER BY created_at, id LIMIT $3`, tenantID, after, limit)
+}
+
+// WebhookDelete deletes a tenant's subscription and its deliveries, those
+// still pending too. ErrWebhookNotFound: none.
+func (s *Store) WebhookDelete(ctx context.Context, tenantID, id string) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM webhooks WHERE tenant_id = $1 AND id = $2`, tenantID, id)
+	if err != nil {
+		return translate(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return agentd.ErrWebhookNotFound
+	}
+	return nil
+}
+
+func eventNames(types []agentd.EventType) []string {
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		out = append(out, string(t))
+	}
+	return out
+}
+
+// PayloadFunc is the body of the deliveries of an outbox row: the event
+// and the run's view, as the API shows it. ok false: there is nothing to
+// deliver (the run is gone: it was not to be stored).
+type PayloadFunc func(ctx context.Context, e agentd.OutboxEntry) (payload json.RawMessage, ok bool, err error)
+
+// outboxDue takes up to $1 outbox rows not dispatched yet, oldest first,
+// skipping those another instance dispatches; with each, the run's own
+// webhook, if it has one.
+const outboxDue = `SELECT o.run_id::text, o.tenant_id, o.event_type, o.seq, o.created_at,
+		coalesce(r.params->'webhook'->>'url', ''), coalesce(r.params->'webhook'->>'sealed_secret', '')
+	FROM outbox o LEFT JOIN runs r ON r.id = o.run_id
+	WHERE o.dispatched_at IS NULL ORDER BY o.created_at LIMIT $1 FOR UPDATE OF o SKIP LOCKED`
+
+// dueEntry is an outbox row to dispatch, with its run's own webhook.
+type dueEntry struct {
+	e           agentd.OutboxEntry
+	url, sealed string
+}
+
+func scanDue(row pgx.Row) (dueEntry, error) {
+	var d dueEntry
+	err := row.Scan(&d.e.RunID, &d.e.TenantID, &d.e.EventType, &d.e.Seq, &d.e.CreatedAt, &d.url, &d.sealed)
+	return d, err
+}
+
+// OutboxDispatch turns up to limit outbox rows that no instance has
+// dispatched into their deliveries (one per subscription of the run's
+// tenant that wants the row's event type, and one to the run's own
+// webhook), in one transaction that marks the rows dispatched: each row
+// once, whatever instances run or die. It returns how many rows it
+// dispatched.
+func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload PayloadFunc) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		due, err := queryAll(ctx, tx, scanDue, outboxDue, limit)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		tenants := make([]string, 0, len(due))
+		for _, d := range due {
+			tenants = append(tenants, d.e.TenantID)
+		}
+		hooks, err := webhooksOf(ctx, tx, tenants)
+		if err != nil {
+			return err
+		}
+		var b batch
+		for _, d := range due {
+			if err := queueDeliveries(ctx, &b, d, hooks[d.e.TenantID], payload); err != nil {
+				return err
+			}
+			b.exec("dispatch outbox row", `UPDATE outbox SET dispatched_at = now() WHERE run_id = $1 AND seq = $2`,
+				d.e.RunID, d.e.Seq)
+		}
+		n = len(due)
+		return b.send(ctx, tx)
+	})
+	return n, err
+}
+
+// queueDeliveries queues the deliveries of d: to each of hooks that wants
+// its event type, and to its run's own webhook.
+func queueDeliveries(ctx context.Context, b *batch, d dueEntry, hooks []agentd.Webhook, payload PayloadFunc) error {
+	type target struct{ webhookID, url, sealed string }
+	var targets []target
+	for _, w := range hooks {
+		if w.Wants(d.e.EventType) {
+			targets = append(targets, target{w.ID, w.URL, w.SealedSecret})
+		}
+	}
+	if d.url != "" {
+		targets = append(targets, target{"", d.url, d.sealed})
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	body, ok, err := payload(ctx, d.e)
+	if err != nil || !ok {
+		return err
+	}
+	for _, t := range targets {
+		b.exec("insert delivery", insertDelivery, uuid.NewString(), d.e.TenantID, nullIfEmpty(t.webhookID), t.url, t.sealed,
+			d.e.EventType, d.e.RunID, d.e.Seq, body)
+	}
+	return nil
+}
+
+// webhooksOf returns the subscriptions of the tenants, by tenant.
+func webhooksOf(ctx context.Context, tx pgx.Tx, tenants []string) (map[string][]agentd.Webhook, error) {
+	list, err := queryAll(ctx, tx, scanWebhook, `SELECT `+webhookColumns+` FROM webhooks WHERE tenant_id = ANY($1)`, tenants)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]agentd.Webhook{}
+	for _, w := range list {
+		out[w.TenantID] = append(out[w.TenantID], w)
+	}
+	return out, nil
+}
+
+// insertDelivery is one delivery, due now.
+const insertDelivery = `INSERT INTO webhook_deliveries
+	(id, tenant_id, webhook_id, url, sealed_secret, event_type, run_id, seq, payload)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
+
+// notifyTenant writes, in tx, a delivery of an event that is not a run's
+// stop (a schedule's pausing itself) to each subscription of the tenant
+// that wants its type: {"type", "timestamp", "data"}.
+func notifyTenant(ctx context.Context, tx pgx.Tx, tenantID, eventType string, data any) error {
+	hooks, err := webhooksOf(ctx, tx, []string{tenantID})
+	if err != nil {
+		return err
+	}
+	var payload []byte
+	for _, w := range hooks[tenantID] {
+		if !w.Wants(agentd.EventType(eventType)) {
+			continue
+		}
+		if payload == nil {
+			if payload, err = EventPayload(agentd.EventType(eventType), time.Now(), data); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, insertDelivery, uuid.NewString(), tenantID, w.ID, w.URL, w.SealedSecret, eventType,
+			nil, nil, payload); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EventPayload is the body of a delivery: {"type", "timestamp", "data"}.
+func EventPayload(t agentd.EventType, at time.Time, data any) ([]byte, error) {
+	return json.Marshal(struct {
+		Type      agentd.EventType `json:"type"`
+		Timestamp time.Time        `json:"timestamp"`
+		Data      any              `json:"data"`
+	}{t, at.UTC(), data})
+}
+
+const deliveryColumns = `id::text, tenant_id, coalesce(webhook_id::text, ''), url, sealed_secret, event_type,
+	coalesce(run_id::text, ''), coalesce(seq, 0), payload, status, attempts, next_attempt_at, horizon_from, created_at, finished_at`
+
+func scanDelivery(row pgx.Row) (agentd.Delivery, error) {
+	var d agentd.Delivery
+	err := row.Scan(&d.ID, &d.TenantID, &d.WebhookID, &d.URL, &d.SealedSecret, &d.EventType, &d.RunID, &d.Seq, &d.Payload,
+		&d.Status, &d.Attempts, &d.NextAttempt, &d.HorizonFrom, &d.CreatedAt, &d.FinishedAt)
+	return d, notFound(translate(err), agentd.ErrWebhookNotFound)
+}
+
+// DeliveryClaim takes the pending delivery that has been due the longest,
+// not to one of busy (URLs this instance has enough attempts under way
+// to), skipping those another instance holds: it counts the attempt and
+// pushes the delivery's next attempt lease past now, so that an instance
+// that dies during the attempt leaves it due again then. ok false: none is
+// due.
+func (s *Store) DeliveryClaim(ctx context.Context, lease time.Duration, busy []string) (agentd.Delivery, bool, error) {
+	if busy == nil {
+		busy = []string{}
+	}
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `UPDATE webhook_deliveries
+		SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $1)
+		WHERE id = (SELECT id FROM webhook_deliveries
+			WHERE status = 'pending' AND next_attempt_at <= now() AND url <> ALL($2)
+			ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+deliveryColumns, lease.Seconds(), busy))
+	if errors.Is(err, agentd.ErrWebhookNotFound) {
+		return d, false, nil
+	}
+	return d, err == nil, err
+}
+
+// DeliveryResult is the outcome of a delivery's attempt: delivered, to be
+// tried again at RetryAt, or (neither) failed for good.
+type DeliveryResult struct {
+	ID        string
+	Attempt   agentd.DeliveryAttempt
+	Delivered bool
+	RetryAt   time.Time // zero: no retry
+}
+
+// DeliveryRecord records an attempt of a delivery and where that leaves
+// it, unless the delivery changed since it was claimed (it was redelivered,
+// or deleted with its webhook).
+func (s *Store) DeliveryRecord(ctx context.Context, r DeliveryResult) error {
+	status, next := agentd.DeliveryFailed, any(nil)
+	switch {
+	case r.Delivered:
+		status = agentd.DeliveryDelivered
+	case !r.RetryAt.IsZero():
+		status, next = agentd.DeliveryPending, r.RetryAt
+	}
+	a := r.Attempt
+	return s.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = $3,
+				next_attempt_at = coalesce($4, next_attempt_at), finished_at = CASE WHEN $3 <> 'pending' THEN now() END
+			WHERE id = $1 AND attempts = $2 AND status = 'pending'`, r.ID, a.N, status, next)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_id, n, started_at, status_code, latency_ms, error)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, r.ID, a.N, a.StartedAt, nullIfZero(a.StatusCode),
+			a.Latency.Milliseconds(), nullIfEmpty(a.Error))
+		return err
+	})
+}
+
+func nullIfZero(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
+// WebhookDeliveries returns a page of a webhook's deliveries, newest
+// first, with their attempts: limit of them before the one of id before
+// ("": from the newest).
+func (s *Store) WebhookDeliveries(ctx context.Context, tenantID, webhookID, before string, limit int) ([]agentd.Delivery, error) {
+	list, err := queryAll(ctx, s.pool, scanDelivery, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+		WHERE tenant_id = $1 AND webhook_id = $2
+			AND ($3 = '' OR (created_at, id) < (SELECT created_at, id FROM webhook_deliveries WHERE id = nullif($3, '')::uuid))
+		ORDER BY created_at DESC, id DESC LIMIT $4`, tenantID, webhookID, before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return list, s.attemptsOf(ctx, list)
+}
+
+// RunDeliveries returns the deliveries of a run's events, oldest first,
+// with their attempts.
+func (s *Store) RunDeliveries(ctx context.Context, tenantID, runID string) ([]agentd.Delivery, error) {
+	list, err := queryAll(ctx, s.pool, scanDelivery, `SELECT `+deliveryColumns+` FROM webhook_deliveries
+		WHERE tenant_id = $1 AND run_id = $2 ORDER BY created_at, id`, tenantID, runID)
+	if err != nil {
+		return nil, err
+	}
+	return list, s.attemptsOf(ctx, list)
+}
+
+// attemptsOf fills the attempts of the deliveries of list.
+func (s *Store) attemptsOf(ctx context.Context, list []agentd.Delivery) error {
+	if len(list) == 0 {
+		return nil
+	}
+	ids := make([]string, len(list))
+	at := map[string]int{}
+	for i, d := range list {
+		ids[i], at[d.ID] = d.ID, i
+	}
+	type attempt struct {
+		id string
+		a  agentd.DeliveryAttempt
+	}
+	attempts, err := queryAll(ctx, s.pool, func(row pgx.Row) (attempt, error) {
+		var x attempt
+		var code *int
+		var ms int64
+		var msg *string
+		err := row.Scan(&x.id, &x.a.N, &x.a.StartedAt, &code, &ms, &msg)
+		if code != nil {
+			x.a.StatusCode = *code
+		}
+		if msg != nil {
+			x.a.Error = *msg
+		}
+		x.a.Latency = time.Duration(ms) * time.Millisecond
+		return x, err
+	}, `SELECT delivery_id::text, n, started_at, status_code, latency_ms, error FROM webhook_attempts
+		WHERE delivery_id = ANY($1::uuid[]) ORDER BY delivery_id, n`, ids)
+	for _, x := range attempts {
+		list[at[x.id]].Log = append(list[at[x.id]].Log, x.a)
+	}
+	return translate(err)
+}
+
+// DeliveryRedeliver makes a webhook's delivery due now, whatever became of
+// it, with a new horizon of retries; its id (the receiver's webhook-id)
+// stays. ErrWebhookNotFound: no such delivery.
+func (s *Store) DeliveryRedeliver(ctx context.Context, tenantID, webhookID, id string) (agentd.Delivery, error) {
+	return scanDelivery(s.pool.QueryRow(ctx, `UPDATE webhook_deliveries
+		SET status = 'pending', next_attempt_at = now(), horizon_from = now(), finished_at = NULL
+		WHERE tenant_id = $1 AND webhook_id = $2 AND id = $3 RETURNING `+deliveryColumns, tenantID, webhookID, id))
+}

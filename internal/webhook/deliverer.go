@@ -1,0 +1,286 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/metrics"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/secrets"
+)
+
+// Store is what a Deliverer needs of the database.
+type Store interface {
+	OutboxDispatch(ctx context.Context, limit int, payload persist.PayloadFunc) (int, error)
+	DeliveryClaim(ctx context.Context, lease time.Duration, busy []string) (agentd.Delivery, bool, error)
+	DeliveryRecord(ctx context.Context, r persist.DeliveryResult) error
+}
+
+var _ Store = (*persist.Store)(nil)
+
+// Defaults of a Config.
+const (
+	DefaultBackoff  = 5 * time.Second
+	DefaultHorizon  = 24 * time.Hour
+	DefaultTimeout  = 10 * time.Second
+	DefaultWorkers  = 8
+	DefaultPerURL   = 2
+	DefaultTick     = 250 * time.Millisecond
+	maxBackoff      = time.Hour
+	dispatchBatch   = 100
+	maxResponseRead = 64 << 10
+)
+
+// Config configures a Deliverer.
+type Config struct {
+	Store   Store
+	Box     *secrets.Box // opens the signing secrets
+	Payload persist.PayloadFunc
+	// Client makes the POSTs: one held to the egress rule of the URLs
+	// tenants give (tools.GuardedClient), which follows no redirect.
+	Client *http.Client
+	// Backoff is the delay before the first retry; each next one doubles
+	// it (at most an hour), less up to a quarter of jitter. Horizon is how
+	// long after its creation (or redelivery) a delivery is retried before
+	// it is marked failed.
+	Backoff, Horizon time.Duration
+	Timeout          time.Duration // of one attempt
+	Workers          int           // attempts under way at once on this instance
+	PerURL           int           // of which to one URL at most
+	Tick             time.Duration // how often the outbox and the due deliveries are looked at
+	Logger           *slog.Logger
+	Registerer       prometheus.Registerer
+}
+
+// Deliverer dispatches the outbox and makes the due deliveries' attempts,
+// in goroutines it owns between Start and Stop.
+type Deliverer struct {
+	cfg    Config
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+
+	mu   sync.Mutex
+	busy map[string]int // attempts under way by URL
+
+	delivered *prometheus.CounterVec
+	latency   prometheus.Histogram
+}
+
+// New returns a Deliverer of cfg, its zero fields at their defaults.
+func New(cfg Config) *Deliverer {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.Backoff, DefaultBackoff)
+	def(&cfg.Horizon, DefaultHorizon)
+	def(&cfg.Timeout, DefaultTimeout)
+	def(&cfg.Tick, DefaultTick)
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.PerURL <= 0 {
+		cfg.PerURL = DefaultPerURL
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return &Deliverer{cfg: cfg, busy: map[string]int{},
+		delivered: metrics.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentd_webhook_attempts_total",
+			Help: "Webhook delivery attempts, by outcome: delivered, retried (to be tried again) or failed (given up).",
+		}, []string{"outcome"})),
+		latency: metrics.Register(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "agentd_webhook_attempt_seconds", Help: "Duration of webhook delivery attempts.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
+		})),
+	}
+}
+
+// Start starts the dispatcher and the workers. They run until Stop.
+func (d *Deliverer) Start() {
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.wg.Add(1 + d.cfg.Workers)
+	go func() {
+		defer d.wg.Done()
+		d.loop(d.dispatch)
+	}()
+	for range d.cfg.Workers {
+		go func() {
+			defer d.wg.Done()
+			d.loop(d.work)
+		}()
+	}
+}
+
+// Stop stops the goroutines; an attempt under way is cut, and is made
+// again (by any instance) once its claim's lease is over. Stopping twice,
+// or a Deliverer never started, is safe.
+func (d *Deliverer) Stop() {
+	d.once.Do(func() {
+		if d.cancel != nil {
+			d.cancel()
+			d.wg.Wait()
+		}
+	})
+}
+
+// loop calls step until Stop, pausing a tick whenever it found nothing to
+// do (or failed).
+func (d *Deliverer) loop(step func() bool) {
+	t := time.NewTicker(d.cfg.Tick)
+	defer t.Stop()
+	for d.ctx.Err() == nil {
+		if step() {
+			continue
+		}
+		select {
+		case <-t.C:
+		case <-d.ctx.Done():
+		}
+	}
+}
+
+// dispatch dispatches a batch of outbox rows; true: there may be more.
+func (d *Deliverer) dispatch() bool {
+	ctx, cancel := context.WithTimeout(d.ctx, 30*time.Second)
+	defer cancel()
+	n, err := d.cfg.Store.OutboxDispatch(ctx, dispatchBatch, d.cfg.Payload)
+	if err != nil && d.ctx.Err() == nil {
+		d.cfg.Logger.Warn("webhooks: dispatch the outbox", "err", err)
+	}
+	return err == nil && n == dispatchBatch
+}
+
+// work makes one due delivery's attempt; false: none was due.
+func (d *Deliverer) work() bool {
+	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	dl, ok, err := d.cfg.Store.DeliveryClaim(ctx, d.cfg.Timeout+5*time.Second, d.busyURLs())
+	cancel()
+	if err != nil || !ok {
+		if err != nil && d.ctx.Err() == nil {
+			d.cfg.Logger.Warn("webhooks: claim a delivery", "err", err)
+		}
+		return false
+	}
+	d.hold(dl.URL, 1)
+	defer d.hold(dl.URL, -1)
+	res := d.attempt(dl)
+	if d.ctx.Err() != nil {
+		return false // cut by Stop: the claim's lease brings it back
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
+	defer cancel()
+	if err := d.cfg.Store.DeliveryRecord(rctx, res); err != nil {
+		d.cfg.Logger.Warn("webhooks: record an attempt", "delivery_id", dl.ID, "err", err)
+	}
+	return true
+}
+
+// busyURLs are the URLs this instance makes as many attempts to as it may.
+func (d *Deliverer) busyURLs() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for u, n := range d.busy {
+		if n >= d.cfg.PerURL {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+func (d *Deliverer) hold(url string, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.busy[url] += n; d.busy[url] <= 0 {
+		delete(d.busy, url)
+	}
+}
+
+// attempt POSTs dl once, and says where that leaves it.
+func (d *Deliverer) attempt(dl agentd.Delivery) persist.DeliveryResult {
+	start := time.Now()
+	res := persist.DeliveryResult{ID: dl.ID, Attempt: agentd.DeliveryAttempt{N: dl.Attempts, StartedAt: start}}
+	code, err := d.post(dl, start)
+	res.Attempt.Latency, res.Attempt.StatusCode = time.Since(start), code
+	d.latency.Observe(res.Attempt.Latency.Seconds())
+	switch {
+	case err == nil && code >= 200 && code < 300:
+		res.Delivered = true
+		d.delivered.WithLabelValues("delivered").Inc()
+		return res
+	case err != nil:
+		res.Attempt.Error = err.Error()
+	default:
+		res.Attempt.Error = fmt.Sprintf("the endpoint answered %d", code)
+	}
+	if next := start.Add(d.Backoff(dl.Attempts)); !errors.Is(err, errFinal) && next.Before(dl.HorizonFrom.Add(d.cfg.Horizon)) {
+		res.RetryAt = next
+		d.delivered.WithLabelValues("retried").Inc()
+	} else {
+		d.delivered.WithLabelValues("failed").Inc()
+		d.cfg.Logger.Warn("webhooks: delivery failed", "delivery_id", dl.ID, "run_id", dl.RunID, "url", dl.URL,
+			"attempts", dl.Attempts, "err", res.Attempt.Error)
+	}
+	return res
+}
+
+// errFinal marks an attempt's failure that no retry can mend.
+var errFinal = errors.New("final")
+
+// post makes the request of dl's attempt at time at: its status code, or
+// an error without one.
+func (d *Deliverer) post(dl agentd.Delivery, at time.Time) (int, error) {
+	secret, err := open(d.cfg.Box, dl.TenantID, dl.SealedSecret)
+	if err != nil {
+		return 0, fmt.Errorf("%w: the signing secret cannot be opened: %v", errFinal, err)
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dl.URL, bytes.NewReader(dl.Payload))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errFinal, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "agentd-webhooks")
+	if err := Sign(req.Header, secret, dl.ID, at, dl.Payload); err != nil {
+		return 0, fmt.Errorf("%w: %v", errFinal, err)
+	}
+	resp, err := d.cfg.Client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseRead))
+	_ = resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// Backoff is the delay after the nth attempt failed: Backoff doubled n-1
+// times, at most an hour, less up to a quarter of it at random (so that
+// the retries of many deliveries spread out).
+func (d *Deliverer) Backoff(n int) time.Duration {
+	delay := d.cfg.Backoff
+	for i := 1; i < n && delay < maxBackoff; i++ {
+		delay *= 2
+	}
+	delay = min(delay, maxBackoff)
+	return delay - time.Duration(rand.Int64N(int64(delay/4)+1))
+}

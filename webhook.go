@@ -1,0 +1,169 @@
+package agentd
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+)
+
+// Webhook is a tenant's subscription (POST /webhooks): the events of its
+// runs (and schedules) that it wants POSTed to its URL, signed under its
+// secret as Standard Webhooks says. The secret is kept sealed under the
+// server's key and shown once, when it is created.
+type Webhook struct {
+	ID           string
+	TenantID     string
+	URL          string
+	Events       []EventType
+	SealedSecret string
+	Description  string
+	Actor        string
+	CreatedAt    time.Time
+}
+
+// RunWebhook is the webhook URL one run was created with (POST /runs
+// "webhook"): the run's stops are POSTed there as to a subscription that
+// wants every one of them, signed under SealedSecret's secret.
+type RunWebhook struct {
+	URL          string `json:"url"`
+	SealedSecret string `json:"sealed_secret"`
+}
+
+// The event types a webhook may subscribe to: a run's stops (the outbox's
+// event types) and a schedule's pausing itself.
+const EventSchedulePaused EventType = "schedule.paused"
+
+// WebhookEventTypes lists every event type a webhook may subscribe to.
+func WebhookEventTypes() []EventType {
+	return append(OutboxEventTypes(), EventSchedulePaused)
+}
+
+// Wants reports whether w subscribes to events of type t.
+func (w Webhook) Wants(t EventType) bool { return slices.Contains(w.Events, t) }
+
+// Delivery is one event on its way to one URL: its ID is the webhook-id
+// that its receiver deduplicates by, the same for each attempt, and
+// Payload the bytes every attempt sends.
+type Delivery struct {
+	ID           string
+	TenantID     string
+	WebhookID    string // "": the run's own webhook
+	URL          string
+	SealedSecret string
+	EventType    EventType
+	RunID        string // "": not a run's event
+	Seq          int64
+	Payload      json.RawMessage
+	Status       DeliveryStatus
+	Attempts     int
+	NextAttempt  time.Time
+	HorizonFrom  time.Time // retries stop a horizon after it
+	CreatedAt    time.Time
+	FinishedAt   *time.Time
+	Log          []DeliveryAttempt // with a delivery read for the API
+}
+
+// DeliveryAttempt is one POST of a delivery: the status its receiver
+// answered (0: none, Error says why), and how long it took.
+type DeliveryAttempt struct {
+	N          int
+	StartedAt  time.Time
+	StatusCode int
+	Latency    time.Duration
+	Error      string
+}
+
+// DeliveryStatus is where a delivery is: pending (due now or later),
+// delivered (a 2xx answered it), or failed (no 2xx before it gave up).
+type DeliveryStatus string
+
+// Delivery statuses.
+const (
+	DeliveryPending   DeliveryStatus = "pending"
+	DeliveryDelivered DeliveryStatus = "delivered"
+	DeliveryFailed    DeliveryStatus = "failed"
+)
+
+// DeliveryStatuses lists every delivery status.
+func DeliveryStatuses() []DeliveryStatus {
+	return []DeliveryStatus{DeliveryPending, DeliveryDelivered, DeliveryFailed}
+}
+
+// ErrWebhookNotFound: the tenant has no such webhook (or delivery).
+var ErrWebhookNotFound = errors.New("webhook not found")
+
+// WebhookView is a subscription as the API shows it; Secret only in the
+// answer that created it.
+type WebhookView struct {
+	Object      string      `json:"object"` // ObjectWebhook
+	ID          string      `json:"id"`
+	URL         string      `json:"url"`
+	Events      []EventType `json:"events"`
+	Description string      `json:"description"`
+	Secret      *string     `json:"secret"`
+	CreatedBy   string      `json:"created_by"`
+	CreatedAt   time.Time   `json:"created_at"`
+}
+
+// DeliveryView is a delivery as the API shows it, with its attempts.
+type DeliveryView struct {
+	Object        string                `json:"object"` // ObjectWebhookDelivery
+	ID            string                `json:"id"`
+	WebhookID     *string               `json:"webhook_id"`
+	URL           string                `json:"url"`
+	EventType     EventType             `json:"event_type"`
+	RunID         *string               `json:"run_id"`
+	Status        DeliveryStatus        `json:"status"`
+	NextAttemptAt *time.Time            `json:"next_attempt_at"` // pending only
+	CreatedAt     time.Time             `json:"created_at"`
+	FinishedAt    *time.Time            `json:"finished_at"`
+	Attempts      []DeliveryAttemptView `json:"attempts"`
+}
+
+// DeliveryAttemptView is one attempt as the API shows it.
+type DeliveryAttemptView struct {
+	N          int       `json:"n"`
+	StartedAt  time.Time `json:"started_at"`
+	StatusCode *int      `json:"status_code"`
+	LatencyMS  int64     `json:"latency_ms"`
+	Error      *string   `json:"error"`
+}
+
+// Object types of webhooks' views.
+const (
+	ObjectWebhook         = "webhook"
+	ObjectWebhookDelivery = "webhook.delivery"
+)
+
+// View is w as the API shows it, without its secret.
+func (w Webhook) View() WebhookView {
+	return WebhookView{Object: ObjectWebhook, ID: w.ID, URL: w.URL, Events: w.Events, Description: w.Description,
+		CreatedBy: w.Actor, CreatedAt: w.CreatedAt}
+}
+
+// View is d as the API shows it.
+func (d Delivery) View() DeliveryView {
+	v := DeliveryView{Object: ObjectWebhookDelivery, ID: d.ID, URL: d.URL, EventType: d.EventType, Status: d.Status,
+		CreatedAt: d.CreatedAt, FinishedAt: d.FinishedAt, Attempts: []DeliveryAttemptView{}}
+	if d.WebhookID != "" {
+		v.WebhookID = &d.WebhookID
+	}
+	if d.RunID != "" {
+		v.RunID = &d.RunID
+	}
+	if d.Status == DeliveryPending {
+		v.NextAttemptAt = &d.NextAttempt
+	}
+	for _, a := range d.Log {
+		av := DeliveryAttemptView{N: a.N, StartedAt: a.StartedAt, LatencyMS: a.Latency.Milliseconds()}
+		if a.StatusCode != 0 {
+			av.StatusCode = &a.StatusCode
+		}
+		if a.Error != "" {
+			av.Error = &a.Error
+		}
+		v.Attempts = append(v.Attempts, av)
+	}
+	return v
+}
