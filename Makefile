@@ -22,6 +22,7 @@ test: ## run every test with the race detector, then each fuzz target for 50,000
 	cd test/openai && npm ci --no-audit --no-fund --loglevel=error
 	cd test/aisdk-openai && npm ci --no-audit --no-fund --loglevel=error
 	cd test/openresponses && npm ci --no-audit --no-fund --loglevel=error
+	cd test/webhooks && npm ci --no-audit --no-fund --loglevel=error
 	AGENTD_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
 

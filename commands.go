@@ -77,8 +77,10 @@ type RunListParams struct {
 	// ParentRunID keeps the child runs of that run's calls of
 	// sub-agents; optional.
 	ParentRunID string
-	Before      string // cursor: runs with a smaller id (older)
-	Limit       int
+	// ScheduleID keeps the runs of that schedule's slots; optional.
+	ScheduleID string
+	Before     string // cursor: runs with a smaller id (older)
+	Limit      int
 	// MayLag: the page may come from a read replica, up to its maximum
 	// lag behind the primary (a listing for a person or a dashboard).
 	MayLag bool

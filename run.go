@@ -192,6 +192,9 @@ type RunParams struct {
 	// store: false): it and its conversation, which is its own, are
 	// deleted then.
 	Unstored bool `json:"unstored,omitempty"`
+	// Webhook is the URL the run's stops are delivered to, beside the
+	// tenant's subscriptions (POST /runs "webhook"), if any.
+	Webhook *RunWebhook `json:"webhook,omitempty"`
 	// Echo is what the door that created the run keeps of its request to
 	// answer about it later, as that door reads it (the Responses API's
 	// request fields: internal/responses.Echo); nothing for POST /runs.
@@ -214,6 +217,9 @@ type RunParams struct {
 	// Parent is the run whose call of a sub-agent started this run, if
 	// any: the run's end answers that call.
 	Parent *ParentRef `json:"parent,omitempty"`
+	// Schedule is the schedule, and its slot, that started this run, if
+	// one did (docs/schedules.md).
+	Schedule *ScheduleRef `json:"schedule,omitempty"`
 }
 
 // ForkRef names the run and step a fork started from.

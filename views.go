@@ -76,6 +76,13 @@ type RunView struct {
 	ParentToolCallID *string `json:"parent_tool_call_id"`
 	// SubAgents are the agents the run may hand work to, as pinned.
 	SubAgents []SubAgent `json:"sub_agents"`
+	// ScheduleID and ScheduledFor name the schedule, and its slot, that
+	// started the run; nil: none.
+	ScheduleID   *string    `json:"schedule_id"`
+	ScheduledFor *time.Time `json:"scheduled_for"`
+	// Webhook is the URL the run's stops are delivered to (POST /runs
+	// "webhook"); nil: none. Its secret is never shown.
+	Webhook *string `json:"webhook"`
 }
 
 // Ended reports whether the run has stopped: a terminal status, or

@@ -133,7 +133,8 @@ func TestStoredColumnsReadBackTheSame(t *testing.T) {
 func TestViewsShowEveryKey(t *testing.T) {
 	t.Parallel()
 	for _, v := range []any{agentd.RunView{}, agentd.StepView{}, agentd.ToolCallView{}, agentd.AttemptView{},
-		agentd.ConversationView{}, agentd.MessageView{}, agentd.ToolView{}, agentd.List[int]{}, agentd.Page[int]{}} {
+		agentd.ConversationView{}, agentd.MessageView{}, agentd.ToolView{}, agentd.List[int]{}, agentd.Page[int]{},
+		agentd.ScheduleView{}, agentd.ScheduleOutcome{}} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
 			f := typ.Field(i)

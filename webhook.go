@@ -1,6 +1,7 @@
 package agentd
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"slices"
@@ -42,6 +43,16 @@ func WebhookEventTypes() []EventType {
 // Wants reports whether w subscribes to events of type t.
 func (w Webhook) Wants(t EventType) bool { return slices.Contains(w.Events, t) }
 
+// DeliveryPayload is the body of a delivery of an event of type t that
+// happened at at: {"type", "timestamp", "data"}.
+func DeliveryPayload(t EventType, at time.Time, data any) ([]byte, error) {
+	return json.Marshal(struct {
+		Type      EventType `json:"type"`
+		Timestamp time.Time `json:"timestamp"`
+		Data      any       `json:"data"`
+	}{t, at.UTC(), data})
+}
+
 // Delivery is one event on its way to one URL: its ID is the webhook-id
 // that its receiver deduplicates by, the same for each attempt, and
 // Payload the bytes every attempt sends.
@@ -63,6 +74,34 @@ type Delivery struct {
 	FinishedAt   *time.Time
 	Log          []DeliveryAttempt // with a delivery read for the API
 }
+
+// DeliveryClaim says which due deliveries an instance takes for its
+// workers.
+type DeliveryClaim struct {
+	// Max is how many at most (the instance's free workers).
+	Max int
+	// PerURL caps the attempts under way to one URL; Busy are the
+	// instance's attempts under way, by URL.
+	PerURL int
+	Busy   map[string]int
+	// Lease is how long a claimed delivery is left alone by every
+	// instance: longer than an attempt takes.
+	Lease time.Duration
+}
+
+// DeliveryResult is the outcome of a delivery's attempt: delivered, to be
+// tried again at RetryAt, or (neither) failed for good.
+type DeliveryResult struct {
+	ID        string
+	Attempt   DeliveryAttempt
+	Delivered bool
+	RetryAt   time.Time // zero: no retry
+}
+
+// PayloadFunc is the body of the deliveries of an outbox row: the event
+// and the run's view, as the API shows it. ok false: there is nothing to
+// deliver (the run is gone: it was not to be stored).
+type PayloadFunc func(ctx context.Context, e OutboxEntry) (payload json.RawMessage, ok bool, err error)
 
 // DeliveryAttempt is one POST of a delivery: the status its receiver
 // answered (0: none, Error says why), and how long it took.
@@ -123,7 +162,7 @@ type DeliveryView struct {
 
 // DeliveryAttemptView is one attempt as the API shows it.
 type DeliveryAttemptView struct {
-	N          int       `json:"n"`
+	N          int       `json:"attempt"`
 	StartedAt  time.Time `json:"started_at"`
 	StatusCode *int      `json:"status_code"`
 	LatencyMS  int64     `json:"latency_ms"`

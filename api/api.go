@@ -120,6 +120,24 @@ type Store interface {
 	AgentVersions(ctx context.Context, tenantID, name string, before, limit int) ([]agentd.Agent, error)
 	// AgentDelete deletes an agent; agentd.ErrAgentNotFound.
 	AgentDelete(ctx context.Context, tenantID, name, actor string) error
+
+	// ScheduleCreate stores a new schedule; agentd.ErrScheduleExists.
+	ScheduleCreate(ctx context.Context, sc agentd.Schedule) (agentd.Schedule, error)
+	// ScheduleGet returns a tenant's schedule; agentd.ErrScheduleNotFound.
+	ScheduleGet(ctx context.Context, tenantID, id string) (agentd.Schedule, error)
+	// ScheduleList returns a page of a tenant's schedules by name, after
+	// after.
+	ScheduleList(ctx context.Context, tenantID, after string, limit int) ([]agentd.Schedule, error)
+	// ScheduleUpdate changes a tenant's schedule as change says, with the
+	// schedule locked; change's error is returned as it is.
+	// agentd.ErrScheduleNotFound.
+	ScheduleUpdate(ctx context.Context, tenantID, id string, change func(*agentd.Schedule) error) (agentd.Schedule, error)
+	// ScheduleDelete deletes a tenant's schedule; agentd.ErrScheduleNotFound.
+	ScheduleDelete(ctx context.Context, tenantID, id string) error
+	// ScheduleRuns returns a page of a schedule's runs, the newest slot
+	// first, before the slot before (nil: from the latest);
+	// agentd.ErrScheduleNotFound.
+	ScheduleRuns(ctx context.Context, tenantID, id string, before *time.Time, limit int) ([]agentd.Run, error)
 }
 
 // Runs is the engine's command door (run.Service implements it): every
@@ -218,6 +236,9 @@ type Config struct {
 	// BodyTimeout caps the time a request's body may take to arrive
 	// (default 30s); a slower one is answered 408 body_timeout.
 	BodyTimeout time.Duration
+	// Webhooks configures webhooks out (POST /webhooks, POST /runs
+	// "webhook"); its zero value has none.
+	Webhooks Webhooks
 	// CORSOrigins are the web origins (scheme://host[:port], or "*") whose
 	// pages may call the API from a browser: CORS is answered for them, and
 	// their requests may change state. Empty: CORS off, and a request that
@@ -267,6 +288,7 @@ type server struct {
 	onAuth      func(ctx context.Context) // nil: nothing to tell
 	limits      *tenantLimits
 	tenantTools TenantTools // nil: no tools of tenants
+	webhooks    Webhooks    // Store nil: no webhooks
 }
 
 // New returns the API's http.Handler. It panics when cfg.Store or cfg.Runs
@@ -286,6 +308,7 @@ func newServer(cfg Config) *server {
 		events:      cfg.Events,
 		tools:       cfg.Tools,
 		tenantTools: cfg.TenantTools,
+		webhooks:    cfg.Webhooks,
 		log:         cfg.Logger,
 		ready:       cfg.ReadyFunc,
 		toolSources: cfg.ToolSources,

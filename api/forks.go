@@ -75,7 +75,7 @@ func (s *server) runFork(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer done()
-	return s.createAndAnswer(w, r, newRun(ctx, spec, key, fp), stream, 0, false)
+	return s.createAndAnswer(w, r, newRun(ctx, spec, key, fp), stream, 0, false, "")
 }
 
 // forkSpec builds a fork's spec: the run's parameters (or, with

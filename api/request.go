@@ -32,6 +32,7 @@ type createRunRequest struct {
 	Stream         *bool            `json:"stream"`
 	OnDisconnect   *string          `json:"on_disconnect"`
 	Sampling       *samplingRequest `json:"sampling"`
+	Webhook        json.RawMessage  `json:"webhook"` // a URL, or {"url", "secret"}
 	runFields
 	agentFields
 }

@@ -75,13 +75,30 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /v1/conversations/{id}/items/{item_id}":    auth.RunsRead,
 	"POST /v1/conversations/{id}/items":             auth.RunsWrite,
 	"DELETE /v1/conversations/{id}/items/{item_id}": auth.RunsWrite,
-	"POST /agents":                                  auth.AgentsWrite,
-	"GET /agents":                                   auth.RunsRead,
-	"GET /agents/{name}":                            auth.RunsRead,
-	"PUT /agents/{name}":                            auth.AgentsWrite,
-	"DELETE /agents/{name}":                         auth.AgentsWrite,
-	"GET /agents/{name}/versions":                   auth.RunsRead,
-	"GET /agents/{name}/versions/{version}":         auth.RunsRead,
+	"POST /webhooks":                                auth.AgentsWrite,
+	"GET /webhooks":                                 auth.RunsRead,
+	"GET /webhooks/{id}":                            auth.RunsRead,
+	"DELETE /webhooks/{id}":                         auth.AgentsWrite,
+	"GET /webhooks/{id}/deliveries":                 auth.RunsRead,
+	"POST /webhooks/{id}/deliveries/{delivery_id}/redeliver": auth.AgentsWrite,
+	"GET /runs/{id}/deliveries":                              auth.RunsRead,
+	"POST /agents":                                           auth.AgentsWrite,
+	"GET /agents":                                            auth.RunsRead,
+	"GET /agents/{name}":                                     auth.RunsRead,
+	"PUT /agents/{name}":                                     auth.AgentsWrite,
+	"DELETE /agents/{name}":                                  auth.AgentsWrite,
+	"GET /agents/{name}/versions":                            auth.RunsRead,
+	"GET /agents/{name}/versions/{version}":                  auth.RunsRead,
+	// A schedule is standing configuration, as an agent is: it goes on
+	// starting runs long after the request that made it (and after the
+	// key that made it is revoked), so changing schedules takes the
+	// scope of definitions, not that of one run.
+	"POST /schedules":          auth.AgentsWrite,
+	"GET /schedules":           auth.RunsRead,
+	"GET /schedules/{id}":      auth.RunsRead,
+	"PATCH /schedules/{id}":    auth.AgentsWrite,
+	"DELETE /schedules/{id}":   auth.AgentsWrite,
+	"GET /schedules/{id}/runs": auth.RunsRead,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -89,7 +106,7 @@ var RouteScopes = map[string]auth.Scope{
 // so that a misspelt one is never ignored (a paginator sending "after" to
 // a list that pages by "cursor" would get its first page again, forever).
 var RouteParams = map[string][]string{
-	"GET /runs":                        {"status", "conversation_id", "agent", "agent_version", "parent_run_id", "limit", "cursor"},
+	"GET /runs":                        {"status", "conversation_id", "agent", "agent_version", "parent_run_id", "schedule_id", "limit", "cursor"},
 	"GET /runs/{id}/events":            {"after"},
 	"GET /runs/{id}":                   {"wait"},
 	"POST /runs":                       {"wait"},
@@ -97,6 +114,10 @@ var RouteParams = map[string][]string{
 	"GET /conversations":               {"limit", "cursor", "metadata.*", "chat_id"},
 	"GET /agents":                      {"limit", "cursor"},
 	"GET /agents/{name}/versions":      {"limit", "cursor"},
+	"GET /webhooks":                    {"limit", "cursor"},
+	"GET /webhooks/{id}/deliveries":    {"limit", "cursor"},
+	"GET /schedules":                   {"limit", "cursor"},
+	"GET /schedules/{id}/runs":         {"limit", "cursor"},
 	// OpenAI's SDKs send include[] (and the stream's options) on every
 	// retrieve; agentd includes nothing more, whatever they ask.
 	"GET /v1/responses/{id}":                     {"stream", "starting_after", "include", "include[]", "include_obfuscation"},
@@ -159,6 +180,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.Get("/mcp-servers/{name}", s.handle(s.rowGet(mcpKind)))
 		changes.Put("/mcp-servers/{name}", s.handle(s.rowReplace(mcpKind)))
 		changes.Delete("/mcp-servers/{name}", s.handle(s.rowDelete(mcpKind)))
+		s.webhookRoutes(r, changes)
 		changes.With(s.idempotent).Post("/agents", s.handle(s.agentCreate))
 		r.Get("/agents", s.handle(s.agentList))
 		r.Get("/agents/{name}", s.handle(s.agentGet))
@@ -166,6 +188,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.Delete("/agents/{name}", s.handle(s.agentDelete))
 		r.Get("/agents/{name}/versions", s.handle(s.agentVersions))
 		r.Get("/agents/{name}/versions/{version}", s.handle(s.agentVersionGet))
+		s.scheduleRoutes(r, changes)
 		changes.Post("/ai-sdk/chat", s.handle(s.chatSend))
 		r.Get("/ai-sdk/chat/{id}/stream", s.handle(s.chatResume))
 		r.With(s.checkOrigin).Delete("/ai-sdk/chat/{id}/stream", s.handle(s.chatStop))
@@ -184,6 +207,27 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.With(s.checkOrigin).Delete("/v1/conversations/{id}/items/{item_id}", s.handle(s.v1ConversationItemDelete))
 	})
 	return r
+}
+
+// scheduleRoutes adds the schedules' routes: r reads, changes writes.
+func (s *server) scheduleRoutes(r, changes chi.Router) {
+	changes.With(s.idempotent).Post("/schedules", s.handle(s.scheduleCreate))
+	r.Get("/schedules", s.handle(s.scheduleList))
+	r.Get("/schedules/{id}", s.handle(s.scheduleGet))
+	changes.Patch("/schedules/{id}", s.handle(s.scheduleUpdate))
+	changes.Delete("/schedules/{id}", s.handle(s.scheduleDelete))
+	r.Get("/schedules/{id}/runs", s.handle(s.scheduleRuns))
+}
+
+// webhookRoutes routes webhooks out: r the reads, changes the writes.
+func (s *server) webhookRoutes(r, changes chi.Router) {
+	changes.With(s.idempotent).Post("/webhooks", s.handle(s.webhookCreate))
+	r.Get("/webhooks", s.handle(s.webhookList))
+	r.Get("/webhooks/{id}", s.handle(s.webhookGet))
+	r.With(s.checkOrigin).Delete("/webhooks/{id}", s.handle(s.webhookDelete))
+	r.Get("/webhooks/{id}/deliveries", s.handle(s.deliveryList))
+	changes.Post("/webhooks/{id}/deliveries/{delivery_id}/redeliver", s.handle(s.deliveryRedeliver))
+	r.Get("/runs/{id}/deliveries", s.handle(s.runDeliveries))
 }
 
 // HeaderTenant names the tenant a request acts for, when its credential

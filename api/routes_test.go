@@ -98,6 +98,9 @@ type tenantFixture struct {
 	spare            string // an empty conversation, for the delete
 	artifact         string // of the ended run
 	chatRun          string // the cancelled run of A's chat "chat-a"
+	sched, doomed    string // schedules: a-sched, and a-doomed-sched for the delete
+	hook, doomedHook string // webhooks: one with a delivery, and one for the delete
+	delivery         string // of hook
 }
 
 // syncBuffer is a log sink that handlers may write concurrently.
@@ -162,7 +165,7 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	catalog := tenanttools.New(tenanttools.Config{Source: store, Base: reg, Box: box, ConnectWait: time.Millisecond})
 	t.Cleanup(catalog.Close)
 	f.h = api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(), Events: hub,
-		Tools: reg, TenantTools: catalog, Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
+		Tools: reg, TenantTools: catalog, Webhooks: api.Webhooks{Store: store, Box: box}, Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Registerer: prometheus.NewRegistry(),
 		Defaults: api.RunDefaults{Model: "m"}})
 	f.srv = httptest.NewServer(f.h)
@@ -204,7 +207,34 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 			t.Fatalf("A's agent %s: %d %s", name, r.status, r.body)
 		}
 	}
+	for _, p := range []*string{&f.hook, &f.doomedHook} {
+		*p = want[runBody](t, f.do("a", "POST", "/webhooks", `{"url": "https://hooks.example/a", "events": ["run.completed"]}`),
+			http.StatusCreated).ID
+	}
+	f.delivery = insertDelivery(t, dbURL, f.hook, f.ended)
+	f.sched = want[runBody](t, f.do("a", "POST", "/schedules", `{"name": "a-sched", "cron": "0 3 * * *", "paused": true,
+		"run": {"input": "A's own"}}`), http.StatusCreated).ID
+	f.doomed = want[runBody](t, f.do("a", "POST", "/schedules", `{"name": "a-doomed-sched", "cron": "@every 1h", "paused": true,
+		"run": {"input": "A's own"}}`), http.StatusCreated).ID
 	return f
+}
+
+// insertDelivery gives webhook hook a delivery of run's end.
+func insertDelivery(t *testing.T, url, hook, run string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	id := agentd.NewID()
+	if _, err := conn.Exec(ctx, `INSERT INTO webhook_deliveries (id, tenant_id, webhook_id, url, sealed_secret, event_type, run_id,
+		seq, payload, status) SELECT $1, tenant_id, id, url, sealed_secret, 'run.cancelled', $3, 3, '{}', 'delivered'
+		FROM webhooks WHERE id = $2`, id, hook, run); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // insertArtifact gives run a step with a call whose result is an
@@ -393,6 +423,34 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			other: http.StatusNotFound, otherCode: "agent_not_found"},
 		"GET /agents/{name}/versions/{version}": {method: "GET", path: "/agents/a-agent/versions/1", owner: http.StatusOK,
 			other: http.StatusNotFound, otherCode: "agent_not_found"},
+		// Schedule names are the tenant's own, as agents' are.
+		"POST /webhooks": {method: "POST", path: "/webhooks", body: `{"url": "https://hooks.example/new", "events": ["run.failed"]}`,
+			owner: http.StatusCreated, other: http.StatusCreated},
+		"GET /webhooks": {method: "GET", path: "/webhooks", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn(f.hook, f.doomedHook)},
+		"GET /webhooks/{id}": {method: "GET", path: "/webhooks/" + f.hook, owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "webhook_not_found"},
+		"DELETE /webhooks/{id}": {method: "DELETE", path: "/webhooks/" + f.doomedHook, owner: http.StatusNoContent,
+			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "webhook_not_found"},
+		"GET /webhooks/{id}/deliveries": {method: "GET", path: "/webhooks/" + f.hook + "/deliveries", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "webhook_not_found"},
+		"POST /webhooks/{id}/deliveries/{delivery_id}/redeliver": {method: "POST",
+			path: "/webhooks/" + f.hook + "/deliveries/" + f.delivery + "/redeliver", owner: http.StatusAccepted,
+			other: http.StatusNotFound, otherCode: "webhook_not_found"},
+		"GET /runs/{id}/deliveries": {method: "GET", path: "/runs/" + f.ended + "/deliveries", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "run_not_found"},
+		"POST /schedules": {method: "POST", path: "/schedules", body: `{"name": "a-new-sched", "cron": "@every 1h", "paused": true,
+			"run": {"input": "hi"}}`, owner: http.StatusCreated, again: http.StatusConflict, other: http.StatusCreated},
+		"GET /schedules": {method: "GET", path: "/schedules", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn(f.sched, f.doomed, "A's own")},
+		"GET /schedules/{id}": {method: "GET", path: "/schedules/" + f.sched, owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "schedule_not_found"},
+		"PATCH /schedules/{id}": {method: "PATCH", path: "/schedules/" + f.sched, body: `{"paused": true}`, owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "schedule_not_found"},
+		"DELETE /schedules/{id}": {method: "DELETE", path: "/schedules/" + f.doomed, owner: http.StatusNoContent,
+			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "schedule_not_found"},
+		"GET /schedules/{id}/runs": {method: "GET", path: "/schedules/" + f.sched + "/runs", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "schedule_not_found"},
 		// A's first call deletes it: the admin's for A then finds nothing.
 		"DELETE /conversations/{id}": {method: "DELETE", path: "/conversations/" + f.spare, owner: http.StatusNoContent,
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "conversation_not_found"},

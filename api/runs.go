@@ -60,6 +60,11 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	hook, secret, err := s.runWebhook(ctx, "webhook", req.Webhook)
+	if err != nil {
+		return err
+	}
+	spec.Params.Webhook = hook
 	done, err := s.streamSlot(w, tenant, stream)
 	if err != nil {
 		return err
@@ -75,7 +80,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.createAndAnswer(w, r, newRun(ctx, spec, key, fp), stream, wait, fromPrefer)
+	return s.createAndAnswer(w, r, newRun(ctx, spec, key, fp), stream, wait, fromPrefer, secret)
 }
 
 // createAndAnswer creates a run (or finds the one of its idempotency key)
@@ -83,10 +88,13 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 // replay) with the run. With a wait, it answers once the run settled (200)
 // or the wait is over (202).
 func (s *server) createAndAnswer(w http.ResponseWriter, r *http.Request, p agentd.RunCreate, stream bool,
-	wait time.Duration, fromPrefer bool) error {
+	wait time.Duration, fromPrefer bool, webhookSecret string) error {
 	run, created, err := s.create(w, r.Context(), p)
 	if err != nil {
 		return err
+	}
+	if created && webhookSecret != "" {
+		w.Header().Set(HeaderWebhookSecret, webhookSecret)
 	}
 	s.known.add(TenantFromContext(r.Context()), run.ID)
 	w.Header().Set("Location", "/runs/"+run.ID)
@@ -173,6 +181,9 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.ParentRunID, err = uuidParam(q, "parent_run_id"); err != nil {
+		return err
+	}
+	if p.ScheduleID, err = uuidParam(q, "schedule_id"); err != nil {
 		return err
 	}
 	if v := q.Get("status"); v != "" {

@@ -71,8 +71,15 @@ func runView(r agentd.Run) runJSON {
 	if v.SubAgents == nil {
 		v.SubAgents = []agentd.SubAgent{}
 	}
+	if h := r.Params.Webhook; h != nil {
+		v.Webhook = &h.URL
+	}
 	if p := r.Params.Parent; p != nil {
 		v.ParentRunID, v.ParentToolCallID = &p.RunID, &p.ToolCallID
+	}
+	if sc := r.Params.Schedule; sc != nil {
+		slot := sc.Slot.UTC()
+		v.ScheduleID, v.ScheduledFor = &sc.ID, &slot
 	}
 	if len(r.Output) > 0 {
 		// Written by the executor from []agentd.Part; a row it cannot read

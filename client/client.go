@@ -290,6 +290,7 @@ type ListRuns struct {
 	Agent          string // only the runs of this agent
 	AgentVersion   int    // with Agent: only those of this version
 	ParentRunID    string // only the child runs of this run's sub-agents
+	ScheduleID     string // only the runs of this schedule's slots
 	Limit          int
 	Cursor         string // a page's NextCursor
 }
@@ -301,6 +302,7 @@ func (c *Client) ListRuns(ctx context.Context, p ListRuns) (*Page[Run], error) {
 	set(q, "conversation_id", p.ConversationID)
 	set(q, "agent", p.Agent)
 	set(q, "parent_run_id", p.ParentRunID)
+	set(q, "schedule_id", p.ScheduleID)
 	if p.AgentVersion > 0 {
 		q.Set("agent_version", strconv.Itoa(p.AgentVersion))
 	}

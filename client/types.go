@@ -95,6 +95,9 @@ type CreateRun struct {
 	AgentVersion int    `json:"agent_version,omitempty"`
 	// Variables fill the {{name}} placeholders of the instructions.
 	Variables map[string]string `json:"variables,omitempty"`
+	// Webhook, when set, is where the run's stops are delivered, beside
+	// the tenant's subscriptions.
+	Webhook *RunWebhook `json:"webhook,omitempty"`
 	// IdempotencyKey is sent as the Idempotency-Key header; empty: the
 	// client makes one, and sends it again on each retry of the call.
 	IdempotencyKey string `json:"-"`

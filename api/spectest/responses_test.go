@@ -26,6 +26,7 @@ func runJSON(extra string, drop ...string) string {
 		{"updated_at", `"2025-01-02T03:04:05.123456Z"`}, {"deadline_at", `null`}, {"created_by", `"local"`},
 		{"cancelled_by", `null`}, {"resumed_by", `null`}, {"cancel_requested_at", `null`}, {"output_text", `null`}, {"output", `null`},
 		{"agent", `null`}, {"forked_from", `null`}, {"parent_run_id", `null`}, {"parent_tool_call_id", `null`}, {"sub_agents", `[]`},
+		{"schedule_id", `null`}, {"scheduled_for", `null`}, {"webhook", `null`},
 	}
 	var parts []string
 	for _, f := range fields {

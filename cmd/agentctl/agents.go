@@ -95,15 +95,11 @@ func agentsGet(ctx context.Context, a *app, args []string) int {
 // agentsList: agentctl agents list [-limit N] [-cursor C].
 func agentsList(ctx context.Context, a *app, args []string) int {
 	f := a.newFlags("agents list", "[-limit N] [-cursor C]", "List the tenant's agents, at their latest versions, by name.")
-	limit := f.Int("limit", 0, "the most agents to list: `N` (default: the server's)")
-	cursor := f.String("cursor", "", "where the page starts: the `cursor` a previous page gave")
-	if _, code, ok := f.parse(args, 0, 0); !ok {
+	pg := f.pages("agents")
+	if _, code, ok := pg.parse(args, 0, 0); !ok {
 		return code
 	}
-	if *limit < 0 {
-		return f.usageError("-limit must not be negative")
-	}
-	p, err := a.c.ListAgents(ctx, *limit, *cursor)
+	p, err := a.c.ListAgents(ctx, *pg.limit, *pg.cursor)
 	if err != nil {
 		return a.fail(ctx, err)
 	}
@@ -113,16 +109,12 @@ func agentsList(ctx context.Context, a *app, args []string) int {
 // agentsVersions: agentctl agents versions [-limit N] [-cursor C] NAME.
 func agentsVersions(ctx context.Context, a *app, args []string) int {
 	f := a.newFlags("agents versions", "[-limit N] [-cursor C] NAME", "List an agent's versions, newest first.")
-	limit := f.Int("limit", 0, "the most versions to list: `N` (default: the server's)")
-	cursor := f.String("cursor", "", "where the page starts: the `cursor` a previous page gave")
-	pos, code, ok := f.parse(args, 1, 1)
+	pg := f.pages("versions")
+	pos, code, ok := pg.parse(args, 1, 1)
 	if !ok {
 		return code
 	}
-	if *limit < 0 {
-		return f.usageError("-limit must not be negative")
-	}
-	p, err := a.c.AgentVersions(ctx, pos[0], *limit, *cursor)
+	p, err := a.c.AgentVersions(ctx, pos[0], *pg.limit, *pg.cursor)
 	if err != nil {
 		return a.fail(ctx, err)
 	}

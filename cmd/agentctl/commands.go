@@ -92,16 +92,12 @@ func conversationsGet(ctx context.Context, a *app, args []string) int {
 func conversationsMessages(ctx context.Context, a *app, args []string) int {
 	f := a.newFlags("conversations messages", "[-limit N] [-cursor C] ID",
 		"List a conversation's messages, oldest first: a page of them, and where the next page starts.")
-	limit := f.Int("limit", 0, "the most messages to list: `N` (default: the server's)")
-	cursor := f.String("cursor", "", "where the page starts: the `cursor` a previous page gave")
-	pos, code, ok := f.parse(args, 1, 1)
+	pg := f.pages("messages")
+	pos, code, ok := pg.parse(args, 1, 1)
 	if !ok {
 		return code
 	}
-	if *limit < 0 {
-		return f.usageError("-limit must not be negative")
-	}
-	p, err := a.c.Messages(ctx, pos[0], *limit, *cursor)
+	p, err := a.c.Messages(ctx, pos[0], *pg.limit, *pg.cursor)
 	if err != nil {
 		return a.fail(ctx, err)
 	}

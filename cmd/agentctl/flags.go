@@ -114,3 +114,28 @@ func (l *listFlag) Set(s string) error {
 	}
 	return nil
 }
+
+// pageFlags are the -limit and -cursor of a command that lists a page.
+type pageFlags struct {
+	f      *cmdFlags
+	limit  *int
+	cursor *string
+}
+
+// pages adds -limit and -cursor to f, for a page of things ("runs").
+func (f *cmdFlags) pages(things string) pageFlags {
+	return pageFlags{f: f,
+		limit:  f.Int("limit", 0, "the most "+things+" to list: `N` (default: the server's)"),
+		cursor: f.String("cursor", "", "where the page starts: the `cursor` a previous page gave")}
+}
+
+// parse is cmdFlags.parse that also refuses a negative -limit.
+func (p pageFlags) parse(args []string, minArgs, maxArgs int) (pos []string, code int, ok bool) {
+	if pos, code, ok = p.f.parse(args, minArgs, maxArgs); !ok {
+		return pos, code, ok
+	}
+	if *p.limit < 0 {
+		return nil, p.f.usageError("-limit must not be negative"), false
+	}
+	return pos, exitOK, true
+}

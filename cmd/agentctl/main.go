@@ -62,6 +62,22 @@ Agents (named, versioned run definitions):
   agents versions [flags] NAME   list an agent's versions, newest first
   agents delete NAME             delete an agent (runs in flight finish)
 
+Schedules (runs that start themselves at the slots of a cron expression):
+  schedules create FILE          make a schedule from its JSON definition ("-": stdin)
+  schedules list [flags]         list the tenant's schedules
+  schedules get ID               show a schedule, its next slot and latest runs
+  schedules pause ID             pause it; schedules resume ID resumes it
+  schedules runs [flags] ID      list its runs, newest slot first
+  schedules delete ID            delete it (its runs stay)
+
+Webhooks (events of runs and schedules POSTed, signed, to a URL):
+  webhooks create -url URL -events TYPES   subscribe a URL; prints its secret, once
+  webhooks list [flags]                    list the tenant's webhooks
+  webhooks get ID                          show a webhook
+  webhooks deliveries [flags] ID           list its deliveries and their attempts
+  webhooks redeliver ID DELIVERY_ID        deliver again, under the same id
+  webhooks delete ID                       delete it and its deliveries
+
 Conversations and tools:
   conversations get ID                 show a conversation
   conversations messages [flags] ID    list a conversation's messages, oldest first
@@ -193,6 +209,19 @@ var commands = map[string]commandFunc{
 	"agents list":            agentsList,
 	"agents versions":        agentsVersions,
 	"agents delete":          agentsDelete,
+	"schedules create":       schedulesCreate,
+	"schedules list":         schedulesList,
+	"schedules get":          schedulesGet,
+	"schedules pause":        schedulesPause,
+	"schedules resume":       schedulesResume,
+	"schedules delete":       schedulesDelete,
+	"schedules runs":         schedulesRuns,
+	"webhooks create":        webhooksCreate,
+	"webhooks list":          webhooksList,
+	"webhooks get":           webhooksGet,
+	"webhooks delete":        webhooksDelete,
+	"webhooks deliveries":    webhooksDeliveries,
+	"webhooks redeliver":     webhooksRedeliver,
 }
 
 // lookup finds the command that args start with: its function and the

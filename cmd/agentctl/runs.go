@@ -129,17 +129,13 @@ func runsList(ctx context.Context, a *app, args []string) int {
 	agent := f.String("agent", "", "only the runs started from the agent of this `name`")
 	agentVersion := f.Int("agent-version", 0, "with -agent, only those of this `version` of it")
 	parent := f.String("parent", "", "only the child runs of the run of this `ID`'s sub-agents")
-	limit := f.Int("limit", 0, "the most runs to list: `N` (default: the server's)")
-	cursor := f.String("cursor", "", "where the page starts: the `cursor` a previous page gave")
-	_, code, ok := f.parse(args, 0, 0)
+	pg := f.pages("runs")
+	_, code, ok := pg.parse(args, 0, 0)
 	if !ok {
 		return code
 	}
-	if *limit < 0 {
-		return f.usageError("-limit must not be negative")
-	}
 	p, err := a.c.ListRuns(ctx, client.ListRuns{Status: agentd.RunStatus(*status), ConversationID: *conversation, Agent: *agent, ParentRunID: *parent,
-		AgentVersion: *agentVersion, Limit: *limit, Cursor: *cursor})
+		AgentVersion: *agentVersion, Limit: *pg.limit, Cursor: *pg.cursor})
 	if err != nil {
 		return a.fail(ctx, err)
 	}

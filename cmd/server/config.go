@@ -44,6 +44,7 @@ type config struct {
 	StreamSettings   `group:"Event streams" intro:"The server-sent event streams of runs."`
 	ModelSettings    `group:"Model" intro:"The OpenAI-compatible endpoint runs call. Without 'OPENAI_API_KEY', agentd starts its built-in fake model on a loopback port and says so in one log line."`
 	ToolSettings     `group:"Tools" intro:"The tools runs may call, and how many calls they may make."`
+	WebhookSettings  `group:"Webhooks" intro:"Webhooks out (docs/webhooks.md): the events of runs POSTed, signed as Standard Webhooks says, to the URLs tenants subscribe (POST /webhooks) and that runs name (POST /runs 'webhook'). Their signing secrets are sealed under 'AGENTD_SECRET_KEY': without it, nothing can be subscribed."`
 	AuthSettings     `group:"Authentication" intro:"Who may call the API. 'agentd keys create', 'list' and 'revoke' manage API keys in the database that 'DATABASE_URL' (or '--database-url' before the verb) names."`
 	QuotaSettings    `group:"Tenant quotas" intro:"Limits per tenant, which keep one tenant from taking an instance or the database from the others."`
 	TracingSettings  `group:"Tracing" intro:"agentd exports OpenTelemetry traces over OTLP/HTTP when a variable names an endpoint, and nothing otherwise. The exporter reads headers, timeout, compression and certificates from the other standard 'OTEL_EXPORTER_OTLP_*' variables. The 'OTEL_*' variables are OpenTelemetry's standard ones, and have no flags."`
@@ -82,7 +83,7 @@ type DatabaseSettings struct {
 	MaxConns       int           `env:"AGENTD_DB_MAX_CONNS" envDefault:"0" flag:"db-max-conns" min:"0" defaultDesc:"workers + 16" desc:"database pool size; '0': the workers plus 16"`
 	Committers     int           `env:"AGENTD_COMMITTERS" envDefault:"1" flag:"committers" min:"1" desc:"group-commit workers: the executor's writes of concurrent runs share their transactions"`
 	DeltaTick      time.Duration `env:"AGENTD_DELTA_TICK" envDefault:"50ms" flag:"delta-tick" min:"0s" want:"a duration such as 50ms, or 0" desc:"the tick of streamed text: the text deltas of every run streaming on the instance are committed together, in one transaction a tick (a delta is committed at most this long after the model sent it; the first of an answer at once); '0': each run commits its own every 50ms"`
-	Retention      time.Duration `env:"AGENTD_RETENTION" flag:"retention" min:"1m" want:"a duration of at least 1m, such as 30d or 720h" defaultDesc:"none (keep everything)" desc:"remove conversations whose runs all ended longer ago than this ('30d', '720h'), with everything of theirs, and idempotency keys as old; a conversation with a run newer than that keeps all its history"`
+	Retention      time.Duration `env:"AGENTD_RETENTION" flag:"retention" min:"1m" want:"a duration of at least 1m, such as 30d or 720h" defaultDesc:"none (keep everything)" desc:"remove conversations whose runs all ended longer ago than this ('30d', '720h'), with everything of theirs, idempotency keys and finished webhook deliveries as old; a conversation with a run newer than that keeps all its history"`
 	RetentionEvery time.Duration `env:"AGENTD_RETENTION_INTERVAL" envDefault:"10m" flag:"retention-interval" desc:"how often each instance runs a retention pass"`
 }
 
@@ -96,6 +97,8 @@ type RunSettings struct {
 	MaxIdleTimeout   time.Duration `env:"AGENTD_MAX_IDLE_TIMEOUT" envDefault:"10m" flag:"max-idle-timeout" desc:"the longest model idle timeout a client may ask for"`
 	MaxToolTimeout   time.Duration `env:"AGENTD_MAX_TOOL_TIMEOUT" envDefault:"1h" flag:"max-tool-timeout" desc:"the longest tool attempt timeout a client may ask for"`
 	MaxActionTimeout time.Duration `env:"AGENTD_MAX_ACTION_TIMEOUT" envDefault:"168h" flag:"max-action-timeout" desc:"the longest a run may wait for a client's decision, which its total timeout does not count"`
+	ScheduleTick     time.Duration `env:"AGENTD_SCHEDULE_TICK" envDefault:"250ms" flag:"schedule-tick" min:"10ms" desc:"how often each instance looks for schedules whose slot is due (docs/schedules.md): a slot starts its run at most about this long after its time"`
+	ScheduleFailures int           `env:"AGENTD_SCHEDULE_MAX_FAILURES" envDefault:"5" flag:"schedule-max-failures" min:"0" desc:"a schedule pauses itself after this many of its runs in a row failed or timed out (it says why in 'paused_reason', and a 'schedule.paused' webhook event goes out); '0': never"`
 }
 
 // StreamSettings are the event streams' settings.
@@ -121,6 +124,15 @@ type ToolSettings struct {
 	CallsPerRun    int      `env:"AGENTD_TOOL_CALLS_PER_RUN" envDefault:"1000" flag:"tool-calls-per-run" min:"1" desc:"tool calls a run may make: the calls past it are not run (the model is told), and a model that asks for more ends the run ('tool_limit')"`
 	ToolsAtOnce    int      `env:"AGENTD_TOOL_CONCURRENCY" envDefault:"64" flag:"tool-concurrency" min:"1" desc:"tool attempts this instance makes at once, across its runs"`
 	AgentDepth     int      `env:"AGENTD_AGENT_DEPTH" envDefault:"3" flag:"agent-depth" min:"1" desc:"how deep sub-agents nest: a run that POST /runs started is at depth 0, its sub-agents' runs at 1, and a call that would start a run deeper fails (the model is told)"`
+}
+
+// WebhookSettings are the settings of webhooks out.
+type WebhookSettings struct {
+	WebhookBackoff    time.Duration `env:"AGENTD_WEBHOOK_BACKOFF" envDefault:"5s" flag:"webhook-backoff" min:"10ms" desc:"the delay before a failed delivery's first retry; each next one doubles it (at most an hour), less up to a quarter at random"`
+	WebhookHorizon    time.Duration `env:"AGENTD_WEBHOOK_HORIZON" envDefault:"24h" flag:"webhook-horizon" min:"1s" desc:"how long after its event (or a redelivery) a delivery is retried: past it, it is marked failed"`
+	WebhookTimeout    time.Duration `env:"AGENTD_WEBHOOK_TIMEOUT" envDefault:"10s" flag:"webhook-timeout" min:"100ms" desc:"how long one delivery attempt may take before it counts as failed"`
+	WebhookWorkers    int           `env:"AGENTD_WEBHOOK_WORKERS" envDefault:"8" flag:"webhook-workers" min:"1" desc:"delivery attempts this instance makes at once; at most two of them to one URL, so that a slow endpoint never holds the others"`
+	WebhookAllowHosts []string      `env:"AGENTD_WEBHOOK_ALLOW_HOSTS" flag:"webhook-allow-hosts" defaultDesc:"none (public hosts only)" desc:"comma-separated loopback or private 'ip:port's that webhook URLs may target, in the syntax of 'AGENTD_HTTP_ALLOW_HOSTS'; public hosts need no listing, and a name that resolves to a private address is refused as it is dialled"`
 }
 
 // AuthSettings are the authentication's settings.

@@ -29,11 +29,13 @@ import (
 	"github.com/agentd/agentd/internal/mcptools"
 	"github.com/agentd/agentd/internal/persist"
 	engine "github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/schedule"
 	"github.com/agentd/agentd/internal/secrets"
 	"github.com/agentd/agentd/internal/stream"
 	"github.com/agentd/agentd/internal/telemetry"
 	"github.com/agentd/agentd/internal/tenanttools"
 	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/webhook"
 )
 
 // run starts agentd and serves until ctx ends, then shuts down in this
@@ -77,6 +79,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		srvs.closeListeners()
 		return err
 	}
+	if err := in.sched.Start(ctx); err != nil {
+		srvs.closeListeners()
+		return err
+	}
+	in.deliver.Start()
 	serveErr := srvs.serve()
 	in.logStart(srvs)
 	if ready != nil {
@@ -254,6 +261,9 @@ type instance struct {
 	store     *persist.Store
 	hub       *stream.Hub
 	eng       *engine.Engine
+	sched     *schedule.Scheduler // fires the schedules' slots
+	deliver   *webhook.Deliverer  // delivers the webhooks
+	box       *secrets.Box        // seals what tenants give: headers, signing secrets
 	handler   http.Handler
 	metrics   http.Handler // GET /metrics
 	modelName string
@@ -386,6 +396,7 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 			return nil, fmt.Errorf("AGENTD_SECRET_KEY: %w", err)
 		}
 	}
+	in.box = box
 	in.tenants = tenanttools.New(tenanttools.Config{Source: in.store, Base: registry, Box: box, AllowHosts: cfg.HTTPAllowHosts,
 		Logger: log})
 	in.closers = append(in.closers, in.tenants.Close) // the connections to the tenants' MCP servers
@@ -441,6 +452,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait,
 		CORSOrigins: cfg.CORSOrigins,
 		BodyTimeout: cfg.BodyTimeout,
+		Webhooks:    api.Webhooks{Store: in.store, Box: in.box, AllowHosts: cfg.WebhookAllowHosts},
 		ReadyFunc:   in.ready,
 		ToolSources: func() any {
 			if st := in.mcp.Statuses(); len(st) > 0 {
@@ -450,6 +462,17 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		},
 	}
 	in.handler, in.childSpec = api.New(acfg), api.ChildSpecs(acfg)
+	in.deliver = webhook.New(webhook.Config{Store: in.store, Box: in.box, Payload: api.WebhookPayload(in.store),
+		Client:  tools.GuardedClient(cfg.WebhookAllowHosts, &http.Client{}),
+		Backoff: cfg.WebhookBackoff, Horizon: cfg.WebhookHorizon, Timeout: cfg.WebhookTimeout, Workers: cfg.WebhookWorkers,
+		Logger: log, Registerer: in.reg})
+	in.closers = append(in.closers, in.deliver.Stop) // an attempt under way is cut: its lease brings it back
+	failures := cfg.ScheduleFailures
+	if failures == 0 {
+		failures = -1 // never pause
+	}
+	in.sched = schedule.New(schedule.Config{Store: in.store, Spec: api.ScheduleSpecs(acfg), Tick: cfg.ScheduleTick,
+		MaxFailures: failures, Logger: log, Registerer: in.reg})
 	in.loaded.traceEndpoint = telemetry.Endpoint(getenv)
 	if in.loaded.traceEndpoint != "" {
 		// HTTP server spans, joining a caller's trace (traceparent); the
@@ -474,6 +497,9 @@ func (in *instance) shutdown(ctx context.Context, srv *http.Server) {
 	in.log.Info("shutting down", "grace", in.cfg.ShutdownGrace.String())
 	graceCtx, cancelGrace := context.WithTimeout(ctx, in.cfg.ShutdownGrace)
 	defer cancelGrace()
+	if err := in.sched.Stop(graceCtx); err != nil { // no new slot starts a run here
+		in.log.Warn("scheduler stop", "error", err)
+	}
 	if err := in.eng.Stop(graceCtx); err != nil {
 		in.log.Warn("engine stop", "error", err)
 	}
@@ -626,9 +652,10 @@ func startRetention(store *persist.Store, keep, interval time.Duration, log *slo
 				return
 			case err != nil:
 				log.Warn("retention pass", "error", err)
-			case st.Conversations+st.IdempotencyKeys > 0:
+			case st.Conversations+st.IdempotencyKeys+st.Deliveries > 0:
 				log.Info("retention pass", "conversations", st.Conversations, "runs", st.Runs,
-					"idempotency_keys", st.IdempotencyKeys, "took", time.Since(start).Round(time.Millisecond))
+					"idempotency_keys", st.IdempotencyKeys, "webhook_deliveries", st.Deliveries,
+					"took", time.Since(start).Round(time.Millisecond))
 			}
 			select {
 			case <-t.C:

@@ -172,26 +172,31 @@ func (s *Store) createAlone(ctx context.Context, c *creation) error {
 // conversation (an existing one, or a new one when the run has an
 // idempotency key) and applies if_busy when a run is in flight there.
 func (s *Store) createInConversation(ctx context.Context, c *creation) error {
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		clear(c.cancelled)
-		var b batch
-		convID, rm := c.p.ConversationID, room{idle: true}
-		if convID == "" {
-			convID = c.queueConversation(&b)
-		} else {
-			var err error
-			if rm, err = c.makeRoom(ctx, tx); err != nil {
-				return err
-			}
-		}
-		if err := c.answerPending(ctx, tx); err != nil {
+	return s.tx(ctx, func(tx pgx.Tx) error { return c.createIn(ctx, tx) })
+}
+
+// createIn creates the run in tx (createInConversation's transaction, or
+// the one of a schedule's firing): it locks the run's conversation when it
+// has one, applies if_busy, and queues the run's rows.
+func (c *creation) createIn(ctx context.Context, tx pgx.Tx) error {
+	clear(c.cancelled)
+	var b batch
+	convID, rm := c.p.ConversationID, room{idle: true}
+	if convID == "" {
+		convID = c.queueConversation(&b)
+	} else {
+		var err error
+		if rm, err = c.makeRoom(ctx, tx); err != nil {
 			return err
 		}
-		if err := c.queueRun(&b, convID, rm); err != nil {
-			return err
-		}
-		return b.send(ctx, tx)
-	})
+	}
+	if err := c.answerPending(ctx, tx); err != nil {
+		return err
+	}
+	if err := c.queueRun(&b, convID, rm); err != nil {
+		return err
+	}
+	return b.send(ctx, tx)
 }
 
 // room is what a creation found in its conversation. idle: nothing was in
@@ -411,6 +416,11 @@ func (c *creation) queueRun(b *batch, convID string, rm room) error {
 		// A sub-agent's run: one per call of its parent (runs_parent_tool_call).
 		b.exec("name the parent", `UPDATE runs SET parent_run_id = $2, parent_tool_call_id = $3 WHERE id = $1`,
 			c.runID, pr.RunID, pr.ToolCallID)
+	}
+	if sc := p.Params.Schedule; sc != nil {
+		// A schedule's run: one per slot (runs_schedule_slot).
+		b.exec("name the schedule", `UPDATE runs SET schedule_id = $2, scheduled_for = $3 WHERE id = $1`,
+			c.runID, sc.ID, sc.Slot)
 	}
 	for i, m := range p.Input {
 		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,

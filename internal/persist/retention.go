@@ -13,6 +13,7 @@ type RetentionStats struct {
 	Conversations   int
 	Runs            int
 	IdempotencyKeys int
+	Deliveries      int // webhook deliveries that had finished (delivered or failed)
 }
 
 // retentionBatch is how many conversations one transaction of a pass
@@ -23,7 +24,8 @@ const retentionBatch = 50
 // none of whose runs is in progress or newer than horizon (by its end, or
 // its creation while it has not ended), with everything that belongs to it
 // (runs, steps, tool calls and attempts, events, messages, compactions,
-// artifacts); and the idempotency keys recorded before horizon. A
+// artifacts); the idempotency keys recorded before horizon; and the
+// webhook deliveries that finished before it, with their attempts. A
 // conversation with a run newer than horizon keeps all its history. It
 // works in transactions of at most 50 conversations, oldest first, and
 // skips rows another transaction holds (a run being created or resumed):
@@ -89,15 +91,29 @@ func (s *Store) RetentionPass(ctx context.Context, horizon time.Time) (Retention
 			break
 		}
 	}
+	var err error
+	if st.IdempotencyKeys, err = s.deleteOld(ctx, "idempotency keys", `DELETE FROM idempotency_keys WHERE ctid IN (
+		SELECT ctid FROM idempotency_keys WHERE created_at < $1 LIMIT 1000 FOR UPDATE SKIP LOCKED)`, horizon); err != nil {
+		return st, err
+	}
+	st.Deliveries, err = s.deleteOld(ctx, "webhook deliveries", `DELETE FROM webhook_deliveries WHERE id IN (
+		SELECT id FROM webhook_deliveries WHERE status <> 'pending' AND finished_at < $1 LIMIT 1000 FOR UPDATE SKIP LOCKED)`,
+		horizon)
+	return st, err
+}
+
+// deleteOld runs del, a DELETE of at most 1000 rows older than horizon,
+// until it deletes fewer, and returns how many rows it deleted.
+func (s *Store) deleteOld(ctx context.Context, what, del string, horizon time.Time) (int, error) {
+	n := 0
 	for {
-		tag, err := s.pool.Exec(ctx, `DELETE FROM idempotency_keys WHERE ctid IN (
-			SELECT ctid FROM idempotency_keys WHERE created_at < $1 LIMIT 1000 FOR UPDATE SKIP LOCKED)`, horizon)
+		tag, err := s.pool.Exec(ctx, del, horizon)
 		if err != nil {
-			return st, fmt.Errorf("retention: idempotency keys: %w", translate(err))
+			return n, fmt.Errorf("retention: %s: %w", what, translate(err))
 		}
-		st.IdempotencyKeys += int(tag.RowsAffected())
+		n += int(tag.RowsAffected())
 		if tag.RowsAffected() < 1000 {
-			return st, nil
+			return n, nil
 		}
 	}
 }

@@ -67,6 +67,12 @@ func TestRetentionPass(t *testing.T) {
 	exec(`UPDATE runs SET created_at = now() - interval '3 hours' WHERE id = $1`, live.ID) // queued for long: kept
 	exec(`UPDATE conversations SET created_at = now() - interval '3 hours', updated_at = now() - interval '3 hours' WHERE id = $1`, live.ConversationID)
 	exec(`INSERT INTO idempotency_keys (tenant_id, key, request_hash, created_at) VALUES ('t', 'old', 'h', now() - interval '3 hours'), ('t', 'new', 'h', now())`)
+	// Deliveries: one finished long ago (removed), one finished now and one
+	// pending since long ago (kept).
+	exec(`INSERT INTO webhook_deliveries (id, tenant_id, url, sealed_secret, event_type, payload, status, finished_at, created_at)
+		VALUES (gen_random_uuid(), 't', 'https://x', 's', 'run.completed', '{}', 'delivered', now() - interval '3 hours', now() - interval '3 hours'),
+		(gen_random_uuid(), 't', 'https://x', 's', 'run.completed', '{}', 'failed', now(), now() - interval '3 hours'),
+		(gen_random_uuid(), 't', 'https://x', 's', 'run.completed', '{}', 'pending', NULL, now() - interval '3 hours')`)
 
 	kept := []string{mixed.ConversationID, recent.ConversationID, live.ConversationID}
 	before := map[string]int{}
@@ -77,8 +83,11 @@ func TestRetentionPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Conversations != 1 || st.Runs != 1 || st.IdempotencyKeys != 1 {
-		t.Fatalf("the pass removed %+v, want 1 conversation, 1 run, 1 key", st)
+	if st.Conversations != 1 || st.Runs != 1 || st.IdempotencyKeys != 1 || st.Deliveries != 1 {
+		t.Fatalf("the pass removed %+v, want 1 conversation, 1 run, 1 key, 1 delivery", st)
+	}
+	if n := count(`SELECT count(*) FROM webhook_deliveries`); n != 2 {
+		t.Fatalf("%d deliveries left, want 2", n)
 	}
 	if n := count(`SELECT count(*) FROM conversations WHERE id = $1`, old.ConversationID) +
 		count(`SELECT count(*) FROM runs WHERE id = $1`, old.ID) +

@@ -103,8 +103,9 @@ func (s *Store) RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.R
 		WHERE tenant_id = $1 AND ($2::uuid IS NULL OR conversation_id = $2)
 		AND ($3::text IS NULL OR status = $3) AND ($4::uuid IS NULL OR id < $4)
 		AND ($6 = '' OR params->'agent'->>'name' = $6) AND ($7 = 0 OR (params->'agent'->>'version')::int = $7)
-		AND ($8::uuid IS NULL OR parent_run_id = $8)
-		ORDER BY id DESC LIMIT $5`, p.TenantID, conv, status, before, p.Limit, p.Agent, p.AgentVersion, nullIfEmpty(p.ParentRunID))
+		AND ($8::uuid IS NULL OR parent_run_id = $8) AND ($9::uuid IS NULL OR schedule_id = $9)
+		ORDER BY id DESC LIMIT $5`, p.TenantID, conv, status, before, p.Limit, p.Agent, p.AgentVersion, nullIfEmpty(p.ParentRunID),
+			nullIfEmpty(p.ScheduleID))
 	})
 }
 

@@ -39,6 +39,8 @@ func TestSchemaAllowsTheVocabulary(t *testing.T) {
 		"outbox_event_type_check":         strs(agentd.OutboxEventTypes()),
 		"tenant_tools_kind_check":         agentd.ToolKinds(),
 		"webhook_deliveries_status_check": strs(agentd.DeliveryStatuses()),
+		"schedules_overlap_check":         strs(agentd.ScheduleOverlaps()),
+		"schedules_catch_up_check":        strs(agentd.ScheduleCatchUps()),
 	}
 	// Allowed by the schema since its first version, never written.
 	unused := map[string][]string{"messages_status_check": {"partial", "failed"}}

@@ -2,8 +2,6 @@ package persist
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,11 +71,6 @@ func eventNames(types []agentd.EventType) []string {
 	return out
 }
 
-// PayloadFunc is the body of the deliveries of an outbox row: the event
-// and the run's view, as the API shows it. ok false: there is nothing to
-// deliver (the run is gone: it was not to be stored).
-type PayloadFunc func(ctx context.Context, e agentd.OutboxEntry) (payload json.RawMessage, ok bool, err error)
-
 // outboxDue takes up to $1 outbox rows not dispatched yet, oldest first,
 // skipping those another instance dispatches; with each, the run's own
 // webhook, if it has one.
@@ -104,7 +97,7 @@ func scanDue(row pgx.Row) (dueEntry, error) {
 // webhook), in one transaction that marks the rows dispatched: each row
 // once, whatever instances run or die. It returns how many rows it
 // dispatched.
-func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload PayloadFunc) (int, error) {
+func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload agentd.PayloadFunc) (int, error) {
 	var n int
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		due, err := queryAll(ctx, tx, scanDue, outboxDue, limit)
@@ -135,7 +128,7 @@ func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload PayloadFu
 
 // queueDeliveries queues the deliveries of d: to each of hooks that wants
 // its event type, and to its run's own webhook.
-func queueDeliveries(ctx context.Context, b *batch, d dueEntry, hooks []agentd.Webhook, payload PayloadFunc) error {
+func queueDeliveries(ctx context.Context, b *batch, d dueEntry, hooks []agentd.Webhook, payload agentd.PayloadFunc) error {
 	type target struct{ webhookID, url, sealed string }
 	var targets []target
 	for _, w := range hooks {
@@ -192,7 +185,7 @@ func notifyTenant(ctx context.Context, tx pgx.Tx, tenantID, eventType string, da
 			continue
 		}
 		if payload == nil {
-			if payload, err = EventPayload(agentd.EventType(eventType), time.Now(), data); err != nil {
+			if payload, err = agentd.DeliveryPayload(agentd.EventType(eventType), time.Now(), data); err != nil {
 				return err
 			}
 		}
@@ -202,15 +195,6 @@ func notifyTenant(ctx context.Context, tx pgx.Tx, tenantID, eventType string, da
 		}
 	}
 	return nil
-}
-
-// EventPayload is the body of a delivery: {"type", "timestamp", "data"}.
-func EventPayload(t agentd.EventType, at time.Time, data any) ([]byte, error) {
-	return json.Marshal(struct {
-		Type      agentd.EventType `json:"type"`
-		Timestamp time.Time        `json:"timestamp"`
-		Data      any              `json:"data"`
-	}{t, at.UTC(), data})
 }
 
 const deliveryColumns = `id::text, tenant_id, coalesce(webhook_id::text, ''), url, sealed_secret, event_type,
@@ -223,41 +207,58 @@ func scanDelivery(row pgx.Row) (agentd.Delivery, error) {
 	return d, notFound(translate(err), agentd.ErrWebhookNotFound)
 }
 
-// DeliveryClaim takes the pending delivery that has been due the longest,
-// not to one of busy (URLs this instance has enough attempts under way
-// to), skipping those another instance holds: it counts the attempt and
-// pushes the delivery's next attempt lease past now, so that an instance
-// that dies during the attempt leaves it due again then. ok false: none is
-// due.
-func (s *Store) DeliveryClaim(ctx context.Context, lease time.Duration, busy []string) (agentd.Delivery, bool, error) {
-	if busy == nil {
-		busy = []string{}
-	}
-	d, err := scanDelivery(s.pool.QueryRow(ctx, `UPDATE webhook_deliveries
-		SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $1)
-		WHERE id = (SELECT id FROM webhook_deliveries
-			WHERE status = 'pending' AND next_attempt_at <= now() AND url <> ALL($2)
-			ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+deliveryColumns, lease.Seconds(), busy))
-	if errors.Is(err, agentd.ErrWebhookNotFound) {
-		return d, false, nil
-	}
-	return d, err == nil, err
-}
+// claimCandidates locks up to $1 due deliveries, those that have been due
+// the longest first, but to the URLs $2 (the instance has enough attempts
+// under way to them), skipping those another instance holds.
+const claimCandidates = `SELECT id::text, url FROM webhook_deliveries
+	WHERE status = 'pending' AND next_attempt_at <= now() AND url <> ALL($2)
+	ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`
 
-// DeliveryResult is the outcome of a delivery's attempt: delivered, to be
-// tried again at RetryAt, or (neither) failed for good.
-type DeliveryResult struct {
-	ID        string
-	Attempt   agentd.DeliveryAttempt
-	Delivered bool
-	RetryAt   time.Time // zero: no retry
+// DeliveryClaim takes up to p.Max due deliveries, no more to one URL than
+// p.PerURL allows beside p.Busy, in one transaction (one connection, what
+// the instance's workers make in a tick): it counts each one's attempt
+// and pushes its next attempt past p.Lease, so that an instance that dies
+// during the attempt leaves it due again then.
+func (s *Store) DeliveryClaim(ctx context.Context, p agentd.DeliveryClaim) ([]agentd.Delivery, error) {
+	full := []string{}
+	for u, n := range p.Busy {
+		if n >= p.PerURL {
+			full = append(full, u)
+		}
+	}
+	var out []agentd.Delivery
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		type candidate struct{ id, url string }
+		cands, err := queryAll(ctx, tx, func(row pgx.Row) (candidate, error) {
+			var c candidate
+			return c, row.Scan(&c.id, &c.url)
+		}, claimCandidates, 4*p.Max, full)
+		if err != nil || len(cands) == 0 {
+			return err
+		}
+		held := map[string]int{}
+		var ids []string
+		for _, c := range cands {
+			if len(ids) < p.Max && p.Busy[c.url]+held[c.url] < p.PerURL {
+				held[c.url]++
+				ids = append(ids, c.id)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		out, err = queryAll(ctx, tx, scanDelivery, `UPDATE webhook_deliveries
+			SET attempts = attempts + 1, next_attempt_at = now() + make_interval(secs => $2)
+			WHERE id = ANY($1::uuid[]) RETURNING `+deliveryColumns, ids, p.Lease.Seconds())
+		return err
+	})
+	return out, err
 }
 
 // DeliveryRecord records an attempt of a delivery and where that leaves
 // it, unless the delivery changed since it was claimed (it was redelivered,
 // or deleted with its webhook).
-func (s *Store) DeliveryRecord(ctx context.Context, r DeliveryResult) error {
+func (s *Store) DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) error {
 	status, next := agentd.DeliveryFailed, any(nil)
 	switch {
 	case r.Delivered:

@@ -102,6 +102,12 @@ func GuardedClient(allowHosts []string, client *http.Client) *http.Client {
 // names that host and port. A name that resolves to such an address is
 // refused by the dialer, at each call.
 func CheckEgress(rawURL string, allowHosts []string) error {
+	return CheckEgressOf(rawURL, allowHosts, "AGENTD_HTTP_ALLOW_HOSTS")
+}
+
+// CheckEgressOf is CheckEgress for URLs whose allow-list is setting's
+// (its refusal names it).
+func CheckEgressOf(rawURL string, allowHosts []string, setting string) error {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Hostname() == "" {
 		return errors.New("not an absolute URL")
@@ -117,15 +123,15 @@ func CheckEgress(rawURL string, allowHosts []string) error {
 		if listed("127.0.0.1") || listed("::1") || listed(host) {
 			return nil
 		}
-		return fmt.Errorf("%s is a loopback host, which only the operator may allow (AGENTD_HTTP_ALLOW_HOSTS)", host)
+		return fmt.Errorf("%s is a loopback host, which only the operator may allow (%s)", host, setting)
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
 		return nil // a name: its addresses are checked as it is dialled
 	}
 	if ip = ip.Unmap(); restricted(ip) && !listed(ip.String()) {
-		return fmt.Errorf("%s is not a public address, and the operator does not allow %s (AGENTD_HTTP_ALLOW_HOSTS)", ip,
-			net.JoinHostPort(ip.String(), port))
+		return fmt.Errorf("%s is not a public address, and the operator does not allow %s (%s)", ip,
+			net.JoinHostPort(ip.String(), port), setting)
 	}
 	return nil
 }

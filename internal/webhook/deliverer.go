@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -16,18 +17,15 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/metrics"
-	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/secrets"
 )
 
 // Store is what a Deliverer needs of the database.
 type Store interface {
-	OutboxDispatch(ctx context.Context, limit int, payload persist.PayloadFunc) (int, error)
-	DeliveryClaim(ctx context.Context, lease time.Duration, busy []string) (agentd.Delivery, bool, error)
-	DeliveryRecord(ctx context.Context, r persist.DeliveryResult) error
+	OutboxDispatch(ctx context.Context, limit int, payload agentd.PayloadFunc) (int, error)
+	DeliveryClaim(ctx context.Context, p agentd.DeliveryClaim) ([]agentd.Delivery, error)
+	DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) error
 }
-
-var _ Store = (*persist.Store)(nil)
 
 // Defaults of a Config.
 const (
@@ -46,7 +44,7 @@ const (
 type Config struct {
 	Store   Store
 	Box     *secrets.Box // opens the signing secrets
-	Payload persist.PayloadFunc
+	Payload agentd.PayloadFunc
 	// Client makes the POSTs: one held to the egress rule of the URLs
 	// tenants give (tools.GuardedClient), which follows no redirect.
 	Client *http.Client
@@ -72,8 +70,11 @@ type Deliverer struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	mu   sync.Mutex
-	busy map[string]int // attempts under way by URL
+	mu       sync.Mutex
+	busy     map[string]int // attempts under way by URL
+	inFlight int            // attempts under way
+	freed    chan struct{}  // an attempt ended: the claimer may take more
+	attempts sync.WaitGroup // the attempts' goroutines
 
 	delivered *prometheus.CounterVec
 	latency   prometheus.Histogram
@@ -102,7 +103,7 @@ func New(cfg Config) *Deliverer {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	return &Deliverer{cfg: cfg, busy: map[string]int{},
+	return &Deliverer{cfg: cfg, busy: map[string]int{}, freed: make(chan struct{}, 1),
 		delivered: metrics.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_webhook_attempts_total",
 			Help: "Webhook delivery attempts, by outcome: delivered, retried (to be tried again) or failed (given up).",
@@ -114,20 +115,20 @@ func New(cfg Config) *Deliverer {
 	}
 }
 
-// Start starts the dispatcher and the workers. They run until Stop.
+// Start starts the dispatcher and the claimer, which starts a goroutine
+// for each attempt, at most Workers at once. They run until Stop.
 func (d *Deliverer) Start() {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
-	d.wg.Add(1 + d.cfg.Workers)
+	d.wg.Add(2)
 	go func() {
 		defer d.wg.Done()
-		d.loop(d.dispatch)
+		d.loop(d.dispatch, nil)
 	}()
-	for range d.cfg.Workers {
-		go func() {
-			defer d.wg.Done()
-			d.loop(d.work)
-		}()
-	}
+	go func() {
+		defer d.wg.Done()
+		defer d.attempts.Wait()
+		d.loop(d.claim, d.freed)
+	}()
 }
 
 // Stop stops the goroutines; an attempt under way is cut, and is made
@@ -142,9 +143,9 @@ func (d *Deliverer) Stop() {
 	})
 }
 
-// loop calls step until Stop, pausing a tick whenever it found nothing to
-// do (or failed).
-func (d *Deliverer) loop(step func() bool) {
+// loop calls step until Stop, pausing a tick (or until wake) whenever it
+// found nothing to do (or failed).
+func (d *Deliverer) loop(step func() bool, wake <-chan struct{}) {
 	t := time.NewTicker(d.cfg.Tick)
 	defer t.Stop()
 	for d.ctx.Err() == nil {
@@ -153,6 +154,7 @@ func (d *Deliverer) loop(step func() bool) {
 		}
 		select {
 		case <-t.C:
+		case <-wake:
 		case <-d.ctx.Done():
 		}
 	}
@@ -169,56 +171,73 @@ func (d *Deliverer) dispatch() bool {
 	return err == nil && n == dispatchBatch
 }
 
-// work makes one due delivery's attempt; false: none was due.
-func (d *Deliverer) work() bool {
+// claim takes as many due deliveries as there are free workers, in one
+// transaction, and starts their attempts; true: it took some, and there
+// may be more (those it left for the cap of their URL make room for
+// others at once).
+func (d *Deliverer) claim() bool {
+	d.mu.Lock()
+	free, busy := d.cfg.Workers-d.inFlight, maps.Clone(d.busy)
+	d.mu.Unlock()
+	if free <= 0 {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
-	dl, ok, err := d.cfg.Store.DeliveryClaim(ctx, d.cfg.Timeout+5*time.Second, d.busyURLs())
+	claimed, err := d.cfg.Store.DeliveryClaim(ctx, agentd.DeliveryClaim{Max: free, PerURL: d.cfg.PerURL, Busy: busy,
+		Lease: d.cfg.Timeout + 5*time.Second})
 	cancel()
-	if err != nil || !ok {
-		if err != nil && d.ctx.Err() == nil {
-			d.cfg.Logger.Warn("webhooks: claim a delivery", "err", err)
+	if err != nil {
+		if d.ctx.Err() == nil {
+			d.cfg.Logger.Warn("webhooks: claim deliveries", "err", err)
 		}
 		return false
 	}
-	d.hold(dl.URL, 1)
-	defer d.hold(dl.URL, -1)
+	for _, dl := range claimed {
+		d.hold(dl.URL, 1)
+		d.attempts.Add(1)
+		go func() {
+			defer d.attempts.Done()
+			defer d.hold(dl.URL, -1)
+			d.work(dl)
+		}()
+	}
+	return len(claimed) > 0
+}
+
+// work makes a claimed delivery's attempt, and records it.
+func (d *Deliverer) work(dl agentd.Delivery) {
 	res := d.attempt(dl)
 	if d.ctx.Err() != nil {
-		return false // cut by Stop: the claim's lease brings it back
+		return // cut by Stop: the claim's lease brings it back
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
 	defer cancel()
 	if err := d.cfg.Store.DeliveryRecord(rctx, res); err != nil {
 		d.cfg.Logger.Warn("webhooks: record an attempt", "delivery_id", dl.ID, "err", err)
 	}
-	return true
 }
 
-// busyURLs are the URLs this instance makes as many attempts to as it may.
-func (d *Deliverer) busyURLs() []string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	var out []string
-	for u, n := range d.busy {
-		if n >= d.cfg.PerURL {
-			out = append(out, u)
-		}
-	}
-	return out
-}
-
+// hold counts n attempts more (or fewer) under way to url; an attempt's
+// end wakes the claimer.
 func (d *Deliverer) hold(url string, n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.inFlight += n
 	if d.busy[url] += n; d.busy[url] <= 0 {
 		delete(d.busy, url)
+	}
+	if n < 0 {
+		select {
+		case d.freed <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // attempt POSTs dl once, and says where that leaves it.
-func (d *Deliverer) attempt(dl agentd.Delivery) persist.DeliveryResult {
+func (d *Deliverer) attempt(dl agentd.Delivery) agentd.DeliveryResult {
 	start := time.Now()
-	res := persist.DeliveryResult{ID: dl.ID, Attempt: agentd.DeliveryAttempt{N: dl.Attempts, StartedAt: start}}
+	res := agentd.DeliveryResult{ID: dl.ID, Attempt: agentd.DeliveryAttempt{N: dl.Attempts, StartedAt: start}}
 	code, err := d.post(dl, start)
 	res.Attempt.Latency, res.Attempt.StatusCode = time.Since(start), code
 	d.latency.Observe(res.Attempt.Latency.Seconds())

@@ -127,8 +127,10 @@ func (f fixture) stop(t *testing.T, tenant string, typ agentd.EventType, failFir
 	return id
 }
 
+var _ webhook.Store = (*persist.Store)(nil)
+
 func payload(_ context.Context, e agentd.OutboxEntry) (json.RawMessage, bool, error) {
-	b, err := persist.EventPayload(e.EventType, e.CreatedAt, map[string]any{"run": map[string]string{"id": e.RunID}})
+	b, err := agentd.DeliveryPayload(e.EventType, e.CreatedAt, map[string]any{"run": map[string]string{"id": e.RunID}})
 	return b, true, err
 }
 
@@ -172,7 +174,7 @@ func TestDeliveriesAreSignedRetriedAndOnce(t *testing.T) {
 	for range 5 {
 		runs = append(runs, f.stop(t, "acme", agentd.EventRunCompleted))
 	}
-	f.stop(t, "acme", agentd.EventRunFailed)    // not wanted
+	f.stop(t, "acme", agentd.EventRunFailed)     // not wanted
 	f.stop(t, "rival", agentd.EventRunCompleted) // not acme's
 	ctx := context.Background()
 	var list []agentd.Delivery

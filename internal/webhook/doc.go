@@ -8,6 +8,6 @@
 // that was making it, and a slow endpoint holds a few of one instance's
 // workers, never a run or another endpoint's deliveries.
 //
-// It imports the domain (agentd), internal/persist, internal/secrets and
-// internal/metrics.
+// It imports the domain (agentd), internal/secrets and internal/metrics;
+// internal/persist implements its Store.
 package webhook

@@ -1,0 +1,172 @@
+package persist_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+)
+
+// dueSchedule stores a schedule of tenant t1 whose first slot, a whole
+// second, passed a moment ago.
+func dueSchedule(t *testing.T, s *persist.Store, name string) agentd.Schedule {
+	t.Helper()
+	sc, err := s.ScheduleCreate(context.Background(), agentd.Schedule{TenantID: "t1", Name: name, Cron: "@every 1s",
+		Timezone: "UTC", Run: []byte(`{"input":"hi"}`), Overlap: agentd.OverlapAllow, CatchUp: agentd.CatchUpSkip,
+		NextAt: time.Now().Add(-time.Second).Truncate(time.Second), CreatedBy: "key:a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+// slotRun is a plan that starts the due slot's run and moves next_at on
+// by step (0: leaves it, as a faulty planner would).
+func slotRun(step time.Duration, pause time.Duration) func(context.Context, persist.DueSchedule) (persist.SlotPlan, error) {
+	return func(_ context.Context, d persist.DueSchedule) (persist.SlotPlan, error) {
+		time.Sleep(pause) // widen the window in which firers overlap
+		p := agentd.RunParams{MaxSteps: 1, Schedule: &agentd.ScheduleRef{ID: d.ID, Slot: d.NextAt}}
+		return persist.SlotPlan{NextAt: d.NextAt.Add(step), Run: &persist.RunCreateParams{TenantID: d.TenantID, Model: "fake",
+			Params: p, Input: []agentd.InputMessage{{Role: agentd.RoleUser, Content: "hi"}}, Actor: d.CreatedBy}}, nil
+	}
+}
+
+// TestScheduleOneRunPerSlot: firers that take the same due schedules at
+// once (as instances do) create one run per slot between them, each slot
+// fired once; and a slot fired again (a planner that did not advance the
+// schedule) is refused by the unique key of (schedule, slot), creating
+// nothing.
+func TestScheduleOneRunPerSlot(t *testing.T) {
+	t.Parallel()
+	s, url := persisttest.New(t)
+	ctx := context.Background()
+	a, b := dueSchedule(t, s, "a"), dueSchedule(t, s, "b")
+	// Each round makes every firer try the same due slots; next_at moves
+	// on by a second a round, to a slot that is due still, until now.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	fired := map[string]int{}
+	for range 8 {
+		wg.Go(func() {
+			for range 6 {
+				res, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(10*time.Millisecond, 20*time.Millisecond)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for id := range res.Runs {
+					fired[id]++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, sc := range []agentd.Schedule{a, b} {
+		runs, err := s.ScheduleRuns(ctx, "t1", sc.ID, nil, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots := map[time.Time]int{}
+		for _, r := range runs {
+			if r.Params.Schedule == nil || r.Params.Schedule.ID != sc.ID {
+				t.Fatalf("run %s does not name its schedule: %+v", r.ID, r.Params.Schedule)
+			}
+			slots[r.Params.Schedule.Slot.UTC()]++
+		}
+		for slot, n := range slots {
+			if n != 1 {
+				t.Errorf("schedule %s slot %s has %d runs", sc.Name, slot, n)
+			}
+		}
+		if len(runs) == 0 || len(runs) != fired[sc.ID] {
+			t.Errorf("schedule %s: %d runs, %d reported fired", sc.Name, len(runs), fired[sc.ID])
+		}
+	}
+
+	// The key holds where the lock does not: a slot fired twice.
+	c := dueSchedule(t, s, "c")
+	if _, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(0, 0)})
+	if !errors.Is(err, agentd.ErrConflict) {
+		t.Fatalf("a slot fired twice: %v", err)
+	}
+	if runs, _ := s.ScheduleRuns(ctx, "t1", c.ID, nil, 10); len(runs) != 1 {
+		t.Fatalf("slot fired twice made %d runs", len(runs))
+	}
+	var n int
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM runs WHERE schedule_id = $1`, c.ID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("runs of the schedule: %d %v", n, err)
+	}
+}
+
+// TestScheduleSettlePauses: the ends of a schedule's runs are counted in
+// the order of their slots; a completed run sets the failures to zero,
+// and failures in a row up to the limit pause the schedule, saying why.
+func TestScheduleSettlePauses(t *testing.T) {
+	t.Parallel()
+	s, url := persisttest.New(t)
+	ctx := context.Background()
+	sc := dueSchedule(t, s, "failing")
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	end := func(status agentd.RunStatus) string {
+		t.Helper()
+		res, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(100*time.Millisecond, 0)})
+		if err != nil || res.Runs[sc.ID].ID == "" {
+			t.Fatalf("fire: %+v %v", res, err)
+		}
+		id := res.Runs[sc.ID].ID
+		if _, err := conn.Exec(ctx, `UPDATE runs SET status = $2, terminal_reason = 'timed_out_total', finished_at = now()
+			WHERE id = $1`, id, status); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	settle := func() []agentd.Schedule {
+		t.Helper()
+		paused, err := s.ScheduleSettle(ctx, persist.ScheduleSettleParams{Limit: 10, MaxFailures: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return paused
+	}
+	end(agentd.StatusTimedOut)
+	end(agentd.StatusCompleted)
+	last := end(agentd.StatusFailed)
+	if p := settle(); len(p) != 0 {
+		t.Fatalf("paused after one failure since a completed run: %+v", p)
+	}
+	got, err := s.ScheduleGet(ctx, "t1", sc.ID)
+	if err != nil || got.ConsecutiveFailures != 1 || got.Paused || len(got.LastRuns) != 3 || got.LastRuns[0].RunID != last {
+		t.Fatalf("after timed out, completed, failed: %+v %v", got, err)
+	}
+	last = end(agentd.StatusTimedOut)
+	paused := settle()
+	if len(paused) != 1 || !paused[0].Paused || paused[0].ConsecutiveFailures != 2 ||
+		!strings.HasPrefix(paused[0].PausedReason, "2 consecutive runs failed; last: "+last) {
+		t.Fatalf("not paused after two failures in a row: %+v", paused)
+	}
+	if res, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(time.Second, 0)}); err != nil || len(res.Runs) != 0 {
+		t.Fatalf("a paused schedule fired: %+v %v", res, err)
+	}
+}
