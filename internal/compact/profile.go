@@ -130,8 +130,9 @@ type fileProfile struct {
 //
 // The other fields route the model (see Routes; llm.NewRouter checks them
 // against the providers agentd knows, and reads the keys): provider names
-// the API its endpoint speaks ("openai": any OpenAI-compatible Chat
-// Completions endpoint), base_url the endpoint's API root (absent: the
+// the API its endpoint speaks (one of llm.Providers(): "openai", any
+// OpenAI-compatible Chat Completions endpoint; "anthropic", Anthropic's
+// Messages API), base_url the endpoint's API root (absent: the
 // provider's own), api_key_env the environment variable that holds its key
 // (absent: no key), model the endpoint's name for it (absent: NAME). The
 // file never holds a key: api_key_env must be a variable's name (letters,
@@ -260,7 +261,7 @@ func (e *fileProfile) route() (llm.Route, error) {
 			"not starting with a digit): the file names the variable that holds the key, never the key")
 	}
 	if r.Provider == "" && (r.BaseURL != "" || r.APIKeyEnv != "") {
-		return llm.Route{}, errors.New(`base_url and api_key_env need a provider (such as "openai")`)
+		return llm.Route{}, fmt.Errorf("base_url and api_key_env need a provider (%s)", strings.Join(llm.Providers(), ", "))
 	}
 	return r, nil
 }

@@ -215,6 +215,7 @@ func TestLoadProfilesRoutes(t *testing.T) {
 		"eu-gpt": {"context_window": 128000, "max_output_tokens": 16384, "provider": "openai",
 			"base_url": "https://eu.example.com/openai/v1", "api_key_env": "EU_OPENAI_KEY", "model": "gpt-4o-2024-08-06"},
 		"local": {"context_window": 8192, "provider": "openai", "base_url": "http://127.0.0.1:8000/v1"},
+		"claude": {"context_window": 200000, "provider": "anthropic", "api_key_env": "ANTHROPIC_API_KEY", "model": "claude-sonnet-4-5"},
 		"alias": {"context_window": 128000, "model": "gpt-4o-mini"},
 		"plain": {"context_window": 4096}
 	}}`))
@@ -224,11 +225,18 @@ func TestLoadProfilesRoutes(t *testing.T) {
 	want := map[string]llm.Route{
 		"eu-gpt": {Provider: "openai", BaseURL: "https://eu.example.com/openai/v1", APIKeyEnv: "EU_OPENAI_KEY", Model: "gpt-4o-2024-08-06"},
 		"local":  {Provider: "openai", BaseURL: "http://127.0.0.1:8000/v1"},
+		"claude": {Provider: "anthropic", APIKeyEnv: "ANTHROPIC_API_KEY", Model: "claude-sonnet-4-5"},
 		"alias":  {Model: "gpt-4o-mini"},
 	}
 	if got := p.Routes(); !maps.Equal(got, want) {
 		t.Fatalf("Routes() = %+v, want %+v", got, want)
 	}
+	// The router takes every provider the file names, anthropic too.
+	r, err := llm.NewRouter(p.Routes(), llm.OpenAIConfig{APIKey: "k"}, func(string) string { return "a-key" })
+	if err != nil {
+		t.Fatalf("NewRouter: %v", err)
+	}
+	r.CloseIdleConnections()
 	if got := p.For("eu-gpt"); got != (Profile{ContextWindow: 128000, MaxOutputTokens: 16384, Route: want["eu-gpt"]}) {
 		t.Fatalf("For(eu-gpt) = %+v", got)
 	}

@@ -26,13 +26,16 @@ type PartType string
 // Part types. Which roles may hold which parts is the provider's rule, and
 // its adapter's check: Chat Completions takes images and files in user
 // messages only, tool calls in assistant messages, tool results in tool
-// messages.
+// messages. A reasoning part, in an assistant message, gives back what the
+// model thought before that answer; an adapter whose API takes no such
+// thing leaves it out (the OpenAI adapter never sends one).
 const (
 	PartText       PartType = "text"
 	PartImage      PartType = "image"
 	PartFile       PartType = "file"
 	PartToolCall   PartType = "tool_call"
 	PartToolResult PartType = "tool_result"
+	PartReasoning  PartType = "reasoning"
 )
 
 // Part is one piece of a message's content. Which fields it uses depends on
@@ -47,6 +50,8 @@ const (
 //   - PartToolCall: Call.
 //   - PartToolResult: ToolCallID, the result given to the model as Text, and
 //     IsError when it reports a failure (for providers that mark one).
+//   - PartReasoning: Reasoning, a block of the model's own thinking, sent
+//     back as the model gave it (Response.Reasoning).
 type Part struct {
 	Type       PartType
 	Text       string
@@ -59,6 +64,7 @@ type Part struct {
 	Call       ToolCall
 	ToolCallID string
 	IsError    bool
+	Reasoning  ReasoningBlock
 }
 
 // Text returns a text part.
@@ -68,6 +74,30 @@ func Text(s string) Part { return Part{Type: PartText, Text: s} }
 func ToolResult(id, content string) Part {
 	return Part{Type: PartToolResult, ToolCallID: id, Text: content}
 }
+
+// Reasoning returns the part that gives block back to the model.
+func Reasoning(block ReasoningBlock) Part {
+	return Part{Type: PartReasoning, Reasoning: block}
+}
+
+// ReasoningBlock is one block of what a model thought before it answered
+// (Anthropic's extended thinking): the thinking as Text with the
+// provider's Signature of it, or, of Type ReasoningRedacted, the opaque
+// Data the provider gives in place of a thinking it encrypted. It is never
+// answer text. The provider checks what is sent back against its
+// signature, so a block is kept and returned byte for byte.
+type ReasoningBlock struct {
+	Type      string // ReasoningThinking or ReasoningRedacted
+	Text      string
+	Signature string
+	Data      string
+}
+
+// Types of a ReasoningBlock.
+const (
+	ReasoningThinking = "thinking"
+	ReasoningRedacted = "redacted_thinking"
+)
 
 // Message is one entry of the conversation sent to the model: who said it
 // and what, as parts. An assistant message holds its text and its tool
@@ -112,6 +142,18 @@ type Request struct {
 	// Sampling is how the model is asked to sample its answer; its zero
 	// value leaves the provider's defaults.
 	Sampling Sampling
+	// CacheBreakpoints are indexes of Messages, in increasing order, after
+	// which the conversation's prefix is known not to change on the next
+	// requests (the message holding a compaction's summary, say): an
+	// adapter whose provider caches prompts at marked places (Anthropic)
+	// marks them, within its limit, the latest first; the others ignore
+	// them.
+	CacheBreakpoints []int
+	// Thinking, when positive, asks for extended thinking with a budget of
+	// that many tokens (an adapter whose API has no such budget ignores
+	// it); 0 asks for none. What the model thought comes back in
+	// Response.Reasoning.
+	Thinking int
 }
 
 // Sampling is how the model is asked to sample an answer; a zero field
@@ -165,10 +207,14 @@ const (
 )
 
 // Usage is the token accounting of one completion.
+// InputTokens is every token of the prompt, those read from the cache and
+// those written to it included (Anthropic reports them apart; its adapter
+// adds them up).
 type Usage struct {
 	InputTokens       int64
 	OutputTokens      int64
 	CachedInputTokens int64 // of InputTokens, those read from the provider's prompt cache
+	CacheWriteTokens  int64 // of InputTokens, those written to the provider's prompt cache
 	ReasoningTokens   int64 // of OutputTokens, those spent on reasoning
 }
 
@@ -178,6 +224,7 @@ func (u Usage) Add(v Usage) Usage {
 		InputTokens:       u.InputTokens + v.InputTokens,
 		OutputTokens:      u.OutputTokens + v.OutputTokens,
 		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
+		CacheWriteTokens:  u.CacheWriteTokens + v.CacheWriteTokens,
 		ReasoningTokens:   u.ReasoningTokens + v.ReasoningTokens,
 	}
 }
@@ -197,10 +244,15 @@ const (
 	FinishContentFilter FinishReason = "content_filter" // stopped by the provider's filter
 )
 
-// Response is the complete output of one streamed completion.
+// Response is the complete output of one streamed completion. Reasoning
+// holds the blocks of the model's thinking, in order, when it gave them
+// (never in Text, never passed to onDelta); an assistant message that
+// answers with the same tool calls should carry them back as
+// PartReasoning parts, as Anthropic requires across a tool call.
 type Response struct {
 	Text         string
 	ToolCalls    []ToolCall
+	Reasoning    []ReasoningBlock
 	FinishReason FinishReason
 	Usage        Usage
 }

@@ -424,7 +424,10 @@ func appendNumber(b []byte, name string, v *float64) ([]byte, error) {
 // message with tool calls and no text has no content, a user message with
 // images or files has a list of content parts, and each tool result is a
 // tool message of its own that names the call it answers.
+//
+// Reasoning parts are left out: Chat Completions takes no thinking back.
 func appendMessage(b []byte, msg Message) ([]byte, error) {
+	msg.Parts = withoutReasoning(msg.Parts)
 	switch msg.Role {
 	case RoleTool:
 		return appendToolResults(b, msg.Parts)
@@ -489,6 +492,15 @@ func appendMessage(b []byte, msg Message) ([]byte, error) {
 		b = append(b, ']')
 	}
 	return append(b, '}'), nil
+}
+
+// withoutReasoning returns parts without their reasoning parts; parts
+// itself when it has none, as most messages.
+func withoutReasoning(parts []Part) []Part {
+	if !slices.ContainsFunc(parts, func(p Part) bool { return p.Type == PartReasoning }) {
+		return parts
+	}
+	return slices.DeleteFunc(slices.Clone(parts), func(p Part) bool { return p.Type == PartReasoning })
 }
 
 // appendText appends the text of parts, which hold texts text parts, as one

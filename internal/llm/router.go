@@ -17,19 +17,23 @@ var _ Model = (*Router)(nil)
 const (
 	// ProviderOpenAI is any OpenAI-compatible Chat Completions endpoint.
 	ProviderOpenAI = "openai"
+	// ProviderAnthropic is Anthropic's Messages API.
+	ProviderAnthropic = "anthropic"
 )
 
 // Providers lists the providers a Route may name.
-func Providers() []string { return []string{ProviderOpenAI} }
+func Providers() []string { return []string{ProviderOpenAI, ProviderAnthropic} }
 
 // Route says where a model is served. Its zero value is the default
 // endpoint, under the model's own name.
 type Route struct {
-	// Provider is the API the endpoint speaks (ProviderOpenAI); "" is the
-	// default endpoint, which only Model may then change.
+	// Provider is the API the endpoint speaks (ProviderOpenAI,
+	// ProviderAnthropic); "" is the default endpoint, which only Model may
+	// then change.
 	Provider string
 	// BaseURL is the endpoint's API root; "" is the provider's own (for
-	// openai, https://api.openai.com/v1).
+	// openai, https://api.openai.com/v1; for anthropic,
+	// https://api.anthropic.com).
 	BaseURL string
 	// APIKeyEnv names the environment variable that holds the endpoint's
 	// API key (the key itself is never configured with the route); "" sends
@@ -46,7 +50,13 @@ type Route struct {
 type Router struct {
 	def    *OpenAI
 	routes map[string]route // by the model name of requests
-	all    []*OpenAI        // every adapter, the default's first
+	all    []adapter        // every adapter, the default's first
+}
+
+// adapter is what the router holds of an endpoint's adapter.
+type adapter interface {
+	Model
+	CloseIdleConnections()
 }
 
 // route is a model's endpoint and its name there ("" for the same name).
@@ -61,17 +71,19 @@ type route struct {
 // leaves them empty). A routed endpoint takes nothing from the default's
 // configuration but its IdleTimeout and HTTPClient: its key is the value of
 // its APIKeyEnv, read with getenv, and routes to the same endpoint with the
-// same key share one adapter (and its connections). A route to a provider
-// agentd does not know, a BaseURL that is not an http(s) URL, or a key
-// variable that getenv finds empty, is an error that names the model; all
-// of them are reported at once. A nil getenv is os.Getenv.
+// same key share one adapter (and its connections). A route to anthropic
+// gets an Anthropic adapter (NewAnthropic), with the same IdleTimeout and
+// HTTPClient. A route to a provider agentd does not know, a BaseURL that
+// is not an http(s) URL, or a key variable that getenv finds empty, is an
+// error that names the model; all of them are reported at once. A nil
+// getenv is os.Getenv.
 func NewRouter(routes map[string]Route, def OpenAIConfig, getenv func(string) string) (*Router, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	r := &Router{def: NewOpenAI(def), routes: make(map[string]route, len(routes))}
 	r.all = append(r.all, r.def)
-	shared := make(map[OpenAIConfig]*OpenAI)
+	shared := make(map[any]adapter) // by configuration: OpenAIConfig or AnthropicConfig
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(routes)) {
 		rt := routes[name]
@@ -88,10 +100,19 @@ func NewRouter(routes map[string]Route, def OpenAIConfig, getenv func(string) st
 			errs = append(errs, fmt.Errorf("model %q: %w", name, err))
 			continue
 		}
-		m := shared[cfg]
+		var key any = cfg
+		if rt.Provider == ProviderAnthropic {
+			key = AnthropicConfig{BaseURL: cfg.BaseURL, APIKey: cfg.APIKey, IdleTimeout: cfg.IdleTimeout, HTTPClient: cfg.HTTPClient}
+		}
+		m := shared[key]
 		if m == nil {
-			m = newOpenAI(cfg, false)
-			shared[cfg] = m
+			switch k := key.(type) {
+			case AnthropicConfig:
+				m = NewAnthropic(k)
+			case OpenAIConfig:
+				m = newOpenAI(k, false)
+			}
+			shared[key] = m
 			r.all = append(r.all, m)
 		}
 		r.routes[name] = route{model: m, upstream: rt.Model}
@@ -104,8 +125,10 @@ func NewRouter(routes map[string]Route, def OpenAIConfig, getenv func(string) st
 }
 
 // endpoint is the configuration of the endpoint rt names.
+// An anthropic endpoint's configuration is read into the same fields
+// (without PromptCacheKey).
 func endpoint(rt Route, def OpenAIConfig, getenv func(string) string) (OpenAIConfig, error) {
-	if rt.Provider != ProviderOpenAI {
+	if rt.Provider != ProviderOpenAI && rt.Provider != ProviderAnthropic {
 		return OpenAIConfig{}, fmt.Errorf("provider %q is not one agentd knows (%s)", rt.Provider, strings.Join(Providers(), ", "))
 	}
 	cfg := OpenAIConfig{BaseURL: rt.BaseURL, IdleTimeout: def.IdleTimeout, HTTPClient: def.HTTPClient}
@@ -122,7 +145,7 @@ func endpoint(rt Route, def OpenAIConfig, getenv func(string) string) (OpenAICon
 	}
 	// prompt_cache_key goes to OpenAI's own API only; another endpoint may
 	// refuse a field it does not know.
-	cfg.PromptCacheKey = OfficialOpenAI(rt.BaseURL)
+	cfg.PromptCacheKey = rt.Provider == ProviderOpenAI && OfficialOpenAI(rt.BaseURL)
 	return cfg, nil
 }
 

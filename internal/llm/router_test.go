@@ -118,8 +118,8 @@ func TestRouterRefusesBadRoutes(t *testing.T) {
 		routes map[string]llm.Route
 		want   []string
 	}{
-		{"unknown provider", map[string]llm.Route{"claude": {Provider: "anthropic", APIKeyEnv: "SET_KEY"}},
-			[]string{`model "claude"`, `provider "anthropic" is not one agentd knows (openai)`}},
+		{"unknown provider", map[string]llm.Route{"gemini": {Provider: "google", APIKeyEnv: "SET_KEY"}},
+			[]string{`model "gemini"`, `provider "google" is not one agentd knows (openai, anthropic)`}},
 		{"key not set", map[string]llm.Route{"gpt-eu": {Provider: "openai", BaseURL: "https://eu.example.com/v1", APIKeyEnv: "EU_KEY"}},
 			[]string{`model "gpt-eu"`, "api_key_env names EU_KEY, which is not set"}},
 		{"base url", map[string]llm.Route{"m": {Provider: "openai", BaseURL: "eu.example.com/v1"}},
@@ -128,9 +128,9 @@ func TestRouterRefusesBadRoutes(t *testing.T) {
 			[]string{`model "m"`, "need a provider"}},
 		{"all at once", map[string]llm.Route{
 			"good":   {Provider: "openai", APIKeyEnv: "SET_KEY"},
-			"claude": {Provider: "anthropic"},
+			"gemini": {Provider: "google"},
 			"gpt-eu": {Provider: "openai", APIKeyEnv: "EU_KEY"},
-		}, []string{`model "claude"`, `model "gpt-eu"`, "EU_KEY"}},
+		}, []string{`model "gemini"`, `model "gpt-eu"`, "EU_KEY"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
