@@ -16,6 +16,10 @@ const KeepTurns = 2
 // the messages a compaction covers.
 const summaryLead = "Summary of the earlier conversation (the messages it stands for are kept, but no longer sent):\n\n"
 
+// IsSummary reports whether text is that of the message Visible puts in
+// place of what a compaction covers.
+func IsSummary(text string) bool { return strings.HasPrefix(text, summaryLead) }
+
 // Visible returns the messages the model is sent, oldest first: without a
 // compaction, msgs as they are; with c, the conversation's first user
 // message, then a system message holding c's summary, then the messages

@@ -72,6 +72,19 @@ func buildMessages(st agentd.RunState) []llm.Message {
 	return out
 }
 
+// stableBreakpoints are the indexes of msgs after which what the model is
+// sent does not change until the next compaction: the compaction's
+// summary (llm.Request.CacheBreakpoints; a provider with a prompt cache
+// caches the prefix up to it). None without a compaction.
+func stableBreakpoints(msgs []llm.Message) []int {
+	for i, m := range msgs {
+		if m.Role == llm.RoleSystem && i > 0 && len(m.Parts) == 1 && compact.IsSummary(m.Parts[0].Text) {
+			return []int{i}
+		}
+	}
+	return nil
+}
+
 // toolMessage is the tool message that gives the model result.
 func toolMessage(result llm.Part) llm.Message {
 	return llm.Message{Role: llm.RoleTool, Parts: []llm.Part{result}}

@@ -43,8 +43,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 		return true, x.stopFor(st, err)
 	}
 	reactive := false // a compaction after the model said the request was too long
-	req := llm.Request{Model: st.Run.Model, Messages: msgs, Tools: x.offered(st.Run.Params), CacheKey: cmp.Or(st.Run.Params.CacheKey, st.Run.ConversationID),
-		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond, Sampling: stepSampling(st)}
+	req := x.stepRequest(st, msgs)
 	// An answer cut at the model's output limit (finish_reason length) is
 	// continued: the model is sent what it wrote so far and asked to go on,
 	// at most maxContinuations times; the parts make one message. One cut
@@ -89,7 +88,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 					return true, x.stopFor(st, cerr)
 				}
 				if compacted {
-					st, req.Messages = next, nextMsgs
+					st, req.Messages, req.CacheBreakpoints = next, nextMsgs, stableBreakpoints(nextMsgs)
 					continue
 				}
 			}
@@ -104,6 +103,13 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 			return done, err
 		}
 	}
+}
+
+// stepRequest is the model request of a step of run st, over msgs.
+func (x *execution) stepRequest(st agentd.RunState, msgs []llm.Message) llm.Request {
+	return llm.Request{Model: st.Run.Model, Messages: msgs, CacheBreakpoints: stableBreakpoints(msgs),
+		Tools: x.offered(st.Run.Params), CacheKey: cmp.Or(st.Run.Params.CacheKey, st.Run.ConversationID),
+		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond, Sampling: stepSampling(st)}
 }
 
 // modelFailure is a failed model call of a step: its error, which attempt
