@@ -224,16 +224,9 @@ func (s *server) scheduleGet(w http.ResponseWriter, r *http.Request) error {
 // scheduleList answers GET /schedules: the tenant's schedules by name, a
 // page at a time.
 func (s *server) scheduleList(w http.ResponseWriter, r *http.Request) error {
-	q := r.URL.Query()
-	limit, err := intParam(q, "limit", defaultScheduleLimit, 1, maxScheduleLimit)
+	limit, after, err := pageParams(r.URL.Query(), cursorSchedules, defaultScheduleLimit, maxScheduleLimit)
 	if err != nil {
 		return err
-	}
-	var after string
-	if v := q.Get("cursor"); v != "" {
-		if after, err = decodeCursor(v, cursorSchedules); err != nil {
-			return err
-		}
 	}
 	list, err := s.store.ScheduleList(r.Context(), TenantFromContext(r.Context()), after, limit+1)
 	if err != nil {
@@ -332,17 +325,12 @@ func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	limit, err := intParam(q, "limit", defaultScheduleLimit, 1, maxScheduleLimit)
+	limit, pos, err := pageParams(r.URL.Query(), cursorScheduleRuns, defaultScheduleLimit, maxScheduleLimit)
 	if err != nil {
 		return err
 	}
 	var before *time.Time
-	if v := q.Get("cursor"); v != "" {
-		pos, err := decodeCursor(v, cursorScheduleRuns)
-		if err != nil {
-			return err
-		}
+	if pos != "" {
 		t, err := time.Parse(time.RFC3339Nano, pos)
 		if err != nil {
 			return errBadCursor

@@ -228,7 +228,7 @@ func (s *server) webhookList(w http.ResponseWriter, r *http.Request) error {
 	if s.webhooks.Store == nil {
 		return errNoWebhooks
 	}
-	limit, after, err := pageParams(r.URL.Query(), cursorWebhooks)
+	limit, after, err := pageParams(r.URL.Query(), cursorWebhooks, defaultHookLimit, maxHookLimit)
 	if err != nil {
 		return err
 	}
@@ -241,9 +241,10 @@ func (s *server) webhookList(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// pageParams reads a page's limit and cursor (of list).
-func pageParams(q url.Values, list string) (limit int, position string, err error) {
-	if limit, err = intParam(q, "limit", defaultHookLimit, 1, maxHookLimit); err != nil {
+// pageParams reads a page's limit (def when absent, at most max) and the
+// position its cursor (one of list's) names ("": the first page).
+func pageParams(q url.Values, list string, def, max int) (limit int, position string, err error) {
+	if limit, err = intParam(q, "limit", def, 1, max); err != nil {
 		return 0, "", err
 	}
 	if v := q.Get("cursor"); v != "" {
@@ -276,7 +277,7 @@ func (s *server) deliveryList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit, before, err := pageParams(r.URL.Query(), cursorDeliveries)
+	limit, before, err := pageParams(r.URL.Query(), cursorDeliveries, defaultHookLimit, maxHookLimit)
 	if err != nil {
 		return err
 	}

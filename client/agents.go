@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/agentd/agentd"
@@ -111,13 +110,8 @@ func (c *Client) AgentVersions(ctx context.Context, name string, limit int, curs
 }
 
 func (c *Client) agentPage(ctx context.Context, path string, limit int, cursor string) (*Page[Agent], error) {
-	q := url.Values{}
-	set(q, "cursor", cursor)
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
 	var page Page[Agent]
-	if _, err := c.do(ctx, request{method: http.MethodGet, path: path, query: q}, &page); err != nil {
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: path, query: pageQuery(limit, cursor)}, &page); err != nil {
 		return nil, err
 	}
 	return &page, nil

@@ -118,15 +118,9 @@ func (m *Anthropic) Stream(ctx context.Context, req Request, onDelta func(text s
 	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	idleFor := m.idle
-	if req.IdleTimeout > 0 {
-		idleFor = req.IdleTimeout
-	}
-	var idle *time.Timer
-	if idleFor > 0 {
-		idle = time.AfterFunc(idleFor, func() { cancel(errIdle) })
-		defer idle.Stop()
-	}
+	idleFor := idleTimeout(m.idle, req.IdleTimeout)
+	idle := startIdle(cancel, idleFor)
+	defer idle.pause()
 	// The middleware keeps the last response, for the status and headers
 	// of a failure the SDK does not describe, and has its body read to its
 	// end before it closes, so that its connection is reused.
@@ -144,13 +138,9 @@ func (m *Anthropic) Stream(ctx context.Context, req Request, onDelta func(text s
 
 	var acc anthropicAssembler
 	for !acc.stopped && stream.Next() {
-		if idle != nil {
-			idle.Stop()
-		}
+		idle.pause()
 		acc.add(stream.Current(), onDelta)
-		if idle != nil {
-			idle.Reset(idleFor)
-		}
+		idle.resume()
 	}
 	if err := stream.Err(); err != nil && !acc.stopped {
 		return Response{}, m.classify(ctx, sctx, err, res, idleFor)

@@ -155,15 +155,9 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	idleFor := m.idle
-	if req.IdleTimeout > 0 {
-		idleFor = req.IdleTimeout
-	}
-	var idle *time.Timer
-	if idleFor > 0 {
-		idle = time.AfterFunc(idleFor, func() { cancel(errIdle) })
-		defer idle.Stop()
-	}
+	idleFor := idleTimeout(m.idle, req.IdleTimeout)
+	idle := startIdle(cancel, idleFor)
+	defer idle.pause()
 
 	// The SDK turns an error status into *openai.Error only when it can
 	// parse the body; the middleware keeps the status and headers for the
@@ -200,15 +194,9 @@ func (m *OpenAI) Stream(ctx context.Context, req Request, onDelta func(text stri
 
 	var acc assembler
 	for stream.next() {
-		// The idle timer measures the wait for chunks, not the time the
-		// caller spends in onDelta.
-		if idle != nil {
-			idle.Stop()
-		}
+		idle.pause() // the wait for chunks, not the time spent in onDelta
 		acc.add(&stream.cur, onDelta)
-		if idle != nil {
-			idle.Reset(idleFor)
-		}
+		idle.resume()
 	}
 	if err := stream.err; err != nil {
 		return Response{}, m.classify(ctx, sctx, err, res, idleFor)

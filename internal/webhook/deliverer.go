@@ -251,7 +251,7 @@ func (d *Deliverer) attempt(dl agentd.Delivery) agentd.DeliveryResult {
 	default:
 		res.Attempt.Error = fmt.Sprintf("the endpoint answered %d", code)
 	}
-	if next := start.Add(d.Backoff(dl.Attempts)); !errors.Is(err, errFinal) && next.Before(dl.HorizonFrom.Add(d.cfg.Horizon)) {
+	if next := start.Add(d.backoff(dl.Attempts)); !errors.Is(err, errFinal) && next.Before(dl.HorizonFrom.Add(d.cfg.Horizon)) {
 		res.RetryAt = next
 		d.delivered.WithLabelValues("retried").Inc()
 	} else {
@@ -292,10 +292,10 @@ func (d *Deliverer) post(dl agentd.Delivery, at time.Time) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// Backoff is the delay after the nth attempt failed: Backoff doubled n-1
+// backoff is the delay after the nth attempt failed: Backoff doubled n-1
 // times, at most an hour, less up to a quarter of it at random (so that
 // the retries of many deliveries spread out).
-func (d *Deliverer) Backoff(n int) time.Duration {
+func (d *Deliverer) backoff(n int) time.Duration {
 	delay := d.cfg.Backoff
 	for i := 1; i < n && delay < maxBackoff; i++ {
 		delay *= 2

@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 // event is one Server-Sent Event of a streamed answer.
@@ -96,7 +97,7 @@ func stream(ctx context.Context, w http.ResponseWriter, a answer) bool {
 		evs = evs[:len(evs)/2]
 	}
 	for _, ev := range evs {
-		if ev.gap && !pause(ctx, a.gap) {
+		if ev.gap && !fakellm.Pause(ctx, a.gap) {
 			return false
 		}
 		b, err := json.Marshal(ev.data)
@@ -155,19 +156,4 @@ func complete(ctx context.Context, w http.ResponseWriter, a answer) bool {
 	w.WriteHeader(http.StatusOK)
 	_, err = w.Write(b)
 	return err == nil
-}
-
-// pause waits for d, or until ctx ends; it reports whether ctx is live.
-func pause(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

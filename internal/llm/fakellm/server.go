@@ -581,7 +581,7 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, a answer, in
 	}
 	chunks := a.chunks(a.fault == FaultTruncate)
 	for i, c := range chunks {
-		if i > 0 && !pause(ctx, a.gap) {
+		if i > 0 && !Pause(ctx, a.gap) {
 			return false
 		}
 		if !writeEvent(w, rc, c) {
@@ -632,7 +632,7 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, a answer) 
 		return false
 	}
 	n := max(len(a.pieces), 1)
-	if !pause(ctx, time.Duration(n-1)*a.gap) {
+	if !Pause(ctx, time.Duration(n-1)*a.gap) {
 		return false
 	}
 	msg := completionMessage{Role: "assistant"}
@@ -669,8 +669,9 @@ func (s *Server) complete(ctx context.Context, w http.ResponseWriter, a answer) 
 	return err == nil
 }
 
-// pause waits for d, or until ctx ends; it reports whether ctx is still live.
-func pause(ctx context.Context, d time.Duration) bool {
+// Pause waits for d, or until ctx ends; it reports whether ctx is still
+// live (the pauses of /stream, for a fake of another wire format).
+func Pause(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
