@@ -24,6 +24,12 @@ const (
 	PartText       PartType = "text"
 	PartToolCall   PartType = "tool_call"
 	PartToolResult PartType = "tool_result"
+	// PartReasoning, in an assistant message, is a block of what the model
+	// thought before that answer (extended thinking): Text with the
+	// provider's Signature of it, or, redacted, the provider's opaque Data
+	// alone. It is sent back to the model as it came, and never shown as
+	// answer text (TextOf leaves it out).
+	PartReasoning PartType = "reasoning"
 )
 
 // Part is one piece of a message's content: text, a tool call, or a tool
@@ -37,6 +43,8 @@ type Part struct {
 	ToolCallID string   `json:"tool_call_id,omitempty"`
 	Content    string   `json:"content,omitempty"` // tool_result: JSON text given to the model
 	IsError    bool     `json:"is_error,omitempty"`
+	Signature  string   `json:"signature,omitempty"` // reasoning
+	Data       string   `json:"data,omitempty"`      // reasoning: a redacted block's data
 }
 
 // TextOf is the text of parts: their text parts, joined with newlines.

@@ -220,7 +220,21 @@ type RunParams struct {
 	// Schedule is the schedule, and its slot, that started this run, if
 	// one did (docs/schedules.md).
 	Schedule *ScheduleRef `json:"schedule,omitempty"`
+	// Thinking, when positive, asks the model for extended thinking with a
+	// budget of that many tokens (POST /runs "thinking.budget_tokens").
+	Thinking int `json:"thinking,omitempty"`
+	// Fallbacks are the models a step's call moves to, in order, when the
+	// run's model (Run.Model, the first of POST /runs "models") fails
+	// with a retryable error after its retries (docs/providers.md).
+	Fallbacks []string `json:"fallbacks,omitempty"`
+	// MaxCost, when positive, caps what the run's model calls may cost, in
+	// the currency of the models file's prices: past it the run ends
+	// failed with ReasonBudgetExceeded before its next call.
+	MaxCost float64 `json:"max_cost,omitempty"`
 }
+
+// Models is the run's fallback chain: its model, then its fallbacks.
+func (r Run) Models() []string { return append([]string{r.Model}, r.Params.Fallbacks...) }
 
 // ForkRef names the run and step a fork started from.
 type ForkRef struct {

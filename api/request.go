@@ -115,12 +115,24 @@ type runFields struct {
 		IdenticalCalls *int `json:"identical_calls"`
 	} `json:"loop_limits"`
 	Metadata json.RawMessage `json:"metadata"`
+	Models   *[]string       `json:"models"`
+	Thinking *struct {
+		BudgetTokens *int `json:"budget_tokens"`
+	} `json:"thinking"`
+	MaxCost *float64 `json:"max_cost"`
 }
 
 // request is f as the run spec builder takes it, without input.
 func (f runFields) request() (runspec.Request, error) {
 	out := runspec.Request{Model: f.Model, Instructions: f.Instructions, MaxSteps: f.MaxSteps,
-		IfBusy: f.IfBusy, OnQuota: f.OnQuota, CompactAt: f.CompactAt, Metadata: f.Metadata}
+		IfBusy: f.IfBusy, OnQuota: f.OnQuota, CompactAt: f.CompactAt, Metadata: f.Metadata,
+		Models: f.Models, MaxCost: f.MaxCost}
+	if t := f.Thinking; t != nil {
+		if t.BudgetTokens == nil {
+			return out, fieldError("thinking.budget_tokens", "is required: the tokens the model may think with (0 for none)")
+		}
+		out.Thinking = t.BudgetTokens
+	}
 	if t := f.Timeouts; t != nil {
 		out.Timeouts = &runspec.Timeouts{TotalMS: t.TotalMS, StepMS: t.StepMS, IdleMS: t.IdleMS, ToolMS: t.ToolMS, ActionMS: t.ActionMS}
 	}

@@ -21,11 +21,21 @@ type Profile struct {
 	ContextWindow   int     `json:"context_window"`       // tokens; 0: no known limit (never compacted)
 	MaxOutputTokens int     `json:"max_output_tokens"`    // tokens reserved for the answer
 	CompactAt       float64 `json:"compact_at,omitempty"` // fraction of the window past which older turns are compacted; 0: DefaultCompactAt
+	// Input is what the model takes in a user's message beyond text
+	// (InputText, InputImage, InputFile); nil: text alone, unless the
+	// provider is known to take more (InputKinds).
+	Input []string `json:"input,omitempty"`
+	// Prices are what the model costs, per million tokens; nil: unpriced
+	// (its calls cost 0 in the ledger).
+	Prices *Prices `json:"prices,omitempty"`
 	// Route is the endpoint that serves the model, from the models file's
 	// provider, base_url, api_key_env and model; its zero value is the
 	// default endpoint (OPENAI_API_KEY and OPENAI_BASE_URL, or the
 	// built-in fake).
 	Route llm.Route `json:"-"`
+	// multimodal: without an Input list, the model takes images and files
+	// (Accepts).
+	multimodal bool
 }
 
 // DefaultCompactAt is the fraction of the room left for the prompt past which
@@ -66,20 +76,20 @@ func EstimateTokens(bytes int) int { return bytes/4 + 1 }
 // builtin holds the documented limits of common OpenAI models: the context
 // window, and the most output tokens a request may ask for.
 var builtin = map[string]Profile{
-	"gpt-4o":        {ContextWindow: 128000, MaxOutputTokens: 16384},
-	"gpt-4o-mini":   {ContextWindow: 128000, MaxOutputTokens: 16384},
-	"gpt-4.1":       {ContextWindow: 1047576, MaxOutputTokens: 32768},
-	"gpt-4.1-mini":  {ContextWindow: 1047576, MaxOutputTokens: 32768},
-	"gpt-4.1-nano":  {ContextWindow: 1047576, MaxOutputTokens: 32768},
-	"o1":            {ContextWindow: 200000, MaxOutputTokens: 100000},
+	"gpt-4o":        {ContextWindow: 128000, MaxOutputTokens: 16384, multimodal: true},
+	"gpt-4o-mini":   {ContextWindow: 128000, MaxOutputTokens: 16384, multimodal: true},
+	"gpt-4.1":       {ContextWindow: 1047576, MaxOutputTokens: 32768, multimodal: true},
+	"gpt-4.1-mini":  {ContextWindow: 1047576, MaxOutputTokens: 32768, multimodal: true},
+	"gpt-4.1-nano":  {ContextWindow: 1047576, MaxOutputTokens: 32768, multimodal: true},
+	"o1":            {ContextWindow: 200000, MaxOutputTokens: 100000, multimodal: true},
 	"o1-mini":       {ContextWindow: 128000, MaxOutputTokens: 65536}, // else o1-mini would read as o1
-	"o3":            {ContextWindow: 200000, MaxOutputTokens: 100000},
+	"o3":            {ContextWindow: 200000, MaxOutputTokens: 100000, multimodal: true},
 	"o3-mini":       {ContextWindow: 200000, MaxOutputTokens: 100000},
-	"o4-mini":       {ContextWindow: 200000, MaxOutputTokens: 100000},
-	"gpt-5":         {ContextWindow: 400000, MaxOutputTokens: 128000},
-	"gpt-5-mini":    {ContextWindow: 400000, MaxOutputTokens: 128000},
-	"gpt-5-nano":    {ContextWindow: 400000, MaxOutputTokens: 128000},
-	"gpt-4-turbo":   {ContextWindow: 128000, MaxOutputTokens: 4096},
+	"o4-mini":       {ContextWindow: 200000, MaxOutputTokens: 100000, multimodal: true},
+	"gpt-5":         {ContextWindow: 400000, MaxOutputTokens: 128000, multimodal: true},
+	"gpt-5-mini":    {ContextWindow: 400000, MaxOutputTokens: 128000, multimodal: true},
+	"gpt-5-nano":    {ContextWindow: 400000, MaxOutputTokens: 128000, multimodal: true},
+	"gpt-4-turbo":   {ContextWindow: 128000, MaxOutputTokens: 4096, multimodal: true},
 	"gpt-3.5-turbo": {ContextWindow: 16385, MaxOutputTokens: 4096},
 }
 
@@ -113,6 +123,8 @@ type fileProfile struct {
 	BaseURL         *string  `json:"base_url"`
 	APIKeyEnv       *string  `json:"api_key_env"`
 	Model           *string  `json:"model"`
+	Input           []string `json:"input"`
+	Prices          *Prices  `json:"prices"`
 }
 
 // LoadProfiles reads the models file at path,
@@ -233,6 +245,16 @@ func (e *fileProfile) profile() (Profile, error) {
 		return Profile{}, err
 	}
 	p.Route = r
+	p.multimodal = r.Provider == llm.ProviderAnthropic
+	if p.Input, err = inputKinds(e.Input); err != nil {
+		return Profile{}, err
+	}
+	if e.Prices != nil {
+		if err := e.Prices.check(); err != nil {
+			return Profile{}, err
+		}
+		p.Prices = e.Prices
+	}
 	return p, nil
 }
 
@@ -318,10 +340,10 @@ func (p *Profiles) For(model string) Profile {
 		return prof
 	}
 	if model == "fake" {
-		return Profile{}
+		return Profile{multimodal: true}
 	}
 	if k, ok := fakeWindowK(model); ok {
-		return Profile{ContextWindow: k * 1024, MaxOutputTokens: fakeOutputTokens}
+		return Profile{ContextWindow: k * 1024, MaxOutputTokens: fakeOutputTokens, multimodal: true}
 	}
 	best := "" // no name is empty
 	for name := range names {

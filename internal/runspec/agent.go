@@ -85,6 +85,11 @@ func Over(base, run Request) Request {
 	pick(&out.IfBusy, base.IfBusy)
 	pick(&out.OnQuota, base.OnQuota)
 	pick(&out.CompactAt, base.CompactAt)
+	if out.Model == nil {
+		pick(&out.Models, base.Models)
+	}
+	pick(&out.Thinking, base.Thinking)
+	pick(&out.MaxCost, base.MaxCost)
 	if IsNull(out.Metadata) {
 		out.Metadata = base.Metadata
 	}

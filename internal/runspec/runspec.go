@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -79,6 +80,14 @@ type Request struct {
 	// Variables fill the {{name}} placeholders of the instructions of a run
 	// that gives them or starts from an agent; nil: none given.
 	Variables map[string]string
+	// Models is the run's fallback chain, its model first; nil: Model
+	// alone. With both, Model must be its first.
+	Models *[]string
+	// Thinking is the budget of the model's extended thinking, in tokens;
+	// nil or 0: none.
+	Thinking *int
+	// MaxCost caps what the run's model calls may cost; nil: no cap.
+	MaxCost *float64
 	// Registry, when set, is the registry of the run's tenant (the
 	// server's tools and the tenant's own), which its tools are checked
 	// against in place of the builder's.
@@ -140,9 +149,14 @@ func (b *Builder) Build(req Request) (agentd.RunSpec, error) {
 	if spec.Model, err = b.model(req.Model); err != nil {
 		return spec, err
 	}
+	var fallbacks []string
+	if spec.Model, fallbacks, err = b.models(req.Model, spec.Model, req.Models); err != nil {
+		return spec, err
+	}
 	if spec.Params, err = b.params(req); err != nil {
 		return spec, err
 	}
+	spec.Params.Fallbacks = fallbacks
 	if spec.OnQuota, err = OneOf("on_quota", req.OnQuota, agentd.OnQuotaPolicies()); err != nil {
 		return spec, err
 	}
@@ -226,7 +240,60 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 		}
 	}
 	p.Approvals = req.Approvals
+	if p.Thinking, err = thinking(req.Thinking); err != nil {
+		return p, err
+	}
+	if c := req.MaxCost; c != nil {
+		if !(*c > 0) || math.IsInf(*c, 0) {
+			return p, fieldError("max_cost", "must be a positive number, in the currency of the models file's prices")
+		}
+		p.MaxCost = *c
+	}
 	return p, nil
+}
+
+// Bounds of a run's thinking budget and fallback chain.
+const (
+	MinThinkingTokens = 1024
+	MaxThinkingTokens = 128000
+	MaxModels         = 5
+)
+
+// thinking checks a run's thinking budget: 0 for none, or from
+// MinThinkingTokens to MaxThinkingTokens.
+func thinking(n *int) (int, error) {
+	if n == nil || *n == 0 {
+		return 0, nil
+	}
+	if *n < MinThinkingTokens || *n > MaxThinkingTokens {
+		return 0, fieldError("thinking.budget_tokens", "must be between %d and %d (or 0 for no thinking)",
+			MinThinkingTokens, MaxThinkingTokens)
+	}
+	return *n, nil
+}
+
+// models checks a run's fallback chain and returns its first model and
+// the others; without a chain, model (what b.model made of asked) alone.
+func (b *Builder) models(asked *string, model string, chain *[]string) (string, []string, error) {
+	if chain == nil {
+		return model, nil, nil
+	}
+	list := *chain
+	if len(list) == 0 || len(list) > MaxModels {
+		return "", nil, fieldError("models", "must list from 1 to %d models, the first tried first", MaxModels)
+	}
+	for i, m := range list {
+		if _, err := b.model(&m); err != nil {
+			return "", nil, fieldError(fmt.Sprintf("models[%d]", i), "must be a non-empty string of at most %d bytes", MaxModelLen)
+		}
+		if slices.Index(list, m) != i {
+			return "", nil, fieldError(fmt.Sprintf("models[%d]", i), "%q is listed twice", m)
+		}
+	}
+	if asked != nil && *asked != list[0] {
+		return "", nil, fieldError("model", "must be the first of models (%q), or left out", list[0])
+	}
+	return list[0], slices.Clone(list[1:]), nil
 }
 
 // instructions checks a run's instructions, and fills their placeholders

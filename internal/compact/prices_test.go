@@ -1,0 +1,72 @@
+package compact
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentd/agentd/internal/llm"
+)
+
+func TestProfileInputAndPrices(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "models.json")
+	body := `{"models": {
+		"claude": {"context_window": 200000, "max_output_tokens": 8192, "provider": "anthropic",
+			"prices": {"input": 3, "cached_input": 0.3, "cache_write": 3.75, "output": 15}},
+		"texty": {"context_window": 8192, "input": ["text"]},
+		"seeing": {"context_window": 8192, "input": ["text", "image"], "prices": {"input": 1, "output": 2}}}}`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadProfiles(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		model, kind string
+		want        bool
+	}{
+		{"claude", InputImage, true}, {"claude", InputFile, true}, // anthropic takes both
+		{"texty", InputImage, false}, {"texty", InputText, true},
+		{"seeing", InputImage, true}, {"seeing", InputFile, false},
+		{"gpt-4o", InputImage, true}, {"gpt-3.5-turbo", InputImage, false},
+		{"fake", InputFile, true}, {"unknown-model", InputImage, false},
+	} {
+		if got := p.For(tt.model).Accepts(tt.kind); got != tt.want {
+			t.Errorf("%s accepts %s = %v, want %v", tt.model, tt.kind, got, tt.want)
+		}
+	}
+	u := llm.Usage{InputTokens: 1_000_000, CachedInputTokens: 500_000, CacheWriteTokens: 100_000, OutputTokens: 200_000}
+	// 400k plain at 3, 500k cached at 0.3, 100k written at 3.75, 200k out at 15.
+	if got, want := p.For("claude").Prices.Cost(u), 1.2+0.15+0.375+3.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("claude cost = %v, want %v", got, want)
+	}
+	// Without cache prices, cached and written tokens cost the input price.
+	if got, want := p.For("seeing").Prices.Cost(u), 1.0+0.4; math.Abs(got-want) > 1e-9 {
+		t.Errorf("seeing cost = %v, want %v", got, want)
+	}
+	if got := p.For("texty").Prices.Cost(u); got != 0 {
+		t.Errorf("an unpriced model costs %v", got)
+	}
+	v := p.PriceVersion()
+	if len(v) != 12 || DefaultProfiles().PriceVersion() != "" {
+		t.Errorf("price version %q; default %q", v, DefaultProfiles().PriceVersion())
+	}
+	for _, bad := range []struct{ body, want string }{
+		{`{"models": {"m": {"context_window": 1, "input": ["image"]}}}`, `must hold "text"`},
+		{`{"models": {"m": {"context_window": 1, "input": ["text", "audio"]}}}`, `"audio" is not one of`},
+		{`{"models": {"m": {"context_window": 1, "input": ["text", "text"]}}}`, `given twice`},
+		{`{"models": {"m": {"context_window": 1, "prices": {"input": -1, "output": 1}}}}`, `prices.input -1`},
+		{`{"models": {"m": {"context_window": 1, "prices": {"input": 1, "output": 1, "extra": 2}}}}`, `unknown field`},
+	} {
+		_, err := parseProfiles([]byte(bad.body))
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: error %v, want one saying %q", bad.body, err, bad.want)
+		}
+	}
+	if names := p.Names(); len(names) < 3 || names[0] > names[1] {
+		t.Errorf("Names() = %v", names)
+	}
+}
