@@ -83,6 +83,18 @@ type RunView struct {
 	// Webhook is the URL the run's stops are delivered to (POST /runs
 	// "webhook"); nil: none. Its secret is never shown.
 	Webhook *string `json:"webhook"`
+	// Models is the run's fallback chain: its model, then the models a
+	// step's call moves to when it keeps failing (POST /runs "models").
+	Models []string `json:"models"`
+	// Thinking is the run's extended thinking budget; nil: none.
+	Thinking *ThinkingView `json:"thinking"`
+	// MaxCost caps what the run's model calls may cost; nil: no cap.
+	MaxCost *float64 `json:"max_cost"`
+}
+
+// ThinkingView is a run's extended thinking as asked.
+type ThinkingView struct {
+	BudgetTokens int `json:"budget_tokens"`
 }
 
 // Ended reports whether the run has stopped: a terminal status, or

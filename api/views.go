@@ -74,6 +74,13 @@ func runView(r agentd.Run) runJSON {
 	if h := r.Params.Webhook; h != nil {
 		v.Webhook = &h.URL
 	}
+	v.Models = r.Models()
+	if r.Params.Thinking > 0 {
+		v.Thinking = &agentd.ThinkingView{BudgetTokens: r.Params.Thinking}
+	}
+	if r.Params.MaxCost > 0 {
+		v.MaxCost = &r.Params.MaxCost
+	}
 	if p := r.Params.Parent; p != nil {
 		v.ParentRunID, v.ParentToolCallID = &p.RunID, &p.ToolCallID
 	}

@@ -55,6 +55,8 @@ func buildMessages(st agentd.RunState) []llm.Message {
 				case agentd.PartToolCall:
 					msg.Parts = append(msg.Parts, llm.Part{Type: llm.PartToolCall, Call: llm.ToolCall{ID: p.ID, Name: p.Name, Arguments: p.Arguments}})
 					pending = append(pending, p.ID)
+				case agentd.PartReasoning:
+					msg.Parts = append(msg.Parts, llm.Reasoning(reasoningBlock(p)))
 				}
 			}
 			out = append(out, msg)
@@ -88,4 +90,13 @@ func stableBreakpoints(msgs []llm.Message) []int {
 // toolMessage is the tool message that gives the model result.
 func toolMessage(result llm.Part) llm.Message {
 	return llm.Message{Role: llm.RoleTool, Parts: []llm.Part{result}}
+}
+
+// reasoningBlock is the block of the model's thinking that part p keeps:
+// a redacted one when it holds only the provider's data.
+func reasoningBlock(p agentd.Part) llm.ReasoningBlock {
+	if p.Data != "" && p.Text == "" && p.Signature == "" {
+		return llm.ReasoningBlock{Type: llm.ReasoningRedacted, Data: p.Data}
+	}
+	return llm.ReasoningBlock{Type: llm.ReasoningThinking, Text: p.Text, Signature: p.Signature}
 }

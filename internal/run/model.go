@@ -107,7 +107,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 
 // stepRequest is the model request of a step of run st, over msgs.
 func (x *execution) stepRequest(st agentd.RunState, msgs []llm.Message) llm.Request {
-	return llm.Request{Model: st.Run.Model, Messages: msgs, CacheBreakpoints: stableBreakpoints(msgs),
+	return llm.Request{Model: st.Run.Model, Messages: msgs, CacheBreakpoints: stableBreakpoints(msgs), Thinking: st.Run.Params.Thinking,
 		Tools: x.offered(st.Run.Params), CacheKey: cmp.Or(st.Run.Params.CacheKey, st.Run.ConversationID),
 		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond, Sampling: stepSampling(st)}
 }
@@ -453,6 +453,16 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 	return false, nil
 }
 
+// reasoningParts are blocks of a model's thinking as message parts.
+func reasoningParts(blocks []llm.ReasoningBlock) []agentd.Part {
+	parts := make([]agentd.Part, 0, len(blocks))
+	for _, b := range blocks {
+		p := agentd.Part{Type: agentd.PartReasoning, Text: b.Text, Signature: b.Signature, Data: b.Data}
+		parts = append(parts, p)
+	}
+	return parts
+}
+
 // outputMessage is the assistant message of a step's model output, and
 // its events: the text not yet sent as deltas (tail), and
 // message.completed.
@@ -462,15 +472,17 @@ func outputMessage(st agentd.RunState, step int, resp llm.Response, tail string,
 	if tail != "" {
 		evs = append(evs, agentd.EventOf(step, agentd.MessageDeltaData{Text: tail}))
 	}
-	var parts []agentd.Part
+	// The model's thinking goes first, as it came: it is sent back with
+	// the message (buildMessages), and no one shows it as the answer.
+	parts := reasoningParts(resp.Reasoning)
 	if resp.Text != "" {
 		parts = append(parts, agentd.Part{Type: agentd.PartText, Text: resp.Text})
 	}
 	for _, c := range resp.ToolCalls {
 		parts = append(parts, agentd.Part{Type: agentd.PartToolCall, ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
-	if len(parts) == 0 {
-		parts = []agentd.Part{{Type: agentd.PartText, Text: ""}}
+	if len(parts) == len(resp.Reasoning) && resp.Text == "" {
+		parts = append(parts, agentd.Part{Type: agentd.PartText, Text: ""})
 	}
 	msg := persist.MessageInsert{ID: agentd.NewID(), ConversationID: st.Run.ConversationID, RunID: st.Run.ID,
 		Role: agentd.RoleAssistant, Content: parts, Status: agentd.MessageCompleted}
