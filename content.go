@@ -30,10 +30,33 @@ const (
 	// alone. It is sent back to the model as it came, and never shown as
 	// answer text (TextOf leaves it out).
 	PartReasoning PartType = "reasoning"
+	// PartImage, in a user message, is an image: by URL (an http(s) URL
+	// agentd passes on without fetching it), or stored once as an
+	// artifact (ArtifactID, with its MediaType and Size), never inline.
+	// Detail is the resolution asked of the model (ImageDetails), "" for
+	// its default.
+	PartImage PartType = "image"
+	// PartFile, in a user message, is a document (a PDF or a text file),
+	// stored once as an artifact (ArtifactID, MediaType, Size), with the
+	// Filename it was sent under.
+	PartFile PartType = "file"
 )
 
-// Part is one piece of a message's content: text, a tool call, or a tool
-// result. It is agentd's own provider-neutral shape (DESIGN section 3).
+// Resolutions an image part may ask of the model (Part.Detail).
+const (
+	DetailAuto = "auto"
+	DetailLow  = "low"
+	DetailHigh = "high"
+)
+
+// ImageDetails lists the resolutions an image part may ask for.
+func ImageDetails() []string { return []string{DetailAuto, DetailLow, DetailHigh} }
+
+// Part is one piece of a message's content: text, a tool call, a tool
+// result, the model's reasoning, an image or a file. It is agentd's own
+// provider-neutral shape (DESIGN section 3): an image or a file holds a
+// reference to its bytes (an artifact of the run whose input it was),
+// never the bytes.
 type Part struct {
 	Type       PartType `json:"type"`
 	Text       string   `json:"text,omitempty"`
@@ -43,9 +66,19 @@ type Part struct {
 	ToolCallID string   `json:"tool_call_id,omitempty"`
 	Content    string   `json:"content,omitempty"` // tool_result: JSON text given to the model
 	IsError    bool     `json:"is_error,omitempty"`
-	Signature  string   `json:"signature,omitempty"` // reasoning
-	Data       string   `json:"data,omitempty"`      // reasoning: a redacted block's data
+	Signature  string   `json:"signature,omitempty"`   // reasoning
+	Data       string   `json:"data,omitempty"`        // reasoning: a redacted block's data
+	ArtifactID string   `json:"artifact_id,omitempty"` // image, file: the artifact that holds its bytes
+	MediaType  string   `json:"media_type,omitempty"`  // image, file: of the artifact
+	Size       int64    `json:"size,omitempty"`        // image, file: the artifact's bytes
+	Filename   string   `json:"filename,omitempty"`    // file (an image's, when it came with one)
+	URL        string   `json:"url,omitempty"`         // image: an http(s) URL, not fetched by agentd
+	Detail     string   `json:"detail,omitempty"`      // image: auto, low or high
 }
+
+// Attached reports whether p is an image or a file: content the model
+// takes beside text.
+func (p Part) Attached() bool { return p.Type == PartImage || p.Type == PartFile }
 
 // TextOf is the text of parts: their text parts, joined with newlines.
 func TextOf(parts []Part) string {

@@ -29,13 +29,16 @@ const (
 	EventToolCallApproved     EventType = "tool_call.approved"
 	EventStepCompleted        EventType = "step.completed"
 	EventStepRetracted        EventType = "step.retracted"
-	EventRunRequiresAction    EventType = "run.requires_action"
-	EventRunCompleted         EventType = "run.completed"
-	EventRunFailed            EventType = "run.failed"
-	EventRunCancelled         EventType = "run.cancelled"
-	EventRunTimedOut          EventType = "run.timed_out"
-	EventRunInterrupted       EventType = "run.interrupted"
-	EventContextCompacted     EventType = "context.compacted"
+	// EventModelFallback: the step's model kept failing with a retryable
+	// error, and its call moves to the next model of the run's chain.
+	EventModelFallback     EventType = "step.model_fallback"
+	EventRunRequiresAction EventType = "run.requires_action"
+	EventRunCompleted      EventType = "run.completed"
+	EventRunFailed         EventType = "run.failed"
+	EventRunCancelled      EventType = "run.cancelled"
+	EventRunTimedOut       EventType = "run.timed_out"
+	EventRunInterrupted    EventType = "run.interrupted"
+	EventContextCompacted  EventType = "context.compacted"
 	// EventAgentStarted is in a parent's log: a call of a sub-agent
 	// started its child run. The call's tool_call.completed says how the
 	// child ended.
@@ -56,8 +59,8 @@ const EventAgentEvent = "agent.event"
 func EventTypes() []EventType {
 	return []EventType{EventRunCreated, EventRunStarted, EventRunResumed, EventStepStarted, EventMessageDelta, EventMessageCompleted,
 		EventToolCallCreated, EventToolAttemptStarted, EventToolAttemptFailed, EventToolCallCompleted, EventToolCallReused, EventToolCallUnknown,
-		EventToolCallRetryAllowed, EventToolCallApproved, EventStepCompleted, EventStepRetracted, EventRunRequiresAction,
-		EventContextCompacted, EventAgentStarted, EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted}
+		EventToolCallRetryAllowed, EventToolCallApproved, EventStepCompleted, EventStepRetracted, EventModelFallback,
+		EventRunRequiresAction, EventContextCompacted, EventAgentStarted, EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted}
 }
 
 // Terminal reports whether t ends a run's stream: the server closes it after
@@ -204,6 +207,7 @@ var payloadDecoders = map[EventType]func(json.RawMessage) (Payload, error){
 	EventToolCallApproved:     decodeAs[ToolCallApprovedData],
 	EventStepCompleted:        decodeAs[StepCompletedData],
 	EventStepRetracted:        decodeAs[StepRetractedData],
+	EventModelFallback:        decodeAs[ModelFallbackData],
 	EventRunRequiresAction:    decodeAs[RunRequiresActionData],
 	EventContextCompacted:     decodeAs[ContextCompactedData],
 	EventAgentStarted:         decodeAs[AgentStartedData],

@@ -170,6 +170,17 @@ type StepRetractedData struct {
 	Reason string `json:"reason"`
 }
 
+// ModelFallbackData is the data of step.model_fallback: the step's call
+// moved from model From to model To, the next of the run's chain, because
+// From failed with Error (its kind says the class: rate_limited,
+// server_error, connection, idle_timeout) after Attempts calls.
+type ModelFallbackData struct {
+	From     string       `json:"from"`
+	To       string       `json:"to"`
+	Attempts int          `json:"attempts"`
+	Error    *ErrorDetail `json:"error"`
+}
+
 // RunRequiresActionData is the data of run.requires_action.
 type RunRequiresActionData struct {
 	RequiredAction RequiredAction `json:"required_action"`
@@ -253,6 +264,9 @@ func (StepCompletedData) EventType() EventType { return EventStepCompleted }
 
 // EventType implements Payload.
 func (StepRetractedData) EventType() EventType { return EventStepRetracted }
+
+// EventType implements Payload.
+func (ModelFallbackData) EventType() EventType { return EventModelFallback }
 
 // EventType implements Payload.
 func (RunRequiresActionData) EventType() EventType { return EventRunRequiresAction }

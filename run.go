@@ -2,20 +2,25 @@ package agentd
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
 // Artifact is a row of artifacts: a tool result kept whole because it was
-// too large to show the model whole; the model is shown a preview instead
-// (tools.Offload).
+// too large to show the model whole (the model is shown a preview
+// instead, tools.Offload), or an image or a file of a run's input, which
+// its message names (Part.ArtifactID).
 type Artifact struct {
 	ID         string
 	RunID      string
-	ToolCallID string
-	MediaType  string // text/plain; charset=utf-8 for a result that was a JSON string, else application/json
-	SHA256     string // hex
-	Content    []byte
-	CreatedAt  time.Time
+	ToolCallID string // "" for an input's image or file
+	// MediaType: of a tool result, text/plain; charset=utf-8 for a result
+	// that was a JSON string, else application/json; of an input's, the
+	// media type it was sent with.
+	MediaType string
+	SHA256    string // hex
+	Content   []byte
+	CreatedAt time.Time
 }
 
 // Size is the artifact's length in bytes.
@@ -50,6 +55,10 @@ type Compaction struct {
 type InputMessage struct {
 	Role    Role
 	Content string
+	// Parts, when not empty, are the message's content in order, in place
+	// of Content (which is then empty): texts, and in a user message
+	// images and files.
+	Parts []InputPart
 	// ToolCallID, for a message of role tool, is the call (the model's
 	// call id) whose output Content is: an output of a client tool call
 	// that the conversation's previous run ended at (ReasonClientToolCalls),
@@ -61,6 +70,38 @@ type InputMessage struct {
 	// role tool that follows.
 	ToolCalls []InputCall
 }
+
+// InputPart is one piece of an input message's content: a text, an
+// image or a file. An image comes by URL or as Data; a file as Data. Data
+// is stored once, as an artifact of the run, and the message keeps a
+// reference to it (Part.ArtifactID).
+type InputPart struct {
+	Type      PartType // PartText, PartImage or PartFile
+	Text      string   // PartText
+	URL       string   // PartImage: an http(s) URL, passed on to the model as it is
+	Data      []byte   // PartImage, PartFile: the content
+	MediaType string   // of Data
+	Filename  string   // optional
+	Detail    string   // PartImage: one of ImageDetails, or "" for the model's default
+}
+
+// TextOf is the text of the message's content: Content, or the text of
+// its text parts joined with newlines.
+func (m InputMessage) TextOf() string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Type == PartText && p.Text != "" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n")
+}
+
+// Attached reports whether p is an image or a file.
+func (p InputPart) Attached() bool { return p.Type == PartImage || p.Type == PartFile }
 
 // InputCall is a tool call of an assistant message of a run's input.
 type InputCall struct {
@@ -102,6 +143,11 @@ type RunState struct {
 	// CompactionFailures counts the conversation's compactions that failed
 	// in a row.
 	CompactionFailures int
+	// Attachments are the bytes of the images and files (artifacts) that
+	// its messages name and its model is sent, by artifact id, as the
+	// engine loaded them for its model calls; a part whose artifact is not
+	// here is sent as a note that names it. The store never fills it.
+	Attachments map[string][]byte
 }
 
 // StepDetail is a step with its tool calls and their attempts.
@@ -432,6 +478,9 @@ type Step struct {
 	Error         json.RawMessage
 	StartedAt     time.Time
 	FinishedAt    *time.Time
+	// Model is the model the step's calls go to when it is not the run's
+	// own (Run.Model): the fallback it moved to; "" for the run's.
+	Model string
 }
 
 // FirstStep is a run's first step as its claim (or its creation, claimed)

@@ -45,8 +45,13 @@ type RunView struct {
 	OnDisconnect   OnDisconnect `json:"on_disconnect"`
 	IfBusy         IfBusy       `json:"if_busy"`
 	// Metadata is the client's own JSON object, {} when it gave none.
-	Metadata       json.RawMessage `json:"metadata"`
-	Usage          Usage           `json:"usage"`
+	Metadata json.RawMessage `json:"metadata"`
+	// Usage is the run's tokens, its sub-agents' runs' among them.
+	Usage RunUsage `json:"usage"`
+	// Cost is what the run's model calls cost by the ledger, with those of
+	// its sub-agents' runs, in the currency of the models file's prices (0
+	// for calls of models without prices).
+	Cost           float64         `json:"cost"`
 	StepCount      int             `json:"step_count"`
 	LastEventSeq   int64           `json:"last_event_seq"`
 	RequiredAction *RequiredAction `json:"required_action"` // while requires_action
@@ -139,6 +144,10 @@ type StepView struct {
 	StartedAt     time.Time      `json:"started_at"`
 	FinishedAt    *time.Time     `json:"finished_at"`
 	ToolCalls     []ToolCallView `json:"tool_calls"`
+	// Model is the model of the run's chain that the step fell back to;
+	// nil: the run's model (or, after a fallback in an earlier step, the
+	// one that step moved to).
+	Model *string `json:"model"`
 }
 
 // ToolCallView is a tool call of a step, with its attempts.

@@ -72,13 +72,17 @@ const (
 	// tools); a completed run, whose calls stay awaiting_client until the
 	// next run of its conversation gives their outputs.
 	ReasonClientToolCalls Reason = "client_tool_calls"
+	// ReasonBudgetExceeded: a budget (the tenant's monthly one, or the
+	// run's max_cost) was spent before a model call, which was not made
+	// (a failed run; its error is a BudgetError's).
+	ReasonBudgetExceeded Reason = "budget_exceeded"
 )
 
 // Reasons lists every terminal reason.
 func Reasons() []Reason {
 	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
 		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress, ReasonToolLimit,
-		ReasonLoopDetected, ReasonMaxOutputTokens, ReasonContentFilter, ReasonClientToolCalls}
+		ReasonLoopDetected, ReasonMaxOutputTokens, ReasonContentFilter, ReasonClientToolCalls, ReasonBudgetExceeded}
 }
 
 // IfBusy says what a new run does when its conversation has a run in flight.
@@ -168,6 +172,9 @@ const (
 	TransitionToolResults Transition = "tool_results" // the step follows a step's tool calls
 	TransitionModelRetry  Transition = "model_retry"  // a model call failed and is asked again
 	TransitionResumed     Transition = "resumed"      // the step's output was never committed; asked again on a new claim
+	// TransitionModelFallback: the step's model kept failing, and its call
+	// moved to the next model of the run's fallback chain.
+	TransitionModelFallback Transition = "model_fallback"
 )
 
 // CallStatus is where a tool call is.
@@ -344,13 +351,14 @@ const (
 	RunErrToolError      ErrorKind = ErrorKind(ReasonToolError)
 	RunErrLoopDetected   ErrorKind = ErrorKind(ReasonLoopDetected)
 	RunErrContentFilter  ErrorKind = ErrorKind(ReasonContentFilter)
+	RunErrBudgetExceeded ErrorKind = ErrorKind(ReasonBudgetExceeded)
 )
 
 // RunErrorKinds lists every kind of a run's error.
 func RunErrorKinds() []ErrorKind {
 	return []ErrorKind{ModelErrRateLimited, ModelErrServer, ModelErrConnection, ModelErrIdle, ModelErrBadRequest,
 		ModelErrAuth, ModelErrContextOverflow, ModelErrCancelled, ModelErrUnclassified, RunErrStorage, RunErrNoProgress,
-		RunErrToolLimit, RunErrToolError, RunErrLoopDetected, RunErrContentFilter}
+		RunErrToolLimit, RunErrToolError, RunErrLoopDetected, RunErrContentFilter, RunErrBudgetExceeded}
 }
 
 // FinishReason is why a model stopped its answer, as a step and its

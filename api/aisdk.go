@@ -60,6 +60,9 @@ type uiMessage struct {
 type uiPart struct {
 	Type       string          `json:"type"`
 	Text       string          `json:"text"`
+	MediaType  string          `json:"mediaType"` // file
+	URL        string          `json:"url"`       // file: a data URL, or an image's http(s) URL
+	Filename   string          `json:"filename"`  // file`
 	ToolCallID string          `json:"toolCallId"`
 	State      string          `json:"state"`
 	Output     json.RawMessage `json:"output"`
@@ -86,7 +89,7 @@ func (s *server) chatSend(w http.ResponseWriter, r *http.Request) error {
 	if s.events == nil {
 		return errStreamingUnavailable
 	}
-	body, err := s.readBody(w, r)
+	body, err := s.readInputBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -171,14 +174,9 @@ func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatReque
 	ctx := r.Context()
 	tenant := TenantFromContext(ctx)
 	last := req.Messages[len(req.Messages)-1]
-	var text []string
-	for _, p := range last.Parts {
-		if p.Type == "text" && p.Text != "" {
-			text = append(text, p.Text)
-		}
-	}
-	if len(text) == 0 {
-		return fieldError("messages", "the last message has no text part")
+	in, inputKey, partField, err := chatInput(last, len(req.Messages)-1)
+	if err != nil {
+		return err
 	}
 	sr, err := req.runFields.request()
 	if err != nil {
@@ -187,7 +185,7 @@ func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatReque
 	if sr, err = s.withAgent(ctx, sr, req.agentFields); err != nil {
 		return err
 	}
-	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: strings.Join(text, "\n")}}, true
+	sr.Input, sr.InputText, sr.PartField = []agentd.InputMessage{in}, len(in.Parts) == 0, partField
 	spec, err := s.build(ctx, sr)
 	if err != nil {
 		return err
@@ -202,7 +200,7 @@ func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatReque
 		// The same message sent again (a retry) is the same run.
 		sum := sha256.Sum256([]byte(req.ID + "\x00" + last.ID))
 		key = "ai-sdk:" + hex.EncodeToString(sum[:])
-		if fp, err = chatFingerprint(tenant, fields, sr.Input[0].Content); err != nil {
+		if fp, err = chatFingerprint(tenant, fields, inputKey); err != nil {
 			return err
 		}
 	}

@@ -138,6 +138,20 @@ type Store interface {
 	// first, before the slot before (nil: from the latest);
 	// agentd.ErrScheduleNotFound.
 	ScheduleRuns(ctx context.Context, tenantID, id string, before *time.Time, limit int) ([]agentd.Run, error)
+
+	// Usage sums the cost ledger's model calls as q asks.
+	Usage(ctx context.Context, q agentd.UsageQuery) ([]agentd.UsageRow, error)
+	// RunCosts returns what each run's model calls cost by the ledger,
+	// with its sub-agents' runs'; a run without a call has no entry.
+	RunCosts(ctx context.Context, ids []string) (map[string]agentd.RunCost, error)
+	// Spend returns what a tenant's model calls cost this month (UTC), and
+	// a run's own ("": none).
+	Spend(ctx context.Context, tenant, runID string) (month, run float64, err error)
+	// BudgetGet returns a tenant's own monthly budget; nil: none is set.
+	BudgetGet(ctx context.Context, tenant string) (*float64, error)
+	// BudgetSet sets a tenant's own monthly budget, or with nil removes
+	// it; actor is who sets it.
+	BudgetSet(ctx context.Context, tenant string, monthly *float64, actor string) error
 }
 
 // Runs is the engine's command door (run.Service implements it): every
@@ -215,6 +229,12 @@ type Config struct {
 	AuthenticatedFunc func(ctx context.Context)
 	// Quotas bound what each tenant may do; zero fields are unbounded.
 	Quotas Quotas
+	// Models are the models the server offers (GET /models).
+	Models []agentd.ModelView
+	// MonthlyBudget is the monthly budget of a tenant that has none of its
+	// own (AGENTD_TENANT_MONTHLY_BUDGET), which GET
+	// /admin/tenants/{tenant}/budget shows; 0: none. The engine checks it.
+	MonthlyBudget float64
 	// Registerer receives the API's own request metrics; nil means
 	// prometheus.DefaultRegisterer. Collectors already registered there (by an
 	// earlier New) are reused.
@@ -289,6 +309,10 @@ type server struct {
 	limits      *tenantLimits
 	tenantTools TenantTools // nil: no tools of tenants
 	webhooks    Webhooks    // Store nil: no webhooks
+	// models is Config.Models.
+	models []agentd.ModelView
+	// monthlyBudget is Config.MonthlyBudget.
+	monthlyBudget float64
 }
 
 // New returns the API's http.Handler. It panics when cfg.Store or cfg.Runs
@@ -303,22 +327,23 @@ func newServer(cfg Config) *server {
 		panic("api: Config.Store and Config.Runs are required")
 	}
 	s := &server{
-		store:       cfg.Store,
-		runs:        cfg.Runs,
-		events:      cfg.Events,
-		tools:       cfg.Tools,
-		tenantTools: cfg.TenantTools,
-		webhooks:    cfg.Webhooks,
-		log:         cfg.Logger,
-		ready:       cfg.ReadyFunc,
-		toolSources: cfg.ToolSources,
-		spec:        runspec.New(cfg.Defaults, cfg.Tools),
-		maxBody:     cfg.MaxBodyBytes,
-		corsOrigins: cfg.CORSOrigins,
-		bodyTimeout: cfg.BodyTimeout,
-		auth:        cfg.Auth,
-		onAuth:      cfg.AuthenticatedFunc,
-		limits:      newTenantLimits(cfg.Quotas),
+		store:         cfg.Store,
+		runs:          cfg.Runs,
+		events:        cfg.Events,
+		tools:         cfg.Tools,
+		tenantTools:   cfg.TenantTools,
+		webhooks:      cfg.Webhooks,
+		log:           cfg.Logger,
+		ready:         cfg.ReadyFunc,
+		toolSources:   cfg.ToolSources,
+		spec:          runspec.New(cfg.Defaults, cfg.Tools),
+		maxBody:       cfg.MaxBodyBytes,
+		corsOrigins:   cfg.CORSOrigins,
+		bodyTimeout:   cfg.BodyTimeout,
+		auth:          cfg.Auth,
+		onAuth:        cfg.AuthenticatedFunc,
+		limits:        newTenantLimits(cfg.Quotas),
+		monthlyBudget: cfg.MonthlyBudget, models: cfg.Models,
 	}
 	if s.auth == nil {
 		s.auth = auth.None()

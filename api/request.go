@@ -244,21 +244,27 @@ type timeoutsRequest struct {
 	ActionMS *int64 `json:"action_ms"`
 }
 
-// inputMessage is one element of an "input" array.
+// inputMessage is one element of an "input" array: its content a string,
+// or a list of parts (inputPart).
 type inputMessage struct {
-	Role    *string `json:"role"`
-	Content *string `json:"content"`
+	Role    *string         `json:"role"`
+	Content json.RawMessage `json:"content"`
 }
 
 // readBody reads a request body of at most s.maxBody bytes, within
 // s.bodyTimeout: a client that sends its body too slowly is answered 408
 // and its connection released, rather than held.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return s.readBodyUpTo(w, r, s.maxBody)
+}
+
+// readBodyUpTo is readBody for a body of at most limit bytes.
+func (s *server) readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	if err := rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)); err == nil {
 		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // the connection may be gone
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -438,10 +444,11 @@ func parseInputMessage(raw json.RawMessage, field string) (agentd.InputMessage, 
 	if m.Role == nil {
 		return agentd.InputMessage{}, fieldError(field+".role", "is required")
 	}
-	if m.Content == nil {
-		return agentd.InputMessage{}, fieldError(field+".content", "is required: a non-empty string")
+	content, parts, err := parseContent(m.Content, field+".content")
+	if err != nil {
+		return agentd.InputMessage{}, err
 	}
-	return agentd.InputMessage{Role: agentd.Role(*m.Role), Content: *m.Content}, nil
+	return agentd.InputMessage{Role: agentd.Role(*m.Role), Content: content, Parts: parts}, nil
 }
 
 // oneOf checks an optional enum field against values; absent gives the

@@ -50,6 +50,7 @@ var RouteScopes = map[string]auth.Scope{
 	"DELETE /conversations/{id}":                    auth.RunsWrite,
 	"GET /conversations/{id}/messages":              auth.RunsRead,
 	"GET /tools":                                    auth.RunsRead,
+	"GET /models":                                   auth.RunsRead,
 	"POST /tools":                                   auth.AgentsWrite,
 	"GET /tools/{name}":                             auth.RunsRead,
 	"PUT /tools/{name}":                             auth.AgentsWrite,
@@ -99,6 +100,11 @@ var RouteScopes = map[string]auth.Scope{
 	"PATCH /schedules/{id}":    auth.AgentsWrite,
 	"DELETE /schedules/{id}":   auth.AgentsWrite,
 	"GET /schedules/{id}/runs": auth.RunsRead,
+	// The cost ledger: a tenant's own usage, and the budgets only an
+	// admin sets (docs/usage.md).
+	"GET /usage":                         auth.RunsRead,
+	"GET /admin/tenants/{tenant}/budget": auth.Admin,
+	"PUT /admin/tenants/{tenant}/budget": auth.Admin,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -118,6 +124,7 @@ var RouteParams = map[string][]string{
 	"GET /webhooks/{id}/deliveries":    {"limit", "cursor"},
 	"GET /schedules":                   {"limit", "cursor"},
 	"GET /schedules/{id}/runs":         {"limit", "cursor"},
+	"GET /usage":                       {"from", "to", "group_by", "tenant"},
 	// OpenAI's SDKs send include[] (and the stream's options) on every
 	// retrieve; agentd includes nothing more, whatever they ask.
 	"GET /v1/responses/{id}":                     {"stream", "starting_after", "include", "include[]", "include_obfuscation"},
@@ -171,6 +178,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.Delete("/conversations/{id}", s.handle(s.conversationDelete))
 		r.Get("/conversations/{id}/messages", s.handle(s.messagesList))
 		r.Get("/tools", s.handle(s.toolsList))
+		r.Get("/models", s.handle(s.modelsList))
 		changes.With(s.idempotent).Post("/tools", s.handle(s.rowCreate(webhookKind)))
 		r.Get("/tools/{name}", s.handle(s.rowGet(webhookKind)))
 		changes.Put("/tools/{name}", s.handle(s.rowReplace(webhookKind)))
@@ -189,6 +197,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		r.Get("/agents/{name}/versions", s.handle(s.agentVersions))
 		r.Get("/agents/{name}/versions/{version}", s.handle(s.agentVersionGet))
 		s.scheduleRoutes(r, changes)
+		s.usageRoutes(r, changes)
 		changes.Post("/ai-sdk/chat", s.handle(s.chatSend))
 		r.Get("/ai-sdk/chat/{id}/stream", s.handle(s.chatResume))
 		r.With(s.checkOrigin).Delete("/ai-sdk/chat/{id}/stream", s.handle(s.chatStop))
@@ -197,16 +206,22 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.With(s.idempotent).Post("/v1/responses/{id}/cancel", s.handle(s.responseCancel))
 		r.With(s.checkOrigin).Delete("/v1/responses/{id}", s.handle(s.responseDelete))
 		r.Get("/v1/responses/{id}/input_items", s.handle(s.responseInputItems))
-		changes.Post("/v1/conversations", s.handle(s.v1ConversationCreate))
-		r.Get("/v1/conversations/{id}", s.handle(s.v1ConversationGet))
-		changes.Post("/v1/conversations/{id}", s.handle(s.v1ConversationUpdate))
-		r.With(s.checkOrigin).Delete("/v1/conversations/{id}", s.handle(s.v1ConversationDelete))
-		r.Get("/v1/conversations/{id}/items", s.handle(s.v1ConversationItems))
-		r.Get("/v1/conversations/{id}/items/{item_id}", s.handle(s.v1ConversationItem))
-		changes.With(s.idempotent).Post("/v1/conversations/{id}/items", s.handle(s.v1ConversationItemsCreate))
-		r.With(s.checkOrigin).Delete("/v1/conversations/{id}/items/{item_id}", s.handle(s.v1ConversationItemDelete))
+		s.v1ConversationRoutes(r, changes)
 	})
 	return r
+}
+
+// v1ConversationRoutes routes the Responses API's conversations: r the
+// reads, changes the writes.
+func (s *server) v1ConversationRoutes(r, changes chi.Router) {
+	changes.Post("/v1/conversations", s.handle(s.v1ConversationCreate))
+	r.Get("/v1/conversations/{id}", s.handle(s.v1ConversationGet))
+	changes.Post("/v1/conversations/{id}", s.handle(s.v1ConversationUpdate))
+	r.With(s.checkOrigin).Delete("/v1/conversations/{id}", s.handle(s.v1ConversationDelete))
+	r.Get("/v1/conversations/{id}/items", s.handle(s.v1ConversationItems))
+	r.Get("/v1/conversations/{id}/items/{item_id}", s.handle(s.v1ConversationItem))
+	changes.With(s.idempotent).Post("/v1/conversations/{id}/items", s.handle(s.v1ConversationItemsCreate))
+	r.With(s.checkOrigin).Delete("/v1/conversations/{id}/items/{item_id}", s.handle(s.v1ConversationItemDelete))
 }
 
 // scheduleRoutes adds the schedules' routes: r reads, changes writes.
@@ -217,6 +232,14 @@ func (s *server) scheduleRoutes(r, changes chi.Router) {
 	changes.Patch("/schedules/{id}", s.handle(s.scheduleUpdate))
 	changes.Delete("/schedules/{id}", s.handle(s.scheduleDelete))
 	r.Get("/schedules/{id}/runs", s.handle(s.scheduleRuns))
+}
+
+// usageRoutes routes the cost ledger's reports and the budgets: r the
+// reads, changes the writes.
+func (s *server) usageRoutes(r, changes chi.Router) {
+	r.Get("/usage", s.handle(s.usageGet))
+	r.Get("/admin/tenants/{tenant}/budget", s.handle(s.budgetGet))
+	changes.Put("/admin/tenants/{tenant}/budget", s.handle(s.budgetPut))
 }
 
 // webhookRoutes routes webhooks out: r the reads, changes the writes.

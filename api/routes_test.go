@@ -101,6 +101,7 @@ type tenantFixture struct {
 	sched, doomed    string // schedules: a-sched, and a-doomed-sched for the delete
 	hook, doomedHook string // webhooks: one with a delivery, and one for the delete
 	delivery         string // of hook
+	url              string // the database's
 }
 
 // syncBuffer is a log sink that handlers may write concurrently.
@@ -131,7 +132,7 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	if err := hub.Start(store); err != nil {
 		t.Fatal(err)
 	}
-	f := &tenantFixture{t: t, store: store, logs: &syncBuffer{}, keys: map[string]string{}}
+	f := &tenantFixture{t: t, store: store, logs: &syncBuffer{}, keys: map[string]string{}, url: dbURL}
 	mk := func(name, tenant string, scopes ...auth.Scope) {
 		token, row, err := auth.NewKey(tenant, name, scopes)
 		if err != nil {
@@ -212,6 +213,7 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 			http.StatusCreated).ID
 	}
 	f.delivery = insertDelivery(t, dbURL, f.hook, f.ended)
+	insertModelCall(t, dbURL, tenantA, f.ended, "a-secret-model", 0.5, "now()")
 	f.sched = want[runBody](t, f.do("a", "POST", "/schedules", `{"name": "a-sched", "cron": "0 3 * * *", "paused": true,
 		"run": {"input": "A's own"}}`), http.StatusCreated).ID
 	f.doomed = want[runBody](t, f.do("a", "POST", "/schedules", `{"name": "a-doomed-sched", "cron": "@every 1h", "paused": true,
@@ -235,6 +237,24 @@ func insertDelivery(t *testing.T, url, hook, run string) string {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// insertModelCall writes a ledger row of tenant's run, as the engine
+// would, of model and cost, made at at (SQL).
+func insertModelCall(t *testing.T, url, tenant, run, model string, cost float64, at string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO model_calls (id, tenant_id, run_id, step_seq, n, kind, model, provider,
+			input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost, created_at)
+		VALUES ($1, $2, $3, (SELECT count(*) + 1 FROM model_calls WHERE run_id = $3), 1, 'step', $4, 'openai',
+			100, 40, 10, 20, 5, $5, `+at+`)`, agentd.NewID(), tenant, run, model, cost); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // insertArtifact gives run a step with a call whose result is an
@@ -372,6 +392,8 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /conversations/{id}/messages": {method: "GET", path: "/conversations/" + f.conv + "/messages", owner: http.StatusOK,
 			other: http.StatusNotFound, otherCode: "conversation_not_found"},
+		// The server's models are every tenant's.
+		"GET /models": {method: "GET", path: "/models", owner: http.StatusOK, other: http.StatusOK},
 		"GET /tools": {method: "GET", path: "/tools", owner: http.StatusOK, other: http.StatusOK,
 			otherSees: notIn("a-tool", "a-doomed-tool")},
 		// Tool names are the tenant's own, as agents' are.
@@ -451,6 +473,15 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "schedule_not_found"},
 		"GET /schedules/{id}/runs": {method: "GET", path: "/schedules/" + f.sched + "/runs", owner: http.StatusOK,
 			other: http.StatusNotFound, otherCode: "schedule_not_found"},
+		// The ledger: B's report holds none of A's calls. A budget is
+		// the admin's alone: A and B lack the scope (403, not 404), an
+		// admin sets any tenant's.
+		"GET /usage": {method: "GET", path: "/usage?group_by=model,run", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn("a-secret-model", f.ended)},
+		"GET /admin/tenants/{tenant}/budget": {method: "GET", path: "/admin/tenants/" + tenantA + "/budget",
+			owner: http.StatusForbidden, again: http.StatusOK, other: http.StatusForbidden},
+		"PUT /admin/tenants/{tenant}/budget": {method: "PUT", path: "/admin/tenants/" + tenantA + "/budget", body: `{"monthly": 5}`,
+			owner: http.StatusForbidden, again: http.StatusOK, other: http.StatusForbidden},
 		// A's first call deletes it: the admin's for A then finds nothing.
 		"DELETE /conversations/{id}": {method: "DELETE", path: "/conversations/" + f.spare, owner: http.StatusNoContent,
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "conversation_not_found"},

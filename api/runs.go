@@ -45,7 +45,7 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if key != "" && !validKey(key) {
 		return fieldError(HeaderIdempotencyKey, "must be 1 to %d printable ASCII characters", maxKeyLen)
 	}
-	body, err := s.readBody(w, r)
+	body, err := s.readInputBody(w, r)
 	if err != nil {
 		return err
 	}
@@ -112,7 +112,13 @@ func (s *server) createAndAnswer(w http.ResponseWriter, r *http.Request, p agent
 	if !created || (wait > 0 && s.answered(r.Context(), run)) {
 		status = http.StatusOK
 	}
-	s.writeJSON(w, r, status, runView(run))
+	v := runView(run)
+	if !created || wait > 0 { // a new run has made no model call yet
+		if err := s.withCosts(r.Context(), &v); err != nil {
+			return err
+		}
+	}
+	s.writeJSON(w, r, status, v)
 	return nil
 }
 
@@ -164,6 +170,9 @@ func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
 		run = s.waitRun(r.Context(), run, wait)
 	}
 	v, err := s.viewWithChildren(r.Context(), run)
+	if err == nil {
+		err = s.withCosts(r.Context(), &v)
+	}
 	if err != nil {
 		return err
 	}
@@ -219,8 +228,11 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, page(runs, limit, runView,
-		func(r agentd.Run) string { return encodeCursor(cursorRuns, r.ID) }))
+	pg := page(runs, limit, runView, func(r agentd.Run) string { return encodeCursor(cursorRuns, r.ID) })
+	if err := s.pageCosts(r.Context(), &pg); err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, pg)
 	return nil
 }
 
@@ -575,7 +587,11 @@ func (s *server) runCancel(w http.ResponseWriter, r *http.Request) error {
 	if run.Status == agentd.StatusRunning {
 		status = http.StatusAccepted
 	}
-	s.writeJSON(w, r, status, runView(run))
+	v, err := s.costedView(ctx, run)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, status, v)
 	return nil
 }
 
@@ -618,6 +634,10 @@ func (s *server) runChange(w http.ResponseWriter, r *http.Request,
 	if err != nil {
 		return err
 	}
-	s.writeJSON(w, r, http.StatusOK, runView(run))
+	v, err := s.costedView(r.Context(), run)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, v)
 	return nil
 }

@@ -341,13 +341,17 @@ func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return scheduleProblem(err)
 	}
-	s.writeJSON(w, r, http.StatusOK, page(runs, limit, runView, func(r agentd.Run) string {
+	pg := page(runs, limit, runView, func(r agentd.Run) string {
 		var slot time.Time
 		if sc := r.Params.Schedule; sc != nil {
 			slot = sc.Slot
 		}
 		return encodeCursor(cursorScheduleRuns, slot.UTC().Format(time.RFC3339Nano))
-	}))
+	})
+	if err := s.pageCosts(r.Context(), &pg); err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, pg)
 	return nil
 }
 

@@ -37,7 +37,7 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 	if key != "" && !validKey(key) {
 		return fieldError(HeaderIdempotencyKey, "must be 1 to %d printable ASCII characters", maxKeyLen)
 	}
-	body, err := s.readBody(w, r)
+	body, err := s.readInputBody(w, r)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func runView(r agentd.Run) runJSON {
 		OnDisconnect:   r.Params.OnDisconnect,
 		IfBusy:         r.Params.IfBusy,
 		Metadata:       md,
-		Usage:          r.Usage,
+		Usage:          agentd.RunUsage{Usage: r.Usage},
 		StepCount:      r.StepCount,
 		LastEventSeq:   r.LastEventSeq,
 		RequiredAction: stored[agentd.RequiredAction](r.RequiredAction),
@@ -112,6 +112,7 @@ func stepView(st agentd.StepDetail) stepJSON {
 		StartedAt:     st.StartedAt.UTC(),
 		FinishedAt:    utc(st.FinishedAt),
 		ToolCalls:     make([]toolCallJSON, 0, len(st.Calls)),
+		Model:         nullString(st.Model),
 	}
 	for _, c := range st.Calls {
 		out.ToolCalls = append(out.ToolCalls, toolCallView(c))

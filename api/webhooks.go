@@ -395,7 +395,13 @@ func WebhookPayload(store Store) func(ctx context.Context, e agentd.OutboxEntry)
 		if err != nil {
 			return nil, false, err
 		}
-		b, err := agentd.DeliveryPayload(e.EventType, e.CreatedAt, map[string]any{"run": runView(run)})
+		costs, err := store.RunCosts(ctx, []string{run.ID})
+		if err != nil {
+			return nil, false, err
+		}
+		v := runView(run)
+		v.Cost, v.Usage.CacheWriteTokens = costs[run.ID].Cost, costs[run.ID].CacheWriteTokens
+		b, err := agentd.DeliveryPayload(e.EventType, e.CreatedAt, map[string]any{"run": v})
 		return b, err == nil, err
 	}
 }

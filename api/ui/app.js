@@ -440,18 +440,60 @@ async function conversationPage(id) {
       for (const m of page.data) {
         const text = (m.content || []).map((p) => p.type === "text" ? p.text
           : p.type === "tool_call" ? `→ ${p.name} ${p.arguments}`
-          : p.type === "tool_result" ? `← ${short(p.content, 400)}` : "").join("\n");
+          : p.type === "tool_result" ? `← ${short(p.content, 400)}` : "").filter((t) => t !== "").join("\n");
         list.append(el("div", { class: "card message" + (m.in_context ? "" : " out"), "data-seq": m.seq },
           el("div", {}, el("strong", {}, m.role), " ", el("span", { class: "muted" }, `#${m.seq} ${when(m.created_at)}`),
             m.in_context ? "" : el("span", { class: "muted" }, " — compacted: the model no longer sees it"),
             m.run_id ? el("span", {}, " ", el("a", { href: "#/runs/" + m.run_id }, "run")) : ""),
-          el("div", { class: "text" }, text)));
+          el("div", { class: "text" }, text),
+          attachments(m)));
       }
       cursor = page.has_more ? page.next_cursor : "";
     } while (cursor);
   } catch (e) {
     err.textContent = e.message;
   }
+}
+
+// attachments shows a message's images and files: an image's thumbnail,
+// a file's chip that opens it. Their bytes are the artifacts of the run
+// whose input they were (GET /runs/{id}/artifacts/{artifact_id}), fetched
+// with the key; an image by URL is a link (the viewer loads nothing from
+// elsewhere).
+function attachments(m) {
+  const parts = (m.content || []).filter((p) => p.type === "image" || p.type === "file");
+  if (!parts.length) return null;
+  return el("div", { class: "attachments" }, ...parts.map((p) => attachment(m, p)));
+}
+
+function attachment(m, p) {
+  const size = p.size ? ` ${p.size >= 1024 ? Math.round(p.size / 1024) + " KB" : p.size + " B"}` : "";
+  const label = `${p.filename || p.type} (${p.media_type || "URL"},${size})`;
+  if (!p.artifact_id) {
+    return el("a", { class: "chip", href: p.url, target: "_blank", rel: "noopener noreferrer", "data-part": p.type }, "image: ", p.url);
+  }
+  const path = `/runs/${m.run_id}/artifacts/${p.artifact_id}`;
+  const blob = async () => {
+    const res = await fetch(path, { headers: headers() });
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    return URL.createObjectURL(await res.blob());
+  };
+  if (p.type === "image") {
+    const img = el("img", { class: "thumb", alt: label, title: label, "data-artifact": p.artifact_id });
+    blob().then((u) => { img.src = u; }, (e) => { img.alt = `${label}: ${e.message}`; });
+    return img;
+  }
+  const chip = el("button", { class: "chip", type: "button", title: "open " + label, "data-part": "file", "data-artifact": p.artifact_id },
+    label);
+  chip.addEventListener("click", async () => {
+    try {
+      const a = el("a", { href: await blob(), target: "_blank", rel: "noopener" });
+      a.click();
+    } catch (e) {
+      chip.title = e.message;
+    }
+  });
+  return chip;
 }
 
 route(); // after every declaration above: classes are not hoisted

@@ -78,6 +78,12 @@ Webhooks (events of runs and schedules POSTed, signed, to a URL):
   webhooks redeliver ID DELIVERY_ID        deliver again, under the same id
   webhooks delete ID                       delete it and its deliveries
 
+Usage and budgets (the cost ledger: one row per model call):
+  usage [-from T] [-to T] [-by KEYS]   tokens and cost, this month by default, by
+                                       tenant, model, agent, day, provider or run
+  budgets get TENANT                   a tenant's monthly budget and spend (admin)
+  budgets set TENANT AMOUNT|default    set it, or fall back to the default (admin)
+
 Conversations and tools:
   conversations get ID                 show a conversation
   conversations messages [flags] ID    list a conversation's messages, oldest first
@@ -222,6 +228,9 @@ var commands = map[string]commandFunc{
 	"webhooks delete":        webhooksDelete,
 	"webhooks deliveries":    webhooksDeliveries,
 	"webhooks redeliver":     webhooksRedeliver,
+	"usage":                  usageList,
+	"budgets get":            budgetsGet,
+	"budgets set":            budgetsSet,
 }
 
 // lookup finds the command that args start with: its function and the

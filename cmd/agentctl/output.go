@@ -188,7 +188,12 @@ func (a *app) printRun(r *client.Run) int {
 	k.line("instructions", deref(r.Instructions))
 	k.line("tools", toolsText(r.Tools))
 	k.line("steps", fmt.Sprintf("%d of at most %d", r.StepCount, r.MaxSteps))
-	k.line("tokens", usageLine(r.Usage))
+	tokens := usageLine(r.Usage.Usage)
+	if r.Usage.CacheWriteTokens > 0 {
+		tokens += fmt.Sprintf(", %d written to the cache", r.Usage.CacheWriteTokens)
+	}
+	k.line("tokens", tokens)
+	k.line("cost", agentd.FormatCost(r.Cost))
 	k.line("if_busy", string(r.IfBusy))
 	k.line("metadata", compactJSON(r.Metadata))
 	k.line("created", when(&r.CreatedAt))

@@ -247,6 +247,12 @@ func (r *renderer) event(ev client.Event) {
 		} else {
 			r.line("%s run resumed%s", markInfo, actorText(d.Actor))
 		}
+	case agentd.ModelFallbackData:
+		why := "it kept failing"
+		if d.Error != nil {
+			why = d.Error.Message
+		}
+		r.line("%s step %d falls back from %s to %s after %d attempts: %s", markInfo, ev.Step, d.From, d.To, d.Attempts, why)
 	case agentd.ContextCompactedData:
 		r.line("%s context compacted: %d messages summarized (%d → %d tokens)", markInfo, d.MessagesCovered, d.TokensBefore, d.TokensAfter)
 	case agentd.RunEndedData:

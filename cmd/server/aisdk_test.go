@@ -25,7 +25,8 @@ type chatResult struct {
 	AfterCut *struct {
 		Status, Text string
 	} `json:"afterCut"`
-	DeleteStatus int `json:"deleteStatus"`
+	DeleteStatus int    `json:"deleteStatus"`
+	First        string `json:"first"`
 	Messages     []struct {
 		ID       string `json:"id"`
 		Role     string `json:"role"`
@@ -227,6 +228,47 @@ func TestAISDKChat(t *testing.T) {
 		}
 		if run := waitRunEnd(t, base, m.Metadata.RunID); run.Status != "completed" {
 			t.Fatalf("run ended %s", run.Status)
+		}
+	})
+
+	t.Run("files", func(t *testing.T) {
+		// The fake's /media answers with what the model received: the
+		// message's file parts, an image and a PDF; the next message,
+		// without files, still shows them to the model, from the
+		// conversation's artifacts.
+		r := chat(t, dir, base, "files", "chat-files", "/media")
+		want := "image image/png 70\nfile application/pdf 48 report.pdf"
+		if r.First != want || r.Text != want || len(r.Errors) > 0 || len(r.Messages) != 4 {
+			t.Fatalf("the answers %q and %q (errors %v, %d messages), want %q", r.First, r.Text, r.Errors, len(r.Messages), want)
+		}
+		// The same through a transport that sends the last message alone.
+		if last := chat(t, dir, base, "fileslast", "chat-files-last", "/media"); last.First != want || last.Text != want || len(last.Errors) > 0 {
+			t.Fatalf("sending the last message alone: %q and %q (errors %v)", last.First, last.Text, last.Errors)
+		}
+		run := waitRunEnd(t, base, r.Messages[1].Metadata.RunID)
+		var msgs struct {
+			Data []struct {
+				Content []struct {
+					Type       string `json:"type"`
+					ArtifactID string `json:"artifact_id"`
+					MediaType  string `json:"media_type"`
+				}
+			}
+		}
+		getJSON(t, base+"/conversations/"+run.ConversationID+"/messages", &msgs)
+		var kinds []string
+		for _, p := range msgs.Data[0].Content {
+			if (p.Type == "text") == (p.ArtifactID != "") {
+				t.Fatalf("part %+v: a text with an artifact, or an image or a file without one", p)
+			}
+			kinds = append(kinds, p.Type+":"+p.MediaType)
+		}
+		if got := strings.Join(kinds, " "); got != "image:image/png file:application/pdf text:" {
+			t.Fatalf("the user's stored message: %s", got)
+		}
+		bad := chat(t, dir, base, "badfile", "chat-badfile", "look")
+		if len(bad.Errors) != 1 || !strings.Contains(bad.Errors[0], "messages[0].parts[0].url") {
+			t.Fatalf("a bad data URL: %v", bad.Errors)
 		}
 	})
 }

@@ -113,7 +113,7 @@ func TestAnthropicThinkingAcrossTakeover(t *testing.T) {
 	}
 	defer store.Close()
 	// Killed once the answer after the tool streams: step 2's deltas.
-	waitEvent(t, store, created.ID, func(e agentd.Event) bool { 
+	waitEvent(t, store, created.ID, func(e agentd.Event) bool {
 		env, err := agentd.DecodeEnvelope(e.Data)
 		return err == nil && e.Type == agentd.EventMessageDelta && env.Step == 2
 	})
@@ -179,5 +179,43 @@ func waitEvent(t *testing.T, store *persist.Store, runID string, ok func(agentd.
 		if time.Now().After(deadline) {
 			t.Fatal("the run did not get to the event waited for")
 		}
+	}
+}
+
+// TestModelsList: GET /models lists the default model and the models
+// file's, with their provider, limits, input and prices.
+func TestModelsList(t *testing.T) {
+	t.Parallel()
+	models := filepath.Join(t.TempDir(), "models.json")
+	if err := os.WriteFile(models, []byte(`{"models": {"claude": {"provider": "anthropic", "model": "claude-x",
+		"api_key_env": "TEST_ANTHROPIC_KEY", "context_window": 200000, "max_output_tokens": 8192,
+		"prices": {"input": 3, "cached_input": 0.3, "output": 15}},
+		"small": {"context_window": 8192, "input": ["text"]}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _ := startServer(t, map[string]string{"AGENTD_MODELS_FILE": models, "TEST_ANTHROPIC_KEY": "sk-ant-test"})
+	resp, err := http.Get(base + "/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct{ Data []agentd.ModelView }
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /models: %d %v", resp.StatusCode, err)
+	}
+	byID := map[string]agentd.ModelView{}
+	for _, m := range list.Data {
+		byID[m.ID] = m
+	}
+	c, s, def := byID["claude"], byID["small"], list.Data[0]
+	if len(list.Data) != 3 || !def.Default || def.ID != "fake" || !slices.Equal(def.Input, []string{"text", "image", "file"}) {
+		t.Fatalf("models %+v, want the default fake first, then the file's two", list.Data)
+	}
+	if c.Provider != "anthropic" || c.Upstream != "claude-x" || c.ContextWindow != 200000 || c.Prices == nil ||
+		c.Prices.CachedInput != 0.3 || c.Prices.CacheWrite != 3 || len(c.Input) != 3 {
+		t.Errorf("claude %+v", c)
+	}
+	if s.Provider != "openai" || s.Prices != nil || !slices.Equal(s.Input, []string{"text"}) {
+		t.Errorf("small %+v", s)
 	}
 }

@@ -158,7 +158,8 @@ func TestChaosKill(t *testing.T) {
 	// The instances share one fake model, in this process, so that it
 	// outlives their kills and can hold compactions long enough for a kill
 	// to land in one.
-	model := newCompactionStaller(fakellm.New(), 400*time.Millisecond)
+	fake := fakellm.New()
+	model := newCompactionStaller(fake, 400*time.Millisecond)
 	msrv := httptest.NewServer(model)
 	defer msrv.Close()
 
@@ -387,6 +388,7 @@ func TestChaosKill(t *testing.T) {
 	if compactions == 0 {
 		t.Error("no conversation was compacted: the compaction workload did not run")
 	}
+	ledger, inDoubt := checkLedger(t, db, fake, kills)
 	if kills >= 3 && model.cut.Load() == 0 {
 		t.Error("no kill landed in a compaction")
 	}
@@ -395,13 +397,43 @@ func TestChaosKill(t *testing.T) {
 	}
 	t.Logf("chaos: %d runs (%d completed, %d resolved by a client action), %d SIGKILLs, %d SIGTERMs, %d PostgreSQL restarts, "+
 		"%d SSE transcripts; %d compactions, %d of %d summary requests cut by a kill; %d duplicate executions, %d skipped side effects, %d lost or differing events; "+
+		"%d ledger rows, %d calls the fake completed whose output no commit carried; "+
 		"SIGKILL to takeover %s (%d runs); SIGTERM to hand-over %s (%d runs)",
 		len(ids), completed, resolved, kills-terms, terms, envInt("AGENTD_CHAOS_PG_RESTARTS", 0), len(transcripts),
 		compactions, model.cut.Load(), model.summaries.Load(),
-		duplicates, skipped, lostEvents, p50(takeovers), len(takeovers), p50(handovers), len(handovers))
+		duplicates, skipped, lostEvents, ledger, inDoubt, p50(takeovers), len(takeovers), p50(handovers), len(handovers))
 	if len(takeovers)+len(handovers) == 0 {
 		t.Fatal("no kill caught a run in flight: the test proved nothing")
 	}
+}
+
+// checkLedger checks the cost ledger against the fake model: one row per
+// call the fake completed, never more (a call asked again after a kill
+// is a call of its own, and a commit made again inserts nothing), and its
+// tokens those the fake reported. A call the fake completed in the
+// instant between its last byte and the commit of its output, when a kill
+// landed there, has no row: its output was never kept, and the step asked
+// again; there are at most as many as kills. It returns the ledger's rows
+// and those calls.
+func checkLedger(t *testing.T, db *pgx.Conn, fake *fakellm.Server, kills int) (rows, inDoubt int64) {
+	t.Helper()
+	var in, out int64
+	if err := db.QueryRow(context.Background(), `SELECT count(*), coalesce(sum(input_tokens), 0)::int8,
+		coalesce(sum(output_tokens), 0)::int8 FROM model_calls`).Scan(&rows, &in, &out); err != nil {
+		t.Fatal(err)
+	}
+	var calls, fin, fout int64
+	for _, q := range fake.Requests() {
+		if q.Completed && q.Status == http.StatusOK {
+			calls, fin, fout = calls+1, fin+q.Usage.PromptTokens, fout+q.Usage.CompletionTokens
+		}
+	}
+	inDoubt = calls - rows
+	if rows == 0 || inDoubt < 0 || inDoubt > int64(kills) || (inDoubt == 0 && (in != fin || out != fout)) || in > fin || out > fout {
+		t.Errorf("ledger: %d rows of %d input and %d output tokens; the fake completed %d calls of %d and %d (at most %d kills between a call and its commit)",
+			rows, in, out, calls, fin, fout, kills)
+	}
+	return rows, inDoubt
 }
 
 // chaosRead follows a run's events like an EventSource: it reconnects with

@@ -39,10 +39,6 @@ var openResponsesGaps = map[string]openResponsesGap{
 	"websocket-previous-response-not-found":      {reason: webSocketOnly},
 	"websocket-failed-continuation-evicts-cache": {reason: webSocketOnly},
 	"websocket-compact-new-chain":                {reason: webSocketOnly + " (and has no POST /v1/responses/compact)"},
-	"image-input": {
-		reason: "agentd's runs take text: an input_image part is refused with a 400",
-		fails:  `HTTP 400: {"error":{"message":"input[0].content[1].type: input_image is not supported`,
-	},
 	"tool-calling": {
 		reason: "the built-in fake model calls a tool only when the prompt says /call (docs/fake-model.md), " +
 			"and the suite asks in English; the response it gets is valid and has no function_call " +

@@ -62,7 +62,9 @@ type config struct {
 // ServerSettings are the HTTP server's settings.
 type ServerSettings struct {
 	Addr               string        `env:"AGENTD_ADDR" envDefault:"127.0.0.1:8080" flag:"addr" desc:"listen address (host:port); on any but a loopback address, authentication is required"`
-	MaxBodyBytes       int64         `env:"AGENTD_MAX_BODY_BYTES" envDefault:"1048576" flag:"max-body-bytes" min:"1024" desc:"largest accepted request body, in bytes"`
+	MaxBodyBytes       int64         `env:"AGENTD_MAX_BODY_BYTES" envDefault:"1048576" flag:"max-body-bytes" min:"1024" desc:"largest accepted request body, in bytes; a body that carries images and files ('POST /runs', the AI SDK's chat, the Responses API) may be larger by their data, up to the base64 of 'AGENTD_MAX_INPUT_FILES_BYTES'"`
+	MaxInputFile       int64         `env:"AGENTD_MAX_INPUT_FILE_BYTES" envDefault:"5242880" flag:"max-input-file-bytes" min:"1" desc:"the largest image or file (decoded) a run's input may hold (docs/inputs.md); a larger one is '422 invalid_field' naming it"`
+	MaxInputFiles      int64         `env:"AGENTD_MAX_INPUT_FILES_BYTES" envDefault:"20971520" flag:"max-input-files-bytes" min:"1" desc:"the most bytes of images and files one run's input may hold, and one model request is sent: the newest of the conversation's, the older ones past it sent as a note that names them; it bounds what each run in progress holds in memory"`
 	MaxWait            time.Duration `env:"AGENTD_MAX_WAIT" envDefault:"60s" flag:"max-wait" desc:"the longest wait a request may ask for (Prefer: wait=N or ?wait=N on POST /runs and GET /runs/{id}): it is answered when the run ends or waits for a decision, or after at most this long with the run as it is"`
 	BodyTimeout        time.Duration `env:"AGENTD_BODY_TIMEOUT" envDefault:"30s" flag:"body-timeout" desc:"how long a request body may take to arrive after its headers, whether or not it is read; a slower one is '408 body_timeout' (or, for a request answered without its body, that answer late) and its connection closed"`
 	MaxConnections     int           `env:"AGENTD_MAX_CONNECTIONS" envDefault:"1024" flag:"max-connections" min:"1" desc:"HTTP connections this instance holds open at once; when all of them have authenticated, more wait in the listen backlog until one closes"`
@@ -77,7 +79,7 @@ type ServerSettings struct {
 // DatabaseSettings are the database's settings.
 type DatabaseSettings struct {
 	DatabaseURL    string        `env:"DATABASE_URL" envDefault:"postgres://postgres@127.0.0.1:5432/agentd?sslmode=disable" flag:"database-url" desc:"PostgreSQL URL; the database is created if missing"`
-	ReplicaURL     string        `env:"AGENTD_DATABASE_REPLICA_URL" flag:"database-replica-url" defaultDesc:"none" desc:"a streaming standby of the database that serves the reads that tolerate lag (run and conversation lists, the replay of stored events); reads go to the primary while it is down, not a standby, or further behind than AGENTD_DATABASE_REPLICA_MAX_LAG"`
+	ReplicaURL     string        `env:"AGENTD_DATABASE_REPLICA_URL" flag:"database-replica-url" defaultDesc:"none" desc:"a streaming standby of the database that serves the reads that tolerate lag (run and conversation lists, usage reports, the replay of stored events); reads go to the primary while it is down, not a standby, or further behind than AGENTD_DATABASE_REPLICA_MAX_LAG"`
 	ReplicaMaxLag  time.Duration `env:"AGENTD_DATABASE_REPLICA_MAX_LAG" envDefault:"5s" flag:"database-replica-max-lag" desc:"how far behind the primary the read replica may be and still serve"`
 	Migrate        bool          `env:"AGENTD_MIGRATE" envDefault:"true" flag:"migrate" desc:"apply migrations at start-up (under an advisory lock, so that instances may start together)"`
 	MaxConns       int           `env:"AGENTD_DB_MAX_CONNS" envDefault:"0" flag:"db-max-conns" min:"0" defaultDesc:"workers + 16" desc:"database pool size; '0': the workers plus 16"`
@@ -151,6 +153,7 @@ type QuotaSettings struct {
 	TenantRunsPerSecond float64 `env:"AGENTD_TENANT_RUNS_PER_SECOND" envDefault:"0" flag:"tenant-runs-per-second" min:"0" defaultDesc:"unbounded" desc:"runs a tenant may create per second on this instance (a token bucket of twice that, at least 1); past it '429 rate_limited' with 'Retry-After'"`
 	TenantRunning       int     `env:"AGENTD_TENANT_RUNS_IN_PROGRESS" envDefault:"0" flag:"tenant-runs-in-progress" min:"0" defaultDesc:"unbounded" desc:"runs of one tenant that run at once, across instances; its other runs wait queued (or '429 quota_exceeded' with '\"on_quota\": \"reject\"')"`
 	TenantStreams       int     `env:"AGENTD_TENANT_STREAMS" envDefault:"0" flag:"tenant-streams" min:"0" defaultDesc:"unbounded" desc:"event streams a tenant may hold open at once on this instance; past it '429 rate_limited'"`
+	TenantMonthlyBudget float64 `env:"AGENTD_TENANT_MONTHLY_BUDGET" envDefault:"0" flag:"tenant-monthly-budget" min:"0" defaultDesc:"none" desc:"what a tenant's model calls may cost in a calendar month (UTC), in the currency of the models file's prices, for a tenant whose budget an admin did not set ('PUT /admin/tenants/{tenant}/budget'); checked before each model call: past it the run ends failed with reason 'budget_exceeded' and no call is made (docs/usage.md); '0': none"`
 }
 
 // TracingSettings are the traces' settings. internal/telemetry reads the

@@ -125,7 +125,8 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config{
-		ServerSettings: ServerSettings{Addr: "127.0.0.1:8080", MaxBodyBytes: 1 << 20, MaxWait: time.Minute, BodyTimeout: 30 * time.Second,
+		ServerSettings: ServerSettings{Addr: "127.0.0.1:8080", MaxBodyBytes: 1 << 20, MaxInputFile: 5 << 20, MaxInputFiles: 20 << 20,
+			MaxWait: time.Minute, BodyTimeout: 30 * time.Second,
 			MaxConnections: 1024, LogLevel: slog.LevelInfo, ShutdownGrace: 10 * time.Second},
 		DatabaseSettings: DatabaseSettings{DatabaseURL: defaultDatabaseURL, ReplicaMaxLag: 5 * time.Second, Migrate: true,
 			MaxConns: engine.DefaultWorkers + 16, Committers: 1, DeltaTick: 50 * time.Millisecond, RetentionEvery: 10 * time.Minute},
@@ -158,9 +159,10 @@ func TestConfigFlagWins(t *testing.T) {
 		"AGENTD_CORS_ORIGINS": " https://a.example , ,https://b.example", "AGENTD_MAX_ACTION_TIMEOUT": "7d",
 		"AGENTD_MIGRATE": "no", "AGENTD_TRACE_CONTENT": "YES", "AGENTD_LOG_LEVEL": "debug", "AGENTD_HEARTBEAT": "",
 		"OPENAI_API_KEY": "sk-test", "AGENTD_TENANT_RUNS_PER_SECOND": "2.5", "AGENTD_AUTH": "oidc",
-		"AGENTD_OIDC_ISSUER": "https://id.example", "AGENTD_OIDC_AUDIENCE": "agentd", "AGENTD_TENANT_STREAMS": "7"}
+		"AGENTD_OIDC_ISSUER": "https://id.example", "AGENTD_OIDC_AUDIENCE": "agentd", "AGENTD_TENANT_STREAMS": "7",
+		"AGENTD_TENANT_MONTHLY_BUDGET": "40"}
 	c, err := parseConfig([]string{"-workers", "5", "-http-allow-hosts", "", "-migrate=true", "-log-level", "warn",
-		"-db-max-conns", "9", "-oidc-tenant-claim", "org"}, envOf(env), io.Discard)
+		"-db-max-conns", "9", "-oidc-tenant-claim", "org", "-tenant-monthly-budget", "12.5"}, envOf(env), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +185,7 @@ func TestConfigFlagWins(t *testing.T) {
 		{"oidc", c.OIDC, auth.OIDCConfig{Issuer: "https://id.example", Audience: "agentd", TenantClaim: "org", ScopesClaim: "scope"}},
 		{"max timeouts", c.MaxTimeouts[4], 7 * 24 * time.Hour},
 		{"auth", c.Auth, authOIDC},
+		{"monthly budget (flag)", c.TenantMonthlyBudget, 12.5},
 	}
 	for _, ch := range checks {
 		if !reflect.DeepEqual(ch.got, ch.want) {
@@ -232,6 +235,7 @@ func TestConfigBadValues(t *testing.T) {
 		{env: map[string]string{"AGENTD_TENANT_RUNS_PER_SECOND": "NaN"}, want: `AGENTD_TENANT_RUNS_PER_SECOND: want a number >= 0, got "NaN"`},
 		{env: map[string]string{"AGENTD_TENANT_RUNS_PER_SECOND": "+Inf"}, want: `AGENTD_TENANT_RUNS_PER_SECOND: want a number >= 0, got "+Inf"`},
 		{env: map[string]string{"AGENTD_TENANT_STREAMS": "1.5"}, want: `AGENTD_TENANT_STREAMS: want an integer >= 0, got "1.5"`},
+		{env: map[string]string{"AGENTD_TENANT_MONTHLY_BUDGET": "-5"}, want: `AGENTD_TENANT_MONTHLY_BUDGET: want a number >= 0, got "-5"`},
 		{env: map[string]string{"OTEL_BSP_SCHEDULE_DELAY": "5s"}, want: `OTEL_BSP_SCHEDULE_DELAY: want an integer >= 1, got "5s"`},
 		{args: []string{"-auth", "basic"}, want: `-auth: want keys, oidc or none, got "basic"`},
 		{args: []string{"serve"}, want: `unexpected argument "serve"`},

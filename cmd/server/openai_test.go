@@ -415,13 +415,47 @@ func TestOpenAINodeSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("media", func(t *testing.T) {
+		// The fake's /media answers with what the model received.
+		var r struct {
+			Status     string `json:"status"`
+			OutputText string `json:"output_text"`
+			Content    []struct {
+				Type     string  `json:"type"`
+				ImageURL string  `json:"image_url"`
+				FileURL  string  `json:"file_url"`
+				Filename string  `json:"filename"`
+				Detail   string  `json:"detail"`
+				FileID   *string `json:"file_id"`
+			}
+			Fetched []struct {
+				Status int    `json:"status"`
+				Type   string `json:"type"`
+				Size   int    `json:"size"`
+			}
+		}
+		openaiNode(t, base, &r, "media")
+		want := "image image/png 70 detail=high\nimage https://example.com/cat.png detail=auto\nfile application/pdf 48 report.pdf"
+		if r.Status != "completed" || r.OutputText != want {
+			t.Fatalf("the response %s answered %q, want %q", r.Status, r.OutputText, want)
+		}
+		if len(r.Content) != 4 || r.Content[1].Type != "input_image" || !strings.HasPrefix(r.Content[1].ImageURL, "/runs/") ||
+			r.Content[2].ImageURL != "https://example.com/cat.png" || r.Content[3].Type != "input_file" || r.Content[3].Filename != "report.pdf" {
+			t.Fatalf("the input items: %+v", r.Content)
+		}
+		if len(r.Fetched) != 2 || r.Fetched[0].Type != "image/png" || r.Fetched[0].Size != 70 || r.Fetched[1].Type != "application/pdf" ||
+			r.Fetched[1].Size != 48 {
+			t.Fatalf("the artifacts: %+v", r.Fetched)
+		}
+	})
+
 	t.Run("errors", func(t *testing.T) {
 		var r map[string]sdkError
 		openaiNode(t, base, &r, "errors")
 		for name, want := range map[string]struct{ class, param string }{
 			"unknownField":   {"BadRequestError", "bogus"},
 			"badTemperature": {"BadRequestError", "temperature"},
-			"image":          {"BadRequestError", "input[0].content[0].type"},
+			"image":          {"BadRequestError", "input[0].content[0].image_url"},
 			"missing":        {"NotFoundError", ""},
 		} {
 			got := r[name]

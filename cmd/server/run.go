@@ -267,6 +267,7 @@ type instance struct {
 	handler   http.Handler
 	metrics   http.Handler // GET /metrics
 	modelName string
+	profiles  *compact.Profiles // the models' profiles: what each takes as input
 	mcp       *mcptools.Manager
 	tenants   *tenanttools.Catalog // the tools tenants declare
 	// childSpec builds the runs of sub-agents (api.ChildSpecs), set with
@@ -400,6 +401,7 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 	in.tenants = tenanttools.New(tenanttools.Config{Source: in.store, Base: registry, Box: box, AllowHosts: cfg.HTTPAllowHosts,
 		Logger: log})
 	in.closers = append(in.closers, in.tenants.Close) // the connections to the tenants' MCP servers
+	in.profiles = profiles
 	model, modelName, stopModel, err := buildModel(cfg, profiles, log)
 	if err != nil {
 		return nil, err
@@ -411,7 +413,8 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 		Store:    in.store, Model: model, Tools: registry, ToolsFor: in.tenants.For, Logger: log, Metrics: engine.NewMetrics(in.reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
-		TraceContent: cfg.TraceContent, AgentDepth: cfg.AgentDepth,
+		TraceContent: cfg.TraceContent, AgentDepth: cfg.AgentDepth, MaxInputFilesBytes: cfg.MaxInputFiles,
+		MonthlyBudget: cfg.TenantMonthlyBudget,
 		SubAgent: func(ctx context.Context, parent agentd.Run, sub agentd.SubAgent) (agentd.RunSpec, error) {
 			return in.childSpec(ctx, parent, sub)
 		},
@@ -444,11 +447,14 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 	acfg := api.Config{
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, TenantTools: in.tenants, Logger: log, Registerer: in.reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
-		Auth: authn, AuthenticatedFunc: conns.Authenticated, Quotas: cfg.Quotas,
+		Auth: authn, AuthenticatedFunc: conns.Authenticated, Quotas: cfg.Quotas, MonthlyBudget: cfg.TenantMonthlyBudget,
+		Models: modelViews(in.profiles, in.modelName),
 		Defaults: api.RunDefaults{Model: in.modelName, MaxTimeouts: agentd.Timeouts{
 			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
 			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds(),
-			ActionMS: cfg.MaxTimeouts[4].Milliseconds()}},
+			ActionMS: cfg.MaxTimeouts[4].Milliseconds()},
+			MaxInputFileBytes: cfg.MaxInputFile, MaxInputFilesBytes: cfg.MaxInputFiles,
+			Accepts: func(model string, kind agentd.PartType) bool { return in.profiles.For(model).Accepts(string(kind)) }},
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait,
 		CORSOrigins: cfg.CORSOrigins,
 		BodyTimeout: cfg.BodyTimeout,

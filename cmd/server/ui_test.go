@@ -307,3 +307,37 @@ func TestForkInTheViewer(t *testing.T) {
 	}
 	screenshot(t, ctx, "compare.jpg")
 }
+
+// TestViewerShowsAttachments: a conversation's page shows a message's
+// image as a thumbnail, its bytes fetched from the run's artifact route,
+// a file as a chip, and an image by URL as a link.
+func TestViewerShowsAttachments(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	base, _ := startServer(t, nil)
+	in := mediaInput()
+	msg := in[0].(map[string]any)
+	msg["content"] = append(msg["content"].([]any), map[string]any{"type": "image", "url": "https://example.com/cat.png"})
+	status, run := postRunWait(t, base, map[string]any{"input": in})
+	if status != http.StatusOK || run["status"] != "completed" {
+		t.Fatalf("%d %v", status, run)
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/ui/#/conversations/"+run["conversation_id"].(string)),
+		chromedp.WaitVisible(chromedp.CSS(`#messages .attachments img.thumb`)),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#messages img.thumb').naturalWidth === 1`),
+	); err != nil {
+		screenshot(t, ctx, "attachments-failed.jpg")
+		t.Fatalf("the conversation page: %v", err)
+	}
+	shown, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('#messages .attachments > *')]
+		.map(e => e.tagName.toLowerCase() + ':' + (e.dataset.part || '') + ':' + e.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	screenshot(t, ctx, "attachments.jpg")
+	want := []string{"img::", "button:file:report.pdf (application/pdf, 48 B)", "a:image:image: https://example.com/cat.png"}
+	if strings.Join(shown, "|") != strings.Join(want, "|") {
+		t.Fatalf("the message shows %q, want %q", shown, want)
+	}
+}

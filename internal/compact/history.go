@@ -182,6 +182,9 @@ func transcript(prev *agentd.Compaction, covered []agentd.Message, limit, skip i
 			case agentd.PartToolResult:
 				fmt.Fprintf(&b, "tool result (call %s):\n", p.ToolCallID)
 				quote(&b, cut(p.Content, maxQuoted))
+			case agentd.PartImage, agentd.PartFile:
+				fmt.Fprintf(&b, "%s sent %s:\n", m.Role, attachedName(p))
+				quote(&b, "(its content is not in this transcript)")
 			}
 		}
 	}
@@ -207,10 +210,9 @@ func cut(s string, n int) string {
 }
 
 // EstimateRequest estimates the prompt tokens of msgs the way the built-in
-// fake model counts them (EstimateTokens of the bytes of every message's
-// text and tool results, tool call arguments included). Images and files
-// are not counted: the fake does not count them, and a provider's count of
-// them is its own.
+// fakes count them (EstimateTokens of the bytes of every message's text
+// and tool results, tool call arguments included), with an image or a
+// file counted as AttachedBytes says, not as its base64.
 func EstimateRequest(msgs []llm.Message) int {
 	n := 0
 	for _, m := range msgs {
@@ -220,6 +222,8 @@ func EstimateRequest(msgs []llm.Message) int {
 				n += len(p.Text)
 			case llm.PartToolCall:
 				n += len(p.Call.Arguments)
+			case llm.PartImage, llm.PartFile:
+				n += AttachedBytes(p.Type == llm.PartImage, p.MediaType, len(p.Data))
 			}
 		}
 	}

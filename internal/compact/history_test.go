@@ -9,6 +9,7 @@ import (
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/llm"
+	"github.com/agentd/agentd/internal/llm/fakellm"
 )
 
 // history generates a conversation: turns of a user message, then steps
@@ -146,7 +147,8 @@ func TestTranscriptWithin(t *testing.T) {
 }
 
 // The estimate counts what the fake counts of a request's parts: text, tool
-// results and call arguments; not images or files.
+// results and call arguments; an image as ImageTokens and a PDF as a
+// quarter of its bytes (at least an image's), whatever their base64 or URL.
 func TestEstimateRequest(t *testing.T) {
 	t.Parallel()
 	msgs := []llm.Message{
@@ -158,7 +160,39 @@ func TestEstimateRequest(t *testing.T) {
 			{Type: llm.PartToolCall, Call: llm.ToolCall{ID: "c", Name: "f", Arguments: strings.Repeat("a", 98)}}}},
 		{Role: llm.RoleTool, Parts: []llm.Part{llm.ToolResult("c", strings.Repeat("r", 100))}},
 	}
-	if got, want := compact.EstimateRequest(msgs), compact.EstimateTokens(100+100+2+98+100); got != want {
+	if got, want := compact.EstimateRequest(msgs), compact.EstimateTokens(100+100+2+98+100+2*4*compact.ImageTokens); got != want {
 		t.Fatalf("EstimateRequest = %d, want %d", got, want)
+	}
+}
+
+// TestAttachedBytesAsTheFakes: the budget counts an image or a file as
+// the fakes count it, so that against them the estimate is exact.
+func TestAttachedBytesAsTheFakes(t *testing.T) {
+	t.Parallel()
+	if compact.ImageTokens != fakellm.ImageTokens {
+		t.Fatalf("an image is %d tokens to the budget and %d to the fakes", compact.ImageTokens, fakellm.ImageTokens)
+	}
+	for _, c := range []fakellm.Media{{Kind: "image", MediaType: "image/png", Size: 10}, {Kind: "image", URL: "https://x/y"},
+		{Kind: "file", MediaType: "application/pdf", Size: 100}, {Kind: "file", MediaType: "application/pdf", Size: 1 << 20},
+		{Kind: "file", MediaType: "text/plain", Size: 1234}} {
+		if got, want := compact.AttachedBytes(c.Kind == "image", c.MediaType, c.Size), c.PromptBytes(); int64(got) != want {
+			t.Errorf("%+v: the budget counts %d bytes, the fakes %d", c, got, want)
+		}
+	}
+}
+
+// TestTranscriptNamesAttachments: a compaction's transcript names the
+// images and files of the messages it covers, never their bytes.
+func TestTranscriptNamesAttachments(t *testing.T) {
+	t.Parallel()
+	got := compact.Transcript(nil, []agentd.Message{{Seq: 2, Role: agentd.RoleUser, Content: []agentd.Part{
+		{Type: agentd.PartText, Text: "see"}, {Type: agentd.PartImage, ArtifactID: "a1", MediaType: "image/png", Size: 70},
+		{Type: agentd.PartFile, ArtifactID: "a2", MediaType: "application/pdf", Size: 48, Filename: "report.pdf"},
+		{Type: agentd.PartImage, URL: "https://example.com/cat.png"}}}})
+	for _, want := range []string{"user sent an image (image/png, 70 bytes)", `user sent a file "report.pdf" (application/pdf, 48 bytes)`,
+		"user sent an image (https://example.com/cat.png)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the transcript does not say %q:\n%s", want, got)
+		}
 	}
 }

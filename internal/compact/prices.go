@@ -131,3 +131,23 @@ func (p *Profiles) Names() []string {
 	}
 	return slices.Sorted(maps.Keys(names))
 }
+
+// Known reports whether p has a profile of model by its exact name (the
+// models file's, or a built-in one).
+func (p *Profiles) Known(model string) bool {
+	names := builtin
+	if p != nil {
+		names = p.byName
+	}
+	_, ok := names[model]
+	return ok
+}
+
+// FileNames returns the names of the models the models file gave, in its
+// order; nil for the built-in profiles alone.
+func (p *Profiles) FileNames() []string {
+	if p == nil {
+		return nil
+	}
+	return slices.Clone(p.file)
+}

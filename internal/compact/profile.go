@@ -98,6 +98,7 @@ var builtin = map[string]Profile{
 // concurrent use.
 type Profiles struct {
 	byName map[string]Profile
+	file   []string // the names the models file gave, in its order
 }
 
 // DefaultProfiles returns the built-in profiles: the documented limits of
@@ -208,6 +209,7 @@ func parseProfiles(b []byte) (*Profiles, error) {
 			return nil, fmt.Errorf("model %q: %w", name, err)
 		}
 		p.byName[name] = prof
+		p.file = append(p.file, name)
 	}
 	return p, nil
 }

@@ -422,10 +422,34 @@ func (c *creation) queueRun(b *batch, convID string, rm room) error {
 		b.exec("name the schedule", `UPDATE runs SET schedule_id = $2, scheduled_for = $3 WHERE id = $1`,
 			c.runID, sc.ID, sc.Slot)
 	}
+	if err := c.queueInput(b, convID, rm); err != nil {
+		return err
+	}
+	if claimed {
+		b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
+			p.ClaimFor.StepID, c.runID)
+		c.state.Steps = []agentd.Step{agentd.FirstStep(c.runID, p.ClaimFor.StepID, at)}
+	} else {
+		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, NotifyPayload(c.runID, p.QueuedBy))
+	}
+	queueEvents(b, rows)
+	return nil
+}
+
+// queueInput queues the inserts of the run's input messages, with the
+// artifacts of their images and files, as rm says (see queueRun).
+func (c *creation) queueInput(b *batch, convID string, rm room) error {
+	p := c.p
 	for i, m := range p.Input {
 		op := MessageInsert{ID: newID(), ConversationID: convID, RunID: c.runID, Role: m.Role,
 			Content: []agentd.Part{{Type: agentd.PartText, Text: m.Content}}, Status: agentd.MessageCompleted}
 		switch {
+		case len(m.Parts) > 0: // texts, images and files: the bytes go to artifacts
+			var arts []ArtifactInsert
+			op.Content, arts = inputContent(c.runID, m)
+			for _, a := range arts {
+				_ = a.queue(b) // never fails
+			}
 		case m.Role == agentd.RoleTool: // an output of a call (answerPending)
 			op.Content = []agentd.Part{{Type: agentd.PartToolResult, ToolCallID: m.ToolCallID, Content: m.Content}}
 		case len(m.ToolCalls) > 0: // calls the client sends back with its history
@@ -453,14 +477,6 @@ func (c *creation) queueRun(b *batch, convID string, rm room) error {
 			return err
 		}
 	}
-	if claimed {
-		b.exec("start step", `INSERT INTO steps (id, run_id, seq, status, model_attempts) VALUES ($1, $2, 1, 'running', 1)`,
-			p.ClaimFor.StepID, c.runID)
-		c.state.Steps = []agentd.Step{agentd.FirstStep(c.runID, p.ClaimFor.StepID, at)}
-	} else {
-		b.exec("notify", `SELECT pg_notify($1, $2)`, ChannelRuns, NotifyPayload(c.runID, p.QueuedBy))
-	}
-	queueEvents(b, rows)
 	return nil
 }
 

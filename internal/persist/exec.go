@@ -292,11 +292,12 @@ type StepInsert struct {
 	ID, RunID  string
 	Seq        int
 	Transition agentd.Transition
+	Model      string // "": the run's model
 }
 
 func (o StepInsert) queue(b *batch) error {
-	b.exec("insert step", `INSERT INTO steps (id, run_id, seq, status, transition, model_attempts)
-		VALUES ($1, $2, $3, 'running', nullif($4, ''), 1)`, o.ID, o.RunID, o.Seq, o.Transition)
+	b.exec("insert step", `INSERT INTO steps (id, run_id, seq, status, transition, model_attempts, model)
+		VALUES ($1, $2, $3, 'running', nullif($4, ''), 1, nullif($5, ''))`, o.ID, o.RunID, o.Seq, o.Transition, o.Model)
 	return nil
 }
 
@@ -313,6 +314,18 @@ type StepReask struct {
 func (o StepReask) queue(b *batch) error {
 	b.exec("re-ask step", `UPDATE steps SET transition = $2, model_attempts = model_attempts + 1, status = 'running'
 		WHERE id = $1`, o.ID, o.Transition)
+	return nil
+}
+
+// StepFallback moves a step's model calls to Model, the next of its run's
+// fallback chain, and counts the call it makes there.
+type StepFallback struct {
+	ID, Model string
+}
+
+func (o StepFallback) queue(b *batch) error {
+	b.exec("fall back", `UPDATE steps SET model = $2, transition = 'model_fallback', model_attempts = model_attempts + 1,
+		status = 'running' WHERE id = $1`, o.ID, o.Model)
 	return nil
 }
 

@@ -15,13 +15,13 @@ import (
 )
 
 const stepColumns = `id, run_id, seq, status, coalesce(finish_reason, ''), coalesce(transition, ''), model_attempts,
-	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error, started_at, finished_at`
+	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error, started_at, finished_at, coalesce(model, '')`
 
 func scanStep(row pgx.Row) (agentd.Step, error) {
 	var s agentd.Step
 	err := row.Scan(&s.ID, &s.RunID, &s.Seq, &s.Status, &s.FinishReason, &s.Transition, &s.ModelAttempts,
 		&s.Usage.InputTokens, &s.Usage.OutputTokens, &s.Usage.CachedInputTokens, &s.Usage.ReasoningTokens,
-		&s.Error, &s.StartedAt, &s.FinishedAt)
+		&s.Error, &s.StartedAt, &s.FinishedAt, &s.Model)
 	return s, translate(err)
 }
 

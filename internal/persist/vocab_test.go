@@ -41,6 +41,7 @@ func TestSchemaAllowsTheVocabulary(t *testing.T) {
 		"webhook_deliveries_status_check": strs(agentd.DeliveryStatuses()),
 		"schedules_overlap_check":         strs(agentd.ScheduleOverlaps()),
 		"schedules_catch_up_check":        strs(agentd.ScheduleCatchUps()),
+		"model_calls_kind_check":          strs(agentd.ModelCallKinds()),
 	}
 	// Allowed by the schema since its first version, never written.
 	unused := map[string][]string{"messages_status_check": {"partial", "failed"}}

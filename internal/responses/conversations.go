@@ -165,6 +165,9 @@ func ItemMessages(name string, raw []json.RawMessage) ([]agentd.InputMessage, er
 			return nil, field(at+".type", "item_reference items cannot be added to a conversation: add the item itself")
 		}
 		m, err := inputItem(at, it)
+		if err == nil {
+			err = textOnly(at, m)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -198,6 +201,18 @@ func ItemMessages(name string, raw []json.RawMessage) ([]agentd.InputMessage, er
 		return nil, field(name, "has no function_call_output for call %s: each function_call needs its output after it", open[0])
 	}
 	return msgs, nil
+}
+
+// textOnly refuses an item (at) whose message holds images or files:
+// they come in a response's input, which keeps them with its run.
+func textOnly(at string, m agentd.InputMessage) error {
+	for j, p := range m.Parts {
+		if p.Attached() {
+			return field(fmt.Sprintf("%s.content[%d].type", at, j), "images and files come in a response's input, "+
+				"which keeps them with its run; a conversation's items hold text")
+		}
+	}
+	return nil
 }
 
 // storableCall checks a function_call item's fields as agentd stores

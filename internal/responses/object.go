@@ -1,6 +1,7 @@
 package responses
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 
@@ -160,6 +161,59 @@ type Content struct {
 	Text        string            `json:"text"`
 	Annotations []json.RawMessage `json:"annotations,omitzero"`
 	Logprobs    []json.RawMessage `json:"logprobs,omitzero"`
+	// An input_image's URL (its own, or agentd's route to the artifact
+	// that holds it) and detail; an input_file's filename and URL (the
+	// artifact's route).
+	ImageURL, Detail, Filename, FileURL string `json:"-"`
+}
+
+// MarshalJSON writes an input_image or an input_file as the Responses API
+// lists them (without text), any other part as it is.
+func (c Content) MarshalJSON() ([]byte, error) {
+	type plain Content
+	switch c.Type {
+	case "input_image":
+		return json.Marshal(struct {
+			Type     string  `json:"type"`
+			ImageURL string  `json:"image_url"`
+			Detail   string  `json:"detail"`
+			FileID   *string `json:"file_id"`
+		}{c.Type, c.ImageURL, c.Detail, nil})
+	case "input_file":
+		return json.Marshal(struct {
+			Type     string  `json:"type"`
+			Filename string  `json:"filename,omitempty"`
+			FileURL  string  `json:"file_url"`
+			FileID   *string `json:"file_id"`
+		}{c.Type, c.Filename, c.FileURL, nil})
+	}
+	return json.Marshal(plain(c))
+}
+
+// contentOf is the content of a stored input message as input items show
+// it: its text, or each of its parts, its images and files by URL (an
+// image's own, or the route of the artifact that holds it).
+func contentOf(m agentd.Message) []Content {
+	if !slices.ContainsFunc(m.Content, agentd.Part.Attached) {
+		return []Content{{Type: "input_text", Text: agentd.TextOf(m.Content)}}
+	}
+	out := make([]Content, 0, len(m.Content))
+	for _, p := range m.Content {
+		route := "/runs/" + m.RunID + "/artifacts/" + p.ArtifactID
+		switch p.Type {
+		case agentd.PartText:
+			out = append(out, Content{Type: "input_text", Text: p.Text})
+		case agentd.PartImage:
+			c := Content{Type: "input_image", ImageURL: p.URL, Detail: cmp.Or(p.Detail, agentd.DetailAuto)}
+			if p.ArtifactID != "" {
+				c.ImageURL = route
+			}
+			out = append(out, c)
+		case agentd.PartFile:
+			out = append(out, Content{Type: "input_file", Filename: p.Filename, FileURL: route})
+		}
+	}
+	return out
 }
 
 // outputText is an output_text part with text.
@@ -196,7 +250,7 @@ func InputItem(m agentd.Message) Item {
 	}
 	role := string(m.Role)
 	return Item{ID: prefixMessage + hexOf(m.ID), Type: ItemMessage, Status: StatusCompleted, Role: role,
-		Content: []Content{{Type: "input_text", Text: agentd.TextOf(m.Content)}}}
+		Content: contentOf(m)}
 }
 
 // ApprovalItems are the mcp_approval_response items of a run's input: the

@@ -247,8 +247,15 @@ func (r Request) ConversationRunID() (string, error) {
 func (r Request) Spec(conversationID string) (runspec.Request, error) {
 	req := runspec.Request{ConversationID: conversationID, Model: r.Model, Instructions: r.Instructions}
 	var err error
-	if req.Input, req.InputText, req.Approvals, err = r.input(); err != nil {
+	var at []int
+	if req.Input, req.InputText, req.Approvals, at, err = r.input(); err != nil {
 		return req, err
+	}
+	req.PartField = func(i, j int) string {
+		if j < 0 {
+			return fmt.Sprintf("input[%d].content", at[i])
+		}
+		return fmt.Sprintf("input[%d].content[%d]", at[i], j)
 	}
 	if err := r.unsupported(); err != nil {
 		return req, err
@@ -635,26 +642,36 @@ func checkMetadata(md map[string]string) error {
 }
 
 // input reads input: a text (one user message), or a list of input
-// items, of which agentd takes messages of text.
-func (r Request) input() (_ []agentd.InputMessage, text bool, _ []agentd.ApprovalDecision, _ error) {
+// items, of which agentd takes messages (of text, images and files),
+// function calls and their outputs, and approval responses. at holds the
+// index of the item each message came from.
+func (r Request) input() (_ []agentd.InputMessage, text bool, _ []agentd.ApprovalDecision, at []int, _ error) {
 	raw := bytes.TrimSpace(r.Input)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, false, nil, field("input", "is required: a text or a list of input items")
+		return nil, false, nil, nil, field("input", "is required: a text or a list of input items")
 	}
 	if raw[0] == '"' {
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, false, nil, field("input", "is not a valid string")
+			return nil, false, nil, nil, field("input", "is not a valid string")
 		}
-		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil, nil
+		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil, []int{0}, nil
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, false, nil, field("input", "must be a text or a list of input items")
+		return nil, false, nil, nil, field("input", "must be a text or a list of input items")
 	}
 	msgs := make([]agentd.InputMessage, 0, len(items))
 	var approvals []agentd.ApprovalDecision
+	defer func() {
+		for len(at) < len(msgs) {
+			at = append(at, len(items)-1)
+		}
+	}()
 	for i, it := range items {
+		for len(at) < len(msgs) {
+			at = append(at, i-1)
+		}
 		name := fmt.Sprintf("input[%d]", i)
 		var probe struct {
 			Type *string `json:"type"`
@@ -662,27 +679,27 @@ func (r Request) input() (_ []agentd.InputMessage, text bool, _ []agentd.Approva
 			Role *string `json:"role"`
 		}
 		if err := json.Unmarshal(it, &probe); err != nil {
-			return nil, false, nil, field(name, "must be an input item (an object)")
+			return nil, false, nil, nil, field(name, "must be an input item (an object)")
 		}
 		switch {
 		case probe.Type != nil && *probe.Type == ItemFunctionCall:
 			c, err := callItem(name, it)
 			if err != nil {
-				return nil, false, nil, err
+				return nil, false, nil, nil, err
 			}
 			msgs = addCall(msgs, c)
 			continue
 		case probe.Type != nil && *probe.Type == ItemMCPApprovalResponse:
 			d, err := approvalItem(name, it)
 			if err != nil {
-				return nil, false, nil, err
+				return nil, false, nil, nil, err
 			}
 			approvals = append(approvals, d)
 			continue
 		case (probe.Type != nil && *probe.Type == "item_reference") || (probe.Type == nil && probe.Role == nil && probe.ID != nil):
 			m, call, err := r.reference(name, it)
 			if err != nil {
-				return nil, false, nil, err
+				return nil, false, nil, nil, err
 			}
 			if call != nil {
 				msgs = addCall(msgs, *call)
@@ -693,11 +710,11 @@ func (r Request) input() (_ []agentd.InputMessage, text bool, _ []agentd.Approva
 		}
 		m, err := inputItem(name, it)
 		if err != nil {
-			return nil, false, nil, err
+			return nil, false, nil, nil, err
 		}
 		msgs = append(msgs, m)
 	}
-	return msgs, false, approvals, nil
+	return msgs, false, approvals, at, nil
 }
 
 // approvalItem reads an mcp_approval_response item: a client's decision
@@ -855,11 +872,11 @@ func inputItem(name string, raw json.RawMessage) (agentd.InputMessage, error) {
 	default:
 		return agentd.InputMessage{}, field(name+".role", "must be user, assistant, system or developer, not %q", it.Role)
 	}
-	text, err := contentText(name+".content", it.Content, role)
+	text, parts, err := contentParts(name+".content", it.Content, role)
 	if err != nil {
 		return agentd.InputMessage{}, err
 	}
-	return agentd.InputMessage{Role: role, Content: text}, nil
+	return agentd.InputMessage{Role: role, Content: text, Parts: parts}, nil
 }
 
 // callOutput reads a function_call_output item: the output of a function
@@ -893,9 +910,9 @@ func decodeItemError(name string, err error) error {
 	return field(name, "is not a valid input item: %v", err)
 }
 
-// contentText reads a message's content: a text, or parts of text
-// (input_text; output_text for an assistant's). Images and files are
-// refused by name: agentd's runs take text.
+// contentText reads a function call output's content: a text, or parts
+// of text (input_text). Images and files are refused by name: an output
+// is text.
 func contentText(name string, raw json.RawMessage, role agentd.Role) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -933,8 +950,10 @@ func contentText(name string, raw json.RawMessage, role agentd.Role) (string, er
 			if role != agentd.RoleAssistant {
 				return "", field(pname+".type", "output_text is an assistant message's content")
 			}
-		case "input_image", "input_file", "input_audio":
-			return "", field(pname+".type", "%s is not supported: this server's runs take text", probe.Type)
+		case "input_image", "input_file":
+			return "", field(pname+".type", "%s is not supported here: a function call's output is text (a user message takes images and files)", probe.Type)
+		case "input_audio":
+			return "", field(pname+".type", "%s is not supported: this server's runs take text, images and files", probe.Type)
 		default:
 			return "", field(pname+".type", "%q is not a content part agentd takes (input_text)", probe.Type)
 		}

@@ -239,7 +239,7 @@ func TestDecode(t *testing.T) {
 		`{"input":7}`: "input",
 		`{}`:          "input",
 		`{"input":[{"role":"robot","content":"x"}]}`:                                        "input[0].role",
-		`{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`:       "input[0].content[0].type",
+		`{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`:       "input[0].content[0].file_id",
 		`{"input":[{"type":"function_call_output","output":"o"}]}`:                          "input[0].call_id",
 		`{"input":[{"type":"item_reference","id":"msg_x"}]}`:                                "input[0].id",
 		`{"input":"x","tools":[{"type":"file_search"}]}`:                                    "tools[0].type",

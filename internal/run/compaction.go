@@ -31,7 +31,7 @@ func (x *execution) compactIfNeeded(ctx context.Context, st agentd.RunState, ste
 	if x.d.profiles == nil || st.Run.Params.NoCompaction {
 		return st, msgs, nil
 	}
-	prof := x.d.profiles.For(st.Run.Model)
+	prof := x.d.profiles.For(stepModel(st, step))
 	if at := st.Run.Params.CompactAt; at > 0 {
 		prof.CompactAt = at
 	}
@@ -79,6 +79,29 @@ func coversTo(st agentd.RunState) int {
 	return st.Compaction.CoversToSeq
 }
 
+// summarize asks the model of req for a compaction's summary, once, and
+// when it fails with a retryable error, each next model of the run's
+// chain in turn, once (a compaction that fails is counted, and the step
+// goes on uncompacted: it is not worth the step's retries). req.Model is
+// left at the model that answered, or the last one asked.
+func (x *execution) summarize(ctx context.Context, st agentd.RunState, step *agentd.Step, req *llm.Request) (llm.Response, error) {
+	for {
+		if err := x.d.budgets.check(ctx, st.Run); err != nil {
+			return llm.Response{}, err // the step's own call ends the run for it
+		}
+		sctx, span := x.chatSpan(ctx, step.Seq, *req)
+		span.SetAttributes(attribute.Bool("agentd.compaction", true))
+		resp, err := x.d.model.Stream(sctx, *req, func(string) {})
+		endChatSpan(span, *req, resp, err, x.d.traceContent)
+		next := nextModel(st, req.Model)
+		if err == nil || !llm.IsRetryable(err) || next == "" || ctx.Err() != nil {
+			return resp, err
+		}
+		x.log.Warn("compaction's model call failed; asking the next model of the chain", "from", req.Model, "to", next, "error", err)
+		req.Model = next
+	}
+}
+
 // compactNow compacts the conversation: the model summarizes the older
 // turns (compact.Cut) with compact.Instructions, and the summary is
 // committed, with the compaction's usage on the step and a
@@ -99,14 +122,11 @@ func (x *execution) compactNow(ctx context.Context, st agentd.RunState, step *ag
 	}
 	before := compact.EstimateRequest(msgs)
 	started := time.Now()
-	req := llm.Request{Model: st.Run.Model, Messages: []llm.Message{
+	req := llm.Request{Model: stepModel(st, step), Messages: []llm.Message{
 		llm.TextMessage(llm.RoleSystem, compact.Instructions),
 		llm.TextMessage(llm.RoleUser, compact.TranscriptWithin(st.Compaction, covered, x.summaryRoom(st))),
 	}, IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond}
-	sctx, span := x.chatSpan(ctx, step.Seq, req)
-	span.SetAttributes(attribute.Bool("agentd.compaction", true))
-	resp, err := x.d.model.Stream(sctx, req, func(string) {})
-	endChatSpan(span, req, resp, err, x.d.traceContent)
+	resp, err := x.summarize(ctx, st, step, &req)
 	if err == nil && resp.Text == "" {
 		err = errors.New("the model wrote an empty summary")
 	}
@@ -132,13 +152,17 @@ func (x *execution) compactNow(ctx context.Context, st agentd.RunState, step *ag
 	next.CompactionFailures = 0
 	nextMsgs := buildMessages(next)
 	c.TokensAfter = compact.EstimateRequest(nextMsgs)
+	// A conversation's compactions each cover further: the n of the
+	// call's ledger row is what its compaction covers to.
+	ledger := x.ledgerRow(st, step, agentd.ModelCallCompaction, coversTo, modelCall{model: req.Model, usage: resp.Usage})
 	err = x.write(x.durable(), []agentd.EventIn{agentd.EventOf(step.Seq, agentd.ContextCompactedData{CompactionID: c.ID,
 		CoversToSeq: c.CoversToSeq, MessagesCovered: c.MessagesCovered, TokensAfter: c.TokensAfter, TokensBefore: c.TokensBefore})},
 		persist.CompactionInsert{Compaction: c},
-		persist.StepUpdate{ID: step.ID, Status: agentd.StepRunning, Usage: usageOf(resp.Usage)})
+		persist.StepUpdate{ID: step.ID, Status: agentd.StepRunning, Usage: usageOf(resp.Usage)}, ledger)
 	if err != nil {
 		return st, msgs, false, err
 	}
+	x.counted([]persist.Op{ledger})
 	x.log.Info("conversation compacted", "tokens_before", c.TokensBefore, "tokens_after", c.TokensAfter,
 		"messages_covered", c.MessagesCovered, "duration", time.Since(started).String())
 	return next, nextMsgs, true, nil

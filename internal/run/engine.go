@@ -32,11 +32,14 @@ type Store interface {
 	DeferTicks() time.Duration
 	FlushDeferred()
 	RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error)
+	ArtifactsLoad(ctx context.Context, runID string, ids []string) (map[string][]byte, error)
 	Listen(ctx context.Context, channels []string, onConnect func(), fn func(channel, payload string)) error
 	RunsSweep(ctx context.Context, limit int) (int, error)
 	ChildrenSweep(ctx context.Context, limit int) (answered, cancelled int, err error)
 	AnswerParent(ctx context.Context, parentID string) error
 	UnstoredPurge(ctx context.Context, grace time.Duration, limit int) ([]string, error)
+	Spend(ctx context.Context, tenant, runID string) (month, run float64, err error)
+	BudgetGet(ctx context.Context, tenant string) (*float64, error)
 
 	// The commands of the Service; see persist.Store for their errors.
 	RunCancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)
@@ -101,6 +104,17 @@ type Config struct {
 	// Profiles give each model its context window: a request past its
 	// threshold is compacted first (internal/compact). Nil: never compacted.
 	Profiles *compact.Profiles
+	// MaxInputFilesBytes caps the bytes of the images and files one model
+	// request of a run is sent (AGENTD_MAX_INPUT_FILES_BYTES): the newest
+	// of its conversation's, the older ones past it sent as a note that
+	// names them. It bounds what an execution holds in memory. Default
+	// DefaultMaxInputFilesBytes.
+	MaxInputFilesBytes int64
+	// MonthlyBudget is what a tenant's model calls may cost in a month
+	// when an admin set it no budget of its own (AGENTD_TENANT_MONTHLY_BUDGET);
+	// 0: none. A run past a budget ends failed (budget_exceeded) before its
+	// next model call.
+	MonthlyBudget float64
 	// TraceContent puts messages, tool arguments and results on the spans
 	// of model calls and tool attempts (AGENTD_TRACE_CONTENT); off, spans
 	// carry names, ids, counts and outcomes only.
@@ -227,6 +241,9 @@ func New(cfg Config) *Engine {
 	if cfg.AgentDepth <= 0 {
 		cfg.AgentDepth = agentd.DefaultAgentDepth
 	}
+	if cfg.MaxInputFilesBytes <= 0 {
+		cfg.MaxInputFilesBytes = DefaultMaxInputFilesBytes
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -239,11 +256,12 @@ func New(cfg Config) *Engine {
 		m:   cfg.Metrics,
 		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, toolsFor: cfg.ToolsFor, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
 			profiles: cfg.Profiles, traceContent: cfg.TraceContent, subAgent: cfg.SubAgent,
+			budgets: newBudgets(cfg.Store, cfg.MonthlyBudget), priceVersion: cfg.Profiles.PriceVersion(),
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
 				callsPerStep: cfg.ToolCallsPerStep, callsPerRun: cfg.ToolCallsPerRun, maxStallClaims: cfg.MaxStallClaims,
-				agentDepth: cfg.AgentDepth}},
+				agentDepth: cfg.AgentDepth, inputFilesBytes: cfg.MaxInputFilesBytes}},
 		wake:   make(chan struct{}, 1),
 		kick:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),

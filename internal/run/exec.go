@@ -30,8 +30,11 @@ type execStore interface {
 	LeaseExtend(ctx context.Context, f persist.Fence, ttl time.Duration) (persist.LeaseState, error)
 	LeaseRelease(ctx context.Context, f persist.Fence) error
 	RunStateLoad(ctx context.Context, runID string) (agentd.RunState, error)
+	ArtifactsLoad(ctx context.Context, runID string, ids []string) (map[string][]byte, error)
 	RunCancelledBy(ctx context.Context, runID string) (string, error)
 	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
+	Spend(ctx context.Context, tenant, runID string) (month, run float64, err error)
+	BudgetGet(ctx context.Context, tenant string) (*float64, error)
 }
 
 // deps is what an execution needs of its engine: its ports, its metrics and
@@ -57,6 +60,10 @@ type deps struct {
 	// starts), and spawn creates it (the engine's create).
 	subAgent SubAgentFunc
 	spawn    func(ctx context.Context, p persist.RunCreateParams) (agentd.Run, bool, error)
+	// budgets checks a run's budgets before each model call; priceVersion
+	// names the price table the ledger's costs are computed at.
+	budgets      *budgets
+	priceVersion string
 }
 
 // limits are the settings of a run's execution, from Config.
@@ -74,6 +81,9 @@ type limits struct {
 	maxStallClaims int
 	// agentDepth caps how deep sub-agents nest.
 	agentDepth int
+	// inputFilesBytes caps the images' and files' bytes of one model
+	// request.
+	inputFilesBytes int64
 }
 
 // execution is one claim of one run on this instance.
@@ -112,6 +122,9 @@ type execution struct {
 	// sent is the estimate and the model's count of the prompt of the
 	// execution's last model call, for the next call's budget.
 	sent sentPrompt
+	// fellBack is the last fallback of a step of this execution, which
+	// the ledger's rows of the calls after it name.
+	fellBack fallback
 	// msgSeq is the number of the conversation's last message that the
 	// execution knows of: its state's last, then each one it numbered
 	// itself (numberMessages); 0 until it has a state.
@@ -128,6 +141,9 @@ type execution struct {
 	// execution is gone: its parent, after a child's end; itself, after it
 	// began to wait for its children ("": none).
 	answer string
+	// files holds the bytes of the images and files its model requests
+	// are sent, by artifact id, loaded once (attach).
+	files map[string][]byte
 }
 
 // tools is the registry of the run's tools: its tenant's.
@@ -436,13 +452,14 @@ func (x *execution) nextStep(st agentd.RunState, last *agentd.Step) (done bool, 
 	if st.Run.StepCount >= st.Run.Params.MaxSteps {
 		return true, x.end(st, nil, endOf(agentd.StatusCompleted, agentd.ReasonMaxSteps, nil))
 	}
-	seq, transition := 1, agentd.TransitionNone
+	seq, transition, model := 1, agentd.TransitionNone, ""
 	if last != nil {
-		seq, transition = last.Seq+1, agentd.TransitionToolResults
+		// A run that fell back stays on the model it fell back to.
+		seq, transition, model = last.Seq+1, agentd.TransitionToolResults, last.Model
 	}
-	step := agentd.Step{ID: agentd.NewID(), RunID: st.Run.ID, Seq: seq, Status: agentd.StepRunning}
+	step := agentd.Step{ID: agentd.NewID(), RunID: st.Run.ID, Seq: seq, Status: agentd.StepRunning, Model: model}
 	if err := x.write(x.ctx, []agentd.EventIn{agentd.StepStartEvent(seq, transition)},
-		persist.StepInsert{ID: step.ID, RunID: st.Run.ID, Seq: seq, Transition: transition}); err != nil {
+		persist.StepInsert{ID: step.ID, RunID: st.Run.ID, Seq: seq, Transition: transition, Model: model}); err != nil {
 		return true, x.stopFor(st, err)
 	}
 	st.Run.StepCount = max(st.Run.StepCount, seq)
@@ -498,8 +515,18 @@ func lastStep(st agentd.RunState) *agentd.Step {
 }
 
 // state returns the run's committed state: what the last pass of the loop
-// left, else read from the database.
+// left, else read from the database; with the bytes of the images and
+// files its model is sent (attach).
 func (x *execution) state() (agentd.RunState, error) {
+	st, err := x.committed()
+	if err != nil {
+		return st, err
+	}
+	return st, x.attach(&st)
+}
+
+// committed is the run's committed state (see state).
+func (x *execution) committed() (agentd.RunState, error) {
 	if st := x.next; st != nil {
 		x.next = nil
 		if x.msgSeq == 0 {

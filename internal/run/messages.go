@@ -61,13 +61,7 @@ func buildMessages(st agentd.RunState) []llm.Message {
 			}
 			out = append(out, msg)
 		default:
-			msg := llm.Message{Role: llm.Role(m.Role), Parts: make([]llm.Part, 0, len(m.Content))}
-			for _, p := range m.Content {
-				if p.Type == agentd.PartText {
-					msg.Parts = append(msg.Parts, llm.Text(p.Text))
-				}
-			}
-			out = append(out, msg)
+			out = append(out, userMessage(m, st.Attachments))
 		}
 	}
 	flush()

@@ -1,6 +1,8 @@
 package run
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentd/agentd"
@@ -22,6 +24,9 @@ type Metrics struct {
 	LeasesLost      prometheus.Counter
 	RunsActive      prometheus.Gauge
 	ClaimsAttempted *prometheus.CounterVec
+	ModelFallbacks  *prometheus.CounterVec
+	ModelTokens     *prometheus.CounterVec
+	ModelCost       *prometheus.CounterVec
 }
 
 // NewMetrics creates the engine's metrics and registers them with reg (when
@@ -65,6 +70,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ClaimsAttempted: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_claims_total", Help: "Claim attempts by result: searches for a claimable run (claimed, empty, conflict, error), runs claimed as they were created (at_creation), runs of this instance's queue claimed (queued), claimed in the transaction of the stop of the run before them (handed), or found claimed elsewhere, cancelled or not claimable yet (queued_gone).",
 		}, []string{"result"})),
+		ModelFallbacks: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentd_model_fallbacks_total", Help: "Steps whose model kept failing and moved to the next model of their run's chain, by the models (names the models file or the built-in profiles know; other for the rest).",
+		}, []string{"from", "to"})),
+		ModelTokens: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentd_model_tokens_total", Help: "Model tokens by model (as agentd_model_fallbacks_total names them) and kind (input, cached_input, cache_write, output, reasoning), as the ledger counts them.",
+		}, []string{"model", "kind"})),
+		ModelCost: metrics.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentd_model_cost_total", Help: "What model calls cost at the models file's prices, by model, as the ledger counts it.",
+		}, []string{"model"})),
 	}
 	return m
 }
@@ -113,3 +127,17 @@ const (
 
 // claim counts a claim attempt that ended with r.
 func (m *Metrics) claim(r claimResult) { m.ClaimsAttempted.WithLabelValues(string(r)).Inc() }
+
+// metricModel is the model label of a series for model: its name when the
+// models file or the built-in profiles know it, fake for the built-in
+// fake's names, other for any other (a client may name any model: the
+// label's values stay as few as the operator's models).
+func (x *execution) metricModel(model string) string {
+	switch {
+	case x.d.profiles.Known(model):
+		return model
+	case model == "fake" || strings.HasPrefix(model, "fake-"):
+		return "fake"
+	}
+	return "other"
+}

@@ -43,7 +43,7 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 		return true, x.stopFor(st, err)
 	}
 	reactive := false // a compaction after the model said the request was too long
-	req := x.stepRequest(st, msgs)
+	req := x.stepRequest(st, step, msgs)
 	// An answer cut at the model's output limit (finish_reason length) is
 	// continued: the model is sent what it wrote so far and asked to go on,
 	// at most maxContinuations times; the parts make one message. One cut
@@ -53,28 +53,24 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 	var cont continuation
 	for attempt := 1; ; attempt++ {
 		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes, x.d.store.DeferTicks() > 0)
-		resp, err := x.callModel(ctx, step.Seq, req, co)
+		resp, err := x.callModel(ctx, st, step.Seq, req, co)
 		co.stop()
 		if err == nil {
 			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
 			x.countTokens(resp.Usage)
 			x.sent.record(st, req.Messages, resp.Usage.InputTokens)
+			cont.calls = append(cont.calls, x.answered(step, req.Model, resp.Usage))
 			if resp.FinishReason == llm.FinishLength && len(resp.ToolCalls) == 0 && continues && cont.n < maxContinuations {
-				// What was streamed and not yet committed goes first, so
-				// that the continuation's text follows it.
-				if tail := co.pending(); tail != "" {
-					if err := x.write(x.ctx, []agentd.EventIn{agentd.EventOf(step.Seq, agentd.MessageDeltaData{Text: tail})}); err != nil {
-						return true, x.stopFor(st, err)
-					}
+				if err := x.continueAnswer(step, co, &cont, resp); err != nil {
+					return true, x.stopFor(st, err)
 				}
-				cont.add(resp)
 				req.Messages = append(msgs[:len(msgs):len(msgs)],
 					llm.TextMessage(llm.RoleAssistant, cont.text), llm.TextMessage(llm.RoleSystem, continuePrompt))
 				attempt = 0
 				continue
 			}
 			resp = cont.merge(resp)
-			return x.commitModelOutput(st, step, modelOutput{resp: resp, tail: co.pending(), started: started})
+			return x.commitModelOutput(st, step, modelOutput{resp: resp, tail: co.pending(), started: started, calls: cont.calls})
 		}
 		var me *llm.Error
 		if errors.As(err, &me) && me.Kind == llm.KindContextOverflow && ctx.Err() == nil && co.sent == 0 {
@@ -94,7 +90,11 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 			}
 			return true, x.end(st, step, x.overflowEnd(st, err, compact.EstimateRequest(req.Messages)))
 		}
-		retry, done, err := x.modelFailed(ctx, st, step, modelFailure{err: err, attempt: attempt, co: co})
+		model := req.Model
+		retry, done, err := x.modelFailed(ctx, st, step, modelFailure{err: err, attempt: attempt, co: co, req: &req})
+		if retry && req.Model != model {
+			attempt = 0 // the next model of the chain has its own attempts
+		}
 		if retry && co.sent > 0 && cont.n > 0 {
 			// The step's text was retracted: the whole answer is asked again.
 			cont, req.Messages = continuation{}, msgs
@@ -105,9 +105,39 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 	}
 }
 
-// stepRequest is the model request of a step of run st, over msgs.
-func (x *execution) stepRequest(st agentd.RunState, msgs []llm.Message) llm.Request {
-	return llm.Request{Model: st.Run.Model, Messages: msgs, CacheBreakpoints: stableBreakpoints(msgs), Thinking: st.Run.Params.Thinking,
+// continueAnswer keeps the part of an answer cut at the model's output
+// limit, to ask the model to go on: what was streamed of it and not yet
+// committed is committed first, so that the continuation's text follows
+// it.
+func (x *execution) continueAnswer(step *agentd.Step, co *coalescer, cont *continuation, resp llm.Response) error {
+	if tail := co.pending(); tail != "" {
+		if err := x.write(x.ctx, []agentd.EventIn{agentd.EventOf(step.Seq, agentd.MessageDeltaData{Text: tail})}); err != nil {
+			return err
+		}
+	}
+	cont.add(resp)
+	return nil
+}
+
+// stepModel is the model a step's calls go to: the fallback it moved to,
+// or the run's model.
+func stepModel(st agentd.RunState, step *agentd.Step) string {
+	return cmp.Or(step.Model, st.Run.Model)
+}
+
+// nextModel is the model of run st's chain after model; "" when model is
+// the last (or not in the chain).
+func nextModel(st agentd.RunState, model string) string {
+	chain := st.Run.Models()
+	if i := slices.Index(chain, model); i >= 0 && i+1 < len(chain) {
+		return chain[i+1]
+	}
+	return ""
+}
+
+// stepRequest is the model request of step of run st, over msgs.
+func (x *execution) stepRequest(st agentd.RunState, step *agentd.Step, msgs []llm.Message) llm.Request {
+	return llm.Request{Model: stepModel(st, step), Messages: msgs, CacheBreakpoints: stableBreakpoints(msgs), Thinking: st.Run.Params.Thinking,
 		Tools: x.offered(st.Run.Params), CacheKey: cmp.Or(st.Run.Params.CacheKey, st.Run.ConversationID),
 		IdleTimeout: time.Duration(st.Run.Params.Timeouts.IdleMS) * time.Millisecond, Sampling: stepSampling(st)}
 }
@@ -118,12 +148,24 @@ type modelFailure struct {
 	err     error
 	attempt int
 	co      *coalescer
+	req     *llm.Request // a fallback moves it to the next model
 }
 
 // modelFailed decides what a failed model call leads to: another attempt
 // after a backoff (retry), or the run's end, or its stop for the run's
 // context (done, with what the end returned).
 func (x *execution) modelFailed(ctx context.Context, st agentd.RunState, step *agentd.Step, f modelFailure) (retry, done bool, err error) {
+	var be *agentd.BudgetError
+	var re budgetReadError
+	switch {
+	case errors.As(f.err, &be):
+		// No call was made: the budget was spent before it.
+		x.log.WarnContext(x.ctx, "a budget is spent; the run fails", "budget", be.Budget, "limit", be.Limit, "spent", be.Spent)
+		detail := be.Detail()
+		return false, true, x.end(st, step, endOf(agentd.StatusFailed, agentd.ReasonBudgetExceeded, &detail))
+	case errors.As(f.err, &re):
+		return false, true, x.stopFor(st, re.err)
+	}
 	kind := "error"
 	var me *llm.Error
 	if errors.As(f.err, &me) {
@@ -137,6 +179,8 @@ func (x *execution) modelFailed(ctx context.Context, st agentd.RunState, step *a
 		return false, true, x.end(st, step, endOf(agentd.StatusInterrupted, agentd.ReasonInterrupted, nil))
 	case ctx.Err() != nil:
 		return false, true, x.stepEnded(ctx, st, step, f.err)
+	case llm.IsRetryable(f.err) && f.attempt >= x.d.limits.modelAttempts && nextModel(st, f.req.Model) != "":
+		return x.fallBack(st, step, f)
 	case !llm.IsRetryable(f.err) || f.attempt >= x.d.limits.modelAttempts:
 		reason := agentd.ReasonModelError
 		if me != nil && me.Kind == llm.KindContextOverflow {
@@ -168,6 +212,30 @@ func (x *execution) modelFailed(ctx context.Context, st agentd.RunState, step *a
 	case <-ctx.Done():
 		return false, true, x.stepEnded(ctx, st, step, nil)
 	}
+}
+
+// fallBack moves a step whose model kept failing with a retryable error
+// to the next model of its run's chain: the step's row keeps the choice
+// (a takeover asks the same model), a step.model_fallback event says why,
+// and what was streamed of the failed calls is retracted. The next model
+// is asked at once: its server is not the one that failed.
+func (x *execution) fallBack(st agentd.RunState, step *agentd.Step, f modelFailure) (retry, done bool, err error) {
+	from, to := f.req.Model, nextModel(st, f.req.Model)
+	runErr := modelError(f.err)
+	x.log.WarnContext(x.ctx, "model call failed; falling back", "from", from, "to", to, "attempts", f.attempt,
+		"kind", runErr.Kind, "status", runErr.Status, "message", runErr.Message)
+	var evs []agentd.EventIn
+	if f.co.sent > 0 {
+		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepRetractedData{Reason: agentd.RetractedModelRetry}))
+	}
+	evs = append(evs, agentd.EventOf(step.Seq, agentd.ModelFallbackData{From: from, To: to, Attempts: f.attempt, Error: runErr}))
+	if err := x.write(x.ctx, evs, persist.StepFallback{ID: step.ID, Model: to}); err != nil {
+		return false, true, x.stopFor(st, err)
+	}
+	x.d.m.ModelFallbacks.WithLabelValues(x.metricModel(from), x.metricModel(to)).Inc()
+	step.Model, f.req.Model = to, to
+	x.fellBack = fallback{step: step.ID, from: from, to: to, reason: string(runErr.Kind)}
+	return true, false, nil
 }
 
 // Bounds of the wait between model attempts.
@@ -299,7 +367,16 @@ func cutText(s string, n int) string {
 	return s[:n] + ellipsis
 }
 
-func (x *execution) callModel(ctx context.Context, step int, req llm.Request, co *coalescer) (_ llm.Response, err error) {
+// callModel makes a step's model call, once the run's budgets allow it
+// (an *agentd.BudgetError, or a budgetReadError, when they do not).
+func (x *execution) callModel(ctx context.Context, st agentd.RunState, step int, req llm.Request, co *coalescer) (_ llm.Response, err error) {
+	if err := x.d.budgets.check(ctx, st.Run); err != nil {
+		var be *agentd.BudgetError
+		if !errors.As(err, &be) {
+			err = budgetReadError{err}
+		}
+		return llm.Response{}, err
+	}
 	ctx, span := x.chatSpan(ctx, step, req)
 	var resp llm.Response
 	defer func() { endChatSpan(span, req, resp, err, x.d.traceContent) }()
@@ -407,11 +484,29 @@ func usageOf(u llm.Usage) agentd.Usage {
 }
 
 // modelOutput is what a step's model call gave: its response, the text not
-// yet committed as deltas, and when the step's model phase started.
+// yet committed as deltas, when the step's model phase started, and the
+// calls that answered (the ledger's rows).
 type modelOutput struct {
 	resp    llm.Response
 	tail    string
 	started time.Time
+	calls   []modelCall
+}
+
+// budgetReadError is a failed read of a run's budgets: the run stops for
+// it, as for a failed write.
+type budgetReadError struct{ err error }
+
+func (e budgetReadError) Error() string { return "read the run's budgets: " + e.err.Error() }
+
+// answered is the call of step to model that answered with usage; the
+// first model it fell back to in the step, if it did, and why.
+func (x *execution) answered(step *agentd.Step, model string, usage llm.Usage) modelCall {
+	c := modelCall{model: model, usage: usage}
+	if f := x.fellBack; f.step == step.ID && f.to == model {
+		c.fallbackFrom, c.fallbackReason = f.from, f.reason
+	}
+	return c
 }
 
 // commitModelOutput commits a step's model output in one transaction: with
@@ -421,11 +516,12 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 	resp := cleanResponse(out.resp)
 	finish, usage := finishOf(resp.FinishReason), usageOf(resp.Usage)
 	msg, evs := outputMessage(st, step.Seq, resp, out.tail, finish, usage)
-	ops := []persist.Op{msg}
+	ledger := x.ledgerRows(st, step, out.calls)
+	ops := append([]persist.Op{msg}, ledger...)
 	if len(resp.ToolCalls) == 0 {
 		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: finish}))
 		x.d.m.StepDuration.Observe(time.Since(out.started).Seconds())
-		return true, x.endWithOutput(st, step, answerEnd(resp.FinishReason), stepOutput{finish, usage, ops, evs})
+		return true, x.counting(ledger, x.endWithOutput(st, step, answerEnd(resp.FinishReason), stepOutput{finish, usage, ops, evs}))
 	}
 	refused, err := x.callsRefused(st, resp.ToolCalls)
 	if err != nil {
@@ -434,13 +530,14 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 	if refused != nil {
 		// The model's answer is kept, the calls are not made, and the run
 		// ends.
-		return true, x.endWithOutput(st, step, *refused, stepOutput{finish, usage, ops, evs})
+		return true, x.counting(ledger, x.endWithOutput(st, step, *refused, stepOutput{finish, usage, ops, evs}))
 	}
 	ops = append(ops, persist.StepUpdate{ID: step.ID, Status: agentd.StepActing, FinishReason: finish, Usage: usage})
 	plan := x.planCalls(st, step, resp.ToolCalls)
 	if err := x.write(x.durable(), append(evs, plan.evs...), append(ops, plan.ops...)...); err != nil {
 		return true, x.stopFor(st, err)
 	}
+	x.counted(ledger)
 	x.started.set(plan.begun)
 	acting := *step
 	acting.Status, acting.FinishReason, acting.Usage = agentd.StepActing, finish, acting.Usage.Add(usage)
@@ -758,11 +855,27 @@ const maxContinuations = 3
 // continuePrompt asks the model to go on with an answer it was cut in.
 const continuePrompt = "Your previous answer was cut at your output limit. Continue exactly where you stopped, without repeating anything."
 
-// continuation is what the cut answers of a step gave so far.
+// continuation is what the cut answers of a step gave so far, and the
+// model calls that answered in the step (each a ledger row).
 type continuation struct {
 	n     int
 	text  string
 	usage llm.Usage
+	calls []modelCall
+}
+
+// modelCall is one model call that answered: the model asked, the usage
+// it reported, and the model the step fell back from to it, with why.
+type modelCall struct {
+	model                        string
+	usage                        llm.Usage
+	fallbackFrom, fallbackReason string
+}
+
+// fallback is a step's last fallback: from a model to the next, for a
+// reason (the error kind of the model that kept failing).
+type fallback struct {
+	step, from, to, reason string
 }
 
 func (c *continuation) add(r llm.Response) {

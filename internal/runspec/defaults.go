@@ -23,6 +23,14 @@ type Defaults struct {
 	// unbounded. A zero field takes its default; a default above its
 	// ceiling is lowered to it.
 	MaxTimeouts agentd.Timeouts
+	// MaxInputFileBytes caps one image or file of a run's input (default
+	// DefaultMaxInputFileBytes); MaxInputFilesBytes caps them all (default
+	// DefaultMaxInputFilesBytes, and at least MaxInputFileBytes).
+	MaxInputFileBytes, MaxInputFilesBytes int64
+	// Accepts says whether model takes input of kind (agentd.PartImage,
+	// agentd.PartFile) beside text, as its profile says; nil: every model
+	// takes both.
+	Accepts func(model string, kind agentd.PartType) bool
 }
 
 // Default values of Defaults.
@@ -50,6 +58,13 @@ func (d Defaults) resolved() Defaults {
 	if d.MaxSteps <= 0 {
 		d.MaxSteps = min(DefaultMaxSteps, d.MaxStepsLimit)
 	}
+	if d.MaxInputFileBytes <= 0 {
+		d.MaxInputFileBytes = DefaultMaxInputFileBytes
+	}
+	if d.MaxInputFilesBytes <= 0 {
+		d.MaxInputFilesBytes = DefaultMaxInputFilesBytes
+	}
+	d.MaxInputFilesBytes = max(d.MaxInputFilesBytes, d.MaxInputFileBytes)
 	t, c := &d.Timeouts, &d.MaxTimeouts
 	for _, f := range []struct {
 		v, ceil      *int64

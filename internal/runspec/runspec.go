@@ -88,6 +88,11 @@ type Request struct {
 	Thinking *int
 	// MaxCost caps what the run's model calls may cost; nil: no cap.
 	MaxCost *float64
+	// PartField names the content (j < 0) or part j of input message i as
+	// the door's wire format does (messages[3].parts[1]), in the errors
+	// about texts, images and files of messages given as parts; nil:
+	// input[i].content and input[i].content[j].
+	PartField func(i, j int) string
 	// Registry, when set, is the registry of the run's tenant (the
 	// server's tools and the tenant's own), which its tools are checked
 	// against in place of the builder's.
@@ -157,6 +162,9 @@ func (b *Builder) Build(req Request) (agentd.RunSpec, error) {
 		return spec, err
 	}
 	spec.Params.Fallbacks = fallbacks
+	if err := b.attachments(req, append([]string{spec.Model}, fallbacks...)); err != nil {
+		return spec, err
+	}
 	if spec.OnQuota, err = OneOf("on_quota", req.OnQuota, agentd.OnQuotaPolicies()); err != nil {
 		return spec, err
 	}
@@ -231,25 +239,39 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	}
 	p.ApprovalTools = req.ApprovalTools
 	p.ClientToolsEnd = req.ClientToolsEnd && (len(p.ClientTools) > 0 || len(p.ApprovalTools) > 0)
-	for i, d := range req.Approvals {
-		if d.ToolCallID == "" {
-			return p, fieldError(fmt.Sprintf("approvals[%d]", i), "names no tool call")
-		}
-		if err := Storable(fmt.Sprintf("approvals[%d].reason", i), d.Reason); err != nil {
-			return p, err
-		}
+	if err := checkApprovals(req.Approvals); err != nil {
+		return p, err
 	}
 	p.Approvals = req.Approvals
 	if p.Thinking, err = thinking(req.Thinking); err != nil {
 		return p, err
 	}
-	if c := req.MaxCost; c != nil {
-		if !(*c > 0) || math.IsInf(*c, 0) {
-			return p, fieldError("max_cost", "must be a positive number, in the currency of the models file's prices")
+	p.MaxCost, err = maxCost(req.MaxCost)
+	return p, err
+}
+
+// checkApprovals checks the decisions a request brings.
+func checkApprovals(ds []agentd.ApprovalDecision) error {
+	for i, d := range ds {
+		if d.ToolCallID == "" {
+			return fieldError(fmt.Sprintf("approvals[%d]", i), "names no tool call")
 		}
-		p.MaxCost = *c
+		if err := Storable(fmt.Sprintf("approvals[%d].reason", i), d.Reason); err != nil {
+			return err
+		}
 	}
-	return p, nil
+	return nil
+}
+
+// maxCost checks a run's cost cap: a positive number, or nil for none.
+func maxCost(c *float64) (float64, error) {
+	if c == nil {
+		return 0, nil
+	}
+	if !(*c > 0) || math.IsInf(*c, 0) {
+		return 0, fieldError("max_cost", "must be a positive number, in the currency of the models file's prices")
+	}
+	return *c, nil
 }
 
 // Bounds of a run's thinking budget and fallback chain.
@@ -412,6 +434,9 @@ func inputMessage(field string, m agentd.InputMessage, open map[string]bool) err
 		return Storable(field+".output", m.Content)
 	default:
 		return fieldError(field+".role", "must be user, assistant or system, not %q", m.Role)
+	}
+	if len(m.Parts) > 0 {
+		return nil // the builder checks parts (attachments)
 	}
 	if m.Content == "" {
 		return fieldError(field+".content", "is required: a non-empty string")

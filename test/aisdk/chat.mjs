@@ -16,6 +16,14 @@
 //             send the approval; print the messages
 //   client    send TEXT with a client tool pick_color, which the chat runs
 //             (onToolCall, addToolOutput) and sends back; print the messages
+//   files     send TEXT with two files, as useChat's sendMessage takes them
+//             (file UI parts with data URLs): a PNG image and a PDF; then
+//             TEXT again without files (the history the transport sends
+//             back holds the first message's files); print the messages
+//   fileslast the same, through a transport that sends the last message
+//             alone (prepareSendMessagesRequest), as docs/clients.md says
+//   badfile   send TEXT with a file whose data URL is not base64; print the
+//             error
 import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, lastAssistantMessageIsCompleteWithToolCalls } from "ai";
 
 const [base, scenario, chatId, text] = process.argv.slice(2);
@@ -140,6 +148,26 @@ switch (scenario) {
     });
     await chat.sendMessage({ text });
     await until(() => chat.status === "ready" && chat.messages.at(-1).metadata?.status === "completed", "the run's end");
+    break;
+  }
+  case "files":
+  case "fileslast": {
+    chat = newChat(scenario === "files" ? {} : {
+      prepareSendMessagesRequest: ({ id, messages, body }) => ({ body: { ...body, id, messages: messages.slice(-1) } }),
+    });
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    const pdf = Buffer.from("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n").toString("base64");
+    await chat.sendMessage({ text, files: [
+      { type: "file", mediaType: "image/png", filename: "pixel.png", url: `data:image/png;base64,${png}` },
+      { type: "file", mediaType: "application/pdf", filename: "report.pdf", url: `data:application/pdf;base64,${pdf}` },
+    ] });
+    out.first = textOf(chat.messages.at(-1));
+    await chat.sendMessage({ text });
+    break;
+  }
+  case "badfile": {
+    chat = newChat();
+    await chat.sendMessage({ text, files: [{ type: "file", mediaType: "image/png", url: "data:image/png;base64,***" }] });
     break;
   }
   default:

@@ -112,6 +112,31 @@ const scenarios = {
       unanswered, b: { id: ev.final.id, status: ev.final.status, text: ev.text, previous: ev.final.previous_response_id },
       items: items.data.map((i) => ({ type: i.type, call_id: i.call_id, output: i.output })) };
   },
+  // media: a response whose input holds an input_image and an input_file
+  // (data URLs) and an image by URL, of model (default fake); its answer
+  // (the fake's /media lists what the model received), its input items,
+  // and the artifacts they name, fetched.
+  async media([model]) {
+    const png = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+    const pdf = Buffer.from('%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n').toString('base64');
+    const r = await client.responses.create({ model: model || 'fake', input: [{ role: 'user', content: [
+      { type: 'input_text', text: '/media' },
+      { type: 'input_image', image_url: `data:image/png;base64,${png}`, detail: 'high' },
+      { type: 'input_image', image_url: 'https://example.com/cat.png', detail: 'auto' },
+      { type: 'input_file', file_data: `data:application/pdf;base64,${pdf}`, filename: 'report.pdf' },
+    ] }] });
+    const items = await client.responses.inputItems.list(r.id);
+    const content = items.data[0].content;
+    const fetched = [];
+    for (const c of content) {
+      const url = c.type === 'input_image' ? c.image_url : c.file_url;
+      if (!url || !url.startsWith('/runs/')) continue;
+      const headers = process.env.AGENTD_API_KEY ? { Authorization: `Bearer ${process.env.AGENTD_API_KEY}` } : {};
+      const res = await fetch(base + url, { headers });
+      fetched.push({ status: res.status, type: res.headers.get('content-type'), size: (await res.arrayBuffer()).byteLength });
+    }
+    return { status: r.status, output_text: r.output_text, content, fetched };
+  },
   // conversations: a conversation made with the Conversations API, two
   // responses in it, its items, its metadata, and its delete.
   async conversations() {
@@ -268,7 +293,7 @@ const scenarios = {
       unknownField: () => client.responses.create({ model: 'fake', input: 'x', bogus: true }),
       badTemperature: () => client.responses.create({ model: 'fake', input: 'x', temperature: 9 }),
       image: () => client.responses.create({ model: 'fake',
-        input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://example.com/a.png' }] }] }),
+        input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'data:image/png;base64,***', detail: 'auto' }] }] }),
       missing: () => client.responses.retrieve('resp_00000000000000000000000000000000'),
     };
     for (const [name, f] of Object.entries(tries)) {

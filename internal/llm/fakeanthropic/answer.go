@@ -174,6 +174,8 @@ func (a *answer) finalText(req *request, sc script) {
 	case sc.System:
 		sys, _ := readBlocks(req.System)
 		pieces = []string{text(sys)}
+	case sc.Media:
+		pieces = []string{fakellm.MediaAnswer(req.media())}
 	}
 	a.stop = "end_turn"
 	switch sc.Finish {

@@ -39,7 +39,7 @@ func prefixOf(req *request) prefix {
 		s.Write([]byte(kind))
 		s.Write(c)
 		s.Sum(h[:0])
-		total += int64(len(c))
+		total += rawSize(raw, c)
 		p.hash, p.bytes, p.bp = append(p.hash, h), append(p.bytes, total), append(p.bp, bp)
 	}
 	for _, t := range req.Tools {

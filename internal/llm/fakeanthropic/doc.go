@@ -31,7 +31,11 @@
 // thinking block whose signature the fake did not make for its text (so a
 // tampered thinking), a redacted_thinking whose data the fake did not
 // make; with thinking on, a last user message that answers the tool_use
-// of an assistant message that does not start with its thinking. Then the
+// of an assistant message that does not start with its thinking; an image
+// or a document block outside a user message, a source that is not one
+// (base64 that is not), an image of a media type other than image/jpeg,
+// image/png, image/gif and image/webp, a base64 document that is not
+// application/pdf (or text/plain). Then the
 // directives are read (one malformed is a 400), and a model named
 // "fake-<N>k" (as fakellm.ContextWindow) refuses a prompt of more than
 // N*1024 tokens: "prompt is too long: P tokens > W maximum". A refused
@@ -46,7 +50,9 @@
 // refusal; N is ignored), /sampling (the answer is the request's
 // max_tokens, temperature, top_p, tool_choice, thinking and output_config
 // as sent, in a JSON object), /system (the answer is the system prompt's
-// text), and /fault KIND[@STEP] with KIND 429 (retry-after: 1,
+// text), /media (the answer lists the image and document blocks of the
+// request's messages as fakellm's /media does, a document as a file
+// whose FILENAME is its title), and /fault KIND[@STEP] with KIND 429 (retry-after: 1,
 // rate_limit_error), 500 (api_error), hang or truncate (half the events,
 // then the connection is cut), and, of this fake only:
 //
@@ -79,7 +85,9 @@
 // system blocks, then its messages' blocks, in order. Each prefix that ends
 // at a block has a hash (of the model's name and the blocks' JSON without
 // cache_control) and a size: the bytes of those blocks' JSON, whose tokens
-// are bytes/4. At each breakpoint (a block with cache_control), it looks
+// are bytes/4, an image or a document block counted as fakellm counts an
+// image or a file (fakellm.Media.PromptBytes), not as its base64. At each
+// breakpoint (a block with cache_control), it looks
 // for the longest prefix it cached before, ending at that block or at one
 // of the Lookback blocks before it (as the real API looks back about 20
 // blocks); then it caches the prefix of every breakpoint. It reports:
@@ -99,7 +107,8 @@
 // # Observing the fake
 //
 // Server records every request it handled (Requests: model, messages,
-// breakpoints, step, status, error message, usage, the API key sent),
+// breakpoints, step, status, error message, usage, the API key sent, the
+// images and documents it held),
 // counts requests in all (Calls) and per model (CallsFor), and sums the
 // usage of completed answers (UsageTotal). WithOnDone registers a function
 // called when each request is done.

@@ -62,6 +62,9 @@ type Request struct {
 	Completed   bool   // the whole response was written
 	Cancelled   bool   // the client went away before it was
 	APIKey      string // the key sent: x-api-key, or Authorization's bearer token
+	// Media are the images and documents of the request's messages, in
+	// order (their Kind "image" or "file").
+	Media []fakellm.Media
 }
 
 // Option configures a Server.
@@ -191,6 +194,10 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, rec *Request) (*
 	if no := refuse(&req); no != nil {
 		return &req, answer{}, no
 	}
+	if no := mediaRefusal(&req); no != nil {
+		return &req, answer{}, no
+	}
+	rec.Media = req.media()
 	a, err := plan(&req, body)
 	if err != nil {
 		return &req, a, invalid(err.Error())

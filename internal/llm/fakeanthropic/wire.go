@@ -48,6 +48,8 @@ type block struct {
 	Signature    string          `json:"signature"`
 	Data         string          `json:"data"`
 	CacheControl json.RawMessage `json:"cache_control"`
+	Source       json.RawMessage `json:"source"` // image, document
+	Title        string          `json:"title"`  // document
 	raw          json.RawMessage
 }
 

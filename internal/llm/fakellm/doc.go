@@ -117,6 +117,13 @@
 //	/system
 //	    The final answer (in place of /say's) is the text of the request's
 //	    first message when it is a system prompt, else empty.
+//	/media
+//	    The final answer (in place of /say's) is one line per image_url or
+//	    file content part of the request's messages, in order (Media's
+//	    String): "image MEDIA_TYPE SIZE" for a data URL (SIZE its decoded
+//	    bytes), "image URL" for another URL, "file MEDIA_TYPE SIZE
+//	    FILENAME" for a file's file_data, each followed by " detail=D" when
+//	    it was sent with one; "no media" for none.
 //
 // A request whose last message has no directive and whose first message is
 // a system prompt with Markdown headings ("## " lines), as agentd's
@@ -162,7 +169,11 @@
 //
 //	prompt_tokens        = P/4 + 1, P the byte length of all message contents
 //	                       (text parts joined as above), tool call names and
-//	                       tool call arguments
+//	                       tool call arguments, an image (image_url part)
+//	                       counted as 4*ImageTokens bytes, a PDF (file part)
+//	                       as a quarter of its decoded bytes and at least
+//	                       4*ImageTokens, a text file as its decoded bytes
+//	                       (Media.PromptBytes)
 //	completion_tokens    = C/4 + 1, C the byte length of the answer text, or of
 //	                       the names and arguments of its tool calls
 //	cached_tokens        = prompt_tokens/2 when there is more than one message,
@@ -196,7 +207,8 @@
 //
 // Server records every request it handled (Requests, Calls; a refused
 // request's record has its status and the message of its error body; each
-// record has the request's sampling parameters), the
+// record has the request's sampling parameters and its images and files,
+// Media), the
 // usage it reported in responses that finished (UsageTotal), and whether
 // the client went away before the response finished (Request.Cancelled,
 // Cancelled), and, per model, the largest prompt_tokens of the requests it

@@ -17,8 +17,8 @@ type Script struct {
 	// every final answer).
 	Finish  string
 	FinishN int
-	// Sampling and System are set by /sampling and /system.
-	Sampling, System bool
+	// Sampling, System and Media are set by /sampling, /system and /media.
+	Sampling, System, Media bool
 
 	s script
 }
@@ -48,7 +48,7 @@ func ParseScript(text string) (Script, error) {
 		return Script{}, err
 	}
 	out := Script{StreamN: s.streamN, StreamGap: s.streamGap, Finish: s.finish, FinishN: s.finishN,
-		Sampling: s.sampling, System: s.system, s: s}
+		Sampling: s.sampling, System: s.system, Media: s.media, s: s}
 	for _, g := range s.groups {
 		group := make([]Call, len(g))
 		for i, c := range g {

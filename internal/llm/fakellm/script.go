@@ -33,6 +33,7 @@ type script struct {
 	finishN   int    // ... for this many final answers in a row (0: all)
 	sampling  bool   // /sampling: the final text is the request's sampling
 	system    bool   // /system: the final text is the request's system prompt
+	media     bool   // /media: the final text lists the request's images and files
 }
 
 type fault struct {
@@ -76,6 +77,8 @@ func parseScript(text string) (script, error) {
 			s.sampling = true
 		case "/system":
 			s.system = true
+		case "/media":
+			s.media = true
 		case "/stream":
 			if err := s.parseStream(rest); err != nil {
 				return s, err
@@ -237,7 +240,7 @@ func splitRunes(text string, n int) []string {
 
 // empty reports whether the script has no directive at all.
 func (s script) empty() bool {
-	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0 && s.finish == "" && !s.sampling && !s.system
+	return len(s.groups) == 0 && len(s.say) == 0 && s.streamN == 0 && len(s.faults) == 0 && s.finish == "" && !s.sampling && !s.system && !s.media
 }
 
 // templateAnswer is the answer to a request whose system prompt gives a

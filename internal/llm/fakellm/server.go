@@ -77,6 +77,8 @@ type Request struct {
 	// tool_choice (compacted) and parallel_tool_calls, nil when absent.
 	ToolChoice        json.RawMessage
 	ParallelToolCalls *bool
+	// Media are the images and files of the request's messages, in order.
+	Media []Media
 }
 
 // Option configures a Server.
@@ -260,7 +262,7 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, rec *Request) (c
 	if err != nil {
 		return req, a, invalid(http.StatusBadRequest, err.Error())
 	}
-	rec.Step = a.step
+	rec.Step, rec.Media = a.step, a.media
 	s.mu.Lock()
 	s.maxPrompt[req.Model] = max(s.maxPrompt[req.Model], a.usage.PromptTokens)
 	s.mu.Unlock()
@@ -342,6 +344,7 @@ type answer struct {
 	fault  string
 	finish string // the final text's finish_reason; "" means stop
 	usage  Usage
+	media  []Media // the request's images and files
 }
 
 func (a answer) text() string { return strings.Join(a.pieces, "") }
@@ -385,6 +388,10 @@ func plan(req chatRequest, msgs []wireMessage, hash [sha256.Size]byte) (answer, 
 			lastUser = i
 		}
 		promptBytes += int64(len(m.text()))
+		for _, md := range m.media() {
+			promptBytes += md.PromptBytes()
+			a.media = append(a.media, md)
+		}
 		for _, tc := range m.ToolCalls {
 			promptBytes += int64(len(tc.Function.Name) + len(tc.Function.Arguments))
 		}
@@ -398,6 +405,9 @@ func plan(req chatRequest, msgs []wireMessage, hash [sha256.Size]byte) (answer, 
 	}
 	if sc.sampling {
 		sc.say = []string{samplingText(req)}
+	}
+	if sc.media {
+		sc.say = []string{MediaAnswer(a.media)}
 	}
 	if sc.system {
 		sc.say = []string{""}
