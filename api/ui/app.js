@@ -188,6 +188,12 @@ async function downloadAudit(id) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
+// costText is what a run's model calls cost, with its cap, if any.
+function costText(r) {
+  const cost = typeof r.cost === "number" ? String(Math.round(r.cost * 1e6) / 1e6) : "—";
+  return r.max_cost ? `${cost} of ${r.max_cost}` : cost;
+}
+
 function showSummary(box, r) {
   const item = (label, value) => el("div", {}, el("span", {}, label), value);
   box.replaceChildren(...[
@@ -196,6 +202,8 @@ function showSummary(box, r) {
     item("Model", r.model),
     item("Steps", r.step_count),
     item("Tokens in / out", `${r.usage.input_tokens} / ${r.usage.output_tokens}`),
+    item("Cost", el("span", { id: "cost" }, costText(r))),
+    (r.models || []).length > 1 ? item("Models", el("span", { id: "models" }, r.models.join(" → "))) : null,
     item("Created", when(r.created_at)),
     item("Finished", when(r.finished_at) || "—"),
     item("Conversation", el("a", { href: "#/conversations/" + r.conversation_id }, r.conversation_id.slice(0, 8) + "…")),
@@ -391,6 +399,7 @@ class Timeline {
       case "step.completed": this.note(ev.step, `Step done: ${d.finish_reason}.`); break;
       case "run.requires_action": this.note(ev.step, `Waiting for a decision: ${d.required_action.type} on ${d.required_action.name}.`); break;
       case "context.compacted": this.note(ev.step, `Context compacted: ${d.messages_covered} messages summarized.`); break;
+      case "step.model_fallback": this.note(ev.step, `Model ${d.from} kept failing (${d.error ? d.error.kind : "error"}); falling back to ${d.to}.`); break;
       default:
         if (TERMINAL.has(ev.type)) {
           this.box.append(el("p", { class: "note", id: "ended" }, `Run ${d.status} (${d.reason})${d.error ? ": " + d.error.message : ""}.`));

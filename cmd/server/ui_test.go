@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
@@ -114,7 +115,10 @@ func TestRunViewer(t *testing.T) {
 	toolsFile := filepath.Join(t.TempDir(), "tools.json")
 	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
 		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`, sink.URL+"/guarded")), 0o600)
-	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile, "AGENTD_SSE_RETRY": "100ms"})
+	models := filepath.Join(t.TempDir(), "models.json")
+	os.WriteFile(models, []byte(`{"models": {"fake": {"context_window": 0, "prices": {"input": 1000, "output": 3000}}}}`), 0o600)
+	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile, "AGENTD_SSE_RETRY": "100ms",
+		"AGENTD_MODELS_FILE": models})
 	target, _ := url.Parse(base)
 	cutter := &streamCutter{base: target, proxy: httputil.NewSingleHostReverseProxy(target), budget: 2500}
 	front := httptest.NewServer(cutter)
@@ -164,9 +168,24 @@ func TestRunViewer(t *testing.T) {
 	}
 	run := waitRunEnd(t, base, id)
 	var full struct {
-		LastEventSeq int `json:"last_event_seq"`
+		LastEventSeq int     `json:"last_event_seq"`
+		Cost         float64 `json:"cost"`
 	}
 	getJSON(t, base+"/runs/"+id, &full)
+	// The page's summary shows the run's cost, as the ledger counts it,
+	// once it reloads the run at its end.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		cost, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#cost').textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if full.Cost > 0 && cost == agentd.FormatCost(full.Cost) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page shows a cost of %q; the run cost %v", cost, full.Cost)
+		}
+	}
 	if text != strings.Join(want, " ") || text != run.OutputText {
 		t.Fatalf("the page shows %q", text)
 	}

@@ -43,8 +43,9 @@ func inputKinds(in []string) ([]string, error) {
 
 // Accepts reports whether the model of profile p takes input of kind k in
 // a user's message. Text always; images and files when its input list says
-// so, or, without one, for a model served by Anthropic or known to be one
-// of OpenAI's multimodal models (every built-in profile) or the fake.
+// so, or, without one, for a model served by Anthropic, the fake, or one
+// of OpenAI's multimodal models among the built-in profiles (a models
+// file's entry of such a name, or whose upstream model is one, included).
 func (p Profile) Accepts(k string) bool {
 	if k == InputText {
 		return true

@@ -16,7 +16,10 @@ func TestProfileInputAndPrices(t *testing.T) {
 		"claude": {"context_window": 200000, "max_output_tokens": 8192, "provider": "anthropic",
 			"prices": {"input": 3, "cached_input": 0.3, "cache_write": 3.75, "output": 15}},
 		"texty": {"context_window": 8192, "input": ["text"]},
-		"seeing": {"context_window": 8192, "input": ["text", "image"], "prices": {"input": 1, "output": 2}}}}`
+		"seeing": {"context_window": 8192, "input": ["text", "image"], "prices": {"input": 1, "output": 2}},
+		"gpt-4o": {"context_window": 100000},
+		"eu-4o": {"context_window": 100000, "model": "gpt-4o-2024-08-06"},
+		"eu-35": {"context_window": 16000, "model": "gpt-3.5-turbo"}}}`
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +36,8 @@ func TestProfileInputAndPrices(t *testing.T) {
 		{"seeing", InputImage, true}, {"seeing", InputFile, false},
 		{"gpt-4o", InputImage, true}, {"gpt-3.5-turbo", InputImage, false},
 		{"fake", InputFile, true}, {"unknown-model", InputImage, false},
+		// A file entry without an input list takes what its model is known to.
+		{"gpt-4o", InputImage, true}, {"eu-4o", InputImage, true}, {"eu-35", InputImage, false},
 	} {
 		if got := p.For(tt.model).Accepts(tt.kind); got != tt.want {
 			t.Errorf("%s accepts %s = %v, want %v", tt.model, tt.kind, got, tt.want)

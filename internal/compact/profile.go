@@ -208,6 +208,11 @@ func parseProfiles(b []byte) (*Profiles, error) {
 		if err != nil {
 			return nil, fmt.Errorf("model %q: %w", name, err)
 		}
+		// Without an input list, an entry takes what the model it names
+		// is known to take (a built-in profile, the fake, by its name or
+		// its upstream name's).
+		prof.multimodal = prof.multimodal || p.For(name).multimodal ||
+			(prof.Route.Model != "" && p.For(prof.Route.Model).multimodal)
 		p.byName[name] = prof
 		p.file = append(p.file, name)
 	}
