@@ -59,12 +59,12 @@ func (o LedgerInsert) queue(b *batch) error {
 	if math.IsNaN(cost) || math.IsInf(cost, 0) || cost < 0 {
 		cost = 0
 	}
-	b.exec("insert model call", `INSERT INTO model_calls (id, tenant_id, run_id, step_id, step_seq, n, kind, model, provider,
+	b.exec("insert model call", `INSERT INTO model_calls (tenant_id, run_id, step_id, step_seq, n, kind, model, provider,
 			upstream_model, agent, input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
 			price_version, cost, fallback_from, fallback_reason)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 		ON CONFLICT DO NOTHING`,
-		newID(), o.TenantID, o.RunID, nullIfEmpty(o.StepID), o.StepSeq, o.N, o.Kind, ledgerText(o.Model),
+		o.TenantID, o.RunID, nullIfEmpty(o.StepID), o.StepSeq, o.N, o.Kind, ledgerText(o.Model),
 		ledgerText(o.Provider), nullIfEmpty(ledgerText(o.UpstreamModel)), nullIfEmpty(ledgerText(o.Agent)),
 		o.InputTokens, o.CachedInputTokens, o.CacheWriteTokens, o.OutputTokens, o.ReasoningTokens,
 		nullIfEmpty(ledgerText(o.PriceVersion)), cost, nullIfEmpty(ledgerText(o.FallbackFrom)),

@@ -26,9 +26,9 @@ func BenchmarkSpend(b *testing.B) {
 	}
 	defer db.Close()
 	// The calls spread over the month so far, the last one a second ago.
-	if _, err := db.Exec(ctx, `INSERT INTO model_calls (id, tenant_id, run_id, step_seq, n, kind, model, provider,
+	if _, err := db.Exec(ctx, `INSERT INTO model_calls (tenant_id, run_id, step_seq, n, kind, model, provider,
 			input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost, created_at)
-		SELECT gen_random_uuid(), 'big', gen_random_uuid(), 1, 1, 'step', 'm', 'openai', 1000, 0, 0, 100, 0, 0.001,
+		SELECT 'big', gen_random_uuid(), 1, 1, 'step', 'm', 'openai', 1000, 0, 0, 100, 0, 0.001,
 			date_trunc('month', now(), 'UTC') + (now() - interval '1 second' - date_trunc('month', now(), 'UTC')) * i / $1
 		FROM generate_series(1, $1) i`, calls); err != nil {
 		b.Fatal(err)
@@ -75,9 +75,9 @@ func BenchmarkLedgerInsert(b *testing.B) {
 	if _, err := db.Exec(ctx, `CREATE TABLE bench_rollup (tenant_id text, day date, cost numeric, PRIMARY KEY (tenant_id, day))`); err != nil {
 		b.Fatal(err)
 	}
-	const insert = `INSERT INTO model_calls (id, tenant_id, run_id, step_seq, n, kind, model, provider,
+	const insert = `INSERT INTO model_calls (tenant_id, run_id, step_seq, n, kind, model, provider,
 		input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost)
-		VALUES (gen_random_uuid(), 'busy', gen_random_uuid(), 1, 1, 'step', 'm', 'openai', 1000, 0, 0, 100, 0, 0.001)`
+		VALUES ('busy', gen_random_uuid(), 1, 1, 'step', 'm', 'openai', 1000, 0, 0, 100, 0, 0.001)`
 	for _, c := range []struct {
 		name string
 		sql  []string

@@ -55,10 +55,10 @@ func (l *ledgerDB) count(sql string, args ...any) int {
 // call inserts a ledger row as it stands, at created_at at.
 func (l *ledgerDB) call(tenant, run string, seq int, model, agent string, cost float64, at string) {
 	l.t.Helper()
-	l.exec(`INSERT INTO model_calls (id, tenant_id, run_id, step_seq, n, kind, model, provider, agent, input_tokens,
+	l.exec(`INSERT INTO model_calls (tenant_id, run_id, step_seq, n, kind, model, provider, agent, input_tokens,
 			cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost, created_at)
-		VALUES ($1, $2, $3, $4, 1, 'step', $5, 'openai', nullif($6, ''), 100, 10, 5, 20, 2, $7, `+at+`)`,
-		agentd.NewID(), tenant, run, seq, model, agent, cost)
+		VALUES ($1, $2, $3, 1, 'step', $4, 'openai', nullif($5, ''), 100, 10, 5, 20, 2, $6, `+at+`)`,
+		tenant, run, seq, model, agent, cost)
 }
 
 // TestLedgerInsertOnce: a model call's row is written with the executor's
