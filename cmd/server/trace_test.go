@@ -295,3 +295,45 @@ func TestTraceContent(t *testing.T) {
 		t.Fatal("no chat span carries the answer")
 	}
 }
+
+// TestTraceOfAFallback: a step whose model's endpoint refuses connections
+// falls back to the next model of its chain; the chat span of the model
+// that answered names the model it fell back from, and why.
+func TestTraceOfAFallback(t *testing.T) {
+	t.Parallel()
+	rec := &otlpReceiver{}
+	collector := httptest.NewServer(rec)
+	defer collector.Close()
+	models := filepath.Join(t.TempDir(), "models.json")
+	os.WriteFile(models, []byte(`{"models": {"down": {"context_window": 0, "provider": "openai",
+		"base_url": "http://127.0.0.1:1/v1", "model": "fake"}}}`), 0o600)
+	base, stop := startServer(t, map[string]string{"AGENTD_MODELS_FILE": models,
+		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_BSP_SCHEDULE_DELAY": "100"})
+	req, _ := http.NewRequest(http.MethodPost, base+"/runs", strings.NewReader(`{"models": ["down", "fake"], "input": "/say hi"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run struct{ ID string }
+	json.NewDecoder(resp.Body).Decode(&run)
+	resp.Body.Close()
+	if r := waitRunEnd(t, base, run.ID); r.OutputText != "hi" {
+		t.Fatalf("the run answered %q", r.OutputText)
+	}
+	id, _ := hex.DecodeString(traceID)
+	spans := rec.waitSpans(t, id, func(s []*tracepb.Span) bool { return len(named(s, "chat")) >= 5 })
+	var answered *tracepb.Span
+	for _, c := range named(spans, "chat") {
+		if attr(c, "gen_ai.request.model").GetStringValue() == "fake" {
+			answered = c
+		}
+	}
+	if answered == nil || attr(answered, "agentd.fallback_from").GetStringValue() != "down" ||
+		attr(answered, "agentd.fallback_reason").GetStringValue() != "connection" ||
+		attr(answered, "gen_ai.provider.name").GetStringValue() != "openai" {
+		t.Fatalf("the chat spans:\n%s", spanList(named(spans, "chat")))
+	}
+	stop()
+}

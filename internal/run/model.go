@@ -234,7 +234,7 @@ func (x *execution) fallBack(st agentd.RunState, step *agentd.Step, f modelFailu
 	}
 	x.d.m.ModelFallbacks.WithLabelValues(x.metricModel(from), x.metricModel(to)).Inc()
 	step.Model, f.req.Model = to, to
-	x.fellBack = fallback{step: step.ID, from: from, to: to, reason: string(runErr.Kind)}
+	x.fellBack = fallback{step: step.ID, seq: step.Seq, from: from, to: to, reason: string(runErr.Kind)}
 	return true, false, nil
 }
 
@@ -876,6 +876,7 @@ type modelCall struct {
 // reason (the error kind of the model that kept failing).
 type fallback struct {
 	step, from, to, reason string
+	seq                    int
 }
 
 func (c *continuation) add(r llm.Response) {

@@ -36,9 +36,17 @@ func (x *execution) chatSpan(ctx context.Context, step int, req llm.Request) (co
 	if !telemetry.On() {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	return telemetry.Tracer().Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(telemetry.OperationName.String("chat"), telemetry.ProviderName.String("openai"),
-			telemetry.RequestModel.String(req.Model), telemetry.RunID.String(x.claim.ID), telemetry.Step.Int(step)))
+	provider := x.d.profiles.For(req.Model).Route.Provider
+	if provider == "" {
+		provider = llm.ProviderOpenAI
+	}
+	attrs := []attribute.KeyValue{telemetry.OperationName.String("chat"), telemetry.ProviderName.String(provider),
+		telemetry.RequestModel.String(req.Model), telemetry.RunID.String(x.claim.ID), telemetry.Step.Int(step)}
+	if f := x.fellBack; f.seq == step && f.to == req.Model {
+		// The step fell back to this model: from which, and why.
+		attrs = append(attrs, attribute.String("agentd.fallback_from", f.from), attribute.String("agentd.fallback_reason", f.reason))
+	}
+	return telemetry.Tracer().Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
 }
 
 // endChatSpan records a model call's outcome on its span and ends it;
