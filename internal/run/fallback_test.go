@@ -4,13 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/persist"
@@ -146,4 +153,61 @@ func outputParts(t *testing.T, r agentd.Run) []agentd.Part {
 		t.Fatalf("run output %s: %v", r.Output, err)
 	}
 	return parts
+}
+
+// TestCompactionFollowsTheChain: a conversation on the chain primary,
+// fake-4k outgrows the primary's window; the primary answers nothing, so
+// each compaction's summary is asked of the next model, once, and its
+// ledger row names that model.
+func TestCompactionFollowsTheChain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := &chainEndpoint{counts: map[string]int{}, status: http.StatusServiceUnavailable}
+	p := newProvider(t, c.handler(fakellm.New()))
+	models := filepath.Join(t.TempDir(), "models.json")
+	if err := os.WriteFile(models, []byte(`{"models": {"primary": {"context_window": 4096, "max_output_tokens": 256}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := compact.LoadProfiles(models)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, run.Config{Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: p.srv.URL + "/v1", APIKey: "test"}), Profiles: profiles,
+		LeaseTTL: 5 * time.Second, PollInterval: 100 * time.Millisecond, ModelBackoff: time.Millisecond, ModelAttempts: 2, Workers: 2})
+	filler := strings.Repeat("lorem ipsum dolor sit amet ", 30)
+	var conv string
+	for i := range 12 {
+		r, _, err := b.store.RunCreate(context.Background(), persist.RunCreateParams{TenantID: "default", Model: "primary",
+			ConversationID: conv, Params: agentd.RunParams{MaxSteps: 3, Fallbacks: []string{"fake-4k"}},
+			Input: []agentd.InputMessage{{Role: "user", Content: fmt.Sprintf("question %d: %s\n/say answer %d: %s", i, filler, i, filler)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conv = r.ConversationID
+		if r = b.wait(t, r.ID, nil); r.Status != agentd.StatusCompleted {
+			t.Fatalf("turn %d ended %s/%s: %s", i, r.Status, r.TerminalReason, r.Error)
+		}
+	}
+	rows, err := b.store.Usage(context.Background(), agentd.UsageQuery{Tenant: "default", From: time.Now().Add(-time.Hour),
+		To: time.Now().Add(time.Hour), GroupBy: []agentd.UsageKey{agentd.UsageByModel}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgx.Connect(context.Background(), b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(context.Background())
+	var compactions int
+	if err := db.QueryRow(context.Background(),
+		`SELECT count(*) FROM model_calls WHERE kind = 'compaction' AND model = 'fake-4k'`).Scan(&compactions); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.store.CompactionLatest(context.Background(), conv); err != nil || compactions == 0 {
+		t.Fatalf("no compaction by the fallback (%d ledger rows, %v); usage by model %+v", compactions, err, rows)
+	}
+	t.Logf("%d compactions, summarized by fake-4k; the primary was asked %d times", compactions, c.count("primary"))
+	if n := c.count("primary"); n != 2*12+compactions {
+		t.Errorf("the primary was asked %d times; want 2 a turn and one a compaction (%d)", n, 2*12+compactions)
+	}
 }
