@@ -249,10 +249,10 @@ func insertModelCall(t *testing.T, url, tenant, run, model string, cost float64,
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `INSERT INTO model_calls (id, tenant_id, run_id, step_seq, n, kind, model, provider,
+	if _, err := conn.Exec(ctx, `INSERT INTO model_calls (tenant_id, run_id, step_seq, n, kind, model, provider,
 			input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost, created_at)
-		VALUES ($1, $2, $3, (SELECT count(*) + 1 FROM model_calls WHERE run_id = $3), 1, 'step', $4, 'openai',
-			100, 40, 10, 20, 5, $5, `+at+`)`, agentd.NewID(), tenant, run, model, cost); err != nil {
+		VALUES ($1, $2, (SELECT count(*) + 1 FROM model_calls WHERE run_id = $2), 1, 'step', $3, 'openai',
+			100, 40, 10, 20, 5, $4, `+at+`)`, tenant, run, model, cost); err != nil {
 		t.Fatal(err)
 	}
 }

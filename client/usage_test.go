@@ -24,10 +24,10 @@ func insertCalls(t *testing.T, url, tenant, model string, cost float64, at ...ti
 	}
 	defer conn.Close(ctx)
 	for _, when := range at {
-		if _, err := conn.Exec(ctx, `INSERT INTO model_calls (id, tenant_id, run_id, step_seq, n, kind, model, provider,
+		if _, err := conn.Exec(ctx, `INSERT INTO model_calls (tenant_id, run_id, step_seq, n, kind, model, provider,
 				input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost, created_at)
-			VALUES ($1, $2, $3, 1, 1, 'step', $4, 'openai', 100, 40, 10, 20, 5, $5, $6)`,
-			agentd.NewID(), tenant, agentd.NewID(), model, cost, when); err != nil {
+			VALUES ($1, $2, 1, 1, 'step', $3, 'openai', 100, 40, 10, 20, 5, $4, $5)`,
+			tenant, agentd.NewID(), model, cost, when); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -34,10 +34,10 @@ func TestUsage(t *testing.T) {
 		cost  float64
 		at    string
 	}{{"big", 0.5, "2025-03-10T12:00:00Z"}, {"big", 0.25, "2025-03-11T23:59:00Z"}, {"small", 2, "2025-03-12T00:00:00Z"}} {
-		if _, err := conn.Exec(ctx, `INSERT INTO model_calls (id, tenant_id, run_id, step_seq, n, kind, model, provider,
+		if _, err := conn.Exec(ctx, `INSERT INTO model_calls (tenant_id, run_id, step_seq, n, kind, model, provider,
 				input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, cost, created_at)
-			VALUES ($1, 'default', $2, 1, 1, 'step', $3, 'openai', 100, 40, 10, 20, 5, $4, $5)`,
-			agentd.NewID(), agentd.NewID(), c.model, c.cost, c.at); err != nil {
+			VALUES ('default', $1, 1, 1, 'step', $2, 'openai', 100, 40, 10, 20, 5, $3, $4)`,
+			agentd.NewID(), c.model, c.cost, c.at); err != nil {
 			t.Fatal(err)
 		}
 	}
