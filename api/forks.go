@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -54,11 +56,11 @@ func (s *server) runFork(w http.ResponseWriter, r *http.Request) error {
 	if req.AtStep == nil || *req.AtStep < 1 || *req.AtStep > orig.StepCount {
 		return fieldError("at_step", "must be a step of the run, from 1 to %d", orig.StepCount)
 	}
-	input, err := s.forkInput(ctx, orig, *req.AtStep, req.Input)
+	input, copied, err := s.forkInput(ctx, orig, *req.AtStep, req.Input)
 	if err != nil {
 		return err
 	}
-	spec, err := s.forkSpec(ctx, orig, req.Model, req.AgentVersion, req.Metadata, input)
+	spec, err := s.forkSpec(ctx, orig, req, input, copied)
 	if err != nil {
 		return err
 	}
@@ -79,79 +81,112 @@ func (s *server) runFork(w http.ResponseWriter, r *http.Request) error {
 }
 
 // forkSpec builds a fork's spec: the run's parameters (or, with
-// agentVersion, that version of its agent's, filled with the run's
-// variables), its model unless model names another, and its metadata
-// unless metadata is given.
-func (s *server) forkSpec(ctx context.Context, orig agentd.Run, model *string, agentVersion *int, metadata json.RawMessage,
-	input []agentd.InputMessage) (agentd.RunSpec, error) {
+// req.AgentVersion, that version of its agent's, filled with the run's
+// variables), its model unless req.Model names another, and its metadata
+// unless req.Metadata is given. Its input is input, whose first copied
+// messages the run's conversation held.
+func (s *server) forkSpec(ctx context.Context, orig agentd.Run, req forkRequest, input []agentd.InputMessage,
+	copied int) (agentd.RunSpec, error) {
 	sr := runspec.RequestOf(orig.Model, orig.Params)
-	if agentVersion != nil {
+	if req.AgentVersion != nil {
 		if orig.Params.Agent == nil {
 			return agentd.RunSpec{}, fieldError("agent_version", "the run was not started from an agent")
 		}
 		var err error
 		if sr, err = s.withAgent(ctx, runspec.Request{Variables: orig.Params.Variables},
-			agentFields{Agent: &orig.Params.Agent.Name, AgentVersion: agentVersion}); err != nil {
+			agentFields{Agent: &orig.Params.Agent.Name, AgentVersion: req.AgentVersion}); err != nil {
 			return agentd.RunSpec{}, err
 		}
 	}
-	if model != nil {
-		sr.Model = model
+	if req.Model != nil {
+		sr.Model = req.Model
 	}
-	if !isNull(metadata) {
-		sr.Metadata = metadata
+	if !isNull(req.Metadata) {
+		sr.Metadata = req.Metadata
 	}
-	sr.Input = input
+	sr.Input, sr.PartField = input, forkPartField(copied)
 	spec, err := s.build(ctx, sr)
 	if err != nil {
 		return spec, err
 	}
-	if agentVersion == nil {
+	if req.AgentVersion == nil {
 		spec.Params.Agent, spec.Params.Variables = orig.Params.Agent, orig.Params.Variables
 	}
 	return spec, nil
 }
 
+// forkPartField names the parts of a fork's input messages in the errors
+// about them (runspec.Request.PartField), the first copied of which the
+// run's conversation held: those by "at_step", the step that copies them
+// (a model that does not take their images is refused so); the
+// request's own as POST /runs does, input[i].content[j].
+func forkPartField(copied int) func(i, j int) string {
+	return func(i, j int) string {
+		switch {
+		case i < copied:
+			return "at_step"
+		case j < 0:
+			return fmt.Sprintf("input[%d].content", i-copied)
+		}
+		return fmt.Sprintf("input[%d].content[%d]", i-copied, j)
+	}
+}
+
 // forkInput is a fork's input: the messages of the run's conversation up
-// to the end of step atStep, then the messages of input (raw, as POST
-// /runs takes it; nothing: none, which a step that ended with an answer
-// does not allow).
-func (s *server) forkInput(ctx context.Context, orig agentd.Run, atStep int, raw json.RawMessage) ([]agentd.InputMessage, error) {
+// to the end of step atStep, with their images and files (forkFiles), then
+// the messages of input (raw, as POST /runs takes it; nothing: none, which
+// a step that ended with an answer does not allow). copied is how many
+// of them the conversation held.
+func (s *server) forkInput(ctx context.Context, orig agentd.Run, atStep int, raw json.RawMessage) (
+	input []agentd.InputMessage, copied int, err error) {
 	steps, err := s.store.StepsList(ctx, orig.ID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	i := slices.IndexFunc(steps, func(st agentd.StepDetail) bool { return st.Seq == atStep })
 	if i < 0 || steps[i].Status != agentd.StepCompleted {
-		return nil, fieldError("at_step", "step %d of the run is not completed: a fork starts after a completed step", atStep)
+		return nil, 0, fieldError("at_step", "step %d of the run is not completed: a fork starts after a completed step", atStep)
 	}
 	calls := map[string]bool{}
 	for _, c := range steps[i].Calls {
 		calls[c.CallID] = true
 	}
+	var more []agentd.InputMessage
+	switch {
+	case !isNull(raw):
+		if more, _, err = parseInput(raw); err != nil {
+			return nil, 0, err
+		}
+	case len(calls) == 0:
+		return nil, 0, fieldError("input", "is required: step %d ended the run with its answer, so the fork needs a new message", atStep)
+	}
 	msgs, err := s.forkMessages(ctx, orig, atStep, calls)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if isNull(raw) {
-		if len(calls) == 0 {
-			return nil, fieldError("input", "is required: step %d ended the run with its answer, so the fork needs a new message", atStep)
+	room := s.spec.Defaults().MaxInputFilesBytes
+	for _, m := range more {
+		for _, p := range m.Parts {
+			room -= int64(len(p.Data))
 		}
-		return msgs, nil
 	}
-	more, _, err := parseInput(raw)
+	files, err := s.forkFiles(ctx, msgs, room)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return append(msgs, more...), nil
+	for _, m := range msgs {
+		input = append(input, inputOf(m, files)...)
+	}
+	copied = len(input)
+	return append(input, more...), copied, nil
 }
 
-// forkMessages reads the run's conversation up to the end of step atStep,
-// as input messages: every completed message before the run's, then the
-// run's through the results of that step's calls, or, for a step without
-// calls (the run's answer), through its atStep-th answer.
-func (s *server) forkMessages(ctx context.Context, orig agentd.Run, atStep int, calls map[string]bool) ([]agentd.InputMessage, error) {
-	var out []agentd.InputMessage
+// forkMessages reads the run's conversation up to the end of step atStep:
+// every completed message before the run's, then the run's through the
+// results of that step's calls, or, for a step without calls (the run's
+// answer), through its atStep-th answer.
+func (s *server) forkMessages(ctx context.Context, orig agentd.Run, atStep int, calls map[string]bool) ([]agentd.Message, error) {
+	var out []agentd.Message
 	waiting := maps.Clone(calls) // the step's calls whose results are still to come
 	answers := 0                 // the run's assistant messages so far
 	for after := 0; ; {
@@ -164,7 +199,7 @@ func (s *server) forkMessages(ctx context.Context, orig agentd.Run, atStep int, 
 			if m.Status != agentd.MessageCompleted {
 				continue
 			}
-			out = append(out, inputOf(m)...)
+			out = append(out, m)
 			if m.RunID != orig.ID {
 				continue
 			}
@@ -186,23 +221,82 @@ func (s *server) forkMessages(ctx context.Context, orig agentd.Run, atStep int, 
 	}
 }
 
+// forkFiles loads the bytes of the images and files of the user messages
+// msgs that a fork copies, by artifact id: the newest first, each whole,
+// within room bytes in all and the server's cap of one. The fork's
+// creation stores them again, as artifacts of the fork (an artifact is
+// its run's, and goes with its conversation). An older one past room is
+// left out, as a request of the run would leave it out (inputOf notes
+// it); so is one whose artifact is gone.
+func (s *server) forkFiles(ctx context.Context, msgs []agentd.Message, room int64) (map[string][]byte, error) {
+	tenant, most := TenantFromContext(ctx), s.spec.Defaults().MaxInputFileBytes
+	files := map[string][]byte{}
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != agentd.RoleUser {
+			continue
+		}
+		for _, p := range msgs[i].Content {
+			if !p.Attached() || p.ArtifactID == "" || p.Size > most || p.Size > room {
+				continue
+			}
+			a, err := s.store.ArtifactGet(ctx, tenant, msgs[i].RunID, p.ArtifactID)
+			switch {
+			case errors.Is(err, agentd.ErrArtifactNotFound):
+				continue
+			case err != nil:
+				return nil, err
+			}
+			files[p.ArtifactID] = a.Content
+			room -= int64(len(a.Content))
+		}
+	}
+	return files, nil
+}
+
 // inputOf is a stored message as input messages: its text, its tool calls,
-// and one message per tool result.
-func inputOf(m agentd.Message) []agentd.InputMessage {
+// and one message per tool result; a user message with images or files
+// as its parts, whose bytes are those of files (forkFiles), an image by
+// URL by its URL, and an image or a file without its bytes a text that
+// names it.
+func inputOf(m agentd.Message, files map[string][]byte) []agentd.InputMessage {
 	in := agentd.InputMessage{Role: m.Role}
+	attached := m.Role == agentd.RoleUser && slices.ContainsFunc(m.Content, agentd.Part.Attached)
 	var out []agentd.InputMessage
 	for _, p := range m.Content {
-		switch p.Type {
-		case agentd.PartText:
+		switch {
+		case attached && (p.Type == agentd.PartText || p.Attached()):
+			in.Parts = append(in.Parts, inputPartOf(p, files))
+		case p.Type == agentd.PartText:
 			in.Content += p.Text
-		case agentd.PartToolCall:
+		case p.Type == agentd.PartToolCall:
 			in.ToolCalls = append(in.ToolCalls, agentd.InputCall{ID: p.ID, Name: p.Name, Arguments: p.Arguments})
-		case agentd.PartToolResult:
+		case p.Type == agentd.PartToolResult:
 			out = append(out, agentd.InputMessage{Role: agentd.RoleTool, ToolCallID: p.ToolCallID, Content: p.Content})
 		}
 	}
-	if in.Content != "" || len(in.ToolCalls) > 0 {
+	if in.Content != "" || len(in.Parts) > 0 || len(in.ToolCalls) > 0 {
 		out = append([]agentd.InputMessage{in}, out...)
 	}
 	return out
+}
+
+// inputPartOf is a text, image or file part of a stored message as a part
+// of an input message (see inputOf).
+func inputPartOf(p agentd.Part, files map[string][]byte) agentd.InputPart {
+	switch {
+	case p.Type == agentd.PartText:
+		return agentd.InputPart{Type: agentd.PartText, Text: p.Text}
+	case p.Type == agentd.PartImage && p.ArtifactID == "":
+		return agentd.InputPart{Type: agentd.PartImage, URL: p.URL, Detail: p.Detail, Filename: p.Filename}
+	}
+	data, ok := files[p.ArtifactID]
+	if !ok {
+		what := string(p.Type)
+		if p.Filename != "" {
+			what += " " + p.Filename
+		}
+		return agentd.InputPart{Type: agentd.PartText, Text: fmt.Sprintf("[%s (%s, %d bytes) of the conversation this run was "+
+			"forked from is left out: a fork copies the newest images and files within the server's cap]", what, p.MediaType, p.Size)}
+	}
+	return agentd.InputPart{Type: p.Type, Data: data, MediaType: p.MediaType, Filename: p.Filename, Detail: p.Detail}
 }

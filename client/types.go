@@ -64,10 +64,14 @@ type Page[T any] = agentd.Page[T]
 // Terminal reports whether it ends the run.
 type Event = agentd.Envelope
 
-// InputMessage is one message of a run's input.
+// InputMessage is one message of a run's input: its text, Content, or
+// its parts, Parts (texts, and in a user message images and files; see
+// InputPart), which POST /runs takes as the message's content given as a
+// list. With both, Content is sent as a text part before Parts.
 type InputMessage struct {
-	Role    agentd.Role `json:"role"` // user or system
-	Content string      `json:"content"`
+	Role    agentd.Role // user or system
+	Content string
+	Parts   []InputPart
 }
 
 // CreateRun is a POST /runs request. Zero fields take the server's

@@ -14,10 +14,10 @@ import (
 // runsCreate: agentctl runs create [flags] TEXT.
 func runsCreate(ctx context.Context, a *app, args []string) int {
 	f := a.newFlags("runs create", "[flags] TEXT",
-		"Start a run with TEXT (its words joined by spaces) as the new user message, and print\n"+
-			"the run. -wait waits until the run ends (or waits for a decision) and prints it\n"+
-			"then; -tail follows its events as \"runs tail\" does. With either, the exit status\n"+
-			"says how the run ended.")
+		"Start a run with TEXT (its words joined by spaces) as the new user message, with the\n"+
+			"images and files of -image and -file after it, and print the run. -wait waits until\n"+
+			"the run ends (or waits for a decision) and prints it then; -tail follows its events\n"+
+			"as \"runs tail\" does. With either, the exit status says how the run ended.")
 	conversation := f.String("conversation", "", "the `ID` of the conversation to continue (default: a new one)")
 	model := f.String("model", "", "the `model` (default: the server's)")
 	instructions := f.String("instructions", "", "the run's system `instructions`")
@@ -38,6 +38,7 @@ func runsCreate(ctx context.Context, a *app, args []string) int {
 		vars[k] = v
 		return nil
 	})
+	attached := f.attachments()
 	wait := f.Bool("wait", false, "wait for the run's end, then print it")
 	tail := f.Bool("tail", false, "follow the run's events live, as \"runs tail\"")
 	pos, code, ok := f.parse(args, 1, -1)
@@ -65,6 +66,7 @@ func runsCreate(ctx context.Context, a *app, args []string) int {
 		Agent:          *agent,
 		AgentVersion:   *agentVersion,
 	}
+	attached.apply(&req)
 	if len(vars) > 0 {
 		req.Variables = vars
 	}

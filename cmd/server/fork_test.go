@@ -1,14 +1,18 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
@@ -133,6 +137,121 @@ func TestFork(t *testing.T) {
 	} {
 		if code, p := send(http.MethodPost, "/runs/"+orig.ID+"/fork", c.body); code/100 != 4 || p.Field != c.field {
 			t.Errorf("%s: %d %+v, want a refusal naming %s", c.body, code, p, c.field)
+		}
+	}
+}
+
+// TestForkKeepsImages: a fork copies the images and files of the
+// messages it copies, as artifacts of its own, and its model receives
+// them again (the fake's /media says what it received): an image by its
+// data and one by URL after a fork of the run whose input they were; and,
+// after a fork of the conversation's next run, the newest that fit the
+// server's cap of a run's images and files, the older left out as a text
+// that names it. The fork's artifacts outlive the original's
+// conversation. A fork to a model that takes no images is refused naming
+// at_step, and a bad part of the fork's own input is named as POST /runs
+// names it.
+func TestForkKeepsImages(t *testing.T) {
+	t.Parallel()
+	oa := fakellm.New()
+	osrv := httptest.NewServer(oa)
+	t.Cleanup(osrv.Close)
+	models := filepath.Join(t.TempDir(), "models.json")
+	if err := os.WriteFile(models, []byte(fmt.Sprintf(`{"models": {
+		"vision": {"provider": "openai", "base_url": %q, "api_key_env": "TEST_OPENAI_KEY", "context_window": 128000, "input": ["text", "image", "file"]},
+		"texty": {"provider": "openai", "base_url": %q, "api_key_env": "TEST_OPENAI_KEY", "context_window": 128000, "input": ["text"]}}}`,
+		osrv.URL+"/v1", osrv.URL+"/v1")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// 100 bytes: the PNG (70) or the PDF (48) fits, not both.
+	base, _ := startServer(t, map[string]string{"AGENTD_MODELS_FILE": models, "TEST_OPENAI_KEY": "sk-test",
+		"AGENTD_MAX_INPUT_FILE_BYTES": "100", "AGENTD_MAX_INPUT_FILES_BYTES": "100"})
+	post := func(path string, body any) (int, map[string]any) {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	user := func(parts ...any) []any { return []any{map[string]any{"role": "user", "content": parts}} }
+	text := func(s string) any { return map[string]any{"type": "text", "text": s} }
+	code, first := post("/runs?wait=20", map[string]any{"model": "vision", "input": user(text("/say seen"),
+		map[string]any{"type": "image", "url": "data:image/png;base64," + testPNG, "detail": "high"},
+		map[string]any{"type": "image", "url": "https://example.com/chart.png"})})
+	if code != http.StatusOK || first["status"] != "completed" {
+		t.Fatalf("the first run: %d %v", code, first)
+	}
+	code, second := post("/runs?wait=20", map[string]any{"model": "vision", "conversation_id": first["conversation_id"],
+		"input": user(text("/say read"), map[string]any{"type": "file", "data": "data:application/pdf;base64," +
+			base64.StdEncoding.EncodeToString([]byte(testPDF)), "filename": "report.pdf"})})
+	if code != http.StatusOK || second["status"] != "completed" {
+		t.Fatalf("the second run: %d %v", code, second)
+	}
+
+	fork := func(runID, want string) forkView {
+		t.Helper()
+		code, f := post("/runs/"+runID+"/fork", map[string]any{"at_step": 1, "input": "/media"})
+		if code != http.StatusAccepted {
+			t.Fatalf("fork of %s: %d %v", runID, code, f)
+		}
+		v := waitRunEnd(t, base, f["id"].(string))
+		var got forkView
+		getJSON(t, base+"/runs/"+v.ID, &got)
+		reqs := oa.Requests()
+		if got.Status != "completed" || got.OutputText != want || fakellm.MediaAnswer(reqs[len(reqs)-1].Media) != want {
+			t.Fatalf("the fork of %s answered %+v, want %q", runID, got, want)
+		}
+		return got
+	}
+	f1 := fork(first["id"].(string), "image image/png 70 detail=high\nimage https://example.com/chart.png")
+	f2 := fork(second["id"].(string), "image https://example.com/chart.png\nfile application/pdf 48 report.pdf")
+	var msgs struct {
+		Data []struct {
+			Content []struct {
+				Type       string `json:"type"`
+				Text       string `json:"text"`
+				ArtifactID string `json:"artifact_id"`
+			} `json:"content"`
+		} `json:"data"`
+	}
+	getJSON(t, base+"/conversations/"+f2.ConversationID+"/messages", &msgs)
+	if c := msgs.Data[0].Content; len(c) != 3 || c[1].Type != "text" || !strings.Contains(c[1].Text, "image (image/png, 70 bytes)") {
+		t.Fatalf("the second fork's first message: %+v, want the PNG left out, named", c)
+	}
+
+	// The first fork's PNG is an artifact of its own, which outlives the
+	// original's conversation.
+	getJSON(t, base+"/conversations/"+f1.ConversationID+"/messages", &msgs)
+	png := msgs.Data[0].Content[1]
+	req, _ := http.NewRequest(http.MethodDelete, base+"/conversations/"+first["conversation_id"].(string), nil)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("delete the original's conversation: %v %v", resp, err)
+	}
+	resp, err := http.Get(base + "/runs/" + f1.ID + "/artifacts/" + png.ArtifactID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want, _ := base64.StdEncoding.DecodeString(testPNG); resp.StatusCode != http.StatusOK || string(b) != string(want) {
+		t.Fatalf("the fork's PNG: %d, %d bytes", resp.StatusCode, len(b))
+	}
+
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"at_step": 1, "model": "texty", "input": "/media"}, "at_step"},
+		{map[string]any{"at_step": 1, "input": user(text("see"), map[string]any{"type": "image", "url": "data:image/png;base64,aGVsbG8="})},
+			"input[0].content[1]"},
+	} {
+		if code, p := post("/runs/"+f1.ID+"/fork", c.body); code != http.StatusUnprocessableEntity || p["field"] != c.field {
+			t.Errorf("%v: %d %v, want a 422 naming %s", c.body, code, p, c.field)
 		}
 	}
 }
