@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -235,18 +236,12 @@ func imageURL(field, s string) error {
 	return Storable(field, s)
 }
 
-// sniffImage names the image format data starts as, of ImageMediaTypes;
+// sniffImage names the image format data starts as, of ImageMediaTypes,
+// by the standard library's content sniffing (the WHATWG algorithm);
 // "" for none of them.
 func sniffImage(data []byte) string {
-	switch {
-	case bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")):
-		return "image/png"
-	case bytes.HasPrefix(data, []byte("\xff\xd8\xff")):
-		return "image/jpeg"
-	case bytes.HasPrefix(data, []byte("GIF87a")), bytes.HasPrefix(data, []byte("GIF89a")):
-		return "image/gif"
-	case len(data) >= 12 && string(data[:4]) == "RIFF" && string(data[8:12]) == "WEBP":
-		return "image/webp"
+	if t := http.DetectContentType(data); slices.Contains(ImageMediaTypes, t) {
+		return t
 	}
 	return ""
 }
