@@ -307,11 +307,15 @@ func TestTraceOfAFallback(t *testing.T) {
 	models := filepath.Join(t.TempDir(), "models.json")
 	os.WriteFile(models, []byte(`{"models": {"down": {"context_window": 0, "provider": "openai",
 		"base_url": "http://127.0.0.1:1/v1", "model": "fake"}}}`), 0o600)
-	base, stop := startServer(t, map[string]string{"AGENTD_MODELS_FILE": models,
-		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_BSP_SCHEDULE_DELAY": "100"})
+	// A process of its own: the tracer is the process's, and the other
+	// traced servers export to their own collectors.
+	srv := startChild(t, []string{"DATABASE_URL=" + persisttest.NewDatabase(t), "AGENTD_MODELS_FILE=" + models,
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=100"})
+	base := "http://" + srv.addr
+	trace := strings.Repeat("ef", 16)
 	req, _ := http.NewRequest(http.MethodPost, base+"/runs", strings.NewReader(`{"models": ["down", "fake"], "input": "/say hi"}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	req.Header.Set("traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -322,7 +326,7 @@ func TestTraceOfAFallback(t *testing.T) {
 	if r := waitRunEnd(t, base, run.ID); r.OutputText != "hi" {
 		t.Fatalf("the run answered %q", r.OutputText)
 	}
-	id, _ := hex.DecodeString(traceID)
+	id, _ := hex.DecodeString(trace)
 	spans := rec.waitSpans(t, id, func(s []*tracepb.Span) bool { return len(named(s, "chat")) >= 5 })
 	var answered *tracepb.Span
 	for _, c := range named(spans, "chat") {
@@ -335,5 +339,4 @@ func TestTraceOfAFallback(t *testing.T) {
 		attr(answered, "gen_ai.provider.name").GetStringValue() != "openai" {
 		t.Fatalf("the chat spans:\n%s", spanList(named(spans, "chat")))
 	}
-	stop()
 }
