@@ -6,7 +6,6 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
-	"github.com/agentd/agentd/internal/llm"
 )
 
 // modelViews are the models the server offers (GET /models): those of the
@@ -20,7 +19,7 @@ func modelViews(profiles *compact.Profiles, def string) []agentd.ModelView {
 	out := make([]agentd.ModelView, 0, len(names))
 	for _, name := range names {
 		p := profiles.For(name)
-		v := agentd.ModelView{ID: name, Object: agentd.ObjectModel, Provider: cmp.Or(p.Route.Provider, llm.ProviderOpenAI),
+		v := agentd.ModelView{ID: name, Object: agentd.ObjectModel, Provider: p.Provider(),
 			Upstream: cmp.Or(p.Route.Model, name), ContextWindow: p.ContextWindow, MaxOutputTokens: p.MaxOutputTokens,
 			Default: name == def}
 		for _, k := range []string{compact.InputText, compact.InputImage, compact.InputFile} {
@@ -29,8 +28,8 @@ func modelViews(profiles *compact.Profiles, def string) []agentd.ModelView {
 			}
 		}
 		if pr := p.Prices; pr != nil {
-			v.Prices = &agentd.ModelPrice{Input: pr.Input, CachedInput: *cmp.Or(pr.CachedInput, &pr.Input),
-				CacheWrite: *cmp.Or(pr.CacheWrite, &pr.Input), Output: pr.Output}
+			cached, write := pr.CacheRates()
+			v.Prices = &agentd.ModelPrice{Input: pr.Input, CachedInput: cached, CacheWrite: write, Output: pr.Output}
 		}
 		out = append(out, v)
 	}

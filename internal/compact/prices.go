@@ -56,6 +56,15 @@ func (p Profile) Accepts(k string) bool {
 	return p.multimodal
 }
 
+// Provider is the provider that serves the model of p: its route's, or,
+// for the default endpoint, llm.ProviderOpenAI.
+func (p Profile) Provider() string {
+	if p.Route.Provider == "" {
+		return llm.ProviderOpenAI
+	}
+	return p.Route.Provider
+}
+
 // Prices are a model's prices, per million tokens, in the operator's
 // currency. CachedInput is the price of input tokens read from the
 // provider's cache, CacheWrite of those written to it; a nil one is
@@ -87,15 +96,22 @@ func (p *Prices) Cost(u llm.Usage) float64 {
 		return 0
 	}
 	plain := max(u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens, 0)
-	cached, write := p.Input, p.Input
+	cached, write := p.CacheRates()
+	return (float64(plain)*p.Input + float64(u.CachedInputTokens)*cached +
+		float64(u.CacheWriteTokens)*write + float64(u.OutputTokens)*p.Output) / 1e6
+}
+
+// CacheRates are the prices of input read from the cache and written to
+// it: CachedInput and CacheWrite, each Input's when nil.
+func (p *Prices) CacheRates() (cached, write float64) {
+	cached, write = p.Input, p.Input
 	if p.CachedInput != nil {
 		cached = *p.CachedInput
 	}
 	if p.CacheWrite != nil {
 		write = *p.CacheWrite
 	}
-	return (float64(plain)*p.Input + float64(u.CachedInputTokens)*cached +
-		float64(u.CacheWriteTokens)*write + float64(u.OutputTokens)*p.Output) / 1e6
+	return cached, write
 }
 
 // PriceVersion names the price table of p: the first 12 hex digits of the
@@ -121,16 +137,6 @@ func (p *Profiles) PriceVersion() string {
 		fmt.Fprintf(h, "%q:%s\n", name, b)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
-}
-
-// Names returns the names of the models p has a profile for (the models
-// file's and the built-in ones), sorted.
-func (p *Profiles) Names() []string {
-	names := builtin
-	if p != nil {
-		names = p.byName
-	}
-	return slices.Sorted(maps.Keys(names))
 }
 
 // Known reports whether p has a profile of model by its exact name (the

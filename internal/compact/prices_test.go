@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,7 +72,7 @@ func TestProfileInputAndPrices(t *testing.T) {
 			t.Errorf("%s: error %v, want one saying %q", bad.body, err, bad.want)
 		}
 	}
-	if names := p.Names(); len(names) < 3 || names[0] > names[1] {
-		t.Errorf("Names() = %v", names)
+	if names := p.FileNames(); !slices.Equal(names, []string{"claude", "texty", "seeing", "gpt-4o", "eu-4o", "eu-35"}) {
+		t.Errorf("FileNames() = %v", names)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/persist"
 )
 
@@ -99,12 +98,8 @@ func (x *execution) ledgerRows(st agentd.RunState, step *agentd.Step, calls []mo
 // ledgerRow is the ledger's row of call c, the n-th of its kind in step.
 func (x *execution) ledgerRow(st agentd.RunState, step *agentd.Step, kind agentd.ModelCallKind, n int, c modelCall) persist.LedgerInsert {
 	prof := x.d.profiles.For(c.model)
-	provider := prof.Route.Provider
-	if provider == "" {
-		provider = llm.ProviderOpenAI
-	}
 	row := persist.LedgerInsert{TenantID: st.Run.TenantID, RunID: st.Run.ID, StepID: step.ID, StepSeq: step.Seq, N: n,
-		Kind: kind, Model: c.model, Provider: provider, UpstreamModel: prof.Route.Model,
+		Kind: kind, Model: c.model, Provider: prof.Provider(), UpstreamModel: prof.Route.Model,
 		InputTokens: c.usage.InputTokens, CachedInputTokens: c.usage.CachedInputTokens, CacheWriteTokens: c.usage.CacheWriteTokens,
 		OutputTokens: c.usage.OutputTokens, ReasoningTokens: c.usage.ReasoningTokens, Cost: prof.Prices.Cost(c.usage),
 		FallbackFrom: c.fallbackFrom, FallbackReason: c.fallbackReason}

@@ -882,7 +882,7 @@ type fallback struct {
 func (c *continuation) add(r llm.Response) {
 	c.n++
 	c.text += r.Text
-	c.usage = addUsage(c.usage, r.Usage)
+	c.usage = c.usage.Add(r.Usage)
 }
 
 // merge returns the last answer r with the text and usage of the earlier
@@ -892,13 +892,8 @@ func (c continuation) merge(r llm.Response) llm.Response {
 		return r
 	}
 	r.Text = c.text + r.Text
-	r.Usage = addUsage(c.usage, r.Usage)
+	r.Usage = c.usage.Add(r.Usage)
 	return r
-}
-
-func addUsage(a, b llm.Usage) llm.Usage {
-	return llm.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens,
-		CachedInputTokens: a.CachedInputTokens + b.CachedInputTokens, ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens}
 }
 
 // modelErrorKind is the run error kind of a model failure of kind k.

@@ -36,11 +36,7 @@ func (x *execution) chatSpan(ctx context.Context, step int, req llm.Request) (co
 	if !telemetry.On() {
 		return ctx, trace.SpanFromContext(ctx)
 	}
-	provider := x.d.profiles.For(req.Model).Route.Provider
-	if provider == "" {
-		provider = llm.ProviderOpenAI
-	}
-	attrs := []attribute.KeyValue{telemetry.OperationName.String("chat"), telemetry.ProviderName.String(provider),
+	attrs := []attribute.KeyValue{telemetry.OperationName.String("chat"), telemetry.ProviderName.String(x.d.profiles.For(req.Model).Provider()),
 		telemetry.RequestModel.String(req.Model), telemetry.RunID.String(x.claim.ID), telemetry.Step.Int(step)}
 	if f := x.fellBack; f.seq == step && f.to == req.Model {
 		// The step fell back to this model: from which, and why.
