@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,47 +12,15 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/runspec"
+	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/tools"
 )
-
-// agentFields name the agent a new run starts from: POST /runs and the AI
-// SDK's chat take them.
-type agentFields struct {
-	Agent        *string `json:"agent"`
-	AgentVersion *int    `json:"agent_version"`
-	// Variables fill the {{name}} placeholders of the instructions: an
-	// object of strings.
-	Variables json.RawMessage `json:"variables"`
-}
-
-// agentDefinition is what an agent defines of its runs: the fields of
-// POST /runs but its input, conversation, stream and agent.
-type agentDefinition struct {
-	OnDisconnect *string          `json:"on_disconnect"`
-	Sampling     *samplingRequest `json:"sampling"`
-	// InputSchema is the input schema of the agent as a sub-agent's tool
-	// (a JSON object schema); absent: {"task": string}.
-	InputSchema json.RawMessage `json:"input_schema"`
-	runFields
-}
-
-// request is d as the run spec builder takes it.
-func (d agentDefinition) request() (runspec.Request, error) {
-	out, err := d.runFields.request()
-	if err != nil {
-		return out, err
-	}
-	out.OnDisconnect = d.OnDisconnect
-	out.Sampling, err = d.Sampling.request()
-	return out, err
-}
 
 // agentRequest is the body of POST /agents and PUT /agents/{name}.
 type agentRequest struct {
 	Name        *string `json:"name"`
 	Description *string `json:"description"`
-	agentDefinition
+	compose.AgentDefinition
 }
 
 // Routes' defaults and bounds of the agents' lists.
@@ -95,27 +62,8 @@ func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name str
 		}
 		in.Description = *d
 	}
-	sr, err := req.agentDefinition.request()
-	if err != nil {
+	if err := s.compose.Define(r.Context(), TenantFromContext(r.Context()), name, req.AgentDefinition); err != nil {
 		return in, err
-	}
-	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: "definition"}}, true
-	spec, err := s.build(r.Context(), sr)
-	if err != nil {
-		return in, err
-	}
-	if !isNull(req.InputSchema) {
-		if err := tools.CheckParameters(name, req.InputSchema); err != nil {
-			return in, fieldError("input_schema", "must be a JSON Schema of an object: %v", err)
-		}
-	}
-	chain, err := s.agentCycle(r.Context(), TenantFromContext(r.Context()), name, spec.Params.SubAgents)
-	if err != nil {
-		return in, err
-	}
-	if chain != "" {
-		return in, fieldError("tools", "would hand work back to the agent itself (%s): an agent may not be its own sub-agent, "+
-			"however far down", chain)
 	}
 	in.Definition = def
 	in.TenantID, in.Name, in.Actor = TenantFromContext(r.Context()), name, ActorFromContext(r.Context())
@@ -296,58 +244,4 @@ func agentError(err error) error {
 		return errAgentNotFound
 	}
 	return err
-}
-
-// withAgent returns a new run's request over the definition of the agent
-// it names (if any), with its variables read. Its errors are
-// *runspec.FieldError, as the builder's, so that each door names their
-// fields in its own terms (the Responses API's prompt.id).
-func (s *server) withAgent(ctx context.Context, sr runspec.Request, f agentFields) (runspec.Request, error) {
-	if !isNull(f.Variables) {
-		if t := bytes.TrimSpace(f.Variables); t[0] != '{' || json.Unmarshal(t, &sr.Variables) != nil {
-			return sr, specFieldError("variables", "must be an object of strings: {\"name\": \"value\"}")
-		}
-		if sr.Variables == nil {
-			sr.Variables = map[string]string{}
-		}
-	}
-	if f.Agent == nil {
-		if f.AgentVersion != nil {
-			return sr, specFieldError("agent_version", "is taken only with agent")
-		}
-		return sr, nil
-	}
-	version := 0
-	if f.AgentVersion != nil {
-		if *f.AgentVersion < 1 {
-			return sr, specFieldError("agent_version", "must be 1 or more")
-		}
-		version = *f.AgentVersion
-	}
-	a, err := s.store.AgentGet(ctx, TenantFromContext(ctx), *f.Agent, version)
-	var noVersion *agentd.AgentVersionError
-	switch {
-	case errors.As(err, &noVersion):
-		return sr, specFieldError("agent_version", "%s", noVersion.Error())
-	case errors.Is(err, agentd.ErrAgentNotFound):
-		return sr, specFieldError("agent", "the tenant has no agent named %q (see GET /agents)", *f.Agent)
-	case err != nil:
-		return sr, err
-	}
-	var def agentDefinition
-	if err := decodeStrict(a.Definition, &def, ""); err != nil {
-		return sr, fmt.Errorf("agent %s version %d: its stored definition: %w", a.Name, a.Version, err)
-	}
-	base, err := def.request()
-	if err != nil {
-		return sr, fmt.Errorf("agent %s version %d: its stored definition: %w", a.Name, a.Version, err)
-	}
-	out := runspec.Over(base, sr)
-	out.Agent = &agentd.AgentRef{Name: a.Name, Version: a.Version}
-	return out, nil
-}
-
-// specFieldError is a *runspec.FieldError, as the builder's.
-func specFieldError(field, format string, args ...any) error {
-	return &runspec.FieldError{Field: field, Message: fmt.Sprintf(format, args...)}
 }

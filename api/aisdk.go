@@ -20,11 +20,12 @@ import (
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/aisdk"
 	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/tools"
 )
 
 // chatRequest is the body the AI SDK's DefaultChatTransport sends, with
-// the fields of a new run an app may add (runFields). Only the last
+// the fields of a new run an app may add (compose.Fields). Only the last
 // message is read: agentd keeps the conversation, and earlier messages a
 // client sends are never trusted.
 type chatRequest struct {
@@ -32,8 +33,8 @@ type chatRequest struct {
 	Messages  uiMessages `json:"messages"`
 	Trigger   string     `json:"trigger"`
 	MessageID string     `json:"messageId"`
-	runFields
-	agentFields
+	compose.Fields
+	compose.AgentFields
 }
 
 // uiMessages are a chat's messages, read leniently: the AI SDK's messages
@@ -178,15 +179,16 @@ func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatReque
 	if err != nil {
 		return err
 	}
-	sr, err := req.runFields.request()
+	sr, err := req.Fields.Request()
 	if err != nil {
 		return err
 	}
-	if sr, err = s.withAgent(ctx, sr, req.agentFields); err != nil {
+	agent, err := req.AgentFields.Resolve(&sr)
+	if err != nil {
 		return err
 	}
 	sr.Input, sr.InputText, sr.PartField = []agentd.InputMessage{in}, len(in.Parts) == 0, partField
-	spec, err := s.build(ctx, sr)
+	spec, err := s.compose.Build(ctx, tenant, sr, agent)
 	if err != nil {
 		return err
 	}

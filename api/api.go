@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/runspec"
 	"github.com/agentd/agentd/internal/stream"
 	"github.com/agentd/agentd/internal/tools"
@@ -246,8 +247,14 @@ type Config struct {
 	// in GET /readyz's body: a server that is down does not make the
 	// instance unready, its tools are just absent.
 	ToolSources func() any
-	// Defaults fill in what a new run's request leaves out.
+	// Defaults fill in what a new run's request leaves out; they make the
+	// composer when Composer is nil.
 	Defaults RunDefaults
+	// Composer composes every run the API makes (POST /runs, the AI SDK's
+	// chat, the Responses API, forks) and checks agents' definitions and
+	// schedules' templates; nil: one over Defaults, Tools, TenantTools and
+	// Store.
+	Composer *compose.Composer
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
 	// MaxWait caps the wait a request asks for (Prefer: wait=N, ?wait=N);
@@ -298,7 +305,7 @@ type server struct {
 	metrics     *httpMetrics
 	ready       func(ctx context.Context) error
 	toolSources func() any
-	spec        *runspec.Builder // every run's spec is built here
+	compose     *compose.Composer // every run is composed here
 	corsOrigins []string
 	bodyTimeout time.Duration
 	maxBody     int64
@@ -336,7 +343,7 @@ func newServer(cfg Config) *server {
 		log:           cfg.Logger,
 		ready:         cfg.ReadyFunc,
 		toolSources:   cfg.ToolSources,
-		spec:          runspec.New(cfg.Defaults, cfg.Tools),
+		compose:       cfg.Composer,
 		maxBody:       cfg.MaxBodyBytes,
 		corsOrigins:   cfg.CORSOrigins,
 		bodyTimeout:   cfg.BodyTimeout,
@@ -347,6 +354,13 @@ func newServer(cfg Config) *server {
 	}
 	if s.auth == nil {
 		s.auth = auth.None()
+	}
+	if s.compose == nil {
+		cc := compose.Config{Builder: runspec.New(cfg.Defaults, cfg.Tools), Agents: cfg.Store, Registry: cfg.Tools}
+		if cfg.TenantTools != nil {
+			cc.Tools = cfg.TenantTools
+		}
+		s.compose = compose.New(cc)
 	}
 	if s.bodyTimeout <= 0 {
 		s.bodyTimeout = DefaultBodyTimeout

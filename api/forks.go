@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/runspec"
+	"github.com/agentd/agentd/internal/compose"
 )
 
 // forkRequest is the body of POST /runs/{id}/fork.
@@ -87,32 +87,9 @@ func (s *server) runFork(w http.ResponseWriter, r *http.Request) error {
 // messages the run's conversation held.
 func (s *server) forkSpec(ctx context.Context, orig agentd.Run, req forkRequest, input []agentd.InputMessage,
 	copied int) (agentd.RunSpec, error) {
-	sr := runspec.RequestOf(orig.Model, orig.Params)
-	if req.AgentVersion != nil {
-		if orig.Params.Agent == nil {
-			return agentd.RunSpec{}, fieldError("agent_version", "the run was not started from an agent")
-		}
-		var err error
-		if sr, err = s.withAgent(ctx, runspec.Request{Variables: orig.Params.Variables},
-			agentFields{Agent: &orig.Params.Agent.Name, AgentVersion: req.AgentVersion}); err != nil {
-			return agentd.RunSpec{}, err
-		}
-	}
-	if req.Model != nil {
-		sr.Model = req.Model
-	}
-	if !isNull(req.Metadata) {
-		sr.Metadata = req.Metadata
-	}
-	sr.Input, sr.PartField = input, forkPartField(copied)
-	spec, err := s.build(ctx, sr)
-	if err != nil {
-		return spec, err
-	}
-	if req.AgentVersion == nil {
-		spec.Params.Agent, spec.Params.Variables = orig.Params.Agent, orig.Params.Variables
-	}
-	return spec, nil
+	rc, err := s.compose.Fork(ctx, callerOf(ctx), orig, compose.Fork{AgentVersion: req.AgentVersion, Model: req.Model,
+		Metadata: req.Metadata, Input: input, PartField: forkPartField(copied)})
+	return rc.Spec, err
 }
 
 // forkPartField names the parts of a fork's input messages in the errors
@@ -154,7 +131,7 @@ func (s *server) forkInput(ctx context.Context, orig agentd.Run, atStep int, raw
 	var more []agentd.InputMessage
 	switch {
 	case !isNull(raw):
-		if more, _, err = parseInput(raw); err != nil {
+		if more, _, err = compose.ParseInput(raw); err != nil {
 			return nil, 0, err
 		}
 	case len(calls) == 0:
@@ -164,7 +141,7 @@ func (s *server) forkInput(ctx context.Context, orig agentd.Run, atStep int, raw
 	if err != nil {
 		return nil, 0, err
 	}
-	room := s.spec.Defaults().MaxInputFilesBytes
+	room := s.compose.Defaults().MaxInputFilesBytes
 	for _, m := range more {
 		for _, p := range m.Parts {
 			room -= int64(len(p.Data))
@@ -229,7 +206,7 @@ func (s *server) forkMessages(ctx context.Context, orig agentd.Run, atStep int, 
 // left out, as a request of the run would leave it out (inputOf notes
 // it); so is one whose artifact is gone.
 func (s *server) forkFiles(ctx context.Context, msgs []agentd.Message, room int64) (map[string][]byte, error) {
-	tenant, most := TenantFromContext(ctx), s.spec.Defaults().MaxInputFileBytes
+	tenant, most := TenantFromContext(ctx), s.compose.Defaults().MaxInputFileBytes
 	files := map[string][]byte{}
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role != agentd.RoleUser {

@@ -38,10 +38,11 @@ func FuzzCreateRunBody(f *testing.F) {
 		if decodeStrict(body, &req, "") != nil || req.Agent != nil {
 			return // an agent is read from the store, which this server has not
 		}
-		p, _, err := s.runSpec(context.Background(), req)
+		rc, _, err := s.runSpec(context.Background(), req)
 		if err != nil {
 			return
 		}
+		p := rc.Spec
 		texts := []string{p.Model, p.Params.Instructions}
 		for _, m := range p.Input {
 			texts = append(texts, m.Content, string(m.Role))

@@ -56,10 +56,11 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 	if err := checkText(body); err != nil {
 		return err
 	}
-	spec, stream, err := s.runSpec(ctx, req)
+	rc, stream, err := s.runSpec(ctx, req)
 	if err != nil {
 		return err
 	}
+	spec := rc.Spec
 	hook, secret, err := s.runWebhook(ctx, "webhook", req.Webhook)
 	if err != nil {
 		return err

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/runspec"
 )
 
@@ -145,12 +144,12 @@ func (s *server) runTemplate(ctx context.Context, raw json.RawMessage) (json.Raw
 		// tenant's subscriptions (POST /webhooks) get its runs' ends.
 		return nil, fieldError("run.webhook", "is not taken in a schedule's run: subscribe a URL with POST /webhooks instead")
 	}
-	spec, _, err := s.runSpec(ctx, req)
+	rc, _, err := s.runSpec(ctx, req)
 	if err != nil {
 		return nil, underRun(err)
 	}
-	if spec.ConversationID != "" {
-		if _, err := s.store.ConversationGet(ctx, TenantFromContext(ctx), spec.ConversationID); errors.Is(err, agentd.ErrConversationNotFound) {
+	if id := rc.Spec.ConversationID; id != "" {
+		if _, err := s.store.ConversationGet(ctx, TenantFromContext(ctx), id); errors.Is(err, agentd.ErrConversationNotFound) {
 			return nil, fieldError("run.conversation_id", "names no conversation of the tenant")
 		} else if err != nil {
 			return nil, err
@@ -353,31 +352,4 @@ func (s *server) scheduleRuns(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.writeJSON(w, r, http.StatusOK, pg)
 	return nil
-}
-
-// ScheduleSpecFunc builds the run spec of a schedule's slot (see
-// ScheduleSpecs).
-type ScheduleSpecFunc = func(ctx context.Context, sc agentd.Schedule) (agentd.RunSpec, error)
-
-// ScheduleSpecs returns the builder of the runs of schedules' slots, over
-// the routes' configuration: a slot's run is built from its schedule's
-// run template as POST /runs builds one, for the schedule's tenant and the
-// actor who created it. What the template no longer builds (an agent or a
-// tool is gone) is an error naming its field.
-func ScheduleSpecs(cfg Config) ScheduleSpecFunc {
-	return newServer(cfg).scheduleSpec
-}
-
-func (s *server) scheduleSpec(ctx context.Context, sc agentd.Schedule) (agentd.RunSpec, error) {
-	ctx = context.WithValue(ctx, keyCaller, &caller{Principal: auth.Principal{Tenant: sc.TenantID, Actor: sc.CreatedBy},
-		tenant: sc.TenantID})
-	var req createRunRequest
-	if err := decodeStrict(sc.Run, &req, "run"); err != nil {
-		return agentd.RunSpec{}, err
-	}
-	spec, _, err := s.runSpec(ctx, req)
-	if err != nil {
-		return spec, underRun(err)
-	}
-	return spec, nil
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/runspec"
 	"github.com/agentd/agentd/internal/tools"
 )
 
@@ -36,32 +35,6 @@ type TenantTools interface {
 	// connected to one, and which tools it offers.
 	CheckMCPServer(name string, cfg agentd.MCPServerConfig) error
 	MCPStatus(tenant, name string) (agentd.MCPServerStatus, bool)
-}
-
-// build builds a run's spec, its tools checked against its tenant's, its
-// sub-agents pinned at their latest versions.
-func (s *server) build(ctx context.Context, sr runspec.Request) (agentd.RunSpec, error) {
-	reg := s.tools
-	if s.tenantTools != nil {
-		var need []string
-		if sr.Tools != nil {
-			need = *sr.Tools
-		}
-		var err error
-		if reg, err = s.tenantTools.For(ctx, TenantFromContext(ctx), need...); err != nil {
-			return agentd.RunSpec{}, err
-		}
-		sr.Registry = reg
-	}
-	spec, err := s.spec.Build(sr)
-	if err != nil {
-		return spec, err
-	}
-	if reg == nil {
-		reg, _ = tools.NewRegistry()
-	}
-	spec.Params.SubAgents, err = s.subAgents(ctx, sr.SubAgents, spec, reg)
-	return spec, err
 }
 
 // serverTool returns the server's own tool of name.

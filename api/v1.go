@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/responses"
 	"github.com/agentd/agentd/internal/runspec"
 )
@@ -537,8 +538,9 @@ func (s *server) responseSpec(ctx context.Context, req responses.Request, conv s
 		return agentd.RunSpec{}, err
 	}
 	var spec agentd.RunSpec
-	if sr, err = s.promptAgent(ctx, req, sr); err == nil {
-		spec, err = s.build(ctx, sr)
+	var agent compose.Agent
+	if sr, agent, err = promptAgent(req, sr); err == nil {
+		spec, err = s.compose.Build(ctx, TenantFromContext(ctx), sr, agent)
 	}
 	if fe := (*runspec.FieldError)(nil); errors.As(err, &fe) {
 		return spec, fieldError(responses.Param(fe.Field), "%s", fe.Message)
@@ -546,21 +548,18 @@ func (s *server) responseSpec(ctx context.Context, req responses.Request, conv s
 	return spec, err
 }
 
-// promptAgent puts the definition of the agent that a request's prompt
-// names under the response's own fields (its tools the agent's unless it
-// gives its own); errors name the prompt's fields.
-func (s *server) promptAgent(ctx context.Context, req responses.Request, sr runspec.Request) (runspec.Request, error) {
+// promptAgent is the agent that a request's prompt names, whose
+// definition goes under the response's own fields (its tools the agent's
+// unless it gives its own), with the prompt's variables on sr; errors
+// name the prompt's fields.
+func promptAgent(req responses.Request, sr runspec.Request) (runspec.Request, compose.Agent, error) {
 	name, version, vars, ok, err := req.AgentPrompt()
 	if !ok || err != nil {
-		return sr, err
+		return sr, compose.Agent{}, err
 	}
 	if !req.HasTools() {
 		sr.Tools, sr.ClientTools = nil, nil
 	}
-	f := agentFields{Agent: &name}
-	if version > 0 {
-		f.AgentVersion = &version
-	}
 	sr.Variables = vars
-	return s.withAgent(ctx, sr, f)
+	return sr, compose.Agent{Name: name, Version: version}, nil
 }

@@ -23,12 +23,14 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/auth"
 	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/conns"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/mcptools"
 	"github.com/agentd/agentd/internal/persist"
 	engine "github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/runspec"
 	"github.com/agentd/agentd/internal/schedule"
 	"github.com/agentd/agentd/internal/secrets"
 	"github.com/agentd/agentd/internal/stream"
@@ -270,13 +272,13 @@ type instance struct {
 	profiles  *compact.Profiles // the models' profiles: what each takes as input
 	mcp       *mcptools.Manager
 	tenants   *tenanttools.Catalog // the tools tenants declare
-	// childSpec builds the runs of sub-agents (api.ChildSpecs), set with
-	// the handler, before the engine starts.
-	childSpec api.ChildSpecFunc
-	loaded    loaded               // what the start-up line reports
-	reg       *prometheus.Registry // every metric the instance exports
-	draining  atomic.Bool          // set at shutdown: /readyz answers 503
-	closers   []func()             // run by close, last first
+	// composer composes every run: the API's, the schedules' slots and the
+	// sub-agents' children.
+	composer *compose.Composer
+	loaded   loaded               // what the start-up line reports
+	reg      *prometheus.Registry // every metric the instance exports
+	draining atomic.Bool          // set at shutdown: /readyz answers 503
+	closers  []func()             // run by close, last first
 }
 
 // loaded is what an instance loaded, beyond its settings, for the start-up
@@ -408,16 +410,15 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 	}
 	in.modelName = modelName
 	in.closers = append(in.closers, stopModel)
+	in.composer = compose.New(compose.Config{Builder: runspec.New(in.runDefaults(), registry), Agents: in.store,
+		Tools: in.tenants, Registry: registry})
 	in.eng = engine.New(engine.Config{
 		Profiles: profiles,
 		Store:    in.store, Model: model, Tools: registry, ToolsFor: in.tenants.For, Logger: log, Metrics: engine.NewMetrics(in.reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
 		TraceContent: cfg.TraceContent, AgentDepth: cfg.AgentDepth, MaxInputFilesBytes: cfg.MaxInputFiles,
-		MonthlyBudget: cfg.TenantMonthlyBudget,
-		SubAgent: func(ctx context.Context, parent agentd.Run, sub agentd.SubAgent) (agentd.RunSpec, error) {
-			return in.childSpec(ctx, parent, sub)
-		},
+		MonthlyBudget: cfg.TenantMonthlyBudget, Composer: in.composer,
 	})
 	return registry, nil
 }
@@ -448,13 +449,8 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, TenantTools: in.tenants, Logger: log, Registerer: in.reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
 		Auth: authn, AuthenticatedFunc: conns.Authenticated, Quotas: cfg.Quotas, MonthlyBudget: cfg.TenantMonthlyBudget,
-		Models: modelViews(in.profiles, in.modelName),
-		Defaults: api.RunDefaults{Model: in.modelName, MaxTimeouts: agentd.Timeouts{
-			TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
-			IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds(),
-			ActionMS: cfg.MaxTimeouts[4].Milliseconds()},
-			MaxInputFileBytes: cfg.MaxInputFile, MaxInputFilesBytes: cfg.MaxInputFiles,
-			Accepts: func(model string, kind agentd.PartType) bool { return in.profiles.For(model).Accepts(string(kind)) }},
+		Models:       modelViews(in.profiles, in.modelName),
+		Composer:     in.composer,
 		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait,
 		CORSOrigins: cfg.CORSOrigins,
 		BodyTimeout: cfg.BodyTimeout,
@@ -467,7 +463,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 			return nil
 		},
 	}
-	in.handler, in.childSpec = api.New(acfg), api.ChildSpecs(acfg)
+	in.handler = api.New(acfg)
 	in.deliver = webhook.New(webhook.Config{Store: in.store, Box: in.box, Payload: api.WebhookPayload(in.store),
 		Client:  tools.GuardedClient(cfg.WebhookAllowHosts, &http.Client{}),
 		Backoff: cfg.WebhookBackoff, Horizon: cfg.WebhookHorizon, Timeout: cfg.WebhookTimeout, Workers: cfg.WebhookWorkers,
@@ -477,7 +473,11 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 	if failures == 0 {
 		failures = -1 // never pause
 	}
-	in.sched = schedule.New(schedule.Config{Store: in.store, Spec: api.ScheduleSpecs(acfg), Tick: cfg.ScheduleTick,
+	in.sched = schedule.New(schedule.Config{Store: in.store, Tick: cfg.ScheduleTick,
+		Spec: func(ctx context.Context, sc agentd.Schedule) (agentd.RunSpec, error) {
+			rc, err := in.composer.Slot(ctx, sc)
+			return rc.Spec, err
+		},
 		MaxFailures: failures, Logger: log, Registerer: in.reg})
 	in.loaded.traceEndpoint = telemetry.Endpoint(getenv)
 	if in.loaded.traceEndpoint != "" {
@@ -486,6 +486,18 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		in.handler = otelhttp.NewHandler(in.handler, "agentd")
 	}
 	return nil
+}
+
+// runDefaults are the defaults and ceilings of every run this instance
+// composes.
+func (in *instance) runDefaults() runspec.Defaults {
+	cfg := in.cfg
+	return runspec.Defaults{Model: in.modelName, MaxTimeouts: agentd.Timeouts{
+		TotalMS: cfg.MaxTimeouts[0].Milliseconds(), StepMS: cfg.MaxTimeouts[1].Milliseconds(),
+		IdleMS: cfg.MaxTimeouts[2].Milliseconds(), ToolMS: cfg.MaxTimeouts[3].Milliseconds(),
+		ActionMS: cfg.MaxTimeouts[4].Milliseconds()},
+		MaxInputFileBytes: cfg.MaxInputFile, MaxInputFilesBytes: cfg.MaxInputFiles,
+		Accepts: func(model string, kind agentd.PartType) bool { return in.profiles.For(model).Accepts(string(kind)) }}
 }
 
 // ready answers GET /readyz: the database answers, and the instance is not

@@ -40,6 +40,16 @@ type RunCreateParams struct {
 	QueuedBy string
 }
 
+// CreateOf is the store's parameters of the domain's run create c: the
+// one conversion every creation path (a door's, a schedule's slot, a
+// sub-agent's child) goes through. The run is refused over its tenant's
+// quota when its spec says on_quota reject.
+func CreateOf(c agentd.RunCreate) RunCreateParams {
+	return RunCreateParams{TenantID: c.TenantID, ConversationID: c.Spec.ConversationID, Model: c.Spec.Model,
+		Params: c.Spec.Params, Input: c.Spec.Input, IdempotencyKey: c.IdempotencyKey, RequestHash: c.RequestHash,
+		Actor: c.Actor, RejectOverQuota: c.Spec.OnQuota == agentd.OnQuotaReject}
+}
+
 // NotifyPayload is the payload of ChannelRuns for run id queued by worker
 // (see RunCreateParams.QueuedBy; empty: by none).
 func NotifyPayload(id, worker string) string {

@@ -126,9 +126,9 @@ type Config struct {
 	DeltaWindow    time.Duration // text deltas are coalesced over this window; default 50ms
 	DeltaMaxBytes  int           // and flushed at this size; default 2048
 
-	// SubAgent, when set, gives the spec of the child run a call of a
-	// sub-agent starts; nil: such calls fail (the model is told).
-	SubAgent SubAgentFunc
+	// Composer, when set, composes the child run a call of a sub-agent
+	// starts; nil: such calls fail (the model is told).
+	Composer Composer
 	// AgentDepth caps how deep sub-agents nest (AGENTD_AGENT_DEPTH): a
 	// call that would start a run deeper fails. Default
 	// agentd.DefaultAgentDepth.
@@ -255,7 +255,7 @@ func New(cfg Config) *Engine {
 		log: cfg.Logger,
 		m:   cfg.Metrics,
 		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, toolsFor: cfg.ToolsFor, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
-			profiles: cfg.Profiles, traceContent: cfg.TraceContent, subAgent: cfg.SubAgent,
+			profiles: cfg.Profiles, traceContent: cfg.TraceContent, composer: cfg.Composer,
 			budgets: newBudgets(cfg.Store, cfg.MonthlyBudget), priceVersion: cfg.Profiles.PriceVersion(),
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,

@@ -56,9 +56,9 @@ type deps struct {
 	toolSlots chan struct{}
 	// traceContent puts messages, arguments and results on spans.
 	traceContent bool
-	// subAgent gives the spec of a sub-agent's child run (nil: none
-	// starts), and spawn creates it (the engine's create).
-	subAgent SubAgentFunc
+	// composer composes a sub-agent's child run (nil: none starts), and
+	// spawn creates it (the engine's create).
+	composer Composer
 	spawn    func(ctx context.Context, p persist.RunCreateParams) (agentd.Run, bool, error)
 	// budgets checks a run's budgets before each model call; priceVersion
 	// names the price table the ledger's costs are computed at.

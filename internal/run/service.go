@@ -29,14 +29,7 @@ func (e *Engine) Service() *Service { return &Service{e: e} }
 // reject), agentd.ErrIdempotencyMismatch, agentd.ErrConversationNotFound,
 // agentd.ErrQuotaExceeded.
 func (s *Service) Create(ctx context.Context, c agentd.RunCreate) (run agentd.Run, created bool, err error) {
-	return s.e.create(ctx, createParams(c))
-}
-
-// createParams are the store's parameters of creation c.
-func createParams(c agentd.RunCreate) persist.RunCreateParams {
-	return persist.RunCreateParams{TenantID: c.TenantID, ConversationID: c.Spec.ConversationID, Model: c.Spec.Model,
-		Params: c.Spec.Params, Input: c.Spec.Input, IdempotencyKey: c.IdempotencyKey, RequestHash: c.RequestHash,
-		Actor: c.Actor, RejectOverQuota: c.Spec.OnQuota == agentd.OnQuotaReject}
+	return s.e.create(ctx, persist.CreateOf(c))
 }
 
 // Cancel asks a run to stop, on whichever instance executes it; actor is

@@ -12,14 +12,18 @@ import (
 	"github.com/agentd/agentd/internal/tools"
 )
 
-// SubAgentFunc gives the spec of the child run that a call of sub-agent
-// sub, by run parent, starts: the agent's definition at its pinned
-// version, for the parent's tenant. The engine puts the task, the parent
-// and the depth on it. An error that is a *tools.Error fails the call,
-// which the model is told (the agent was deleted, its definition no
-// longer builds); any other leaves the run to its lease, as a failed
-// write does.
-type SubAgentFunc func(ctx context.Context, parent agentd.Run, sub agentd.SubAgent) (agentd.RunSpec, error)
+// Composer composes the child run that a call of a sub-agent starts
+// (*compose.Composer implements it).
+type Composer interface {
+	// Child composes the child run that call of sub-agent sub by run
+	// parent starts: the agent's definition at its pinned version, for
+	// the parent's tenant, its input the call's task, the parent and the
+	// depth named on it, keyed by the call. An error that is a
+	// *tools.Error fails the call, which the model is told (the agent was
+	// deleted, its definition no longer builds); any other leaves the run
+	// to its lease, as a failed write does.
+	Child(ctx context.Context, parent agentd.Run, sub agentd.SubAgent, call agentd.ToolCall) (agentd.RunCreate, error)
+}
 
 // subAgentTools are the run's sub-agents as its model is offered them.
 func subAgentTools(p agentd.RunParams) []llm.ToolSpec {
@@ -106,24 +110,14 @@ func (x *execution) awaitAgents(ctx context.Context, st agentd.RunState, step *a
 // a sub-agent.
 func (x *execution) startChild(ctx context.Context, st agentd.RunState, c agentd.ToolCall) (agentd.Run, agentd.SubAgent, error) {
 	sub, _ := st.Run.Params.SubAgent(c.Name)
-	task, err := sub.Input(c.Arguments) // checked when it was planned
-	if err != nil {
-		return agentd.Run{}, sub, &tools.Error{Kind: agentd.ToolErrFinal, Message: err.Error()}
-	}
-	if x.d.subAgent == nil || x.d.spawn == nil {
+	if x.d.composer == nil || x.d.spawn == nil {
 		return agentd.Run{}, sub, &tools.Error{Kind: agentd.ToolErrAgent, Message: "this server starts no sub-agents"}
 	}
-	spec, err := x.d.subAgent(ctx, st.Run, sub)
+	rc, err := x.d.composer.Child(ctx, st.Run, sub, c)
 	if err != nil {
 		return agentd.Run{}, sub, err
 	}
-	spec.Params.Parent = &agentd.ParentRef{RunID: st.Run.ID, ToolCallID: c.ID, Depth: st.Run.Params.Depth() + 1}
-	// No client of its own may leave it; the parent's trace goes on in it.
-	spec.Params.OnDisconnect, spec.Params.TraceParent = agentd.OnDisconnectContinue, st.Run.Params.TraceParent
-	spec.Params.Unstored = false
-	run, _, err := x.d.spawn(ctx, persist.RunCreateParams{TenantID: st.Run.TenantID, Model: spec.Model, Params: spec.Params,
-		Input: []agentd.InputMessage{{Role: agentd.RoleUser, Content: task}}, IdempotencyKey: "agent:" + c.IdempotencyKey,
-		RequestHash: "agent:" + c.ID, Actor: st.Run.CreatedBy})
+	run, _, err := x.d.spawn(ctx, persist.CreateOf(rc))
 	return run, sub, err
 }
 

@@ -4,25 +4,43 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/run"
-	"github.com/agentd/agentd/internal/tools"
+	"github.com/agentd/agentd/internal/runspec"
 )
 
-// childSpecs is a SubAgentFunc of tests: agent "researcher" runs with the
-// calculator, the approval-guarded tool and itself as a sub-agent (so that
-// the depth limit is met); "gone" is an agent that was deleted.
-func childSpecs(calls *[]string) run.SubAgentFunc {
-	return func(_ context.Context, parent agentd.Run, sub agentd.SubAgent) (agentd.RunSpec, error) {
-		*calls = append(*calls, parent.ID+">"+sub.Name)
-		if sub.Name == "gone" {
-			return agentd.RunSpec{}, &tools.Error{Kind: agentd.ToolErrAgent, Message: "the tenant has no agent named gone"}
-		}
-		return agentd.RunSpec{Model: "fake", Params: agentd.RunParams{MaxSteps: 5, Tools: []string{"calculator", "guarded"},
-			SubAgents: []agentd.SubAgent{{Name: "researcher", Version: 1}}, Agent: &agentd.AgentRef{Name: sub.Name, Version: sub.Version}}}, nil
+// childSpecs is the composer of children of tests: the real one, over
+// the test's store, where agent "researcher" runs with the calculator, the
+// approval-guarded tool and itself as a sub-agent (so that the depth limit
+// is met); "gone" is no agent (it was deleted). calls records each child
+// asked for.
+func childSpecs(t *testing.T, b *bundle, calls *[]string) run.Composer {
+	t.Helper()
+	def := `{"model":"fake","max_steps":5,"tools":["calculator","guarded",{"type":"agent","agent":"researcher"}]}`
+	if _, err := b.store.AgentCreate(context.Background(), agentd.AgentDefine{TenantID: "default", Name: "researcher",
+		Definition: json.RawMessage(def), Actor: "test"}); err != nil {
+		t.Fatal(err)
 	}
+	c := compose.New(compose.Config{Builder: runspec.New(runspec.Defaults{Model: "fake"}, b.reg), Agents: b.store, Registry: b.reg})
+	return &recorder{Composer: c, calls: calls}
+}
+
+// recorder is a composer that records the children it is asked for.
+type recorder struct {
+	*compose.Composer
+	mu    sync.Mutex
+	calls *[]string
+}
+
+func (r *recorder) Child(ctx context.Context, parent agentd.Run, sub agentd.SubAgent, call agentd.ToolCall) (agentd.RunCreate, error) {
+	r.mu.Lock()
+	*r.calls = append(*r.calls, parent.ID+">"+sub.Name)
+	r.mu.Unlock()
+	return r.Composer.Child(ctx, parent, sub, call)
 }
 
 var researchers = []agentd.SubAgent{{Name: "researcher", Version: 1, Description: "finds things out"}, {Name: "gone", Version: 2}}
@@ -55,7 +73,7 @@ func TestSubAgentAnswersItsCall(t *testing.T) {
 	b := setup(t)
 	var hooked []string
 	cfg := runConfig()
-	cfg.Workers, cfg.SubAgent, cfg.AgentDepth = 1, childSpecs(&hooked), 1
+	cfg.Workers, cfg.Composer, cfg.AgentDepth = 1, childSpecs(t, b, &hooked), 1
 	b.start(t, cfg)
 	ctx := context.Background()
 	task := `{"task":"/call calculator {\"expression\":\"6*7\"}\n/call researcher {\"task\":\"/say too deep\"}\n/next\n/say forty-two"}`
@@ -93,7 +111,7 @@ func TestSubAgentAnswersItsCall(t *testing.T) {
 	if c := byName["researcher"]; c.Status != agentd.CallSucceeded || string(c.Result) != `"forty-two"` {
 		t.Fatalf("the researcher's call: %s %s %s", c.Status, c.Result, c.Error)
 	}
-	if c := byName["gone"]; c.Status != agentd.CallFailed || !strings.Contains(string(c.Error), "no agent named gone") {
+	if c := byName["gone"]; c.Status != agentd.CallFailed || !strings.Contains(string(c.Error), "the agent gone version 2 cannot start") {
 		t.Fatalf("the call of a deleted agent: %s %s", c.Status, c.Error)
 	}
 	// The child's own call of a sub-agent was past the depth (1).
@@ -110,7 +128,7 @@ func TestSubAgentAnswersItsCall(t *testing.T) {
 			results = append(results, m.Content[0].Content)
 		}
 	}
-	if got := strings.Join(results, " | "); !strings.Contains(got, `"forty-two"`) || !strings.Contains(got, "no agent named gone") {
+	if got := strings.Join(results, " | "); !strings.Contains(got, `"forty-two"`) || !strings.Contains(got, "the agent gone version 2 cannot start") {
 		t.Fatalf("tool messages: %s", got)
 	}
 	completed := 0
@@ -134,7 +152,7 @@ func TestSubAgentWaitsCancelsAndFails(t *testing.T) {
 	b := setup(t)
 	var hooked []string
 	cfg := runConfig()
-	cfg.SubAgent = childSpecs(&hooked)
+	cfg.Composer = childSpecs(t, b, &hooked)
 	b.start(t, cfg)
 	ctx := context.Background()
 	script := "/call researcher {\"task\":\"/call guarded {}\\n/say approved\"}\n/say done"
@@ -200,7 +218,7 @@ func TestSubAgentOwnSchema(t *testing.T) {
 	b := setup(t)
 	var hooked []string
 	cfg := runConfig()
-	cfg.SubAgent = childSpecs(&hooked)
+	cfg.Composer = childSpecs(t, b, &hooked)
 	b.start(t, cfg)
 	ctx := context.Background()
 	typed := []agentd.SubAgent{{Name: "researcher", Version: 1,

@@ -17,7 +17,7 @@ import (
 
 // SpecFunc builds the run spec of a schedule's slot from its run template,
 // as POST /runs builds one, for the schedule's tenant and the actor who
-// created it (api.ScheduleSpecs). An error says why the template no
+// created it (compose.Composer.Slot). An error says why the template no
 // longer builds a run (an agent or a tool is gone): the slot fails.
 type SpecFunc func(ctx context.Context, s agentd.Schedule) (agentd.RunSpec, error)
 
