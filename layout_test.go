@@ -20,12 +20,56 @@ const module = "github.com/agentd/agentd"
 // TestPackageMap: docs/design.md's table of packages lists exactly the
 // packages of the module, and each imports nothing of ours beyond what its
 // row's last column allows ("everything", "nothing of ours", or the
-// packages named there, before any "never").
+// packages named there, before any "never"). Its tests may import what it
+// may, itself, the packages whose rows say they are for tests only, and
+// the packages its row names after "tests also".
 func TestPackageMap(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("no go command")
 	}
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "./...").Output()
+	imports := goList(t, "{{.ImportPath}} {{join .Imports \" \"}}")
+	tests := goList(t, "{{.ImportPath}} {{join .TestImports \" \"}} {{join .XTestImports \" \"}}")
+	rows := packageRows(t)
+	var testOnly []string
+	for pkg, r := range rows {
+		if r.testOnly {
+			testOnly = append(testOnly, pkg)
+		}
+	}
+	for pkg, imps := range imports {
+		r, ok := rows[pkg]
+		if !ok {
+			t.Errorf("package %s is not in docs/design.md's table of packages", pkg)
+			continue
+		}
+		if slices.Contains(r.allowed, "everything") {
+			continue
+		}
+		for _, imp := range imps {
+			if !slices.Contains(r.allowed, imp) {
+				t.Errorf("%s imports %s, which docs/design.md does not allow it (%v)", pkg, imp, r.allowed)
+			}
+		}
+		for _, imp := range tests[pkg] {
+			if imp != pkg && !slices.Contains(r.allowed, imp) && !slices.Contains(testOnly, imp) && !slices.Contains(r.tests, imp) {
+				t.Errorf("%s's tests import %s, which docs/design.md does not allow them (%v; tests also %v)",
+					pkg, imp, r.allowed, r.tests)
+			}
+		}
+	}
+	for pkg := range rows {
+		if _, ok := imports[pkg]; !ok {
+			t.Errorf("docs/design.md lists %s, which go list does not show", pkg)
+		}
+	}
+}
+
+// goList runs go list with format over the module, which must print a
+// package's path and then the paths it imports, and returns for each
+// package of ours the packages of ours among those.
+func goList(t *testing.T, format string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", format, "./...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
@@ -40,27 +84,7 @@ func TestPackageMap(t *testing.T) {
 			}
 		}
 	}
-	rows := packageRows(t)
-	for pkg, imps := range imports {
-		allowed, ok := rows[pkg]
-		if !ok {
-			t.Errorf("package %s is not in docs/design.md's table of packages", pkg)
-			continue
-		}
-		if slices.Contains(allowed, "everything") {
-			continue
-		}
-		for _, imp := range imps {
-			if !slices.Contains(allowed, imp) {
-				t.Errorf("%s imports %s, which docs/design.md does not allow it (%v)", pkg, imp, allowed)
-			}
-		}
-	}
-	for pkg := range rows {
-		if _, ok := imports[pkg]; !ok {
-			t.Errorf("docs/design.md lists %s, which go list does not show", pkg)
-		}
-	}
+	return imports
 }
 
 // short names a package of ours as the table does: agentd for the root,
@@ -72,9 +96,16 @@ func short(path string) string {
 	return strings.TrimPrefix(path, module+"/")
 }
 
+// packageRow is what a row of docs/design.md's table of packages allows.
+type packageRow struct {
+	allowed  []string // what the package may import ("everything": anything)
+	tests    []string // what its tests may import beside those
+	testOnly bool     // the package is for tests only
+}
+
 // packageRows reads the table of docs/design.md's "Packages" section: each
 // package and what it may import.
-func packageRows(t *testing.T) map[string][]string {
+func packageRows(t *testing.T) map[string]packageRow {
 	t.Helper()
 	f, err := os.Open("docs/design.md")
 	if err != nil {
@@ -82,7 +113,14 @@ func packageRows(t *testing.T) map[string][]string {
 	}
 	defer f.Close()
 	code := regexp.MustCompile("`([^`]+)`")
-	rows := map[string][]string{}
+	names := func(s string) []string {
+		var out []string
+		for _, m := range code.FindAllStringSubmatch(s, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	rows := map[string]packageRow{}
 	in := false
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -94,20 +132,18 @@ func packageRows(t *testing.T) map[string][]string {
 		case in && strings.HasPrefix(line, "| `"):
 			cells := strings.Split(strings.Trim(line, "|"), "|")
 			pkg := strings.Trim(strings.TrimSpace(cells[0]), "`")
-			last := strings.TrimSpace(cells[len(cells)-1])
+			last, tests, _ := strings.Cut(strings.TrimSpace(cells[len(cells)-1]), "tests also")
 			last, _, _ = strings.Cut(last, "never")
-			var allowed []string
+			r := packageRow{tests: names(tests), testOnly: strings.HasPrefix(strings.TrimSpace(cells[1]), "tests only")}
 			switch {
 			case strings.HasPrefix(last, "everything"):
-				allowed = []string{"everything"}
+				r.allowed = []string{"everything"}
 			case strings.HasPrefix(last, "nothing of ours"):
-				allowed = []string{}
+				r.allowed = []string{}
 			default:
-				for _, m := range code.FindAllStringSubmatch(last, -1) {
-					allowed = append(allowed, m[1])
-				}
+				r.allowed = names(last)
 			}
-			rows[pkg] = allowed
+			rows[pkg] = r
 		}
 	}
 	if len(rows) == 0 {

@@ -544,12 +544,22 @@ func (in *instance) close() {
 	in.closers = nil
 }
 
-// The engine's service, the store and the hub are the API's doors to runs,
-// reads and streams.
+// Each port is checked here, where its implementation is wired in, not in
+// the package that declares it: the engine's service, the store and the
+// hub are the API's doors to runs, reads and streams; the store keeps the
+// engine's rows, the keys and the agents the composer reads; the catalog
+// gives the composer each tenant's tools, and the composer the engine its
+// sub-agents' children.
 var (
-	_ api.Runs   = (*engine.Service)(nil)
-	_ api.Store  = (*persist.Store)(nil)
-	_ api.Events = (*stream.Hub)(nil)
+	_ api.Runs           = (*engine.Service)(nil)
+	_ api.Store          = (*persist.Store)(nil)
+	_ api.Events         = (*stream.Hub)(nil)
+	_ engine.Store       = (*persist.Store)(nil)
+	_ engine.Composer    = (*compose.Composer)(nil)
+	_ auth.KeyStore      = (*persist.Store)(nil)
+	_ compose.Agents     = (*persist.Store)(nil)
+	_ compose.Tools      = (*tenanttools.Catalog)(nil)
+	_ tenanttools.Source = (*persist.Store)(nil)
 )
 
 // buildTools returns the registry of the built-in and tools-file tools, the

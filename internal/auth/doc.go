@@ -6,6 +6,6 @@
 // stream) end when its credential stops holding: a key revoked or deleted,
 // a token expired.
 //
-// It imports the domain (agentd) and persist (the keys' table), nothing
+// It imports the domain (agentd), nothing
 // else of agentd's.
 package auth

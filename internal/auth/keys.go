@@ -17,7 +17,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentd/agentd"
-	"github.com/agentd/agentd/internal/persist"
 )
 
 // An API key reads agd_<prefix>_<secret>: the prefix (12 hex digits) names
@@ -82,8 +81,6 @@ type KeyStore interface {
 	KeyGet(ctx context.Context, prefix string) (agentd.APIKey, error)
 	KeyTouch(ctx context.Context, prefix string, at time.Time) error
 }
-
-var _ KeyStore = (*persist.Store)(nil)
 
 // KeysConfig configures Keys.
 type KeysConfig struct {

@@ -50,8 +50,6 @@ type Store interface {
 	RunInterrupt(ctx context.Context, id string) (agentd.Run, error)
 }
 
-var _ Store = (*persist.Store)(nil)
-
 // Causes of a run's context ending; the executor branches on them.
 var (
 	ErrCancelRequested    = errors.New("run cancelled by request")
