@@ -465,16 +465,20 @@ func (s *server) response(ctx context.Context, run agentd.Run) (responses.Respon
 	return b.Response(), nil
 }
 
-// awaitAnswer waits until run has ended (or waits for a client), reading
-// it at growing intervals; the client leaving ends the wait, not the run.
+// awaitAnswer waits until run ended or waits for a client, and returns it
+// as it then is: it follows the run's feed (the hub's WaitStop, as a wait
+// of GET /runs/{id} does), so that it reads the run again only when an
+// event stopped it, never on a timer; a server without streams polls.
 func (s *server) awaitAnswer(ctx context.Context, run agentd.Run) (agentd.Run, error) {
-	for wait := 20 * time.Millisecond; !run.Status.Terminal() && run.Status != agentd.StatusRequiresAction; wait = min(2*wait, 500*time.Millisecond) {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return run, ctx.Err()
-		case <-t.C:
+	for !run.Status.Terminal() && run.Status != agentd.StatusRequiresAction {
+		if s.events == nil {
+			select {
+			case <-ctx.Done():
+				return run, ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+		} else if _, err := s.events.WaitStop(ctx, run.ID, run.LastEventSeq); err != nil {
+			return run, err
 		}
 		got, err := s.store.RunGet(ctx, run.TenantID, run.ID)
 		if err != nil {
