@@ -10,6 +10,30 @@ import (
 // 0, its sub-agents' runs at 1, theirs at 2, and so on to this depth.
 const DefaultAgentDepth = 3
 
+// Defaults of the bounds of a run tree: the runs one tree (a run that no
+// agent started, and all its sub-agents' runs, however deep) may make
+// (AGENTD_AGENT_TREE_RUNS), and the children one run may have open at once
+// (AGENTD_AGENT_CHILDREN). Past either, a call of a sub-agent fails, and
+// its model is told, as past the depth.
+const (
+	DefaultAgentTreeRuns = 100
+	DefaultAgentChildren = 8
+)
+
+// TreeLimitError says why a sub-agent's child run was not made: its tree
+// has made as many runs as it may, or its parent has as many children open.
+type TreeLimitError struct {
+	Runs, MaxRuns         int // the runs the tree has made, and its bound
+	Children, MaxChildren int // the parent's open children, and their bound
+}
+
+func (e *TreeLimitError) Error() string {
+	if e.MaxRuns > 0 && e.Runs >= e.MaxRuns {
+		return fmt.Sprintf("a run tree makes at most %d runs, and this one has made %d", e.MaxRuns, e.Runs)
+	}
+	return fmt.Sprintf("a run has at most %d sub-agents' runs open at once, and this one has %d", e.MaxChildren, e.Children)
+}
+
 // SubAgent is an agent a run may hand work to: offered to its model as a
 // tool of the agent's name, whose call starts a child run of the agent's
 // version, pinned when the run was created (DESIGN: sub-agents).
@@ -58,11 +82,27 @@ func SubAgentTask(args json.RawMessage) (string, error) {
 }
 
 // ParentRef is the run, and the tool call of it, whose call started a
-// child run, and the child's depth (1 under a run that no agent started).
+// child run, the child's depth (1 under a run that no agent started), and
+// the run at the root of its tree (the run that no agent started).
 type ParentRef struct {
 	RunID      string `json:"run_id"`
 	ToolCallID string `json:"tool_call_id"`
 	Depth      int    `json:"depth"`
+	// Root is the root of the child's tree; empty in a run made before
+	// trees were bounded (RootRunID then takes the parent's).
+	Root string `json:"root_run_id,omitempty"`
+}
+
+// RootRunID is the run at the root of run id's tree, whose parameters are
+// p: the run itself when no agent started it.
+func (p RunParams) RootRunID(id string) string {
+	switch {
+	case p.Parent == nil:
+		return id
+	case p.Parent.Root != "":
+		return p.Parent.Root
+	}
+	return p.Parent.RunID
 }
 
 // SubAgent returns the sub-agent of the run named name, if any.

@@ -126,6 +126,8 @@ type ToolSettings struct {
 	CallsPerRun    int      `env:"AGENTD_TOOL_CALLS_PER_RUN" envDefault:"1000" flag:"tool-calls-per-run" min:"1" desc:"tool calls a run may make: the calls past it are not run (the model is told), and a model that asks for more ends the run ('tool_limit')"`
 	ToolsAtOnce    int      `env:"AGENTD_TOOL_CONCURRENCY" envDefault:"64" flag:"tool-concurrency" min:"1" desc:"tool attempts this instance makes at once, across its runs"`
 	AgentDepth     int      `env:"AGENTD_AGENT_DEPTH" envDefault:"3" flag:"agent-depth" min:"1" desc:"how deep sub-agents nest: a run that POST /runs started is at depth 0, its sub-agents' runs at 1, and a call that would start a run deeper fails (the model is told)"`
+	AgentTreeRuns  int      `env:"AGENTD_AGENT_TREE_RUNS" envDefault:"100" flag:"agent-tree-runs" min:"1" desc:"how many runs one run tree may make: a run that POST /runs started and all its sub-agents' runs, however deep; a call of a sub-agent past it fails (the model is told)"`
+	AgentChildren  int      `env:"AGENTD_AGENT_CHILDREN" envDefault:"8" flag:"agent-children" min:"1" desc:"how many sub-agents' runs one run may have open at once; a call of a sub-agent past it fails (the model is told)"`
 }
 
 // WebhookSettings are the settings of webhooks out.

@@ -417,7 +417,7 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 		Store:    in.store, Model: model, Tools: registry, ToolsFor: in.tenants.For, Logger: log, Metrics: engine.NewMetrics(in.reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
-		TraceContent: cfg.TraceContent, AgentDepth: cfg.AgentDepth, MaxInputFilesBytes: cfg.MaxInputFiles,
+		TraceContent: cfg.TraceContent, AgentDepth: cfg.AgentDepth, AgentTreeRuns: cfg.AgentTreeRuns, AgentChildren: cfg.AgentChildren, MaxInputFilesBytes: cfg.MaxInputFiles,
 		MonthlyBudget: cfg.TenantMonthlyBudget, Composer: in.composer,
 	})
 	return registry, nil

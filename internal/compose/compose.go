@@ -137,7 +137,8 @@ func (c *Composer) Child(ctx context.Context, parent agentd.Run, sub agentd.SubA
 		return agentd.RunCreate{}, err
 	}
 	spec.Input = []agentd.InputMessage{{Role: agentd.RoleUser, Content: task}}
-	spec.Params.Parent = &agentd.ParentRef{RunID: parent.ID, ToolCallID: call.ID, Depth: parent.Params.Depth() + 1}
+	spec.Params.Parent = &agentd.ParentRef{RunID: parent.ID, ToolCallID: call.ID, Depth: parent.Params.Depth() + 1,
+		Root: parent.Params.RootRunID(parent.ID)}
 	// No client of its own may leave it; the parent's trace goes on in it.
 	spec.Params.OnDisconnect, spec.Params.TraceParent = agentd.OnDisconnectContinue, parent.Params.TraceParent
 	spec.Params.Unstored = false

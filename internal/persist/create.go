@@ -34,10 +34,22 @@ type RunCreateParams struct {
 	// that no claim follows. The run returned then has status running and
 	// the worker as its lease owner.
 	ClaimFor *ClaimFor
+	// Tree, when set, bounds the run tree a sub-agent's child joins: the
+	// creation fails with a *agentd.TreeLimitError when it would pass
+	// either bound.
+	Tree *TreeBounds
 	// QueuedBy names the worker that will claim the run if it is created
 	// queued: the wake-up sent to every instance's ChannelRuns says so
 	// (NotifyPayload), and that worker need not search for it.
 	QueuedBy string
+}
+
+// TreeBounds bound the run tree a child run joins: the runs of the tree
+// whose root is Root (the root included), and the open children of its
+// parent, Parent. A zero bound is no bound.
+type TreeBounds struct {
+	Root, Parent         string
+	MaxRuns, MaxChildren int
 }
 
 // CreateOf is the store's parameters of the domain's run create c: the
@@ -190,6 +202,9 @@ func (s *Store) createInConversation(ctx context.Context, c *creation) error {
 // has one, applies if_busy, and queues the run's rows.
 func (c *creation) createIn(ctx context.Context, tx pgx.Tx) error {
 	clear(c.cancelled)
+	if err := c.withinTree(ctx, tx); err != nil {
+		return err
+	}
 	var b batch
 	convID, rm := c.p.ConversationID, room{idle: true}
 	if convID == "" {
@@ -207,6 +222,34 @@ func (c *creation) createIn(ctx context.Context, tx pgx.Tx) error {
 		return err
 	}
 	return b.send(ctx, tx)
+}
+
+// withinTree refuses the creation of a child run past its tree's bounds
+// (c.p.Tree). The tree's creations are serialised by a transaction lock on
+// its root's id, so that children made at once, on any instances, cannot
+// pass a bound together; its runs are counted down from the root through
+// runs_children, and the parent's open children through
+// runs_open_children.
+func (c *creation) withinTree(ctx context.Context, tx pgx.Tx) error {
+	t := c.p.Tree
+	if t == nil || (t.MaxRuns <= 0 && t.MaxChildren <= 0) {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('agentd.tree:' || $1, 0))`, t.Root); err != nil {
+		return fmt.Errorf("lock run tree: %w", err)
+	}
+	var runs, open int
+	if err := tx.QueryRow(ctx, `WITH RECURSIVE tree(id) AS (
+			SELECT $1::uuid UNION ALL SELECT r.id FROM runs r JOIN tree ON r.parent_run_id = tree.id)
+		SELECT (SELECT count(*) FROM tree),
+			(SELECT count(*) FROM runs WHERE parent_run_id = $2
+				AND status NOT IN ('completed', 'failed', 'cancelled', 'timed_out'))`, t.Root, t.Parent).Scan(&runs, &open); err != nil {
+		return fmt.Errorf("count run tree: %w", translate(err))
+	}
+	if (t.MaxRuns > 0 && runs >= t.MaxRuns) || (t.MaxChildren > 0 && open >= t.MaxChildren) {
+		return &agentd.TreeLimitError{Runs: runs, MaxRuns: t.MaxRuns, Children: open, MaxChildren: t.MaxChildren}
+	}
+	return nil
 }
 
 // room is what a creation found in its conversation. idle: nothing was in

@@ -131,6 +131,12 @@ type Config struct {
 	// call that would start a run deeper fails. Default
 	// agentd.DefaultAgentDepth.
 	AgentDepth int
+	// AgentTreeRuns caps the runs one run tree makes, its root included
+	// (AGENTD_AGENT_TREE_RUNS), and AgentChildren the children one run has
+	// open at once (AGENTD_AGENT_CHILDREN): a call of a sub-agent past
+	// either fails. Defaults agentd.DefaultAgentTreeRuns and
+	// agentd.DefaultAgentChildren.
+	AgentTreeRuns, AgentChildren int
 
 	// OnLeftFunc, when set, is called when an execution on this engine
 	// has committed its run's stop (a terminal status, interrupted or
@@ -239,6 +245,12 @@ func New(cfg Config) *Engine {
 	if cfg.AgentDepth <= 0 {
 		cfg.AgentDepth = agentd.DefaultAgentDepth
 	}
+	if cfg.AgentTreeRuns <= 0 {
+		cfg.AgentTreeRuns = agentd.DefaultAgentTreeRuns
+	}
+	if cfg.AgentChildren <= 0 {
+		cfg.AgentChildren = agentd.DefaultAgentChildren
+	}
 	if cfg.MaxInputFilesBytes <= 0 {
 		cfg.MaxInputFilesBytes = DefaultMaxInputFilesBytes
 	}
@@ -259,7 +271,8 @@ func New(cfg Config) *Engine {
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
 				callsPerStep: cfg.ToolCallsPerStep, callsPerRun: cfg.ToolCallsPerRun, maxStallClaims: cfg.MaxStallClaims,
-				agentDepth: cfg.AgentDepth, inputFilesBytes: cfg.MaxInputFilesBytes}},
+				agentDepth: cfg.AgentDepth, treeRuns: cfg.AgentTreeRuns, children: cfg.AgentChildren,
+				inputFilesBytes: cfg.MaxInputFilesBytes}},
 		wake:   make(chan struct{}, 1),
 		kick:   make(chan struct{}, 1),
 		sem:    make(chan struct{}, cfg.Workers),

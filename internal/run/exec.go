@@ -79,8 +79,9 @@ type limits struct {
 	// maxStallClaims is how many takeovers without a new step a run may
 	// have; the one after fails it.
 	maxStallClaims int
-	// agentDepth caps how deep sub-agents nest.
-	agentDepth int
+	// agentDepth caps how deep sub-agents nest; treeRuns the runs of a run
+	// tree, and children the open children of a run.
+	agentDepth, treeRuns, children int
 	// inputFilesBytes caps the images' and files' bytes of one model
 	// request.
 	inputFilesBytes int64

@@ -117,7 +117,14 @@ func (x *execution) startChild(ctx context.Context, st agentd.RunState, c agentd
 	if err != nil {
 		return agentd.Run{}, sub, err
 	}
-	run, _, err := x.d.spawn(ctx, persist.CreateOf(rc))
+	p := persist.CreateOf(rc)
+	p.Tree = &persist.TreeBounds{Root: st.Run.Params.RootRunID(st.Run.ID), Parent: st.Run.ID,
+		MaxRuns: x.d.limits.treeRuns, MaxChildren: x.d.limits.children}
+	run, _, err := x.d.spawn(ctx, p)
+	var tle *agentd.TreeLimitError
+	if errors.As(err, &tle) {
+		return run, sub, &tools.Error{Kind: agentd.ToolErrAgent, Message: "not run: " + tle.Error() + "; do the task without it"}
+	}
 	return run, sub, err
 }
 
