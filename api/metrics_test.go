@@ -1,15 +1,24 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/agentd/agentd/api"
+	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/persist/persisttest"
+	"github.com/agentd/agentd/internal/run"
+	"github.com/agentd/agentd/internal/stream"
 )
 
 // TestMetricLabelsAreBounded: made-up methods and paths do not create
@@ -63,5 +72,77 @@ func TestMetricLabelsAreBounded(t *testing.T) {
 	}
 	if r := b.do(http.MethodGet, "/metrics", ""); r.status != http.StatusOK || !strings.Contains(string(r.body), `method="other"`) {
 		t.Fatalf("metrics: %d, no method=\"other\" series", r.status)
+	}
+}
+
+// TestWaitHangUpIsAClientClose: a client that hangs up while its request
+// waits for a run (?wait, Prefer: wait) is counted and logged as a client
+// close (499), never as a server error.
+func TestWaitHangUpIsAClientClose(t *testing.T) {
+	t.Parallel()
+	hub := stream.New(stream.Config{Heartbeat: time.Hour})
+	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
+	if err := hub.Start(store); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	logs := &errorCounter{}
+	srv := httptest.NewServer(api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(),
+		Events: hub, Logger: slog.New(logs), Registerer: reg, Defaults: api.RunDefaults{Model: "m"}}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = hub.Stop(ctx)
+	})
+	b := &bundle{t: t, store: store, srv: srv}
+	id := b.createRun(`{"input": "hi"}`).ID // no engine: it stays queued
+	hangUp := func(method, path, body string, headers ...string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		if resp, err := srv.Client().Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("%s %s answered %d before the client hung up", method, path, resp.StatusCode)
+		}
+	}
+	hangUp("GET", "/runs/"+id+"?wait=30", "")
+	hangUp("GET", "/runs/"+id, "", "Prefer", "wait=30")
+	hangUp("POST", "/runs", `{"input": "hi"}`, "Prefer", "wait=30")
+	want := map[string]int{"GET /runs/{id} 499": 2, "POST /runs 499": 1}
+	var got map[string]int
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		got = map[string]int{}
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range fams {
+			if f.GetName() != "agentd_http_requests_total" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				l := map[string]string{}
+				for _, p := range m.GetLabel() {
+					l[p.GetName()] = p.GetValue()
+				}
+				if l["route"] != "/runs" || l["method"] != "POST" || l["status"] != "202" {
+					got[l["method"]+" "+l["route"]+" "+l["status"]] += int(m.GetCounter().GetValue())
+				}
+			}
+		}
+		if reflect.DeepEqual(got, want) {
+			break
+		}
+	}
+	if !reflect.DeepEqual(got, want) || logs.n.Load() != 0 {
+		t.Fatalf("requests by status %v, want %v; %d errors logged", got, want, logs.n.Load())
 	}
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -220,13 +219,23 @@ func newProblem(e *apiError) problem {
 	}
 }
 
+// StatusClientClosed is the status recorded for a request whose client
+// went away before its answer (nginx's 499): it is never sent.
+const StatusClientClosed = 499
+
 // fail answers r with the problem for err, logging internal errors once.
 func (s *server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	p, internal := problemFor(err)
-	if internal && errors.Is(err, context.Canceled) && r.Context().Err() != nil {
-		// The client went away; nobody reads the answer and nothing failed.
-		s.log.DebugContext(r.Context(), "request cancelled by client", slog.String("request_id", requestIDFrom(r.Context())))
-	} else if internal {
+	if internal && r.Context().Err() != nil {
+		// The client went away (a wait it hung up on, a read it left):
+		// nobody reads the answer and nothing failed. The status is a
+		// client close's, which the access log and the metrics record.
+		s.log.DebugContext(r.Context(), "request cancelled by client", slog.String("error", err.Error()),
+			slog.String("request_id", requestIDFrom(r.Context())))
+		w.WriteHeader(StatusClientClosed)
+		return
+	}
+	if internal {
 		s.metrics.internalErrors.Inc()
 		s.log.ErrorContext(r.Context(), "internal error", slog.String("error", err.Error()),
 			slog.String("method", r.Method), slog.String("path", r.URL.Path),
