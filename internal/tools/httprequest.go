@@ -127,7 +127,17 @@ func CheckEgressOf(rawURL string, allowHosts []string, setting string) error {
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return nil // a name: its addresses are checked as it is dialled
+		loose, ok := looseIPv4(host)
+		if !ok {
+			return nil // a name: its addresses are checked as it is dialled
+		}
+		if restricted(loose) && !listed(loose.String()) {
+			return fmt.Errorf("%s is %s, not a public address, and the operator does not allow %s (%s)", host, loose,
+				net.JoinHostPort(loose.String(), port), setting)
+		}
+		// A resolver may take it for the address or look it up as a
+		// name: only the address's own spelling means one thing.
+		return fmt.Errorf("%s spells the address %s, which the URL must give as it is", host, loose)
 	}
 	if ip = ip.Unmap(); restricted(ip) && !listed(ip.String()) {
 		return fmt.Errorf("%s is not a public address, and the operator does not allow %s (%s)", ip,
@@ -330,7 +340,7 @@ func notSent(ctx context.Context, host string, err error) error {
 	case errors.Is(err, errDestination):
 		return &Error{Kind: KindFinal, Message: fmt.Sprintf("host %q resolves to an address that is not allowed for http_request", host), Err: err}
 	case errors.As(err, &dns):
-		return &Error{Kind: KindTransient, Message: fmt.Sprintf("cannot resolve host %q (%s); nothing was sent", host, dns.Err), Err: err}
+		return &Error{Kind: KindTransient, Message: Describe(err) + "; nothing was sent", Err: err}
 	case ctx.Err() != nil:
 		return &Error{Kind: KindTransient, Message: fmt.Sprintf("the request ended before it connected to %q (%v); nothing was sent", host, context.Cause(ctx)), Err: err}
 	}
