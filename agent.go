@@ -2,6 +2,7 @@ package agentd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,15 @@ type AgentDefine struct {
 	Definition                  json.RawMessage // a JSON object, checked
 	Actor                       string
 }
+
+// AgentCheck checks a new version of an agent as it is saved, against the
+// tenant's agents as they then are: get reads one at its latest version
+// in the saving transaction (ErrAgentNotFound when there is none), after
+// every other save of the tenant's agents has committed or waits. Its
+// error refuses the save. The composer's checks that need to see the
+// others' versions (a cycle of sub-agents) are these, so that two saves at
+// once cannot store what neither would have alone.
+type AgentCheck func(ctx context.Context, get func(ctx context.Context, name string) (Agent, error)) error
 
 // AgentRef names the version of an agent a run was started from.
 type AgentRef struct {

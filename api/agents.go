@@ -35,39 +35,42 @@ var errAgentNotFound = newError(http.StatusNotFound, CodeAgentNotFound, "Agent n
 
 // agentRequestOf reads and checks the body of POST /agents or PUT
 // /agents/{name}: its definition must build a run (with the server's
-// tools and ceilings of today); name is the route's (empty for POST).
-func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name string) (agentd.AgentDefine, error) {
+// tools and ceilings of today); name is the route's (empty for POST). The
+// check it returns is the store's to run as it saves (no cycle of
+// sub-agents).
+func (s *server) agentRequestOf(w http.ResponseWriter, r *http.Request, name string) (agentd.AgentDefine, agentd.AgentCheck, error) {
 	var in agentd.AgentDefine
 	body, err := s.readBody(w, r)
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	if err := checkText(body); err != nil {
-		return in, err
+		return in, nil, err
 	}
 	fields, def, err := agentFieldsOf(body)
 	if err != nil {
-		return in, err
+		return in, nil, err
 	}
 	var req agentRequest
 	if err := decodeStrict(fields, &req, ""); err != nil {
-		return in, err
+		return in, nil, err
 	}
 	if name, err = nameOf("agent", name, req.Name); err != nil {
-		return in, err
+		return in, nil, err
 	}
 	if d := req.Description; d != nil {
 		if len(*d) > agentd.MaxAgentDescriptionBytes {
-			return in, fieldError("description", "must be at most %d bytes", agentd.MaxAgentDescriptionBytes)
+			return in, nil, fieldError("description", "must be at most %d bytes", agentd.MaxAgentDescriptionBytes)
 		}
 		in.Description = *d
 	}
-	if err := s.compose.Define(r.Context(), TenantFromContext(r.Context()), name, req.AgentDefinition); err != nil {
-		return in, err
+	check, err := s.compose.Define(r.Context(), TenantFromContext(r.Context()), name, req.AgentDefinition)
+	if err != nil {
+		return in, nil, err
 	}
 	in.Definition = def
 	in.TenantID, in.Name, in.Actor = TenantFromContext(r.Context()), name, ActorFromContext(r.Context())
-	return in, nil
+	return in, check, nil
 }
 
 // nameOf is the name of what a body of POST (route empty) or PUT (route:
@@ -126,11 +129,11 @@ func agentFieldsOf(body []byte) (fields, definition []byte, err error) {
 }
 
 func (s *server) agentCreate(w http.ResponseWriter, r *http.Request) error {
-	in, err := s.agentRequestOf(w, r, "")
+	in, check, err := s.agentRequestOf(w, r, "")
 	if err != nil {
 		return err
 	}
-	a, err := s.store.AgentCreate(r.Context(), in)
+	a, err := s.store.AgentCreate(r.Context(), in, check)
 	if errors.Is(err, agentd.ErrAgentExists) {
 		return newError(http.StatusConflict, CodeAgentExists, "Agent exists",
 			fmt.Sprintf("the tenant has an agent named %q: PUT /agents/%s makes its next version", in.Name, in.Name))
@@ -144,11 +147,11 @@ func (s *server) agentCreate(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *server) agentUpdate(w http.ResponseWriter, r *http.Request) error {
-	in, err := s.agentRequestOf(w, r, chi.URLParam(r, "name"))
+	in, check, err := s.agentRequestOf(w, r, chi.URLParam(r, "name"))
 	if err != nil {
 		return err
 	}
-	a, err := s.store.AgentUpdate(r.Context(), in)
+	a, err := s.store.AgentUpdate(r.Context(), in, check)
 	if err != nil {
 		return agentError(err)
 	}

@@ -107,10 +107,12 @@ type Store interface {
 	TenantToolDelete(ctx context.Context, tenantID, kind, name string) error
 
 	// AgentCreate makes an agent at version 1 (or the next of a deleted
-	// one); agentd.ErrAgentExists.
-	AgentCreate(ctx context.Context, in agentd.AgentDefine) (agentd.Agent, error)
-	// AgentUpdate makes an agent's next version; agentd.ErrAgentNotFound.
-	AgentUpdate(ctx context.Context, in agentd.AgentDefine) (agentd.Agent, error)
+	// one), once check (run under the lock of the tenant's agents' saves)
+	// passed; its error is returned as it is. agentd.ErrAgentExists.
+	AgentCreate(ctx context.Context, in agentd.AgentDefine, check agentd.AgentCheck) (agentd.Agent, error)
+	// AgentUpdate makes an agent's next version, check as AgentCreate's;
+	// agentd.ErrAgentNotFound.
+	AgentUpdate(ctx context.Context, in agentd.AgentDefine, check agentd.AgentCheck) (agentd.Agent, error)
 	// AgentGet returns a version (0: the latest) of an agent;
 	// agentd.ErrAgentNotFound, or an *agentd.AgentVersionError.
 	AgentGet(ctx context.Context, tenantID, name string, version int) (agentd.Agent, error)

@@ -199,32 +199,38 @@ func (c *Composer) Fork(ctx context.Context, who Caller, orig agentd.Run, f Fork
 
 // Define checks the definition d of tenant's agent name as it is to be
 // stored: it must build a run with the server's tools and ceilings of
-// today, its input schema must be an object's, and it may not hand work
-// back to the agent itself, however far down.
-func (c *Composer) Define(ctx context.Context, tenant, name string, d AgentDefinition) error {
+// today, and its input schema must be an object's. It returns the check
+// the store runs as it saves the version, under the lock of the tenant's
+// agents' saves: the agent may not hand work back to itself, however far
+// down, through the agents as they then are, so that two saves at once
+// cannot store a cycle that neither makes alone.
+func (c *Composer) Define(ctx context.Context, tenant, name string, d AgentDefinition) (agentd.AgentCheck, error) {
 	sr, err := d.Request()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: "definition"}}, true
 	spec, err := c.build(ctx, tenant, sr)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !runspec.IsNull(d.InputSchema) {
 		if err := tools.CheckParameters(name, d.InputSchema); err != nil {
-			return fieldError("input_schema", "must be a JSON Schema of an object: %v", err)
+			return nil, fieldError("input_schema", "must be a JSON Schema of an object: %v", err)
 		}
 	}
-	chain, err := c.agentCycle(ctx, tenant, name, spec.Params.SubAgents)
-	if err != nil {
-		return err
-	}
-	if chain != "" {
-		return fieldError("tools", "would hand work back to the agent itself (%s): an agent may not be its own sub-agent, "+
-			"however far down", chain)
-	}
-	return nil
+	subs := spec.Params.SubAgents
+	return func(ctx context.Context, get func(ctx context.Context, name string) (agentd.Agent, error)) error {
+		chain, err := agentCycle(ctx, get, name, subs)
+		if err != nil {
+			return err
+		}
+		if chain != "" {
+			return fieldError("tools", "would hand work back to the agent itself (%s): an agent may not be its own sub-agent, "+
+				"however far down", chain)
+		}
+		return nil
+	}, nil
 }
 
 // withAgent returns a new run's request over the definition of agent a
@@ -337,8 +343,9 @@ const maxCycleSearch = 1000
 
 // agentCycle returns the chain of agents by which agent name, handing work
 // to subs, would come back to itself, following each agent's latest
-// version ("": none).
-func (c *Composer) agentCycle(ctx context.Context, tenant, name string, subs []agentd.SubAgent) (string, error) {
+// version as get reads it ("": none).
+func agentCycle(ctx context.Context, get func(ctx context.Context, name string) (agentd.Agent, error), name string,
+	subs []agentd.SubAgent) (string, error) {
 	type path []string
 	var queue []path
 	for _, a := range subs {
@@ -356,7 +363,7 @@ func (c *Composer) agentCycle(ctx context.Context, tenant, name string, subs []a
 			continue
 		}
 		seen[last] = true
-		a, err := c.cfg.Agents.AgentGet(ctx, tenant, last, 0)
+		a, err := get(ctx, last)
 		if errors.Is(err, agentd.ErrAgentNotFound) {
 			continue
 		}

@@ -44,7 +44,7 @@ func fixture(t *testing.T, p previous) *compose.Composer {
 	store, _ := persisttest.New(t)
 	for _, a := range p.Agents {
 		if _, err := store.AgentCreate(context.Background(), agentd.AgentDefine{TenantID: "default", Name: a.Name,
-			Description: a.Description, Definition: a.Definition, Actor: "local"}); err != nil {
+			Description: a.Description, Definition: a.Definition, Actor: "local"}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

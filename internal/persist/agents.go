@@ -3,6 +3,7 @@ package persist
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,11 +23,16 @@ func scanAgent(row pgx.Row) (agentd.Agent, error) {
 }
 
 // AgentCreate makes a tenant's agent, at version 1; a name whose agent was
-// deleted is taken again, going on from its last version.
+// deleted is taken again, going on from its last version. check (nil:
+// none) is called first, under the tenant's agents' lock (agentsLocked);
+// its error is returned as it is, and nothing is written.
 // ErrAgentExists: the tenant has an agent of that name.
-func (s *Store) AgentCreate(ctx context.Context, in agentd.AgentDefine) (agentd.Agent, error) {
+func (s *Store) AgentCreate(ctx context.Context, in agentd.AgentDefine, check agentd.AgentCheck) (agentd.Agent, error) {
 	var out agentd.Agent
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if err := agentsLocked(ctx, tx, in.TenantID, check); err != nil {
+			return err
+		}
 		var version int
 		err := tx.QueryRow(ctx, `INSERT INTO agents AS a (tenant_id, name, latest_version) VALUES ($1, $2, 1)
 			ON CONFLICT (tenant_id, name) DO UPDATE SET latest_version = a.latest_version + 1,
@@ -45,11 +51,14 @@ func (s *Store) AgentCreate(ctx context.Context, in agentd.AgentDefine) (agentd.
 	return out, err
 }
 
-// AgentUpdate makes the next version of a tenant's agent.
-// ErrAgentNotFound: the tenant has no such agent.
-func (s *Store) AgentUpdate(ctx context.Context, in agentd.AgentDefine) (agentd.Agent, error) {
+// AgentUpdate makes the next version of a tenant's agent; check is as
+// AgentCreate's. ErrAgentNotFound: the tenant has no such agent.
+func (s *Store) AgentUpdate(ctx context.Context, in agentd.AgentDefine, check agentd.AgentCheck) (agentd.Agent, error) {
 	var out agentd.Agent
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		if err := agentsLocked(ctx, tx, in.TenantID, check); err != nil {
+			return err
+		}
 		var version int
 		err := tx.QueryRow(ctx, `UPDATE agents SET latest_version = latest_version + 1, updated_at = now()
 			WHERE tenant_id = $1 AND name = $2 AND deleted_at IS NULL
@@ -61,6 +70,24 @@ func (s *Store) AgentUpdate(ctx context.Context, in agentd.AgentDefine) (agentd.
 		return err
 	})
 	return out, err
+}
+
+// agentsLocked takes, in tx, the lock of the tenant's agents' saves (a
+// transaction lock on its id, which only saves take: runs read agents
+// without it), and calls check with a reader of the agents in tx, which
+// sees every save that committed before the lock was granted.
+func agentsLocked(ctx context.Context, tx pgx.Tx, tenantID string, check agentd.AgentCheck) error {
+	if check == nil {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('agentd.agents:' || $1, 0))`, tenantID); err != nil {
+		return fmt.Errorf("lock agents: %w", err)
+	}
+	return check(ctx, func(ctx context.Context, name string) (agentd.Agent, error) {
+		return scanAgent(tx.QueryRow(ctx, `SELECT `+agentColumns+`
+			FROM agents a JOIN agent_versions v ON v.tenant_id = a.tenant_id AND v.name = a.name AND v.version = a.latest_version
+			WHERE a.tenant_id = $1 AND a.name = $2 AND a.deleted_at IS NULL`, tenantID, name))
+	})
 }
 
 func insertAgentVersion(ctx context.Context, tx pgx.Tx, in agentd.AgentDefine, version int) (agentd.Agent, error) {

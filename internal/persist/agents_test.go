@@ -25,24 +25,24 @@ func TestAgentVersions(t *testing.T) {
 	def := func(tenant, instr, actor string) agentd.AgentDefine {
 		return agentd.AgentDefine{TenantID: tenant, Name: "helper", Definition: []byte(`{"instructions":"` + instr + `"}`), Actor: actor}
 	}
-	a, err := s.AgentCreate(ctx, def("t1", "one", "key:a"))
+	a, err := s.AgentCreate(ctx, def("t1", "one", "key:a"), nil)
 	if err != nil || a.Version != 1 || a.LatestVersion != 1 || a.Actor != "key:a" {
 		t.Fatalf("create: %+v %v", a, err)
 	}
-	if _, err := s.AgentCreate(ctx, def("t1", "again", "key:a")); !errors.Is(err, agentd.ErrAgentExists) {
+	if _, err := s.AgentCreate(ctx, def("t1", "again", "key:a"), nil); !errors.Is(err, agentd.ErrAgentExists) {
 		t.Fatalf("created twice: %v", err)
 	}
-	if b, err := s.AgentCreate(ctx, def("t2", "theirs", "key:b")); err != nil || b.Version != 1 {
+	if b, err := s.AgentCreate(ctx, def("t2", "theirs", "key:b"), nil); err != nil || b.Version != 1 {
 		t.Fatalf("another tenant's: %+v %v", b, err)
 	}
-	if _, err := s.AgentUpdate(ctx, agentd.AgentDefine{TenantID: "t1", Name: "nobody", Definition: []byte(`{}`)}); !errors.Is(err, agentd.ErrAgentNotFound) {
+	if _, err := s.AgentUpdate(ctx, agentd.AgentDefine{TenantID: "t1", Name: "nobody", Definition: []byte(`{}`)}, nil); !errors.Is(err, agentd.ErrAgentNotFound) {
 		t.Fatalf("update of no agent: %v", err)
 	}
 	var wg sync.WaitGroup
 	versions := make([]int, 8)
 	for i := range versions {
 		wg.Go(func() {
-			u, err := s.AgentUpdate(ctx, def("t1", "next", "key:c"))
+			u, err := s.AgentUpdate(ctx, def("t1", "next", "key:c"), nil)
 			if err != nil {
 				t.Error(err)
 			}
@@ -88,10 +88,10 @@ func TestAgentVersions(t *testing.T) {
 	if _, err := s.AgentVersions(ctx, "t1", "helper", 0, 10); !errors.Is(err, agentd.ErrAgentNotFound) {
 		t.Fatalf("versions of a deleted agent: %v", err)
 	}
-	if _, err := s.AgentUpdate(ctx, def("t1", "late", "key:a")); !errors.Is(err, agentd.ErrAgentNotFound) {
+	if _, err := s.AgentUpdate(ctx, def("t1", "late", "key:a"), nil); !errors.Is(err, agentd.ErrAgentNotFound) {
 		t.Fatalf("update of a deleted agent: %v", err)
 	}
-	back, err := s.AgentCreate(ctx, def("t1", "back", "key:e"))
+	back, err := s.AgentCreate(ctx, def("t1", "back", "key:e"), nil)
 	if err != nil || back.Version != 10 {
 		t.Fatalf("made again: %+v %v", back, err)
 	}

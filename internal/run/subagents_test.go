@@ -22,7 +22,7 @@ func childSpecs(t *testing.T, b *bundle, calls *[]string) run.Composer {
 	t.Helper()
 	def := `{"model":"fake","max_steps":5,"tools":["calculator","guarded",{"type":"agent","agent":"researcher"}]}`
 	if _, err := b.store.AgentCreate(context.Background(), agentd.AgentDefine{TenantID: "default", Name: "researcher",
-		Definition: json.RawMessage(def), Actor: "test"}); err != nil {
+		Definition: json.RawMessage(def), Actor: "test"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := compose.New(compose.Config{Builder: runspec.New(runspec.Defaults{Model: "fake"}, b.reg), Agents: b.store, Registry: b.reg})
