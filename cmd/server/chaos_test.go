@@ -268,31 +268,64 @@ func TestChaosKill(t *testing.T) {
 			}
 			pgRestarts--
 		}
+		// The kills spare the instances executing a run that was taken
+		// over chaosStallKills times without a new step: a run that is
+		// killed every time it resumes fails no_progress by design (an
+		// execution that keeps dying is bounded), and the harness, not
+		// the run, would be its cause. (live changes only here.)
+		spared := stalledOwners(store, live)
+		for end := time.Now().Add(10 * time.Second); len(spared) == len(live) && time.Now().Before(end); {
+			time.Sleep(100 * time.Millisecond)
+			spared = stalledOwners(store, live)
+		}
 		pmu.Lock()
-		i := rand.IntN(len(live))
-		if k%3 == 2 {
-			// Every third kill lands in a compaction, when one comes.
+		i := pickVictim(live, spared)
+		aimed := k%3 == 2
+		var release func()
+		if aimed {
+			// Every third kill lands in a compaction: the fake holds the
+			// summary requests that come now until the kill, and the kill
+			// goes to the instance whose run sent one. Until one kill has
+			// cut a summary, it waits as long as a compaction takes to
+			// come.
 			conversation := func(tag string) string {
 				rmu.Lock()
 				defer rmu.Unlock()
 				n, _ := strconv.Atoi(strings.Trim(tag, "[conv]"))
 				return convs[n]
 			}
-			if j, ok := model.owner(store, live, conversation, 3*time.Second); ok {
+			wait := 3 * time.Second
+			if model.cut.Load() == 0 {
+				wait = 60 * time.Second
+			}
+			release = model.aim()
+			if j, ok := model.owner(store, live, conversation, spared, wait); ok {
 				i = j
+			} else {
+				release()
+				aimed, release = false, nil
 			}
 		}
 		victim := live[i]
 		pmu.Unlock()
 		owned := runsOwnedBy(store, victim.cmd.Process.Pid)
-		term := rand.IntN(5) == 0
+		term := !aimed && rand.IntN(5) == 0
 		start := time.Now()
+		cut := model.cut.Load()
 		if term {
 			terms++
 			victim.cmd.Process.Signal(syscall.SIGTERM)
 			<-victim.done
 		} else {
 			victim.kill(t)
+		}
+		if release != nil {
+			// The held request sees its connection close; then the others
+			// go on.
+			for end := time.Now().Add(5 * time.Second); model.cut.Load() == cut && time.Now().Before(end); {
+				time.Sleep(5 * time.Millisecond)
+			}
+			release()
 		}
 		watchers.Add(1)
 		go func() {
@@ -390,7 +423,7 @@ func TestChaosKill(t *testing.T) {
 	}
 	ledger, inDoubt := checkLedger(t, db, fake, kills)
 	if kills >= 3 && model.cut.Load() == 0 {
-		t.Error("no kill landed in a compaction")
+		t.Error("no kill landed in a compaction: no summary request came while a kill was aimed at one")
 	}
 	if sink.Count("/poison") == 0 {
 		t.Error("no run called the poison tool: the harness injected no value that cannot be stored")
@@ -469,14 +502,34 @@ func chaosRead(ctx context.Context, addr func() string, id string, tr *[]sseEven
 }
 
 // compactionStaller is the model of the chaos test: a fake that holds each
-// compaction's summary request for a while before answering it, and knows
-// which conversations' compactions are being held at this moment.
+// compaction's summary request for a while before answering it (while a
+// kill is aimed, until the aim is released), and knows which
+// conversations' compactions are being held at this moment.
 type compactionStaller struct {
 	next           http.Handler
 	hold           time.Duration
 	mu             sync.Mutex
 	held           map[string]int // conversation tag ("[convN]") -> summary requests being held
+	aimed          chan struct{}  // while a kill is aimed: closed when it is released
 	summaries, cut atomic.Int64
+}
+
+// aim holds the summary requests that come from now on until the returned
+// release is called (or their instance dies), so that a kill aimed at one
+// lands while it is held.
+func (m *compactionStaller) aim() (release func()) {
+	ch := make(chan struct{})
+	m.mu.Lock()
+	m.aimed = ch
+	m.mu.Unlock()
+	return func() {
+		m.mu.Lock()
+		if m.aimed == ch {
+			m.aimed = nil
+		}
+		m.mu.Unlock()
+		close(ch)
+	}
 }
 
 func newCompactionStaller(next http.Handler, hold time.Duration) *compactionStaller {
@@ -496,10 +549,16 @@ func (m *compactionStaller) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		tag := string(convTag.Find(body))
 		m.mu.Lock()
 		m.held[tag]++
+		aimed := m.aimed
 		m.mu.Unlock()
+		hold := time.After(m.hold)
+		if aimed != nil {
+			hold = time.After(time.Minute) // until the aimed kill is released
+		}
 		cut := false
 		select {
-		case <-time.After(m.hold):
+		case <-hold:
+		case <-aimed: // nil (never) unless aimed
 		case <-r.Context().Done(): // the instance that asked died
 			cut = true
 		}
@@ -529,11 +588,12 @@ func (m *compactionStaller) holding() []string {
 }
 
 // owner waits up to wait for a summary request being held and returns the
-// index in live of the instance that runs its conversation's run;
-// conversation maps the request's tag to the conversation's id. Only a
-// request held at this moment counts: one already answered would point at
-// a run that is past its compaction.
-func (m *compactionStaller) owner(store *persist.Store, live []*child, conversation func(tag string) string, wait time.Duration) (int, bool) {
+// index in live of the instance that runs its conversation's run, unless
+// spared says to spare it; conversation maps the request's tag to the
+// conversation's id. Only a request held at this moment counts: one
+// already answered would point at a run that is past its compaction.
+func (m *compactionStaller) owner(store *persist.Store, live []*child, conversation func(tag string) string,
+	spared map[int]bool, wait time.Duration) (int, bool) {
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		for _, tag := range m.holding() {
@@ -548,7 +608,7 @@ func (m *compactionStaller) owner(store *persist.Store, live []*child, conversat
 			}
 			for _, r := range runs {
 				for i, c := range live {
-					if strings.Contains(r.LeaseOwner, fmt.Sprintf(":%d:", c.cmd.Process.Pid)) {
+					if !spared[i] && strings.Contains(r.LeaseOwner, fmt.Sprintf(":%d:", c.cmd.Process.Pid)) {
 						return i, true
 					}
 				}
@@ -557,6 +617,49 @@ func (m *compactionStaller) owner(store *persist.Store, live []*child, conversat
 		time.Sleep(10 * time.Millisecond)
 	}
 	return 0, false
+}
+
+// chaosStallKills is how many takeovers without a new step a run may have
+// had before the harness spares the instance executing it: below the
+// engine's limit (run.DefaultMaxStallClaims, 5), with room for takeovers
+// no kill caused (a lease that a loaded machine let lapse).
+const chaosStallKills = 3
+
+// stalledOwners returns the indexes in live of the instances executing a
+// run that was taken over chaosStallKills times or more since its last new
+// step.
+func stalledOwners(store *persist.Store, live []*child) map[int]bool {
+	runs, err := store.RunList(context.Background(), agentd.RunListParams{TenantID: "default", Status: agentd.StatusRunning, Limit: 500})
+	if err != nil {
+		return nil
+	}
+	spared := map[int]bool{}
+	for _, r := range runs {
+		if r.StallClaims < chaosStallKills {
+			continue
+		}
+		for i, c := range live {
+			if strings.Contains(r.LeaseOwner, fmt.Sprintf(":%d:", c.cmd.Process.Pid)) {
+				spared[i] = true
+			}
+		}
+	}
+	return spared
+}
+
+// pickVictim returns a random index of live that spared does not spare;
+// when it spares all of them, any.
+func pickVictim(live []*child, spared map[int]bool) int {
+	var can []int
+	for i := range live {
+		if !spared[i] {
+			can = append(can, i)
+		}
+	}
+	if len(can) == 0 {
+		return rand.IntN(len(live))
+	}
+	return can[rand.IntN(len(can))]
 }
 
 // runsOwnedBy returns the epochs of the running runs whose lease the process

@@ -35,7 +35,6 @@ type feed struct {
 	quit  chan struct{}            // closed under Hub.mu when the last subscriber leaves
 	want  atomic.Int64             // the highest seq known to be committed
 	read  atomic.Int64             // the highest seq handed to the subscribers; -1: not positioned
-	force atomic.Bool              // read even when want says there is nothing new
 
 	// runGone is closed under Hub.mu when the run is found deleted: its
 	// streams end (endLocked).
@@ -201,9 +200,8 @@ func (h *Hub) runFeed(f *feed) {
 				retry = time.After(h.poll)
 			}
 		default:
-			mustRead := f.force.Swap(false)
-			if mustRead || f.want.Load() > last {
-				last = h.read(f, last, mustRead)
+			if f.want.Load() > last {
+				last = h.read(f, last)
 			}
 		}
 		f.read.Store(last)
@@ -241,14 +239,14 @@ func (h *Hub) position(f *feed) int64 {
 }
 
 // read hands the subscribers the run's events after last: those this
-// instance's commits handed over, then, when more are known to be committed
-// (or mustRead), those it reads from the database, a page at a time. It
+// instance's commits handed over, then, when more are known to be
+// committed, those it reads from the database, a page at a time. It
 // returns the new last seq.
-func (h *Hub) read(f *feed, last int64, mustRead bool) int64 {
+func (h *Hub) read(f *feed, last int64) int64 {
 	if evs := f.takeHanded(last); len(evs) > 0 {
 		last = evs[len(evs)-1].Seq
 		h.fanOut(f, &batch{events: evs, upTo: last})
-		if !mustRead && f.want.Load() <= last {
+		if f.want.Load() <= last {
 			return last
 		}
 	}

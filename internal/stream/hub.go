@@ -136,6 +136,8 @@ type Hub struct {
 	nmu     sync.Mutex
 	pending map[string]int64 // run id -> highest seq to announce
 	nwake   chan struct{}
+
+	pwake chan struct{} // capacity 1: the poller polls now (pollNow)
 }
 
 // New returns a Hub; it serves nothing until Start.
@@ -151,6 +153,7 @@ func New(cfg Config) *Hub {
 		feeds:     map[string]*feed{},
 		pending:   map[string]int64{},
 		nwake:     make(chan struct{}, 1),
+		pwake:     make(chan struct{}, 1),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -309,21 +312,21 @@ func (h *Hub) wake(runID string, seq int64) {
 	}
 }
 
-// wakeAll wakes every feed to read whatever there is: after a (re)connection
-// of the listener, notifications may have been missed.
-func (h *Hub) wakeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, f := range h.feeds {
-		f.force.Store(true)
-		f.signal()
+// pollNow makes the poller read the heads of the runs with a feed here at
+// once: after a (re)connection of the listener, notifications may have
+// been missed. One query tells which feeds are behind; the others, most
+// often all of them, read nothing.
+func (h *Hub) pollNow() {
+	select {
+	case h.pwake <- struct{}{}:
+	default:
 	}
 }
 
 // listen holds the Hub's one LISTEN connection until the Hub stops.
 func (h *Hub) listen() {
 	defer h.wg.Done()
-	err := h.store.Listen(h.ctx, []string{persist.ChannelEvents}, h.wakeAll, func(_, payload string) {
+	err := h.store.Listen(h.ctx, []string{persist.ChannelEvents}, h.pollNow, func(_, payload string) {
 		runID, seqText, ok := strings.Cut(payload, ":")
 		seq, err := strconv.ParseInt(seqText, 10, 64)
 		if !ok || err != nil {
@@ -337,8 +340,9 @@ func (h *Hub) listen() {
 	}
 }
 
-// poller reads, every poll interval, the head of every run that has a feed
-// here, in one query for all of them. It wakes the feeds whose run has
+// poller reads, every poll interval and when the listener (re)connects
+// (pollNow), the head of every run that has a feed here, in one query for
+// all of them. It wakes the feeds whose run has
 // events they have not read, so that a lost notification only delays a
 // feed until then, and it keeps the run for the feed's heartbeats. Idle
 // streams then cost one query per interval for the instance, not reads per
@@ -353,6 +357,7 @@ func (h *Hub) poller() {
 		case <-h.ctx.Done():
 			return
 		case <-t.C:
+		case <-h.pwake:
 		}
 		h.mu.Lock()
 		ids := make([]string, 0, len(h.feeds))

@@ -113,3 +113,23 @@ func AllowRole(t testing.TB, role string) {
 	t.Helper()
 	Admin(t, "ALTER ROLE "+role+" CONNECTION LIMIT -1")
 }
+
+// TerminateListeners ends the sessions of the database of dbURL that
+// listen for notifications (their last statement was a LISTEN), as a
+// broken network ends a LISTEN connection, and returns how many it ended.
+func TerminateListeners(t testing.TB, dbURL string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("connect admin: %v", err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = $1 AND query LIKE 'LISTEN %' AND pid <> pg_backend_pid()`, DatabaseOf(t, dbURL)).Scan(&n); err != nil {
+		t.Fatalf("terminate listeners: %v", err)
+	}
+	return n
+}
