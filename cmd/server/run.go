@@ -164,7 +164,7 @@ func (in *instance) listen() (*servers, error) {
 // a body within the body timeout of its headers (conns.BodyDeadline), and
 // idle connections closed after 2 minutes.
 func (in *instance) httpServer(h http.Handler) *http.Server {
-	return &http.Server{Handler: conns.BodyDeadline(h, in.cfg.BodyTimeout), ReadHeaderTimeout: 10 * time.Second,
+	return &http.Server{Handler: conns.BodyDeadline(conns.Serving(h), in.cfg.BodyTimeout), ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 120 * time.Second, ErrorLog: slog.NewLogLogger(in.log.Handler(), slog.LevelWarn)}
 }
 
@@ -186,7 +186,10 @@ func (in *instance) countConnections(l *conns.Listener) {
 	in.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "agentd_http_unauthenticated_connections_closed_total",
 		Help: "Unauthenticated connections closed to make room for a new one (AGENTD_MAX_UNAUTHENTICATED_CONNECTIONS).",
-	}, func() float64 { return float64(l.Stats().Evicted) }))
+	}, func() float64 { return float64(l.Stats().Evicted) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "agentd_http_connections_refused_total",
+		Help: "New connections answered 503 with Retry-After, for want of room, when no unauthenticated connection could be closed to make it.",
+	}, func() float64 { return float64(l.Stats().Refused) }))
 }
 
 // serve serves every listener; the channel receives the first failure.

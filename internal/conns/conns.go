@@ -3,8 +3,10 @@ package conns
 import (
 	"container/list"
 	"context"
+	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -36,17 +38,29 @@ type Config struct {
 	// which no request has authenticated yet; 0 means a quarter of Max, at
 	// least 1, and a value over Max means Max.
 	MaxUnauthenticated int
+	// Grace is how long a new connection may take to send its first
+	// request before it may be closed to make room (0: DefaultGrace;
+	// negative: none); a connection whose request is being served is never
+	// closed to make room. When no unauthenticated connection may be
+	// closed, a new connection past the budget is answered 503 with
+	// Retry-After and closed, rather than held or dropped unanswered.
+	Grace time.Duration
 	// TrustLoopback counts a connection from a loopback address as
 	// authenticated from the start: for a server that authenticates nobody
 	// and serves a loopback address only.
 	TrustLoopback bool
 }
 
+// DefaultGrace is Config.Grace's default: a client that connects and
+// sends its request at once is never closed to make room for a newer one.
+const DefaultGrace = time.Second
+
 // Stats says how a Listener's connections stand.
 type Stats struct {
 	Authenticated   int    // open connections on which a request authenticated
 	Unauthenticated int    // open connections on which none did yet
 	Evicted         uint64 // unauthenticated connections closed to make room, ever
+	Refused         uint64 // new connections answered 503 for want of room, ever
 }
 
 // Listener is a net.Listener whose connections are capped, with a budget
@@ -56,19 +70,29 @@ type Stats struct {
 type Listener struct {
 	net.Listener
 	max, maxPre   int
+	grace         time.Duration
 	trustLoopback bool
+	refusing      sync.WaitGroup // the answers of refused connections
 
 	mu      sync.Mutex
 	room    *sync.Cond // signalled when a connection goes, and at Close
 	open    int        // connections counted, authenticated or not
 	pre     list.List  // the unauthenticated connections, *conn, oldest first
 	evicted uint64
+	refused uint64
 	closed  bool
 }
 
 // NewListener returns ln under cfg's budgets.
 func NewListener(ln net.Listener, cfg Config) *Listener {
-	l := &Listener{Listener: ln, max: max(1, cfg.Max), maxPre: cfg.MaxUnauthenticated, trustLoopback: cfg.TrustLoopback}
+	l := &Listener{Listener: ln, max: max(1, cfg.Max), maxPre: cfg.MaxUnauthenticated, trustLoopback: cfg.TrustLoopback,
+		grace: cfg.Grace}
+	switch {
+	case l.grace == 0:
+		l.grace = DefaultGrace
+	case l.grace < 0:
+		l.grace = 0
+	}
 	if l.maxPre <= 0 {
 		l.maxPre = max(1, l.max/4)
 	}
@@ -78,15 +102,29 @@ func NewListener(ln net.Listener, cfg Config) *Listener {
 }
 
 // Accept waits for a connection and for room for it: when the budgets are
-// full, the oldest unauthenticated connection is closed, and when every
-// connection has authenticated, Accept waits (holding the new connection)
-// until one closes or the Listener does.
+// full, the oldest unauthenticated connection that may go (idle past the
+// grace, no request being served) is closed; when none may, the new one is
+// answered 503 with Retry-After and closed; when every connection has
+// authenticated, Accept waits (holding the new connection) until one
+// closes or the Listener does.
 func (l *Listener) Accept() (net.Conn, error) {
-	nc, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		nc, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := l.admit(nc); ok {
+			return c, nil
+		}
+		if l.isClosed() {
+			return nil, net.ErrClosed
+		}
 	}
-	c := &conn{Conn: nc, l: l}
+}
+
+// admit counts nc in, making room for it, or refuses it (false).
+func (l *Listener) admit(nc net.Conn) (net.Conn, bool) {
+	c := &conn{Conn: nc, l: l, since: time.Now()}
 	trusted := l.trustLoopback && isLoopback(nc.RemoteAddr())
 	l.mu.Lock()
 	for !l.closed && l.open >= l.max && l.pre.Len() == 0 {
@@ -95,11 +133,17 @@ func (l *Listener) Accept() (net.Conn, error) {
 	if l.closed {
 		l.mu.Unlock()
 		nc.Close()
-		return nil, net.ErrClosed
+		return nil, false
 	}
 	var victim *conn
 	if l.open >= l.max || (!trusted && l.pre.Len() >= l.maxPre) {
-		victim = l.pre.Front().Value.(*conn)
+		if victim = l.victimLocked(c.since); victim == nil {
+			l.refused++
+			l.refusing.Add(1)
+			l.mu.Unlock()
+			go l.refuse(nc)
+			return nil, false
+		}
 		l.forgetLocked(victim)
 		l.evicted++
 	}
@@ -111,7 +155,49 @@ func (l *Listener) Accept() (net.Conn, error) {
 	if victim != nil {
 		victim.Conn.Close() // its server goroutine sees the error and ends
 	}
-	return c, nil
+	return c, true
+}
+
+// victimLocked is the oldest unauthenticated connection that may be closed
+// to make room at now: none of its requests is being served, and it is
+// older than the grace; nil: none. l.mu is held.
+func (l *Listener) victimLocked(now time.Time) *conn {
+	for e := l.pre.Front(); e != nil; e = e.Next() {
+		c := e.Value.(*conn)
+		if c.serving == 0 && now.Sub(c.since) >= l.grace {
+			return c
+		}
+	}
+	return nil
+}
+
+// refusal is the answer of a connection refused for want of room.
+var refusal = func() string {
+	const body = "the server is full: retry in a second\n"
+	return "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+}()
+
+// refuse answers nc 503 and closes it, within a second: it reads what the
+// client sent meanwhile, so that the close does not reset the connection
+// before the client has read the answer.
+func (l *Listener) refuse(nc net.Conn) {
+	defer l.refusing.Done()
+	defer nc.Close()
+	_ = nc.SetDeadline(time.Now().Add(time.Second))
+	if _, err := io.WriteString(nc, refusal); err != nil {
+		return
+	}
+	if tc, ok := nc.(interface{ CloseWrite() error }); ok {
+		_ = tc.CloseWrite()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(nc, 64<<10))
+}
+
+func (l *Listener) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // Close closes the listener and wakes an Accept that waits for room.
@@ -120,14 +206,16 @@ func (l *Listener) Close() error {
 	l.closed = true
 	l.room.Broadcast()
 	l.mu.Unlock()
-	return l.Listener.Close()
+	err := l.Listener.Close()
+	l.refusing.Wait() // each within a second
+	return err
 }
 
 // Stats says how the connections stand now.
 func (l *Listener) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Authenticated: l.open - l.pre.Len(), Unauthenticated: l.pre.Len(), Evicted: l.evicted}
+	return Stats{Authenticated: l.open - l.pre.Len(), Unauthenticated: l.pre.Len(), Evicted: l.evicted, Refused: l.refused}
 }
 
 // Budgets returns the cap of connections and the budget of
@@ -163,8 +251,10 @@ type conn struct {
 	net.Conn
 	l *Listener
 	// Guarded by l.mu:
-	elem *list.Element // in l.pre while unauthenticated
-	gone bool          // no longer counted
+	elem    *list.Element // in l.pre while unauthenticated
+	gone    bool          // no longer counted
+	since   time.Time     // accepted at
+	serving int           // its requests being served (Serving)
 }
 
 // Close closes the connection and frees its place.
@@ -194,6 +284,29 @@ func Authenticated(ctx context.Context) {
 	if c, ok := ctx.Value(connKey{}).(*conn); ok {
 		c.l.authenticate(c)
 	}
+}
+
+// Serving returns next marking each request's connection as served while
+// next runs: a connection whose request is being served (its credential
+// being checked, say) is never closed to make room. It must wrap the
+// handler of a server whose ConnContext is ConnContext.
+func Serving(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := r.Context().Value(connKey{}).(*conn)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		c.l.mu.Lock()
+		c.serving++
+		c.l.mu.Unlock()
+		defer func() {
+			c.l.mu.Lock()
+			c.serving--
+			c.l.mu.Unlock()
+		}()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // isLoopback reports whether addr is a loopback TCP address.

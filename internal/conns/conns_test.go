@@ -172,7 +172,7 @@ func closedByServer(t *testing.T, c net.Conn) bool {
 // unauthenticated connections (of 4), a third closes the first, a fourth
 // the second; the newest two stay.
 func TestListenerClosesTheOldestUnauthenticated(t *testing.T) {
-	l := listen(t, Config{Max: 4, MaxUnauthenticated: 2})
+	l := listen(t, Config{Max: 4, MaxUnauthenticated: 2, Grace: -1})
 	accepted := acceptAll(t, l)
 	var clients []net.Conn
 	for range 4 {
@@ -209,7 +209,7 @@ func TestListenerDefaultBudget(t *testing.T) {
 // request authenticated outlives any number of newer unauthenticated ones,
 // which close each other instead; closing one frees its place.
 func TestListenerKeepsAuthenticatedConnections(t *testing.T) {
-	l := listen(t, Config{Max: 4, MaxUnauthenticated: 2})
+	l := listen(t, Config{Max: 4, MaxUnauthenticated: 2, Grace: -1})
 	srv := &http.Server{ConnContext: ConnContext, ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") == "yes" {
@@ -306,4 +306,52 @@ func httptraceReused(ctx context.Context, reused *bool) context.Context {
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(info httptrace.GotConnInfo) { *reused = info.Reused },
 	})
+}
+
+// TestListenerAnswersABurst: a burst of clients that each connect and
+// send a request with a valid credential at once, many more than the
+// unauthenticated budget, is answered whole: each gets its answer, or a
+// 503 with Retry-After; no connection is closed under a request that is
+// being served, nor dropped unanswered.
+func TestListenerAnswersABurst(t *testing.T) {
+	l := listen(t, Config{Max: 64, MaxUnauthenticated: 4})
+	srv := &http.Server{ConnContext: ConnContext, ReadHeaderTimeout: 10 * time.Second,
+		Handler: Serving(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			time.Sleep(20 * time.Millisecond) // the credential is checked
+			Authenticated(r.Context())
+			w.Write([]byte("ok"))
+		}))}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	const clients = 120
+	var mu sync.Mutex
+	got := map[string]int{}
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+			resp, err := client.Get("http://" + l.Addr().String() + "/")
+			outcome := ""
+			switch {
+			case err != nil:
+				outcome = "error: " + err.Error()
+			case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") == "1":
+				outcome = "503"
+			default:
+				outcome = resp.Status
+			}
+			if resp != nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			mu.Lock()
+			got[outcome]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if got["200 OK"]+got["503"] != clients || got["200 OK"] < 4 {
+		t.Fatalf("outcomes of %d clients: %v", clients, got)
+	}
+	t.Logf("outcomes: %v, stats %+v", got, l.Stats())
 }

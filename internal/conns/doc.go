@@ -23,10 +23,15 @@
 //     moves its connection out of that budget for the rest of its life.
 //     When a new connection finds the unauthenticated budget full, or the
 //     whole cap taken while some connections are unauthenticated, the
-//     oldest unauthenticated connection is closed to make room: a new
-//     client always gets in, and a client that authenticates on its first
-//     request keeps its connection. Only when every connection has
-//     authenticated does Accept wait, past the cap, for one to close.
+//     oldest unauthenticated connection that may go is closed to make
+//     room: one that has had its grace (a second by default) to send a
+//     request, and none of whose requests is being served (Serving marks
+//     them). So a client that sends its request, credential and all, at
+//     once is never cut while it is checked, and one that holds a
+//     connection without a request makes way. When no connection may go,
+//     the new one is answered 503 with Retry-After and closed, never
+//     dropped unanswered. Only when every connection has authenticated
+//     does Accept wait, past the cap, for one to close.
 //
 // It imports nothing of agentd's.
 package conns
