@@ -252,11 +252,11 @@ func mustRun(t *testing.T, b *bundle, id string) agentd.Run {
 	return r
 }
 
-// TestSubAgentTreeBounded: a run tree makes at most AgentTreeRuns runs,
-// and a run has at most AgentChildren children open at once; a call of a
+// TestSubAgentTreeBounded: a run has at most AgentChildren children open
+// at once, and a run tree makes at most AgentTreeRuns runs; a call of a
 // sub-agent past either fails, and the model is told, as past the depth.
-// Children that start their own at once, on several workers, cannot pass
-// the tree's bound together.
+// Calls made at once, on several workers, cannot pass the tree's bound
+// together.
 func TestSubAgentTreeBounded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -265,45 +265,50 @@ func TestSubAgentTreeBounded(t *testing.T) {
 	cfg.Composer, cfg.AgentDepth, cfg.AgentTreeRuns, cfg.AgentChildren = childSpecs(t, b, &hooked), 3, 4, 2
 	b.start(t, cfg)
 	ctx := context.Background()
-	call := `/call researcher {"task":"/call researcher {\"task\":\"/say grandchild\"}\n/say child done"}`
-	p := b.create(t, call+"\n"+call+"\n"+call+"\n/say done", agentd.RunParams{SubAgents: researchers})
+	refusals := func(calls []agentd.CallDetail, msg string) (n int) {
+		for _, c := range calls {
+			if c.Status == agentd.CallFailed && strings.Contains(string(c.Error), msg) {
+				n++
+			} else if c.Status != agentd.CallSucceeded && c.Status != agentd.CallAwaitingAgent {
+				t.Errorf("call %s: %s %s %s", c.Name, c.Status, c.Result, c.Error)
+			}
+		}
+		return n
+	}
+
+	// Three calls at once, two children open at most: each child waits for
+	// an approval, so that both are open when the third call is made.
+	waiting := `/call researcher {"task":"/call guarded {}\n/say approved"}`
+	p := b.create(t, waiting+"\n"+waiting+"\n"+waiting+"\n/say done", agentd.RunParams{SubAgents: researchers})
+	p = b.wait(t, p.ID, func(r agentd.Run) bool {
+		return r.Status.Terminal() || (r.Status == agentd.StatusRequiresAction && r.Action().Type == agentd.ActionAgentRuns)
+	})
+	steps, _ := b.store.StepsList(ctx, p.ID)
+	if len(p.Action().Agents) != 2 || len(steps) == 0 ||
+		refusals(steps[0].Calls, "at most 2 sub-agents' runs open at once, and this one has 2") != 1 {
+		t.Fatalf("parent %s/%s waits for %+v; calls %+v", p.Status, p.TerminalReason, p.Action().Agents, steps)
+	}
+	if _, err := b.store.RunCancel(ctx, "default", p.ID, "local"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two children that each call one more: the tree holds four runs, so
+	// of the calls that would make a fifth, made at once, one is refused.
+	mid := `/call researcher {"task":"/call researcher {\"task\":\"/say grandchild\"}\n/say child done"}`
+	p = b.create(t, mid+"\n"+mid+"\n/say done", agentd.RunParams{SubAgents: researchers})
 	p = b.wait(t, p.ID, func(r agentd.Run) bool { return r.Status.Terminal() })
 	if p.Status != agentd.StatusCompleted {
 		t.Fatalf("parent ended %s/%s: %s", p.Status, p.TerminalReason, p.Error)
 	}
-	steps, _ := b.store.StepsList(ctx, p.ID)
-	var started, refused int
-	for _, c := range steps[0].Calls {
-		switch {
-		case c.Status == agentd.CallSucceeded && string(c.Result) == `"child done"`:
-			started++
-		case c.Status == agentd.CallFailed && strings.Contains(string(c.Error), "at most 2 sub-agents' runs open at once"):
-			refused++
-		default:
-			t.Errorf("call %s: %s %s %s", c.Name, c.Status, c.Result, c.Error)
+	tree, full := []string{p.ID}, 0
+	for i := 0; i < len(tree); i++ {
+		steps, _ := b.store.StepsList(ctx, tree[i])
+		if len(steps) > 0 {
+			full += refusals(steps[0].Calls, "a run tree makes at most 4 runs, and this one has made 4")
 		}
+		tree = append(tree, childOf(t, b, tree[i])...)
 	}
-	if started != 2 || refused != 1 {
-		t.Fatalf("%d children started and %d calls refused for the parent's open children, want 2 and 1", started, refused)
-	}
-	// The parent and its two children leave room for one more run in the
-	// tree: of the two children's calls, made at once, one starts a
-	// grandchild and the other is refused.
-	kids := childOf(t, b, p.ID)
-	if len(kids) != 2 {
-		t.Fatalf("children: %v", kids)
-	}
-	var grandchildren, full int
-	for _, id := range kids {
-		grandchildren += len(childOf(t, b, id))
-		cs, _ := b.store.StepsList(ctx, id)
-		if c := cs[0].Calls[0]; c.Status == agentd.CallFailed && strings.Contains(string(c.Error), "makes at most 4 runs, and this one has made 4") {
-			full++
-		} else if c.Status != agentd.CallSucceeded || string(c.Result) != `"grandchild"` {
-			t.Errorf("the call of child %s: %s %s %s", id, c.Status, c.Result, c.Error)
-		}
-	}
-	if grandchildren != 1 || full != 1 {
-		t.Fatalf("%d grandchildren started and %d calls refused for the tree, want 1 and 1", grandchildren, full)
+	if len(tree) != 4 || full != 1 {
+		t.Fatalf("the tree holds %d runs and %d calls were refused for it, want 4 and 1", len(tree), full)
 	}
 }
