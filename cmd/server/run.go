@@ -468,7 +468,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		},
 	}
 	in.handler, in.childSpec = api.New(acfg), api.ChildSpecs(acfg)
-	in.deliver = webhook.New(webhook.Config{Store: in.store, Box: in.box, Payload: api.WebhookPayload(in.store),
+	in.deliver = webhook.New(webhook.Config{Store: in.store, Box: in.box, Payload: webhook.Payload,
 		Client:  tools.GuardedClient(cfg.WebhookAllowHosts, &http.Client{}),
 		Backoff: cfg.WebhookBackoff, Horizon: cfg.WebhookHorizon, Timeout: cfg.WebhookTimeout, Workers: cfg.WebhookWorkers,
 		Logger: log, Registerer: in.reg})
