@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// The API's response bodies, as the server writes them (api/views.go builds
-// them from the rows) and the Go SDK reads them (client's types are aliases
+// The API's response bodies, as the server writes them (Run.View and the
+// other View methods, and api/views.go, build them from the rows; a
+// webhook's payload holds a RunView too) and the Go SDK reads them (client's types are aliases
 // of these). Keys are snake_case; an absent value is null rather than
 // missing, so that every object of a kind has the same keys; openapi.yaml
 // describes each, and the API's tests check every answer against it.
@@ -95,6 +96,129 @@ type RunView struct {
 	Thinking *ThinkingView `json:"thinking"`
 	// MaxCost caps what the run's model calls may cost; nil: no cap.
 	MaxCost *float64 `json:"max_cost"`
+}
+
+// View is r as GET /runs/{id} shows it, but for its cost (Cost and
+// Usage.CacheWriteTokens), which the ledger's rows hold: a reader adds
+// them (RunCost).
+func (r Run) View() RunView {
+	md := r.Params.Metadata
+	if len(md) == 0 {
+		md = json.RawMessage(`{}`)
+	}
+	v := RunView{
+		ID:             r.ID,
+		Object:         ObjectRun,
+		TenantID:       r.TenantID,
+		ConversationID: r.ConversationID,
+		Status:         r.Status,
+		TerminalReason: nullIfZero(r.TerminalReason),
+		Model:          r.Model,
+		Instructions:   nullIfZero(r.Params.Instructions),
+		Tools:          r.Params.Tools,
+		ClientTools:    orEmpty(r.Params.ClientTools),
+		MaxSteps:       r.Params.MaxSteps,
+		Timeouts:       r.Params.Timeouts.orActionDefault(),
+		LoopLimits:     r.Params.LoopLimits.OrDefaults(),
+		CompactAt:      nullIfZero(r.Params.CompactAt),
+		OnDisconnect:   r.Params.OnDisconnect,
+		IfBusy:         r.Params.IfBusy,
+		Metadata:       md,
+		Usage:          RunUsage{Usage: r.Usage},
+		StepCount:      r.StepCount,
+		LastEventSeq:   r.LastEventSeq,
+		RequiredAction: storedAs[RequiredAction](r.RequiredAction),
+		Error:          storedAs[ErrorDetail](r.Error),
+		CreatedAt:      r.CreatedAt.UTC(),
+		StartedAt:      utcOf(r.StartedAt),
+		FinishedAt:     utcOf(r.FinishedAt),
+		UpdatedAt:      r.UpdatedAt.UTC(),
+		DeadlineAt:     utcOf(r.DeadlineAt),
+		CreatedBy:      nullIfZero(r.CreatedBy),
+		CancelledBy:    nullIfZero(r.CancelledBy),
+		ResumedBy:      nullIfZero(r.ResumedBy),
+	}
+	v.CancelRequestedAt = utcOf(r.CancelRequestedAt)
+	v.Agent, v.ForkedFrom = r.Params.Agent, r.Params.ForkedFrom
+	v.SubAgents = r.Params.SubAgents
+	if v.SubAgents == nil {
+		v.SubAgents = []SubAgent{}
+	}
+	if h := r.Params.Webhook; h != nil {
+		v.Webhook = &h.URL
+	}
+	v.Models = r.Models()
+	if r.Params.Thinking > 0 {
+		v.Thinking = &ThinkingView{BudgetTokens: r.Params.Thinking}
+	}
+	if r.Params.MaxCost > 0 {
+		v.MaxCost = &r.Params.MaxCost
+	}
+	if p := r.Params.Parent; p != nil {
+		v.ParentRunID, v.ParentToolCallID = &p.RunID, &p.ToolCallID
+	}
+	if sc := r.Params.Schedule; sc != nil {
+		slot := sc.Slot.UTC()
+		v.ScheduleID, v.ScheduledFor = &sc.ID, &slot
+	}
+	if len(r.Output) > 0 {
+		// Written by the executor from []Part; a row it cannot read
+		// shows no output rather than failing the read.
+		if err := json.Unmarshal(r.Output, &v.Output); err == nil {
+			text := TextOf(v.Output)
+			v.OutputText = &text
+		}
+	}
+	return v
+}
+
+// orActionDefault is t, waiting DefaultActionMS for an action when t says
+// nothing (a run stored before action timeouts existed).
+func (t Timeouts) orActionDefault() Timeouts {
+	if t.ActionMS <= 0 {
+		t.ActionMS = DefaultActionMS
+	}
+	return t
+}
+
+// storedAs decodes a column that holds a T as JSON; nil when it is empty
+// or unreadable (a row that cannot be read shows null rather than failing
+// the read).
+func storedAs[T any](raw json.RawMessage) *T {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v *T
+	if json.Unmarshal(raw, &v) != nil {
+		return nil
+	}
+	return v
+}
+
+// nullIfZero is &v, or nil (JSON null) for the zero value.
+func nullIfZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+// utcOf is *t in UTC, or nil.
+func utcOf(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// orEmpty is list, or an empty list (JSON []) for nil.
+func orEmpty[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
 }
 
 // ThinkingView is a run's extended thinking as asked.

@@ -99,9 +99,21 @@ type DeliveryResult struct {
 }
 
 // PayloadFunc is the body of the deliveries of an outbox row: the event
-// and the run's view, as the API shows it. ok false: there is nothing to
-// deliver (the run is gone: it was not to be stored).
-type PayloadFunc func(ctx context.Context, e OutboxEntry) (payload json.RawMessage, ok bool, err error)
+// and the run's view, as the API shows it (webhook.Payload). It reads the
+// run through runs, which the dispatcher binds to the transaction that
+// holds the outbox row, so that no other connection is used meanwhile.
+// ok false: there is nothing to deliver (the run is gone: it was not to
+// be stored).
+type PayloadFunc func(ctx context.Context, runs RunReader, e OutboxEntry) (payload json.RawMessage, ok bool, err error)
+
+// RunReader reads what a delivery's payload shows of a run.
+type RunReader interface {
+	// RunGet returns a tenant's run; ErrRunNotFound.
+	RunGet(ctx context.Context, tenantID, id string) (Run, error)
+	// RunCosts returns the costs of the runs, by run ID (a run without
+	// model calls has none).
+	RunCosts(ctx context.Context, ids []string) (map[string]RunCost, error)
+}
 
 // DeliveryAttempt is one POST of a delivery: the status its receiver
 // answered (0: none, Error says why), and how long it took.

@@ -28,76 +28,8 @@ type listJSON[T any] = agentd.List[T]
 // pageJSON is a page of a paged list (see agentd.Page).
 type pageJSON[T any] = agentd.Page[T]
 
-func runView(r agentd.Run) runJSON {
-	md := r.Params.Metadata
-	if len(md) == 0 {
-		md = json.RawMessage(`{}`)
-	}
-	v := runJSON{
-		ID:             r.ID,
-		Object:         agentd.ObjectRun,
-		TenantID:       r.TenantID,
-		ConversationID: r.ConversationID,
-		Status:         r.Status,
-		TerminalReason: nullString(r.TerminalReason),
-		Model:          r.Model,
-		Instructions:   nullString(r.Params.Instructions),
-		Tools:          r.Params.Tools,
-		ClientTools:    clientToolsView(r.Params.ClientTools),
-		MaxSteps:       r.Params.MaxSteps,
-		Timeouts:       timeoutsView(r.Params.Timeouts),
-		LoopLimits:     r.Params.LoopLimits.OrDefaults(),
-		CompactAt:      nullFloat(r.Params.CompactAt),
-		OnDisconnect:   r.Params.OnDisconnect,
-		IfBusy:         r.Params.IfBusy,
-		Metadata:       md,
-		Usage:          agentd.RunUsage{Usage: r.Usage},
-		StepCount:      r.StepCount,
-		LastEventSeq:   r.LastEventSeq,
-		RequiredAction: stored[agentd.RequiredAction](r.RequiredAction),
-		Error:          stored[agentd.ErrorDetail](r.Error),
-		CreatedAt:      r.CreatedAt.UTC(),
-		StartedAt:      utc(r.StartedAt),
-		FinishedAt:     utc(r.FinishedAt),
-		UpdatedAt:      r.UpdatedAt.UTC(),
-		DeadlineAt:     utc(r.DeadlineAt),
-		CreatedBy:      nullString(r.CreatedBy),
-		CancelledBy:    nullString(r.CancelledBy),
-		ResumedBy:      nullString(r.ResumedBy),
-	}
-	v.CancelRequestedAt = utc(r.CancelRequestedAt)
-	v.Agent, v.ForkedFrom = r.Params.Agent, r.Params.ForkedFrom
-	v.SubAgents = r.Params.SubAgents
-	if v.SubAgents == nil {
-		v.SubAgents = []agentd.SubAgent{}
-	}
-	if h := r.Params.Webhook; h != nil {
-		v.Webhook = &h.URL
-	}
-	v.Models = r.Models()
-	if r.Params.Thinking > 0 {
-		v.Thinking = &agentd.ThinkingView{BudgetTokens: r.Params.Thinking}
-	}
-	if r.Params.MaxCost > 0 {
-		v.MaxCost = &r.Params.MaxCost
-	}
-	if p := r.Params.Parent; p != nil {
-		v.ParentRunID, v.ParentToolCallID = &p.RunID, &p.ToolCallID
-	}
-	if sc := r.Params.Schedule; sc != nil {
-		slot := sc.Slot.UTC()
-		v.ScheduleID, v.ScheduledFor = &sc.ID, &slot
-	}
-	if len(r.Output) > 0 {
-		// Written by the executor from []agentd.Part; a row it cannot read
-		// shows no output rather than failing the read.
-		if err := json.Unmarshal(r.Output, &v.Output); err == nil {
-			text := agentd.TextOf(v.Output)
-			v.OutputText = &text
-		}
-	}
-	return v
-}
+// runView is the view of r (agentd.Run.View), without its cost.
+func runView(r agentd.Run) runJSON { return r.View() }
 
 func stepView(st agentd.StepDetail) stepJSON {
 	out := stepJSON{
@@ -272,34 +204,10 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-// timeoutsView is a run's timeouts; a run stored before action timeouts
-// existed waits DefaultActionMS.
-func timeoutsView(t agentd.Timeouts) agentd.Timeouts {
-	if t.ActionMS <= 0 {
-		t.ActionMS = agentd.DefaultActionMS
-	}
-	return t
-}
-
-func nullFloat(f float64) *float64 {
-	if f == 0 {
-		return nil
-	}
-	return &f
-}
-
 // nilIfEmpty is s, or nil (JSON null) for "".
 func nilIfEmpty(s string) *string {
 	if s == "" {
 		return nil
 	}
 	return &s
-}
-
-// clientToolsView is a run's client tools, or an empty list for none.
-func clientToolsView(ts []agentd.ClientTool) []agentd.ClientTool {
-	if ts == nil {
-		return []agentd.ClientTool{}
-	}
-	return ts
 }

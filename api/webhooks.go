@@ -382,26 +382,3 @@ func (s *server) runWebhook(ctx context.Context, field string, raw json.RawMessa
 	}
 	return &agentd.RunWebhook{URL: *req.URL, SealedSecret: sealed}, generated, nil
 }
-
-// WebhookPayload is the body of the deliveries of an outbox row: the
-// event's type and time, and the run's view as GET /runs/{id} shows it
-// then. A run that is gone (it was not to be stored) has none.
-func WebhookPayload(store Store) func(ctx context.Context, e agentd.OutboxEntry) (json.RawMessage, bool, error) {
-	return func(ctx context.Context, e agentd.OutboxEntry) (json.RawMessage, bool, error) {
-		run, err := store.RunGet(ctx, e.TenantID, e.RunID)
-		if errors.Is(err, agentd.ErrRunNotFound) {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		costs, err := store.RunCosts(ctx, []string{run.ID})
-		if err != nil {
-			return nil, false, err
-		}
-		v := runView(run)
-		v.Cost, v.Usage.CacheWriteTokens = costs[run.ID].Cost, costs[run.ID].CacheWriteTokens
-		b, err := agentd.DeliveryPayload(e.EventType, e.CreatedAt, map[string]any{"run": v})
-		return b, err == nil, err
-	}
-}

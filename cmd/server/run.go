@@ -467,7 +467,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		},
 	}
 	in.handler = api.New(acfg)
-	in.deliver = webhook.New(webhook.Config{Store: in.store, Box: in.box, Payload: api.WebhookPayload(in.store),
+	in.deliver = webhook.New(webhook.Config{Store: in.store, Box: in.box, Payload: webhook.Payload,
 		Client:  tools.GuardedClient(cfg.WebhookAllowHosts, &http.Client{}),
 		Backoff: cfg.WebhookBackoff, Horizon: cfg.WebhookHorizon, Timeout: cfg.WebhookTimeout, Workers: cfg.WebhookWorkers,
 		Logger: log, Registerer: in.reg})
@@ -477,10 +477,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		failures = -1 // never pause
 	}
 	in.sched = schedule.New(schedule.Config{Store: in.store, Tick: cfg.ScheduleTick,
-		Spec: func(ctx context.Context, sc agentd.Schedule) (agentd.RunSpec, error) {
-			rc, err := in.composer.Slot(ctx, sc)
-			return rc.Spec, err
-		},
+		Composer:    in.composer,
 		MaxFailures: failures, Logger: log, Registerer: in.reg})
 	in.loaded.traceEndpoint = telemetry.Endpoint(getenv)
 	if in.loaded.traceEndpoint != "" {
@@ -563,6 +560,8 @@ var (
 	_ compose.Agents     = (*persist.Store)(nil)
 	_ compose.Tools      = (*tenanttools.Catalog)(nil)
 	_ tenanttools.Source = (*persist.Store)(nil)
+	_ schedule.Store     = (*persist.Store)(nil)
+	_ schedule.Composer  = (*compose.Composer)(nil)
 )
 
 // buildTools returns the registry of the built-in and tools-file tools, the

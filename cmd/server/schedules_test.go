@@ -1,17 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/persist/persisttest"
@@ -331,4 +335,123 @@ func waitScheduleRuns(t *testing.T, base, id string, n int) []agentd.RunView {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestScheduleSlotsBesideASlowCompose: tenant slowco declares a remote MCP
+// server (a real one, over streamable HTTP) whose handshake takes 6 s, so
+// the first run spec made for slowco on an instance waits out the connect
+// wait (5 s) for it; tenant steady has an @every 1s schedule. Instance
+// api serves the requests (its scheduler ticks once an hour, so it never
+// fires); instance sched fires both schedules. While sched composes
+// slowco's slot, every slot of steady's schedule starts its run: the
+// slots of the 10 s after slowco's schedule was created all have runs,
+// but a slot or two for the machine's own hiccups.
+func TestScheduleSlotsBesideASlowCompose(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for 10 s of slots")
+	}
+	t.Parallel()
+	const handshake = 6 * time.Second
+	endpoint, handshakes := slowMCPServer(t, handshake)
+	mcpURL, _ := url.Parse(endpoint)
+	dbURL := persisttest.NewDatabase(t)
+	keys := map[string]string{}
+	for _, tenant := range []string{"slowco", "steady"} {
+		out, err := keysCmd(t, dbURL, "create", "--tenant", tenant, "--name", "ci", "--scopes", "runs:read,runs:write,agents:write")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[tenant] = strings.TrimSpace(out)
+	}
+	env := map[string]string{"DATABASE_URL": dbURL, "AGENTD_AUTH": "keys", "AGENTD_SECRET_KEY": newSecretKey(t),
+		"AGENTD_HTTP_ALLOW_HOSTS": mcpURL.Host, "AGENTD_SCHEDULE_TICK": "1h"}
+	api, _ := startServer(t, env)
+	env["AGENTD_SCHEDULE_TICK"] = "100ms"
+	startServer(t, env)
+	call := func(tenant, method, path, body string) (int, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest(method, api+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+keys[tenant])
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	// Declaring the server connects instance api to it (the answer comes
+	// after the connect wait); instance sched connects on its first
+	// composing of a slowco run.
+	if code, b := call("slowco", "POST", "/mcp-servers", `{"name": "slow", "url": "`+endpoint+`", "connect_timeout_ms": 20000}`); code != http.StatusCreated {
+		t.Fatalf("declare: %d %s", code, b)
+	}
+	code, b := call("steady", "POST", "/schedules", `{"name": "beat", "cron": "@every 1s", "overlap": "allow", "run": {"input": "/say beat"}}`)
+	if code != http.StatusCreated {
+		t.Fatalf("steady's schedule: %d %s", code, b)
+	}
+	var beat agentd.ScheduleView
+	if err := json.Unmarshal(b, &beat); err != nil {
+		t.Fatal(err)
+	}
+	from := time.Now()
+	if code, b := call("slowco", "POST", "/schedules", `{"name": "report", "cron": "@every 1s", "run": {"input": "/say report"}}`); code != http.StatusCreated {
+		t.Fatalf("slowco's schedule: %d %s", code, b)
+	}
+	to := from.Add(10 * time.Second)
+	time.Sleep(time.Until(to) + 1500*time.Millisecond) // the last slot's run committed
+	if n := handshakes.Load(); n < 2 {
+		t.Fatalf("%d handshakes reached the MCP server, want one of each instance", n)
+	}
+	conn, err := pgx.Connect(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var started int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM runs
+		WHERE schedule_id = $1 AND scheduled_for > $2 AND scheduled_for <= $3`, beat.ID, from, to).Scan(&started); err != nil {
+		t.Fatal(err)
+	}
+	slots := int(to.Truncate(time.Second).Sub(from.Truncate(time.Second)) / time.Second)
+	t.Logf("steady's slots from %s to %s: %d started runs of %d", from.UTC().Format(time.StampMilli),
+		to.UTC().Format(time.StampMilli), started, slots)
+	if started < slots-2 {
+		t.Fatalf("steady's schedule started %d runs for its %d slots while slowco's slot was composed", started, slots)
+	}
+}
+
+// slowMCPServer runs an MCP server (the Go SDK's, with one tool, echo)
+// over streamable HTTP, whose every handshake (initialize) is answered
+// after delay; it returns its endpoint and the count of handshakes.
+func slowMCPServer(t *testing.T, delay time.Duration) (string, *atomic.Int32) {
+	t.Helper()
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slow", Version: "1.0.0"}, nil)
+	type echoIn struct {
+		Message string `json:"message"`
+	}
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "Echoes its message."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in echoIn) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Message}}}, nil, nil
+		})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	var handshakes atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if bytes.Contains(b, []byte(`"initialize"`)) {
+				handshakes.Add(1)
+				select {
+				case <-time.After(delay):
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	return front.URL + "/mcp", &handshakes
 }

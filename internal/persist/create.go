@@ -105,15 +105,8 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (agentd.R
 			return agentd.RunState{Run: r}, false, err
 		}
 	}
-	if p.RejectOverQuota && s.tenantCap > 0 {
-		var n int
-		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'running'`,
-			p.TenantID).Scan(&n); err != nil {
-			return agentd.RunState{}, false, translate(err)
-		}
-		if n >= s.tenantCap {
-			return agentd.RunState{}, false, agentd.ErrQuotaExceeded
-		}
+	if err := s.overQuota(ctx, s.pool, p); err != nil {
+		return agentd.RunState{}, false, err
 	}
 	if s.tenantCap > 0 {
 		p.ClaimFor = nil // the claim enforces the cap
@@ -142,6 +135,26 @@ func (s *Store) RunCreateState(ctx context.Context, p RunCreateParams) (agentd.R
 		s.pub.PublishedEvents(c.state.Run.ID, c.events())
 	}
 	return c.state, true, nil
+}
+
+// overQuota refuses, with ErrQuotaExceeded, a run that asks to be refused
+// over its tenant's quota (p.RejectOverQuota) when the tenant has as many
+// runs running as Config.TenantRunsInProgress allows.
+func (s *Store) overQuota(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, p RunCreateParams) error {
+	if !p.RejectOverQuota || s.tenantCap <= 0 {
+		return nil
+	}
+	var n int
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM runs WHERE tenant_id = $1 AND status = 'running'`,
+		p.TenantID).Scan(&n); err != nil {
+		return translate(err)
+	}
+	if n >= s.tenantCap {
+		return agentd.ErrQuotaExceeded
+	}
+	return nil
 }
 
 // errDuplicateKey: the run's idempotency key was taken while it was created.

@@ -190,11 +190,16 @@ func (s *Store) RunCost(ctx context.Context, runID string) (agentd.RunCost, erro
 // without a call has no entry. One statement reads them all, for a page
 // of runs.
 func (s *Store) RunCosts(ctx context.Context, ids []string) (map[string]agentd.RunCost, error) {
+	return runCosts(ctx, s.pool, ids)
+}
+
+// runCosts is RunCosts, read through q.
+func runCosts(ctx context.Context, q querier, ids []string) (map[string]agentd.RunCost, error) {
 	out := make(map[string]agentd.RunCost, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	rows, err := s.pool.Query(ctx, `WITH RECURSIVE tree (root, id) AS (
+	rows, err := q.Query(ctx, `WITH RECURSIVE tree (root, id) AS (
 			SELECT r, r FROM unnest($1::uuid[]) AS r
 			UNION -- not ALL: a cycle of parents, which no writer makes, still ends
 			SELECT t.root, c.id FROM tree t JOIN runs c ON c.parent_run_id = t.id

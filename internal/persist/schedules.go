@@ -12,11 +12,13 @@ import (
 	"github.com/agentd/agentd"
 )
 
-// Schedules (docs/schedules.md). A due schedule is taken with FOR UPDATE
-// SKIP LOCKED by whichever instance ticks first (ScheduleFire): its slot's
-// run is created, and its next_at advanced, in that one transaction, and
-// the run's row names the schedule and the slot, which runs_schedule_slot
-// keeps unique. The ends of its runs are counted afterwards, from the runs'
+// Schedules (docs/schedules.md). A due schedule is claimed, for a lease,
+// with FOR UPDATE SKIP LOCKED by whichever instance ticks first
+// (ScheduleClaim), in a short transaction; its slot's run spec is made
+// outside any transaction; then its run is created, and its next_at
+// advanced, in one transaction that checks the claim still holds
+// (ScheduleFire). The run's row names the schedule and the slot, which
+// runs_schedule_slot keeps unique. The ends of its runs are counted afterwards, from the runs'
 // rows (ScheduleSettle), in the order of their slots: a schedule whose
 // runs failed too many times in a row pauses itself.
 
@@ -78,7 +80,9 @@ func (s *Store) ScheduleList(ctx context.Context, tenantID, after string, limit 
 // ScheduleUpdate changes a tenant's schedule: change is called with the
 // schedule as it is, locked, and changes it (its error is returned as it
 // is, and nothing is written); then its timing, run template, policies,
-// pause and counters are written as change left them. ErrScheduleNotFound.
+// pause and counters are written as change left them, and a claim on it
+// is voided (a slot whose run was made from the schedule as it was is
+// claimed again). ErrScheduleNotFound.
 func (s *Store) ScheduleUpdate(ctx context.Context, tenantID, id string, change func(*agentd.Schedule) error) (agentd.Schedule, error) {
 	var out agentd.Schedule
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -91,7 +95,8 @@ func (s *Store) ScheduleUpdate(ctx context.Context, tenantID, id string, change 
 			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE schedules SET cron = $2, timezone = $3, run = $4, overlap = $5, catch_up = $6,
-				paused = $7, paused_reason = $8, next_at = $9, consecutive_failures = $10, updated_at = now()
+				paused = $7, paused_reason = $8, next_at = $9, consecutive_failures = $10, updated_at = now(),
+			claim_id = NULL, claimed_until = NULL
 			WHERE id = $1`, id, sc.Cron, sc.Timezone, sc.Run, sc.Overlap, sc.CatchUp, sc.Paused,
 			nullIfEmpty(sc.PausedReason), sc.NextAt, sc.ConsecutiveFailures); err != nil {
 			return fmt.Errorf("update schedule: %w", err)
@@ -132,8 +137,8 @@ func (s *Store) ScheduleRuns(ctx context.Context, tenantID, id string, before *t
 		ORDER BY scheduled_for DESC LIMIT $4`, tenantID, id, before, limit)
 }
 
-// DueSchedule is a schedule whose next slot is due, as ScheduleFire locked
-// it, with what its slot needs to know.
+// DueSchedule is a schedule whose next slot is due, as ScheduleClaim
+// claimed it, with what its slot needs to know.
 type DueSchedule struct {
 	agentd.Schedule
 	// Now is the database's time, which next_at was compared with.
@@ -142,6 +147,9 @@ type DueSchedule struct {
 	// failed, cancelled or timed out); PrevFinishedAt is when it ended.
 	PrevOpen       bool
 	PrevFinishedAt *time.Time
+	// Claim is the claim ScheduleClaim took, which ScheduleFire and
+	// ScheduleRelease check.
+	Claim string
 }
 
 // SlotPlan is what a due schedule's slot does.
@@ -157,85 +165,143 @@ type SlotPlan struct {
 	Error string
 }
 
+// ScheduleClaimParams are the inputs of ScheduleClaim.
+type ScheduleClaimParams struct {
+	// Limit caps the schedules claimed.
+	Limit int
+	// Lease is how long the claims hold, unless extended
+	// (ScheduleExtend). Past it, another instance may claim the schedule,
+	// and the first claim is void.
+	Lease time.Duration
+}
+
 // ScheduleFireParams are the inputs of ScheduleFire.
 type ScheduleFireParams struct {
-	// Limit caps the schedules taken in one transaction.
-	Limit int
+	// Due is the schedule, as ScheduleClaim claimed it.
+	Due DueSchedule
+	// Plan is what its slot does.
+	Plan SlotPlan
 	// MaxFailures is how many failures in a row pause a schedule (0: never).
 	MaxFailures int
-	// Plan says what a due schedule's slot does. An error aborts the
-	// whole transaction.
-	Plan func(ctx context.Context, d DueSchedule) (SlotPlan, error)
 }
 
 // FireResult is what ScheduleFire did.
 type FireResult struct {
-	// Runs are the runs created, by the id of their schedule.
-	Runs map[string]agentd.Run
-	// Failed counts the slots whose run could not be created.
-	Failed int
-	// Paused are the schedules that paused themselves.
-	Paused []agentd.Schedule
+	// Run is the run created; nil: none.
+	Run *agentd.Run
+	// Failed: the slot failed (its plan said so, or its run could not be
+	// created), counted.
+	Failed bool
+	// Paused is the schedule, when it paused itself; nil otherwise.
+	Paused *agentd.Schedule
 }
 
-// dueSQL takes the due schedules (limit $1), but those that wait, with
-// overlap enqueue, for their latest run to end: they are not taken until
-// it has, so that they do not hold a place in every batch.
+// ErrClaimLost is ScheduleFire's answer when the claim it was given is no
+// longer the schedule's (its lease ran out and another instance claimed
+// it, a change of the schedule voided it, the schedule is gone or paused)
+// or the schedule's next_at moved: it wrote nothing.
+var ErrClaimLost = errors.New("the schedule's claim was lost")
+
+// dueSQL takes the due schedules (limit $1) that no live claim holds, but
+// those that wait, with overlap enqueue, for their latest run to end: they
+// are not taken until it has, so that they do not hold a place in every
+// batch.
 const dueSQL = `SELECT now(), ` + scheduleColumns + `,
 		coalesce(p.status NOT IN ('completed', 'failed', 'cancelled', 'timed_out'), false), p.finished_at
 	FROM schedules s LEFT JOIN runs p ON p.id = s.last_run_id
-	WHERE NOT s.paused AND s.next_at <= now()
+	WHERE NOT s.paused AND s.next_at <= now() AND (s.claimed_until IS NULL OR s.claimed_until <= now())
 		AND NOT (s.overlap = 'enqueue' AND p.status IS NOT NULL AND p.status NOT IN ('completed', 'failed', 'cancelled', 'timed_out'))
 	ORDER BY s.next_at LIMIT $1 FOR UPDATE OF s SKIP LOCKED`
 
-// ScheduleFire fires the due schedules, at most p.Limit of them, in one
-// transaction: each slot's run (as p.Plan says) is created, and its
-// schedule's next_at advanced, together; a schedule another instance holds
-// is skipped. A run that cannot be created for the request it is (a busy
-// conversation, a missing one) leaves its slot failed, counted.
+// ScheduleClaim claims up to p.Limit due schedules that no live claim
+// holds, for p.Lease, in one short transaction (FOR UPDATE SKIP LOCKED,
+// so that instances share them without a leader). Nothing is fired: the
+// caller makes each slot's run spec outside any transaction, then fires
+// it with ScheduleFire, or gives the claim up with ScheduleRelease.
+func (s *Store) ScheduleClaim(ctx context.Context, p ScheduleClaimParams) ([]DueSchedule, error) {
+	claim := newID()
+	var due []DueSchedule
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if due, err = queryAll(ctx, tx, scanDueSchedule, dueSQL, p.Limit); err != nil || len(due) == 0 {
+			return err
+		}
+		ids := make([]string, 0, len(due))
+		for i := range due {
+			due[i].Claim = claim
+			ids = append(ids, due[i].ID)
+		}
+		_, err = tx.Exec(ctx, `UPDATE schedules SET claim_id = $2, claimed_until = now() + $3 * interval '1 millisecond'
+			WHERE id = ANY($1)`, ids, claim, p.Lease.Milliseconds())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim due schedules: %w", err)
+	}
+	return due, nil
+}
+
+// ScheduleExtend extends the leases of the claims (DueSchedule.Claim) to
+// lease from now, on the schedules they still hold: an instance does so
+// while it makes their slots' run specs, so that a short lease lapses
+// soon after an instance dies, not while it works.
+func (s *Store) ScheduleExtend(ctx context.Context, claims []string, lease time.Duration) error {
+	_, err := s.pool.Exec(ctx, `UPDATE schedules SET claimed_until = now() + $2 * interval '1 millisecond'
+		WHERE claim_id = ANY($1::uuid[])`, claims, lease.Milliseconds())
+	return translate(err)
+}
+
+// ScheduleRelease gives up the claim of d, if it is still its schedule's,
+// so that the schedule is due again at once, to any instance.
+func (s *Store) ScheduleRelease(ctx context.Context, d DueSchedule) error {
+	_, err := s.pool.Exec(ctx, `UPDATE schedules SET claim_id = NULL, claimed_until = NULL WHERE id = $1 AND claim_id = $2`,
+		d.ID, d.Claim)
+	return translate(err)
+}
+
+// ScheduleFire carries out the plan of a claimed schedule's slot in one
+// transaction: it checks, under the schedule's row lock, that the claim is
+// still the caller's and next_at unchanged (else ErrClaimLost), then
+// creates the slot's run, and advances the schedule, together, giving the
+// claim up. A run that cannot be created for the request it is (a busy
+// conversation, a missing one) leaves its slot failed, counted; a schedule
+// whose failures reach p.MaxFailures pauses itself.
 func (s *Store) ScheduleFire(ctx context.Context, p ScheduleFireParams) (FireResult, error) {
 	var res FireResult
-	var made []*creation
+	var made *creation
+	d := p.Due
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		res, made = FireResult{Runs: map[string]agentd.Run{}}, nil
-		due, err := queryAll(ctx, tx, scanDueSchedule, dueSQL, p.Limit)
+		res, made = FireResult{}, nil
+		tag, err := tx.Exec(ctx, `UPDATE schedules SET claim_id = NULL, claimed_until = NULL
+			WHERE id = $1 AND claim_id = $2 AND next_at = $3 AND NOT paused`, d.ID, d.Claim, d.NextAt)
 		if err != nil {
-			return fmt.Errorf("due schedules: %w", err)
+			return fmt.Errorf("check the claim: %w", err)
 		}
-		for _, d := range due {
-			plan, err := p.Plan(ctx, d)
-			if err != nil {
-				return err
-			}
-			c, err := fireSlot(ctx, tx, d, &plan)
-			if err != nil {
-				return fmt.Errorf("fire schedule %s: %w", d.ID, err)
-			}
-			if c != nil {
-				made = append(made, c)
-				res.Runs[d.ID] = c.state.Run
-			}
-			if plan.Error == "" {
-				continue
-			}
-			res.Failed++
-			paused, err := pauseIfFailing(ctx, tx, d.ID, p.MaxFailures, "; last: "+plan.Error)
-			if err != nil {
-				return err
-			}
-			if paused != nil {
-				res.Paused = append(res.Paused, *paused)
-			}
+		if tag.RowsAffected() == 0 {
+			return ErrClaimLost
 		}
-		return nil
+		plan := p.Plan
+		c, err := s.fireSlot(ctx, tx, d, &plan)
+		if err != nil {
+			return fmt.Errorf("fire schedule %s: %w", d.ID, err)
+		}
+		if c != nil {
+			made, res.Run = c, &c.state.Run
+		}
+		if plan.Error == "" {
+			return nil
+		}
+		res.Failed = true
+		res.Paused, err = pauseIfFailing(ctx, tx, d.ID, p.MaxFailures, "; last: "+plan.Error)
+		return err
 	})
 	if err != nil {
 		return FireResult{}, err
 	}
-	for _, c := range made {
-		s.published(c.cancelled)
+	if made != nil {
+		s.published(made.cancelled)
 		if s.pub != nil {
-			s.pub.PublishedEvents(c.state.Run.ID, c.events())
+			s.pub.PublishedEvents(made.state.Run.ID, made.events())
 		}
 	}
 	return res, nil
@@ -254,18 +320,21 @@ func scanDueSchedule(row pgx.Row) (DueSchedule, error) {
 	return d, json.Unmarshal(last, &sc.LastRuns)
 }
 
-// fireSlot carries out plan for due schedule d in tx: it creates the
-// slot's run under a savepoint (a run refused for its request fails the
-// slot, in plan.Error, rather than the transaction) and advances the
-// schedule. It returns the creation, nil when no run was created.
-func fireSlot(ctx context.Context, tx pgx.Tx, d DueSchedule, plan *SlotPlan) (*creation, error) {
+// fireSlot carries out plan for due schedule d, locked, in tx: it creates the
+// slot's run under a savepoint (a run refused for its request, or over its
+// tenant's quota when its template says on_quota reject, fails the slot,
+// in plan.Error, rather than the transaction) and advances the schedule. It returns the creation, nil when no run was created.
+func (s *Store) fireSlot(ctx context.Context, tx pgx.Tx, d DueSchedule, plan *SlotPlan) (*creation, error) {
 	var c *creation
 	if plan.Run != nil {
 		if sc := plan.Run.Params.Schedule; sc == nil || sc.ID != d.ID {
 			return nil, fmt.Errorf("the slot's run does not name its schedule %s", d.ID)
 		}
-		var err error
-		if c, err = createSaved(ctx, tx, *plan.Run); err != nil {
+		err := s.overQuota(ctx, tx, *plan.Run)
+		if err == nil {
+			c, err = createSaved(ctx, tx, *plan.Run)
+		}
+		if err != nil {
 			if !refused(err) {
 				return nil, err
 			}
@@ -322,7 +391,7 @@ func refused(err error) bool {
 	var busy *agentd.BusyError
 	var pending *agentd.PendingCallsError
 	return errors.As(err, &busy) || errors.As(err, &pending) || errors.Is(err, agentd.ErrConversationNotFound) ||
-		errors.Is(err, ErrInvalidValue) || errors.Is(err, ErrConstraint)
+		errors.Is(err, ErrInvalidValue) || errors.Is(err, ErrConstraint) || errors.Is(err, agentd.ErrQuotaExceeded)
 }
 
 // pauseIfFailing pauses schedule id, locked by the caller, when it is not
@@ -347,15 +416,11 @@ func pauseIfFailing(ctx context.Context, tx pgx.Tx, id string, maxFailures int, 
 	if err != nil {
 		return nil, err
 	}
-	if err := notifyTenant(ctx, tx, sc.TenantID, EventSchedulePaused, map[string]any{"schedule": sc.View()}); err != nil {
+	if err := notifyTenant(ctx, tx, sc.TenantID, string(agentd.EventSchedulePaused), map[string]any{"schedule": sc.View()}); err != nil {
 		return nil, fmt.Errorf("tell of the pause: %w", err)
 	}
 	return &sc, nil
 }
-
-// EventSchedulePaused is the webhook event of a schedule that paused
-// itself after too many failures in a row.
-const EventSchedulePaused = "schedule.paused"
 
 // ScheduleSettleParams are the inputs of ScheduleSettle.
 type ScheduleSettleParams struct {

@@ -39,9 +39,35 @@ func slotRun(step time.Duration, pause time.Duration) func(context.Context, pers
 	}
 }
 
-// TestScheduleOneRunPerSlot: firers that take the same due schedules at
-// once (as instances do) create one run per slot between them, each slot
-// fired once; and a slot fired again (a planner that did not advance the
+// fireDue claims the due schedules (at most 10) and fires each as plan
+// says, as a scheduler does: the plan is made outside any transaction. It
+// returns the runs created, by schedule, and the first error of a firing;
+// a claim found lost is skipped.
+func fireDue(ctx context.Context, s *persist.Store, plan func(context.Context, persist.DueSchedule) (persist.SlotPlan, error)) (map[string]agentd.Run, error) {
+	due, err := s.ScheduleClaim(ctx, persist.ScheduleClaimParams{Limit: 10, Lease: time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	runs := map[string]agentd.Run{}
+	var first error
+	for _, d := range due {
+		p, err := plan(ctx, d)
+		if err == nil {
+			var res persist.FireResult
+			if res, err = s.ScheduleFire(ctx, persist.ScheduleFireParams{Due: d, Plan: p}); res.Run != nil {
+				runs[d.ID] = *res.Run
+			}
+		}
+		if err != nil && !errors.Is(err, persist.ErrClaimLost) && first == nil {
+			first = err
+		}
+	}
+	return runs, first
+}
+
+// TestScheduleOneRunPerSlot: firers that claim and fire the same due
+// schedules at once (as instances do) create one run per slot between
+// them, each slot fired once; and a slot fired again (a planner that did not advance the
 // schedule) is refused by the unique key of (schedule, slot), creating
 // nothing.
 func TestScheduleOneRunPerSlot(t *testing.T) {
@@ -57,13 +83,13 @@ func TestScheduleOneRunPerSlot(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 6 {
-				res, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(10*time.Millisecond, 20*time.Millisecond)})
+				runs, err := fireDue(ctx, s, slotRun(10*time.Millisecond, 20*time.Millisecond))
 				if err != nil {
 					t.Error(err)
 					return
 				}
 				mu.Lock()
-				for id := range res.Runs {
+				for id := range runs {
 					fired[id]++
 				}
 				mu.Unlock()
@@ -95,10 +121,10 @@ func TestScheduleOneRunPerSlot(t *testing.T) {
 
 	// The key holds where the lock does not: a slot fired twice.
 	c := dueSchedule(t, s, "c")
-	if _, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(0, 0)}); err != nil {
+	if _, err := fireDue(ctx, s, slotRun(0, 0)); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(0, 0)})
+	_, err := fireDue(ctx, s, slotRun(0, 0))
 	if !errors.Is(err, agentd.ErrConflict) {
 		t.Fatalf("a slot fired twice: %v", err)
 	}
@@ -113,6 +139,66 @@ func TestScheduleOneRunPerSlot(t *testing.T) {
 	defer conn.Close(ctx)
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM runs WHERE schedule_id = $1`, c.ID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("runs of the schedule: %d %v", n, err)
+	}
+}
+
+// TestScheduleClaimLost: a live claim keeps a schedule from the other
+// claimers; a claim whose lease ran out is taken over, and the first
+// claim's firing then writes nothing (ErrClaimLost), nor does a firing
+// after a change of the schedule voided its claim; the claim that holds
+// fires the slot, once.
+func TestScheduleClaimLost(t *testing.T) {
+	t.Parallel()
+	s, _ := persisttest.New(t)
+	ctx := context.Background()
+	sc := dueSchedule(t, s, "a")
+	claim := func(lease time.Duration) []persist.DueSchedule {
+		t.Helper()
+		due, err := s.ScheduleClaim(ctx, persist.ScheduleClaimParams{Limit: 10, Lease: lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return due
+	}
+	fire := func(d persist.DueSchedule) (persist.FireResult, error) {
+		t.Helper()
+		p, _ := slotRun(time.Second, 0)(ctx, d)
+		return s.ScheduleFire(ctx, persist.ScheduleFireParams{Due: d, Plan: p})
+	}
+	first := claim(50 * time.Millisecond)
+	if len(first) != 1 || first[0].ID != sc.ID || first[0].Claim == "" {
+		t.Fatalf("claimed %+v", first)
+	}
+	if again := claim(time.Minute); len(again) != 0 {
+		t.Fatalf("a held schedule claimed again: %+v", again)
+	}
+	time.Sleep(100 * time.Millisecond)
+	second := claim(time.Minute)
+	if len(second) != 1 || second[0].Claim == first[0].Claim {
+		t.Fatalf("a claim past its lease was not taken over: %+v", second)
+	}
+	if res, err := fire(first[0]); !errors.Is(err, persist.ErrClaimLost) || res.Run != nil {
+		t.Fatalf("the lapsed claim fired: %+v %v", res, err)
+	}
+	if _, err := s.ScheduleUpdate(ctx, "t1", sc.ID, func(*agentd.Schedule) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := fire(second[0]); !errors.Is(err, persist.ErrClaimLost) || res.Run != nil {
+		t.Fatalf("a claim voided by a change fired: %+v %v", res, err)
+	}
+	third := claim(time.Minute)
+	if len(third) != 1 {
+		t.Fatalf("the schedule is not due after its claims were lost: %+v", third)
+	}
+	res, err := fire(third[0])
+	if err != nil || res.Run == nil {
+		t.Fatalf("the claim that holds: %+v %v", res, err)
+	}
+	if _, err := fire(third[0]); !errors.Is(err, persist.ErrClaimLost) {
+		t.Fatalf("a claim fired twice: %v", err)
+	}
+	if runs, err := s.ScheduleRuns(ctx, "t1", sc.ID, nil, 10); err != nil || len(runs) != 1 {
+		t.Fatalf("runs of the schedule: %d %v", len(runs), err)
 	}
 }
 
@@ -131,11 +217,11 @@ func TestScheduleSettlePauses(t *testing.T) {
 	defer conn.Close(ctx)
 	end := func(status agentd.RunStatus) string {
 		t.Helper()
-		res, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(100*time.Millisecond, 0)})
-		if err != nil || res.Runs[sc.ID].ID == "" {
-			t.Fatalf("fire: %+v %v", res, err)
+		runs, err := fireDue(ctx, s, slotRun(100*time.Millisecond, 0))
+		if err != nil || runs[sc.ID].ID == "" {
+			t.Fatalf("fire: %+v %v", runs, err)
 		}
-		id := res.Runs[sc.ID].ID
+		id := runs[sc.ID].ID
 		if _, err := conn.Exec(ctx, `UPDATE runs SET status = $2, terminal_reason = 'timed_out_total', finished_at = now()
 			WHERE id = $1`, id, status); err != nil {
 			t.Fatal(err)
@@ -166,7 +252,7 @@ func TestScheduleSettlePauses(t *testing.T) {
 		!strings.HasPrefix(paused[0].PausedReason, "2 consecutive runs failed; last: "+last) {
 		t.Fatalf("not paused after two failures in a row: %+v", paused)
 	}
-	if res, err := s.ScheduleFire(ctx, persist.ScheduleFireParams{Limit: 10, Plan: slotRun(time.Second, 0)}); err != nil || len(res.Runs) != 0 {
-		t.Fatalf("a paused schedule fired: %+v %v", res, err)
+	if runs, err := fireDue(ctx, s, slotRun(time.Second, 0)); err != nil || len(runs) != 0 {
+		t.Fatalf("a paused schedule fired: %+v %v", runs, err)
 	}
 }

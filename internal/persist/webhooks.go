@@ -95,8 +95,9 @@ func scanDue(row pgx.Row) (dueEntry, error) {
 // dispatched into their deliveries (one per subscription of the run's
 // tenant that wants the row's event type, and one to the run's own
 // webhook), in one transaction that marks the rows dispatched: each row
-// once, whatever instances run or die. It returns how many rows it
-// dispatched.
+// once, whatever instances run or die. payload reads the runs through that
+// transaction (txRuns): no other connection is used while it holds the
+// rows. It returns how many rows it dispatched.
 func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload agentd.PayloadFunc) (int, error) {
 	var n int
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -114,7 +115,7 @@ func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload agentd.Pa
 		}
 		var b batch
 		for _, d := range due {
-			if err := queueDeliveries(ctx, &b, d, hooks[d.e.TenantID], payload); err != nil {
+			if err := queueDeliveries(ctx, tx, &b, d, hooks[d.e.TenantID], payload); err != nil {
 				return err
 			}
 			b.exec("dispatch outbox row", `UPDATE outbox SET dispatched_at = now() WHERE run_id = $1 AND seq = $2`,
@@ -128,7 +129,7 @@ func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload agentd.Pa
 
 // queueDeliveries queues the deliveries of d: to each of hooks that wants
 // its event type, and to its run's own webhook.
-func queueDeliveries(ctx context.Context, b *batch, d dueEntry, hooks []agentd.Webhook, payload agentd.PayloadFunc) error {
+func queueDeliveries(ctx context.Context, tx pgx.Tx, b *batch, d dueEntry, hooks []agentd.Webhook, payload agentd.PayloadFunc) error {
 	type target struct{ webhookID, url, sealed string }
 	var targets []target
 	for _, w := range hooks {
@@ -142,7 +143,7 @@ func queueDeliveries(ctx context.Context, b *batch, d dueEntry, hooks []agentd.W
 	if len(targets) == 0 {
 		return nil
 	}
-	body, ok, err := payload(ctx, d.e)
+	body, ok, err := payload(ctx, txRuns{tx}, d.e)
 	if err != nil || !ok {
 		return err
 	}
@@ -151,6 +152,22 @@ func queueDeliveries(ctx context.Context, b *batch, d dueEntry, hooks []agentd.W
 			d.e.EventType, d.e.RunID, d.e.Seq, body)
 	}
 	return nil
+}
+
+// txRuns reads runs through a transaction, for a delivery's payload.
+type txRuns struct{ tx pgx.Tx }
+
+var _ agentd.RunReader = txRuns{}
+
+// RunGet returns a tenant's run; ErrRunNotFound.
+func (r txRuns) RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error) {
+	run, err := scanRun(r.tx.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2`, id, tenantID))
+	return run, notFound(err, agentd.ErrRunNotFound)
+}
+
+// RunCosts is Store.RunCosts, in the transaction.
+func (r txRuns) RunCosts(ctx context.Context, ids []string) (map[string]agentd.RunCost, error) {
+	return runCosts(ctx, r.tx, ids)
 }
 
 // webhooksOf returns the subscriptions of the tenants, by tenant.

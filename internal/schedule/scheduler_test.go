@@ -48,9 +48,9 @@ func TestPlan(t *testing.T) {
 			failed: true, next: at(11)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := New(Config{Spec: func(context.Context, agentd.Schedule) (agentd.RunSpec, error) {
-				return agentd.RunSpec{Model: "fake", Input: []agentd.InputMessage{{Role: agentd.RoleUser, Content: "hi"}}}, c.specErr
-			}})
+			s := New(Config{Composer: ComposerFunc(func(context.Context, agentd.Schedule) (agentd.RunCreate, error) {
+				return agentd.RunCreate{Spec: agentd.RunSpec{Model: "fake", Input: []agentd.InputMessage{{Role: agentd.RoleUser, Content: "hi"}}}}, c.specErr
+			})})
 			c.d.PrevOpen = c.prevOpen
 			p, err := s.plan(context.Background(), c.d)
 			if err != nil {

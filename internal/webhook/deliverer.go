@@ -42,8 +42,9 @@ const (
 
 // Config configures a Deliverer.
 type Config struct {
-	Store   Store
-	Box     *secrets.Box // opens the signing secrets
+	Store Store
+	Box   *secrets.Box // opens the signing secrets
+	// Payload is the body of an outbox row's deliveries (nil: Payload).
 	Payload agentd.PayloadFunc
 	// Client makes the POSTs: one held to the egress rule of the URLs
 	// tenants give (tools.GuardedClient), which follows no redirect.
@@ -99,6 +100,9 @@ func New(cfg Config) *Deliverer {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Payload == nil {
+		cfg.Payload = Payload
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

@@ -129,7 +129,7 @@ func (f fixture) stop(t *testing.T, tenant string, typ agentd.EventType, failFir
 
 var _ webhook.Store = (*persist.Store)(nil)
 
-func payload(_ context.Context, e agentd.OutboxEntry) (json.RawMessage, bool, error) {
+func payload(_ context.Context, _ agentd.RunReader, e agentd.OutboxEntry) (json.RawMessage, bool, error) {
 	b, err := agentd.DeliveryPayload(e.EventType, e.CreatedAt, map[string]any{"run": map[string]string{"id": e.RunID}})
 	return b, true, err
 }

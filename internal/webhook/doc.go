@@ -1,5 +1,6 @@
 // Package webhook delivers webhooks out: it turns the outbox rows that
-// every run's stop writes into deliveries (persist.OutboxDispatch) and
+// every run's stop writes into deliveries (persist.OutboxDispatch, whose
+// transaction Payload reads the run through, for the body) and
 // POSTs each, signed as the Standard Webhooks specification says (the
 // webhook-id, webhook-timestamp and webhook-signature headers, through its
 // Go library), retrying with exponential backoff and jitter up to a
