@@ -83,7 +83,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		srvs.closeListeners()
 		return err
 	}
-	in.deliver.Start()
+	if err := in.deliver.Start(ctx); err != nil {
+		srvs.closeListeners()
+		return err
+	}
 	serveErr := srvs.serve()
 	in.logStart(srvs)
 	if ready != nil {
@@ -472,7 +475,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		Client:  tools.GuardedClient(cfg.WebhookAllowHosts, &http.Client{}),
 		Backoff: cfg.WebhookBackoff, Horizon: cfg.WebhookHorizon, Timeout: cfg.WebhookTimeout, Workers: cfg.WebhookWorkers,
 		Logger: log, Registerer: in.reg})
-	in.closers = append(in.closers, in.deliver.Stop) // an attempt under way is cut: its lease brings it back
+	in.closers = append(in.closers, func() { _ = in.deliver.Stop(context.Background()) })
 	failures := cfg.ScheduleFailures
 	if failures == 0 {
 		failures = -1 // never pause
