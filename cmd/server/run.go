@@ -355,6 +355,11 @@ func (in *instance) openStore(ctx context.Context) error {
 			Help: "Reads the read replica served.",
 		}, func() float64 { return float64(store.ReplicaReads()) }))
 	}
+	sampler := in.store.ReplicaSampler()
+	if err := sampler.Start(ctx); err != nil {
+		return err
+	}
+	in.closers = append(in.closers, func() { _ = sampler.Stop(context.Background()) })
 	in.store.StartGroupCommit(cfg.Committers, 64, persist.DeferTick(cfg.DeltaTick))
 	in.closers = append(in.closers, in.store.StopGroupCommit) // after the engine stopped
 	if cfg.Retention > 0 {
