@@ -129,7 +129,8 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	hub := stream.New(stream.Config{Heartbeat: time.Hour})
 	dbURL := persisttest.NewDatabase(t)
 	store := persisttest.Open(t, persist.Config{URL: dbURL, Publisher: hub})
-	if err := hub.Start(store); err != nil {
+	hub.Bind(store)
+	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	f := &tenantFixture{t: t, store: store, logs: &syncBuffer{}, keys: map[string]string{}, url: dbURL}

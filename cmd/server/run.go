@@ -365,7 +365,8 @@ func (in *instance) openStore(ctx context.Context) error {
 	if cfg.Retention > 0 {
 		in.closers = append(in.closers, startRetention(in.store, cfg.Retention, cfg.RetentionEvery, log))
 	}
-	if err := in.hub.Start(in.store); err != nil {
+	in.hub.Bind(in.store)
+	if err := in.hub.Start(ctx); err != nil {
 		return err
 	}
 	in.closers = append(in.closers, func() { _ = in.hub.Stop(context.Background()) }) // safe twice
