@@ -387,9 +387,11 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 		in.loaded.mcpServers = append(in.loaded.mcpServers, m.Name)
 	}
 	mcp := mcptools.New(registry, mcpServers, log)
-	mcp.Start()
+	if err := mcp.Start(context.Background()); err != nil {
+		return nil, err
+	}
 	in.mcp = mcp
-	in.closers = append(in.closers, mcp.Stop) // after the engine stopped
+	in.closers = append(in.closers, func() { _ = mcp.Stop(context.Background()) }) // after the engine stopped
 	profiles := compact.DefaultProfiles()
 	if cfg.ModelsFile != "" {
 		if profiles, err = compact.LoadProfiles(cfg.ModelsFile); err != nil {
@@ -409,7 +411,7 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 	in.box = box
 	in.tenants = tenanttools.New(tenanttools.Config{Source: in.store, Base: registry, Box: box, AllowHosts: cfg.HTTPAllowHosts,
 		Logger: log})
-	in.closers = append(in.closers, in.tenants.Close) // the connections to the tenants' MCP servers
+	in.closers = append(in.closers, func() { _ = in.tenants.Stop(context.Background()) }) // the connections to the tenants' MCP servers
 	in.profiles = profiles
 	model, modelName, stopModel, err := buildModel(cfg, profiles, log)
 	if err != nil {
