@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,5 +238,43 @@ func getJSON(t *testing.T, url string, v any) {
 	}
 	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestShutdownOrderDocumented: the order in which the instance's parts
+// stop, as docs/design.md ("Graceful shutdown") and the comment on run
+// list it, is the code's: the reverse of instance.parts, every optional
+// part configured.
+func TestShutdownOrderDocumented(t *testing.T) {
+	in := &instance{}
+	in.cfg.Retention, in.cfg.ReplicaURL = time.Hour, "postgres://replica"
+	code := in.parts().Names()
+	slices.Reverse(code)
+	names := regexp.MustCompile("[a-z_]+")
+	for file, list := range map[string]*regexp.Regexp{
+		"../../docs/design.md": regexp.MustCompile(`(?s)\n *Stop order: (.*?)\.\n`),
+		"run.go":               regexp.MustCompile(`(?s)\n// Stop order: (.*?)\.\n`),
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := list.FindSubmatch(b)
+		if m == nil {
+			t.Errorf("%s has no line %q", file, "Stop order: ...")
+			continue
+		}
+		// The docs' names are in backquotes, each maybe with a condition
+		// in parentheses; the comment's are bare.
+		text := regexp.MustCompile(`\([^)]*\)|//`).ReplaceAllString(string(m[1]), "")
+		var doc []string
+		for _, item := range strings.Split(text, ",") {
+			if n := names.FindString(item); n != "" {
+				doc = append(doc, n)
+			}
+		}
+		if !slices.Equal(doc, code) {
+			t.Errorf("%s lists the stop order %v; the code's is %v", file, doc, code)
+		}
 	}
 }
