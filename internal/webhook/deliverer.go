@@ -175,6 +175,7 @@ func (d *Deliverer) Stop(ctx context.Context) error {
 		}
 	}
 	d.cancel()
+	d.cfg.Client.CloseIdleConnections() // no connection outlives the Deliverer
 	return d.stopErr
 }
 
