@@ -32,7 +32,8 @@ func TestUppercaseRunIDStreamsLive(t *testing.T) {
 	hub := stream.New(stream.Config{Poll: time.Hour, Heartbeat: time.Hour})
 	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
 	checkEventsAtEnd(t, store)
-	if err := hub.Start(store); err != nil {
+	hub.Bind(store)
+	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(),
@@ -124,7 +125,8 @@ func TestRunIDFormsAreCanonicalised(t *testing.T) {
 	t.Parallel()
 	hub := stream.New(stream.Config{Heartbeat: time.Hour})
 	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
-	if err := hub.Start(store); err != nil {
+	hub.Bind(store)
+	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	logs := &errorCounter{}

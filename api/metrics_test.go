@@ -82,7 +82,8 @@ func TestWaitHangUpIsAClientClose(t *testing.T) {
 	t.Parallel()
 	hub := stream.New(stream.Config{Heartbeat: time.Hour})
 	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
-	if err := hub.Start(store); err != nil {
+	hub.Bind(store)
+	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

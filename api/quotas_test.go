@@ -43,7 +43,8 @@ func TestStreamQuotaIsPerTenant(t *testing.T) {
 	hub := stream.New(stream.Config{Heartbeat: time.Hour})
 	store := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: hub})
 	checkEventsAtEnd(t, store)
-	if err := hub.Start(store); err != nil {
+	hub.Bind(store)
+	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	b := setupWith(t, store, store, func(c *api.Config) {

@@ -129,7 +129,8 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	hub := stream.New(stream.Config{Heartbeat: time.Hour})
 	dbURL := persisttest.NewDatabase(t)
 	store := persisttest.Open(t, persist.Config{URL: dbURL, Publisher: hub})
-	if err := hub.Start(store); err != nil {
+	hub.Bind(store)
+	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	f := &tenantFixture{t: t, store: store, logs: &syncBuffer{}, keys: map[string]string{}, url: dbURL}
@@ -164,7 +165,7 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	reg := registry(t)
 	// Its MCP servers are never reached: a declaration does not wait for them.
 	catalog := tenanttools.New(tenanttools.Config{Source: store, Base: reg, Box: box, ConnectWait: time.Millisecond})
-	t.Cleanup(catalog.Close)
+	t.Cleanup(func() { _ = catalog.Stop(context.Background()) })
 	f.h = api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(), Events: hub,
 		Tools: reg, TenantTools: catalog, Webhooks: api.Webhooks{Store: store, Box: box}, Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Registerer: prometheus.NewRegistry(),

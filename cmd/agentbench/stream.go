@@ -85,7 +85,8 @@ func newStack(ctx context.Context, o options, fake, name string) (_ *stack, err 
 	if err != nil {
 		return nil, err
 	}
-	if err := hub.Start(store); err != nil {
+	hub.Bind(store)
+	if err := hub.Start(ctx); err != nil {
 		return nil, err
 	}
 	s.hub = hub

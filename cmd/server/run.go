@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/conns"
+	"github.com/agentd/agentd/internal/lifecycle"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/mcptools"
@@ -45,16 +47,24 @@ import (
 //
 //  1. GET /readyz answers 503 shutting_down at once, so that load balancers
 //     stop sending requests here; HTTP and event streams go on meanwhile.
-//  2. The engine stops claiming and drains: runs reach a step boundary (or
-//     the grace period ends), then their leases are handed back. Events
-//     committed meanwhile still reach this instance's streams and are
-//     notified to the other instances.
-//  3. The event streams close (their clients reconnect, to a peer, and
-//     replay from Last-Event-ID), and queued notifications are sent.
-//  4. The HTTP server stops; then the group committer, the model and the
-//     pool.
+//  2. The instance's parts stop in the reverse of the order they started
+//     in (instance.parts): intake first (the scheduler, the webhook
+//     deliverer, whose attempts under way finish, and retention), then the
+//     engine, which stops claiming and drains: runs reach a step boundary
+//     (or the grace period ends), then their leases are handed back.
+//     Events committed meanwhile still reach this instance's streams and
+//     are notified to the other instances. These share the grace period.
+//  3. The tenants' and the tools file's MCP connections close, then the
+//     event streams (their clients reconnect, to a peer, and replay from
+//     Last-Event-ID; queued notifications are sent), then the HTTP server;
+//     then the group committer, the model, the replica's sampler and the
+//     pool. Each of these has a bound of its own.
 //
-// When ready is not nil it is called with the bound address once serving.
+// Stop order: scheduler, webhooks, retention, engine, tenant_tools, mcp,
+// streams, http, group_commit, model, replica, pool.
+//
+// A part that fails to start stops those that started before it. When
+// ready is not nil it is called with the bound address once serving.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready func(addr string)) error {
 	if len(args) > 0 && args[0] == "keys" {
 		return runKeys(ctx, args[1:], getenv, stdout, stderr)
@@ -73,23 +83,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer in.close()
 
-	srvs, err := in.listen()
-	if err != nil {
+	parts := in.parts()
+	if err := parts.Start(ctx); err != nil {
 		return err
 	}
-	if err := in.eng.Start(ctx); err != nil {
-		srvs.closeListeners()
-		return err
-	}
-	if err := in.sched.Start(ctx); err != nil {
-		srvs.closeListeners()
-		return err
-	}
-	in.deliver.Start()
-	serveErr := srvs.serve()
-	in.logStart(srvs)
+	// The API serves once every part started, so that no request reaches
+	// one that has not.
+	serveErr := in.http.serve()
+	in.logStart(in.http)
 	if ready != nil {
-		ready(srvs.apiLn.Addr().String())
+		ready(in.http.apiLn.Addr().String())
 	}
 
 	var runErr error
@@ -98,8 +101,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case runErr = <-serveErr:
 		runErr = fmt.Errorf("serve: %w", runErr)
 	}
-	in.shutdown(context.WithoutCancel(ctx), srvs.api)
-	srvs.closeSide()
+	in.shutdown(context.WithoutCancel(ctx), parts)
+	in.http.closeSide()
 	return runErr
 }
 
@@ -108,9 +111,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // are not capped and stop after the API's, so that /readyz says 503
 // through the shutdown.
 type servers struct {
+	in    *instance
 	api   *http.Server
 	apiLn *conns.Listener
 	side  []sideServer
+
+	mu      sync.Mutex
+	bound   bool // Start opened the listeners
+	serving bool // serve serves them
+	stopped bool
 }
 
 // sideServer is a server on an address of its own.
@@ -120,20 +129,62 @@ type sideServer struct {
 	ln   net.Listener
 }
 
-// listen opens the instance's listeners and builds their servers.
-func (in *instance) listen() (*servers, error) {
+// Start opens the instance's listeners and builds their servers, which
+// serve once every part started (serve): an address in use fails the
+// start before anything runs. Starting twice, or after Stop, does nothing.
+func (s *servers) Start(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bound || s.stopped {
+		return nil
+	}
+	if err := s.listen(); err != nil {
+		return err
+	}
+	s.bound = true
+	return nil
+}
+
+// Stop stops the API's server: it stops accepting, and waits, within ctx,
+// for the requests under way (the event streams closed before); past ctx
+// it closes their connections. Listeners that never served are closed.
+// The servers on addresses of their own stay up (closeSide), so that
+// /readyz says 503 through the shutdown. Stopping twice, or before Start,
+// is safe.
+func (s *servers) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || !s.bound {
+		s.stopped = true
+		return nil
+	}
+	s.stopped = true
+	if !s.serving {
+		s.closeListeners()
+		return nil
+	}
+	if err := s.api.Shutdown(ctx); err != nil {
+		_ = s.api.Close()
+		return err
+	}
+	return nil
+}
+
+// listen opens the listeners and builds their servers.
+func (s *servers) listen() error {
+	in := s.in
 	cfg := in.cfg
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen: %w", err)
+		return fmt.Errorf("listen: %w", err)
 	}
 	// A new connection past the budget of unauthenticated ones closes the
 	// oldest of them; when every connection has authenticated, new ones
 	// wait in the kernel's backlog until one closes, rather than each
 	// taking a file descriptor. With authentication off only loopback
 	// clients reach the address, and each of them counts as authenticated.
-	s := &servers{apiLn: conns.NewListener(ln, conns.Config{Max: cfg.MaxConnections,
-		MaxUnauthenticated: cfg.MaxUnauthenticated, TrustLoopback: cfg.Auth == authNone})}
+	s.apiLn = conns.NewListener(ln, conns.Config{Max: cfg.MaxConnections,
+		MaxUnauthenticated: cfg.MaxUnauthenticated, TrustLoopback: cfg.Auth == authNone})
 	s.api = in.httpServer(in.handler)
 	s.api.ConnContext = conns.ConnContext
 	in.countConnections(s.apiLn)
@@ -153,11 +204,11 @@ func (in *instance) listen() (*servers, error) {
 	for _, side := range sides {
 		if side.ln, err = net.Listen("tcp", addrs[side.name]); err != nil {
 			s.closeListeners()
-			return nil, fmt.Errorf("%s listen: %w", side.name, err)
+			return fmt.Errorf("%s listen: %w", side.name, err)
 		}
 		s.side = append(s.side, side)
 	}
-	return s, nil
+	return nil
 }
 
 // httpServer is a server of h with agentd's timeouts: headers within 10 s,
@@ -194,6 +245,9 @@ func (in *instance) countConnections(l *conns.Listener) {
 
 // serve serves every listener; the channel receives the first failure.
 func (s *servers) serve() <-chan error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.serving = true
 	serveErr := make(chan error, 1+len(s.side))
 	go func() { serveErr <- s.api.Serve(s.apiLn) }()
 	for _, side := range s.side {
@@ -208,7 +262,9 @@ func (s *servers) serve() <-chan error {
 
 // closeListeners closes the listeners of servers that never served.
 func (s *servers) closeListeners() {
-	s.apiLn.Close()
+	if s.apiLn != nil {
+		s.apiLn.Close()
+	}
 	for _, side := range s.side {
 		side.ln.Close()
 	}
@@ -253,6 +309,8 @@ func browsable(addr string) string {
 
 // closeSide stops the servers on addresses of their own.
 func (s *servers) closeSide() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, side := range s.side {
 		_ = side.srv.Close()
 	}
@@ -268,7 +326,12 @@ type instance struct {
 	eng       *engine.Engine
 	sched     *schedule.Scheduler // fires the schedules' slots
 	deliver   *webhook.Deliverer  // delivers the webhooks
-	box       *secrets.Box        // seals what tenants give: headers, signing secrets
+	commit    *persist.GroupCommit
+	replica   *persist.ReplicaSampler
+	retention *persist.Retention // nil without AGENTD_RETENTION
+	model     *modelService
+	http      *servers
+	box       *secrets.Box // seals what tenants give: headers, signing secrets
 	handler   http.Handler
 	metrics   http.Handler // GET /metrics
 	modelName string
@@ -281,7 +344,9 @@ type instance struct {
 	loaded   loaded               // what the start-up line reports
 	reg      *prometheus.Registry // every metric the instance exports
 	draining atomic.Bool          // set at shutdown: /readyz answers 503
-	closers  []func()             // run by close, last first
+	// closers release what assemble opened, last first, whether or not
+	// the parts started: the pool, the fake model's listener, tracing.
+	closers []func()
 }
 
 // loaded is what an instance loaded, beyond its settings, for the start-up
@@ -317,8 +382,8 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 }
 
 // openStore readies the database (created, migrated), the metrics
-// registry, the stream hub and the store with its group commit and
-// retention.
+// registry, the stream hub and the store, and builds the store's services
+// (group commit, retention, the replica's sampler), not yet started.
 func (in *instance) openStore(ctx context.Context) error {
 	cfg, log := in.cfg, in.log
 	if err := persist.EnsureDatabase(ctx, cfg.DatabaseURL); err != nil {
@@ -357,20 +422,17 @@ func (in *instance) openStore(ctx context.Context) error {
 			Help: "Reads the read replica served.",
 		}, func() float64 { return float64(store.ReplicaReads()) }))
 	}
-	in.store.StartGroupCommit(cfg.Committers, 64, persist.DeferTick(cfg.DeltaTick))
-	in.closers = append(in.closers, in.store.StopGroupCommit) // after the engine stopped
+	in.replica = in.store.ReplicaSampler()
+	in.commit = in.store.GroupCommit(cfg.Committers, 64, persist.DeferTick(cfg.DeltaTick))
 	if cfg.Retention > 0 {
-		in.closers = append(in.closers, startRetention(in.store, cfg.Retention, cfg.RetentionEvery, log))
+		in.retention = in.store.Retention(cfg.Retention, cfg.RetentionEvery, log)
 	}
-	if err := in.hub.Start(in.store); err != nil {
-		return err
-	}
-	in.closers = append(in.closers, func() { _ = in.hub.Stop(context.Background()) }) // safe twice
+	in.hub.Bind(in.store)
 	return nil
 }
 
-// startEngine builds the tools (MCP servers connecting in the background),
-// the model and the engine, not yet started; it returns the tools.
+// startEngine builds the tools (the MCP servers' manager), the model and
+// the engine, not yet started; it returns the tools.
 func (in *instance) startEngine() (*tools.Registry, error) {
 	cfg, log := in.cfg, in.log
 	registry, mcpServers, fileTools, err := buildTools(cfg, in.store)
@@ -382,10 +444,7 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 	for _, m := range mcpServers {
 		in.loaded.mcpServers = append(in.loaded.mcpServers, m.Name)
 	}
-	mcp := mcptools.New(registry, mcpServers, log)
-	mcp.Start()
-	in.mcp = mcp
-	in.closers = append(in.closers, mcp.Stop) // after the engine stopped
+	in.mcp = mcptools.New(registry, mcpServers, log)
 	profiles := compact.DefaultProfiles()
 	if cfg.ModelsFile != "" {
 		if profiles, err = compact.LoadProfiles(cfg.ModelsFile); err != nil {
@@ -405,14 +464,13 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 	in.box = box
 	in.tenants = tenanttools.New(tenanttools.Config{Source: in.store, Base: registry, Box: box, AllowHosts: cfg.HTTPAllowHosts,
 		Logger: log})
-	in.closers = append(in.closers, in.tenants.Close) // the connections to the tenants' MCP servers
 	in.profiles = profiles
-	model, modelName, stopModel, err := buildModel(cfg, profiles, log)
+	model, modelName, ms, err := buildModel(cfg, profiles, log)
 	if err != nil {
 		return nil, err
 	}
-	in.modelName = modelName
-	in.closers = append(in.closers, stopModel)
+	in.modelName, in.model = modelName, ms
+	in.closers = append(in.closers, ms.closeListener)
 	in.composer = compose.New(compose.Config{Builder: runspec.New(in.runDefaults(), registry), Agents: in.store,
 		Tools: in.tenants, Registry: registry})
 	in.eng = engine.New(engine.Config{
@@ -471,7 +529,6 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		Client:  tools.GuardedClient(cfg.WebhookAllowHosts, &http.Client{}),
 		Backoff: cfg.WebhookBackoff, Horizon: cfg.WebhookHorizon, Timeout: cfg.WebhookTimeout, Workers: cfg.WebhookWorkers,
 		Logger: log, Registerer: in.reg})
-	in.closers = append(in.closers, in.deliver.Stop) // an attempt under way is cut: its lease brings it back
 	failures := cfg.ScheduleFailures
 	if failures == 0 {
 		failures = -1 // never pause
@@ -479,6 +536,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 	in.sched = schedule.New(schedule.Config{Store: in.store, Tick: cfg.ScheduleTick,
 		Composer:    in.composer,
 		MaxFailures: failures, Logger: log, Registerer: in.reg})
+	in.http = &servers{in: in}
 	in.loaded.traceEndpoint = telemetry.Endpoint(getenv)
 	if in.loaded.traceEndpoint != "" {
 		// HTTP server spans, joining a caller's trace (traceparent); the
@@ -509,31 +567,73 @@ func (in *instance) ready(ctx context.Context) error {
 	return in.store.Ping(ctx)
 }
 
+// parts lists the instance's services in start order; they stop in
+// reverse, as run's comment says. The intake and the engine stop within
+// the grace period (the context given to Stop), in turn; the others, which
+// come after the drain, each within a bound of their own.
+func (in *instance) parts() *lifecycle.Group {
+	within := lifecycle.StopWithin
+	g := &lifecycle.Group{}
+	g.Add("pool", lifecycle.Funcs{StopFunc: in.closePool}, within(5*time.Second))
+	if in.cfg.ReplicaURL != "" {
+		g.Add("replica", in.replica, within(5*time.Second))
+	}
+	g.Add("model", in.model, within(5*time.Second))
+	g.Add("group_commit", in.commit, within(10*time.Second)) // before the engine starts, after it stopped
+	g.Add("http", in.http, within(5*time.Second))
+	g.Add("streams", in.hub, within(5*time.Second))
+	g.Add("mcp", in.mcp, within(5*time.Second))
+	g.Add("tenant_tools", in.tenants, within(5*time.Second))
+	g.Add("engine", in.eng)
+	if in.cfg.Retention > 0 {
+		g.Add("retention", in.retention)
+	}
+	g.Add("webhooks", in.deliver) // its attempts under way finish
+	g.Add("scheduler", in.sched)  // no new slot starts a run here
+	return g
+}
+
+// closePool closes the pool, waiting for the connections in use within
+// ctx. Closing twice is safe.
+func (in *instance) closePool(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		in.store.Close()
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // shutdown stops serving in the order run's comment gives.
-func (in *instance) shutdown(ctx context.Context, srv *http.Server) {
+func (in *instance) shutdown(ctx context.Context, parts *lifecycle.Group) {
 	in.draining.Store(true)
 	in.log.Info("shutting down", "grace", in.cfg.ShutdownGrace.String())
 	graceCtx, cancelGrace := context.WithTimeout(ctx, in.cfg.ShutdownGrace)
 	defer cancelGrace()
-	if err := in.sched.Stop(graceCtx); err != nil { // no new slot starts a run here
-		in.log.Warn("scheduler stop", "error", err)
-	}
-	if err := in.eng.Stop(graceCtx); err != nil {
-		in.log.Warn("engine stop", "error", err)
-	}
-	in.log.Info("runs drained; closing event streams")
-	streamCtx, cancelStream := context.WithTimeout(ctx, 5*time.Second)
-	defer cancelStream()
-	if err := in.hub.Stop(streamCtx); err != nil {
-		in.log.Warn("stream stop", "error", err)
-	}
-	httpCtx, cancelHTTP := context.WithTimeout(ctx, 5*time.Second)
-	defer cancelHTTP()
-	if err := srv.Shutdown(httpCtx); err != nil {
-		in.log.Warn("http shutdown", "error", err)
-		srv.Close()
+	for _, err := range unjoin(parts.Stop(graceCtx)) {
+		attrs := []any{"error", err}
+		if se := (*lifecycle.StopError)(nil); errors.As(err, &se) {
+			attrs = []any{"part", se.Name, "error", se.Err}
+		}
+		in.log.Warn("stop", attrs...)
 	}
 	in.log.Info("stopped")
+}
+
+// unjoin returns the errors errors.Join joined into err.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err != nil {
+		return []error{err}
+	}
+	return nil
 }
 
 // close releases what assemble opened, last first.
@@ -561,6 +661,9 @@ var (
 	_ compose.Tools      = (*tenanttools.Catalog)(nil)
 	_ tenanttools.Source = (*persist.Store)(nil)
 	_ schedule.Store     = (*persist.Store)(nil)
+	_ stream.Store       = (*persist.Store)(nil)
+	_ persist.Publisher  = (*stream.Hub)(nil)
+	_ webhook.Store      = (*persist.Store)(nil)
 	_ schedule.Composer  = (*compose.Composer)(nil)
 )
 
@@ -603,14 +706,15 @@ func buildTools(cfg config, artifacts tools.ArtifactReader) (_ *tools.Registry, 
 // file routes to its endpoint, and every other model to the default one:
 // the configured OpenAI-compatible endpoint, or, without an API key, the
 // built-in fake served on a loopback port so that the real client code
-// runs. A route the router refuses (an unknown provider, a key variable
-// that is not set) fails the start.
-func buildModel(cfg config, profiles *compact.Profiles, log *slog.Logger) (llm.Model, string, func(), error) {
+// runs. Its service serves the fake, if any, once started. A route the
+// router refuses (an unknown provider, a key variable that is not set)
+// fails the start.
+func buildModel(cfg config, profiles *compact.Profiles, log *slog.Logger) (llm.Model, string, *modelService, error) {
 	name := cfg.Model
 	// prompt_cache_key goes to OpenAI's own API; another endpoint may
 	// refuse a field it does not know.
 	def := llm.OpenAIConfig{BaseURL: cfg.OpenAIBaseURL, APIKey: cfg.OpenAIKey, PromptCacheKey: llm.OfficialOpenAI(cfg.OpenAIBaseURL)}
-	stopFake := func() {}
+	ms := &modelService{}
 	if cfg.OpenAIKey != "" {
 		if name == "" {
 			name = "gpt-4o-mini"
@@ -620,30 +724,86 @@ func buildModel(cfg config, profiles *compact.Profiles, log *slog.Logger) (llm.M
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("fake model listen: %w", err)
 		}
-		srv := &http.Server{Handler: fakellm.New(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
+		ms.ln, ms.srv = ln, &http.Server{Handler: fakellm.New(), ReadHeaderTimeout: 10 * time.Second}
 		def = llm.OpenAIConfig{BaseURL: "http://" + ln.Addr().String() + "/v1", APIKey: "fake", PromptCacheKey: true}
 		if name == "" {
 			name = "fake"
 		}
 		log.Info("OPENAI_API_KEY is not set: using the built-in fake model for every model the models file does not route; see docs/fake-model.md for its directives",
 			"fake_base_url", def.BaseURL)
-		stopFake = func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-		}
 	}
 	m, err := llm.NewRouter(profiles.Routes(), def, cfg.getenv)
 	if err != nil {
-		stopFake()
+		ms.closeListener()
 		return nil, "", nil, fmt.Errorf("models: %w", err)
 	}
-	stop := func() {
-		m.CloseIdleConnections()
-		stopFake()
+	ms.router = m
+	return m, name, ms, nil
+}
+
+// modelService is the model's part of an instance: the built-in fake
+// model's server, when it runs, and the router's idle connections.
+type modelService struct {
+	router interface{ CloseIdleConnections() }
+	srv    *http.Server // nil: no fake model
+	ln     net.Listener
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	served  chan struct{} // closed when Serve returned
+}
+
+// Start serves the fake model, if any. Starting twice, or after Stop, does
+// nothing.
+func (ms *modelService) Start(context.Context) error {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.srv == nil || ms.started || ms.stopped {
+		return nil
 	}
-	return m, name, stop, nil
+	ms.started = true
+	ms.served = make(chan struct{})
+	go func() {
+		defer close(ms.served)
+		_ = ms.srv.Serve(ms.ln)
+	}()
+	return nil
+}
+
+// Stop closes the router's idle connections and shuts the fake model
+// down, waiting within ctx for the answers under way (the engine, which
+// asks for them, stopped before); past ctx it closes their connections.
+// Stopping twice, or before Start, is safe.
+func (ms *modelService) Stop(ctx context.Context) error {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.router != nil {
+		ms.router.CloseIdleConnections()
+	}
+	if ms.stopped || ms.srv == nil {
+		ms.stopped = true
+		return nil
+	}
+	ms.stopped = true
+	if !ms.started {
+		ms.closeListener()
+		return nil
+	}
+	err := ms.srv.Shutdown(ctx)
+	if err != nil {
+		_ = ms.srv.Close()
+	}
+	<-ms.served
+	return err
+}
+
+// closeListener closes the fake model's listener, if any: for an instance
+// whose parts never started.
+func (ms *modelService) closeListener() {
+	if ms.ln != nil {
+		_ = ms.ln.Close()
+	}
 }
 
 // buildAuth returns the authenticator of cfg.Auth.
@@ -662,37 +822,4 @@ func buildAuth(ctx context.Context, cfg config, store *persist.Store) (auth.Auth
 		return auth.Either(keys(), o), nil
 	}
 	return auth.None(), nil
-}
-
-// startRetention runs a retention pass every interval (the first one at
-// once), removing what ended longer ago than keep. The function it returns
-// stops it and waits for a pass under way.
-func startRetention(store *persist.Store, keep, interval time.Duration, log *slog.Logger) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			start := time.Now()
-			st, err := store.RetentionPass(ctx, start.Add(-keep))
-			switch {
-			case ctx.Err() != nil:
-				return
-			case err != nil:
-				log.Warn("retention pass", "error", err)
-			case st.Conversations+st.IdempotencyKeys+st.Deliveries > 0:
-				log.Info("retention pass", "conversations", st.Conversations, "runs", st.Runs,
-					"idempotency_keys", st.IdempotencyKeys, "webhook_deliveries", st.Deliveries,
-					"took", time.Since(start).Round(time.Millisecond))
-			}
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
 }

@@ -35,8 +35,12 @@ type Manager struct {
 	reg     *tools.Registry
 	log     *slog.Logger
 	servers []*server
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	done    chan struct{} // closed when every server's goroutine returned
 }
 
 // Status is a server's state, for /readyz.
@@ -62,24 +66,44 @@ func New(reg *tools.Registry, cfgs []ServerConfig, log *slog.Logger) *Manager {
 
 // Start connects to every server in the background: a server that is down
 // does not hold agentd up; it is tried again, with backoff, until Stop.
-func (m *Manager) Start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	for _, s := range m.servers {
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			s.run(ctx)
-		}()
+// ctx bounds nothing. Starting twice, or after Stop, does nothing.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started || m.stopped {
+		return nil
 	}
+	m.started = true
+	ctx, m.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	m.done = make(chan struct{})
+	var wg sync.WaitGroup
+	for _, s := range m.servers {
+		wg.Go(func() { s.run(ctx) })
+	}
+	go func() {
+		wg.Wait()
+		close(m.done)
+	}()
+	return nil
 }
 
-// Stop closes the connections and waits for their goroutines.
-func (m *Manager) Stop() {
-	if m.cancel != nil {
-		m.cancel()
+// Stop closes the connections and waits for their goroutines, within ctx.
+// Stopping twice, or before Start, is safe.
+func (m *Manager) Stop(ctx context.Context) error {
+	m.mu.Lock()
+	m.stopped = true
+	started := m.started
+	m.mu.Unlock()
+	if !started {
+		return nil
 	}
-	m.wg.Wait()
+	m.cancel()
+	select {
+	case <-m.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("mcp servers: %w", ctx.Err())
+	}
 }
 
 // Statuses says, per server, whether it is connected and how many tools it

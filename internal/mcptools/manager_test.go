@@ -2,6 +2,7 @@ package mcptools
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
@@ -27,8 +28,10 @@ func TestStderrLinesAndConnectTimeout(t *testing.T) {
 	m := New(reg, []ServerConfig{{Name: "mute", Command: "sh",
 		Args:             []string{"-c", "echo a >&2; printf 'b c\\r\\nd' >&2; exec sleep 30"},
 		ConnectTimeoutMS: 300}}, log)
-	m.Start()
-	defer m.Stop()
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = m.Stop(context.Background()) }()
 
 	deadline := time.Now().Add(20 * time.Second)
 	for m.Statuses()[0].Error == "" && time.Now().Before(deadline) {
@@ -102,5 +105,36 @@ func TestStderrLogSplits(t *testing.T) {
 	want := []string{"hello", "world", long[:maxStderrLine], long[maxStderrLine:], "tail"}
 	if got := out.stderrLines(t, "s"); strings.Join(got, "|") != strings.Join(want, "|") {
 		t.Errorf("lines %q, want %q", got, want)
+	}
+}
+
+// TestManagerStartStop: a manager stops safely before it starts and
+// twice, and does not start again once stopped.
+func TestManagerStartStop(t *testing.T) {
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	cfg := []ServerConfig{{Name: "idle", Command: "sh", Args: []string{"-c", "exec sleep 30"}, ConnectTimeoutMS: 300}}
+	never := New(reg, cfg, nil)
+	for i, err := range []error{never.Stop(ctx), never.Start(ctx), never.Stop(ctx)} {
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	m := New(reg, cfg, nil)
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for range 2 {
+		if err := m.Stop(sctx); err != nil {
+			t.Fatalf("stop: %v", err)
+		}
 	}
 }

@@ -119,6 +119,66 @@ func (s *Store) StopGroupCommit() {
 	}
 }
 
+// GroupCommit is group commit as a service: Start is StartGroupCommit,
+// Stop is StopGroupCommit within a context.
+type GroupCommit struct {
+	s        *Store
+	workers  int
+	maxBatch int
+	opts     []GroupOption
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	done    chan struct{} // closed once StopGroupCommit returned
+}
+
+// GroupCommit returns the service of group commit on s, with StartGroupCommit's
+// arguments. Start it before the engine starts; stop it after the engine
+// stopped.
+func (s *Store) GroupCommit(workers, maxBatch int, opts ...GroupOption) *GroupCommit {
+	return &GroupCommit{s: s, workers: workers, maxBatch: maxBatch, opts: opts}
+}
+
+// Start starts the committers. Starting twice, or after Stop, does nothing.
+func (g *GroupCommit) Start(context.Context) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.started || g.stopped {
+		return nil
+	}
+	g.started = true
+	g.s.StartGroupCommit(g.workers, g.maxBatch, g.opts...)
+	return nil
+}
+
+// Stop stops the committers once the queued writes are committed, waiting
+// for them within ctx; past it, they go on committing, and Stop says so.
+// Stopping twice, or before Start, is safe.
+func (g *GroupCommit) Stop(ctx context.Context) error {
+	g.mu.Lock()
+	g.stopped = true
+	if !g.started {
+		g.mu.Unlock()
+		return nil
+	}
+	if g.done == nil {
+		g.done = make(chan struct{})
+		go func() {
+			defer close(g.done)
+			g.s.StopGroupCommit()
+		}()
+	}
+	done := g.done
+	g.mu.Unlock()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("queued writes still committing: %w", ctx.Err())
+	}
+}
+
 // DeferTicks reports the tick of deferred writes: 0 when ExecDeferred
 // commits at once, as Exec does.
 func (s *Store) DeferTicks() time.Duration {

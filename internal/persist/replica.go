@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +33,8 @@ const DefaultReplicaMaxLag = 5 * time.Second
 const replicaSample = 500 * time.Millisecond
 
 // replica is the read replica and what is known of its lag. Its sampler
-// goroutine is owned by the Store: started by Open, stopped by Close.
+// goroutine is a service of its own (Store.ReplicaSampler): until it
+// starts, and once it stopped, the replica is not fresh and serves nothing.
 type replica struct {
 	pool    *pgxpool.Pool
 	primary *pgxpool.Pool
@@ -48,8 +50,11 @@ type replica struct {
 	samples []walSample
 	state   string // what was last logged: "", "fresh", or why not
 
-	cancel context.CancelFunc // stops the sampler
-	done   chan struct{}      // closed when the sampler has stopped
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc // stops the sampler
+	done    chan struct{}      // closed when the sampler has stopped
 }
 
 // walSample is the primary's WAL position at a moment.
@@ -77,13 +82,65 @@ func openReplica(ctx context.Context, cfg Config, primary *pgxpool.Pool, log *sl
 	if r.maxLag <= 0 {
 		r.maxLag = DefaultReplicaMaxLag
 	}
-	// A replica that is down at start is not an error: reads go to the
-	// primary until it is up.
+	return r, nil
+}
+
+// ReplicaSampler returns the service that measures the read replica's lag
+// (every replicaSample), without which the replica serves nothing: start
+// it once the store is open, stop it before Close. Without a replica it
+// does nothing.
+func (s *Store) ReplicaSampler() *ReplicaSampler { return &ReplicaSampler{r: s.replica} }
+
+// ReplicaSampler measures the read replica's lag between Start and Stop.
+type ReplicaSampler struct{ r *replica }
+
+// Start takes a first sample, within ctx, and starts sampling. A replica
+// that is down is not an error: reads go to the primary until it is up.
+// Starting twice, or after Stop, does nothing.
+func (rs *ReplicaSampler) Start(ctx context.Context) error {
+	r := rs.r
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return nil
+	}
+	r.started = true
 	r.sample(ctx)
 	sctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go r.run(sctx)
-	return r, nil
+	return nil
+}
+
+// Stop stops sampling and waits for a sample under way, within ctx; from
+// then on the replica serves nothing. Stopping twice, or before Start, is
+// safe.
+func (rs *ReplicaSampler) Stop(ctx context.Context) error {
+	if rs.r == nil {
+		return nil
+	}
+	return rs.r.stop(ctx)
+}
+
+func (r *replica) stop(ctx context.Context) error {
+	r.mu.Lock()
+	r.stopped = true
+	started := r.started
+	r.mu.Unlock()
+	if !started {
+		return nil
+	}
+	r.cancel()
+	select {
+	case <-r.done:
+		r.fresh.Store(false)
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("replica sampler: %w", ctx.Err())
+	}
 }
 
 // run samples the replica's lag until ctx ends.
@@ -101,10 +158,10 @@ func (r *replica) run(ctx context.Context) {
 	}
 }
 
-// close stops the sampler and closes the replica's pool.
+// close stops the sampler, if it still runs, and closes the replica's
+// pool.
 func (r *replica) close() {
-	r.cancel()
-	<-r.done
+	_ = r.stop(context.Background())
 	r.pool.Close()
 }
 

@@ -27,6 +27,14 @@ func TestReadReplica(t *testing.T) {
 	s := persisttest.Open(t, persist.Config{URL: pair.PrimaryURL(), ReplicaURL: pair.StandbyURL(),
 		ReplicaMaxLag: 2 * time.Second, MaxConns: 8})
 	ctx := context.Background()
+	sampler := s.ReplicaSampler()
+	if s.ReplicaFresh() {
+		t.Fatal("the replica is fresh before its lag was measured")
+	}
+	if err := sampler.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sampler.Stop(ctx) })
 	waitFresh := func(want bool, why string) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -174,6 +182,9 @@ func BenchmarkReplayLoad(b *testing.B) {
 	}
 	pair.WaitReplayed()
 	withReplica := persisttest.Open(b, persist.Config{URL: pair.PrimaryURL(), ReplicaURL: pair.StandbyURL(), MaxConns: 16})
+	if err := withReplica.ReplicaSampler().Start(ctx); err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name  string
 		store *persist.Store

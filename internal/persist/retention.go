@@ -3,6 +3,8 @@ package persist
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -173,4 +175,91 @@ func (s *Store) stillOld(ctx context.Context, tx pgx.Tx, ids []string, horizon t
 		}
 	}
 	return out, nil
+}
+
+// Retention runs a RetentionPass between Start and Stop: the first at
+// once, then one every interval, each removing what ended longer ago than
+// keep.
+type Retention struct {
+	store    *Store
+	keep     time.Duration
+	interval time.Duration
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the loop has returned
+}
+
+// Retention returns the service that runs retention passes on s every
+// interval, removing what ended longer ago than keep; passes are logged
+// to log when they removed something, or failed.
+func (s *Store) Retention(keep, interval time.Duration, log *slog.Logger) *Retention {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Retention{store: s, keep: keep, interval: interval, log: log, done: make(chan struct{})}
+}
+
+// Start starts the passes; ctx bounds nothing. Starting twice, or after
+// Stop, does nothing.
+func (r *Retention) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.stopped {
+		return nil
+	}
+	r.started = true
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel = cancel
+	go r.loop(lctx)
+	return nil
+}
+
+// Stop stops the passes and waits, within ctx, for a pass under way to end:
+// it is cancelled, and its transaction under way rolls back (what the
+// transactions before it removed stays removed). Stopping twice, or
+// before Start, is safe.
+func (r *Retention) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	r.stopped = true
+	started := r.started
+	r.mu.Unlock()
+	if !started {
+		return nil
+	}
+	r.cancel()
+	select {
+	case <-r.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("retention pass: %w", ctx.Err())
+	}
+}
+
+func (r *Retention) loop(ctx context.Context) {
+	defer close(r.done)
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		start := time.Now()
+		st, err := r.store.RetentionPass(ctx, start.Add(-r.keep))
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.log.Warn("retention pass", "error", err)
+		case st.Conversations+st.IdempotencyKeys+st.Deliveries > 0:
+			r.log.Info("retention pass", "conversations", st.Conversations, "runs", st.Runs,
+				"idempotency_keys", st.IdempotencyKeys, "webhook_deliveries", st.Deliveries,
+				"took", time.Since(start).Round(time.Millisecond))
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

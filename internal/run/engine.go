@@ -197,6 +197,32 @@ const DefaultWorkers = 16
 
 // New returns an engine; it does nothing until Start.
 func New(cfg Config) *Engine {
+	cfg = cfg.withDefaults()
+	e := &Engine{
+		cfg: cfg,
+		log: cfg.Logger,
+		m:   cfg.Metrics,
+		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, toolsFor: cfg.ToolsFor, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
+			profiles: cfg.Profiles, traceContent: cfg.TraceContent, composer: cfg.Composer,
+			budgets: newBudgets(cfg.Store, cfg.MonthlyBudget), priceVersion: cfg.Profiles.PriceVersion(),
+			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
+			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
+				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
+				callsPerStep: cfg.ToolCallsPerStep, callsPerRun: cfg.ToolCallsPerRun, maxStallClaims: cfg.MaxStallClaims,
+				agentDepth: cfg.AgentDepth, treeRuns: cfg.AgentTreeRuns, children: cfg.AgentChildren,
+				inputFilesBytes: cfg.MaxInputFilesBytes}},
+		wake:   make(chan struct{}, 1),
+		kick:   make(chan struct{}, 1),
+		sem:    make(chan struct{}, cfg.Workers),
+		active: map[string]*execution{}, queues: map[string]*tenantQueue{}, executing: map[string]int{},
+		parked: map[string][]queuedRun{}, handed: map[string]queuedRun{},
+	}
+	e.d.spawn = e.create
+	return e
+}
+
+// withDefaults is cfg with its zero fields at their defaults.
+func (cfg Config) withDefaults() Config {
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
@@ -260,27 +286,7 @@ func New(cfg Config) *Engine {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(nil)
 	}
-	e := &Engine{
-		cfg: cfg,
-		log: cfg.Logger,
-		m:   cfg.Metrics,
-		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, toolsFor: cfg.ToolsFor, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
-			profiles: cfg.Profiles, traceContent: cfg.TraceContent, composer: cfg.Composer,
-			budgets: newBudgets(cfg.Store, cfg.MonthlyBudget), priceVersion: cfg.Profiles.PriceVersion(),
-			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
-			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
-				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
-				callsPerStep: cfg.ToolCallsPerStep, callsPerRun: cfg.ToolCallsPerRun, maxStallClaims: cfg.MaxStallClaims,
-				agentDepth: cfg.AgentDepth, treeRuns: cfg.AgentTreeRuns, children: cfg.AgentChildren,
-				inputFilesBytes: cfg.MaxInputFilesBytes}},
-		wake:   make(chan struct{}, 1),
-		kick:   make(chan struct{}, 1),
-		sem:    make(chan struct{}, cfg.Workers),
-		active: map[string]*execution{}, queues: map[string]*tenantQueue{}, executing: map[string]int{},
-		parked: map[string][]queuedRun{}, handed: map[string]queuedRun{},
-	}
-	e.d.spawn = e.create
-	return e
+	return cfg
 }
 
 // WorkerID names this engine in leases and attempts.

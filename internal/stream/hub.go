@@ -37,11 +37,6 @@ type Store interface {
 	ChildRuns(ctx context.Context, parentID string) ([]string, error)
 }
 
-var (
-	_ Store             = (*persist.Store)(nil)
-	_ persist.Publisher = (*Hub)(nil)
-)
-
 // Defaults of Config.
 const (
 	DefaultHeartbeat    = 15 * time.Second
@@ -169,26 +164,38 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// Start starts the listener and the notifier on store, and the serving of
-// streams. The Hub runs until Stop: its lifetime is not tied to a context,
-// so that at shutdown the streams outlive the draining of runs (whose last
-// events still reach them and the other instances) and close only when
-// Stop is called. Starting twice, or after Stop, is an error. It panics
-// when store is nil, which is a wiring mistake.
-func (h *Hub) Start(store Store) error {
+// Bind gives the Hub the store it listens on and reads from. Call it
+// once, before Start: the store is made after the Hub, whose commits the
+// Hub publishes (persist.Config.Publisher). It panics when store is nil,
+// which is a wiring mistake.
+func (h *Hub) Bind(store Store) {
 	if store == nil {
-		panic("stream: Start with a nil store")
+		panic("stream: Bind with a nil store")
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.store = store
+}
+
+// Start starts the listener and the notifier on the bound store, and the
+// serving of streams. The Hub runs until Stop: ctx bounds nothing, so that
+// at shutdown the streams outlive the draining of runs (whose last events
+// still reach them and the other instances) and close only when Stop is
+// called. Starting twice does nothing; starting after Stop, or with no
+// store bound, is an error.
+func (h *Hub) Start(context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped {
 		return ErrStopped
 	}
 	if h.started {
-		return errors.New("stream hub already started")
+		return nil
+	}
+	if h.store == nil {
+		return errors.New("stream hub started with no store bound")
 	}
 	h.started = true
-	h.store = store
 	h.wg.Add(3)
 	go h.listen()
 	go h.notifier()
@@ -198,7 +205,7 @@ func (h *Hub) Start(store Store) error {
 
 // Stop closes every open stream, stops every goroutine of the Hub and waits
 // for them until ctx ends (then it returns ctx's error). Notifications still
-// queued are sent first. Stopping twice is safe.
+// queued are sent first. Stopping twice, or before Start, is safe.
 func (h *Hub) Stop(ctx context.Context) error {
 	h.settle(ctx)
 	h.mu.Lock()

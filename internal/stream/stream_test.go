@@ -68,7 +68,8 @@ func newInstance(t testing.TB, hub *stream.Hub, store stream.Store, wrap func(ne
 	}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	if err := hub.Start(store); err != nil {
+	hub.Bind(store)
+	if err := hub.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -36,8 +37,9 @@ type remote struct {
 
 // remotes are the connections to the tenants' MCP servers.
 type remotes struct {
-	mu   sync.Mutex
-	byID map[string]*remote // by tenant and name (remoteID)
+	mu      sync.Mutex
+	byID    map[string]*remote // by tenant and name (remoteID)
+	stopped bool               // by Stop: no connection is made again
 }
 
 func remoteID(tenant, name string) string { return tenant + "\x00" + name }
@@ -54,6 +56,10 @@ func (c *Catalog) mcpTools(ctx context.Context, tenant string, rows []agentd.Ten
 	var stale, started []*remote
 	var list []any // a *remote, or a broken tool
 	c.remotes.mu.Lock()
+	if c.remotes.stopped {
+		c.remotes.mu.Unlock()
+		return nil // Stop closed the connections: nothing connects again
+	}
 	for id, r := range c.remotes.byID {
 		if row, ok := want[id]; strings.HasPrefix(id, tenant+"\x00") && (!ok || fingerprint(row) != r.key) {
 			stale = append(stale, r)
@@ -75,7 +81,7 @@ func (c *Catalog) mcpTools(ctx context.Context, tenant string, rows []agentd.Ten
 	}
 	c.remotes.mu.Unlock()
 	for _, r := range stale {
-		r.mgr.Stop()
+		_ = r.mgr.Stop(context.WithoutCancel(ctx)) // its goroutine ends with its connection
 	}
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.ConnectWait)
 	defer cancel()
@@ -115,7 +121,9 @@ func (c *Catalog) connect(row agentd.TenantTool) (*remote, error) {
 	}
 	log := c.cfg.Logger.With("tenant", row.TenantID)
 	r := &remote{key: fingerprint(row), reg: reg, mgr: mcptools.New(reg, []mcptools.ServerConfig{cfg}, log)}
-	r.mgr.Start()
+	if err := r.mgr.Start(context.Background()); err != nil {
+		return nil, err
+	}
 	return r, nil
 }
 
@@ -172,13 +180,26 @@ func (c *Catalog) MCPStatus(tenant, name string) (agentd.MCPServerStatus, bool) 
 	return st, true
 }
 
-// Close closes the connections to the tenants' MCP servers.
-func (c *Catalog) Close() {
+// Start does nothing: a tenant's MCP server is connected to when a
+// registry of its runs is first made. It is there so that the Catalog
+// stops with the instance's other parts.
+func (c *Catalog) Start(context.Context) error { return nil }
+
+// Stop closes the connections to the tenants' MCP servers and waits for
+// their goroutines, within ctx; from then on no connection is made again
+// (a registry made later goes without the tenants' MCP tools). Stopping
+// twice, or before Start, is safe.
+func (c *Catalog) Stop(ctx context.Context) error {
 	c.remotes.mu.Lock()
 	all := c.remotes.byID
 	c.remotes.byID = map[string]*remote{}
+	c.remotes.stopped = true
 	c.remotes.mu.Unlock()
+	var errs []error
 	for _, r := range all {
-		r.mgr.Stop()
+		if err := r.mgr.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	return errors.Join(errs...)
 }

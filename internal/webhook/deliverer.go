@@ -65,11 +65,19 @@ type Config struct {
 // Deliverer dispatches the outbox and makes the due deliveries' attempts,
 // in goroutines it owns between Start and Stop.
 type Deliverer struct {
-	cfg    Config
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	cfg Config
+	// ctx is the attempts' (and the dispatcher's calls'): cancelled when
+	// Stop cuts what did not drain. intake is the loops': cancelled when
+	// Stop begins, so that nothing new is claimed.
+	ctx       context.Context
+	cancel    context.CancelFunc
+	intake    context.Context
+	endIntake context.CancelFunc
+	wg        sync.WaitGroup // the dispatcher and the claimer
+	state     sync.Mutex     // over started, stopped and stopErr
+	started   bool
+	stopped   bool
+	stopErr   error
 
 	mu       sync.Mutex
 	busy     map[string]int // attempts under way by URL
@@ -120,9 +128,17 @@ func New(cfg Config) *Deliverer {
 }
 
 // Start starts the dispatcher and the claimer, which starts a goroutine
-// for each attempt, at most Workers at once. They run until Stop.
-func (d *Deliverer) Start() {
-	d.ctx, d.cancel = context.WithCancel(context.Background())
+// for each attempt, at most Workers at once. They run until Stop; ctx
+// bounds nothing. Starting twice, or after Stop, does nothing.
+func (d *Deliverer) Start(ctx context.Context) error {
+	d.state.Lock()
+	defer d.state.Unlock()
+	if d.started || d.stopped {
+		return nil
+	}
+	d.started = true
+	d.ctx, d.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.intake, d.endIntake = context.WithCancel(d.ctx)
 	d.wg.Add(2)
 	go func() {
 		defer d.wg.Done()
@@ -130,21 +146,62 @@ func (d *Deliverer) Start() {
 	}()
 	go func() {
 		defer d.wg.Done()
-		defer d.attempts.Wait()
 		d.loop(d.claim, d.freed)
 	}()
+	return nil
 }
 
-// Stop stops the goroutines; an attempt under way is cut, and is made
-// again (by any instance) once its claim's lease is over. Stopping twice,
-// or a Deliverer never started, is safe.
-func (d *Deliverer) Stop() {
-	d.once.Do(func() {
-		if d.cancel != nil {
-			d.cancel()
-			d.wg.Wait()
+// Stop stops dispatching and claiming at once, and lets the attempts under
+// way finish (and be recorded) until ctx ends: an endpoint that got a
+// delivery is not sent it again by the instance that takes over. What is
+// still under way then is cut, and made again (by any instance) once its
+// claim's lease is over; Stop says how many were. Stopping twice, or a
+// Deliverer never started, is safe; the second call returns what the
+// first did.
+func (d *Deliverer) Stop(ctx context.Context) error {
+	d.state.Lock()
+	defer d.state.Unlock()
+	if d.stopped || !d.started {
+		d.stopped = true
+		return d.stopErr
+	}
+	d.stopped = true
+	d.endIntake()
+	d.wg.Wait() // a claim under way hands its deliveries to attempts first
+	if !d.drain(ctx) {
+		d.mu.Lock()
+		n := d.inFlight
+		d.mu.Unlock()
+		d.cancel()
+		d.attempts.Wait()
+		if n > 0 {
+			d.stopErr = fmt.Errorf("cut %d delivery attempts under way: %w", n, ctx.Err())
 		}
-	})
+	}
+	d.cancel()
+	d.cfg.Client.CloseIdleConnections() // no connection outlives the Deliverer
+	return d.stopErr
+}
+
+// drain waits for the attempts under way until ctx ends; false: some are
+// still under way.
+func (d *Deliverer) drain(ctx context.Context) bool {
+	done := make(chan struct{})
+	go func() {
+		d.attempts.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		select {
+		case <-done: // both ready: it drained
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 // loop calls step until Stop, pausing a tick (or until wake) whenever it
@@ -152,14 +209,14 @@ func (d *Deliverer) Stop() {
 func (d *Deliverer) loop(step func() bool, wake <-chan struct{}) {
 	t := time.NewTicker(d.cfg.Tick)
 	defer t.Stop()
-	for d.ctx.Err() == nil {
+	for d.intake.Err() == nil {
 		if step() {
 			continue
 		}
 		select {
 		case <-t.C:
 		case <-wake:
-		case <-d.ctx.Done():
+		case <-d.intake.Done():
 		}
 	}
 }
@@ -186,12 +243,12 @@ func (d *Deliverer) claim() bool {
 	if free <= 0 {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(d.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(d.intake, 10*time.Second)
 	claimed, err := d.cfg.Store.DeliveryClaim(ctx, agentd.DeliveryClaim{Max: free, PerURL: d.cfg.PerURL, Busy: busy,
 		Lease: d.cfg.Timeout + 5*time.Second})
 	cancel()
 	if err != nil {
-		if d.ctx.Err() == nil {
+		if d.intake.Err() == nil {
 			d.cfg.Logger.Warn("webhooks: claim deliveries", "err", err)
 		}
 		return false

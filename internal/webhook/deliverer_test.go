@@ -138,8 +138,16 @@ func (f fixture) start(t *testing.T, cfg webhook.Config) *webhook.Deliverer {
 	cfg.Store, cfg.Box, cfg.Payload = f.store, f.box, payload
 	cfg.Backoff, cfg.Tick = max(cfg.Backoff, 20*time.Millisecond), 10*time.Millisecond
 	d := webhook.New(cfg)
-	d.Start()
-	t.Cleanup(d.Stop)
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
 	return d
 }
 
