@@ -149,3 +149,13 @@ func runEnded(t *testing.T, c *client.Client, id string) *client.Run {
 		}
 	}
 }
+
+// startRun creates a run of input through c and returns its id.
+func startRun(t *testing.T, c *client.Client, input string) string {
+	t.Helper()
+	run, err := c.CreateRun(testCtx(t), client.CreateRun{Input: input})
+	if err != nil {
+		t.Fatalf("CreateRun: %v", err)
+	}
+	return run.ID
+}
