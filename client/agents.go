@@ -132,6 +132,9 @@ type Fork struct {
 	Model        string          `json:"model,omitempty"`
 	AgentVersion int             `json:"agent_version,omitempty"` // another version of the run's agent
 	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	// InputMessages, when given, replaces Input: messages with parts
+	// (images, files), as CreateRun's.
+	InputMessages []InputMessage `json:"-"`
 	// IdempotencyKey is sent as the Idempotency-Key header; empty: the
 	// client makes one, and sends it again on each retry of the call.
 	IdempotencyKey string `json:"-"`
@@ -145,10 +148,13 @@ func (c *Client) ForkRun(ctx context.Context, runID string, f Fork) (*Run, error
 	type body Fork
 	payload := struct {
 		body
-		Input *string `json:"input,omitempty"`
+		Input any `json:"input,omitempty"`
 	}{body: body(f)}
-	if f.Input != "" {
-		payload.Input = &f.Input
+	switch {
+	case f.InputMessages != nil:
+		payload.Input = f.InputMessages
+	case f.Input != "":
+		payload.Input = f.Input
 	}
 	var run Run
 	if _, err := c.do(ctx, request{method: http.MethodPost, path: "/runs/" + esc(runID) + "/fork", body: payload, key: f.IdempotencyKey}, &run); err != nil {

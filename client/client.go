@@ -23,6 +23,7 @@ type Client struct {
 	base     string
 	key      string
 	tenant   string
+	header   http.Header
 	hc       *http.Client
 	attempts int
 	backoff  time.Duration
@@ -40,6 +41,21 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc
 
 // WithTenant acts for another tenant (X-Tenant-ID), with an admin key.
 func WithTenant(tenant string) Option { return func(c *Client) { c.tenant = tenant } }
+
+// WithHeader sends the header key: value with every request, event
+// streams included, as the client's own headers (Authorization,
+// X-Tenant-ID, Idempotency-Key) are sent beside it: such as a traceparent
+// (W3C Trace Context) that makes the server's spans children of the
+// caller's, or a header a proxy in front of agentd wants. Given again for
+// the same key, the values add up.
+func WithHeader(key, value string) Option {
+	return func(c *Client) {
+		if c.header == nil {
+			c.header = http.Header{}
+		}
+		c.header.Add(key, value)
+	}
+}
 
 // WithRetries makes each call at most attempts times (default 3) when the
 // server cannot be reached or answers 429, 502, 503 or 504, waiting backoff
@@ -194,6 +210,11 @@ func (c *Client) send(ctx context.Context, req request) (*http.Response, error) 
 }
 
 func (c *Client) authorize(r *http.Request) {
+	for k, vs := range c.header {
+		for _, v := range vs {
+			r.Header.Add(k, v)
+		}
+	}
 	if c.key != "" {
 		r.Header.Set("Authorization", "Bearer "+c.key)
 	}
@@ -229,13 +250,25 @@ func (c *Client) CreateRun(ctx context.Context, r CreateRun) (*Run, error) {
 	if r.InputMessages != nil {
 		payload.Input = r.InputMessages
 	}
-	var run Run
 	req := request{method: http.MethodPost, path: "/runs", body: payload, key: r.IdempotencyKey, query: waitQuery(r.Wait)}
-	if _, err := c.do(ctx, req, &run); err != nil {
+	resp, err := c.send(ctx, req)
+	if err != nil {
 		return nil, err
+	}
+	defer resp.Body.Close()
+	var run Run
+	if err := json.NewDecoder(resp.Body).Decode(&run); err != nil {
+		return nil, fmt.Errorf("agentd: decode POST /runs: %w", err)
+	}
+	if s := resp.Header.Get(headerWebhookSecret); s != "" && r.Webhook != nil && r.Webhook.Secret == "" {
+		r.Webhook.Secret = s
 	}
 	return &run, nil
 }
+
+// headerWebhookSecret carries the signing secret the server made for a
+// run's own webhook, in the answer to the POST /runs that created it.
+const headerWebhookSecret = "Webhook-Secret"
 
 // GetRun reads a run.
 func (c *Client) GetRun(ctx context.Context, id string) (*Run, error) {
@@ -468,4 +501,31 @@ func (c *Client) Tools(ctx context.Context) ([]Tool, error) {
 func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.do(ctx, request{method: http.MethodGet, path: "/readyz"}, nil)
 	return err
+}
+
+// Readiness is what a ready server says of itself (GET /readyz).
+type Readiness struct {
+	Status string `json:"status"` // ready
+	// MCPServers are the MCP servers of the tools file, each connected or
+	// not: a server that is down leaves the others' tools offered, and
+	// agentd ready.
+	MCPServers []MCPServerStatus `json:"mcp_servers"`
+}
+
+// MCPServerStatus is how one MCP server of the tools file is.
+type MCPServerStatus struct {
+	Name      string `json:"name"`
+	Connected bool   `json:"connected"`
+	Tools     int    `json:"tools"`           // the tools it offers
+	Error     string `json:"error,omitempty"` // why it is not connected
+}
+
+// Readiness reads the server's readiness (GET /readyz); a server that is
+// not ready answers an *Error, as Ready returns it.
+func (c *Client) Readiness(ctx context.Context) (*Readiness, error) {
+	var out Readiness
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/readyz"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

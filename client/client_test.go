@@ -162,6 +162,52 @@ func TestClientEndToEnd(t *testing.T) {
 	if err := c.Ready(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if r, err := c.Readiness(ctx); err != nil || r.Status != "ready" || len(r.MCPServers) != 0 {
+		t.Fatalf("readiness of a server without MCP servers: %+v %v", r, err)
+	}
+	// A chain of models.
+	chained, err := c.CreateRun(ctx, client.CreateRun{Input: "/say chained", Models: []string{"fake-4k", "fake"}, Wait: 10 * time.Second})
+	if err != nil || chained.Model != "fake-4k" || strings.Join(chained.Models, " ") != "fake-4k fake" || chained.Status != agentd.StatusCompleted {
+		t.Fatalf("a run with a chain of models: %+v %v", chained, err)
+	}
+}
+
+// TestWithHeader: a header given with WithHeader goes with every request
+// of the client, its event streams' too, beside the client's own.
+func TestWithHeader(t *testing.T) {
+	t.Parallel()
+	addr := servertest.FreeAddr(t)
+	servertest.Start(t, addr, persisttest.NewDatabase(t))
+	target, _ := url.Parse("http://" + addr)
+	var mu sync.Mutex
+	seen := map[string][]string{} // traceparent by method and path
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Method+" "+r.URL.Path] = append(seen[r.Method+" "+r.URL.Path], r.Header.Get("traceparent")+"|"+r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := context.Background()
+	c := client.New(front.URL, client.WithHeader("traceparent", parent))
+	run, err := c.CreateRun(ctx, client.CreateRun{Input: "/say hi", IdempotencyKey: "k-header"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	collect(t, c, ctx, run.ID)
+	if _, err := c.GetRun(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for req, want := range map[string]string{"POST /runs": parent + "|k-header", "GET /runs/" + run.ID + "/events": parent + "|",
+		"GET /runs/" + run.ID: parent + "|"} {
+		if got := seen[req]; len(got) == 0 || got[0] != want {
+			t.Errorf("%s came with %q, want %q", req, got, want)
+		}
+	}
 }
 
 // TestClientRetriesWithTheSameKey: a POST whose answer is lost is sent again

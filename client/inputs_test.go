@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,18 @@ func TestImagesAndFiles(t *testing.T) {
 		if err != nil || !bytes.Equal(b, sent) || mediaType != p.MediaType || p.Size != int64(len(sent)) {
 			t.Fatalf("part %d %+v: its artifact is %d bytes of %s (%v)", i+1, p, len(b), mediaType, err)
 		}
+	}
+
+	// A fork's new message may hold parts too: the fork's model receives
+	// the copied message's parts, then the fork's own.
+	fork, err := c.ForkRun(ctx, run.ID, client.Fork{AtStep: 1, InputMessages: []client.InputMessage{{Role: agentd.RoleUser,
+		Content: "/media", Parts: []client.InputPart{client.ImageURL("https://example.com/fork.png", "")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fork, err = c.WaitRun(ctx, fork.ID, 20*time.Second); err != nil || fork.Status != agentd.StatusCompleted || fork.OutputText == nil ||
+		!strings.HasPrefix(*fork.OutputText, want) || !strings.HasSuffix(*fork.OutputText, "\nimage https://example.com/fork.png") {
+		t.Fatalf("the fork with an image %+v answered %v (%v)", fork, fork.OutputText, err)
 	}
 
 	for _, c2 := range []struct {

@@ -82,6 +82,7 @@ type CreateRun struct {
 	InputMessages  []InputMessage      `json:"-"`
 	ConversationID string              `json:"conversation_id,omitempty"`
 	Model          string              `json:"model,omitempty"`
+	Models         []string            `json:"models,omitempty"` // in place of Model: a chain, each model's fallback the next
 	Instructions   string              `json:"instructions,omitempty"`
 	Tools          *[]string           `json:"tools,omitempty"` // nil: every tool; &[]string{}: none
 	MaxSteps       int                 `json:"max_steps,omitempty"`

@@ -28,10 +28,12 @@ type NewWebhook struct {
 
 // RunWebhook is CreateRun's webhook: the URL the run's stops are
 // delivered to, signed under Secret (whsec_...; NewWebhookSecret makes
-// one).
+// one). With no Secret, the server makes one and shows it once, in its
+// answer to the creation: CreateRun writes it into Secret then (a replay
+// of the creation does not show it again).
 type RunWebhook struct {
 	URL    string `json:"url"`
-	Secret string `json:"secret"`
+	Secret string `json:"secret,omitempty"`
 }
 
 // NewWebhookSecret returns a new signing secret in the form Standard

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -100,6 +101,28 @@ func TestWebhooks(t *testing.T) {
 	}
 	if d, err := c.Redeliver(ctx, hook.ID, page.Data[0].ID); err != nil || d.ID != page.Data[0].ID {
 		t.Fatalf("redeliver: %+v %v", d, err)
+	}
+	// A run's own webhook without a secret: the server makes one, which
+	// CreateRun writes into the RunWebhook.
+	made := &client.RunWebhook{URL: recv.URL + "/made"}
+	mu.Lock() // the delivery waits for the secret to be known
+	other, err := c.CreateRun(ctx, client.CreateRun{Input: "/say hi", Webhook: made})
+	if err != nil || !strings.HasPrefix(made.Secret, "whsec_") {
+		mu.Unlock()
+		t.Fatalf("a run's webhook without a secret: %+v %v, secret %q", other, err, made.Secret)
+	}
+	secrets["/made"] = made.Secret
+	mu.Unlock()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		n := got["/made"]
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries to a webhook whose secret the server made, want 1", n)
+		}
 	}
 	if err := c.DeleteWebhook(ctx, hook.ID); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
@@ -64,32 +66,21 @@ func chat(t *testing.T, dir, base, scenario, chatID, text string) chatResult {
 	return r
 }
 
-type runView struct {
-	ID             string `json:"id"`
-	Status         string `json:"status"`
-	ConversationID string `json:"conversation_id"`
-	OutputText     string `json:"output_text"`
-}
-
-func waitRunEnd(t *testing.T, base, id string) runView {
-	t.Helper()
-	var r runView
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		getJSON(t, base+"/runs/"+id, &r)
-		switch r.Status {
-		case "completed", "failed", "cancelled", "timed_out", "interrupted":
-			return r
-		}
+// outputOf is a run's output_text, "" for none.
+func outputOf(r *client.Run) string {
+	if r.OutputText == nil {
+		return ""
 	}
-	t.Fatalf("run %s is still %s", id, r.Status)
-	return r
+	return *r.OutputText
 }
 
 // TestAISDKChat: the AI SDK's Chat talks to agentd unchanged: a tool call
 // renders as its parts; a connection cut mid-answer and resumeStream() end
 // with exactly the stored answer; a resume after the end gets 204; a second
 // message continues the conversation; stop with the DELETE cancels; an
-// approval asked by the run is answered from the chat.
+// approval asked by the run is answered from the chat. The chats are the
+// AI SDK's own; what the test reads of agentd's runs it reads through the
+// Go SDK.
 func TestAISDKChat(t *testing.T) {
 	t.Parallel()
 	dir, _ := filepath.Abs("../../test/aisdk")
@@ -100,10 +91,9 @@ func TestAISDKChat(t *testing.T) {
 		t.Skip("test/aisdk/node_modules is missing; `make test` installs it")
 	}
 	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/guarded": webhooktest.OK()})
-	toolsFile := filepath.Join(t.TempDir(), "tools.json")
-	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
-		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`, sink.URL+"/guarded")), 0o600)
-	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
+	s := setup(t, withToolsFile(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
+		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`, sink.URL+"/guarded")))
+	base, c := s.URL, s.Client
 
 	t.Run("tools", func(t *testing.T) {
 		r := chat(t, dir, base, "send", "chat-tools", "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42.")
@@ -121,8 +111,8 @@ func TestAISDKChat(t *testing.T) {
 		if m.Parts[1].ToolName != "calculator" || string(m.Parts[1].Output) != `{"result":42}` || m.Parts[3].Text != "The answer is 42." {
 			t.Fatalf("parts: %+v", m.Parts)
 		}
-		run := waitRunEnd(t, base, m.Metadata.RunID)
-		if m.ID != run.ID || m.Metadata.Status != "completed" || run.OutputText != m.Parts[3].Text {
+		run := runEnded(t, c, m.Metadata.RunID)
+		if m.ID != run.ID || m.Metadata.Status != "completed" || outputOf(run) != m.Parts[3].Text {
 			t.Fatalf("message %s (%+v) of run %+v", m.ID, m.Metadata, run)
 		}
 	})
@@ -134,13 +124,14 @@ func TestAISDKChat(t *testing.T) {
 		if r.Text != "hello world again and again" || len(r.Errors) > 0 {
 			t.Fatalf("the answer reads %q (errors %v)", r.Text, r.Errors)
 		}
-		resp, err := http.Get(base + "/runs/" + r.Messages[1].Metadata.RunID + "/events")
-		if err != nil {
-			t.Fatal(err)
+		retracted := false
+		for ev, err := range c.Events(testCtx(t), r.Messages[1].Metadata.RunID, 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			retracted = retracted || ev.Type == agentd.EventStepRetracted
 		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if !bytes.Contains(b, []byte("event: step.retracted")) {
+		if !retracted {
 			t.Fatal("the fake's cut did not retract the step: the test proves nothing")
 		}
 	})
@@ -153,18 +144,20 @@ func TestAISDKChat(t *testing.T) {
 		if len(r.Messages) != 2 || r.Status != "ready" {
 			t.Fatalf("after the resume: %s, %d messages", r.Status, len(r.Messages))
 		}
-		run := waitRunEnd(t, base, r.Messages[1].Metadata.RunID)
+		run := runEnded(t, c, r.Messages[1].Metadata.RunID)
 		var want []string
 		for i := 1; i <= 40; i++ {
 			want = append(want, fmt.Sprintf("tok%d", i))
 		}
-		if r.Text != run.OutputText || r.Text != strings.Join(want, " ") || len(r.AfterCut.Text) >= len(r.Text) {
-			t.Fatalf("the resumed answer is %q (had %q at the cut); the run's is %q", r.Text, r.AfterCut.Text, run.OutputText)
+		if r.Text != outputOf(run) || r.Text != strings.Join(want, " ") || len(r.AfterCut.Text) >= len(r.Text) {
+			t.Fatalf("the resumed answer is %q (had %q at the cut); the run's is %q", r.Text, r.AfterCut.Text, outputOf(run))
 		}
 		// The answer has ended: resuming finds nothing.
 		if again := chat(t, dir, base, "resume", "chat-cut", ""); again.Status != "ready" || len(again.Messages) != 0 {
 			t.Fatalf("a resume after the end: %s with %d messages", again.Status, len(again.Messages))
 		}
+		// The AI SDK's resume route answers 204 so that its client stops:
+		// the wire, read raw.
 		resp, err := http.Get(base + "/ai-sdk/chat/chat-cut/stream")
 		if err != nil {
 			t.Fatal(err)
@@ -180,24 +173,17 @@ func TestAISDKChat(t *testing.T) {
 		if len(r.Messages) != 4 || r.Messages[1].Metadata.RunID == r.Messages[3].Metadata.RunID {
 			t.Fatalf("%d messages", len(r.Messages))
 		}
-		a, b := waitRunEnd(t, base, r.Messages[1].Metadata.RunID), waitRunEnd(t, base, r.Messages[3].Metadata.RunID)
-		if a.ConversationID != b.ConversationID || a.Status != "completed" || b.Status != "completed" {
+		a, b := runEnded(t, c, r.Messages[1].Metadata.RunID), runEnded(t, c, r.Messages[3].Metadata.RunID)
+		if a.ConversationID != b.ConversationID || a.Status != agentd.StatusCompleted || b.Status != agentd.StatusCompleted {
 			t.Fatalf("runs %+v and %+v", a, b)
 		}
-		var convs struct {
-			Data []struct {
-				ID     string `json:"id"`
-				ChatID string `json:"chat_id"`
-			}
+		convs, err := c.ListConversations(testCtx(t), client.ListConversations{ChatID: "chat-twice"})
+		if err != nil || len(convs.Data) != 1 || convs.Data[0].ID != a.ConversationID || convs.Data[0].ChatID == nil || *convs.Data[0].ChatID != "chat-twice" {
+			t.Fatalf("the chat's conversation: %+v (%v), want %s", convs, err, a.ConversationID)
 		}
-		getJSON(t, base+"/conversations?chat_id=chat-twice", &convs)
-		if len(convs.Data) != 1 || convs.Data[0].ID != a.ConversationID || convs.Data[0].ChatID != "chat-twice" {
-			t.Fatalf("the chat's conversation: %+v, want %s", convs.Data, a.ConversationID)
-		}
-		var msgs struct{ Data []json.RawMessage }
-		getJSON(t, base+"/conversations/"+a.ConversationID+"/messages", &msgs)
-		if len(msgs.Data) != 4 {
-			t.Fatalf("the conversation holds %d messages, want 4", len(msgs.Data))
+		msgs, err := c.Messages(testCtx(t), a.ConversationID, 0, "")
+		if err != nil || len(msgs.Data) != 4 {
+			t.Fatalf("the conversation holds %+v (%v), want 4 messages", msgs, err)
 		}
 	})
 
@@ -206,7 +192,7 @@ func TestAISDKChat(t *testing.T) {
 		if r.DeleteStatus != http.StatusNoContent {
 			t.Fatalf("DELETE the stream: %d", r.DeleteStatus)
 		}
-		if run := waitRunEnd(t, base, r.Messages[1].Metadata.RunID); run.Status != "cancelled" {
+		if run := runEnded(t, c, r.Messages[1].Metadata.RunID); run.Status != agentd.StatusCancelled {
 			t.Fatalf("the stopped run ended %s", run.Status)
 		}
 	})
@@ -226,7 +212,7 @@ func TestAISDKChat(t *testing.T) {
 		if tool != "guarded:output-available" || sink.Count("/guarded") != 1 {
 			t.Fatalf("the approved call: %s, the webhook ran %d times", tool, sink.Count("/guarded"))
 		}
-		if run := waitRunEnd(t, base, m.Metadata.RunID); run.Status != "completed" {
+		if run := runEnded(t, c, m.Metadata.RunID); run.Status != agentd.StatusCompleted {
 			t.Fatalf("run ended %s", run.Status)
 		}
 	})
@@ -245,23 +231,17 @@ func TestAISDKChat(t *testing.T) {
 		if last := chat(t, dir, base, "fileslast", "chat-files-last", "/media"); last.First != want || last.Text != want || len(last.Errors) > 0 {
 			t.Fatalf("sending the last message alone: %q and %q (errors %v)", last.First, last.Text, last.Errors)
 		}
-		run := waitRunEnd(t, base, r.Messages[1].Metadata.RunID)
-		var msgs struct {
-			Data []struct {
-				Content []struct {
-					Type       string `json:"type"`
-					ArtifactID string `json:"artifact_id"`
-					MediaType  string `json:"media_type"`
-				}
-			}
+		run := runEnded(t, c, r.Messages[1].Metadata.RunID)
+		msgs, err := c.Messages(testCtx(t), run.ConversationID, 0, "")
+		if err != nil {
+			t.Fatal(err)
 		}
-		getJSON(t, base+"/conversations/"+run.ConversationID+"/messages", &msgs)
 		var kinds []string
 		for _, p := range msgs.Data[0].Content {
 			if (p.Type == "text") == (p.ArtifactID != "") {
 				t.Fatalf("part %+v: a text with an artifact, or an image or a file without one", p)
 			}
-			kinds = append(kinds, p.Type+":"+p.MediaType)
+			kinds = append(kinds, string(p.Type)+":"+p.MediaType)
 		}
 		if got := strings.Join(kinds, " "); got != "image:image/png file:application/pdf text:" {
 			t.Fatalf("the user's stored message: %s", got)
@@ -285,8 +265,8 @@ func TestAISDKClientTools(t *testing.T) {
 		}
 		t.Skip("test/aisdk/node_modules is missing; `make test` installs it")
 	}
-	base, _ := startServer(t, nil)
-	r := chat(t, dir, base, "client", "chat-client", "/call pick_color {\"hint\":\"warm\"}\n/say done")
+	s := setup(t)
+	r := chat(t, dir, s.URL, "client", "chat-client", "/call pick_color {\"hint\":\"warm\"}\n/say done")
 	if len(r.Messages) != 2 || r.Text != "done" || len(r.Errors) > 0 {
 		t.Fatalf("%d messages, text %q, errors %v", len(r.Messages), r.Text, r.Errors)
 	}
@@ -300,28 +280,25 @@ func TestAISDKClientTools(t *testing.T) {
 	if tool != `pick_color:output-available:{"color":"amber","hint":"warm"}` {
 		t.Fatalf("the client tool's part: %s", tool)
 	}
-	var steps struct {
-		Data []struct {
-			ToolCalls []struct {
-				Name, Status string
-				Result       json.RawMessage
-			} `json:"tool_calls"`
-		}
+	steps, err := s.Client.Steps(testCtx(t), m.Metadata.RunID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	getJSON(t, base+"/runs/"+m.Metadata.RunID+"/steps", &steps)
-	c := steps.Data[0].ToolCalls[0]
+	c := steps[0].ToolCalls[0]
 	var result map[string]string
 	json.Unmarshal(c.Result, &result)
-	if c.Name != "pick_color" || c.Status != "succeeded" || result["color"] != "amber" || result["hint"] != "warm" {
+	if c.Name != "pick_color" || c.Status != agentd.CallSucceeded || result["color"] != "amber" || result["hint"] != "warm" {
 		t.Fatalf("the stored call: %+v", c)
 	}
 }
 
 // TestAISDKStreamIsTheSameOnReplay: the chat's answer read live and its
 // replay from the resume endpoint, at the same time, are the same bytes.
+//
+// Raw HTTP: the test is about the AI SDK door's bytes.
 func TestAISDKStreamIsTheSameOnReplay(t *testing.T) {
 	t.Parallel()
-	base, _ := startServer(t, nil)
+	base := setup(t).URL
 	body := `{"id":"replay","messages":[{"id":"m1","role":"user","parts":[{"type":"text","text":"/call calculator {\"expression\":\"1+1\"}\n/stream 30 20"}]}]}`
 	resp, err := http.Post(base+"/ai-sdk/chat", "application/json", strings.NewReader(body))
 	if err != nil {

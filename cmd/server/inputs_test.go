@@ -3,21 +3,22 @@ package main
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/llm/fakeanthropic"
 	"github.com/agentd/agentd/internal/llm/fakellm"
-	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
 // The image and the PDF the input tests send.
@@ -26,33 +27,12 @@ const (
 	testPDF = "%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n"
 )
 
-// postRunWait sends body to POST /runs?wait=20 and returns the status and the
-// answer.
-func postRunWait(t *testing.T, base string, body any) (int, map[string]any) {
-	t.Helper()
-	b, _ := json.Marshal(body)
-	resp, err := http.Post(base+"/runs?wait=20", "application/json", strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("POST /runs answered %d %s", resp.StatusCode, raw)
-	}
-	return resp.StatusCode, out
-}
-
-// mediaInput is a message of the text "/media" (the fakes answer with the
-// images and files they received), a PNG as a data URL and a PDF as base64.
-func mediaInput() []any {
-	return []any{map[string]any{"role": "user", "content": []any{
-		map[string]any{"type": "text", "text": "/media"},
-		map[string]any{"type": "image", "url": "data:image/png;base64," + testPNG},
-		map[string]any{"type": "file", "data": base64.StdEncoding.EncodeToString([]byte(testPDF)), "media_type": "application/pdf",
-			"filename": "report.pdf"},
-	}}}
+// mediaMessage is a message of the text "/media" (the fakes answer with
+// the images and files they received), a PNG and a PDF, and parts more.
+func mediaMessage(more ...client.InputPart) []client.InputMessage {
+	png, _ := base64.StdEncoding.DecodeString(testPNG)
+	return []client.InputMessage{{Role: agentd.RoleUser, Content: "/media", Parts: append([]client.InputPart{
+		client.ImageData("image/png", png), client.FileData("application/pdf", "report.pdf", []byte(testPDF))}, more...)}}
 }
 
 // TestInputFiles: an image and a PDF given to POST /runs are stored once,
@@ -79,58 +59,57 @@ func TestInputFiles(t *testing.T) {
 	if err := os.WriteFile(models, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dbURL := persisttest.NewDatabase(t)
-	base, _ := startServer(t, map[string]string{"DATABASE_URL": dbURL, "AGENTD_MODELS_FILE": models, "TEST_OPENAI_KEY": "sk-test",
-		"TEST_ANTHROPIC_KEY": "sk-ant-test", "AGENTD_MAX_INPUT_FILE_BYTES": "4096"})
+	s := setup(t, withEnv("AGENTD_MODELS_FILE", models), withEnv("TEST_OPENAI_KEY", "sk-test"),
+		withEnv("TEST_ANTHROPIC_KEY", "sk-ant-test"), withEnv("AGENTD_MAX_INPUT_FILE_BYTES", "4096"))
+	c, dbURL := s.Client, s.DBURL
 
 	t.Run("openai", func(t *testing.T) {
-		status, run := postRunWait(t, base, map[string]any{"model": "vision", "input": mediaInput()})
+		run, err := c.CreateRun(testCtx(t), client.CreateRun{Model: "vision", InputMessages: mediaMessage(), Wait: 20 * time.Second})
 		want := "image image/png 70\nfile application/pdf 48 report.pdf"
-		if status != http.StatusOK || run["status"] != "completed" || run["output_text"] != want {
-			t.Fatalf("%d %v, want the answer %q", status, run, want)
+		if err != nil || run.Status != agentd.StatusCompleted || run.OutputText == nil || *run.OutputText != want {
+			t.Fatalf("%+v %v, want the answer %q", run, err, want)
 		}
 		reqs := oa.Requests()
 		if got := fakellm.MediaAnswer(reqs[len(reqs)-1].Media); got != want {
 			t.Fatalf("the model received %q", got)
 		}
-		storedOnce(t, dbURL, run["conversation_id"].(string))
+		storedOnce(t, dbURL, run.ConversationID)
 	})
 
 	t.Run("anthropic", func(t *testing.T) {
-		status, run := postRunWait(t, base, map[string]any{"model": "claude", "input": mediaInput()})
+		run, err := c.CreateRun(testCtx(t), client.CreateRun{Model: "claude", InputMessages: mediaMessage(), Wait: 20 * time.Second})
 		want := "image image/png 70\nfile application/pdf 48 report.pdf"
-		if status != http.StatusOK || run["status"] != "completed" || run["output_text"] != want {
-			t.Fatalf("%d %v, want the answer %q", status, run, want)
+		if err != nil || run.Status != agentd.StatusCompleted || run.OutputText == nil || *run.OutputText != want {
+			t.Fatalf("%+v %v, want the answer %q", run, err, want)
 		}
 		reqs := anth.Requests()
 		if got := fakellm.MediaAnswer(reqs[len(reqs)-1].Media); got != want || reqs[len(reqs)-1].Model != "claude-test" {
 			t.Fatalf("the model received %q", got)
 		}
-		storedOnce(t, dbURL, run["conversation_id"].(string))
+		storedOnce(t, dbURL, run.ConversationID)
 	})
 
 	t.Run("refused", func(t *testing.T) {
-		image := func(url string) []any {
-			return []any{map[string]any{"role": "user", "content": []any{map[string]any{"type": "text", "text": "see"},
-				map[string]any{"type": "image", "url": url}}}}
+		image := func(url string) []client.InputMessage {
+			return []client.InputMessage{{Role: agentd.RoleUser, Content: "see", Parts: []client.InputPart{client.ImageURL(url, "")}}}
 		}
-		big := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("x", 5000)))
-		for _, c := range []struct {
+		for _, r := range []struct {
 			name  string
-			body  map[string]any
+			run   client.CreateRun
 			field string
 		}{
-			{"a text-only model", map[string]any{"model": "texty", "input": image("data:image/png;base64," + testPNG)}, "input[0].content[1]"},
-			{"a text-only fallback", map[string]any{"models": []string{"vision", "texty"}, "input": image("https://example.com/a.png")},
+			{"a text-only model", client.CreateRun{Model: "texty", InputMessages: image("data:image/png;base64," + testPNG)}, "input[0].content[1]"},
+			{"a text-only fallback", client.CreateRun{Models: []string{"vision", "texty"}, InputMessages: image("https://example.com/a.png")},
 				"input[0].content[1]"},
-			{"a bad data URL", map[string]any{"model": "vision", "input": image("data:image/png;base64,not*base64")}, "input[0].content[1].url"},
-			{"not a PNG", map[string]any{"model": "vision", "input": image("data:image/png;base64,aGVsbG8=")}, "input[0].content[1]"},
-			{"oversize", map[string]any{"model": "vision", "input": []any{map[string]any{"role": "user", "content": []any{
-				map[string]any{"type": "file", "data": "data:text/plain;base64," + big}}}}}, "input[0].content[0]"},
+			{"a bad data URL", client.CreateRun{Model: "vision", InputMessages: image("data:image/png;base64,not*base64")}, "input[0].content[1].url"},
+			{"not a PNG", client.CreateRun{Model: "vision", InputMessages: image("data:image/png;base64,aGVsbG8=")}, "input[0].content[1]"},
+			{"oversize", client.CreateRun{Model: "vision", InputMessages: []client.InputMessage{{Role: agentd.RoleUser,
+				Parts: []client.InputPart{client.FileData("text/plain", "", []byte(strings.Repeat("x", 5000)))}}}}, "input[0].content[0]"},
 		} {
-			status, p := postRunWait(t, base, c.body)
-			if status != http.StatusUnprocessableEntity || p["code"] != "invalid_field" || p["field"] != c.field {
-				t.Errorf("%s: %d %v, want 422 invalid_field naming %s", c.name, status, p, c.field)
+			r.run.Wait = 20 * time.Second
+			var e *client.Error
+			if _, err := c.CreateRun(testCtx(t), r.run); !errors.As(err, &e) || e.Status != http.StatusUnprocessableEntity || e.Code != "invalid_field" || e.Field != r.field {
+				t.Errorf("%s: %v, want 422 invalid_field naming %s", r.name, err, r.field)
 			}
 		}
 	})

@@ -13,10 +13,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client"
 )
 
 // everything returns the path of the reference MCP server's entry point,
@@ -60,59 +64,38 @@ func startEverythingHTTP(t *testing.T, main string) string {
 	return ""
 }
 
-type mcpCall struct {
-	Name     string          `json:"name"`
-	Status   string          `json:"status"`
-	Effect   string          `json:"effect"`
-	Result   json.RawMessage `json:"result"`
-	Attempts int             `json:"attempts"`
-	Error    json.RawMessage `json:"error"`
-}
-
-func stepsCalls(t *testing.T, base, runID string) []mcpCall {
+// stepsCalls reads the tool calls of a run's steps, in order.
+func stepsCalls(t *testing.T, c *client.Client, runID string) []client.ToolCall {
 	t.Helper()
-	var steps struct {
-		Data []struct {
-			ToolCalls []mcpCall `json:"tool_calls"`
-		}
+	steps, err := c.Steps(testCtx(t), runID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	getJSON(t, base+"/runs/"+runID+"/steps", &steps)
-	var out []mcpCall
-	for _, s := range steps.Data {
+	var out []client.ToolCall
+	for _, s := range steps {
 		out = append(out, s.ToolCalls...)
 	}
 	return out
 }
 
-func createRun(t *testing.T, base, input string) string {
+// waitStatus reads run id until it is in one of the statuses want.
+func waitStatus(t *testing.T, c *client.Client, id string, want ...agentd.RunStatus) *client.Run {
 	t.Helper()
-	b, _ := json.Marshal(map[string]any{"input": input})
-	resp, err := http.Post(base+"/runs", "application/json", strings.NewReader(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r struct{ ID string }
-	json.NewDecoder(resp.Body).Decode(&r)
-	if resp.StatusCode != http.StatusAccepted || r.ID == "" {
-		t.Fatalf("POST /runs: %d", resp.StatusCode)
-	}
-	return r.ID
-}
-
-func waitStatus(t *testing.T, base, id string, want ...string) runView {
-	t.Helper()
-	var r runView
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		getJSON(t, base+"/runs/"+id, &r)
-		for _, w := range want {
-			if r.Status == w {
-				return r
-			}
+	ctx := testCtx(t)
+	for {
+		r, err := c.GetRun(ctx, id)
+		if err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+		if slices.Contains(want, r.Status) {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("run %s is %s, want one of %v", id, r.Status, want)
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("run %s is %s, want one of %v", id, r.Status, want)
-	return r
 }
 
 // TestMCPTools: agentd offers server-everything's tools, over stdio and
@@ -157,7 +140,8 @@ func TestMCPTools(t *testing.T) {
 		{"name": "down", "url": "http://127.0.0.1:1/mcp"}]}`,
 		main, marker+"-se", long, long, main, marker+"-ro", long, long, endpoint, long)
 	os.WriteFile(toolsFile, []byte(cfg), 0o600)
-	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
+	s := setup(t, withEnv("AGENTD_TOOLS_FILE", toolsFile))
+	c, ctx := s.Client, testCtx(t)
 
 	// The tools appear, with their effects; the server that is down is
 	// said to be so, and agentd is ready all the same.
@@ -165,36 +149,28 @@ func TestMCPTools(t *testing.T) {
 		"again__" + long: "read_only", "web__echo": "read_only", "web__get-sum": "read_only", "web__" + long: "read_only"}
 	var listed map[string]string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var tools struct {
-			Data []struct{ Name, Effect string }
+		tools, err := c.Tools(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		getJSON(t, base+"/tools", &tools)
 		listed = map[string]string{}
-		for _, tl := range tools.Data {
+		for _, tl := range tools {
 			if strings.Contains(tl.Name, "__") {
-				listed[tl.Name] = tl.Effect
+				listed[tl.Name] = string(tl.Effect)
 			}
 		}
 		if fmt.Sprint(listed) == fmt.Sprint(want) {
 			break
 		}
 		if time.Now().After(deadline) {
-			resp, _ := http.Get(base + "/readyz")
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			t.Fatalf("MCP tools listed: %v, want %v; /readyz: %s", listed, want, b)
+			ready, err := c.Readiness(ctx)
+			t.Fatalf("MCP tools listed: %v, want %v; readiness: %+v %v", listed, want, ready, err)
 		}
 	}
-	var ready struct {
-		Status     string
-		MCPServers []struct {
-			Name      string
-			Connected bool
-			Tools     int
-			Error     string
-		} `json:"mcp_servers"`
+	ready, err := c.Readiness(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	getJSON(t, base+"/readyz", &ready)
 	states := map[string]bool{}
 	for _, s := range ready.MCPServers {
 		states[s.Name] = s.Connected
@@ -207,11 +183,11 @@ func TestMCPTools(t *testing.T) {
 	}
 
 	t.Run("calls", func(t *testing.T) {
-		id := createRun(t, base, "/call every__echo {\"message\":\"hi\"}\n/call web__get-sum {\"a\":2,\"b\":3}\n/next\n/call every__get-sum {\"a\":\"x\"}\n/call every__get-structured-content {\"location\":\"Chicago\"}\n/say done")
-		if r := waitStatus(t, base, id, "completed", "failed"); r.Status != "completed" {
+		id := startRun(t, c, "/call every__echo {\"message\":\"hi\"}\n/call web__get-sum {\"a\":2,\"b\":3}\n/next\n/call every__get-sum {\"a\":\"x\"}\n/call every__get-structured-content {\"location\":\"Chicago\"}\n/say done")
+		if r := waitStatus(t, c, id, agentd.StatusCompleted, agentd.StatusFailed); r.Status != agentd.StatusCompleted {
 			t.Fatalf("run ended %s", r.Status)
 		}
-		calls := stepsCalls(t, base, id)
+		calls := stepsCalls(t, c, id)
 		if len(calls) != 4 || string(calls[0].Result) != `"Echo: hi"` || string(calls[1].Result) != `"The sum of 2 and 3 is 5."` {
 			t.Fatalf("calls: %+v", calls)
 		}
@@ -223,7 +199,7 @@ func TestMCPTools(t *testing.T) {
 				Conditions  string
 			} `json:"structured_content"`
 		}
-		if err := json.Unmarshal(calls[3].Result, &structured); err != nil || calls[3].Status != "succeeded" ||
+		if err := json.Unmarshal(calls[3].Result, &structured); err != nil || calls[3].Status != agentd.CallSucceeded ||
 			structured.Structured.Temperature == nil || structured.Structured.Conditions == "" || len(structured.Content) == 0 || structured.Content[0].Type != "text" {
 			t.Fatalf("the structured result: %s %s (%v)", calls[3].Status, calls[3].Result, err)
 		}
@@ -236,8 +212,8 @@ func TestMCPTools(t *testing.T) {
 		}
 		// Arguments that do not fit the tool's schema are a tool error the
 		// model sees, and the server is not called.
-		if calls[2].Status != "failed" || calls[2].Attempts != 0 || !strings.Contains(string(calls[2].Error), "wrong type") {
-			t.Fatalf("a call with bad arguments: %s %d %s", calls[2].Status, calls[2].Attempts, calls[2].Error)
+		if e, _ := json.Marshal(calls[2].Error); calls[2].Status != agentd.CallFailed || calls[2].Attempts != 0 || !strings.Contains(string(e), "wrong type") {
+			t.Fatalf("a call with bad arguments: %s %d %s", calls[2].Status, calls[2].Attempts, e)
 		}
 	})
 
@@ -250,17 +226,11 @@ func TestMCPTools(t *testing.T) {
 	midCall := func(id string) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-			resp, err := http.Get(base + "/runs/" + id)
-			if err == nil {
-				var r runView
-				json.NewDecoder(resp.Body).Decode(&r)
-				resp.Body.Close()
-				if r.Status == "running" {
-					calls := stepsCalls(t, base, id)
-					if len(calls) == 1 && calls[0].Status == "running" {
-						time.Sleep(300 * time.Millisecond) // well inside the 3 s operation
-						return
-					}
+			if r, err := c.GetRun(ctx, id); err == nil && r.Status == agentd.StatusRunning {
+				calls := stepsCalls(t, c, id)
+				if len(calls) == 1 && calls[0].Status == agentd.CallRunning {
+					time.Sleep(300 * time.Millisecond) // well inside the 3 s operation
+					return
 				}
 			}
 		}
@@ -268,42 +238,40 @@ func TestMCPTools(t *testing.T) {
 	}
 
 	t.Run("side effect killed mid-call", func(t *testing.T) {
-		id := createRun(t, base, fmt.Sprintf("/call every__%s {\"duration\":3,\"steps\":3}\n/say done", long))
+		id := startRun(t, c, fmt.Sprintf("/call every__%s {\"duration\":3,\"steps\":3}\n/say done", long))
 		midCall(id)
 		kill(marker + "-se")
-		r := waitStatus(t, base, id, "requires_action", "completed", "failed")
-		calls := stepsCalls(t, base, id)
-		if r.Status != "requires_action" || len(calls) != 1 || calls[0].Status != "unknown" || calls[0].Attempts != 1 {
+		r := waitStatus(t, c, id, agentd.StatusRequiresAction, agentd.StatusCompleted, agentd.StatusFailed)
+		calls := stepsCalls(t, c, id)
+		if r.Status != agentd.StatusRequiresAction || len(calls) != 1 || calls[0].Status != agentd.CallUnknown || calls[0].Attempts != 1 {
 			t.Fatalf("run %s, calls %+v", r.Status, calls)
 		}
 		time.Sleep(2 * time.Second) // the server is back by now: the call is still not made again
-		if calls := stepsCalls(t, base, id); calls[0].Attempts != 1 || calls[0].Status != "unknown" {
+		if calls := stepsCalls(t, c, id); calls[0].Attempts != 1 || calls[0].Status != agentd.CallUnknown {
 			t.Fatalf("the side effect was made again: %+v", calls[0])
 		}
 	})
 
 	t.Run("read-only killed mid-call", func(t *testing.T) {
-		id := createRun(t, base, fmt.Sprintf("/call again__%s {\"duration\":3,\"steps\":3}\n/say done", long))
+		id := startRun(t, c, fmt.Sprintf("/call again__%s {\"duration\":3,\"steps\":3}\n/say done", long))
 		midCall(id)
 		kill(marker + "-ro")
-		if r := waitStatus(t, base, id, "completed", "failed", "requires_action"); r.Status != "completed" {
+		if r := waitStatus(t, c, id, agentd.StatusCompleted, agentd.StatusFailed, agentd.StatusRequiresAction); r.Status != agentd.StatusCompleted {
 			t.Fatalf("run ended %s", r.Status)
 		}
-		calls := stepsCalls(t, base, id)
-		if len(calls) != 1 || calls[0].Status != "succeeded" || calls[0].Attempts != 2 {
+		calls := stepsCalls(t, c, id)
+		if len(calls) != 1 || calls[0].Status != agentd.CallSucceeded || calls[0].Attempts != 2 {
 			t.Fatalf("the read-only call: %+v", calls)
 		}
 	})
 
 	t.Run("cancel mid-call", func(t *testing.T) {
-		id := createRun(t, base, fmt.Sprintf("/call web__%s {\"duration\":5,\"steps\":5}\n/say done", long))
+		id := startRun(t, c, fmt.Sprintf("/call web__%s {\"duration\":5,\"steps\":5}\n/say done", long))
 		midCall(id)
-		resp, err := http.Post(base+"/runs/"+id+"/cancel", "application/json", nil)
-		if err != nil {
+		if _, err := c.CancelRun(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		resp.Body.Close()
-		waitStatus(t, base, id, "cancelled")
+		waitStatus(t, c, id, agentd.StatusCancelled)
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			callsMu.Lock()
 			bodies := strings.Join(callBodies, "\n")

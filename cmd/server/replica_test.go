@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 )
@@ -25,8 +27,9 @@ func TestReadReplicaServesTheAPI(t *testing.T) {
 	logs := &logBuffer{}
 	base := startLogged(t, pair.PrimaryURL(), map[string]string{"AGENTD_DATABASE_REPLICA_URL": pair.StandbyURL(),
 		"AGENTD_DATABASE_REPLICA_MAX_LAG": "2s"}, logs)
-	id := createRun(t, base, "/stream 30 5")
-	waitStatus(t, base, id, "completed")
+	c := client.New(base)
+	id := startRun(t, c, "/stream 30 5")
+	waitStatus(t, c, id, agentd.StatusCompleted)
 	pair.WaitReplayed()
 	metric := func(name string) float64 {
 		t.Helper()
@@ -49,11 +52,10 @@ func TestReadReplicaServesTheAPI(t *testing.T) {
 		}
 	}
 	before := metric("agentd_db_replica_reads_total")
-	var list struct{ Data []struct{ ID string } }
-	getJSON(t, base+"/runs", &list)
-	if len(list.Data) != 1 || list.Data[0].ID != id {
-		t.Fatalf("GET /runs: %+v, want the run", list.Data)
+	if list, err := c.ListRuns(testCtx(t), client.ListRuns{}); err != nil || len(list.Data) != 1 || list.Data[0].ID != id {
+		t.Fatalf("ListRuns: %+v %v, want the run", list, err)
 	}
+	// The stream raw: its data is compared, byte for byte, with the log.
 	resp := getEvents(t, base, id, "")
 	got := readEvents(t, resp.Body, nil)
 	resp.Body.Close()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
@@ -27,54 +28,30 @@ func TestMain(m *testing.M) {
 }
 
 // TestServerEndToEnd starts the real server (fake model, migrations on a
-// fresh database), runs a tool-calling run over HTTP, and shuts down cleanly.
+// fresh database), runs a tool-calling run through the Go SDK, and shuts
+// down cleanly.
 func TestServerEndToEnd(t *testing.T) {
-	base, stop := startServer(t, map[string]string{})
-	body := `{"input":"/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."}`
-	resp, err := http.Post(base+"/runs", "application/json", strings.NewReader(body))
+	s := setup(t)
+	ctx := testCtx(t)
+	created, err := s.Client.CreateRun(ctx, client.CreateRun{Input: "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42."})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var created struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
+	if a := s.Wire.last(t, http.MethodPost, "/runs"); a.Status != http.StatusAccepted || a.Header.Get("Location") != "/runs/"+created.ID {
+		t.Fatalf("POST /runs: %d, Location %q", a.Status, a.Header.Get("Location"))
 	}
-	json.NewDecoder(resp.Body).Decode(&created)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Location") != "/runs/"+created.ID {
-		t.Fatalf("POST /runs: %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
-	}
-	var got struct {
-		Status     string `json:"status"`
-		OutputText string `json:"output_text"`
-		Output     []struct {
-			Type string `json:"type"`
-			Text string `json:"text"`
-		} `json:"output"`
-		Usage struct {
-			InputTokens int `json:"input_tokens"`
-		} `json:"usage"`
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for got.Status != "completed" {
-		if time.Now().After(deadline) {
-			t.Fatalf("run still %q", got.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-		r, err := http.Get(base + "/runs/" + created.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		json.NewDecoder(r.Body).Decode(&got)
-		r.Body.Close()
+	got := runEnded(t, s.Client, created.ID)
+	if got.Status != agentd.StatusCompleted {
+		t.Fatalf("run ended %q", got.Status)
 	}
 	if got.Usage.InputTokens == 0 {
 		t.Fatal("completed run reports no usage")
 	}
-	if got.OutputText != "The answer is 42." || len(got.Output) != 1 || got.Output[0].Text != got.OutputText {
-		t.Fatalf("completed run's answer: output_text %q, output %+v", got.OutputText, got.Output)
+	if got.OutputText == nil || *got.OutputText != "The answer is 42." || len(got.Output) != 1 || got.Output[0].Text != *got.OutputText {
+		t.Fatalf("completed run's answer: output_text %v, output %+v", got.OutputText, got.Output)
 	}
-	r, err := http.Get(base + "/metrics")
+	// The metrics are Prometheus's text, scraped as Prometheus does.
+	r, err := http.Get(s.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +62,7 @@ func TestServerEndToEnd(t *testing.T) {
 			t.Fatalf("metrics lack %s", series)
 		}
 	}
-	stop()
+	s.Stop()
 }
 
 // startServer runs the server in-process on a fresh database with env
@@ -215,7 +192,9 @@ func TestAuthModes(t *testing.T) {
 // while they stay (its connection waits in the listen backlog), and is
 // served as soon as one of them closes.
 func TestConnectionCap(t *testing.T) {
-	base, _ := startServer(t, map[string]string{"AGENTD_MAX_CONNECTIONS": "4"})
+	// Raw connections and a plain HTTP client: the test is about
+	// connections, below any API call.
+	base := setup(t, withEnv("AGENTD_MAX_CONNECTIONS", "4")).URL
 	addr := strings.TrimPrefix(base, "http://")
 	var held []net.Conn
 	for range 4 {

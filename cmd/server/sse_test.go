@@ -14,9 +14,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/client/sse"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
@@ -119,9 +120,12 @@ func checkTranscript(t *testing.T, base, id string, got []sseEvent) {
 	}
 }
 
+// TestStreamFromPostThenResumeWithLastEventID: a run streamed from its
+// POST and taken up again with Last-Event-ID, read raw: the test is about
+// the SSE wire (headers, ids, bytes, the 204 after the end).
 func TestStreamFromPostThenResumeWithLastEventID(t *testing.T) {
 	t.Parallel()
-	base, _ := startServer(t, nil)
+	base := setup(t).URL
 	resp, id := postStream(t, base, `{"stream": true, "input": "/call calculator {\"expression\":\"2+2\"}\n/stream 30 10"}`)
 	if resp.Header.Get("Cache-Control") != "no-cache" || resp.Header.Get("X-Accel-Buffering") != "no" {
 		t.Fatalf("stream headers %v", resp.Header)
@@ -149,35 +153,19 @@ func TestStreamFromPostThenResumeWithLastEventID(t *testing.T) {
 func TestStreamDisconnectInterruptsAndResumeContinues(t *testing.T) {
 	t.Parallel()
 	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/charge": webhooktest.Respond(http.StatusOK, `{"charged":true}`)})
-	toolsFile := filepath.Join(t.TempDir(), "tools.json")
-	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"charge","description":"charge a card",
-		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":5000}]}`, sink.URL+"/charge")), 0o600)
-	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
+	s := setup(t, withToolsFile(fmt.Sprintf(`{"tools":[{"name":"charge","description":"charge a card",
+		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":5000}]}`, sink.URL+"/charge")))
+	base := s.URL
 
+	// The streams raw, as an SSE client reads them: the transcripts are
+	// compared byte for byte; the rest goes through the SDK.
 	resp, id := postStream(t, base, `{"stream": true, "on_disconnect": "interrupt", "input": "/call charge {}\n/next\n/stream 100 20"}`)
 	first := readEvents(t, resp.Body, func(e sseEvent) bool { return e.Event == "message.delta" })
 	resp.Body.Close()
-	var run struct {
-		Status string `json:"status"`
+	waitStatus(t, s.Client, id, agentd.StatusInterrupted)
+	if _, err := s.Client.ResumeRun(testCtx(t), id); err != nil || s.Wire.last(t, http.MethodPost, "/runs/"+id+"/resume").Status != http.StatusOK {
+		t.Fatalf("resume: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for run.Status != "interrupted" {
-		if time.Now().After(deadline) {
-			t.Fatalf("run is %s after its client left, want interrupted", run.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-		r, err := http.Get(base + "/runs/" + id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		json.NewDecoder(r.Body).Decode(&run)
-		r.Body.Close()
-	}
-	r, err := http.Post(base+"/runs/"+id+"/resume", "application/json", nil)
-	if err != nil || r.StatusCode != http.StatusOK {
-		t.Fatalf("resume: %v %d", err, r.StatusCode)
-	}
-	r.Body.Close()
 	// The client reconnects with the last id it saw (its stream closed at
 	// run.interrupted, then the last event), until the run completes.
 	var rest []sseEvent
@@ -282,15 +270,12 @@ func TestEventSourceClientResumes(t *testing.T) {
 		}
 		t.Skip("test/eventsource/node_modules is missing; `make test` installs it")
 	}
-	base, _ := startServer(t, map[string]string{"AGENTD_SSE_RETRY": "50ms"})
-	body := `{"input": "/call calculator {\"expression\":\"2+2\"}\n/stream 60 15"}`
-	r, err := http.Post(base+"/runs", "application/json", strings.NewReader(body))
+	s := setup(t, withEnv("AGENTD_SSE_RETRY", "50ms"))
+	base := s.URL
+	run, err := s.Client.CreateRun(testCtx(t), client.CreateRun{Input: "/call calculator {\"expression\":\"2+2\"}\n/stream 60 15"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run struct{ ID string }
-	json.NewDecoder(r.Body).Decode(&run)
-	r.Body.Close()
 	proxy, cuts := cuttingProxy(t, strings.TrimPrefix(base, "http://"), 2500)
 	cmd := exec.Command("node", "client.mjs", "http://"+proxy+"/runs/"+run.ID+"/events")
 	cmd.Dir = dir

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,43 +15,13 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/api/spectest"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 
 	"github.com/jackc/pgx/v5"
 )
-
-// subRun is what the sub-agent tests read of a run.
-type subRun struct {
-	ID               string  `json:"id"`
-	Status           string  `json:"status"`
-	ConversationID   string  `json:"conversation_id"`
-	OutputText       string  `json:"output_text"`
-	LastEventSeq     int64   `json:"last_event_seq"`
-	ParentRunID      *string `json:"parent_run_id"`
-	ParentToolCallID *string `json:"parent_tool_call_id"`
-	SubAgents        []struct {
-		Name    string `json:"name"`
-		Version int    `json:"version"`
-	} `json:"sub_agents"`
-	RequiredAction *struct {
-		Type   string `json:"type"`
-		Agents []struct {
-			Agent          string `json:"agent"`
-			RunID          string `json:"run_id"`
-			ToolCallID     string `json:"tool_call_id"`
-			RequiredAction *struct {
-				Type       string `json:"type"`
-				ToolCallID string `json:"tool_call_id"`
-				Name       string `json:"name"`
-			} `json:"required_action"`
-		} `json:"agents"`
-	} `json:"required_action"`
-	Code   string `json:"code"`
-	Field  string `json:"field"`
-	Detail string `json:"detail"`
-}
 
 // TestSubAgents: an agent whose tools name another agent hands it a task
 // over HTTP: the call starts one child run (parent_run_id,
@@ -63,43 +34,26 @@ type subRun struct {
 func TestSubAgents(t *testing.T) {
 	t.Parallel()
 	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/charge": webhooktest.OK(), "/guarded": webhooktest.OK()})
-	toolsFile := filepath.Join(t.TempDir(), "tools.json")
-	if err := os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[
+	s := setup(t, withToolsFile(fmt.Sprintf(`{"tools":[
 		{"name":"charge","description":"charges a card","parameters":{"type":"object"},"url":%q,"effect":"side_effect"},
 		{"name":"guarded","description":"asks first","parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`,
-		sink.URL+"/charge", sink.URL+"/guarded")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile})
-	send := func(method, path string, body any) (int, subRun) {
-		t.Helper()
-		b, _ := json.Marshal(body)
-		if s, ok := body.(string); ok {
-			b = []byte(s)
-		}
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(string(b)))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var v subRun
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		return resp.StatusCode, v
-	}
+		sink.URL+"/charge", sink.URL+"/guarded")))
+	c, ctx := s.Client, testCtx(t)
 	for _, a := range []string{
 		`{"name": "researcher", "description": "looks things up and pays for them", "instructions": "research", "tools": ["charge", "guarded"]}`,
 		`{"name": "lead", "instructions": "lead", "tools": ["calculator", {"type": "agent", "agent": "researcher"}]}`,
 	} {
-		if code, v := send(http.MethodPost, "/agents", a); code != http.StatusCreated {
-			t.Fatalf("POST /agents %s: %d %s", a, code, v.Detail)
+		if _, err := c.CreateAgentJSON(ctx, json.RawMessage(a)); err != nil {
+			t.Fatalf("CreateAgentJSON %s: %v", a, err)
 		}
 	}
-	code, v := send(http.MethodPut, "/agents/researcher", `{"instructions": "research", "tools": [{"type": "agent", "agent": "lead"}]}`)
-	if code != http.StatusUnprocessableEntity || v.Field != "tools" || !strings.Contains(v.Detail, "researcher → lead → researcher") {
-		t.Fatalf("a cycle of agents: %d %s %q", code, v.Field, v.Detail)
+	_, err := c.UpdateAgentJSON(ctx, "researcher", json.RawMessage(`{"instructions": "research", "tools": [{"type": "agent", "agent": "lead"}]}`))
+	var e *client.Error
+	if !errors.As(err, &e) || e.Status != http.StatusUnprocessableEntity || e.Field != "tools" || !strings.Contains(e.Detail, "researcher → lead → researcher") {
+		t.Fatalf("a cycle of agents: %v", err)
 	}
+	// Tool entries the SDK's CreateRun cannot write (it names tools by
+	// name): raw bodies, for the server's refusals.
 	for body, field := range map[string]string{
 		`{"input": "hi", "tools": [{"type": "agent", "agent": "nobody"}]}`:                                               "tools",
 		`{"input": "hi", "tools": [{"type": "agent"}]}`:                                                                  "tools[0].agent",
@@ -107,21 +61,30 @@ func TestSubAgents(t *testing.T) {
 		`{"input": "hi", "tools": [{"type": "agent", "agent": "lead"}, {"type": "function", "name": "lead"}]}`:           "tools",
 		`{"input": "hi", "tools": [{"type": "agent", "agent": "researcher"}, {"type": "agent", "agent": "researcher"}]}`: "tools",
 	} {
-		if code, v := send(http.MethodPost, "/runs", body); code != http.StatusUnprocessableEntity || v.Field != field {
-			t.Fatalf("POST /runs %s: %d %s (%s), want 422 naming %s", body, code, v.Field, v.Detail, field)
+		resp, err := http.Post(s.URL+"/runs", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p client.Error
+		_ = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnprocessableEntity || p.Field != field {
+			t.Fatalf("POST /runs %s: %d %s (%s), want 422 naming %s", body, resp.StatusCode, p.Field, p.Detail, field)
 		}
 	}
 
 	task, _ := json.Marshal(map[string]string{"task": "/call charge {}\n/next\n/call guarded {}\n/say charged and checked"})
 	script := "/call researcher " + string(task) + "\n/say done"
-	start := func() (parent, child subRun) {
+	start := func() (parent, child *client.Run) {
 		t.Helper()
-		code, p := send(http.MethodPost, "/runs", map[string]any{"agent": "lead", "input": script})
-		if code != http.StatusAccepted || len(p.SubAgents) != 1 || p.SubAgents[0].Name != "researcher" || p.SubAgents[0].Version != 1 {
-			t.Fatalf("POST /runs: %d %+v", code, p)
+		p, err := c.CreateRun(ctx, client.CreateRun{Agent: "lead", Input: script})
+		if err != nil || len(p.SubAgents) != 1 || p.SubAgents[0].Name != "researcher" || p.SubAgents[0].Version != 1 {
+			t.Fatalf("CreateRun: %+v %v", p, err)
 		}
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			_, p = send(http.MethodGet, "/runs/"+p.ID, nil)
+			if p, err = c.GetRun(ctx, p.ID); err != nil {
+				t.Fatal(err)
+			}
 			if a := p.RequiredAction; a != nil && len(a.Agents) == 1 && a.Agents[0].RequiredAction != nil {
 				break
 			}
@@ -130,13 +93,15 @@ func TestSubAgents(t *testing.T) {
 			}
 		}
 		a := p.RequiredAction
-		if p.Status != "requires_action" || a.Type != "agent_runs" || a.Agents[0].Agent != "researcher" ||
-			a.Agents[0].RequiredAction.Type != "tool_approval" || a.Agents[0].RequiredAction.Name != "guarded" {
+		if p.Status != agentd.StatusRequiresAction || a.Type != agentd.ActionAgentRuns || a.Agents[0].Agent != "researcher" ||
+			a.Agents[0].RequiredAction.Type != agentd.ActionToolApproval || a.Agents[0].RequiredAction.Name != "guarded" {
 			t.Fatalf("the parent %s waits for %+v", p.Status, a)
 		}
-		_, child = send(http.MethodGet, "/runs/"+a.Agents[0].RunID, nil)
+		if child, err = c.GetRun(ctx, a.Agents[0].RunID); err != nil {
+			t.Fatal(err)
+		}
 		if child.ParentRunID == nil || *child.ParentRunID != p.ID || child.ParentToolCallID == nil ||
-			*child.ParentToolCallID != a.Agents[0].ToolCallID || child.ConversationID == p.ConversationID || child.Status != "requires_action" {
+			*child.ParentToolCallID != a.Agents[0].ToolCallID || child.ConversationID == p.ConversationID || child.Status != agentd.StatusRequiresAction {
 			t.Fatalf("the child: %+v", child)
 		}
 		return p, child
@@ -145,49 +110,41 @@ func TestSubAgents(t *testing.T) {
 	// The child's approval, answered on the parent.
 	parent, child := start()
 	// The parent's stream, live from here: what came before is replayed,
-	// the rest comes as it is committed.
-	resp, err := http.Get(base + "/runs/" + parent.ID + "/events")
+	// the rest comes as it is committed. Read raw: the child's events it
+	// forwards carry no id, which is what the test checks (the SDK's
+	// Events yields only the run's own, stored events).
+	resp, err := http.Get(s.URL + "/runs/" + parent.ID + "/events")
 	if err != nil {
 		t.Fatal(err)
 	}
 	streamed := make(chan []sseEvent, 1)
 	go func() { streamed <- readEvents(t, resp.Body, nil) }()
 	approval := parent.RequiredAction.Agents[0].RequiredAction.ToolCallID
-	if code, v := send(http.MethodPost, "/runs/"+parent.ID+"/actions", map[string]string{"tool_call_id": approval,
-		"decision": "approve"}); code != http.StatusOK || v.ID != parent.ID {
-		t.Fatalf("approve on the parent: %d %+v", code, v)
+	if v, err := c.Act(ctx, parent.ID, client.Action{ToolCallID: approval, Decision: agentd.DecisionApprove}); err != nil || v.ID != parent.ID {
+		t.Fatalf("approve on the parent: %+v %v", v, err)
 	}
-	if p := waitRunEnd(t, base, parent.ID); p.Status != "completed" || p.OutputText != "done" {
-		t.Fatalf("the parent ended %s: %q", p.Status, p.OutputText)
+	if p := runEnded(t, c, parent.ID); p.Status != agentd.StatusCompleted || p.OutputText == nil || *p.OutputText != "done" {
+		t.Fatalf("the parent ended %s: %v", p.Status, p.OutputText)
 	}
-	if c := waitRunEnd(t, base, child.ID); c.Status != "completed" || c.OutputText != "charged and checked" {
-		t.Fatalf("the child ended %s: %q", c.Status, c.OutputText)
+	if r := runEnded(t, c, child.ID); r.Status != agentd.StatusCompleted || r.OutputText == nil || *r.OutputText != "charged and checked" {
+		t.Fatalf("the child ended %s: %v", r.Status, r.OutputText)
 	}
-	var kids struct {
-		Data []subRun `json:"data"`
+	kids, err := c.ListRuns(ctx, client.ListRuns{ParentRunID: parent.ID})
+	if err != nil || len(kids.Data) != 1 || kids.Data[0].ID != child.ID {
+		t.Fatalf("ListRuns by parent: %+v %v", kids, err)
 	}
-	getJSON(t, base+"/runs?parent_run_id="+parent.ID, &kids)
-	if len(kids.Data) != 1 || kids.Data[0].ID != child.ID {
-		t.Fatalf("GET /runs?parent_run_id: %+v", kids.Data)
-	}
-	if code, v := send(http.MethodGet, "/runs?parent_run_id=nope", nil); code != http.StatusUnprocessableEntity || v.Field != "parent_run_id" {
-		t.Fatalf("a bad parent_run_id: %d %s", code, v.Field)
+	if _, err := c.ListRuns(ctx, client.ListRuns{ParentRunID: "nope"}); !errors.As(err, &e) || e.Status != http.StatusUnprocessableEntity || e.Field != "parent_run_id" {
+		t.Fatalf("a bad parent_run_id: %v", err)
 	}
 	if n, g := sink.Count("/charge"), sink.Count("/guarded"); n != 1 || g != 1 {
 		t.Fatalf("the child's webhooks ran %d and %d times", n, g)
 	}
-	var steps struct {
-		Data []struct {
-			ToolCalls []struct {
-				Name   string          `json:"name"`
-				Status string          `json:"status"`
-				Result json.RawMessage `json:"result"`
-			} `json:"tool_calls"`
-		} `json:"data"`
+	steps, err := c.Steps(ctx, parent.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	getJSON(t, base+"/runs/"+parent.ID+"/steps", &steps)
-	if c := steps.Data[0].ToolCalls[0]; c.Name != "researcher" || c.Status != "succeeded" || string(c.Result) != `"charged and checked"` {
-		t.Fatalf("the parent's call: %+v", c)
+	if call := steps[0].ToolCalls[0]; call.Name != "researcher" || call.Status != agentd.CallSucceeded || string(call.Result) != `"charged and checked"` {
+		t.Fatalf("the parent's call: %+v", call)
 	}
 	var evs []sseEvent
 	select {
@@ -230,9 +187,9 @@ func TestSubAgents(t *testing.T) {
 
 	// Cancelling the parent cancels its child. Before, a client that comes
 	// back to the parent's stream past its agent.started still follows
-	// the open child.
+	// the open child (raw, for the forwarded events, as above).
 	parent, child = start()
-	req, _ := http.NewRequest(http.MethodGet, base+"/runs/"+parent.ID+"/events", nil)
+	req, _ := http.NewRequest(http.MethodGet, s.URL+"/runs/"+parent.ID+"/events", nil)
 	req.Header.Set("Last-Event-ID", fmt.Sprint(parent.LastEventSeq))
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
@@ -245,11 +202,11 @@ func TestSubAgents(t *testing.T) {
 	if len(back) == 0 || back[0].Event != "agent.event" || !strings.Contains(back[len(back)-1].Data, child.ID) {
 		t.Fatalf("a parent's stream from its last event: %+v", back)
 	}
-	if code, _ := send(http.MethodPost, "/runs/"+parent.ID+"/cancel", nil); code != http.StatusOK {
-		t.Fatalf("cancel: %d", code)
+	if _, err := c.CancelRun(ctx, parent.ID); err != nil {
+		t.Fatalf("cancel: %v", err)
 	}
-	if c := waitRunEnd(t, base, child.ID); c.Status != "cancelled" {
-		t.Fatalf("the child of a cancelled parent is %s", c.Status)
+	if r := runEnded(t, c, child.ID); r.Status != agentd.StatusCancelled {
+		t.Fatalf("the child of a cancelled parent is %s", r.Status)
 	}
 }
 
@@ -272,34 +229,28 @@ func TestKillMidChild(t *testing.T) {
 	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_TOOLS_FILE=" + toolsFile, "AGENTD_LEASE_TTL=1s",
 		"AGENTD_POLL_INTERVAL=100ms", "AGENTD_LOG_LEVEL=info"}
 	a := startChild(t, env)
-	post := func(addr, path string, body any) subRun {
-		t.Helper()
-		b, _ := json.Marshal(body)
-		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var v subRun
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		if resp.StatusCode >= 300 {
-			t.Fatalf("POST %s: %d %s", path, resp.StatusCode, v.Detail)
-		}
-		return v
+	c, ctx := client.New("http://"+a.addr), t.Context()
+	if _, err := c.CreateAgent(ctx, client.AgentDefinition{Name: "researcher", Instructions: "research", Tools: &[]string{"charge"}}); err != nil {
+		t.Fatal(err)
 	}
-	post(a.addr, "/agents", map[string]any{"name": "researcher", "instructions": "research", "tools": []string{"charge"}})
-	post(a.addr, "/agents", map[string]any{"name": "lead", "instructions": "lead",
-		"tools": []any{map[string]string{"type": "agent", "agent": "researcher"}}})
+	// An agent tool is an object the SDK's AgentDefinition cannot write:
+	// the definition as JSON.
+	if _, err := c.CreateAgentJSON(ctx, json.RawMessage(`{"name": "lead", "instructions": "lead",
+		"tools": [{"type": "agent", "agent": "researcher"}]}`)); err != nil {
+		t.Fatal(err)
+	}
 	const answer = "the researcher's long answer, streamed slowly"
 	task, _ := json.Marshal(map[string]string{"task": "/call charge {}\n/next\n/stream 40 100\n/say " + answer})
-	parent := post(a.addr, "/runs", map[string]any{"agent": "lead", "input": "/call researcher " + string(task) + "\n/say done"})
+	parent, err := c.CreateRun(ctx, client.CreateRun{Agent: "lead", Input: "/call researcher " + string(task) + "\n/say done"})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	store, err := persist.Open(context.Background(), persist.Config{URL: dbURL, MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	ctx := context.Background()
 	p := persisttest.WaitRun(t, store, parent.ID, nil, 20*time.Second)
 	if p.Status != agentd.StatusRequiresAction || len(p.Action().Agents) != 1 {
 		t.Fatalf("the parent is %s, waiting for %s", p.Status, p.RequiredAction)

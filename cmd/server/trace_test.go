@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
@@ -151,23 +151,15 @@ func TestTraces(t *testing.T) {
 		io.WriteString(w, `{"found": true}`)
 	}))
 	defer hook.Close()
-	toolsFile := filepath.Join(t.TempDir(), "tools.json")
-	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"lookup","description":"looks up","url":%q,"effect":"read_only"}]}`, hook.URL)), 0o600)
-	base, stop := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile,
-		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL, "OTEL_BSP_SCHEDULE_DELAY": "100"})
-
-	req, _ := http.NewRequest(http.MethodPost, base+"/runs", strings.NewReader(
-		`{"input": "/call lookup {\"q\":\"x\"}\n/call calculator {\"expression\":\"6*7\"}\n/say done"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
-	resp, err := http.DefaultClient.Do(req)
+	s := setup(t, withToolsFile(fmt.Sprintf(`{"tools":[{"name":"lookup","description":"looks up","url":%q,"effect":"read_only"}]}`, hook.URL)),
+		withEnv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL), withEnv("OTEL_BSP_SCHEDULE_DELAY", "100"))
+	// The caller's trace context, as a traced caller sends it.
+	c := client.New(s.URL, client.WithHeader("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01"))
+	run, err := c.CreateRun(testCtx(t), client.CreateRun{Input: "/call lookup {\"q\":\"x\"}\n/call calculator {\"expression\":\"6*7\"}\n/say done"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run struct{ ID string }
-	json.NewDecoder(resp.Body).Decode(&run)
-	resp.Body.Close()
-	waitRunEnd(t, base, run.ID)
+	runEnded(t, s.Client, run.ID)
 	id, _ := hex.DecodeString(traceID)
 	spans := rec.waitSpans(t, id, func(s []*tracepb.Span) bool {
 		return len(named(s, "invoke_agent")) == 1 && len(named(s, "chat")) == 2 && len(named(s, "execute_tool")) == 2
@@ -206,7 +198,7 @@ func TestTraces(t *testing.T) {
 	if want := fmt.Sprintf("00-%s-%x-01", traceID, tools["lookup"].SpanId); got != want {
 		t.Fatalf("the webhook got traceparent %q, want %q", got, want)
 	}
-	stop()
+	s.Stop()
 }
 
 // TestTraceOfARunTakenOver: a server process is killed mid-run; the one
@@ -220,23 +212,18 @@ func TestTraceOfARunTakenOver(t *testing.T) {
 	env := []string{"DATABASE_URL=" + persisttest.NewDatabase(t), "AGENTD_LEASE_TTL=1s", "AGENTD_POLL_INTERVAL=100ms",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=100"}
 	first := startChild(t, env)
-	req, _ := http.NewRequest(http.MethodPost, "http://"+first.addr+"/runs", strings.NewReader(`{"input": "/stream 60 40"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+strings.Repeat("ab", 16)+"-00f067aa0ba902b7-01")
-	resp, err := http.DefaultClient.Do(req)
+	run, err := client.New("http://"+first.addr, client.WithHeader("traceparent", "00-"+strings.Repeat("ab", 16)+"-00f067aa0ba902b7-01")).
+		CreateRun(testCtx(t), client.CreateRun{Input: "/stream 60 40"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run struct{ ID string }
-	json.NewDecoder(resp.Body).Decode(&run)
-	resp.Body.Close()
 	id, _ := hex.DecodeString(strings.Repeat("ab", 16))
 	// The POST's span is exported before the kill.
 	rec.waitSpans(t, id, func(s []*tracepb.Span) bool { return len(named(s, "POST /runs")) == 1 })
 	time.Sleep(300 * time.Millisecond) // mid-answer
 	first.kill(t)
 	second := startChild(t, env)
-	waitRunEnd(t, "http://"+second.addr, run.ID)
+	runEnded(t, client.New("http://"+second.addr), run.ID)
 	spans := rec.waitSpans(t, id, func(s []*tracepb.Span) bool {
 		for _, a := range named(s, "invoke_agent") {
 			if attr(a, "agentd.recovered").GetBoolValue() {
@@ -267,15 +254,10 @@ func TestTraceContent(t *testing.T) {
 	srv := startChild(t, []string{"DATABASE_URL=" + persisttest.NewDatabase(t), "AGENTD_TRACE_CONTENT=true",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=100"})
 	trace := strings.Repeat("cd", 16)
-	req, _ := http.NewRequest(http.MethodPost, "http://"+srv.addr+"/runs", strings.NewReader(
-		`{"input": "/call calculator {\"expression\":\"6*7\"}\n/say secret answer"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	c := client.New("http://"+srv.addr, client.WithHeader("traceparent", "00-"+trace+"-00f067aa0ba902b7-01"))
+	if _, err := c.CreateRun(testCtx(t), client.CreateRun{Input: "/call calculator {\"expression\":\"6*7\"}\n/say secret answer"}); err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
 	id, _ := hex.DecodeString(trace)
 	spans := rec.waitSpans(t, id, func(s []*tracepb.Span) bool { return len(named(s, "chat")) == 2 && len(named(s, "execute_tool")) == 1 })
 	tool := named(spans, "execute_tool")[0]
@@ -311,20 +293,14 @@ func TestTraceOfAFallback(t *testing.T) {
 	// traced servers export to their own collectors.
 	srv := startChild(t, []string{"DATABASE_URL=" + persisttest.NewDatabase(t), "AGENTD_MODELS_FILE=" + models,
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=100"})
-	base := "http://" + srv.addr
 	trace := strings.Repeat("ef", 16)
-	req, _ := http.NewRequest(http.MethodPost, base+"/runs", strings.NewReader(`{"models": ["down", "fake"], "input": "/say hi"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("traceparent", "00-"+trace+"-00f067aa0ba902b7-01")
-	resp, err := http.DefaultClient.Do(req)
+	c := client.New("http://"+srv.addr, client.WithHeader("traceparent", "00-"+trace+"-00f067aa0ba902b7-01"))
+	run, err := c.CreateRun(testCtx(t), client.CreateRun{Models: []string{"down", "fake"}, Input: "/say hi"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run struct{ ID string }
-	json.NewDecoder(resp.Body).Decode(&run)
-	resp.Body.Close()
-	if r := waitRunEnd(t, base, run.ID); r.OutputText != "hi" {
-		t.Fatalf("the run answered %q", r.OutputText)
+	if r := runEnded(t, client.New("http://"+srv.addr), run.ID); r.OutputText == nil || *r.OutputText != "hi" {
+		t.Fatalf("the run answered %v", r.OutputText)
 	}
 	id, _ := hex.DecodeString(trace)
 	spans := rec.waitSpans(t, id, func(s []*tracepb.Span) bool { return len(named(s, "chat")) >= 5 })

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
@@ -115,18 +115,17 @@ func TestRunViewer(t *testing.T) {
 	toolsFile := filepath.Join(t.TempDir(), "tools.json")
 	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
 		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`, sink.URL+"/guarded")), 0o600)
-	models := filepath.Join(t.TempDir(), "models.json")
-	os.WriteFile(models, []byte(`{"models": {"fake": {"context_window": 0, "prices": {"input": 1000, "output": 3000}}}}`), 0o600)
-	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile, "AGENTD_SSE_RETRY": "100ms",
-		"AGENTD_MODELS_FILE": models})
-	target, _ := url.Parse(base)
+	s := setup(t, withEnv("AGENTD_TOOLS_FILE", toolsFile), withEnv("AGENTD_SSE_RETRY", "100ms"),
+		withModelsFile(`{"models": {"fake": {"context_window": 0, "prices": {"input": 1000, "output": 3000}}}}`))
+	c := s.Client
+	target, _ := url.Parse(s.URL)
 	cutter := &streamCutter{base: target, proxy: httputil.NewSingleHostReverseProxy(target), budget: 2500}
 	front := httptest.NewServer(cutter)
 	defer front.Close()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 
-	id := createRun(t, base, "/call calculator {\"expression\":\"6*7\"}\n/stream 40 50")
+	id := startRun(t, c, "/call calculator {\"expression\":\"6*7\"}\n/stream 40 50")
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(front.URL+"/ui/#/runs/"+id),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .tool`)),
@@ -166,12 +165,7 @@ func TestRunViewer(t *testing.T) {
 	for i := 1; i <= 40; i++ {
 		want = append(want, fmt.Sprintf("tok%d", i))
 	}
-	run := waitRunEnd(t, base, id)
-	var full struct {
-		LastEventSeq int     `json:"last_event_seq"`
-		Cost         float64 `json:"cost"`
-	}
-	getJSON(t, base+"/runs/"+id, &full)
+	full := runEnded(t, c, id)
 	// The page's summary shows the run's cost, as the ledger counts it,
 	// once it reloads the run at its end.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -186,10 +180,10 @@ func TestRunViewer(t *testing.T) {
 			t.Fatalf("the page shows a cost of %q; the run cost %v", cost, full.Cost)
 		}
 	}
-	if text != strings.Join(want, " ") || text != run.OutputText {
+	if text != strings.Join(want, " ") || full.OutputText == nil || text != *full.OutputText {
 		t.Fatalf("the page shows %q", text)
 	}
-	if len(seqs) != full.LastEventSeq {
+	if int64(len(seqs)) != full.LastEventSeq {
 		t.Fatalf("the page lists %d events, the run has %d", len(seqs), full.LastEventSeq)
 	}
 	for i, s := range seqs {
@@ -214,7 +208,7 @@ func TestRunViewer(t *testing.T) {
 	}
 
 	// A call that needs approval is approved from the page.
-	wait := createRun(t, base, "/call guarded {\"to\":\"bob\"}\n/say done")
+	wait := startRun(t, c, "/call guarded {\"to\":\"bob\"}\n/say done")
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(front.URL+"/ui/#/runs/"+wait),
 		chromedp.WaitVisible(chromedp.CSS(`button[data-decision="approve"]`)),
@@ -233,7 +227,7 @@ func TestRunViewer(t *testing.T) {
 		screenshot(t, ctx, "approved-failed.jpg")
 		t.Fatalf("after the approval: %v", err)
 	}
-	if r := waitRunEnd(t, base, wait); r.Status != "completed" || sink.Count("/guarded") != 1 {
+	if r := runEnded(t, c, wait); r.Status != agentd.StatusCompleted || sink.Count("/guarded") != 1 {
 		t.Fatalf("the approved run ended %s; the tool ran %d times", r.Status, sink.Count("/guarded"))
 	}
 
@@ -251,7 +245,7 @@ func TestRunViewer(t *testing.T) {
 	}
 	screenshot(t, ctx, "runs.jpg")
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(front.URL+"/ui/#/conversations/"+run.ConversationID),
+		chromedp.Navigate(front.URL+"/ui/#/conversations/"+full.ConversationID),
 		chromedp.WaitVisible(chromedp.CSS(`#messages .message`)),
 	); err != nil {
 		screenshot(t, ctx, "conversation-failed.jpg")
@@ -262,8 +256,10 @@ func TestRunViewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	screenshot(t, ctx, "conversation.jpg")
-	var msgs struct{ Data []json.RawMessage }
-	getJSON(t, base+"/conversations/"+run.ConversationID+"/messages", &msgs)
+	msgs, err := c.Messages(testCtx(t), full.ConversationID, 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if rows < 2 || messages != len(msgs.Data) {
 		t.Fatalf("the runs page lists %d runs; the conversation page %d messages of %d", rows, messages, len(msgs.Data))
 	}
@@ -276,25 +272,19 @@ func TestRunViewer(t *testing.T) {
 func TestForkInTheViewer(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
-	base, _ := startServer(t, nil)
+	s := setup(t)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	orig := createRun(t, base, "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42.")
-	waitRunEnd(t, base, orig)
-	resp, err := http.Post(base+"/runs/"+orig+"/fork", "application/json", strings.NewReader(`{"at_step": 1, "input": "/say Forty-two."}`))
+	orig := startRun(t, s.Client, "/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42.")
+	runEnded(t, s.Client, orig)
+	fork, err := s.Client.ForkRun(ctx, orig, client.Fork{AtStep: 1, Input: "/say Forty-two."})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("fork: %v", err)
 	}
-	var fork struct{ ID string }
-	json.NewDecoder(resp.Body).Decode(&fork)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("fork: %d", resp.StatusCode)
-	}
-	waitRunEnd(t, base, fork.ID)
+	runEnded(t, s.Client, fork.ID)
 
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(base+"/ui/#/runs/"+fork.ID),
+		chromedp.Navigate(s.URL+"/ui/#/runs/"+fork.ID),
 		chromedp.WaitVisible(chromedp.CSS(`#forked-from`)),
 	); err != nil {
 		screenshot(t, ctx, "fork-failed.jpg")
@@ -333,16 +323,14 @@ func TestForkInTheViewer(t *testing.T) {
 func TestViewerShowsAttachments(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
-	base, _ := startServer(t, nil)
-	in := mediaInput()
-	msg := in[0].(map[string]any)
-	msg["content"] = append(msg["content"].([]any), map[string]any{"type": "image", "url": "https://example.com/cat.png"})
-	status, run := postRunWait(t, base, map[string]any{"input": in})
-	if status != http.StatusOK || run["status"] != "completed" {
-		t.Fatalf("%d %v", status, run)
+	s := setup(t)
+	run, err := s.Client.CreateRun(testCtx(t), client.CreateRun{InputMessages: mediaMessage(client.ImageURL("https://example.com/cat.png", "")),
+		Wait: 20 * time.Second})
+	if err != nil || run.Status != agentd.StatusCompleted {
+		t.Fatalf("%+v %v", run, err)
 	}
 	if err := chromedp.Do(ctx,
-		chromedp.Navigate(base+"/ui/#/conversations/"+run["conversation_id"].(string)),
+		chromedp.Navigate(s.URL+"/ui/#/conversations/"+run.ConversationID),
 		chromedp.WaitVisible(chromedp.CSS(`#messages .attachments img.thumb`)),
 		chromedp.Poll[chromedp.Void](`document.querySelector('#messages img.thumb').naturalWidth === 1`),
 	); err != nil {

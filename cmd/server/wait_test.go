@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
@@ -21,16 +22,16 @@ import (
 func TestWait(t *testing.T) {
 	t.Parallel()
 	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/guarded": webhooktest.OK()})
-	toolsFile := filepath.Join(t.TempDir(), "tools.json")
-	if err := os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
-		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`, sink.URL+"/guarded")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	base, _ := startServer(t, map[string]string{"AGENTD_TOOLS_FILE": toolsFile, "AGENTD_MAX_WAIT": "3s"})
+	s := setup(t, withToolsFile(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
+		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`, sink.URL+"/guarded")),
+		withEnv("AGENTD_MAX_WAIT", "3s"))
+	base, c, ctx := s.URL, s.Client, testCtx(t)
 	type view struct {
 		ID, Status, OutputText, Field string
 		OutputTextP                   *string `json:"output_text"`
 	}
+	// Prefer: wait, Preference-Applied and a bad ?wait are the wire, sent
+	// raw; ?wait goes through the SDK (CreateRun.Wait, WaitRun).
 	do := func(method, path, prefer, input string) (int, http.Header, view) {
 		t.Helper()
 		var body *strings.Reader
@@ -63,8 +64,9 @@ func TestWait(t *testing.T) {
 		t.Fatalf("POST /runs, Prefer: wait=10: %d %+v, Preference-Applied %q", code, v, h.Get("Preference-Applied"))
 	}
 	// A decision to take: the wait ends there.
-	if code, _, v = do(http.MethodPost, "/runs?wait=10", "", "/call guarded {}\n/say done"); code != http.StatusOK || v.Status != "requires_action" {
-		t.Fatalf("a run that waits for an approval: %d %+v", code, v)
+	decide, err := c.CreateRun(ctx, client.CreateRun{Input: "/call guarded {}\n/say done", Wait: 10 * time.Second})
+	if err != nil || decide.Status != agentd.StatusRequiresAction || s.Wire.last(t, http.MethodPost, "/runs").Status != http.StatusOK {
+		t.Fatalf("a run that waits for an approval: %+v %v", decide, err)
 	}
 	// A run longer than the wait: 202 and the run as it is, then GET waits
 	// for the rest.
@@ -74,13 +76,8 @@ func TestWait(t *testing.T) {
 		t.Fatalf("a wait shorter than the run: %d %+v", code, v)
 	}
 	id := v.ID
-	for v.Status != "completed" {
-		if code, _, v = do(http.MethodGet, "/runs/"+id+"?wait=3", "", ""); code != http.StatusOK {
-			t.Fatalf("GET ?wait=3: %d %+v", code, v)
-		}
-		if v.Status != "completed" && v.Status != "running" && v.Status != "queued" {
-			t.Fatalf("the slow run is %s", v.Status)
-		}
+	if r, err := c.WaitRun(ctx, id, 3*time.Second); err != nil || r.Status != agentd.StatusCompleted {
+		t.Fatalf("WaitRun, 3 s a read: %+v %v", r, err)
 	}
 	// Bad waits.
 	if code, _, v = do(http.MethodGet, "/runs/"+id+"?wait=soon", "", ""); code != http.StatusUnprocessableEntity || v.Field != "wait" {

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -24,6 +24,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/agentd/agentd"
+	"github.com/agentd/agentd/client"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/webhook"
@@ -183,58 +184,57 @@ func TestWebhooks(t *testing.T) {
 	sub, own := newHookReceiver(t, 2), newHookReceiver(t, 0)
 	subURL, _ := url.Parse(sub.srv.URL)
 	ownURL, _ := url.Parse(own.srv.URL)
-	base, _ := startServer(t, map[string]string{"AGENTD_SECRET_KEY": newSecretKey(t),
-		"AGENTD_WEBHOOK_ALLOW_HOSTS": subURL.Host + "," + ownURL.Host, "AGENTD_WEBHOOK_BACKOFF": "50ms"})
-	call := func(method, path, body string, header ...string) (int, http.Header, map[string]any) {
-		t.Helper()
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var v map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		return resp.StatusCode, resp.Header, v
-	}
-
-	for body, field := range map[string]string{
-		`{"events": ["run.completed"]}`:                                                 "url",
-		`{"url": "ftp://example.com/x", "events": ["run.completed"]}`:                   "url",
-		`{"url": "http://10.1.2.3:9/x", "events": ["run.completed"]}`:                   "url",
-		`{"url": "` + sub.srv.URL + `"}`:                                                "events",
-		`{"url": "` + sub.srv.URL + `", "events": ["run.done"]}`:                        "events[0]",
-		`{"url": "` + sub.srv.URL + `", "events": ["run.failed", "run.failed"]}`:        "events[1]",
-		`{"url": "` + sub.srv.URL + `", "events": ["run.failed"], "secret": "hunter2"}`: "secret",
+	s := setup(t, withEnv("AGENTD_SECRET_KEY", newSecretKey(t)),
+		withEnv("AGENTD_WEBHOOK_ALLOW_HOSTS", subURL.Host+","+ownURL.Host), withEnv("AGENTD_WEBHOOK_BACKOFF", "50ms"))
+	c, ctx := s.Client, testCtx(t)
+	completed := []agentd.EventType{agentd.EventRunCompleted}
+	for _, bad := range []struct {
+		hook  client.NewWebhook
+		field string
+	}{
+		{client.NewWebhook{Events: completed}, "url"},
+		{client.NewWebhook{URL: "ftp://example.com/x", Events: completed}, "url"},
+		{client.NewWebhook{URL: "http://10.1.2.3:9/x", Events: completed}, "url"},
+		{client.NewWebhook{URL: sub.srv.URL}, "events"},
+		{client.NewWebhook{URL: sub.srv.URL, Events: []agentd.EventType{"run.done"}}, "events[0]"},
+		{client.NewWebhook{URL: sub.srv.URL, Events: []agentd.EventType{agentd.EventRunFailed, agentd.EventRunFailed}}, "events[1]"},
+		{client.NewWebhook{URL: sub.srv.URL, Events: []agentd.EventType{agentd.EventRunFailed}, Secret: "hunter2"}, "secret"},
 	} {
-		code, _, v := call("POST", "/webhooks", body)
-		if code != http.StatusUnprocessableEntity || v["field"] != field {
-			t.Errorf("POST /webhooks %s: %d %v, want 422 naming %s", body, code, v, field)
+		var e *client.Error
+		if _, err := c.CreateWebhook(ctx, bad.hook); !errors.As(err, &e) || e.Status != http.StatusUnprocessableEntity || e.Field != bad.field {
+			t.Errorf("CreateWebhook %+v: %v, want 422 naming %s", bad.hook, err, bad.field)
 		}
 	}
-	if code, _, v := call("POST", "/runs", `{"input": "hi", "webhook": 42}`); code != 422 || v["field"] != "webhook" {
-		t.Errorf("POST /runs webhook 42: %d %v", code, v)
+	// A body the SDK cannot write: raw JSON, for the server's refusal.
+	resp, err := http.Post(s.URL+"/runs", "application/json", strings.NewReader(`{"input": "hi", "webhook": 42}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if resp.StatusCode != 422 || p["field"] != "webhook" {
+		t.Errorf("POST /runs webhook 42: %d %v", resp.StatusCode, p)
 	}
 
-	code, hdr, hook := call("POST", "/webhooks", `{"url": "`+sub.srv.URL+`", "events": ["run.completed", "run.failed"]}`)
-	secret, _ := hook["secret"].(string)
-	if code != http.StatusCreated || !strings.HasPrefix(secret, "whsec_") || hdr.Get("Location") != "/webhooks/"+hook["id"].(string) {
-		t.Fatalf("POST /webhooks: %d %v", code, hook)
+	hook, err := c.CreateWebhook(ctx, client.NewWebhook{URL: sub.srv.URL, Events: []agentd.EventType{agentd.EventRunCompleted, agentd.EventRunFailed}})
+	if err != nil || hook.Secret == nil || !strings.HasPrefix(*hook.Secret, "whsec_") {
+		t.Fatalf("CreateWebhook: %+v %v", hook, err)
 	}
-	sub.setSecret(secret)
-	hookID := hook["id"].(string)
-	if _, _, got := call("GET", "/webhooks/"+hookID, ""); got["secret"] != nil || got["url"] != sub.srv.URL {
-		t.Errorf("GET /webhooks/{id} = %v: want its URL, and no secret", got)
+	if a := s.Wire.last(t, http.MethodPost, "/webhooks"); a.Status != http.StatusCreated || a.Header.Get("Location") != "/webhooks/"+hook.ID {
+		t.Fatalf("POST /webhooks: %d, Location %q", a.Status, a.Header.Get("Location"))
+	}
+	sub.setSecret(*hook.Secret)
+	if got, err := c.GetWebhook(ctx, hook.ID); err != nil || got.Secret != nil || got.URL != sub.srv.URL {
+		t.Errorf("GetWebhook = %+v (%v): want its URL, and no secret", got, err)
 	}
 
 	// A run's end, delivered at the third attempt under one id.
-	_, _, run := call("POST", "/runs", `{"input": "/say done"}`, "Prefer", "wait=10")
-	runID := run["id"].(string)
-	got := sub.waitDelivered(t, runID, 1)[0]
+	run, err := c.CreateRun(ctx, client.CreateRun{Input: "/say done", Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := sub.waitDelivered(t, run.ID, 1)[0]
 	if got.Type != "run.completed" || got.Run.Status != "completed" || got.Run.OutputText == nil || *got.Run.OutputText != "done" {
 		t.Errorf("delivery %+v: want run.completed with the run's view", got)
 	}
@@ -242,52 +242,55 @@ func TestWebhooks(t *testing.T) {
 		t.Errorf("%d requests with webhook-id %s, want 3 (two 500s, then 200)", n, got.ID)
 	}
 	// The receiver's answer is recorded once it reaches the server.
-	var d map[string]any
+	var d client.Delivery
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, _, list := call("GET", "/webhooks/"+hookID+"/deliveries", "")
-		data, _ := list["data"].([]any)
-		if len(data) != 1 {
-			t.Fatalf("deliveries: %v", list)
+		list, err := c.WebhookDeliveries(ctx, hook.ID, 0, "")
+		if err != nil || len(list.Data) != 1 {
+			t.Fatalf("deliveries: %+v %v", list, err)
 		}
-		if d = data[0].(map[string]any); d["status"] != "pending" || time.Now().After(deadline) {
+		if d = list.Data[0]; d.Status != agentd.DeliveryPending || time.Now().After(deadline) {
 			break
 		}
 	}
-	var codes []float64
-	for _, a := range d["attempts"].([]any) {
-		codes = append(codes, a.(map[string]any)["status_code"].(float64))
+	var codes []int
+	for _, a := range d.Attempts {
+		if a.StatusCode != nil {
+			codes = append(codes, *a.StatusCode)
+		}
 	}
-	if d["id"] != got.ID || d["status"] != "delivered" || !slices.Equal(codes, []float64{500, 500, 200}) {
-		t.Errorf("delivery %v: want %s delivered after attempts 500, 500, 200", d, got.ID)
+	if d.ID != got.ID || d.Status != agentd.DeliveryDelivered || !slices.Equal(codes, []int{500, 500, 200}) {
+		t.Errorf("delivery %+v: want %s delivered after attempts 500, 500, 200", d, got.ID)
 	}
-	if code, _, v := call("POST", "/webhooks/"+hookID+"/deliveries/"+got.ID+"/redeliver", ""); code != http.StatusAccepted || v["id"] != got.ID {
-		t.Errorf("redeliver: %d %v", code, v)
+	if again, err := c.Redeliver(ctx, hook.ID, got.ID); err != nil || again.ID != got.ID ||
+		s.Wire.last(t, http.MethodPost, "/webhooks/"+hook.ID+"/deliveries/"+got.ID+"/redeliver").Status != http.StatusAccepted {
+		t.Errorf("redeliver: %+v %v", again, err)
 	}
-	sub.waitDelivered(t, runID, 2)
+	sub.waitDelivered(t, run.ID, 2)
 	if n := sub.attemptsOf(got.ID); n != 4 {
 		t.Errorf("%d requests with webhook-id %s after the redelivery, want 4", n, got.ID)
 	}
 
-	// A run's own webhook, beside the subscription.
-	code, hdr, run = call("POST", "/runs", `{"input": "/say mine", "webhook": "`+own.srv.URL+`"}`, "Prefer", "wait=10")
-	if code != http.StatusOK || run["webhook"] != own.srv.URL || !strings.HasPrefix(hdr.Get("Webhook-Secret"), "whsec_") {
-		t.Fatalf("POST /runs with a webhook: %d %v, Webhook-Secret %q", code, run, hdr.Get("Webhook-Secret"))
+	// A run's own webhook, beside the subscription, signed under the
+	// secret the server made and showed in its answer.
+	mine := &client.RunWebhook{URL: own.srv.URL}
+	run, err = c.CreateRun(ctx, client.CreateRun{Input: "/say mine", Webhook: mine, Wait: 10 * time.Second})
+	if err != nil || run.Status != agentd.StatusCompleted || run.Webhook == nil || *run.Webhook != own.srv.URL || !strings.HasPrefix(mine.Secret, "whsec_") {
+		t.Fatalf("CreateRun with a webhook: %+v %v, secret %q", run, err, mine.Secret)
 	}
-	own.setSecret(hdr.Get("Webhook-Secret"))
-	ownID := run["id"].(string)
-	if got := own.waitDelivered(t, ownID, 1); got[0].Type != "run.completed" {
+	own.setSecret(mine.Secret)
+	if got := own.waitDelivered(t, run.ID, 1); got[0].Type != "run.completed" {
 		t.Errorf("the run's own delivery: %+v", got)
 	}
-	sub.waitDelivered(t, ownID, 1)
-	_, _, list := call("GET", "/runs/"+ownID+"/deliveries", "")
-	if data, _ := list["data"].([]any); len(data) != 2 {
-		t.Errorf("GET /runs/{id}/deliveries: %v, want the subscription's and the run's own", list)
+	sub.waitDelivered(t, run.ID, 1)
+	if list, err := c.RunDeliveries(ctx, run.ID); err != nil || len(list) != 2 {
+		t.Errorf("RunDeliveries: %+v %v, want the subscription's and the run's own", list, err)
 	}
-	if code, _, _ := call("DELETE", "/webhooks/"+hookID, ""); code != http.StatusNoContent {
-		t.Errorf("DELETE: %d", code)
+	if err := c.DeleteWebhook(ctx, hook.ID); err != nil {
+		t.Errorf("DeleteWebhook: %v", err)
 	}
-	if code, _, v := call("GET", "/webhooks/"+hookID, ""); code != http.StatusNotFound || v["code"] != "webhook_not_found" {
-		t.Errorf("GET a deleted webhook: %d %v", code, v)
+	var e *client.Error
+	if _, err := c.GetWebhook(ctx, hook.ID); !errors.As(err, &e) || e.Status != http.StatusNotFound || e.Code != "webhook_not_found" {
+		t.Errorf("GetWebhook of a deleted webhook: %v", err)
 	}
 }
 
@@ -305,24 +308,17 @@ func TestWebhookAfterKill(t *testing.T) {
 	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_SECRET_KEY=" + newSecretKey(t), "AGENTD_WEBHOOK_ALLOW_HOSTS=" + rcURL.Host,
 		"AGENTD_LEASE_TTL=1s", "AGENTD_POLL_INTERVAL=100ms", "AGENTD_LOG_LEVEL=info", "AGENTD_WEBHOOK_BACKOFF=50ms"}
 	a := startChild(t, env)
-	post := func(addr, path, body string) map[string]any {
-		t.Helper()
-		resp, err := http.Post("http://"+addr+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var v map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&v)
-		if resp.StatusCode >= 300 {
-			t.Fatalf("POST %s: %d %v", path, resp.StatusCode, v)
-		}
-		return v
+	c, ctx := client.New("http://"+a.addr), testCtx(t)
+	hook, err := c.CreateWebhook(ctx, client.NewWebhook{URL: rc.srv.URL, Events: []agentd.EventType{agentd.EventRunCompleted}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	hook := post(a.addr, "/webhooks", `{"url": "`+rc.srv.URL+`", "events": ["run.completed"]}`)
-	rc.setSecret(hook["secret"].(string))
-	run := post(a.addr, "/runs", `{"input": "/stream 30 100\n/say the answer, streamed slowly"}`)
-	id := run["id"].(string)
+	rc.setSecret(*hook.Secret)
+	run, err := c.CreateRun(ctx, client.CreateRun{Input: "/stream 30 100\n/say the answer, streamed slowly"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := run.ID
 
 	store, err := persist.Open(context.Background(), persist.Config{URL: dbURL, MaxConns: 2})
 	if err != nil {
@@ -396,21 +392,17 @@ func TestWebhooksVerifiedByNode(t *testing.T) {
 		t.Fatalf("receiver said %v", first)
 	}
 	recv := fmt.Sprintf("127.0.0.1:%d", int(port))
-	base, _ := startServer(t, map[string]string{"AGENTD_SECRET_KEY": newSecretKey(t),
-		"AGENTD_WEBHOOK_ALLOW_HOSTS": recv, "AGENTD_WEBHOOK_BACKOFF": "50ms"})
-	body, _ := json.Marshal(map[string]any{"url": "http://" + recv + "/hook", "events": []string{"run.completed"}, "secret": secret})
-	resp, err := http.Post(base+"/webhooks", "application/json", bytes.NewReader(body))
-	if err != nil || resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /webhooks: %v %v", resp, err)
+	s := setup(t, withEnv("AGENTD_SECRET_KEY", newSecretKey(t)), withEnv("AGENTD_WEBHOOK_ALLOW_HOSTS", recv),
+		withEnv("AGENTD_WEBHOOK_BACKOFF", "50ms"))
+	ctx := testCtx(t)
+	if _, err := s.Client.CreateWebhook(ctx, client.NewWebhook{URL: "http://" + recv + "/hook",
+		Events: []agentd.EventType{agentd.EventRunCompleted}, Secret: secret}); err != nil {
+		t.Fatalf("CreateWebhook: %v", err)
 	}
-	resp.Body.Close()
-	resp, err = http.Post(base+"/runs", "application/json", strings.NewReader(`{"input": "/say verified"}`))
+	run, err := s.Client.CreateRun(ctx, client.CreateRun{Input: "/say verified"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var run struct{ ID string }
-	_ = json.NewDecoder(resp.Body).Decode(&run)
-	resp.Body.Close()
 	var ids []string
 	timeout := time.After(30 * time.Second)
 	for {
