@@ -92,13 +92,7 @@ func waitRunEnd(t *testing.T, base, id string) runView {
 // approval asked by the run is answered from the chat.
 func TestAISDKChat(t *testing.T) {
 	t.Parallel()
-	dir, _ := filepath.Abs("../../test/aisdk")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/aisdk has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/aisdk/node_modules is missing; `make test` installs it")
-	}
+	dir := needNode(t, "aisdk", "ai")
 	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/guarded": webhooktest.OK()})
 	toolsFile := filepath.Join(t.TempDir(), "tools.json")
 	os.WriteFile(toolsFile, []byte(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
@@ -278,13 +272,7 @@ func TestAISDKChat(t *testing.T) {
 // endpoint; the run goes on with it.
 func TestAISDKClientTools(t *testing.T) {
 	t.Parallel()
-	dir, _ := filepath.Abs("../../test/aisdk")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/aisdk has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/aisdk/node_modules is missing; `make test` installs it")
-	}
+	dir := needNode(t, "aisdk", "ai")
 	base, _ := startServer(t, nil)
 	r := chat(t, dir, base, "client", "chat-client", "/call pick_color {\"hint\":\"warm\"}\n/say done")
 	if len(r.Messages) != 2 || r.Text != "done" || len(r.Errors) > 0 {

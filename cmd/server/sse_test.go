@@ -275,13 +275,7 @@ func cuttingProxy(t *testing.T, target string, budget int64) (addr string, cuts 
 // proxy that cuts the connection mid-run, again and again.
 func TestEventSourceClientResumes(t *testing.T) {
 	t.Parallel()
-	dir, _ := filepath.Abs("../../test/eventsource")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "eventsource")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/eventsource has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/eventsource/node_modules is missing; `make test` installs it")
-	}
+	dir := needNode(t, "eventsource", "eventsource")
 	base, _ := startServer(t, map[string]string{"AGENTD_SSE_RETRY": "50ms"})
 	body := `{"input": "/call calculator {\"expression\":\"2+2\"}\n/stream 60 15"}`
 	r, err := http.Post(base+"/runs", "application/json", strings.NewReader(body))
