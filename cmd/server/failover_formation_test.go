@@ -27,6 +27,7 @@ import (
 // pgAutoctl returns the path of pg_autoctl, pg_auto_failover's tool.
 func pgAutoctl(t *testing.T) string {
 	t.Helper()
+	skipShort(t, "starts a PostgreSQL formation and server processes")
 	if p, err := exec.LookPath("pg_autoctl"); err == nil {
 		return p
 	}

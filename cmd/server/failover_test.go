@@ -60,9 +60,6 @@ import (
 // times (about 50 s per failover) instead of the shortened ones, and
 // AGENTD_FAILOVER_LOGS names a file for agentd's log lines.
 func TestFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("failover test starts a PostgreSQL formation and server processes")
-	}
 	tool := pgAutoctl(t)
 	rounds := envInt("AGENTD_FAILOVER_ROUNDS", 2)
 	procs := max(2, envInt("AGENTD_FAILOVER_PROCS", 2))
