@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 GO ?= go
 
-.PHONY: help run fakellm test lint build chaos failover bench fuzz
+.PHONY: help run fakellm test test-short lint build chaos failover bench fuzz
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -25,6 +25,9 @@ test: ## run every test with the race detector, then each fuzz target for 50,000
 	cd test/webhooks && npm ci --no-audit --no-fund --loglevel=error
 	AGENTD_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
+
+test-short: ## the fast tier, to run while you work: go test -short, without the race detector or the tests that start processes, drive Node.js or a browser, or fail PostgreSQL over (needs the local PostgreSQL)
+	$(GO) test -short -timeout 10m ./...
 
 lint: ## gofmt, go vet, and staticcheck when installed
 	@test -z "$$(gofmt -l .)" || (gofmt -l . && exit 1)

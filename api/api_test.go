@@ -30,6 +30,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	persisttest.NeedConnections(30) // 26 at once at the most seen on 2 CPUs: a store and a stream hub a test
 	goleak.VerifyTestMain(m)
 }
 

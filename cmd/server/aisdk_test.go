@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -83,13 +81,7 @@ func outputOf(r *client.Run) string {
 // Go SDK.
 func TestAISDKChat(t *testing.T) {
 	t.Parallel()
-	dir, _ := filepath.Abs("../../test/aisdk")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/aisdk has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/aisdk/node_modules is missing; `make test` installs it")
-	}
+	dir := needNode(t, "aisdk", "ai")
 	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/guarded": webhooktest.OK()})
 	s := setup(t, withToolsFile(fmt.Sprintf(`{"tools":[{"name":"guarded","description":"asks first",
 		"parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`, sink.URL+"/guarded")))
@@ -258,13 +250,7 @@ func TestAISDKChat(t *testing.T) {
 // endpoint; the run goes on with it.
 func TestAISDKClientTools(t *testing.T) {
 	t.Parallel()
-	dir, _ := filepath.Abs("../../test/aisdk")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "ai")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/aisdk has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/aisdk/node_modules is missing; `make test` installs it")
-	}
+	dir := needNode(t, "aisdk", "ai")
 	s := setup(t)
 	r := chat(t, dir, s.URL, "client", "chat-client", "/call pick_color {\"hint\":\"warm\"}\n/say done")
 	if len(r.Messages) != 2 || r.Text != "done" || len(r.Errors) > 0 {

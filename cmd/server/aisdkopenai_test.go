@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -78,13 +77,7 @@ func allAnswered(t *testing.T, reqs []providerRequest) {
 
 func needAISDKOpenAINode(t *testing.T) {
 	t.Helper()
-	dir, _ := filepath.Abs("../../test/aisdk-openai")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ai-sdk", "openai")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/aisdk-openai has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/aisdk-openai/node_modules is missing; `make test` installs it")
-	}
+	needNode(t, "aisdk-openai", "@ai-sdk/openai")
 }
 
 // TestAISDKOpenAIProvider: the AI SDK's OpenAI provider, its base URL

@@ -61,6 +61,7 @@ func startChild(t *testing.T, env []string) *child {
 // and its standard error to logs, when not nil.
 func startChildLogged(t *testing.T, env []string, logs io.Writer) *child {
 	t.Helper()
+	skipShort(t, "starts server processes")
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), append(env, "AGENTD_CHAOS_CHILD=1", "AGENTD_ADDR=127.0.0.1:0")...)
 	out, err := cmd.StdoutPipe()

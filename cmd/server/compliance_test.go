@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -62,23 +60,7 @@ type complianceResult struct {
 // its npm packages are there.
 func needOpenResponsesNode(t *testing.T) string {
 	t.Helper()
-	require := os.Getenv("AGENTD_REQUIRE_NODE") != ""
-	if _, err := exec.LookPath("node"); err != nil {
-		if require {
-			t.Fatalf("the Open Responses compliance suite needs node: %v", err)
-		}
-		t.Skip("node is not installed: the Open Responses compliance suite runs under Node.js")
-	}
-	dir, _ := filepath.Abs("../../test/openresponses")
-	for _, pkg := range []string{"tsx", "zod"} {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg)); err != nil {
-			if require {
-				t.Fatalf("test/openresponses has no node_modules (run npm ci there): %v", err)
-			}
-			t.Skip("test/openresponses/node_modules is missing; `make test` installs it")
-		}
-	}
-	return dir
+	return needNode(t, "openresponses", "tsx", "zod")
 }
 
 // TestOpenResponsesCompliance: the Open Responses compliance suite

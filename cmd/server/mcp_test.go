@@ -27,15 +27,8 @@ import (
 // server-everything from npm, or skips the test when it is not installed.
 func everything(t *testing.T) string {
 	t.Helper()
-	dir, _ := filepath.Abs("../../test/mcp")
-	main := filepath.Join(dir, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
-	if _, err := os.Stat(main); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/mcp has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/mcp/node_modules is missing; `make test` installs it")
-	}
-	return main
+	const main = "@modelcontextprotocol/server-everything/dist/index.js"
+	return filepath.Join(needNode(t, "mcp", main), "node_modules", main)
 }
 
 // startEverythingHTTP runs server-everything over streamable HTTP and

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -48,13 +47,7 @@ func openaiNode(t *testing.T, base string, out any, args ...string) {
 
 func needOpenAINode(t *testing.T) {
 	t.Helper()
-	dir, _ := filepath.Abs("../../test/openai")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/openai has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/openai/node_modules is missing; `make test` installs it")
-	}
+	needNode(t, "openai", "openai")
 }
 
 // streamed is what responses.mjs reads of a stream.

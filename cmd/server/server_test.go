@@ -20,6 +20,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Each test here runs agentd, in this process or as processes, with a
+	// pool of its own (workers + 16): 54 connections at once at the most
+	// seen on 2 CPUs.
+	persisttest.NeedConnections(60)
 	goleak.VerifyTestMain(m,
 		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),

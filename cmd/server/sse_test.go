@@ -7,9 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,13 +261,7 @@ func cuttingProxy(t *testing.T, target string, budget int64) (addr string, cuts 
 // proxy that cuts the connection mid-run, again and again.
 func TestEventSourceClientResumes(t *testing.T) {
 	t.Parallel()
-	dir, _ := filepath.Abs("../../test/eventsource")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "eventsource")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/eventsource has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/eventsource/node_modules is missing; `make test` installs it")
-	}
+	dir := needNode(t, "eventsource", "eventsource")
 	s := setup(t, withEnv("AGENTD_SSE_RETRY", "50ms"))
 	base := s.URL
 	run, err := s.Client.CreateRun(testCtx(t), client.CreateRun{Input: "/call calculator {\"expression\":\"2+2\"}\n/stream 60 15"})

@@ -26,6 +26,7 @@ import (
 // Debian's chromium is not installed.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	skipShort(t, "drives a browser")
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		if os.Getenv("AGENTD_REQUIRE_BROWSER") != "" {

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -356,13 +355,7 @@ func TestWebhookAfterKill(t *testing.T) {
 // attempt, under the same webhook-id, is the one it accepts.
 func TestWebhooksVerifiedByNode(t *testing.T) {
 	t.Parallel()
-	dir, _ := filepath.Abs("../../test/webhooks")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "standardwebhooks")); err != nil {
-		if os.Getenv("AGENTD_REQUIRE_NODE") != "" {
-			t.Fatalf("test/webhooks has no node_modules (run npm ci there): %v", err)
-		}
-		t.Skip("test/webhooks/node_modules is missing; `make test` installs it")
-	}
+	dir := needNode(t, "webhooks", "standardwebhooks")
 	secret := webhook.NewSecret()
 	cmd := exec.Command("node", "receiver.mjs")
 	cmd.Dir, cmd.Env = dir, append(os.Environ(), "WEBHOOK_SECRET="+secret, "FAIL_FIRST=2")

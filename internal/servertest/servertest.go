@@ -2,6 +2,7 @@ package servertest
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,8 +15,13 @@ import (
 
 // Main builds agentd into a temporary directory, runs the tests, removes
 // it, and exits with the tests' code; call it from TestMain. It returns
-// only if the build fails, after printing why.
+// only if the build fails, after printing why. Under -short it builds
+// nothing, since Start skips every test then.
 func Main(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "agentd-servertest")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -46,9 +52,13 @@ type Server struct {
 
 // Start runs agentd on addr with database url and the built-in fake model,
 // short leases and SSE retries, and env (extra NAME=VALUE variables), and
-// waits until it is ready; it is killed when t ends.
+// waits until it is ready; it is killed when t ends. Under -short it skips
+// the test: a test of agentd as a process is in the full tier.
 func Start(t *testing.T, addr, url string, env ...string) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts agentd as a process: in the full tier (make test), not under -short")
+	}
 	if bin == "" {
 		t.Fatal("servertest: call servertest.Main from TestMain")
 	}

@@ -32,6 +32,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	persisttest.NeedConnections(30) // 25 at once at the most seen on 2 CPUs: several instances, each a store and a listener, a test
 	goleak.VerifyTestMain(m,
 		// pgx pools close their health checker asynchronously.
 		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),

@@ -30,7 +30,8 @@ var counter atomic.Int64
 
 // NewDatabase creates a fresh migrated database and returns its URL; it is
 // dropped when t ends, whether t passed or failed. The first call in a test
-// process checks that the server has NeedConnections for tests and drops
+// process checks that the server has the connections its package's tests
+// need (DefaultConnections, or what NeedConnections said) and drops
 // the test databases that killed test processes left (older than an hour).
 func NewDatabase(t testing.TB) string {
 	t.Helper()

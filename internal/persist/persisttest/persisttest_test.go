@@ -170,3 +170,21 @@ func exists(t *testing.T, name string) bool {
 	}
 	return ok
 }
+
+// TestNeedIsThePackages: a package's tests need DefaultConnections unless
+// the package said more, and AGENTD_TEST_PG_CONNECTIONS says for either.
+func TestNeedIsThePackages(t *testing.T) {
+	t.Setenv(envNeed, "") // not t.Parallel: the process's other tests read the need
+	t.Cleanup(func() { NeedConnections(0) })
+	for _, c := range []struct {
+		said int
+		env  string
+		want int
+	}{{0, "", DefaultConnections}, {60, "", 60}, {60, "7", 7}, {0, "0", 0}} {
+		NeedConnections(c.said)
+		t.Setenv(envNeed, c.env)
+		if n, err := need(); err != nil || n != c.want {
+			t.Errorf("package said %d, %s=%q: need %d (%v), want %d", c.said, envNeed, c.env, n, err, c.want)
+		}
+	}
+}

@@ -16,23 +16,44 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// NeedConnections is how many connections to PostgreSQL the tests need at
-// once: the peak of a full `go test -race ./...` on a 2-CPU machine
-// (docs/development.md), with room to spare. Each test process checks that
-// the server has that many for tests before its first database.
-const NeedConnections = 90
+// DefaultConnections is how many connections to PostgreSQL one package's
+// tests need at once unless the package says more (NeedConnections). A
+// test process is one package's tests, and it checks for its own need, not
+// the whole suite's: what `go test ./internal/run/` needs is what its
+// tests hold, so it runs beside a server or another package's tests that
+// hold the rest. The figure is a store's pool as Open gives it (20), since
+// a package's tests seldom hold more than one full pool between them: its
+// pools open connections only as they are used, and `go test` runs as many
+// of its parallel tests at once as the machine has CPUs (-parallel). On a
+// 2-CPU machine every package but cmd/server, api and internal/stream
+// peaked at 15 or fewer (internal/run at 14; docs/development.md); more
+// CPUs run more tests at once, and need more (AGENTD_TEST_PG_CONNECTIONS).
+const DefaultConnections = 20
+
+// needed is what NeedConnections set; 0: DefaultConnections.
+var needed atomic.Int64
+
+// NeedConnections says that this package's tests hold n connections to
+// PostgreSQL at once at their peak, more than DefaultConnections: a
+// package whose tests each run agentd, or several instances of a part of
+// it, each with a pool of its own, says so from its TestMain, before its
+// tests run. The first test of the process that asks for a database
+// checks that the server has that many for tests.
+func NeedConnections(n int) { needed.Store(int64(n)) }
 
 // envNeed, when set, is the number of connections the tests need instead
-// of NeedConnections (fewer for one package than for the whole suite); 0
-// turns the check off.
+// of the package's own figure; 0 turns the check off.
 const envNeed = "AGENTD_TEST_PG_CONNECTIONS"
 
-// need is how many connections the tests need: envNeed, else
-// NeedConnections.
+// need is how many connections this package's tests need: envNeed, else
+// what the package said (NeedConnections), else DefaultConnections.
 func need() (int, error) {
 	v := os.Getenv(envNeed)
 	if v == "" {
-		return NeedConnections, nil
+		if n := needed.Load(); n > 0 {
+			return int(n), nil
+		}
+		return DefaultConnections, nil
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
@@ -134,10 +155,11 @@ func explain(err error) error {
 	if errors.As(err, &pgErr) && pgErr.Code == "53300" {
 		n, nerr := need()
 		if nerr != nil {
-			n = NeedConnections
+			n = DefaultConnections
 		}
-		return fmt.Errorf("%w: PostgreSQL at %s refused a connection (%v); the tests need %d at once: "+
-			"raise max_connections (docs/development.md)", ErrShortOfConnections, serverName(), err, n)
+		return fmt.Errorf("%w: PostgreSQL at %s refused a connection (%v); this package's tests need %d at once, "+
+			"besides other packages' tests run beside them: raise max_connections (docs/development.md)",
+			ErrShortOfConnections, serverName(), err, n)
 	}
 	return err
 }

@@ -34,9 +34,12 @@ type Pair struct {
 }
 
 // NewPair starts a primary and its standby, and waits until the standby
-// has replayed the migrated database.
+// has replayed the migrated database. Under -short it skips the test.
 func NewPair(t testing.TB) *Pair {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts two PostgreSQL servers: in the full tier (make test), not under -short")
+	}
 	p := &Pair{t: t, bin: pgBin(t)}
 	dir, err := os.MkdirTemp("", "agentd-replica-")
 	if err != nil {
