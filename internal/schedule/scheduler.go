@@ -31,7 +31,9 @@ type Composer interface {
 type ComposerFunc func(ctx context.Context, sc agentd.Schedule) (agentd.RunCreate, error)
 
 // Slot calls f.
-func (f ComposerFunc) Slot(ctx context.Context, sc agentd.Schedule) (agentd.RunCreate, error) { return f(ctx, sc) }
+func (f ComposerFunc) Slot(ctx context.Context, sc agentd.Schedule) (agentd.RunCreate, error) {
+	return f(ctx, sc)
+}
 
 // Store is what the scheduler needs of the database (*persist.Store).
 type Store interface {
