@@ -193,7 +193,7 @@ func (s *server) run(ctx context.Context) {
 		}
 		s.session, s.tools = nil, 0
 		if err != nil && ctx.Err() == nil {
-			s.lastErr = err.Error()
+			s.lastErr = tools.Describe(err) // a tenant may read it: nothing of the instance's network
 		}
 		s.mu.Unlock()
 		if err := s.reg.SetSource(s.cfg.Name, nil); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/metrics"
 	"github.com/agentd/agentd/internal/secrets"
+	"github.com/agentd/agentd/internal/tools"
 )
 
 // Store is what a Deliverer needs of the database.
@@ -308,7 +309,7 @@ func (d *Deliverer) attempt(dl agentd.Delivery) agentd.DeliveryResult {
 		d.delivered.WithLabelValues("delivered").Inc()
 		return res
 	case err != nil:
-		res.Attempt.Error = err.Error()
+		res.Attempt.Error = tools.Describe(err) // the tenant reads it: nothing of the instance's network
 	default:
 		res.Attempt.Error = fmt.Sprintf("the endpoint answered %d", code)
 	}
