@@ -127,8 +127,8 @@ func (r Run) View() RunView {
 		Usage:          RunUsage{Usage: r.Usage},
 		StepCount:      r.StepCount,
 		LastEventSeq:   r.LastEventSeq,
-		RequiredAction: storedAs[RequiredAction](r.RequiredAction),
-		Error:          storedAs[ErrorDetail](r.Error),
+		RequiredAction: StoredAs[RequiredAction](r.RequiredAction),
+		Error:          StoredAs[ErrorDetail](r.Error),
 		CreatedAt:      r.CreatedAt.UTC(),
 		StartedAt:      utcOf(r.StartedAt),
 		FinishedAt:     utcOf(r.FinishedAt),
@@ -181,10 +181,12 @@ func (t Timeouts) orActionDefault() Timeouts {
 	return t
 }
 
-// storedAs decodes a column that holds a T as JSON; nil when it is empty
-// or unreadable (a row that cannot be read shows null rather than failing
-// the read).
-func storedAs[T any](raw json.RawMessage) *T {
+// StoredAs decodes a column that the store writes only by marshalling a T
+// (a run's required_action, an error detail), so that what it holds
+// encodes again to the same JSON; nil (JSON null) when it is empty. A value
+// that does not decode (no writer makes one) shows as null rather than
+// failing the read, as a run's unreadable output does.
+func StoredAs[T any](raw json.RawMessage) *T {
 	if len(raw) == 0 {
 		return nil
 	}

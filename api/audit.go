@@ -161,7 +161,7 @@ func (x *auditExport) end() {
 	r := x.run
 	at := r.UpdatedAt
 	l := auditLine{Kind: auditEnd, Seq: r.LastEventSeq, Step: r.StepCount, At: at, Status: string(r.Status),
-		Reason: string(r.TerminalReason), FinishedAt: utc(r.FinishedAt), Error: stored[agentd.ErrorDetail](r.Error),
+		Reason: string(r.TerminalReason), FinishedAt: utc(r.FinishedAt), Error: agentd.StoredAs[agentd.ErrorDetail](r.Error),
 		CancelRequestedAt: utc(r.CancelRequestedAt), CancelledBy: nullString(r.CancelledBy),
 		InterruptRequestedAt: utc(r.InterruptRequestedAt)}
 	l.Lines = x.lines + 1
@@ -295,7 +295,7 @@ func (x *auditExport) attempt(env agentd.Envelope, calls []agentd.CallDetail) {
 			if a.N == d.Attempt {
 				l.Worker, l.Epoch, l.Status = a.Worker, a.Epoch, string(a.Status)
 				l.StartedAt, l.FinishedAt = utc(&a.StartedAt), utc(a.FinishedAt)
-				l.Error, l.Receipt = stored[agentd.ErrorDetail](a.Error), receiptView(c.IdempotencyKey, a)
+				l.Error, l.Receipt = agentd.StoredAs[agentd.ErrorDetail](a.Error), receiptView(c.IdempotencyKey, a)
 			}
 		}
 	}

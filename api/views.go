@@ -40,7 +40,7 @@ func stepView(st agentd.StepDetail) stepJSON {
 		Transition:    nullString(st.Transition),
 		ModelAttempts: st.ModelAttempts,
 		Usage:         st.Usage,
-		Error:         stored[agentd.ErrorDetail](st.Error),
+		Error:         agentd.StoredAs[agentd.ErrorDetail](st.Error),
 		StartedAt:     st.StartedAt.UTC(),
 		FinishedAt:    utc(st.FinishedAt),
 		ToolCalls:     make([]toolCallJSON, 0, len(st.Calls)),
@@ -62,7 +62,7 @@ func toolCallView(c agentd.CallDetail) toolCallJSON {
 		Effect:         c.Effect,
 		Status:         c.Status,
 		Result:         nullRaw(c.Result),
-		Error:          stored[agentd.ErrorDetail](c.Error),
+		Error:          agentd.StoredAs[agentd.ErrorDetail](c.Error),
 		Attempts:       c.ToolCall.Attempts,
 		AttemptLog:     make([]attemptJSON, 0, len(c.Attempts)),
 		Policy:         nullRaw(c.Policy),
@@ -73,7 +73,7 @@ func toolCallView(c agentd.CallDetail) toolCallJSON {
 		tc.AttemptLog = append(tc.AttemptLog, attemptJSON{
 			N:               a.N,
 			Status:          a.Status,
-			Error:           stored[agentd.ErrorDetail](a.Error),
+			Error:           agentd.StoredAs[agentd.ErrorDetail](a.Error),
 			Worker:          a.Worker,
 			Epoch:           a.Epoch,
 			StartedAt:       a.StartedAt.UTC(),
@@ -163,22 +163,6 @@ func page[R, T any](items []R, limit int, view func(R) T, next func(R) string) p
 		out.Data = append(out.Data, view(it))
 	}
 	return out
-}
-
-// stored reads a JSON column that the store writes only by marshalling a
-// T (a run's required_action, an error detail), so that what it holds
-// encodes again to the same JSON; nil (JSON null) for none. A value that
-// does not decode (no writer makes one) shows as null rather than failing
-// the read, as a run's unreadable output does.
-func stored[T any](raw json.RawMessage) *T {
-	if len(raw) == 0 {
-		return nil
-	}
-	var v *T
-	if json.Unmarshal(raw, &v) != nil {
-		return nil
-	}
-	return v
 }
 
 func nullString[T ~string](s T) *T {
