@@ -18,11 +18,16 @@ type Agent = agentd.AgentView
 // each as CreateRun has it. Zero fields are left out (a run naming the
 // agent takes the server's defaults for them).
 type AgentDefinition struct {
-	Name         string              `json:"name,omitempty"`
-	Description  string              `json:"description,omitempty"`
-	Model        string              `json:"model,omitempty"`
-	Instructions string              `json:"instructions,omitempty"` // may hold {{name}} placeholders
-	Tools        *[]string           `json:"tools,omitempty"`        // nil: every server tool; &[]string{}: none
+	Name         string    `json:"name,omitempty"`
+	Description  string    `json:"description,omitempty"`
+	Model        string    `json:"model,omitempty"`
+	Instructions string    `json:"instructions,omitempty"` // may hold {{name}} placeholders
+	Tools        *[]string `json:"tools,omitempty"`        // nil: every server tool; &[]string{}: none
+	// SubAgents are agents of the tenant the runs may hand work to, each
+	// offered to the model as a tool of its name (a "tools" entry of type
+	// agent). They are tools: with Tools nil the runs have them and no
+	// server tool, so name the server tools to keep beside them.
+	SubAgents    []string            `json:"-"`
 	ClientTools  []agentd.ClientTool `json:"client_tools,omitempty"`
 	MaxSteps     int                 `json:"max_steps,omitempty"`
 	Timeouts     *Timeouts           `json:"timeouts,omitempty"`
@@ -41,8 +46,9 @@ func (d AgentDefinition) body() any {
 	type body AgentDefinition
 	return struct {
 		body
+		Tools      any                `json:"tools,omitempty"` // in place of body's
 		LoopLimits *loopLimitsRequest `json:"loop_limits,omitempty"`
-	}{body(d), loopLimitsOf(d.LoopLimits)}
+	}{body(d), toolsOf(d.Tools, d.SubAgents), loopLimitsOf(d.LoopLimits)}
 }
 
 // CreateAgent makes an agent at version 1 (POST /agents).

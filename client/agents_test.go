@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
@@ -181,4 +182,51 @@ func TestAgentVersions(t *testing.T) {
 func fieldIs(err error, field string) bool {
 	var apiErr *client.Error
 	return errors.As(err, &apiErr) && apiErr.Field == field
+}
+
+// TestSubAgentsThroughTheSDK: against a real server, an agent and a run
+// name sub-agents through SubAgents, beside the server tools they name;
+// the run hands work to its sub-agent and answers; an agent that would
+// hand work back to itself is refused, naming tools.
+func TestSubAgentsThroughTheSDK(t *testing.T) {
+	t.Parallel()
+	url := persisttest.NewDatabase(t)
+	addr := servertest.FreeAddr(t)
+	servertest.Start(t, addr, url)
+	ctx := context.Background()
+	c := client.New("http://" + addr)
+	if _, err := c.CreateAgent(ctx, client.AgentDefinition{Name: "researcher", Tools: &[]string{"calculator"}}); err != nil {
+		t.Fatal(err)
+	}
+	lead, err := c.CreateAgent(ctx, client.AgentDefinition{Name: "lead", Tools: &[]string{"clock"}, SubAgents: []string{"researcher"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var def struct{ Tools []json.RawMessage }
+	var sub struct{ Type, Agent string }
+	if err := json.Unmarshal(lead.Definition, &def); err != nil || len(def.Tools) != 2 || string(def.Tools[0]) != `"clock"` ||
+		json.Unmarshal(def.Tools[1], &sub) != nil || sub != (struct{ Type, Agent string }{"agent", "researcher"}) {
+		t.Fatalf("lead's definition: %s %v", lead.Definition, err)
+	}
+	for _, req := range []client.CreateRun{
+		{Agent: "lead"},
+		{Tools: &[]string{"clock"}, SubAgents: []string{"researcher"}},
+	} {
+		req.Input, req.Wait = "/call researcher {\"task\":\"/say found\"}\n/say done", 10*time.Second
+		r, err := c.CreateRun(ctx, req)
+		if err == nil && !r.Status.Stopped() {
+			r, err = c.WaitRun(ctx, r.ID, 20*time.Second)
+		}
+		if err != nil || r.Status != agentd.StatusCompleted || r.OutputText == nil || *r.OutputText != "done" ||
+			len(r.SubAgents) != 1 || r.SubAgents[0].Name != "researcher" || !slices.Equal(r.Tools, []string{"clock"}) {
+			t.Fatalf("a run with a sub-agent (%+v): %+v %v", req, r, err)
+		}
+		children, err := c.ListRuns(ctx, client.ListRuns{ParentRunID: r.ID})
+		if err != nil || len(children.Data) != 1 || *children.Data[0].OutputText != "found" {
+			t.Fatalf("its child: %+v %v", children, err)
+		}
+	}
+	if _, err := c.UpdateAgent(ctx, "researcher", client.AgentDefinition{SubAgents: []string{"lead"}}); !fieldIs(err, "tools") {
+		t.Fatalf("a cycle of agents: %v", err)
+	}
 }

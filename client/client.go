@@ -245,8 +245,9 @@ func (c *Client) CreateRun(ctx context.Context, r CreateRun) (*Run, error) {
 	payload := struct {
 		body
 		Input      any                `json:"input"`
+		Tools      any                `json:"tools,omitempty"`       // in place of body's
 		LoopLimits *loopLimitsRequest `json:"loop_limits,omitempty"` // in place of body's
-	}{body: body(r), Input: r.Input, LoopLimits: loopLimitsOf(r.LoopLimits)}
+	}{body: body(r), Input: r.Input, Tools: toolsOf(r.Tools, r.SubAgents), LoopLimits: loopLimitsOf(r.LoopLimits)}
 	if r.InputMessages != nil {
 		payload.Input = r.InputMessages
 	}

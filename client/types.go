@@ -78,21 +78,27 @@ type InputMessage struct {
 // defaults.
 type CreateRun struct {
 	// Input is the new user message; InputMessages, when given, replaces it.
-	Input          string              `json:"-"`
-	InputMessages  []InputMessage      `json:"-"`
-	ConversationID string              `json:"conversation_id,omitempty"`
-	Model          string              `json:"model,omitempty"`
-	Models         []string            `json:"models,omitempty"` // in place of Model: a chain, each model's fallback the next
-	Instructions   string              `json:"instructions,omitempty"`
-	Tools          *[]string           `json:"tools,omitempty"` // nil: every tool; &[]string{}: none
-	MaxSteps       int                 `json:"max_steps,omitempty"`
-	Timeouts       *Timeouts           `json:"timeouts,omitempty"`
-	OnDisconnect   agentd.OnDisconnect `json:"on_disconnect,omitempty"`
-	IfBusy         agentd.IfBusy       `json:"if_busy,omitempty"`
-	OnQuota        agentd.OnQuota      `json:"on_quota,omitempty"`
-	CompactAt      float64             `json:"compact_at,omitempty"`
-	LoopLimits     *LoopLimits         `json:"loop_limits,omitempty"`
-	Metadata       json.RawMessage     `json:"metadata,omitempty"`
+	Input          string         `json:"-"`
+	InputMessages  []InputMessage `json:"-"`
+	ConversationID string         `json:"conversation_id,omitempty"`
+	Model          string         `json:"model,omitempty"`
+	Models         []string       `json:"models,omitempty"` // in place of Model: a chain, each model's fallback the next
+	Instructions   string         `json:"instructions,omitempty"`
+	Tools          *[]string      `json:"tools,omitempty"` // nil: every tool; &[]string{}: none
+	// SubAgents are agents of the tenant the run may hand work to, each
+	// offered to the model as a tool of its name (a "tools" entry of type
+	// agent), pinned at its latest version. They are tools: with Tools nil
+	// the run has them and no server tool, so name the server tools to
+	// keep beside them.
+	SubAgents    []string            `json:"-"`
+	MaxSteps     int                 `json:"max_steps,omitempty"`
+	Timeouts     *Timeouts           `json:"timeouts,omitempty"`
+	OnDisconnect agentd.OnDisconnect `json:"on_disconnect,omitempty"`
+	IfBusy       agentd.IfBusy       `json:"if_busy,omitempty"`
+	OnQuota      agentd.OnQuota      `json:"on_quota,omitempty"`
+	CompactAt    float64             `json:"compact_at,omitempty"`
+	LoopLimits   *LoopLimits         `json:"loop_limits,omitempty"`
+	Metadata     json.RawMessage     `json:"metadata,omitempty"`
 	// Agent starts the run from this agent of the tenant (its version
 	// AgentVersion; 0: the latest): the fields given here override its
 	// definition's.
@@ -110,6 +116,28 @@ type CreateRun struct {
 	// (RunView.Settled) or Wait has passed (?wait=N, whole seconds, capped
 	// by the server's AGENTD_MAX_WAIT); WaitRun waits for the rest.
 	Wait time.Duration `json:"-"`
+}
+
+// toolsOf is a "tools" list as POST /runs and POST /agents take it: the
+// server tools' names, then each sub-agent as {"type": "agent", "agent":
+// name}; nil (left out) when neither is given.
+func toolsOf(names *[]string, agents []string) any {
+	if len(agents) == 0 {
+		if names == nil {
+			return nil
+		}
+		return *names
+	}
+	out := []any{}
+	if names != nil {
+		for _, n := range *names {
+			out = append(out, n)
+		}
+	}
+	for _, a := range agents {
+		out = append(out, map[string]string{"type": "agent", "agent": a})
+	}
+	return out
 }
 
 // loopLimitsRequest is LoopLimits as a request sends them: a zero field is
