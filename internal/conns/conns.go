@@ -1,8 +1,11 @@
 package conns
 
 import (
+	"bufio"
+	"bytes"
 	"container/list"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -178,13 +181,25 @@ var refusal = func() string {
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
 }()
 
-// refuse answers nc 503 and closes it, within a second: it reads what the
-// client sent meanwhile, so that the close does not reset the connection
-// before the client has read the answer.
+// refuse answers nc 503 and closes it, within a second: it reads the
+// client's request head first (a client that reads an answer before it
+// has sent its request takes it for a broken connection), then writes
+// the answer, and reads what else the client sends until it closes, so
+// that the close does not reset the connection before the answer is read.
 func (l *Listener) refuse(nc net.Conn) {
 	defer l.refusing.Done()
 	defer nc.Close()
 	_ = nc.SetDeadline(time.Now().Add(time.Second))
+	r := bufio.NewReaderSize(io.LimitReader(nc, 64<<10), 4096)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+			return // no request came within the second: nobody to answer
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 && err == nil {
+			break // the end of the head
+		}
+	}
 	if _, err := io.WriteString(nc, refusal); err != nil {
 		return
 	}
