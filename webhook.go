@@ -84,6 +84,11 @@ type DeliveryClaim struct {
 	// instance's attempts under way, by URL.
 	PerURL int
 	Busy   map[string]int
+	// PerTenant caps the attempts under way of one tenant's deliveries
+	// (0: no cap); TenantBusy are the instance's attempts under way, by
+	// tenant.
+	PerTenant  int
+	TenantBusy map[string]int
 	// Lease is how long a claimed delivery is left alone by every
 	// instance: longer than an attempt takes.
 	Lease time.Duration

@@ -224,40 +224,63 @@ func scanDelivery(row pgx.Row) (agentd.Delivery, error) {
 	return d, notFound(translate(err), agentd.ErrWebhookNotFound)
 }
 
-// claimCandidates locks up to $1 due deliveries, those that have been due
-// the longest first, but to the URLs $2 (the instance has enough attempts
-// under way to them), skipping those another instance holds.
-const claimCandidates = `SELECT id::text, url FROM webhook_deliveries
-	WHERE status = 'pending' AND next_attempt_at <= now() AND url <> ALL($2)
-	ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`
+// claimCandidates locks up to $1 due deliveries, taking tenants in turn
+// (the first due of each tenant, then the second, ...) and, within a
+// tenant, its URLs in turn, so that one tenant's backlog or one slow URL
+// does not keep the others waiting; the longest due first within a turn.
+// It leaves out the URLs $2 and the tenants $3 (the instance has enough
+// attempts under way to them), those past $4 in their URL's queue (the
+// claim takes no more to one URL), and those another instance holds.
+const claimCandidates = `WITH due AS (
+		SELECT id, tenant_id, next_attempt_at,
+			row_number() OVER (PARTITION BY tenant_id, url ORDER BY next_attempt_at, id) AS in_url
+		FROM webhook_deliveries
+		WHERE status = 'pending' AND next_attempt_at <= now() AND url <> ALL($2) AND tenant_id <> ALL($3)
+	), turns AS (
+		SELECT id, next_attempt_at,
+			row_number() OVER (PARTITION BY tenant_id ORDER BY in_url, next_attempt_at, id) AS turn
+		FROM due WHERE in_url <= $4
+	)
+	SELECT d.id::text, d.tenant_id, d.url FROM webhook_deliveries d JOIN turns t ON t.id = d.id
+	WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+	ORDER BY t.turn, t.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED`
 
-// DeliveryClaim takes up to p.Max due deliveries, no more to one URL than
-// p.PerURL allows beside p.Busy, in one transaction (one connection, what
-// the instance's workers make in a tick): it counts each one's attempt
-// and pushes its next attempt past p.Lease, so that an instance that dies
-// during the attempt leaves it due again then.
+// DeliveryClaim takes up to p.Max due deliveries, tenants in turn, no
+// more to one URL than p.PerURL allows beside p.Busy and no more of one
+// tenant's than p.PerTenant allows beside p.TenantBusy, in one
+// transaction (one connection, what the instance's workers make in a
+// tick): it counts each one's attempt and pushes its next attempt past
+// p.Lease, so that an instance that dies during the attempt leaves it due
+// again then.
 func (s *Store) DeliveryClaim(ctx context.Context, p agentd.DeliveryClaim) ([]agentd.Delivery, error) {
-	full := []string{}
+	full, fullTenants := []string{}, []string{}
 	for u, n := range p.Busy {
 		if n >= p.PerURL {
 			full = append(full, u)
 		}
 	}
+	for tenant, n := range p.TenantBusy {
+		if p.PerTenant > 0 && n >= p.PerTenant {
+			fullTenants = append(fullTenants, tenant)
+		}
+	}
 	var out []agentd.Delivery
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		type candidate struct{ id, url string }
+		type candidate struct{ id, tenant, url string }
 		cands, err := queryAll(ctx, tx, func(row pgx.Row) (candidate, error) {
 			var c candidate
-			return c, row.Scan(&c.id, &c.url)
-		}, claimCandidates, 4*p.Max, full)
+			return c, row.Scan(&c.id, &c.tenant, &c.url)
+		}, claimCandidates, 4*p.Max, full, fullTenants, p.PerURL)
 		if err != nil || len(cands) == 0 {
 			return err
 		}
-		held := map[string]int{}
+		held, heldTenant := map[string]int{}, map[string]int{}
 		var ids []string
 		for _, c := range cands {
-			if len(ids) < p.Max && p.Busy[c.url]+held[c.url] < p.PerURL {
+			if len(ids) < p.Max && p.Busy[c.url]+held[c.url] < p.PerURL &&
+				(p.PerTenant <= 0 || p.TenantBusy[c.tenant]+heldTenant[c.tenant] < p.PerTenant) {
 				held[c.url]++
+				heldTenant[c.tenant]++
 				ids = append(ids, c.id)
 			}
 		}

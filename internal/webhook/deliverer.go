@@ -58,6 +58,7 @@ type Config struct {
 	Timeout          time.Duration // of one attempt
 	Workers          int           // attempts under way at once on this instance
 	PerURL           int           // of which to one URL at most
+	PerTenant        int           // of which of one tenant's deliveries at most (0: Workers/2, at least 1)
 	Tick             time.Duration // how often the outbox and the due deliveries are looked at
 	Logger           *slog.Logger
 	Registerer       prometheus.Registerer
@@ -82,6 +83,7 @@ type Deliverer struct {
 
 	mu       sync.Mutex
 	busy     map[string]int // attempts under way by URL
+	tenants  map[string]int // attempts under way by tenant
 	inFlight int            // attempts under way
 	freed    chan struct{}  // an attempt ended: the claimer may take more
 	attempts sync.WaitGroup // the attempts' goroutines
@@ -107,6 +109,9 @@ func New(cfg Config) *Deliverer {
 	if cfg.PerURL <= 0 {
 		cfg.PerURL = DefaultPerURL
 	}
+	if cfg.PerTenant <= 0 {
+		cfg.PerTenant = max(1, cfg.Workers/2)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,7 +121,7 @@ func New(cfg Config) *Deliverer {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	return &Deliverer{cfg: cfg, busy: map[string]int{}, freed: make(chan struct{}, 1),
+	return &Deliverer{cfg: cfg, busy: map[string]int{}, tenants: map[string]int{}, freed: make(chan struct{}, 1),
 		delivered: metrics.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_webhook_attempts_total",
 			Help: "Webhook delivery attempts, by outcome: delivered, retried (to be tried again) or failed (given up).",
@@ -239,14 +244,14 @@ func (d *Deliverer) dispatch() bool {
 // others at once).
 func (d *Deliverer) claim() bool {
 	d.mu.Lock()
-	free, busy := d.cfg.Workers-d.inFlight, maps.Clone(d.busy)
+	free, busy, tenants := d.cfg.Workers-d.inFlight, maps.Clone(d.busy), maps.Clone(d.tenants)
 	d.mu.Unlock()
 	if free <= 0 {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(d.intake, 10*time.Second)
 	claimed, err := d.cfg.Store.DeliveryClaim(ctx, agentd.DeliveryClaim{Max: free, PerURL: d.cfg.PerURL, Busy: busy,
-		Lease: d.cfg.Timeout + 5*time.Second})
+		PerTenant: d.cfg.PerTenant, TenantBusy: tenants, Lease: d.cfg.Timeout + 5*time.Second})
 	cancel()
 	if err != nil {
 		if d.intake.Err() == nil {
@@ -255,11 +260,11 @@ func (d *Deliverer) claim() bool {
 		return false
 	}
 	for _, dl := range claimed {
-		d.hold(dl.URL, 1)
+		d.hold(dl, 1)
 		d.attempts.Add(1)
 		go func() {
 			defer d.attempts.Done()
-			defer d.hold(dl.URL, -1)
+			defer d.hold(dl, -1)
 			d.work(dl)
 		}()
 	}
@@ -279,14 +284,17 @@ func (d *Deliverer) work(dl agentd.Delivery) {
 	}
 }
 
-// hold counts n attempts more (or fewer) under way to url; an attempt's
-// end wakes the claimer.
-func (d *Deliverer) hold(url string, n int) {
+// hold counts n attempts more (or fewer) under way of dl's (to its URL,
+// of its tenant); an attempt's end wakes the claimer.
+func (d *Deliverer) hold(dl agentd.Delivery, n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.inFlight += n
-	if d.busy[url] += n; d.busy[url] <= 0 {
-		delete(d.busy, url)
+	if d.busy[dl.URL] += n; d.busy[dl.URL] <= 0 {
+		delete(d.busy, dl.URL)
+	}
+	if d.tenants[dl.TenantID] += n; d.tenants[dl.TenantID] <= 0 {
+		delete(d.tenants, dl.TenantID)
 	}
 	if n < 0 {
 		select {
