@@ -25,13 +25,16 @@ import (
 type Store interface {
 	OutboxDispatch(ctx context.Context, limit int, payload agentd.PayloadFunc) (int, error)
 	DeliveryClaim(ctx context.Context, p agentd.DeliveryClaim) ([]agentd.Delivery, error)
-	DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) error
+	// DeliveryRecord records an attempt; disabled: it disabled the
+	// delivery's subscription (r.DisableAfter).
+	DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) (disabled bool, err error)
 }
 
 // Defaults of a Config.
 const (
 	DefaultBackoff  = 5 * time.Second
 	DefaultHorizon  = 24 * time.Hour
+	DefaultDisable  = 24 * time.Hour
 	DefaultTimeout  = 10 * time.Second
 	DefaultWorkers  = 8
 	DefaultPerURL   = 2
@@ -55,13 +58,17 @@ type Config struct {
 	// long after its creation (or redelivery) a delivery is retried before
 	// it is marked failed.
 	Backoff, Horizon time.Duration
-	Timeout          time.Duration // of one attempt
-	Workers          int           // attempts under way at once on this instance
-	PerURL           int           // of which to one URL at most
-	PerTenant        int           // of which of one tenant's deliveries at most (0: Workers/2, at least 1)
-	Tick             time.Duration // how often the outbox and the due deliveries are looked at
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer
+	// DisableAfter disables a subscription every attempt to which has
+	// failed for that long (since the first failed one after the last
+	// delivered one).
+	DisableAfter time.Duration
+	Timeout      time.Duration // of one attempt
+	Workers      int           // attempts under way at once on this instance
+	PerURL       int           // of which to one URL at most
+	PerTenant    int           // of which of one tenant's deliveries at most (0: Workers/2, at least 1)
+	Tick         time.Duration // how often the outbox and the due deliveries are looked at
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // Deliverer dispatches the outbox and makes the due deliveries' attempts,
@@ -90,6 +97,7 @@ type Deliverer struct {
 
 	delivered *prometheus.CounterVec
 	latency   prometheus.Histogram
+	disabled  prometheus.Counter
 }
 
 // New returns a Deliverer of cfg, its zero fields at their defaults.
@@ -101,6 +109,7 @@ func New(cfg Config) *Deliverer {
 	}
 	def(&cfg.Backoff, DefaultBackoff)
 	def(&cfg.Horizon, DefaultHorizon)
+	def(&cfg.DisableAfter, DefaultDisable)
 	def(&cfg.Timeout, DefaultTimeout)
 	def(&cfg.Tick, DefaultTick)
 	if cfg.Workers <= 0 {
@@ -129,6 +138,10 @@ func New(cfg Config) *Deliverer {
 		latency: metrics.Register(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentd_webhook_attempt_seconds", Help: "Duration of webhook delivery attempts.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
+		})),
+		disabled: metrics.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_webhooks_disabled_total",
+			Help: "Webhook subscriptions disabled because every attempt to them failed for AGENTD_WEBHOOK_DISABLE_AFTER.",
 		})),
 	}
 }
@@ -279,8 +292,14 @@ func (d *Deliverer) work(dl agentd.Delivery) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
 	defer cancel()
-	if err := d.cfg.Store.DeliveryRecord(rctx, res); err != nil {
+	disabled, err := d.cfg.Store.DeliveryRecord(rctx, res)
+	if err != nil {
 		d.cfg.Logger.Warn("webhooks: record an attempt", "delivery_id", dl.ID, "err", err)
+	}
+	if disabled {
+		d.disabled.Inc()
+		d.cfg.Logger.Warn("webhooks: webhook disabled", "webhook_id", dl.WebhookID, "tenant_id", dl.TenantID,
+			"url", dl.URL, "reason", res.DisableReason)
 	}
 }
 
@@ -321,6 +340,8 @@ func (d *Deliverer) attempt(dl agentd.Delivery) agentd.DeliveryResult {
 	default:
 		res.Attempt.Error = fmt.Sprintf("the endpoint answered %d", code)
 	}
+	res.DisableAfter = d.cfg.DisableAfter
+	res.DisableReason = fmt.Sprintf("every delivery attempt failed for %v; the last: %s", d.cfg.DisableAfter, res.Attempt.Error)
 	if next := start.Add(d.backoff(dl.Attempts)); !errors.Is(err, errFinal) && next.Before(dl.HorizonFrom.Add(d.cfg.Horizon)) {
 		res.RetryAt = next
 		d.delivered.WithLabelValues("retried").Inc()
