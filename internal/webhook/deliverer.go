@@ -121,6 +121,7 @@ func New(cfg Config) *Deliverer {
 	if cfg.PerTenant <= 0 {
 		cfg.PerTenant = max(1, cfg.Workers/2)
 	}
+	cfg.PerTenant = min(cfg.PerTenant, cfg.Workers)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
