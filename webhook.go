@@ -21,6 +21,11 @@ type Webhook struct {
 	Description  string
 	Actor        string
 	CreatedAt    time.Time
+	// DisabledAt is when the subscription was disabled (nil: it is
+	// enabled), DisabledReason why: every attempt failed for too long, or
+	// its tenant disabled it. Its deliveries are not attempted meanwhile.
+	DisabledAt     *time.Time
+	DisabledReason string
 }
 
 // RunWebhook is the webhook URL one run was created with (POST /runs
@@ -84,6 +89,11 @@ type DeliveryClaim struct {
 	// instance's attempts under way, by URL.
 	PerURL int
 	Busy   map[string]int
+	// PerTenant caps the attempts under way of one tenant's deliveries
+	// (0: no cap); TenantBusy are the instance's attempts under way, by
+	// tenant.
+	PerTenant  int
+	TenantBusy map[string]int
 	// Lease is how long a claimed delivery is left alone by every
 	// instance: longer than an attempt takes.
 	Lease time.Duration
@@ -96,6 +106,11 @@ type DeliveryResult struct {
 	Attempt   DeliveryAttempt
 	Delivered bool
 	RetryAt   time.Time // zero: no retry
+	// DisableAfter is how long every attempt to the delivery's
+	// subscription must have failed, this one included, for the
+	// subscription to be disabled, with DisableReason; 0: never.
+	DisableAfter  time.Duration
+	DisableReason string
 }
 
 // PayloadFunc is the body of the deliveries of an outbox row: the event
@@ -155,6 +170,11 @@ type WebhookView struct {
 	Secret      *string     `json:"secret"`
 	CreatedBy   string      `json:"created_by"`
 	CreatedAt   time.Time   `json:"created_at"`
+	// Enabled is false once the webhook is disabled, at DisabledAt, for
+	// DisabledReason.
+	Enabled        bool       `json:"enabled"`
+	DisabledAt     *time.Time `json:"disabled_at"`
+	DisabledReason *string    `json:"disabled_reason"`
 }
 
 // DeliveryView is a delivery as the API shows it, with its attempts.
@@ -189,8 +209,12 @@ const (
 
 // View is w as the API shows it, without its secret.
 func (w Webhook) View() WebhookView {
-	return WebhookView{Object: ObjectWebhook, ID: w.ID, URL: w.URL, Events: w.Events, Description: w.Description,
-		CreatedBy: w.Actor, CreatedAt: w.CreatedAt}
+	v := WebhookView{Object: ObjectWebhook, ID: w.ID, URL: w.URL, Events: w.Events, Description: w.Description,
+		CreatedBy: w.Actor, CreatedAt: w.CreatedAt, Enabled: w.DisabledAt == nil, DisabledAt: w.DisabledAt}
+	if w.DisabledAt != nil {
+		v.DisabledReason = &w.DisabledReason
+	}
+	return v
 }
 
 // View is d as the API shows it.

@@ -79,6 +79,7 @@ var RouteScopes = map[string]auth.Scope{
 	"POST /webhooks":                                auth.AgentsWrite,
 	"GET /webhooks":                                 auth.RunsRead,
 	"GET /webhooks/{id}":                            auth.RunsRead,
+	"PATCH /webhooks/{id}":                          auth.AgentsWrite,
 	"DELETE /webhooks/{id}":                         auth.AgentsWrite,
 	"GET /webhooks/{id}/deliveries":                 auth.RunsRead,
 	"POST /webhooks/{id}/deliveries/{delivery_id}/redeliver": auth.AgentsWrite,
@@ -247,6 +248,7 @@ func (s *server) webhookRoutes(r, changes chi.Router) {
 	changes.With(s.idempotent).Post("/webhooks", s.handle(s.webhookCreate))
 	r.Get("/webhooks", s.handle(s.webhookList))
 	r.Get("/webhooks/{id}", s.handle(s.webhookGet))
+	changes.Patch("/webhooks/{id}", s.handle(s.webhookUpdate))
 	r.With(s.checkOrigin).Delete("/webhooks/{id}", s.handle(s.webhookDelete))
 	r.Get("/webhooks/{id}/deliveries", s.handle(s.deliveryList))
 	changes.Post("/webhooks/{id}/deliveries/{delivery_id}/redeliver", s.handle(s.deliveryRedeliver))

@@ -453,6 +453,8 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			otherSees: notIn(f.hook, f.doomedHook)},
 		"GET /webhooks/{id}": {method: "GET", path: "/webhooks/" + f.hook, owner: http.StatusOK,
 			other: http.StatusNotFound, otherCode: "webhook_not_found"},
+		"PATCH /webhooks/{id}": {method: "PATCH", path: "/webhooks/" + f.hook, body: `{"enabled": true}`, owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "webhook_not_found"},
 		"DELETE /webhooks/{id}": {method: "DELETE", path: "/webhooks/" + f.doomedHook, owner: http.StatusNoContent,
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "webhook_not_found"},
 		"GET /webhooks/{id}/deliveries": {method: "GET", path: "/webhooks/" + f.hook + "/deliveries", owner: http.StatusOK,

@@ -27,6 +27,9 @@ type WebhookStore interface {
 	WebhookCreate(ctx context.Context, w agentd.Webhook) (agentd.Webhook, error)
 	WebhookGet(ctx context.Context, tenantID, id string) (agentd.Webhook, error)
 	WebhookList(ctx context.Context, tenantID, after string, limit int) ([]agentd.Webhook, error)
+	// WebhookEnable enables a subscription (forgetting its failures), or
+	// disables it for reason; ErrWebhookNotFound.
+	WebhookEnable(ctx context.Context, tenantID, id string, enabled bool, reason string) (agentd.Webhook, error)
 	WebhookDelete(ctx context.Context, tenantID, id string) error
 	WebhookDeliveries(ctx context.Context, tenantID, webhookID, before string, limit int) ([]agentd.Delivery, error)
 	DeliveryRedeliver(ctx context.Context, tenantID, webhookID, id string) (agentd.Delivery, error)
@@ -215,6 +218,44 @@ func (s *server) webhookFor(r *http.Request) (agentd.Webhook, error) {
 // webhookGet answers GET /webhooks/{id}.
 func (s *server) webhookGet(w http.ResponseWriter, r *http.Request) error {
 	hook, err := s.webhookFor(r)
+	if err != nil {
+		return err
+	}
+	s.writeJSON(w, r, http.StatusOK, hook.View())
+	return nil
+}
+
+// webhookUpdateRequest is the body of PATCH /webhooks/{id}.
+type webhookUpdateRequest struct {
+	Enabled *bool `json:"enabled"`
+}
+
+// reasonTenantDisabled is the reason of a subscription its tenant
+// disabled.
+const reasonTenantDisabled = "disabled by its tenant"
+
+// webhookUpdate answers PATCH /webhooks/{id}: 200 with the subscription,
+// enabled (its failures forgotten) or disabled as the body says.
+func (s *server) webhookUpdate(w http.ResponseWriter, r *http.Request) error {
+	hook, err := s.webhookFor(r)
+	if err != nil {
+		return err
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	var req webhookUpdateRequest
+	if err := decodeStrict(body, &req, ""); err != nil {
+		return err
+	}
+	if req.Enabled == nil {
+		return fieldError("enabled", "is required: true enables the webhook, false disables it")
+	}
+	hook, err = s.webhooks.Store.WebhookEnable(r.Context(), hook.TenantID, hook.ID, *req.Enabled, reasonTenantDisabled)
+	if errors.Is(err, agentd.ErrWebhookNotFound) {
+		return errWebhookNotFound
+	}
 	if err != nil {
 		return err
 	}

@@ -78,6 +78,20 @@ func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
 	return err
 }
 
+// EnableWebhook enables a subscription (PATCH /webhooks/{id}), one the
+// server disabled after its attempts failed for long or one the tenant
+// disabled, forgetting its failures; enabled false disables it.
+func (c *Client) EnableWebhook(ctx context.Context, id string, enabled bool) (*Webhook, error) {
+	var out Webhook
+	body := struct {
+		Enabled bool `json:"enabled"`
+	}{enabled}
+	if _, err := c.do(ctx, request{method: http.MethodPatch, path: "/webhooks/" + esc(id), body: body}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // WebhookDeliveries reads a page of a subscription's deliveries, newest
 // first, with their attempts.
 func (c *Client) WebhookDeliveries(ctx context.Context, id string, limit int, cursor string) (*Page[Delivery], error) {

@@ -124,6 +124,13 @@ func TestWebhooks(t *testing.T) {
 			t.Fatalf("%d deliveries to a webhook whose secret the server made, want 1", n)
 		}
 	}
+	if w, err := c.EnableWebhook(ctx, hook.ID, false); err != nil || w.Enabled || w.DisabledAt == nil ||
+		w.DisabledReason == nil {
+		t.Fatalf("disable: %+v %v", w, err)
+	}
+	if w, err := c.EnableWebhook(ctx, hook.ID, true); err != nil || !w.Enabled || w.DisabledAt != nil {
+		t.Fatalf("enable: %+v %v", w, err)
+	}
 	if err := c.DeleteWebhook(ctx, hook.ID); err != nil {
 		t.Fatal(err)
 	}

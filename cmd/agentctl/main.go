@@ -73,7 +73,8 @@ Schedules (runs that start themselves at the slots of a cron expression):
 Webhooks (events of runs and schedules POSTed, signed, to a URL):
   webhooks create -url URL -events TYPES   subscribe a URL; prints its secret, once
   webhooks list [flags]                    list the tenant's webhooks
-  webhooks get ID                          show a webhook
+  webhooks get ID                          show a webhook (disabled: when and why)
+  webhooks enable ID                       enable it again; webhooks disable ID disables it
   webhooks deliveries [flags] ID           list its deliveries and their attempts
   webhooks redeliver ID DELIVERY_ID        deliver again, under the same id
   webhooks delete ID                       delete it and its deliveries
@@ -225,6 +226,8 @@ var commands = map[string]commandFunc{
 	"webhooks create":        webhooksCreate,
 	"webhooks list":          webhooksList,
 	"webhooks get":           webhooksGet,
+	"webhooks enable":        webhooksEnable,
+	"webhooks disable":       webhooksDisable,
 	"webhooks delete":        webhooksDelete,
 	"webhooks deliveries":    webhooksDeliveries,
 	"webhooks redeliver":     webhooksRedeliver,

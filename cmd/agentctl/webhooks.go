@@ -59,6 +59,31 @@ func webhooksGet(ctx context.Context, a *app, args []string) int {
 	return a.printWebhook(hook)
 }
 
+// webhooksEnable: agentctl webhooks enable ID.
+func webhooksEnable(ctx context.Context, a *app, args []string) int {
+	return a.webhookEnable(ctx, "webhooks enable",
+		"Enable a webhook disabled by hand or after its attempts failed for long, its failures forgotten.", args, true)
+}
+
+// webhooksDisable: agentctl webhooks disable ID.
+func webhooksDisable(ctx context.Context, a *app, args []string) int {
+	return a.webhookEnable(ctx, "webhooks disable",
+		"Disable a webhook: its deliveries end failed, unattempted, until it is enabled.", args, false)
+}
+
+func (a *app) webhookEnable(ctx context.Context, name, help string, args []string, enabled bool) int {
+	f := a.newFlags(name, "ID", help)
+	pos, code, ok := f.parse(args, 1, 1)
+	if !ok {
+		return code
+	}
+	hook, err := a.c.EnableWebhook(ctx, pos[0], enabled)
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return a.printWebhook(hook)
+}
+
 // webhooksList: agentctl webhooks list [-limit N] [-cursor C].
 func webhooksList(ctx context.Context, a *app, args []string) int {
 	f := a.newFlags("webhooks list", "[-limit N] [-cursor C]", "List the tenant's webhooks, oldest first.")
@@ -182,6 +207,9 @@ func (a *app) printWebhook(w *client.Webhook) int {
 	}
 	k.line("created", when(&w.CreatedAt))
 	k.line("created_by", w.CreatedBy)
+	if !w.Enabled && w.DisabledReason != nil {
+		k.line("disabled", when(w.DisabledAt)+": "+*w.DisabledReason)
+	}
 	k.flush()
 	return exitOK
 }

@@ -74,6 +74,12 @@ func TestWebhooks(t *testing.T) {
 	if r := ctl(t, base, "webhooks", "redeliver", id, deliveries.Data[0].ID); r.code != exitOK || !strings.Contains(r.stdout, "due again") {
 		t.Fatalf("webhooks redeliver: %s", r)
 	}
+	if r := ctl(t, base, "webhooks", "disable", id); r.code != exitOK || !strings.Contains(r.stdout, "disabled by its tenant") {
+		t.Fatalf("webhooks disable: %s", r)
+	}
+	if r := ctl(t, base, "webhooks", "enable", id); r.code != exitOK || strings.Contains(r.stdout, "disabled") {
+		t.Fatalf("webhooks enable: %s", r)
+	}
 	if r := ctl(t, base, "webhooks", "delete", id); r.code != exitOK {
 		t.Fatalf("webhooks delete: %s", r)
 	}

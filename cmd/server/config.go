@@ -132,11 +132,13 @@ type ToolSettings struct {
 
 // WebhookSettings are the settings of webhooks out.
 type WebhookSettings struct {
-	WebhookBackoff    time.Duration `env:"AGENTD_WEBHOOK_BACKOFF" envDefault:"5s" flag:"webhook-backoff" min:"10ms" desc:"the delay before a failed delivery's first retry; each next one doubles it (at most an hour), less up to a quarter at random"`
-	WebhookHorizon    time.Duration `env:"AGENTD_WEBHOOK_HORIZON" envDefault:"24h" flag:"webhook-horizon" min:"1s" desc:"how long after its event (or a redelivery) a delivery is retried: past it, it is marked failed"`
-	WebhookTimeout    time.Duration `env:"AGENTD_WEBHOOK_TIMEOUT" envDefault:"10s" flag:"webhook-timeout" min:"100ms" desc:"how long one delivery attempt may take before it counts as failed"`
-	WebhookWorkers    int           `env:"AGENTD_WEBHOOK_WORKERS" envDefault:"8" flag:"webhook-workers" min:"1" desc:"delivery attempts this instance makes at once; at most two of them to one URL, so that a slow endpoint never holds the others"`
-	WebhookAllowHosts []string      `env:"AGENTD_WEBHOOK_ALLOW_HOSTS" flag:"webhook-allow-hosts" defaultDesc:"none (public hosts only)" desc:"comma-separated loopback or private 'ip:port's that webhook URLs may target, in the syntax of 'AGENTD_HTTP_ALLOW_HOSTS'; public hosts need no listing, and a name that resolves to a private address is refused as it is dialled"`
+	WebhookBackoff       time.Duration `env:"AGENTD_WEBHOOK_BACKOFF" envDefault:"5s" flag:"webhook-backoff" min:"10ms" desc:"the delay before a failed delivery's first retry; each next one doubles it (at most an hour), less up to a quarter at random"`
+	WebhookHorizon       time.Duration `env:"AGENTD_WEBHOOK_HORIZON" envDefault:"24h" flag:"webhook-horizon" min:"1s" desc:"how long after its event (or a redelivery) a delivery is retried: past it, it is marked failed"`
+	WebhookDisableAfter  time.Duration `env:"AGENTD_WEBHOOK_DISABLE_AFTER" envDefault:"24h" flag:"webhook-disable-after" min:"1s" desc:"how long every attempt to a subscription may fail (since the first failed one after the last delivered one) before it is disabled: its deliveries then end failed unattempted until its tenant re-enables it"`
+	WebhookTimeout       time.Duration `env:"AGENTD_WEBHOOK_TIMEOUT" envDefault:"10s" flag:"webhook-timeout" min:"100ms" desc:"how long one delivery attempt may take before it counts as failed"`
+	WebhookWorkers       int           `env:"AGENTD_WEBHOOK_WORKERS" envDefault:"8" flag:"webhook-workers" min:"1" desc:"delivery attempts this instance makes at once; at most two of them to one URL and half of them to one tenant's deliveries, so that a slow endpoint, or a tenant's many, never holds the others"`
+	WebhookTenantWorkers int           `env:"AGENTD_WEBHOOK_TENANT_WORKERS" envDefault:"0" flag:"webhook-tenant-workers" min:"0" defaultDesc:"half of 'AGENTD_WEBHOOK_WORKERS', at least 1" desc:"of the 'AGENTD_WEBHOOK_WORKERS', how many may make one tenant's deliveries at once, so that one tenant's slow endpoints never hold another's deliveries; an instance with one tenant may set it to all of them"`
+	WebhookAllowHosts    []string      `env:"AGENTD_WEBHOOK_ALLOW_HOSTS" flag:"webhook-allow-hosts" defaultDesc:"none (public hosts only)" desc:"comma-separated loopback or private 'ip:port's that webhook URLs may target, in the syntax of 'AGENTD_HTTP_ALLOW_HOSTS'; public hosts need no listing, and a name that resolves to a private address is refused as it is dialled"`
 }
 
 // AuthSettings are the authentication's settings.

@@ -528,7 +528,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 	in.deliver = webhook.New(webhook.Config{Store: in.store, Box: in.box, Payload: webhook.Payload,
 		Client:  tools.GuardedClient(cfg.WebhookAllowHosts, &http.Client{}),
 		Backoff: cfg.WebhookBackoff, Horizon: cfg.WebhookHorizon, Timeout: cfg.WebhookTimeout, Workers: cfg.WebhookWorkers,
-		Logger: log, Registerer: in.reg})
+		PerTenant: cfg.WebhookTenantWorkers, DisableAfter: cfg.WebhookDisableAfter, Logger: log, Registerer: in.reg})
 	failures := cfg.ScheduleFailures
 	if failures == 0 {
 		failures = -1 // never pause

@@ -2,6 +2,7 @@ package persist
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,12 +15,14 @@ import (
 // become (OutboxDispatch), and their attempts (DeliveryClaim,
 // DeliveryRecord).
 
-const webhookColumns = `id::text, tenant_id, url, events, sealed_secret, description, coalesce(created_by, ''), created_at`
+const webhookColumns = `id::text, tenant_id, url, events, sealed_secret, description, coalesce(created_by, ''), created_at,
+	disabled_at, coalesce(disabled_reason, '')`
 
 func scanWebhook(row pgx.Row) (agentd.Webhook, error) {
 	var w agentd.Webhook
 	var events []string
-	err := row.Scan(&w.ID, &w.TenantID, &w.URL, &events, &w.SealedSecret, &w.Description, &w.Actor, &w.CreatedAt)
+	err := row.Scan(&w.ID, &w.TenantID, &w.URL, &events, &w.SealedSecret, &w.Description, &w.Actor, &w.CreatedAt,
+		&w.DisabledAt, &w.DisabledReason)
 	for _, e := range events {
 		w.Events = append(w.Events, agentd.EventType(e))
 	}
@@ -48,6 +51,17 @@ func (s *Store) WebhookList(ctx context.Context, tenantID, after string, limit i
 	return queryAll(ctx, s.pool, scanWebhook, `SELECT `+webhookColumns+` FROM webhooks
 		WHERE tenant_id = $1 AND ($2 = '' OR (created_at, id) > (SELECT created_at, id FROM webhooks WHERE id = nullif($2, '')::uuid))
 		ORDER BY created_at, id LIMIT $3`, tenantID, after, limit)
+}
+
+// WebhookEnable enables a tenant's subscription, with a clean slate of
+// failures, or disables it for reason (one disabled already keeps its
+// time and reason). ErrWebhookNotFound: none.
+func (s *Store) WebhookEnable(ctx context.Context, tenantID, id string, enabled bool, reason string) (agentd.Webhook, error) {
+	return scanWebhook(s.pool.QueryRow(ctx, `UPDATE webhooks SET
+			failing_since = CASE WHEN $3 THEN NULL ELSE failing_since END,
+			disabled_at = CASE WHEN $3 THEN NULL ELSE coalesce(disabled_at, now()) END,
+			disabled_reason = CASE WHEN $3 THEN NULL ELSE coalesce(disabled_reason, $4) END
+		WHERE tenant_id = $1 AND id = $2 RETURNING `+webhookColumns, tenantID, id, enabled, reason))
 }
 
 // WebhookDelete deletes a tenant's subscription and its deliveries, those
@@ -224,40 +238,74 @@ func scanDelivery(row pgx.Row) (agentd.Delivery, error) {
 	return d, notFound(translate(err), agentd.ErrWebhookNotFound)
 }
 
-// claimCandidates locks up to $1 due deliveries, those that have been due
-// the longest first, but to the URLs $2 (the instance has enough attempts
-// under way to them), skipping those another instance holds.
-const claimCandidates = `SELECT id::text, url FROM webhook_deliveries
-	WHERE status = 'pending' AND next_attempt_at <= now() AND url <> ALL($2)
-	ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED`
+// claimCandidates locks up to $1 due deliveries, taking tenants in turn
+// (the first due of each tenant, then the second, ...) and, within a
+// tenant, its URLs in turn, so that one tenant's backlog or one slow URL
+// does not keep the others waiting; the longest due first within a turn.
+// It leaves out the URLs $2 and the tenants $3 (the instance has enough
+// attempts under way to them), those past $4 in their URL's queue (the
+// claim takes no more to one URL), and those another instance holds.
+const claimCandidates = `WITH due AS (
+		SELECT id, tenant_id, next_attempt_at,
+			row_number() OVER (PARTITION BY tenant_id, url ORDER BY next_attempt_at, id) AS in_url
+		FROM webhook_deliveries
+		WHERE status = 'pending' AND next_attempt_at <= now() AND url <> ALL($2) AND tenant_id <> ALL($3)
+	), turns AS (
+		SELECT id, next_attempt_at,
+			row_number() OVER (PARTITION BY tenant_id ORDER BY in_url, next_attempt_at, id) AS turn
+		FROM due WHERE in_url <= $4
+	)
+	SELECT d.id::text, d.tenant_id, d.url FROM webhook_deliveries d JOIN turns t ON t.id = d.id
+	WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+	ORDER BY t.turn, t.next_attempt_at LIMIT $1 FOR UPDATE OF d SKIP LOCKED`
 
-// DeliveryClaim takes up to p.Max due deliveries, no more to one URL than
-// p.PerURL allows beside p.Busy, in one transaction (one connection, what
-// the instance's workers make in a tick): it counts each one's attempt
-// and pushes its next attempt past p.Lease, so that an instance that dies
-// during the attempt leaves it due again then.
+// failDisabled ends the due deliveries of disabled subscriptions as
+// failed, without an attempt (the subscription's view says why), skipping
+// those another instance holds.
+const failDisabled = `UPDATE webhook_deliveries SET status = 'failed', finished_at = now()
+	WHERE id IN (SELECT d.id FROM webhook_deliveries d JOIN webhooks w ON w.id = d.webhook_id
+		WHERE d.status = 'pending' AND d.next_attempt_at <= now() AND w.disabled_at IS NOT NULL
+		FOR UPDATE OF d SKIP LOCKED)`
+
+// DeliveryClaim takes up to p.Max due deliveries, tenants in turn, no
+// more to one URL than p.PerURL allows beside p.Busy and no more of one
+// tenant's than p.PerTenant allows beside p.TenantBusy, in one
+// transaction (one connection, what the instance's workers make in a
+// tick): it counts each one's attempt and pushes its next attempt past
+// p.Lease, so that an instance that dies during the attempt leaves it due
+// again then.
 func (s *Store) DeliveryClaim(ctx context.Context, p agentd.DeliveryClaim) ([]agentd.Delivery, error) {
-	full := []string{}
+	full, fullTenants := []string{}, []string{}
 	for u, n := range p.Busy {
 		if n >= p.PerURL {
 			full = append(full, u)
 		}
 	}
+	for tenant, n := range p.TenantBusy {
+		if p.PerTenant > 0 && n >= p.PerTenant {
+			fullTenants = append(fullTenants, tenant)
+		}
+	}
 	var out []agentd.Delivery
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		type candidate struct{ id, url string }
+		if _, err := tx.Exec(ctx, failDisabled); err != nil {
+			return err
+		}
+		type candidate struct{ id, tenant, url string }
 		cands, err := queryAll(ctx, tx, func(row pgx.Row) (candidate, error) {
 			var c candidate
-			return c, row.Scan(&c.id, &c.url)
-		}, claimCandidates, 4*p.Max, full)
+			return c, row.Scan(&c.id, &c.tenant, &c.url)
+		}, claimCandidates, 4*p.Max, full, fullTenants, p.PerURL)
 		if err != nil || len(cands) == 0 {
 			return err
 		}
-		held := map[string]int{}
+		held, heldTenant := map[string]int{}, map[string]int{}
 		var ids []string
 		for _, c := range cands {
-			if len(ids) < p.Max && p.Busy[c.url]+held[c.url] < p.PerURL {
+			if len(ids) < p.Max && p.Busy[c.url]+held[c.url] < p.PerURL &&
+				(p.PerTenant <= 0 || p.TenantBusy[c.tenant]+heldTenant[c.tenant] < p.PerTenant) {
 				held[c.url]++
+				heldTenant[c.tenant]++
 				ids = append(ids, c.id)
 			}
 		}
@@ -274,8 +322,11 @@ func (s *Store) DeliveryClaim(ctx context.Context, p agentd.DeliveryClaim) ([]ag
 
 // DeliveryRecord records an attempt of a delivery and where that leaves
 // it, unless the delivery changed since it was claimed (it was redelivered,
-// or deleted with its webhook).
-func (s *Store) DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) error {
+// or deleted with its webhook). A delivered attempt clears its
+// subscription's failures; a failed one marks when they began, and
+// disables the subscription once they have lasted r.DisableAfter:
+// disabled says that this attempt disabled it.
+func (s *Store) DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) (disabled bool, err error) {
 	status, next := agentd.DeliveryFailed, any(nil)
 	switch {
 	case r.Delivered:
@@ -284,18 +335,50 @@ func (s *Store) DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) err
 		status, next = agentd.DeliveryPending, r.RetryAt
 	}
 	a := r.Attempt
-	return s.tx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE webhook_deliveries SET status = $3,
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		var webhookID *string
+		err := tx.QueryRow(ctx, `UPDATE webhook_deliveries SET status = $3,
 				next_attempt_at = coalesce($4, next_attempt_at), finished_at = CASE WHEN $3 <> 'pending' THEN now() END
-			WHERE id = $1 AND attempts = $2 AND status = 'pending'`, r.ID, a.N, status, next)
-		if err != nil || tag.RowsAffected() == 0 {
+			WHERE id = $1 AND attempts = $2 AND status = 'pending' RETURNING webhook_id::text`,
+			r.ID, a.N, status, next).Scan(&webhookID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_id, n, started_at, status_code, latency_ms, error)
+		if _, err = tx.Exec(ctx, `INSERT INTO webhook_attempts (delivery_id, n, started_at, status_code, latency_ms, error)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`, r.ID, a.N, a.StartedAt, nullIfZero(a.StatusCode),
-			a.Latency.Milliseconds(), nullIfEmpty(a.Error))
+			a.Latency.Milliseconds(), nullIfEmpty(a.Error)); err != nil {
+			return err
+		}
+		switch {
+		case webhookID == nil:
+			return nil
+		case r.Delivered:
+			_, err = tx.Exec(ctx, `UPDATE webhooks SET failing_since = NULL WHERE id = $1 AND failing_since IS NOT NULL`,
+				*webhookID)
+			return err
+		}
+		if r.DisableAfter <= 0 {
+			_, err = tx.Exec(ctx, `UPDATE webhooks SET failing_since = $2 WHERE id = $1 AND failing_since IS NULL`,
+				*webhookID, a.StartedAt)
+			return err
+		}
+		err = tx.QueryRow(ctx, `UPDATE webhooks SET failing_since = coalesce(failing_since, $2),
+				disabled_at = CASE WHEN disabled_at IS NULL AND coalesce(failing_since, $2) <= now() - make_interval(secs => $3)
+					THEN now() ELSE disabled_at END,
+				disabled_reason = CASE WHEN disabled_at IS NULL AND coalesce(failing_since, $2) <= now() - make_interval(secs => $3)
+					THEN $4 ELSE disabled_reason END
+			WHERE id = $1
+			RETURNING disabled_at IS NOT NULL AND disabled_at = now()`,
+			*webhookID, a.StartedAt, r.DisableAfter.Seconds(), r.DisableReason).Scan(&disabled)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // deleted meanwhile
+		}
 		return err
 	})
+	return disabled, translate(err)
 }
 
 func nullIfZero(n int) *int {

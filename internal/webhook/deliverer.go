@@ -25,13 +25,16 @@ import (
 type Store interface {
 	OutboxDispatch(ctx context.Context, limit int, payload agentd.PayloadFunc) (int, error)
 	DeliveryClaim(ctx context.Context, p agentd.DeliveryClaim) ([]agentd.Delivery, error)
-	DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) error
+	// DeliveryRecord records an attempt; disabled: it disabled the
+	// delivery's subscription (r.DisableAfter).
+	DeliveryRecord(ctx context.Context, r agentd.DeliveryResult) (disabled bool, err error)
 }
 
 // Defaults of a Config.
 const (
 	DefaultBackoff  = 5 * time.Second
 	DefaultHorizon  = 24 * time.Hour
+	DefaultDisable  = 24 * time.Hour
 	DefaultTimeout  = 10 * time.Second
 	DefaultWorkers  = 8
 	DefaultPerURL   = 2
@@ -55,12 +58,17 @@ type Config struct {
 	// long after its creation (or redelivery) a delivery is retried before
 	// it is marked failed.
 	Backoff, Horizon time.Duration
-	Timeout          time.Duration // of one attempt
-	Workers          int           // attempts under way at once on this instance
-	PerURL           int           // of which to one URL at most
-	Tick             time.Duration // how often the outbox and the due deliveries are looked at
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer
+	// DisableAfter disables a subscription every attempt to which has
+	// failed for that long (since the first failed one after the last
+	// delivered one).
+	DisableAfter time.Duration
+	Timeout      time.Duration // of one attempt
+	Workers      int           // attempts under way at once on this instance
+	PerURL       int           // of which to one URL at most
+	PerTenant    int           // of which of one tenant's deliveries at most (0: Workers/2, at least 1)
+	Tick         time.Duration // how often the outbox and the due deliveries are looked at
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // Deliverer dispatches the outbox and makes the due deliveries' attempts,
@@ -82,12 +90,14 @@ type Deliverer struct {
 
 	mu       sync.Mutex
 	busy     map[string]int // attempts under way by URL
+	tenants  map[string]int // attempts under way by tenant
 	inFlight int            // attempts under way
 	freed    chan struct{}  // an attempt ended: the claimer may take more
 	attempts sync.WaitGroup // the attempts' goroutines
 
 	delivered *prometheus.CounterVec
 	latency   prometheus.Histogram
+	disabled  prometheus.Counter
 }
 
 // New returns a Deliverer of cfg, its zero fields at their defaults.
@@ -99,6 +109,7 @@ func New(cfg Config) *Deliverer {
 	}
 	def(&cfg.Backoff, DefaultBackoff)
 	def(&cfg.Horizon, DefaultHorizon)
+	def(&cfg.DisableAfter, DefaultDisable)
 	def(&cfg.Timeout, DefaultTimeout)
 	def(&cfg.Tick, DefaultTick)
 	if cfg.Workers <= 0 {
@@ -107,6 +118,10 @@ func New(cfg Config) *Deliverer {
 	if cfg.PerURL <= 0 {
 		cfg.PerURL = DefaultPerURL
 	}
+	if cfg.PerTenant <= 0 {
+		cfg.PerTenant = max(1, cfg.Workers/2)
+	}
+	cfg.PerTenant = min(cfg.PerTenant, cfg.Workers)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -116,7 +131,7 @@ func New(cfg Config) *Deliverer {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	return &Deliverer{cfg: cfg, busy: map[string]int{}, freed: make(chan struct{}, 1),
+	return &Deliverer{cfg: cfg, busy: map[string]int{}, tenants: map[string]int{}, freed: make(chan struct{}, 1),
 		delivered: metrics.Register(cfg.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentd_webhook_attempts_total",
 			Help: "Webhook delivery attempts, by outcome: delivered, retried (to be tried again) or failed (given up).",
@@ -124,6 +139,10 @@ func New(cfg Config) *Deliverer {
 		latency: metrics.Register(cfg.Registerer, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "agentd_webhook_attempt_seconds", Help: "Duration of webhook delivery attempts.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
+		})),
+		disabled: metrics.Register(cfg.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_webhooks_disabled_total",
+			Help: "Webhook subscriptions disabled because every attempt to them failed for AGENTD_WEBHOOK_DISABLE_AFTER.",
 		})),
 	}
 }
@@ -239,14 +258,14 @@ func (d *Deliverer) dispatch() bool {
 // others at once).
 func (d *Deliverer) claim() bool {
 	d.mu.Lock()
-	free, busy := d.cfg.Workers-d.inFlight, maps.Clone(d.busy)
+	free, busy, tenants := d.cfg.Workers-d.inFlight, maps.Clone(d.busy), maps.Clone(d.tenants)
 	d.mu.Unlock()
 	if free <= 0 {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(d.intake, 10*time.Second)
 	claimed, err := d.cfg.Store.DeliveryClaim(ctx, agentd.DeliveryClaim{Max: free, PerURL: d.cfg.PerURL, Busy: busy,
-		Lease: d.cfg.Timeout + 5*time.Second})
+		PerTenant: d.cfg.PerTenant, TenantBusy: tenants, Lease: d.cfg.Timeout + 5*time.Second})
 	cancel()
 	if err != nil {
 		if d.intake.Err() == nil {
@@ -255,11 +274,11 @@ func (d *Deliverer) claim() bool {
 		return false
 	}
 	for _, dl := range claimed {
-		d.hold(dl.URL, 1)
+		d.hold(dl, 1)
 		d.attempts.Add(1)
 		go func() {
 			defer d.attempts.Done()
-			defer d.hold(dl.URL, -1)
+			defer d.hold(dl, -1)
 			d.work(dl)
 		}()
 	}
@@ -274,19 +293,28 @@ func (d *Deliverer) work(dl agentd.Delivery) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(d.ctx), 10*time.Second)
 	defer cancel()
-	if err := d.cfg.Store.DeliveryRecord(rctx, res); err != nil {
+	disabled, err := d.cfg.Store.DeliveryRecord(rctx, res)
+	if err != nil {
 		d.cfg.Logger.Warn("webhooks: record an attempt", "delivery_id", dl.ID, "err", err)
+	}
+	if disabled {
+		d.disabled.Inc()
+		d.cfg.Logger.Warn("webhooks: webhook disabled", "webhook_id", dl.WebhookID, "tenant_id", dl.TenantID,
+			"url", dl.URL, "reason", res.DisableReason)
 	}
 }
 
-// hold counts n attempts more (or fewer) under way to url; an attempt's
-// end wakes the claimer.
-func (d *Deliverer) hold(url string, n int) {
+// hold counts n attempts more (or fewer) under way of dl's (to its URL,
+// of its tenant); an attempt's end wakes the claimer.
+func (d *Deliverer) hold(dl agentd.Delivery, n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.inFlight += n
-	if d.busy[url] += n; d.busy[url] <= 0 {
-		delete(d.busy, url)
+	if d.busy[dl.URL] += n; d.busy[dl.URL] <= 0 {
+		delete(d.busy, dl.URL)
+	}
+	if d.tenants[dl.TenantID] += n; d.tenants[dl.TenantID] <= 0 {
+		delete(d.tenants, dl.TenantID)
 	}
 	if n < 0 {
 		select {
@@ -313,6 +341,8 @@ func (d *Deliverer) attempt(dl agentd.Delivery) agentd.DeliveryResult {
 	default:
 		res.Attempt.Error = fmt.Sprintf("the endpoint answered %d", code)
 	}
+	res.DisableAfter = d.cfg.DisableAfter
+	res.DisableReason = fmt.Sprintf("every delivery attempt failed for %v; the last: %s", d.cfg.DisableAfter, res.Attempt.Error)
 	if next := start.Add(d.backoff(dl.Attempts)); !errors.Is(err, errFinal) && next.Before(dl.HorizonFrom.Add(d.cfg.Horizon)) {
 		res.RetryAt = next
 		d.delivered.WithLabelValues("retried").Inc()
