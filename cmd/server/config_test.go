@@ -135,7 +135,7 @@ func TestConfigDefaults(t *testing.T) {
 			MaxToolTimeout: time.Hour, MaxActionTimeout: 168 * time.Hour, ScheduleTick: 250 * time.Millisecond, ScheduleFailures: 5},
 		StreamSettings: StreamSettings{Heartbeat: 15 * time.Second, SSERetry: 2 * time.Second},
 		ToolSettings:   ToolSettings{CallsPerStep: 64, CallsPerRun: 1000, ToolsAtOnce: 64, AgentDepth: 3, AgentTreeRuns: 100, AgentChildren: 8},
-		WebhookSettings: WebhookSettings{WebhookBackoff: 5 * time.Second, WebhookHorizon: 24 * time.Hour,
+		WebhookSettings: WebhookSettings{WebhookBackoff: 5 * time.Second, WebhookHorizon: 24 * time.Hour, WebhookDisableAfter: 24 * time.Hour,
 			WebhookTimeout: 10 * time.Second, WebhookWorkers: 8},
 		AuthSettings: AuthSettings{Auth: authNone, KeyCacheTTL: 5 * time.Second, OIDCTenantClaim: "tenant",
 			OIDCScopesClaim: "scope"},
