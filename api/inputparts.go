@@ -18,9 +18,7 @@ import (
 // AGENTD_MAX_BODY_BYTES, by up to the base64 of the input files' cap, but
 // the rest of it may not.
 func (s *server) readInputBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	files := s.compose.Defaults().MaxInputFilesBytes
-	slack := int64(base64.StdEncoding.EncodedLen(int(files))) + int64(runspec.MaxInputParts)*64
-	body, err := s.readBodyUpTo(w, r, s.maxBody+slack)
+	body, err := s.readBodyUpTo(w, r, s.maxInputBody())
 	if err != nil {
 		return nil, err
 	}
@@ -28,6 +26,13 @@ func (s *server) readInputBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		return nil, &http.MaxBytesError{Limit: s.maxBody}
 	}
 	return body, nil
+}
+
+// maxInputBody is the largest body readInputBody takes: AGENTD_MAX_BODY_BYTES
+// and the base64 of the input files' cap.
+func (s *server) maxInputBody() int64 {
+	files := s.compose.Defaults().MaxInputFilesBytes
+	return s.maxBody + int64(base64.StdEncoding.EncodedLen(int(files))) + int64(runspec.MaxInputParts)*64
 }
 
 // dataKeys are the keys whose string values hold the data of images and
