@@ -116,13 +116,12 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body is empty")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err, prefix)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	err := runspec.DecodeStrict(data, v)
+	if errors.Is(err, runspec.ErrTrailing) {
 		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body must hold one JSON value")
+	}
+	if err != nil {
+		return jsonError(err, prefix)
 	}
 	return nil
 }
