@@ -259,6 +259,12 @@ type Config struct {
 	Composer *compose.Composer
 	// MaxBodyBytes caps request bodies (default 1 MiB).
 	MaxBodyBytes int64
+	// MaxBodyMemory bounds the memory that the bodies of the requests in
+	// flight, and what is decoded from them, hold together, in bytes: a
+	// request reserves its share before its body is read, and past the
+	// budget is answered 503 server_busy. Default: DefaultBodyMemoryBodies
+	// times the cost of the largest body a request may send.
+	MaxBodyMemory int64
 	// MaxWait caps the wait a request asks for (Prefer: wait=N, ?wait=N);
 	// default DefaultMaxWait.
 	MaxWait time.Duration
@@ -311,6 +317,7 @@ type server struct {
 	corsOrigins []string
 	bodyTimeout time.Duration
 	maxBody     int64
+	bodies      *bodyBudget // what the bodies in flight hold together
 	maxWait     time.Duration
 	known       knownRuns // runs found for a tenant, for event streams
 	auth        auth.Authenticator
@@ -375,6 +382,11 @@ func newServer(cfg Config) *server {
 	}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBodyBytes
+	}
+	if budget := cfg.MaxBodyMemory; budget > 0 {
+		s.bodies = newBodyBudget(budget)
+	} else {
+		s.bodies = newBodyBudget(DefaultBodyMemoryBodies * bodyCost * s.maxInputBody())
 	}
 	if s.maxWait = cfg.MaxWait; s.maxWait <= 0 {
 		s.maxWait = DefaultMaxWait

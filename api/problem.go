@@ -41,6 +41,7 @@ const (
 	CodeStreamingUnavailable   = "streaming_unavailable"    // 501: "stream": true without a stream hook
 	CodeNotReady               = "not_ready"                // 503: GET /readyz when a dependency is down
 	CodeShuttingDown           = "shutting_down"            // 503: GET /readyz, or a new event stream, while the instance shuts down
+	CodeServerBusy             = "server_busy"              // 503: the bodies of the requests in flight fill the instance's memory budget; Retry-After says when to retry
 	CodeInternal               = "internal"                 // 500: logged on the server, never detailed
 	CodeUnauthorized           = "unauthorized"             // 401: no credential; WWW-Authenticate says how to send one
 	CodeInvalidCredential      = "invalid_credential"       // 401: an unknown, revoked, expired or malformed credential

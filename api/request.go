@@ -53,17 +53,37 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return s.readBodyUpTo(w, r, s.maxBody)
 }
 
-// readBodyUpTo is readBody for a body of at most limit bytes.
+// readBodyUpTo is readBody for a body of at most limit bytes. A body
+// whose Content-Length is past limit is refused (413) unread, and one that
+// would take the bodies in flight past the instance's budget (see
+// bodyBudget) is answered 503 server_busy, unread too.
 func (s *server) readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		w.Header().Set("Connection", "close")
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
 	rc := http.NewResponseController(w)
 	if err := rc.SetReadDeadline(time.Now().Add(s.bodyTimeout)); err == nil {
 		defer rc.SetReadDeadline(time.Time{}) //nolint:errcheck // the connection may be gone
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	limited := http.MaxBytesReader(w, r.Body, limit)
+	in, err := reserveBody(r, limited)
+	if err != nil {
+		// The body is read to nothing before the answer: a client that is
+		// still sending it when the connection closes gets a reset, not
+		// the 503 that says to retry.
+		io.Copy(io.Discard, limited) //nolint:errcheck // the answer is the same
+		return nil, err
+	}
+	body, err := readAll(in, r.ContentLength)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return nil, err
+		}
+		if errors.Is(err, errBodyBusy) {
+			io.Copy(io.Discard, limited) //nolint:errcheck // as above
+			return nil, errServerBusy
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			w.Header().Set("Connection", "close")
@@ -75,6 +95,20 @@ func (s *server) readBodyUpTo(w http.ResponseWriter, r *http.Request, limit int6
 	return body, nil
 }
 
+// readAll reads in to its end. With size, the body's Content-Length, it
+// reads into a slice of that size, rather than one that grows by doubling
+// (which for a large body allocates twice its size on the way).
+func readAll(in io.Reader, size int64) ([]byte, error) {
+	if size <= 0 {
+		return io.ReadAll(in)
+	}
+	body := make([]byte, size)
+	if _, err := io.ReadFull(in, body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
 // decodeStrict decodes exactly one JSON value from data into v, refusing
 // fields that v does not have. prefix names where data sits in the body,
 // for error messages ("" for the body itself).
@@ -82,13 +116,12 @@ func decodeStrict(data []byte, v any, prefix string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body is empty")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err, prefix)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	err := runspec.DecodeStrict(data, v)
+	if errors.Is(err, runspec.ErrTrailing) {
 		return newError(http.StatusBadRequest, CodeInvalidJSON, "Invalid JSON", "the request body must hold one JSON value")
+	}
+	if err != nil {
+		return jsonError(err, prefix)
 	}
 	return nil
 }

@@ -139,7 +139,7 @@ var RouteParams = map[string][]string{
 // (openapi_test.go checks it) and in RouteScopes (routes_test.go).
 func (s *server) routes(cfg Config) *chi.Mux {
 	r := chi.NewRouter()
-	r.Use(requestID, s.accessLog, s.recoverer)
+	r.Use(requestID, s.accessLog, s.recoverer, s.holdBodies)
 	if c := corsHandler(cfg.CORSOrigins); c != nil {
 		r.Use(c)
 	}

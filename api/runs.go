@@ -304,9 +304,10 @@ func newRun(ctx context.Context, spec agentd.RunSpec, key, fp string) agentd.Run
 
 // create creates a run, saying quota_exceeded (with Retry-After) when the
 // tenant's runs in progress are at its quota and the run asked to be
-// refused then.
+// refused then. It gives back the request's share of the body budget.
 func (s *server) create(w http.ResponseWriter, ctx context.Context, p agentd.RunCreate) (agentd.Run, bool, error) {
 	run, created, err := s.runs.Create(ctx, p)
+	releaseBody(ctx) // the request's body is decoded and stored: a stream or a wait that follows may last minutes
 	if errors.Is(err, agentd.ErrQuotaExceeded) {
 		w.Header().Set("Retry-After", "1")
 		return run, false, newError(http.StatusTooManyRequests, CodeQuotaExceeded, "Quota exceeded",

@@ -512,7 +512,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		Auth: authn, AuthenticatedFunc: conns.Authenticated, Quotas: cfg.Quotas, MonthlyBudget: cfg.TenantMonthlyBudget,
 		Models:       modelViews(in.profiles, in.modelName),
 		Composer:     in.composer,
-		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait,
+		MaxBodyBytes: cfg.MaxBodyBytes, MaxWait: cfg.MaxWait, MaxBodyMemory: cfg.MaxBodyMemory,
 		CORSOrigins: cfg.CORSOrigins,
 		BodyTimeout: cfg.BodyTimeout,
 		Webhooks:    api.Webhooks{Store: in.store, Box: in.box, AllowHosts: cfg.WebhookAllowHosts},

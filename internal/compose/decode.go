@@ -1,11 +1,9 @@
 package compose
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 
@@ -22,13 +20,12 @@ func fieldError(field, format string, args ...any) error {
 // (prefix) of what was sent, into v, refusing fields v does not have; a
 // problem names its field, as the doors' own decoders do.
 func decodeField(data []byte, v any, prefix string) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return FieldProblem(err, prefix)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	err := runspec.DecodeStrict(data, v)
+	if errors.Is(err, runspec.ErrTrailing) {
 		return fieldError(prefix, "must hold one JSON value")
+	}
+	if err != nil {
+		return FieldProblem(err, prefix)
 	}
 	return nil
 }

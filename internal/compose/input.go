@@ -64,8 +64,8 @@ func ParseInput(raw json.RawMessage) (msgs []agentd.InputMessage, text bool, err
 		}
 		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil
 	case '[':
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
+		items, ok := runspec.SplitArray(raw)
+		if !ok {
 			return nil, false, fieldError("input", "must be a string or an array of messages")
 		}
 		if len(items) == 0 {
@@ -120,8 +120,8 @@ func ParseContent(raw json.RawMessage, field string) (string, []agentd.InputPart
 		}
 		return s, nil, nil
 	}
-	var items []json.RawMessage
-	if raw[0] != '[' || json.Unmarshal(raw, &items) != nil {
+	items, ok := runspec.SplitArray(raw)
+	if !ok {
 		return "", nil, fieldError(field, "must be a string or a list of parts (text, image, file)")
 	}
 	if len(items) == 0 {
@@ -198,7 +198,7 @@ func parsePart(raw json.RawMessage, field string) (agentd.InputPart, error) {
 // imageOf is image part p given by url (which field names): a data URL
 // becomes its data, any other stays the URL, for the builder to check.
 func imageOf(p agentd.InputPart, field, url string) (agentd.InputPart, error) {
-	if !strings.HasPrefix(strings.ToLower(url), "data:") {
+	if !isDataURL(url) {
 		p.URL = url
 		return p, nil
 	}
@@ -211,7 +211,7 @@ func imageOf(p agentd.InputPart, field, url string) (agentd.InputPart, error) {
 // mediaType; field names the part).
 func fileOf(p agentd.InputPart, field, data, mediaType string) (agentd.InputPart, error) {
 	var err error
-	if strings.HasPrefix(strings.ToLower(data), "data:") {
+	if isDataURL(data) {
 		if mediaType != "" {
 			return p, fieldError(field+".media_type", "is the data URL's own: leave it out")
 		}
@@ -225,6 +225,10 @@ func fileOf(p agentd.InputPart, field, data, mediaType string) (agentd.InputPart
 	p.Data, err = runspec.DecodeBase64(field+".data", data)
 	return p, err
 }
+
+// isDataURL reports whether s starts with "data:", in any case; it looks
+// at those five bytes only (s may be a 30 MB image).
+func isDataURL(s string) bool { return len(s) >= 5 && strings.EqualFold(s[:5], "data:") }
 
 func deref[T any](p *T) T {
 	var zero T
