@@ -37,12 +37,21 @@ type BudgetError struct {
 	Tenant string // the tenant of a BudgetTenantMonthly
 	Limit  float64
 	Spent  float64
+	// Held is what the calls in flight of the tenant's other runs held of
+	// a BudgetTenantMonthly when the call was refused: the month's spend
+	// with them reached Limit.
+	Held float64
 }
 
 func (e *BudgetError) Error() string {
 	if e.Budget == BudgetRunMaxCost {
 		return fmt.Sprintf("the run's budget (max_cost) of %s is spent: its model calls cost %s; no model call is made past it",
 			FormatCost(e.Limit), FormatCost(e.Spent))
+	}
+	if e.Held > 0 {
+		return fmt.Sprintf("tenant %s's monthly budget of %s is spent: its model calls cost %s this month (UTC), "+
+			"and its calls in flight are estimated at %s more; no model call is made past it",
+			e.Tenant, FormatCost(e.Limit), FormatCost(e.Spent), FormatCost(e.Held))
 	}
 	return fmt.Sprintf("tenant %s's monthly budget of %s is spent: its model calls cost %s this month (UTC); "+
 		"no model call is made past it", e.Tenant, FormatCost(e.Limit), FormatCost(e.Spent))

@@ -35,6 +35,7 @@ type execStore interface {
 	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
 	Spend(ctx context.Context, tenant, runID string) (month, run float64, err error)
 	BudgetGet(ctx context.Context, tenant string) (*float64, error)
+	BudgetHold(ctx context.Context, p persist.BudgetHoldParams) (persist.BudgetHeld, error)
 }
 
 // deps is what an execution needs of its engine: its ports, its metrics and
@@ -123,6 +124,12 @@ type execution struct {
 	// sent is the estimate and the model's count of the prompt of the
 	// execution's last model call, for the next call's budget.
 	sent sentPrompt
+	// answerTokens is the longest answer of the execution's model calls,
+	// for the next call's estimate; holding says that the run holds part
+	// of its tenant's monthly budget, which the write of the next ledger
+	// rows releases.
+	answerTokens int64
+	holding      bool
 	// fellBack is the last fallback of a step of this execution, which
 	// the ledger's rows of the calls after it name.
 	fellBack fallback
