@@ -2,6 +2,7 @@ package run_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compact"
+	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/run"
 )
 
@@ -79,5 +81,71 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 	}
 	if month < 10 {
 		t.Errorf("the month spent %.2f: the budget of 10 was not spent", month)
+	}
+}
+
+// TestBudgetHoldEndsWithItsLease: a run whose worker dies in the middle of
+// a model call leaves its hold on the tenant's budget behind, uncommitted;
+// the hold counts while the run's lease lives (another run of the tenant
+// is refused for it), not once the lease lapsed, nor after the run was
+// taken over and finished: the budget is not lost to the crash.
+func TestBudgetHoldEndsWithItsLease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ttl := time.Second
+	cfg := run.Config{Profiles: unitProfiles(t), LeaseTTL: ttl, PollInterval: 100 * time.Millisecond,
+		ModelBackoff: 10 * time.Millisecond, Workers: 2, MonthlyBudget: 1}
+	e1 := b.start(t, cfg)
+	// A call of about 0.9, estimated at about 1.06 (max_output_tokens
+	// counted in full): while it is in flight, it holds the whole budget.
+	p := agentd.RunParams{Sampling: agentd.Sampling{MaxOutputTokens: 128}}
+	words := "/say " + strings.Repeat("word ", 80)
+	r1 := b.create(t, "/fault hang\n"+words, p)
+	ctx := context.Background()
+	// probe asks for a hold of nothing for a run that does not exist: it
+	// is made when the tenant's month and its live holds leave room.
+	probe := func() persist.BudgetHeld {
+		t.Helper()
+		h, err := b.store.BudgetHold(ctx, persist.BudgetHoldParams{TenantID: "default", RunID: agentd.NewID(), Monthly: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for h := probe(); h.OK; h = probe() {
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s never held the budget: %+v", r1.ID, h)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r2 := b.wait(t, b.create(t, words, p).ID, nil)
+	var e agentd.ErrorDetail
+	_ = json.Unmarshal(r2.Error, &e)
+	if r2.TerminalReason != agentd.ReasonBudgetExceeded || !strings.Contains(e.Message, "in flight") {
+		t.Fatalf("a run beside the call in flight ended %s/%s: %s, want budget_exceeded for the call in flight",
+			r2.Status, r2.TerminalReason, e.Message)
+	}
+	calls := b.fake.Calls()
+	e1.Abandon() // the worker dies mid-call: nothing settles its hold
+	crashed := time.Now()
+	for h := probe(); !h.OK || h.Held != 0 || h.Month != 0; h = probe() {
+		if time.Since(crashed) > ttl+5*time.Second {
+			t.Fatalf("the crashed run's hold still counts %v after the crash: %+v", time.Since(crashed), h)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if lapsed := time.Since(crashed); lapsed < ttl/2 {
+		t.Fatalf("the hold stopped counting %v after the crash, before the lease could lapse", lapsed)
+	}
+	// Taken over, the run asks again (the hang was once) and finishes;
+	// the run after it finds the budget as the ledger says: 0.92 spent.
+	b.start(t, cfg)
+	if r := b.wait(t, r1.ID, nil); r.Status != agentd.StatusCompleted || b.fake.Calls() != calls+1 {
+		t.Fatalf("the crashed run ended %s/%s: %s", r.Status, r.TerminalReason, r.Error)
+	}
+	if r := b.wait(t, b.create(t, words, p).ID, nil); r.Status != agentd.StatusCompleted {
+		t.Fatalf("the run after the crash ended %s/%s: %s, want completed: the crashed call's hold was lost",
+			r.Status, r.TerminalReason, r.Error)
 	}
 }
