@@ -149,3 +149,60 @@ func TestBudgetHoldEndsWithItsLease(t *testing.T) {
 			r.Status, r.TerminalReason, r.Error)
 	}
 }
+
+// TestMaxCostCoversTheTree: a parent's max_cost covers its sub-agents'
+// runs, which run at once: its tree spends at most the cap and one call,
+// a child past it is refused naming the parent's budget, and the parent's
+// own call after that finds the budget spent by its children.
+func TestMaxCostCoversTheTree(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// Output priced (13000 a million, about 1.1 for a child's answer of
+	// 60 words), a call's answer estimated at the profile's 100 tokens.
+	path := filepath.Join(t.TempDir(), "models.json")
+	if err := os.WriteFile(path, []byte(`{"models": {"fake": {"context_window": 0, "max_output_tokens": 100,
+		"prices": {"input": 10, "output": 13000}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := compact.LoadProfiles(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hooked []string
+	cfg := runConfig()
+	cfg.Workers, cfg.Composer, cfg.Profiles, cfg.ModelBackoff = 8, childSpecs(t, b, &hooked), profiles, 10*time.Millisecond
+	b.start(t, cfg)
+	script := strings.Repeat("/call researcher {\"task\":\"/stream 60 30\"}\n", 6) + "/next\n/say done"
+	const maxCost = 3
+	p := b.wait(t, b.create(t, script, agentd.RunParams{SubAgents: researchers, MaxCost: maxCost}).ID,
+		func(r agentd.Run) bool { return r.Status.Terminal() })
+	kids := childOf(t, b, p.ID)
+	if len(kids) != 6 {
+		t.Fatalf("children started: %d, want 6", len(kids))
+	}
+	ctx := context.Background()
+	refused, call := 0, 0.0
+	for _, id := range kids {
+		k := b.wait(t, id, func(r agentd.Run) bool { return r.Status.Terminal() })
+		var e agentd.ErrorDetail
+		_ = json.Unmarshal(k.Error, &e)
+		switch {
+		case k.Status == agentd.StatusCompleted:
+			call = max(call, runUsage(t, b, id).Cost)
+		case k.TerminalReason == agentd.ReasonBudgetExceeded && strings.Contains(e.Message, p.ID):
+			refused++
+		default:
+			t.Fatalf("child %s ended %s/%s: %s", id, k.Status, k.TerminalReason, e.Message)
+		}
+	}
+	tree, err := b.store.RunCost(ctx, p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a max_cost of %v over 6 children: %d refused, the tree spent %.2f (a child's call %.2f); the parent ended %s/%s",
+		maxCost, refused, tree.Cost, call, p.Status, p.TerminalReason)
+	if refused == 0 || tree.Cost > maxCost+call+1e-9 {
+		t.Fatalf("the tree spent %.2f with %d children refused, want at most %v and one call (%.2f)",
+			tree.Cost, refused, maxCost, call)
+	}
+}

@@ -33,7 +33,6 @@ type execStore interface {
 	ArtifactsLoad(ctx context.Context, runID string, ids []string) (map[string][]byte, error)
 	RunCancelledBy(ctx context.Context, runID string) (string, error)
 	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
-	Spend(ctx context.Context, tenant, runID string) (month, run float64, err error)
 	BudgetGet(ctx context.Context, tenant string) (*float64, error)
 	BudgetHold(ctx context.Context, p persist.BudgetHoldParams) (persist.BudgetHeld, error)
 }

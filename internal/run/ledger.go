@@ -16,15 +16,14 @@ import (
 const budgetTTL = 2 * time.Second
 
 // budgets checks a run's budgets before each of its model calls: the
-// tenant's monthly one and the run's max_cost, against what the ledger
-// says they spent. Against a monthly budget the call also holds its
-// estimated cost (persist.Store.BudgetHold) until the write of its ledger
-// row, so that the calls in flight of a tenant's concurrent runs count:
-// without the holds, every run in flight when the budget ran out would
-// make one call more.
+// tenant's monthly one, and the max_cost of the run and of the runs above
+// it (a max_cost covers its run's tree of sub-agents), against what the
+// ledger says they spent. The call also holds its estimated cost
+// (persist.Store.BudgetHold) until the write of its ledger row, so that
+// the calls in flight of concurrent runs count: without the holds, every
+// run in flight when a budget ran out would make one call more.
 type budgets struct {
 	store interface {
-		Spend(ctx context.Context, tenant, runID string) (month, run float64, err error)
 		BudgetGet(ctx context.Context, tenant string) (*float64, error)
 		BudgetHold(ctx context.Context, p persist.BudgetHoldParams) (persist.BudgetHeld, error)
 	}
@@ -50,10 +49,11 @@ func newBudgets(store Store, monthly float64) *budgets {
 // check returns the *agentd.BudgetError of a spent budget of run r, nil
 // when its next model call may be made, or the error of a failed read (the
 // call is not made: the write that follows it would meet the database's
-// trouble anyway). Against a monthly budget, a call that may be made holds
-// amount under the run's epoch (held is then true): its estimated cost
-// and what the run's answered calls whose ledger rows are not committed
-// yet cost.
+// trouble anyway). A call that may be made holds amount under the run's
+// epoch (held is then true): its estimated cost and what the run's
+// answered calls whose ledger rows are not committed yet cost. A run with
+// no budget of its own and no parent (whose tree may have a max_cost)
+// reads nothing.
 func (b *budgets) check(ctx context.Context, r agentd.Run, epoch int64, amount float64) (held bool, err error) {
 	if b == nil {
 		return false, nil
@@ -63,26 +63,30 @@ func (b *budgets) check(ctx context.Context, r agentd.Run, epoch int64, amount f
 		return false, err
 	}
 	monthly := agentd.MonthlyBudget(own, b.monthly)
-	if monthly <= 0 && r.Params.MaxCost <= 0 {
+	if monthly <= 0 && r.Params.MaxCost <= 0 && r.Params.Parent == nil {
 		return false, nil // no budget: nothing to read
-	}
-	if monthly <= 0 {
-		_, spent, err := b.store.Spend(ctx, r.TenantID, r.ID)
-		if err != nil {
-			return false, err
-		}
-		return false, agentd.CheckBudget(r.TenantID, 0, 0, r.Params.MaxCost, spent)
 	}
 	h, err := b.store.BudgetHold(ctx, persist.BudgetHoldParams{TenantID: r.TenantID, RunID: r.ID, Epoch: epoch,
 		Monthly: monthly, Amount: amount})
-	if err != nil {
+	switch {
+	case err != nil:
 		return false, err
-	}
-	if !h.OK {
+	case h.OK:
+		return true, nil
+	case monthly > 0 && h.Month+h.Held >= monthly:
 		return false, &agentd.BudgetError{Budget: agentd.BudgetTenantMonthly, Tenant: r.TenantID, Limit: monthly,
 			Spent: h.Month, Held: h.Held}
+	case h.Capped != nil:
+		e := &agentd.BudgetError{Budget: agentd.BudgetRunMaxCost, Tenant: r.TenantID, Limit: h.Capped.Cap,
+			Spent: h.Capped.Spent, Held: h.Capped.Held}
+		if h.Capped.RunID != r.ID {
+			e.RunID = h.Capped.RunID
+		}
+		return false, e
 	}
-	return true, agentd.CheckBudget(r.TenantID, 0, 0, r.Params.MaxCost, h.Run)
+	// Refused for no budget: the hold's epoch is past the run's (it was
+	// claimed again), and this execution's writes fail as well.
+	return false, persist.ErrLeaseLost
 }
 
 // defaultAnswerTokens is the answer a call's estimate counts when the run
