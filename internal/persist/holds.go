@@ -33,8 +33,11 @@ type BudgetHeld struct {
 	// it.
 	Month, Held float64
 	// Capped is the first run, from the run up its tree, whose max_cost
-	// refused the call; nil: none did.
+	// refused the call; nil: none did. Caps counts the runs, from the run
+	// up, that have a max_cost (what a run's executor may keep: a run's
+	// parameters do not change).
 	Capped *BudgetCapped
+	Caps   int
 	// OK: the hold was made, Month+Held being below Monthly (or no
 	// monthly budget) and no max_cost refusing. Otherwise the run holds
 	// nothing (its earlier hold, if any, is kept).
@@ -115,12 +118,13 @@ func (s *Store) BudgetHold(ctx context.Context, p BudgetHoldParams) (BudgetHeld,
 			RETURNING 1)
 		SELECT month.start, month.kept, month.through, month.spent, held.held, EXISTS (SELECT 1 FROM made),
 			(SELECT id::text FROM refused), coalesce((SELECT cap FROM refused), 0),
-			coalesce((SELECT spent FROM refused), 0), coalesce((SELECT held FROM refused), 0), now()
+			coalesce((SELECT spent FROM refused), 0), coalesce((SELECT held FROM refused), 0),
+			(SELECT count(*) FROM caps)::int, now()
 		FROM month, held`, p.TenantID, p.RunID, p.Epoch, p.Monthly, amount)
 	br := s.pool.SendBatch(ctx, &b)
 	_, err := br.Exec()
 	if err == nil {
-		err = br.QueryRow().Scan(&start, &kept, &through, &h.Month, &h.Held, &h.OK, &capped, &c.Cap, &c.Spent, &c.Held, &now)
+		err = br.QueryRow().Scan(&start, &kept, &through, &h.Month, &h.Held, &h.OK, &capped, &c.Cap, &c.Spent, &c.Held, &h.Caps, &now)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr

@@ -126,9 +126,12 @@ type execution struct {
 	// answerTokens is the longest answer of the execution's model calls,
 	// for the next call's estimate; holding says that the run holds part
 	// of its tenant's monthly budget, which the write of the next ledger
-	// rows releases.
+	// rows releases; uncapped that no run from this one up its tree has a
+	// max_cost (a hold said so), so that with no monthly budget its calls
+	// hold nothing.
 	answerTokens int64
 	holding      bool
+	uncapped     bool
 	// fellBack is the last fallback of a step of this execution, which
 	// the ledger's rows of the calls after it name.
 	fellBack fallback

@@ -52,25 +52,35 @@ func newBudgets(store Store, monthly float64) *budgets {
 // trouble anyway). A call that may be made holds amount under the run's
 // epoch (held is then true): its estimated cost and what the run's
 // answered calls whose ledger rows are not committed yet cost. A run with
-// no budget of its own and no parent (whose tree may have a max_cost)
-// reads nothing.
-func (b *budgets) check(ctx context.Context, r agentd.Run, epoch int64, amount float64) (held bool, err error) {
+// no monthly budget that applies, and no max_cost of its own or above it
+// (a run with a parent may have one above it, until a hold said
+// otherwise: uncapped, which check returns for the next call), reads
+// nothing.
+func (b *budgets) check(ctx context.Context, r agentd.Run, epoch int64, amount float64, uncapped bool) (held, _ bool, err error) {
 	if b == nil {
-		return false, nil
+		return false, uncapped, nil
 	}
 	own, err := b.ownOf(ctx, r.TenantID)
 	if err != nil {
-		return false, err
+		return false, uncapped, err
 	}
 	monthly := agentd.MonthlyBudget(own, b.monthly)
-	if monthly <= 0 && r.Params.MaxCost <= 0 && r.Params.Parent == nil {
-		return false, nil // no budget: nothing to read
+	if monthly <= 0 && r.Params.MaxCost <= 0 && (r.Params.Parent == nil || uncapped) {
+		return false, uncapped, nil // no budget: nothing to read
 	}
 	h, err := b.store.BudgetHold(ctx, persist.BudgetHoldParams{TenantID: r.TenantID, RunID: r.ID, Epoch: epoch,
 		Monthly: monthly, Amount: amount})
+	if err != nil {
+		return false, uncapped, err
+	}
+	held, err = verdict(r, monthly, h)
+	return held, h.Caps == 0, err
+}
+
+// verdict is what hold h says of run r's next call against its tenant's
+// monthly budget (monthly, 0: none) and the max_cost of its tree.
+func verdict(r agentd.Run, monthly float64, h persist.BudgetHeld) (held bool, err error) {
 	switch {
-	case err != nil:
-		return false, err
 	case h.OK:
 		return true, nil
 	case monthly > 0 && h.Month+h.Held >= monthly:
@@ -127,7 +137,8 @@ func (x *execution) callCost(calls []modelCall) float64 {
 // (what the run's answered calls not yet in the ledger cost) against the
 // tenant's monthly budget.
 func (x *execution) holdBudget(ctx context.Context, st agentd.RunState, req llm.Request, prompt int, pending float64) error {
-	held, err := x.d.budgets.check(ctx, st.Run, x.fence.Epoch, pending+x.callEstimate(st, req, prompt))
+	held, uncapped, err := x.d.budgets.check(ctx, st.Run, x.fence.Epoch, pending+x.callEstimate(st, req, prompt), x.uncapped)
+	x.uncapped = uncapped
 	if held {
 		x.holding = true
 	}
