@@ -135,7 +135,7 @@ func (x *execution) callCost(calls []modelCall) float64 {
 // holdBudget checks the run's budgets before a model call of req, whose
 // prompt is estimated at prompt tokens, holding its estimate and pending
 // (what the run's answered calls not yet in the ledger cost) against the
-// tenant's monthly budget.
+// tenant's monthly budget and the max_cost of its tree.
 func (x *execution) holdBudget(ctx context.Context, st agentd.RunState, req llm.Request, prompt int, pending float64) error {
 	held, uncapped, err := x.d.budgets.check(ctx, st.Run, x.fence.Epoch, pending+x.callEstimate(st, req, prompt), x.uncapped)
 	x.uncapped = uncapped
@@ -145,8 +145,8 @@ func (x *execution) holdBudget(ctx context.Context, st agentd.RunState, req llm.
 	return err
 }
 
-// released is ops with, when the run holds part of its tenant's budget,
-// the op that deletes the hold: for the write that commits the ledger rows
+// released is ops with, when the run holds part of its budgets, the op
+// that deletes the hold: for the write that commits the ledger rows
 // of the calls it held for.
 func (x *execution) released(ops []persist.Op) []persist.Op {
 	if !x.holding {
