@@ -37,15 +37,31 @@ type BudgetError struct {
 	Tenant string // the tenant of a BudgetTenantMonthly
 	Limit  float64
 	Spent  float64
+	// Held is what the calls in flight of the other runs held when the
+	// call was refused (the tenant's, or those of the max_cost's tree):
+	// Spent with them reached Limit.
+	Held float64
+	// RunID is the run above this one (its parent, or further up) whose
+	// max_cost, which covers its sub-agents' runs, was spent; "": the
+	// run's own.
+	RunID string
 }
 
 func (e *BudgetError) Error() string {
-	if e.Budget == BudgetRunMaxCost {
-		return fmt.Sprintf("the run's budget (max_cost) of %s is spent: its model calls cost %s; no model call is made past it",
-			FormatCost(e.Limit), FormatCost(e.Spent))
+	inFlight := ""
+	if e.Held > 0 {
+		inFlight = fmt.Sprintf(", and its calls in flight are estimated at %s more", FormatCost(e.Held))
 	}
-	return fmt.Sprintf("tenant %s's monthly budget of %s is spent: its model calls cost %s this month (UTC); "+
-		"no model call is made past it", e.Tenant, FormatCost(e.Limit), FormatCost(e.Spent))
+	if e.Budget == BudgetRunMaxCost {
+		whose := "the run's budget (max_cost)"
+		if e.RunID != "" {
+			whose = fmt.Sprintf("the budget (max_cost) of run %s, which covers its sub-agents' runs and so this one,", e.RunID)
+		}
+		return fmt.Sprintf("%s of %s is spent: its model calls cost %s%s; no model call is made past it",
+			whose, FormatCost(e.Limit), FormatCost(e.Spent), inFlight)
+	}
+	return fmt.Sprintf("tenant %s's monthly budget of %s is spent: its model calls cost %s this month (UTC)%s; "+
+		"no model call is made past it", e.Tenant, FormatCost(e.Limit), FormatCost(e.Spent), inFlight)
 }
 
 // Detail is the error the run that e stopped records.
@@ -56,19 +72,3 @@ func (e *BudgetError) Detail() ErrorDetail {
 // FormatCost writes an amount as agentd says one: rounded to 6 decimals,
 // with no more than it needs.
 func FormatCost(v float64) string { return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64) }
-
-// CheckBudget is the check made before each model call of a run: it
-// returns the *BudgetError of the first budget that is spent, the tenant's
-// monthly one (monthly > 0, against monthSpent) then the run's (maxCost >
-// 0, against runSpent), and nil when the call may be made. A budget is
-// spent once what was spent reaches it: the call that crosses it was made
-// (its cost is known only after it), the next is not.
-func CheckBudget(tenant string, monthly, monthSpent, maxCost, runSpent float64) error {
-	if monthly > 0 && monthSpent >= monthly {
-		return &BudgetError{Budget: BudgetTenantMonthly, Tenant: tenant, Limit: monthly, Spent: monthSpent}
-	}
-	if maxCost > 0 && runSpent >= maxCost {
-		return &BudgetError{Budget: BudgetRunMaxCost, Tenant: tenant, Limit: maxCost, Spent: runSpent}
-	}
-	return nil
-}

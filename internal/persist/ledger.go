@@ -236,11 +236,11 @@ const (
 )
 
 // Spend returns what tenant's model calls cost in the current calendar
-// month (UTC), and what run runID's own calls cost (its sub-agents' runs
-// have their own; "" is 0): the check made before each model call
-// (agentd.CheckBudget). It reads the month's sum up to its watermark and
-// the tenant's rows after it: one round trip, without a lock, whatever
-// the tenant's calls in flight. Now and then it moves the watermark, in a
+// month (UTC), and what run runID's own calls cost (without its
+// sub-agents' runs; "" is 0), as an admin's read of the budget shows it
+// (the check before a model call is BudgetHold's). It reads the month's
+// sum up to its watermark and the tenant's rows after it: one round trip,
+// without a lock, whatever the tenant's calls in flight. Now and then it moves the watermark, in a
 // statement of its own.
 func (s *Store) Spend(ctx context.Context, tenant, runID string) (month, run float64, err error) {
 	var start, through, now time.Time

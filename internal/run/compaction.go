@@ -86,7 +86,7 @@ func coversTo(st agentd.RunState) int {
 // left at the model that answered, or the last one asked.
 func (x *execution) summarize(ctx context.Context, st agentd.RunState, step *agentd.Step, req *llm.Request) (llm.Response, error) {
 	for {
-		if err := x.d.budgets.check(ctx, st.Run); err != nil {
+		if err := x.holdBudget(ctx, st, *req, compact.EstimateRequest(req.Messages), 0); err != nil {
 			return llm.Response{}, err // the step's own call ends the run for it
 		}
 		sctx, span := x.chatSpan(ctx, step.Seq, *req)
@@ -157,8 +157,8 @@ func (x *execution) compactNow(ctx context.Context, st agentd.RunState, step *ag
 	ledger := x.ledgerRow(st, step, agentd.ModelCallCompaction, coversTo, modelCall{model: req.Model, usage: resp.Usage})
 	err = x.write(x.durable(), []agentd.EventIn{agentd.EventOf(step.Seq, agentd.ContextCompactedData{CompactionID: c.ID,
 		CoversToSeq: c.CoversToSeq, MessagesCovered: c.MessagesCovered, TokensAfter: c.TokensAfter, TokensBefore: c.TokensBefore})},
-		persist.CompactionInsert{Compaction: c},
-		persist.StepUpdate{ID: step.ID, Status: agentd.StepRunning, Usage: usageOf(resp.Usage)}, ledger)
+		x.released([]persist.Op{persist.CompactionInsert{Compaction: c},
+			persist.StepUpdate{ID: step.ID, Status: agentd.StepRunning, Usage: usageOf(resp.Usage)}, ledger})...)
 	if err != nil {
 		return st, msgs, false, err
 	}

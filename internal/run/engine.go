@@ -38,8 +38,8 @@ type Store interface {
 	ChildrenSweep(ctx context.Context, limit int) (answered, cancelled int, err error)
 	AnswerParent(ctx context.Context, parentID string) error
 	UnstoredPurge(ctx context.Context, grace time.Duration, limit int) ([]string, error)
-	Spend(ctx context.Context, tenant, runID string) (month, run float64, err error)
 	BudgetGet(ctx context.Context, tenant string) (*float64, error)
+	BudgetHold(ctx context.Context, p persist.BudgetHoldParams) (persist.BudgetHeld, error)
 
 	// The commands of the Service; see persist.Store for their errors.
 	RunCancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)

@@ -33,8 +33,8 @@ type execStore interface {
 	ArtifactsLoad(ctx context.Context, runID string, ids []string) (map[string][]byte, error)
 	RunCancelledBy(ctx context.Context, runID string) (string, error)
 	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
-	Spend(ctx context.Context, tenant, runID string) (month, run float64, err error)
 	BudgetGet(ctx context.Context, tenant string) (*float64, error)
+	BudgetHold(ctx context.Context, p persist.BudgetHoldParams) (persist.BudgetHeld, error)
 }
 
 // deps is what an execution needs of its engine: its ports, its metrics and
@@ -123,6 +123,15 @@ type execution struct {
 	// sent is the estimate and the model's count of the prompt of the
 	// execution's last model call, for the next call's budget.
 	sent sentPrompt
+	// answerTokens is the longest answer of the execution's model calls,
+	// for the next call's estimate; holding says that the run holds part
+	// of its tenant's monthly budget, which the write of the next ledger
+	// rows releases; uncapped that no run from this one up its tree has a
+	// max_cost (a hold said so), so that with no monthly budget its calls
+	// hold nothing.
+	answerTokens int64
+	holding      bool
+	uncapped     bool
 	// fellBack is the last fallback of a step of this execution, which
 	// the ledger's rows of the calls after it name.
 	fellBack fallback

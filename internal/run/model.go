@@ -53,13 +53,14 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 	var cont continuation
 	for attempt := 1; ; attempt++ {
 		co := newCoalescer(x, step.Seq, x.d.limits.deltaWindow, x.d.limits.deltaMaxBytes, x.d.store.DeferTicks() > 0)
-		resp, err := x.callModel(ctx, st, step.Seq, req, co)
+		resp, err := x.callModel(ctx, st, step.Seq, req, co, x.callCost(cont.calls))
 		co.stop()
 		if err == nil {
 			x.d.m.ModelRequests.WithLabelValues("ok").Inc()
 			x.countTokens(resp.Usage)
 			x.sent.record(st, req.Messages, resp.Usage.InputTokens)
 			cont.calls = append(cont.calls, x.answered(step, req.Model, resp.Usage))
+			x.answerTokens = max(x.answerTokens, resp.Usage.OutputTokens)
 			if resp.FinishReason == llm.FinishLength && len(resp.ToolCalls) == 0 && continues && cont.n < maxContinuations {
 				if err := x.continueAnswer(step, co, &cont, resp); err != nil {
 					return true, x.stopFor(st, err)
@@ -368,9 +369,11 @@ func cutText(s string, n int) string {
 }
 
 // callModel makes a step's model call, once the run's budgets allow it
-// (an *agentd.BudgetError, or a budgetReadError, when they do not).
-func (x *execution) callModel(ctx context.Context, st agentd.RunState, step int, req llm.Request, co *coalescer) (_ llm.Response, err error) {
-	if err := x.d.budgets.check(ctx, st.Run); err != nil {
+// (an *agentd.BudgetError, or a budgetReadError, when they do not); pending
+// is what the step's calls that answered before it cost, which the
+// run's hold on its tenant's budget keeps until their ledger rows commit.
+func (x *execution) callModel(ctx context.Context, st agentd.RunState, step int, req llm.Request, co *coalescer, pending float64) (_ llm.Response, err error) {
+	if err := x.holdBudget(ctx, st, req, x.sent.estimate(st, req.Messages), pending); err != nil {
 		var be *agentd.BudgetError
 		if !errors.As(err, &be) {
 			err = budgetReadError{err}
