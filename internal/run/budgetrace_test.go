@@ -58,11 +58,11 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	completed, stopped := 0, 0
+	completed, stopped, answered := 0, 0, ""
 	for _, id := range ids {
 		switch r := b.wait(t, id, nil); {
 		case r.Status == agentd.StatusCompleted:
-			completed++
+			completed, answered = completed+1, id
 		case r.TerminalReason == agentd.ReasonBudgetExceeded:
 			stopped++
 		default:
@@ -73,14 +73,20 @@ func TestBudgetHoldsUnderConcurrency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := runUsage(t, b, ids[0]).Cost // every call is the same
+	if answered == "" {
+		t.Fatal("no run completed")
+	}
+	call := runUsage(t, b, answered).Cost // every call is the same
 	t.Logf("100 runs against a budget of 10: %d completed, %d stopped; the month spent %.2f (a call costs %.3f)",
 		completed, stopped, month, call)
 	if month > 10+call+1e-9 {
 		t.Errorf("the month spent %.2f, past the budget of 10 by more than one call (%.3f)", month, call)
 	}
-	if month < 10 {
-		t.Errorf("the month spent %.2f: the budget of 10 was not spent", month)
+	// Calls in flight hold their estimates, a little above their cost: the
+	// runs that find the budget held by them stop, though the calls settle
+	// for less. The budget is still spent to within two calls.
+	if month < 10-2*call {
+		t.Errorf("the month spent %.2f: the budget of 10 was not spent to within two calls", month)
 	}
 }
 
