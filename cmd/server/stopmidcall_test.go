@@ -199,15 +199,44 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 				n.name, r.Status, r.Error, agentd.TextOf(output), conversationText(t, base, n.conv))
 		}
 	}
+	// Every request answered: the fakes refuse a call without its result.
+	// Each that continued a conversation carried the calls before, each
+	// with its result (those of the sub-agent started, for a parent past
+	// its webhook tool, and of its own tool, for a sub-agent).
+	var continued int
 	for _, q := range openai.Requests() {
 		if q.Status != http.StatusOK || q.Error != "" {
 			t.Errorf("the OpenAI fake refused request %d (%d): %s", q.Seq, q.Status, q.Error)
+		}
+		if q.Text == "after" {
+			continued++
+			var results int
+			for _, m := range q.Sent {
+				var msg struct{ Role string }
+				if json.Unmarshal(m, &msg) == nil && msg.Role == "tool" {
+					results++
+				}
+			}
+			if results == 0 {
+				t.Errorf("OpenAI request %d continued a conversation with no tool result: %s", q.Seq, q.Sent)
+			}
 		}
 	}
 	for _, q := range anthropic.Requests() {
 		if q.Status != http.StatusOK || q.Error != "" {
 			t.Errorf("the Anthropic fake refused request %d (%d): %s", q.Seq, q.Status, q.Error)
 		}
+		if q.Text == "after" {
+			continued++
+			// user, assistant (tool_use), ..., user (tool_result, and the
+			// new input with it: Anthropic's roles alternate)
+			if q.Messages < 3 {
+				t.Errorf("Anthropic request %d continued a conversation of %d messages, want the calls and their results", q.Seq, q.Messages)
+			}
+		}
+	}
+	if continued != len(nexts) {
+		t.Errorf("the fakes answered %d requests that continued a conversation, want %d", continued, len(nexts))
 	}
 }
 
