@@ -31,9 +31,11 @@ import (
 // yet begun), or past it, waiting for the client tool's output, which
 // never comes, and for the sub-agent, whose own run is in a webhook tool
 // that never answers. Each is stopped every way a run stops mid-call:
-// cancelled; timed out (timeouts.total_ms, and tool_ms ending the webhook
-// call first); its instance SIGKILLed, the run taken over by another
-// instance and then cancelled, or then timed out. Each conversation, the
+// cancelled; timed out (the webhook call by timeouts.tool_ms, the
+// sub-agent's run by its agent's total_ms, the wait for the client tool by
+// action_ms, the run by total_ms); its instance SIGKILLed, and the run
+// taken over by another instance and then cancelled or timed out, or
+// cancelled before another instance takes it over. Each conversation, the
 // run's and its sub-agent's, is then continued by a new run. Both fakes
 // refuse, as their providers do, a call left without its result, so each
 // new run must complete, and no request any model got may be refused.
@@ -100,6 +102,7 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 				{"cancelled", `{}`, `{}`},
 				{"timed out", `{"total_ms": 5000, "tool_ms": 1000, "action_ms": 3000}`, `{"total_ms": 3000}`},
 				{"killed, then cancelled", `{}`, `{}`},
+				{"killed, cancelled before the takeover", `{}`, `{}`},
 				{"killed, then timed out", `{"total_ms": 30000, "action_ms": 3000}`, `{"total_ms": 30000}`},
 			} {
 				helper := fmt.Sprintf("helper-%s-%t-%d", model, waiting, i)
@@ -144,11 +147,16 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 	a.kill(t)
 	b := startChild(t, env)
 	base = "http://" + b.addr
+	for _, r := range runs {
+		if r.how == "killed, cancelled before the takeover" {
+			post(t, base+"/runs/"+r.id+"/cancel", `{}`)
+		}
+	}
 	// Taken over, each killed run (or, waiting, its sub-agent's run) is in
 	// the webhook tool again.
 	var killed int
 	for _, r := range runs {
-		if strings.HasPrefix(r.how, "killed") {
+		if strings.HasPrefix(r.how, "killed, then") {
 			killed++
 		}
 	}
