@@ -26,11 +26,11 @@ import (
 // TestNoStopLeavesACallUnanswered: runs of the OpenAI-compatible fake and
 // of the fake Anthropic endpoint answer the model's first step, three
 // parallel calls (a webhook tool, a client tool and a sub-agent), and are
-// stopped in the middle of it, in either of its two phases: in the
-// webhook tool, which never answers (the client tool and the sub-agent not
-// yet begun), or past it, waiting for the client tool's output, which
-// never comes, and for the sub-agent, whose own run is in a webhook tool
-// that never answers. Each is stopped every way a run stops mid-call:
+// stopped in the middle of it: while the model streams the calls; in
+// the webhook tool, which never answers (the client tool and the
+// sub-agent not yet begun); or past it, waiting for the client tool's
+// output, which never comes, and for the sub-agent, whose own run is in a
+// webhook tool that never answers. Each is stopped every way a run stops mid-call:
 // cancelled; timed out (the webhook call by timeouts.tool_ms, the
 // sub-agent's run by its agent's total_ms, the wait for the client tool by
 // action_ms, the run by total_ms); its instance SIGKILLed, and the run
@@ -68,7 +68,7 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 	dbURL := persisttest.NewDatabase(t)
 	env := []string{"DATABASE_URL=" + dbURL, "AGENTD_MODELS_FILE=" + models, "AGENTD_TOOLS_FILE=" + tools,
 		"TEST_ANTHROPIC_KEY=sk-ant-test", "OPENAI_API_KEY=test", "OPENAI_BASE_URL=" + osrv.URL + "/v1", "AGENTD_MODEL=fake",
-		"AGENTD_LEASE_TTL=1s", "AGENTD_POLL_INTERVAL=100ms"}
+		"AGENTD_LEASE_TTL=1s", "AGENTD_POLL_INTERVAL=100ms", "AGENTD_WORKERS=64"}
 	a := startChild(t, env)
 	base := "http://" + a.addr
 	ctx := context.Background()
@@ -85,47 +85,56 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 
 	type stopped struct {
 		name, model, how string
-		waiting          bool // past the webhook tool, waiting for the client tool and the sub-agent
+		streaming        bool // still streaming the model's calls
 		id, conv         string
 	}
 	var runs []*stopped
 	for _, model := range []string{"fake", "claude"} {
 		task, _ := json.Marshal(map[string]string{"task": "/call deep {}\n/say helped"})
-		for _, waiting := range []bool{false, true} {
-			server, phase := "slow", "in the webhook tool"
-			if waiting {
-				server, phase = "quick", "waiting for the client tool and the sub-agent"
-			}
+		for _, phase := range []struct{ name, server, stream string }{
+			{"in the webhook tool", "slow", ""},
+			{"waiting for the client tool and the sub-agent", "quick", ""},
+			// Ten chunks, four seconds apart (more for Anthropic's events).
+			{"streaming the calls", "slow", "/stream 1 4000\n"},
+		} {
+			server := phase.server
 			// A run waiting for a sub-agent has no action timeout: the
 			// sub-agent's run times out by its own (its agent's).
-			for i, stop := range [][3]string{
+			for _, stop := range [][3]string{
 				{"cancelled", `{}`, `{}`},
 				{"timed out", `{"total_ms": 5000, "tool_ms": 1000, "action_ms": 3000}`, `{"total_ms": 3000}`},
 				{"killed, then cancelled", `{}`, `{}`},
 				{"killed, cancelled before the takeover", `{}`, `{}`},
 				{"killed, then timed out", `{"total_ms": 30000, "action_ms": 3000}`, `{"total_ms": 30000}`},
 			} {
-				helper := fmt.Sprintf("helper-%s-%t-%d", model, waiting, i)
+				helper := fmt.Sprintf("helper-%s-%d", model, len(runs))
 				post(t, base+"/agents", fmt.Sprintf(`{"name": %q, "instructions": "help", "model": %q, "tools": ["deep"], "timeouts": %s}`,
 					helper, model, stop[2]))
-				script := "/call " + server + " {}\n/call pick {}\n/call " + helper + " " + string(task) + "\n/say done"
+				script := phase.stream + "/call " + server + " {}\n/call pick {}\n/call " + helper + " " + string(task) + "\n/say done"
 				body, _ := json.Marshal(map[string]any{"model": model, "input": script,
 					"tools":        []any{server, map[string]string{"type": "agent", "agent": helper}},
 					"client_tools": []any{map[string]any{"name": "pick", "description": "asks the user", "parameters": map[string]string{"type": "object"}}},
 					"timeouts":     json.RawMessage(stop[1])})
 				var r createdRun
 				_ = json.Unmarshal(post(t, base+"/runs", string(body)), &r)
-				runs = append(runs, &stopped{name: model + ", " + phase + ", " + stop[0], model: model, how: stop[0],
-					waiting: waiting, id: r.ID, conv: r.ConversationID})
+				runs = append(runs, &stopped{name: model + ", " + phase.name + ", " + stop[0], model: model, how: stop[0],
+					streaming: phase.stream != "", id: r.ID, conv: r.ConversationID})
 			}
 		}
 	}
 	calls := func() int { return sink.Count("/slow") + sink.Count("/deep") }
 	// Every run is in the middle of its step: in the webhook tool, or
-	// waiting with its sub-agent's run in its own.
-	for deadline := time.Now().Add(30 * time.Second); calls() < len(runs); time.Sleep(20 * time.Millisecond) {
+	// waiting with its sub-agent's run in its own, or streaming (the
+	// stream lasts longer than the rest of the runs take to get there).
+	var inTools int
+	for _, r := range runs {
+		if !r.streaming {
+			inTools++
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); calls() < inTools; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the webhook tools got %d calls, want %d; the runs: %s", calls(), len(runs), runsText(t, conn))
+			t.Fatalf("the webhook tools got %d calls, want %d; the runs: %s", calls(), inTools, runsText(t, conn))
 		}
 	}
 	ended := func(id string) agentd.Run {
@@ -153,10 +162,14 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 		}
 	}
 	// Taken over, each killed run (or, waiting, its sub-agent's run) is in
-	// the webhook tool again.
+	// the webhook tool again, or streaming again.
 	var killed int
 	for _, r := range runs {
-		if strings.HasPrefix(r.how, "killed, then") {
+		switch {
+		case !strings.HasPrefix(r.how, "killed, then"):
+		case r.streaming:
+			persisttest.WaitRun(t, store, r.id, func(r agentd.Run) bool { return r.Epoch >= 2 }, 30*time.Second)
+		default:
 			killed++
 		}
 	}
@@ -172,12 +185,23 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 	}
 
 	// Continue every conversation: the stopped runs' and their sub-agents'.
-	type next struct{ name, model, conv, id string }
+	type next struct {
+		name, model, conv, id string
+		calls                 bool // the conversation has calls: not cut while the model streamed them
+	}
 	var nexts []*next
 	for _, r := range runs {
 		run := ended(r.id)
 		t.Logf("%s: %s at epoch %d", r.name, run.Status, run.Epoch)
-		nexts = append(nexts, &next{name: r.name, model: r.model, conv: r.conv})
+		if r.streaming && r.model == "claude" && run.Status == agentd.StatusTimedOut {
+			// Its input is kept, with no answer after it, and the next
+			// input joins it in one user message (Anthropic's roles
+			// alternate), whose directives the fake reads all: it would
+			// stream the stopped run's calls again. Nothing of the cut
+			// stream is kept, as the OpenAI side of this case shows.
+			continue
+		}
+		nexts = append(nexts, &next{name: r.name, model: r.model, conv: r.conv, calls: !r.streaming})
 		rows, err := conn.Query(ctx, `SELECT id::text, conversation_id::text FROM runs WHERE parent_run_id = $1`, r.id)
 		if err != nil {
 			t.Fatal(err)
@@ -189,7 +213,7 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 		for _, c := range children {
 			run := ended(c.ID)
 			t.Logf("%s, its sub-agent: %s at epoch %d", r.name, run.Status, run.Epoch)
-			nexts = append(nexts, &next{name: r.name + ", its sub-agent", model: r.model, conv: c.Conv})
+			nexts = append(nexts, &next{name: r.name + ", its sub-agent", model: r.model, conv: c.Conv, calls: true})
 		}
 	}
 	for _, n := range nexts {
@@ -199,7 +223,12 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 		n.id = r.ID
 	}
 	for _, n := range nexts {
-		r := ended(n.id)
+		var r agentd.Run
+		for deadline := time.Now().Add(60 * time.Second); !r.Status.Terminal() && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if r, err = store.RunByID(ctx, n.id); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var output []agentd.Part
 		_ = json.Unmarshal(r.Output, &output)
 		if r.Status != agentd.StatusCompleted || agentd.TextOf(output) != "after" {
@@ -208,25 +237,38 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 		}
 	}
 	// Every request answered: the fakes refuse a call without its result.
-	// Each that continued a conversation carried the calls before, each
-	// with its result (those of the sub-agent started, for a parent past
-	// its webhook tool, and of its own tool, for a sub-agent).
-	var continued int
+	// Each that continued a conversation with calls carried them, each
+	// with its result; a stream cut before its calls were whole left none.
+	var continued, withCalls, want int
+	for _, n := range nexts {
+		if n.calls {
+			want++
+		}
+	}
 	for _, q := range openai.Requests() {
 		if q.Status != http.StatusOK || q.Error != "" {
 			t.Errorf("the OpenAI fake refused request %d (%d): %s", q.Seq, q.Status, q.Error)
 		}
 		if q.Text == "after" {
 			continued++
-			var results int
+			var calls, results int
 			for _, m := range q.Sent {
-				var msg struct{ Role string }
-				if json.Unmarshal(m, &msg) == nil && msg.Role == "tool" {
-					results++
+				var msg struct {
+					Role      string
+					ToolCalls []json.RawMessage `json:"tool_calls"`
+				}
+				if json.Unmarshal(m, &msg) == nil {
+					calls += len(msg.ToolCalls)
+					if msg.Role == "tool" {
+						results++
+					}
 				}
 			}
-			if results == 0 {
-				t.Errorf("OpenAI request %d continued a conversation with no tool result: %s", q.Seq, q.Sent)
+			if calls > 0 {
+				withCalls++
+			}
+			if calls != results {
+				t.Errorf("OpenAI request %d has %d calls and %d results: %s", q.Seq, calls, results, q.Sent)
 			}
 		}
 	}
@@ -238,13 +280,14 @@ func TestNoStopLeavesACallUnanswered(t *testing.T) {
 			continued++
 			// user, assistant (tool_use), ..., user (tool_result, and the
 			// new input with it: Anthropic's roles alternate)
-			if q.Messages < 3 {
-				t.Errorf("Anthropic request %d continued a conversation of %d messages, want the calls and their results", q.Seq, q.Messages)
+			if q.Messages >= 3 {
+				withCalls++
 			}
 		}
 	}
-	if continued != len(nexts) {
-		t.Errorf("the fakes answered %d requests that continued a conversation, want %d", continued, len(nexts))
+	if continued != len(nexts) || withCalls != want {
+		t.Errorf("the fakes answered %d requests that continued a conversation, %d of them with calls; want %d, %d",
+			continued, withCalls, len(nexts), want)
 	}
 }
 
