@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,8 +40,8 @@ func TestBodyMemory(t *testing.T) {
 	// largest is the largest body POST /runs takes with these settings.
 	largest := int64(maxBody + base64.StdEncoding.EncodedLen(fileCap) + 100*64)
 	ceiling := 4*largest + baseline
-	c := startChild(t, []string{"DATABASE_URL=" + persisttest.NewDatabase(t), "AGENTD_WORKERS=1", "AGENTD_MAX_INPUT_FILE_BYTES=" + strconv.Itoa(fileCap),
-		"AGENTD_MAX_INPUT_FILES_BYTES=" + strconv.Itoa(fileCap), "AGENTD_MAX_BODY_MEMORY=" + strconv.Itoa(budget)})
+	c := startPlain(t, "DATABASE_URL="+persisttest.NewDatabase(t), "AGENTD_WORKERS=1", "AGENTD_MAX_INPUT_FILE_BYTES="+strconv.Itoa(fileCap),
+		"AGENTD_MAX_INPUT_FILES_BYTES="+strconv.Itoa(fileCap), "AGENTD_MAX_BODY_MEMORY="+strconv.Itoa(budget))
 	before := peakRSS(t, c.cmd.Process.Pid)
 
 	// 21 MB of noise after a PNG's and a PDF's signatures: 28 MB in base64.
@@ -95,6 +97,44 @@ func TestBodyMemory(t *testing.T) {
 		counts, peak>>20, before>>20, ceiling>>20, largest>>20, baseline>>20)
 	if peak > ceiling {
 		t.Errorf("peak RSS %d MB, want at most %d MB", peak>>20, ceiling>>20)
+	}
+}
+
+// startPlain builds agentd as it ships (the tests' own binary may carry
+// the race detector, whose shadow memory would be most of what RSS
+// measures) and runs it on a free loopback port with env, until t ends.
+func startPlain(t *testing.T, env ...string) *child {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "agentd")
+	build := exec.Command("go", "build", "-o", bin, "github.com/agentd/agentd/cmd/server")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build agentd: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), append([]string{"AGENTD_ADDR=" + addr, "AGENTD_LOG_LEVEL=warn", "OPENAI_API_KEY="}, env...)...)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, addr: addr, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-c.done })
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return c
+			}
+		}
+		select {
+		case <-c.done:
+			t.Fatal("agentd exited before it was ready")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("agentd is not ready after 60 s")
+		}
 	}
 }
 
