@@ -401,7 +401,7 @@ func TestPathPhase(t *testing.T) {
 // costs and the ratio of the two.
 func TestAnswersPhase(t *testing.T) {
 	needPostgres(t)
-	_, got := quickRun(t, "answers")
+	out, got := quickRun(t, "answers")
 	for _, level := range []string{", one word, 16 clients", ", 300 tokens, 16 clients"} {
 		for _, name := range []string{"answers runs/s", "answers agentd CPU per run", "answers write transactions per run", "answers WAL per run"} {
 			if s, ok := got[name+level]; !ok || s.Median <= 0 {
@@ -412,7 +412,11 @@ func TestAnswersPhase(t *testing.T) {
 			t.Errorf("failed runs%s: %+v", level, s)
 		}
 	}
-	if s, ok := got["answers WAL per run, 300 tokens to one word, 16 clients"]; !ok || s.Median <= 1 {
+	// WAL is the server's, whoever wrote it: while other databases wrote
+	// too (the benchmark says so), the ratio is not the runs' alone.
+	if strings.Contains(out, "answers: WARNING: other databases committed") {
+		t.Log("the WAL ratio is not checked: other databases wrote meanwhile")
+	} else if s, ok := got["answers WAL per run, 300 tokens to one word, 16 clients"]; !ok || s.Median <= 1 {
 		t.Errorf("the WAL ratio: %+v, want one above 1 (a streamed answer writes more)", s)
 	}
 }

@@ -244,12 +244,15 @@ func scanDelivery(row pgx.Row) (agentd.Delivery, error) {
 // does not keep the others waiting; the longest due first within a turn.
 // It leaves out the URLs $2 and the tenants $3 (the instance has enough
 // attempts under way to them), those past $4 in their URL's queue (the
-// claim takes no more to one URL), and those another instance holds.
+// claim takes no more to one URL), those of disabled subscriptions (made
+// after failDisabled's statement looked: failDisabled ends them on the
+// next claim), and those another instance holds.
 const claimCandidates = `WITH due AS (
 		SELECT id, tenant_id, next_attempt_at,
 			row_number() OVER (PARTITION BY tenant_id, url ORDER BY next_attempt_at, id) AS in_url
-		FROM webhook_deliveries
+		FROM webhook_deliveries d
 		WHERE status = 'pending' AND next_attempt_at <= now() AND url <> ALL($2) AND tenant_id <> ALL($3)
+			AND NOT EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.disabled_at IS NOT NULL)
 	), turns AS (
 		SELECT id, next_attempt_at,
 			row_number() OVER (PARTITION BY tenant_id ORDER BY in_url, next_attempt_at, id) AS turn
