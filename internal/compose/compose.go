@@ -271,8 +271,8 @@ func storedDefinition(a agentd.Agent) (AgentDefinition, error) {
 	return def, nil
 }
 
-// registry is the registry of tenant's runs, and whether it is the
-// tenant's own (nil: the builder's).
+// registry is the registry of tenant's runs, made again when it lacks a
+// tool of need; nil without a Tools port (the builder's registry serves).
 func (c *Composer) registry(ctx context.Context, tenant string, need []string) (*tools.Registry, error) {
 	if c.cfg.Tools == nil {
 		return nil, nil

@@ -46,7 +46,7 @@ func FieldProblem(err error, prefix string) error {
 		if field == "" {
 			return nil
 		}
-		return fieldError(field, "must be %s, not %s", JSONType(typ.Type), typ.Value)
+		return fieldError(field, "must be %s, not %s", jsonType(typ.Type), typ.Value)
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return fieldError(joinField(prefix, strings.Trim(name, `"`)), "is not a known field")
@@ -67,8 +67,8 @@ func joinField(prefix, field string) string {
 	return prefix + "." + field
 }
 
-// JSONType names the JSON type that a Go type decodes from.
-func JSONType(t reflect.Type) string {
+// jsonType names the JSON type that a Go type decodes from.
+func jsonType(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
