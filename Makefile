@@ -1,8 +1,9 @@
 # agentd: run `make help` for the targets.
 .DEFAULT_GOAL := help
 GO ?= go
+NODE_TEST_DIRS := $(patsubst %/package-lock.json,%,$(wildcard test/*/package-lock.json))
 
-.PHONY: help run fakellm test test-short lint build chaos failover bench fuzz
+.PHONY: help run fakellm node-deps test test-short lint build chaos failover bench fuzz
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -14,17 +15,15 @@ run: ## run the server against the local PostgreSQL (the fake model unless OPENA
 fakellm: ## run the fake OpenAI-compatible model alone on 127.0.0.1:8090
 	$(GO) run ./cmd/fakellm
 
-test: ## run every test with the race detector, then each fuzz target for 50,000 inputs (needs the local PostgreSQL, Node.js and npm)
-	cd test/eventsource && npm ci --no-audit --no-fund --loglevel=error
-	cd test/openapi && npm ci --no-audit --no-fund --loglevel=error
-	cd test/aisdk && npm ci --no-audit --no-fund --loglevel=error
-	cd test/mcp && npm ci --no-audit --no-fund --loglevel=error
-	cd test/openai && npm ci --no-audit --no-fund --loglevel=error
-	cd test/aisdk-openai && npm ci --no-audit --no-fund --loglevel=error
-	cd test/openresponses && npm ci --no-audit --no-fund --loglevel=error
-	cd test/webhooks && npm ci --no-audit --no-fund --loglevel=error
+node-deps: ## install the npm packages of the tests that drive Node.js clients (test/*/package-lock.json), all at once
+	@pids=""; for d in $(NODE_TEST_DIRS); do (cd $$d && npm ci --no-audit --no-fund --loglevel=error >/dev/null) & pids="$$pids $$!"; done; \
+	fail=0; for p in $$pids; do wait $$p || fail=1; done; \
+	if [ $$fail -ne 0 ]; then echo "npm ci failed in one of: $(NODE_TEST_DIRS)"; exit 1; fi; echo "npm packages installed in $(NODE_TEST_DIRS)"
+
+test: ## run every test with the race detector, then each fuzz target for 20,000 inputs (needs the local PostgreSQL, Node.js and npm)
+	$(MAKE) --no-print-directory node-deps
 	AGENTD_REQUIRE_NODE=1 $(GO) test -race -count=1 -timeout 20m ./...
-	$(MAKE) --no-print-directory fuzz FUZZTIME=50000x
+	$(MAKE) --no-print-directory fuzz FUZZTIME=20000x
 
 test-short: ## the fast tier, to run while you work: go test -short, without the race detector or the tests that start processes, drive Node.js or a browser, or fail PostgreSQL over (needs the local PostgreSQL)
 	$(GO) test -short -timeout 10m ./...

@@ -111,4 +111,24 @@ type RunCreate struct {
 	Spec           RunSpec
 	IdempotencyKey string // optional
 	RequestHash    string
+	// Carry, when set, names the unapplied inputs of the conversation's
+	// previous run that the run's input takes over (a conversation's door
+	// starts the next run with them): they are marked carried to it in its
+	// creating transaction, which fails with ErrInputsChanged when one of
+	// them was carried already.
+	Carry *InputCarry
+	// ReportOf, when set, is a detached sub-agent's run whose end the new
+	// run reports (its input says how the child ended): the child is
+	// marked reported in the run's creating transaction, which fails with
+	// ErrInputsChanged when it was reported already.
+	ReportOf string
+	// Hook, when set, is what the on_input hook decided about the run's
+	// input: its hook.called event follows run.created.
+	Hook *HookCalledData
+}
+
+// InputCarry names unapplied inputs of run RunID.
+type InputCarry struct {
+	RunID string
+	IDs   []string
 }

@@ -60,7 +60,7 @@ func EventTypes() []EventType {
 	return []EventType{EventRunCreated, EventRunStarted, EventRunResumed, EventStepStarted, EventMessageDelta, EventMessageCompleted,
 		EventToolCallCreated, EventToolAttemptStarted, EventToolAttemptFailed, EventToolCallCompleted, EventToolCallReused, EventToolCallUnknown,
 		EventToolCallRetryAllowed, EventToolCallApproved, EventStepCompleted, EventStepRetracted, EventModelFallback,
-		EventRunRequiresAction, EventContextCompacted, EventAgentStarted, EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted}
+		EventRunRequiresAction, EventContextCompacted, EventAgentStarted, EventInputAccepted, EventInputApplied, EventInputUnapplied, EventHookCalled, EventRunCompleted, EventRunFailed, EventRunCancelled, EventRunTimedOut, EventRunInterrupted}
 }
 
 // Terminal reports whether t ends a run's stream: the server closes it after
@@ -211,6 +211,10 @@ var payloadDecoders = map[EventType]func(json.RawMessage) (Payload, error){
 	EventRunRequiresAction:    decodeAs[RunRequiresActionData],
 	EventContextCompacted:     decodeAs[ContextCompactedData],
 	EventAgentStarted:         decodeAs[AgentStartedData],
+	EventInputAccepted:        decodeAs[InputAcceptedData],
+	EventInputApplied:         decodeAs[InputAppliedData],
+	EventInputUnapplied:       decodeAs[InputUnappliedData],
+	EventHookCalled:           decodeAs[HookCalledData],
 	EventRunCompleted:         decodeAs[RunEndedData],
 	EventRunFailed:            decodeAs[RunEndedData],
 	EventRunCancelled:         decodeAs[RunEndedData],

@@ -163,6 +163,7 @@ type StepCompletedData struct {
 const (
 	RetractedRecovered  = "recovered"   // the step's output was never committed; asked again
 	RetractedModelRetry = "model_retry" // a model call failed after streaming text; retried
+	RetractedSteered    = "steered"     // input sent with when: now cut the model call; asked again with it
 )
 
 // StepRetractedData is the data of step.retracted.

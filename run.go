@@ -64,6 +64,10 @@ type InputMessage struct {
 	// that the conversation's previous run ended at (ReasonClientToolCalls),
 	// or of one of ToolCalls of an assistant message before it in the input.
 	ToolCallID string
+	// Reasoning, for a message of role assistant, are blocks of what the
+	// model thought before it (PartReasoning parts) as a client that keeps
+	// the history sends them back: they go back to the model with it.
+	Reasoning []Part
 	// ToolCalls, for a message of role assistant, are calls the model made
 	// earlier, as a client that keeps the history sends them back (the
 	// Responses API's function_call items); each is answered by a message of
@@ -205,6 +209,12 @@ type RunParams struct {
 	// CompactAt, when set, replaces the model profile's compact_at for this
 	// run: the fraction of the window past which older turns are compacted.
 	CompactAt float64 `json:"compact_at,omitempty"`
+	// CompactThreshold, when set, is the prompt size in tokens past which
+	// this run compacts its conversation, in place of its model profile's
+	// threshold (the Responses API's context_management compact_threshold);
+	// it is capped at the room the model's window leaves for the prompt,
+	// when the window is known.
+	CompactThreshold int `json:"compact_threshold,omitempty"`
 	// NoCompaction: the run never compacts its conversation; one that
 	// outgrows the model's window fails (context_overflow), as the
 	// Responses API's truncation: disabled asks.
@@ -277,6 +287,20 @@ type RunParams struct {
 	// the currency of the models file's prices: past it the run ends
 	// failed with ReasonBudgetExceeded before its next call.
 	MaxCost float64 `json:"max_cost,omitempty"`
+	// User is the run's end user (POST /runs "user", the Responses API's
+	// user or safety_identifier), as its client names them: the {{user}}
+	// of its memory's namespaces; "": none.
+	User string `json:"user,omitempty"`
+	// Memory is the memory the run may use, its namespaces filled; nil:
+	// none.
+	Memory *RunMemory `json:"memory,omitempty"`
+	// Managed is its tenant's managed instructions as they were when the
+	// run was created, which its system prompt begins with; nil: none.
+	Managed *RunManaged `json:"managed,omitempty"`
+	// Pinned is the memory of the run's pinned namespaces as it was when
+	// the run was created, which its system prompt holds after its
+	// instructions; nil: none.
+	Pinned *RunPinned `json:"pinned,omitempty"`
 }
 
 // Models is the run's fallback chain: its model, then its fallbacks.
@@ -317,7 +341,13 @@ type Sampling struct {
 	// ParallelToolCalls, when false, asks the model for one call at a
 	// time; nil: the model's default.
 	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+	// ReasoningEffort asks a reasoning model for that much thinking
+	// (ReasoningEfforts); "": the model's default.
+	ReasoningEffort string `json:"reasoning_effort,omitempty"`
 }
+
+// ReasoningEfforts are the values of Sampling.ReasoningEffort, least first.
+var ReasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
 
 // ToolChoice is Mode ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired,
 // or ToolChoiceTool with the Name of the tool the model must call.
@@ -437,6 +467,10 @@ type Run struct {
 	// and last queued it again (a resume or a decision); empty when
 	// unknown or never.
 	CreatedBy, CancelledBy, ResumedBy string
+	// InputsPending counts the inputs sent to the run that it has yet to
+	// apply; InputsUnapplied those it ended without, not yet carried into
+	// its conversation's next run.
+	InputsPending, InputsUnapplied int
 	// Output is the parts of a completed run's final assistant message
 	// (JSON); nil otherwise.
 	Output json.RawMessage

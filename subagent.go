@@ -45,6 +45,11 @@ type SubAgent struct {
 	// input_schema), whose arguments, as JSON text, are its child's input;
 	// nil: SubAgentParameters, whose task is.
 	Parameters json.RawMessage `json:"parameters,omitempty"`
+	// Detached: a call of it does not wait for its child run ("wait":
+	// false). Its result is at once a handle to the child, and the child's
+	// answer comes back to the run as input when it ends (or starts its
+	// conversation's next run, once the run has ended).
+	Detached bool `json:"detached,omitempty"`
 }
 
 // Schema is the input schema a's tool is offered with.
@@ -91,6 +96,9 @@ type ParentRef struct {
 	// Root is the root of the child's tree; empty in a run made before
 	// trees were bounded (RootRunID then takes the parent's).
 	Root string `json:"root_run_id,omitempty"`
+	// Detached: the parent does not wait for the child; the child's end
+	// reports back to it as input (SubAgent.Detached).
+	Detached bool `json:"detached,omitempty"`
 }
 
 // RootRunID is the run at the root of run id's tree, whose parameters are
@@ -129,8 +137,11 @@ func (p RunParams) Depth() int {
 // action, when it waits for a client, is shown with it in the parent's
 // view (not kept in the parent's row).
 type AgentCall struct {
-	Agent          string          `json:"agent"`
-	CallID         string          `json:"call_id"`
+	Agent  string `json:"agent"`
+	CallID string `json:"call_id"`
+	// InputsPending counts the inputs sent to the child that it has yet to
+	// apply, shown with it in the parent's view.
+	InputsPending  int             `json:"inputs_pending,omitempty"`
 	RequiredAction *RequiredAction `json:"required_action,omitempty"`
 	RunID          string          `json:"run_id"`
 	ToolCallID     string          `json:"tool_call_id"`
@@ -139,8 +150,11 @@ type AgentCall struct {
 // AgentStartedData is the data of agent.started, in the parent's log: a
 // call of a sub-agent started its child run.
 type AgentStartedData struct {
-	Agent      string `json:"agent"`
-	CallID     string `json:"call_id"`
+	Agent  string `json:"agent"`
+	CallID string `json:"call_id"`
+	// Detached: the parent goes on; the child's answer comes back as its
+	// input.
+	Detached   bool   `json:"detached,omitempty"`
 	RunID      string `json:"run_id"`
 	ToolCallID string `json:"tool_call_id"`
 	Version    int    `json:"version"`

@@ -18,10 +18,15 @@ const (
 	ModelCallStep ModelCallKind = "step"
 	// ModelCallCompaction: the call that wrote a compaction's summary.
 	ModelCallCompaction ModelCallKind = "compaction"
+	// ModelCallExtraction: the call that extracted memory from a run that
+	// completed (its step is 0, its n the attempt's number).
+	ModelCallExtraction ModelCallKind = "extraction"
 )
 
 // ModelCallKinds lists every model call kind.
-func ModelCallKinds() []ModelCallKind { return []ModelCallKind{ModelCallStep, ModelCallCompaction} }
+func ModelCallKinds() []ModelCallKind {
+	return []ModelCallKind{ModelCallStep, ModelCallCompaction, ModelCallExtraction}
+}
 
 // UsageKey is a key GET /usage groups the ledger's rows by (group_by).
 type UsageKey string

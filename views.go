@@ -96,6 +96,81 @@ type RunView struct {
 	Thinking *ThinkingView `json:"thinking"`
 	// MaxCost caps what the run's model calls may cost; nil: no cap.
 	MaxCost *float64 `json:"max_cost"`
+	// InputsPending counts the inputs sent to the run (steering) that it
+	// has yet to apply; InputsUnapplied those it ended without, not yet
+	// carried into its conversation's next run.
+	InputsPending   int `json:"inputs_pending"`
+	InputsUnapplied int `json:"inputs_unapplied"`
+	// Inputs are those inputs, on GET /runs/{id} and the answers of the
+	// routes that send input; nil elsewhere.
+	Inputs []InputView `json:"inputs"`
+	// User is the run's end user; nil: none.
+	User *string `json:"user"`
+	// Memory is the memory the run may use, its namespaces filled; nil:
+	// none.
+	Memory *RunMemory `json:"memory"`
+	// ManagedInstructions is the version of its tenant's managed
+	// instructions the run was given; nil: none.
+	ManagedInstructions *ManagedView `json:"managed_instructions"`
+	// PinnedMemory are the items of its pinned namespaces the run was
+	// given, at their versions; nil: none.
+	PinnedMemory []PinnedView `json:"pinned_memory"`
+}
+
+// ObjectInput is the object of an InputView.
+const ObjectInput = "run.input"
+
+// InputView is an input sent to a run (POST /runs/{id}/input).
+type InputView struct {
+	ID     string      `json:"id"`
+	Object string      `json:"object"` // ObjectInput
+	RunID  string      `json:"run_id"`
+	N      int         `json:"n"` // its place in the order the run accepted its inputs, from 1
+	Source InputSource `json:"source"`
+	When   InputWhen   `json:"when"`
+	Status InputStatus `json:"status"`
+	// Messages are its messages: the user's, and a system note an
+	// on_input hook added.
+	Messages  []InputMessageView `json:"messages"`
+	Step      *int               `json:"step"`       // the step it was applied before
+	Reason    *Reason            `json:"reason"`     // why its run ended without it
+	CarriedTo *string            `json:"carried_to"` // the run that took it over, when unapplied
+	CreatedBy *string            `json:"created_by"`
+	CreatedAt time.Time          `json:"created_at"`
+	AppliedAt *time.Time         `json:"applied_at"`
+}
+
+// InputMessageView is a message of an input, as stored and shown.
+type InputMessageView struct {
+	Role    Role   `json:"role"`
+	Content []Part `json:"content"`
+}
+
+// View is in as the API shows it.
+func (in RunInput) View() InputView {
+	v := InputView{ID: in.ID, Object: ObjectInput, RunID: in.RunID, N: in.N, Source: in.Source, When: in.When, Status: in.Status,
+		Messages: in.Messages, Step: nullIfZero(in.Step), Reason: nullIfZero(in.Reason),
+		CarriedTo: nullIfZero(in.CarriedTo), CreatedBy: nullIfZero(in.CreatedBy), CreatedAt: in.CreatedAt.UTC(), AppliedAt: utcOf(in.AppliedAt)}
+	if v.Messages == nil {
+		v.Messages = []InputMessageView{}
+	}
+	return v
+}
+
+// Actions of POST /conversations/{id}/messages.
+const (
+	SendSteered = "steered" // a run in flight took the message as input
+	SendStarted = "started" // the conversation's next run started with it
+)
+
+// SendView is the answer of POST /conversations/{id}/messages: what the
+// message did, the run it went to, and the input it became (nil when it
+// started a run).
+type SendView struct {
+	Object string     `json:"object"` // "conversation.send"
+	Action string     `json:"action"` // SendSteered or SendStarted
+	Run    RunView    `json:"run"`
+	Input  *InputView `json:"input"`
 }
 
 // View is r as GET /runs/{id} shows it, but for its cost (Cost and
@@ -107,36 +182,38 @@ func (r Run) View() RunView {
 		md = json.RawMessage(`{}`)
 	}
 	v := RunView{
-		ID:             r.ID,
-		Object:         ObjectRun,
-		TenantID:       r.TenantID,
-		ConversationID: r.ConversationID,
-		Status:         r.Status,
-		TerminalReason: nullIfZero(r.TerminalReason),
-		Model:          r.Model,
-		Instructions:   nullIfZero(r.Params.Instructions),
-		Tools:          r.Params.Tools,
-		ClientTools:    orEmpty(r.Params.ClientTools),
-		MaxSteps:       r.Params.MaxSteps,
-		Timeouts:       r.Params.Timeouts.orActionDefault(),
-		LoopLimits:     r.Params.LoopLimits.OrDefaults(),
-		CompactAt:      nullIfZero(r.Params.CompactAt),
-		OnDisconnect:   r.Params.OnDisconnect,
-		IfBusy:         r.Params.IfBusy,
-		Metadata:       md,
-		Usage:          RunUsage{Usage: r.Usage},
-		StepCount:      r.StepCount,
-		LastEventSeq:   r.LastEventSeq,
-		RequiredAction: StoredAs[RequiredAction](r.RequiredAction),
-		Error:          StoredAs[ErrorDetail](r.Error),
-		CreatedAt:      r.CreatedAt.UTC(),
-		StartedAt:      utcOf(r.StartedAt),
-		FinishedAt:     utcOf(r.FinishedAt),
-		UpdatedAt:      r.UpdatedAt.UTC(),
-		DeadlineAt:     utcOf(r.DeadlineAt),
-		CreatedBy:      nullIfZero(r.CreatedBy),
-		CancelledBy:    nullIfZero(r.CancelledBy),
-		ResumedBy:      nullIfZero(r.ResumedBy),
+		ID:              r.ID,
+		Object:          ObjectRun,
+		TenantID:        r.TenantID,
+		ConversationID:  r.ConversationID,
+		Status:          r.Status,
+		TerminalReason:  nullIfZero(r.TerminalReason),
+		Model:           r.Model,
+		Instructions:    nullIfZero(r.Params.Instructions),
+		Tools:           r.Params.Tools,
+		ClientTools:     orEmpty(r.Params.ClientTools),
+		MaxSteps:        r.Params.MaxSteps,
+		Timeouts:        r.Params.Timeouts.orActionDefault(),
+		LoopLimits:      r.Params.LoopLimits.OrDefaults(),
+		CompactAt:       nullIfZero(r.Params.CompactAt),
+		OnDisconnect:    r.Params.OnDisconnect,
+		IfBusy:          r.Params.IfBusy,
+		Metadata:        md,
+		Usage:           RunUsage{Usage: r.Usage},
+		StepCount:       r.StepCount,
+		LastEventSeq:    r.LastEventSeq,
+		RequiredAction:  StoredAs[RequiredAction](r.RequiredAction),
+		Error:           StoredAs[ErrorDetail](r.Error),
+		CreatedAt:       r.CreatedAt.UTC(),
+		StartedAt:       utcOf(r.StartedAt),
+		FinishedAt:      utcOf(r.FinishedAt),
+		UpdatedAt:       r.UpdatedAt.UTC(),
+		DeadlineAt:      utcOf(r.DeadlineAt),
+		CreatedBy:       nullIfZero(r.CreatedBy),
+		CancelledBy:     nullIfZero(r.CancelledBy),
+		ResumedBy:       nullIfZero(r.ResumedBy),
+		InputsPending:   r.InputsPending,
+		InputsUnapplied: r.InputsUnapplied,
 	}
 	v.CancelRequestedAt = utcOf(r.CancelRequestedAt)
 	v.Agent, v.ForkedFrom = r.Params.Agent, r.Params.ForkedFrom
@@ -154,6 +231,11 @@ func (r Run) View() RunView {
 	if r.Params.MaxCost > 0 {
 		v.MaxCost = &r.Params.MaxCost
 	}
+	v.User, v.Memory = nullIfZero(r.Params.User), r.Params.Memory.view()
+	if m := r.Params.Managed; m != nil {
+		v.ManagedInstructions = &ManagedView{Version: m.Version}
+	}
+	v.PinnedMemory = r.Params.Pinned.view()
 	if p := r.Params.Parent; p != nil {
 		v.ParentRunID, v.ParentToolCallID = &p.RunID, &p.ToolCallID
 	}

@@ -134,7 +134,7 @@ func TestViewsShowEveryKey(t *testing.T) {
 	t.Parallel()
 	for _, v := range []any{agentd.RunView{}, agentd.StepView{}, agentd.ToolCallView{}, agentd.AttemptView{},
 		agentd.ConversationView{}, agentd.MessageView{}, agentd.ToolView{}, agentd.List[int]{}, agentd.Page[int]{},
-		agentd.ScheduleView{}, agentd.ScheduleOutcome{}} {
+		agentd.ScheduleView{}, agentd.ScheduleOutcome{}, agentd.DatasetView{}, agentd.CaseView{}} {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
 			f := typ.Field(i)

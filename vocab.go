@@ -76,13 +76,17 @@ const (
 	// run's max_cost) was spent before a model call, which was not made
 	// (a failed run; its error is a BudgetError's).
 	ReasonBudgetExceeded Reason = "budget_exceeded"
+	// ReasonMaxContinues: the run's on_answer hook asked it to go on more
+	// times than the hook's max_continues allows; the run ends completed
+	// with its last answer.
+	ReasonMaxContinues Reason = "max_continues"
 )
 
 // Reasons lists every terminal reason.
 func Reasons() []Reason {
 	return []Reason{ReasonCompleted, ReasonMaxSteps, ReasonCancelled, ReasonTimedOutTotal, ReasonTimedOutStep,
 		ReasonModelError, ReasonToolError, ReasonContextOverflow, ReasonInterrupted, ReasonStorageError, ReasonNoProgress, ReasonToolLimit,
-		ReasonLoopDetected, ReasonMaxOutputTokens, ReasonContentFilter, ReasonClientToolCalls, ReasonBudgetExceeded}
+		ReasonLoopDetected, ReasonMaxOutputTokens, ReasonContentFilter, ReasonClientToolCalls, ReasonBudgetExceeded, ReasonMaxContinues}
 }
 
 // IfBusy says what a new run does when its conversation has a run in flight.
@@ -93,10 +97,15 @@ const (
 	IfBusyReject    IfBusy = "reject"    // refuse the new run (409)
 	IfBusyEnqueue   IfBusy = "enqueue"   // start it when the busy one ends
 	IfBusyInterrupt IfBusy = "interrupt" // cancel the busy one, then start
+	// IfBusySteer: the input goes to the busy run as steering input
+	// (POST /runs/{id}/input); a new run starts only when none is busy.
+	IfBusySteer IfBusy = "steer"
 )
 
 // IfBusyPolicies lists the if_busy policies; the first is the default.
-func IfBusyPolicies() []IfBusy { return []IfBusy{IfBusyReject, IfBusyEnqueue, IfBusyInterrupt} }
+func IfBusyPolicies() []IfBusy {
+	return []IfBusy{IfBusyReject, IfBusyEnqueue, IfBusyInterrupt, IfBusySteer}
+}
 
 // OnQuota says what a new run does when its tenant has as many runs in
 // progress as its quota allows.
@@ -175,6 +184,12 @@ const (
 	// TransitionModelFallback: the step's model kept failing, and its call
 	// moved to the next model of the run's fallback chain.
 	TransitionModelFallback Transition = "model_fallback"
+	// TransitionInput: the step follows an answer, with input the run was
+	// sent while it worked (steering).
+	TransitionInput Transition = "input"
+	// TransitionSteered: the step's model call was cut by input sent with
+	// when: now, and is asked again with it.
+	TransitionSteered Transition = "steered"
 )
 
 // CallStatus is where a tool call is.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -199,7 +200,8 @@ func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatReque
 	spec.ConversationID = conv.ID
 	var key, fp string
 	if last.ID != "" {
-		// The same message sent again (a retry) is the same run.
+		// The same message sent again (a retry) is the same run, or the
+		// same input.
 		sum := sha256.Sum256([]byte(req.ID + "\x00" + last.ID))
 		key = "ai-sdk:" + hex.EncodeToString(sum[:])
 		if fp, err = chatFingerprint(tenant, fields, inputKey); err != nil {
@@ -211,13 +213,89 @@ func (s *server) chatStart(w http.ResponseWriter, r *http.Request, req chatReque
 		return errTooManyStreams(w)
 	}
 	defer done()
+	if spec.Params.IfBusy == agentd.IfBusySteer {
+		return s.chatSteer(w, r, newRun(ctx, spec, key, fp), in)
+	}
 	created, _, err := s.create(w, ctx, newRun(ctx, spec, key, fp))
 	if err != nil {
 		return err
 	}
 	s.known.add(tenant, created.ID)
 	w.Header().Set("Location", "/runs/"+created.ID)
-	return s.chatStream(w, r, created.ID, 0)
+	return s.chatStream(w, r, created.ID, aisdk.NewEncoder(created.ID))
+}
+
+// chatSteer sends the chat's new message, in, to the run in flight in its
+// conversation as input (if_busy: steer), and streams that run's answer to
+// it: the assistant message that begins where the run takes the message
+// (docs/clients.md). With no run in flight, it starts p, as chatStart does.
+// A message sent again is the run, or the input, it made the first time.
+func (s *server) chatSteer(w http.ResponseWriter, r *http.Request, p agentd.RunCreate, in agentd.InputMessage) error {
+	ctx := r.Context()
+	if p.IdempotencyKey != "" {
+		run, ok, err := s.store.RunByKey(ctx, p.TenantID, p.IdempotencyKey, p.RequestHash)
+		if err != nil {
+			return err
+		}
+		if ok {
+			w.Header().Set("Location", "/runs/"+run.ID)
+			return s.chatStream(w, r, run.ID, aisdk.NewEncoder(run.ID))
+		}
+		input, ok, err := s.store.InputByKey(ctx, p.TenantID, p.IdempotencyKey, p.RequestHash)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return s.chatSteered(w, r, input)
+		}
+	}
+	st := steering{msgs: []agentd.InputMessage{in}, text: len(in.Parts) == 0, when: agentd.InputNext,
+		key: p.IdempotencyKey, fp: p.RequestHash}
+	for try := 1; try <= maxSendTries; try++ {
+		last, err := s.store.RunOfConversation(ctx, p.TenantID, p.Spec.ConversationID)
+		if err != nil && !errors.Is(err, agentd.ErrRunNotFound) {
+			return err
+		}
+		if err == nil && agentd.Steerable(last.Status) {
+			if last.Status == agentd.StatusRequiresAction {
+				// The chat shows what the run waits for, and its answer
+				// must be the chat's last message.
+				return newError(http.StatusConflict, CodeConversationBusy, "Conversation busy",
+					"the chat's run waits for a decision: answer it before sending a message")
+			}
+			input, _, err := s.accept(ctx, last, st)
+			var ended *agentd.RunEndedError
+			if errors.As(err, &ended) {
+				continue
+			}
+			releaseBody(ctx)
+			if err != nil {
+				return err
+			}
+			return s.chatSteered(w, r, input)
+		}
+		run, _, err := s.create(w, ctx, p)
+		var busy *agentd.BusyError
+		if errors.As(err, &busy) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.known.add(p.TenantID, run.ID)
+		w.Header().Set("Location", "/runs/"+run.ID)
+		return s.chatStream(w, r, run.ID, aisdk.NewEncoder(run.ID))
+	}
+	return agentd.ErrConflict
+}
+
+// chatSteered streams the answer to a chat's message that went to run
+// in.RunID as input in: the message that begins where the run applies it.
+func (s *server) chatSteered(w http.ResponseWriter, r *http.Request, in agentd.RunInput) error {
+	s.known.add(TenantFromContext(r.Context()), in.RunID)
+	w.Header().Set("Location", "/runs/"+in.RunID)
+	w.Header().Set(HeaderInputID, in.ID)
+	return s.chatStream(w, r, in.RunID, aisdk.NewTurnEncoder(in.RunID, in.ID, 0))
 }
 
 // chatFingerprint identifies a chat's request to start a run, for its
@@ -290,15 +368,17 @@ func (s *server) chatApprove(w http.ResponseWriter, r *http.Request, chatID stri
 		}
 		defer done()
 		// From the decision's event on: the chat has what came before.
-		return s.chatStream(w, r, run.ID, run.LastEventSeq-1)
+		return s.chatStream(w, r, run.ID, aisdk.NewTurnEncoder(run.ID, "", run.LastEventSeq-1))
 	}
 	return fieldError("messages", "the last message answers no approval the run waits for (tool call %s)", action.ToolCallID)
 }
 
 // chatResume answers GET /ai-sdk/chat/{id}/stream, which useChat's resume
-// calls: the stream of the chat's run in progress from its first chunk (the
-// AI SDK takes a resumed stream as a replay of the whole answer), on any
-// instance; 204 when the chat has none.
+// calls: the stream of the answer of the chat's run in progress from its
+// first chunk (the AI SDK takes a resumed stream as a replay of the whole
+// answer), on any instance; 204 when the chat has none. The answer is the
+// run's last turn: the answer to the last message the run took from a
+// client, or to its input.
 func (s *server) chatResume(w http.ResponseWriter, r *http.Request) error {
 	run, err := s.chatRunInProgress(r)
 	if err != nil {
@@ -316,7 +396,27 @@ func (s *server) chatResume(w http.ResponseWriter, r *http.Request) error {
 		return errTooManyStreams(w)
 	}
 	defer done()
-	return s.chatStream(w, r, run.ID, 0)
+	turn, err := s.chatTurn(r.Context(), *run)
+	if err != nil {
+		return err
+	}
+	return s.chatStream(w, r, run.ID, aisdk.NewTurnEncoder(run.ID, turn, 0))
+}
+
+// chatTurn is the input whose answer is run's last turn: the last input
+// from a client the run applied; "" for the answer to the run's input.
+func (s *server) chatTurn(ctx context.Context, run agentd.Run) (string, error) {
+	ins, err := s.store.InputList(ctx, run.ID, false)
+	if err != nil {
+		return "", err
+	}
+	turn := ""
+	for _, in := range ins { // in the order the run accepted them, and so applied them
+		if in.Source == agentd.InputFromClient && in.Status == agentd.InputApplied {
+			turn = in.ID
+		}
+	}
+	return turn, nil
 }
 
 // chatStop answers DELETE /ai-sdk/chat/{id}/stream: it cancels the chat's
@@ -373,13 +473,13 @@ func (s *server) latestRun(r *http.Request, conversationID string) (*agentd.Run,
 	return &runs[0], nil
 }
 
-// chatStream writes run's UI message stream after event seq after, while
-// the request's credential holds. A client that leaves does not stop the
-// run: it may resume.
-func (s *server) chatStream(w http.ResponseWriter, r *http.Request, runID string, after int64) error {
+// chatStream writes run's UI message stream as enc makes it from the
+// run's events, while the request's credential holds. A client that leaves
+// does not stop the run: it may resume.
+func (s *server) chatStream(w http.ResponseWriter, r *http.Request, runID string, enc *aisdk.Encoder) error {
 	r, stop := s.whileAuthorized(r)
 	defer stop()
-	_, err := s.events.StreamRunAs(w, r, runID, after, aisdk.NewEncoder(runID))
+	_, err := s.events.StreamRunAs(w, r, runID, 0, enc)
 	return streamErr(w, err)
 }
 
@@ -430,5 +530,5 @@ func (s *server) chatOutputs(w http.ResponseWriter, r *http.Request, run *agentd
 		return errTooManyStreams(w)
 	}
 	defer done()
-	return s.chatStream(w, r, resolved.ID, resolved.LastEventSeq-int64(len(p.Outputs)))
+	return s.chatStream(w, r, resolved.ID, aisdk.NewTurnEncoder(resolved.ID, "", resolved.LastEventSeq-int64(len(p.Outputs))))
 }

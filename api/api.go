@@ -27,9 +27,25 @@ import (
 type Store interface {
 	// RunGet returns a tenant's run, or agentd.ErrRunNotFound.
 	RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error)
+	RunOfToolCall(ctx context.Context, tenantID, callID string) (agentd.Run, error)
 	// ChildrenOpen returns the child runs of a run (its sub-agents') that
 	// have not ended for good.
 	ChildrenOpen(ctx context.Context, parentID string) ([]agentd.Run, error)
+	// InputAccept commits an input to a run under way (see
+	// persist.Store.InputAccept).
+	InputAccept(ctx context.Context, p agentd.InputCreate) (agentd.RunInput, bool, error)
+	// InputList returns a run's inputs in order; with open, those pending
+	// or unapplied and not carried.
+	InputList(ctx context.Context, runID string, open bool) ([]agentd.RunInput, error)
+	// InputByKey and RunByKey return the input, or the run, a tenant's
+	// idempotency key made (agentd.ErrIdempotencyMismatch for another
+	// request).
+	InputByKey(ctx context.Context, tenantID, key, hash string) (agentd.RunInput, bool, error)
+	RunByKey(ctx context.Context, tenantID, key, hash string) (agentd.Run, bool, error)
+	// RunOfConversation returns the run a message to a conversation goes
+	// to: its first run in flight, else its latest; agentd.ErrRunNotFound
+	// when it has none.
+	RunOfConversation(ctx context.Context, tenantID, conversationID string) (agentd.Run, error)
 	// RunList returns a tenant's runs, newest first.
 	RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error)
 	// AuditEvents returns the next page of a run's audit events, after seq
@@ -155,6 +171,36 @@ type Store interface {
 	// BudgetSet sets a tenant's own monthly budget, or with nil removes
 	// it; actor is who sets it.
 	BudgetSet(ctx context.Context, tenant string, monthly *float64, actor string) error
+
+	// InstructionsGet returns a tenant's managed instructions (Text "":
+	// none); InstructionsPut sets them at their next version;
+	// InstructionsDelete removes them (nothing when there are none).
+	InstructionsGet(ctx context.Context, tenant string) (agentd.ManagedInstructions, error)
+	InstructionsPut(ctx context.Context, tenant, text, actor string) (agentd.ManagedInstructions, error)
+	InstructionsDelete(ctx context.Context, tenant, actor string) error
+
+	// DatasetCreate makes a dataset with its cases at version 1 (or the
+	// next of a deleted one's); agentd.ErrDatasetExists.
+	DatasetCreate(ctx context.Context, in agentd.DatasetDefine) (agentd.Dataset, error)
+	// DatasetCasesAdd adds cases in a dataset's next version;
+	// agentd.ErrDatasetNotFound, an *agentd.CaseExistsError, an
+	// *agentd.DatasetLimitError.
+	DatasetCasesAdd(ctx context.Context, p agentd.CasesAdd) (agentd.Dataset, error)
+	// DatasetCaseRemove removes a case in a dataset's next version;
+	// agentd.ErrDatasetNotFound, agentd.ErrCaseNotFound.
+	DatasetCaseRemove(ctx context.Context, tenantID, name, caseID, actor string) (agentd.Dataset, error)
+	// DatasetGet returns a version (0: the latest) of a dataset;
+	// agentd.ErrDatasetNotFound, or an *agentd.DatasetVersionError.
+	DatasetGet(ctx context.Context, tenantID, name string, version int) (agentd.Dataset, error)
+	// DatasetList returns a page of a tenant's datasets by name, after
+	// after.
+	DatasetList(ctx context.Context, tenantID, after string, limit int) ([]agentd.Dataset, error)
+	// DatasetCases returns a page of the cases of a version (0: the
+	// latest) of a dataset, after place after; DatasetGet's errors.
+	DatasetCases(ctx context.Context, tenantID, name string, version, after, limit int) ([]agentd.StoredCase, error)
+	// DatasetDelete deletes a dataset and its cases;
+	// agentd.ErrDatasetNotFound.
+	DatasetDelete(ctx context.Context, tenantID, name, actor string) error
 }
 
 // Runs is the engine's command door (run.Service implements it): every
@@ -201,6 +247,13 @@ type RunDefaults = runspec.Defaults
 type Config struct {
 	// Store reads runs and conversations, and keeps idempotent responses.
 	Store Store
+	// Hooks are the hooks at the loop's boundaries (the tools file's
+	// "hooks"): the API calls on_input for each user input. nil: none.
+	Hooks *tools.LoopHooks
+	// HostedTools maps a hosted tool type of OpenAI's Responses API
+	// (web_search...) to the tool of the server's that stands for it (the
+	// tools file's "hosted_tools"). nil: none.
+	HostedTools map[string]string
 	// Runs carries out the commands on runs.
 	Runs Runs
 	// Events serves GET /runs/{id}/events and POST /runs with "stream":
@@ -274,6 +327,12 @@ type Config struct {
 	// Webhooks configures webhooks out (POST /webhooks, POST /runs
 	// "webhook"); its zero value has none.
 	Webhooks Webhooks
+	// Memory keeps the tenants' memory (the /memory routes); nil: they
+	// answer 501 memory_unavailable.
+	Memory Memory
+	// Datasets bound the tenants' datasets; zero fields take the
+	// defaults.
+	Datasets DatasetLimits
 	// CORSOrigins are the web origins (scheme://host[:port], or "*") whose
 	// pages may call the API from a browser: CORS is answered for them, and
 	// their requests may change state. Empty: CORS off, and a request that
@@ -314,6 +373,8 @@ type server struct {
 	ready       func(ctx context.Context) error
 	toolSources func() any
 	compose     *compose.Composer // every run is composed here
+	hooks       *tools.LoopHooks  // nil: none
+	hosted      map[string]string // hosted tool types and the tools that stand for them
 	corsOrigins []string
 	bodyTimeout time.Duration
 	maxBody     int64
@@ -325,6 +386,8 @@ type server struct {
 	limits      *tenantLimits
 	tenantTools TenantTools // nil: no tools of tenants
 	webhooks    Webhooks    // Store nil: no webhooks
+	memory      Memory      // nil: no memory
+	datasets    DatasetLimits
 	// models is Config.Models.
 	models []agentd.ModelView
 	// monthlyBudget is Config.MonthlyBudget.
@@ -349,10 +412,14 @@ func newServer(cfg Config) *server {
 		tools:         cfg.Tools,
 		tenantTools:   cfg.TenantTools,
 		webhooks:      cfg.Webhooks,
+		memory:        cfg.Memory,
+		datasets:      cfg.Datasets.resolved(),
 		log:           cfg.Logger,
 		ready:         cfg.ReadyFunc,
 		toolSources:   cfg.ToolSources,
 		compose:       cfg.Composer,
+		hooks:         cfg.Hooks,
+		hosted:        cfg.HostedTools,
 		maxBody:       cfg.MaxBodyBytes,
 		corsOrigins:   cfg.CORSOrigins,
 		bodyTimeout:   cfg.BodyTimeout,
@@ -365,9 +432,16 @@ func newServer(cfg Config) *server {
 		s.auth = auth.None()
 	}
 	if s.compose == nil {
-		cc := compose.Config{Builder: runspec.New(cfg.Defaults, cfg.Tools), Agents: cfg.Store, Registry: cfg.Tools}
+		cc := compose.Config{Builder: runspec.New(cfg.Defaults, cfg.Tools), Agents: cfg.Store, Registry: cfg.Tools,
+			Instructions: cfg.Store}
 		if cfg.TenantTools != nil {
 			cc.Tools = cfg.TenantTools
+		}
+		if cfg.Memory != nil {
+			cc.Memory = cfg.Memory
+			if o, ok := cfg.Store.(compose.Overlays); ok {
+				cc.Overlays = o
+			}
 		}
 		s.compose = compose.New(cc)
 	}

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +108,25 @@ func setupWith(t *testing.T, store *persist.Store, s api.Store, opts ...func(*ap
 	return &bundle{t: t, store: store, srv: srv}
 }
 
+// startEngine starts an engine of cfg over store, with 2 workers, a 5s
+// lease and a 100ms poll unless cfg says, stopped when the test ends.
+func startEngine(t *testing.T, store *persist.Store, cfg run.Config) *run.Engine {
+	t.Helper()
+	cfg.Store = store
+	cfg.Workers = cmp.Or(cfg.Workers, 2)
+	cfg.LeaseTTL, cfg.PollInterval = cmp.Or(cfg.LeaseTTL, 5*time.Second), cmp.Or(cfg.PollInterval, 100*time.Millisecond)
+	e := run.New(cfg)
+	if err := e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.Stop(ctx)
+	})
+	return e
+}
+
 // response is an answer read in full.
 type response struct {
 	status int
@@ -167,6 +188,7 @@ type problemBody struct {
 	RequestID string `json:"request_id"`
 	Field     string `json:"field"`
 	Tool      string `json:"tool"`
+	Limit     string `json:"limit"`
 	BusyRunID string `json:"busy_run_id"`
 }
 

@@ -3,7 +3,6 @@ package api_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -57,16 +56,8 @@ func auditSetup(t *testing.T) (*bundle, *webhooktest.Sink) {
 		t.Fatal(err)
 	}
 	reg.SetHook(ps)
-	e := run.New(run.Config{Store: store, Tools: reg, Workers: 2, LeaseTTL: 5 * time.Second, PollInterval: 100 * time.Millisecond,
+	e := startEngine(t, store, run.Config{Tools: reg,
 		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake.URL + "/v1", APIKey: "test", HTTPClient: client})})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx)
-	})
 	b := setupWith(t, store, store, func(c *api.Config) { c.Runs, c.Tools = e.Service(), reg })
 	return b, sink
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/compose"
@@ -56,11 +57,11 @@ func (s *server) runFork(w http.ResponseWriter, r *http.Request) error {
 	if req.AtStep == nil || *req.AtStep < 1 || *req.AtStep > orig.StepCount {
 		return fieldError("at_step", "must be a step of the run, from 1 to %d", orig.StepCount)
 	}
-	input, copied, err := s.forkInput(ctx, orig, *req.AtStep, req.Input)
+	input, copied, base, err := s.forkInput(ctx, orig, *req.AtStep, req.Input)
 	if err != nil {
 		return err
 	}
-	spec, err := s.forkSpec(ctx, orig, req, input, copied)
+	spec, err := s.forkSpec(ctx, orig, req, input, copied, base)
 	if err != nil {
 		return err
 	}
@@ -84,11 +85,12 @@ func (s *server) runFork(w http.ResponseWriter, r *http.Request) error {
 // req.AgentVersion, that version of its agent's, filled with the run's
 // variables), its model unless req.Model names another, and its metadata
 // unless req.Metadata is given. Its input is input, whose first copied
-// messages the run's conversation held.
+// messages the run's conversation held; it reads memory as it was at base,
+// when the forked step committed.
 func (s *server) forkSpec(ctx context.Context, orig agentd.Run, req forkRequest, input []agentd.InputMessage,
-	copied int) (agentd.RunSpec, error) {
+	copied int, base time.Time) (agentd.RunSpec, error) {
 	rc, err := s.compose.Fork(ctx, callerOf(ctx), orig, compose.Fork{AgentVersion: req.AgentVersion, Model: req.Model,
-		Metadata: req.Metadata, Input: input, PartField: forkPartField(copied)})
+		Metadata: req.Metadata, Input: input, PartField: forkPartField(copied), Base: base})
 	return rc.Spec, err
 }
 
@@ -115,31 +117,19 @@ func forkPartField(copied int) func(i, j int) string {
 // a step that ended with an answer does not allow). copied is how many
 // of them the conversation held.
 func (s *server) forkInput(ctx context.Context, orig agentd.Run, atStep int, raw json.RawMessage) (
-	input []agentd.InputMessage, copied int, err error) {
-	steps, err := s.store.StepsList(ctx, orig.ID)
+	input []agentd.InputMessage, copied int, base time.Time, err error) {
+	rec, err := s.recorded(ctx, orig, atStep)
 	if err != nil {
-		return nil, 0, err
-	}
-	i := slices.IndexFunc(steps, func(st agentd.StepDetail) bool { return st.Seq == atStep })
-	if i < 0 || steps[i].Status != agentd.StepCompleted {
-		return nil, 0, fieldError("at_step", "step %d of the run is not completed: a fork starts after a completed step", atStep)
-	}
-	calls := map[string]bool{}
-	for _, c := range steps[i].Calls {
-		calls[c.CallID] = true
+		return nil, 0, base, err
 	}
 	var more []agentd.InputMessage
 	switch {
 	case !isNull(raw):
 		if more, _, err = compose.ParseInput(raw); err != nil {
-			return nil, 0, err
+			return nil, 0, rec.base, err
 		}
-	case len(calls) == 0:
-		return nil, 0, fieldError("input", "is required: step %d ended the run with its answer, so the fork needs a new message", atStep)
-	}
-	msgs, err := s.forkMessages(ctx, orig, atStep, calls)
-	if err != nil {
-		return nil, 0, err
+	case rec.answered:
+		return nil, 0, rec.base, fieldError("input", "is required: step %d ended the run with its answer, so the fork needs a new message", atStep)
 	}
 	room := s.compose.Defaults().MaxInputFilesBytes
 	for _, m := range more {
@@ -147,53 +137,121 @@ func (s *server) forkInput(ctx context.Context, orig agentd.Run, atStep int, raw
 			room -= int64(len(p.Data))
 		}
 	}
-	files, err := s.forkFiles(ctx, msgs, room)
+	files, err := s.forkFiles(ctx, rec.msgs, room)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, rec.base, err
 	}
-	for _, m := range msgs {
+	for _, m := range rec.msgs {
 		input = append(input, inputOf(m, files)...)
 	}
 	copied = len(input)
-	return append(input, more...), copied, nil
+	return append(input, more...), copied, rec.base, nil
+}
+
+// recording is what a run's conversation holds up to the end of one of
+// its steps, which a fork and a case captured from the run copy.
+type recording struct {
+	step int              // the step (0: before the run's first, after its input)
+	msgs []agentd.Message // the conversation's completed messages up to its end
+	// answered says that the step ended the run with its answer: what
+	// starts after it needs a new message.
+	answered bool
+	base     time.Time // when the step committed (step 0: when the run was created)
+}
+
+// recorded reads the run's conversation up to the end of step atStep,
+// which must be completed; step 0 is the conversation through the run's
+// input, and a negative atStep the run's last completed step (0 when it
+// has none).
+func (s *server) recorded(ctx context.Context, orig agentd.Run, atStep int) (recording, error) {
+	rec := recording{step: atStep, base: orig.CreatedAt}
+	calls := map[string]bool{}
+	if atStep != 0 {
+		steps, err := s.store.StepsList(ctx, orig.ID)
+		if err != nil {
+			return rec, err
+		}
+		if atStep < 0 {
+			rec.step = 0
+			for _, st := range steps {
+				if st.Status == agentd.StepCompleted {
+					rec.step = max(rec.step, st.Seq)
+				}
+			}
+		}
+		if rec.step > 0 {
+			i := slices.IndexFunc(steps, func(st agentd.StepDetail) bool { return st.Seq == rec.step })
+			if i < 0 || steps[i].Status != agentd.StepCompleted {
+				return rec, fieldError("at_step", "step %d of the run is not completed: what is copied ends with a completed step", rec.step)
+			}
+			if f := steps[i].FinishedAt; f != nil {
+				rec.base = *f
+			}
+			for _, c := range steps[i].Calls {
+				calls[c.CallID] = true
+			}
+			rec.answered = len(calls) == 0
+		}
+	}
+	msgs, err := s.forkMessages(ctx, orig, rec.step, calls)
+	rec.msgs = msgs
+	return rec, err
 }
 
 // forkMessages reads the run's conversation up to the end of step atStep:
 // every completed message before the run's, then the run's through the
 // results of that step's calls, or, for a step without calls (the run's
-// answer), through its atStep-th answer.
+// answer), through its atStep-th answer; for step 0, through the run's
+// input (the messages before its first answer).
 func (s *server) forkMessages(ctx context.Context, orig agentd.Run, atStep int, calls map[string]bool) ([]agentd.Message, error) {
 	var out []agentd.Message
 	waiting := maps.Clone(calls) // the step's calls whose results are still to come
 	answers := 0                 // the run's assistant messages so far
-	for after := 0; ; {
-		page, err := s.store.MessagesList(ctx, orig.ConversationID, after, forkPage)
+	done := atStep == 0          // step 0 ends at the run's first answer, or at the conversation's end
+	err := s.completedMessages(ctx, orig.ConversationID, 0, func(m agentd.Message) bool {
+		if atStep == 0 && m.RunID == orig.ID && m.Role == agentd.RoleAssistant {
+			return false
+		}
+		out = append(out, m)
+		if m.RunID != orig.ID || atStep == 0 {
+			return true
+		}
+		for _, p := range m.Content {
+			if p.Type == agentd.PartToolResult {
+				delete(waiting, p.ToolCallID)
+			}
+		}
+		if m.Role == agentd.RoleAssistant {
+			answers++
+		}
+		done = (len(calls) > 0 && len(waiting) == 0) || (len(calls) == 0 && m.Role == agentd.RoleAssistant && answers == atStep)
+		return !done
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !done:
+		return nil, fieldError("at_step", "the conversation does not hold the whole of step %d (its messages were deleted)", atStep)
+	}
+	return out, nil
+}
+
+// completedMessages calls f with each completed message of conversation
+// conv after seq after in order, page by page, until f returns false.
+func (s *server) completedMessages(ctx context.Context, conv string, after int, f func(agentd.Message) bool) error {
+	for {
+		page, err := s.store.MessagesList(ctx, conv, after, forkPage)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, m := range page {
 			after = m.Seq
-			if m.Status != agentd.MessageCompleted {
-				continue
-			}
-			out = append(out, m)
-			if m.RunID != orig.ID {
-				continue
-			}
-			for _, p := range m.Content {
-				if p.Type == agentd.PartToolResult {
-					delete(waiting, p.ToolCallID)
-				}
-			}
-			if m.Role == agentd.RoleAssistant {
-				answers++
-			}
-			if (len(calls) > 0 && len(waiting) == 0) || (len(calls) == 0 && m.Role == agentd.RoleAssistant && answers == atStep) {
-				return out, nil
+			if m.Status == agentd.MessageCompleted && !f(m) {
+				return nil
 			}
 		}
 		if len(page) < forkPage {
-			return nil, fieldError("at_step", "the conversation does not hold the whole of step %d (its messages were deleted)", atStep)
+			return nil
 		}
 	}
 }
@@ -272,8 +330,8 @@ func inputPartOf(p agentd.Part, files map[string][]byte) agentd.InputPart {
 		if p.Filename != "" {
 			what += " " + p.Filename
 		}
-		return agentd.InputPart{Type: agentd.PartText, Text: fmt.Sprintf("[%s (%s, %d bytes) of the conversation this run was "+
-			"forked from is left out: a fork copies the newest images and files within the server's cap]", what, p.MediaType, p.Size)}
+		return agentd.InputPart{Type: agentd.PartText, Text: fmt.Sprintf("[%s (%s, %d bytes) of the copied conversation "+
+			"is left out: a copy (a fork, a dataset's case) keeps the newest images and files within its cap]", what, p.MediaType, p.Size)}
 	}
 	return agentd.InputPart{Type: p.Type, Data: data, MediaType: p.MediaType, Filename: p.Filename, Detail: p.Detail}
 }

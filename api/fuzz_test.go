@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/agentd/agentd/internal/clean"
+	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/runspec"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,8 +33,11 @@ func FuzzCreateRunBody(f *testing.F) {
 	} {
 		f.Add([]byte(seed))
 	}
+	// Its composer reads no tenant's managed instructions: the store has
+	// no database.
 	s := newServer(Config{Store: &persist.Store{}, Runs: nopRuns{}, Defaults: RunDefaults{Model: "m"},
-		Registerer: prometheus.NewRegistry()})
+		Registerer: prometheus.NewRegistry(),
+		Composer:   compose.New(compose.Config{Builder: runspec.New(runspec.Defaults{Model: "m"}, nil), Agents: &persist.Store{}})})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req createRunRequest
 		if decodeStrict(body, &req, "") != nil || req.Agent != nil {

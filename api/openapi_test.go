@@ -102,7 +102,8 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		api.CodeUnsupportedMediaType, api.CodeNotFound, api.CodeRunNotFound, api.CodeConversationNotFound,
 		api.CodeUnknownTool, api.CodeConversationBusy, api.CodeIdempotencyKeyReused, api.CodeRunFinished,
 		api.CodeRunCompleted, api.CodeMethodNotAllowed, api.CodeStreamingUnavailable, api.CodeNotReady, api.CodeInternal,
-		api.CodeDatabaseUnavailable} {
+		api.CodeDatabaseUnavailable, api.CodeDatasetNotFound, api.CodeDatasetExists, api.CodeCaseNotFound, api.CodeCaseExists,
+		api.CodeDatasetLimit} {
 		if !specHas(t, "            - "+code) {
 			t.Errorf("openapi.yaml: code %s is not in the Problem schema's enum", code)
 		}
@@ -141,6 +142,15 @@ func TestVocabularyMatchesTheSpec(t *testing.T) {
 	same("run error kinds", strs(agentd.RunErrorKinds()), spectest.Enum(t, "RunFailedData", "properties", "error", "properties", "kind"))
 	same("on_quota", strs(agentd.OnQuotaPolicies()), spectest.Enum(t, "CreateRunRequest", "properties", "on_quota"))
 	same("effects", strs(agentd.Effects()), spectest.Enum(t, "Tool", "properties", "effect"))
+	same("memory sources", strs(agentd.MemorySources()), spectest.Enum(t, "MemoryItem", "properties", "source"))
+	same("memory extraction statuses", strs(agentd.MemoryExtractionStatuses()),
+		spectest.Enum(t, "MemoryExtraction", "properties", "status"))
+	same("memory and dataset limits", append(strs(agentd.MemoryLimitNames()), strs(agentd.DatasetLimitNames())...),
+		spectest.Enum(t, "Problem", "properties", "limit"))
+	same("check types", strs(agentd.CheckTypes()), spectest.Enum(t, "CaseCheck", "properties", "type"))
+	same("checked statuses", strs(agentd.CheckedStatuses()), spectest.Enum(t, "CaseCheck", "properties", "status"))
+	same("case kinds", strs(agentd.CaseKinds()), spectest.Enum(t, "DatasetCase", "properties", "kind"))
+	same("dataset changes", strs(agentd.DatasetChanges()), spectest.Enum(t, "Dataset", "properties", "change"))
 	var terminal, ends []string
 	for _, typ := range agentd.EventTypes() {
 		if typ.Terminal() {

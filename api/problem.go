@@ -35,6 +35,7 @@ const (
 	CodeIdempotencyKeyReused   = "idempotency_key_reused"   // 422: the key was used for another request
 	CodeRunFinished            = "run_finished"             // 409: cancel of a run that already ended
 	CodeRunCompleted           = "run_completed"            // 409: resume of a completed run
+	CodeRunEnded               = "run_ended"                // 409: input to a run that ended; its conversation's door takes it ("conversation_id")
 	CodeRunNotWaiting          = "run_not_waiting"          // 409: an action for a run that is not requires_action
 	CodeActionMismatch         = "action_mismatch"          // 409: the run waits for an action about another tool call
 	CodeMethodNotAllowed       = "method_not_allowed"       // 405
@@ -73,7 +74,12 @@ type problem struct {
 	RequestID string `json:"request_id,omitempty"`
 	Field     string `json:"field,omitempty"`
 	Tool      string `json:"tool,omitempty"`
+	// Limit names the limit a write would pass (memory_limit).
+	Limit     string `json:"limit,omitempty"`
 	BusyRunID string `json:"busy_run_id,omitempty"`
+	// ConversationID names the conversation whose door takes input for a
+	// run that ended (run_ended).
+	ConversationID string `json:"conversation_id,omitempty"`
 
 	retryAfter time.Duration // > 0: sent as Retry-After
 }
@@ -87,6 +93,7 @@ type apiError struct {
 	detail string
 	field  string
 	tool   string
+	limit  string
 	// retryAfter, when set, is sent as Retry-After: the client may retry
 	// the same request then.
 	retryAfter time.Duration
@@ -141,6 +148,7 @@ func problemFor(err error) (p problem, internal bool) {
 		field       *runspec.FieldError
 		unknownTool *runspec.UnknownToolError
 		busy        *agentd.BusyError
+		ended       *agentd.RunEndedError
 		decision    *agentd.DecisionError
 		pending     *agentd.PendingCallsError
 		tooLarge    *http.MaxBytesError
@@ -160,6 +168,15 @@ func problemFor(err error) (p problem, internal bool) {
 			"the conversation has a run in flight; retry when it ends, or send if_busy: enqueue or interrupt"))
 		p.BusyRunID = busy.RunID
 		return p, false
+	case errors.As(err, &ended):
+		p := newProblem(newError(http.StatusConflict, CodeRunEnded, "Run ended", fmt.Sprintf(
+			"the run has ended (%s): send the message to its conversation with POST /conversations/%s/messages, "+
+				"which starts the conversation's next run", ended.Status, ended.ConversationID)))
+		p.ConversationID = ended.ConversationID
+		return p, false
+	case errors.Is(err, agentd.ErrInputsChanged):
+		ae = newError(http.StatusConflict, CodeConversationBusy, "Conversation busy",
+			"the conversation's runs changed while the message was sent; send it again")
 	case errors.As(err, &pending):
 		ae = fieldError("input", "%s", pending.Error())
 	case errors.As(err, &decision):
@@ -215,6 +232,7 @@ func newProblem(e *apiError) problem {
 		Code:   e.code,
 		Field:  e.field,
 		Tool:   e.tool,
+		Limit:  e.limit,
 
 		retryAfter: e.retryAfter,
 	}

@@ -43,6 +43,9 @@ var RouteScopes = map[string]auth.Scope{
 	"POST /runs/{id}/resume":                        auth.RunsWrite,
 	"POST /runs/{id}/actions":                       auth.ActionsWrite,
 	"POST /runs/{id}/fork":                          auth.RunsWrite,
+	"POST /runs/{id}/input":                         auth.RunsWrite,
+	"GET /runs/{id}/inputs":                         auth.RunsRead,
+	"POST /conversations/{id}/messages":             auth.RunsWrite,
 	"GET /conversations":                            auth.RunsRead,
 	"POST /conversations":                           auth.RunsWrite,
 	"GET /conversations/{id}":                       auth.RunsRead,
@@ -64,6 +67,10 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /ai-sdk/chat/{id}/stream":                  auth.RunsRead,
 	"DELETE /ai-sdk/chat/{id}/stream":               auth.RunsWrite,
 	"POST /v1/responses":                            auth.RunsWrite,
+	"GET /v1/responses":                             auth.RunsWrite, // the WebSocket mode: it creates and steers responses
+	"POST /v1/responses/compact":                    auth.RunsWrite, // it runs the model, as a response does
+	"GET /v1/models":                                auth.RunsRead,  // as GET /models
+	"GET /v1/models/{id}":                           auth.RunsRead,
 	"GET /v1/responses/{id}":                        auth.RunsRead,
 	"POST /v1/responses/{id}/cancel":                auth.RunsWrite,
 	"DELETE /v1/responses/{id}":                     auth.RunsWrite,
@@ -106,6 +113,34 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /usage":                         auth.RunsRead,
 	"GET /admin/tenants/{tenant}/budget": auth.Admin,
 	"PUT /admin/tenants/{tenant}/budget": auth.Admin,
+	// The tenant's managed instructions, above every agent and run: an
+	// admin's, as a budget is; reading them too, since no run shows them.
+	"GET /instructions":    auth.Admin,
+	"PUT /instructions":    auth.Admin,
+	"DELETE /instructions": auth.Admin,
+	// Memory (docs/memory.md): scopes of its own, since what the agents
+	// remember of a tenant's users is not run history.
+	"PUT /memory/items":         auth.MemoryWrite,
+	"GET /memory/items":         auth.MemoryRead,
+	"DELETE /memory/items":      auth.MemoryWrite, // a purge: purge=true and confirm say so
+	"GET /memory/item":          auth.MemoryRead,
+	"DELETE /memory/item":       auth.MemoryWrite,
+	"GET /memory/item/versions": auth.MemoryRead,
+	"POST /memory/search":       auth.MemoryRead,
+	// What extraction wrote from which run: memory's, as the items are.
+	"GET /memory/extractions":      auth.MemoryRead,
+	"GET /memory/extractions/{id}": auth.MemoryRead,
+	// Datasets (docs/evals.md) are definitions, as agents are: read
+	// with runs:read, changed with agents:write; a case captured from a
+	// run (from_run) needs runs:read too, since it copies the run.
+	"POST /datasets":                          auth.AgentsWrite,
+	"GET /datasets":                           auth.RunsRead,
+	"GET /datasets/{name}":                    auth.RunsRead,
+	"DELETE /datasets/{name}":                 auth.AgentsWrite,
+	"GET /datasets/{name}/versions/{version}": auth.RunsRead,
+	"GET /datasets/{name}/cases":              auth.RunsRead,
+	"POST /datasets/{name}/cases":             auth.AgentsWrite,
+	"DELETE /datasets/{name}/cases/{case_id}": auth.AgentsWrite,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -126,6 +161,14 @@ var RouteParams = map[string][]string{
 	"GET /schedules":                   {"limit", "cursor"},
 	"GET /schedules/{id}/runs":         {"limit", "cursor"},
 	"GET /usage":                       {"from", "to", "group_by", "tenant"},
+	"GET /memory/items":                {"prefix", "limit", "cursor"},
+	"DELETE /memory/items":             {"prefix", "purge", "confirm"},
+	"GET /memory/item":                 {"namespace", "key", "as_of"},
+	"DELETE /memory/item":              {"namespace", "key", "if_version"},
+	"GET /memory/item/versions":        {"namespace", "key", "limit", "cursor"},
+	"GET /memory/extractions":          {"run_id", "limit", "cursor"},
+	"GET /datasets":                    {"limit", "cursor"},
+	"GET /datasets/{name}/cases":       {"version", "limit", "cursor"},
 	// OpenAI's SDKs send include[] (and the stream's options) on every
 	// retrieve; agentd includes nothing more, whatever they ask.
 	"GET /v1/responses/{id}":                     {"stream", "starting_after", "include", "include[]", "include_obfuscation"},
@@ -133,6 +176,9 @@ var RouteParams = map[string][]string{
 	"GET /v1/conversations/{id}/items":           {"after", "limit", "order", "include", "include[]"},
 	"GET /v1/conversations/{id}/items/{item_id}": {"include", "include[]"},
 	"POST /v1/conversations/{id}/items":          {"include", "include[]"},
+	// Codex asks for its models with its version; the list is the same
+	// for every client.
+	"GET /v1/models": {"client_version"},
 }
 
 // routes builds the router. Every route here is in openapi.yaml
@@ -170,6 +216,9 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.With(s.idempotent).Post("/runs/{id}/resume", s.handle(s.runResume))
 		changes.With(s.idempotent).Post("/runs/{id}/actions", s.handle(s.runAction))
 		changes.With(s.limitCreates).Post("/runs/{id}/fork", s.handle(s.runFork))
+		changes.With(s.limitCreates).Post("/runs/{id}/input", s.handle(s.runInput))
+		r.Get("/runs/{id}/inputs", s.handle(s.runInputs))
+		changes.With(s.limitCreates).Post("/conversations/{id}/messages", s.handle(s.conversationSend))
 		r.Get("/runs/{id}/events", s.handle(s.runEvents))
 		r.Get("/runs/{id}/artifacts/{artifact_id}", s.handle(s.artifactGet))
 		r.Get("/conversations", s.handle(s.conversationList))
@@ -190,19 +239,17 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		changes.Put("/mcp-servers/{name}", s.handle(s.rowReplace(mcpKind)))
 		changes.Delete("/mcp-servers/{name}", s.handle(s.rowDelete(mcpKind)))
 		s.webhookRoutes(r, changes)
-		changes.With(s.idempotent).Post("/agents", s.handle(s.agentCreate))
-		r.Get("/agents", s.handle(s.agentList))
-		r.Get("/agents/{name}", s.handle(s.agentGet))
-		changes.Put("/agents/{name}", s.handle(s.agentUpdate))
-		changes.Delete("/agents/{name}", s.handle(s.agentDelete))
-		r.Get("/agents/{name}/versions", s.handle(s.agentVersions))
-		r.Get("/agents/{name}/versions/{version}", s.handle(s.agentVersionGet))
+		s.agentRoutes(r, changes)
 		s.scheduleRoutes(r, changes)
 		s.usageRoutes(r, changes)
+		s.memoryRoutes(r, changes)
+		s.datasetRoutes(r, changes)
 		changes.Post("/ai-sdk/chat", s.handle(s.chatSend))
 		r.Get("/ai-sdk/chat/{id}/stream", s.handle(s.chatResume))
 		r.With(s.checkOrigin).Delete("/ai-sdk/chat/{id}/stream", s.handle(s.chatStop))
 		changes.With(s.limitCreates).Post("/v1/responses", s.handle(s.responseCreate))
+		r.With(s.checkOrigin).Get("/v1/responses", s.handle(s.responseSocket))
+		s.v1MoreRoutes(r, changes)
 		r.Get("/v1/responses/{id}", s.handle(s.responseGet))
 		changes.With(s.idempotent).Post("/v1/responses/{id}/cancel", s.handle(s.responseCancel))
 		r.With(s.checkOrigin).Delete("/v1/responses/{id}", s.handle(s.responseDelete))
@@ -225,6 +272,25 @@ func (s *server) v1ConversationRoutes(r, changes chi.Router) {
 	r.With(s.checkOrigin).Delete("/v1/conversations/{id}/items/{item_id}", s.handle(s.v1ConversationItemDelete))
 }
 
+// v1MoreRoutes routes the Responses API's standalone compaction and
+// OpenAI's Models API: r the reads, changes the writes.
+func (s *server) v1MoreRoutes(r, changes chi.Router) {
+	changes.With(s.limitCreates).Post("/v1/responses/compact", s.handle(s.responseCompact))
+	r.Get("/v1/models", s.handle(s.v1ModelList))
+	r.Get("/v1/models/{id}", s.handle(s.v1ModelGet))
+}
+
+// agentRoutes routes agents: r the reads, changes the writes.
+func (s *server) agentRoutes(r, changes chi.Router) {
+	changes.With(s.idempotent).Post("/agents", s.handle(s.agentCreate))
+	r.Get("/agents", s.handle(s.agentList))
+	r.Get("/agents/{name}", s.handle(s.agentGet))
+	changes.Put("/agents/{name}", s.handle(s.agentUpdate))
+	changes.Delete("/agents/{name}", s.handle(s.agentDelete))
+	r.Get("/agents/{name}/versions", s.handle(s.agentVersions))
+	r.Get("/agents/{name}/versions/{version}", s.handle(s.agentVersionGet))
+}
+
 // scheduleRoutes adds the schedules' routes: r reads, changes writes.
 func (s *server) scheduleRoutes(r, changes chi.Router) {
 	changes.With(s.idempotent).Post("/schedules", s.handle(s.scheduleCreate))
@@ -235,12 +301,15 @@ func (s *server) scheduleRoutes(r, changes chi.Router) {
 	r.Get("/schedules/{id}/runs", s.handle(s.scheduleRuns))
 }
 
-// usageRoutes routes the cost ledger's reports and the budgets: r the
-// reads, changes the writes.
+// usageRoutes routes the cost ledger's reports, the budgets and the
+// managed instructions: r the reads, changes the writes.
 func (s *server) usageRoutes(r, changes chi.Router) {
 	r.Get("/usage", s.handle(s.usageGet))
 	r.Get("/admin/tenants/{tenant}/budget", s.handle(s.budgetGet))
 	changes.Put("/admin/tenants/{tenant}/budget", s.handle(s.budgetPut))
+	r.Get("/instructions", s.handle(s.instructionsGet))
+	changes.Put("/instructions", s.handle(s.instructionsPut))
+	r.With(s.checkOrigin).Delete("/instructions", s.handle(s.instructionsDelete))
 }
 
 // webhookRoutes routes webhooks out: r the reads, changes the writes.

@@ -24,6 +24,7 @@ import (
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/api/spectest"
 	"github.com/agentd/agentd/internal/auth"
+	"github.com/agentd/agentd/internal/memory"
 	"github.com/agentd/agentd/internal/persist"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 	"github.com/agentd/agentd/internal/run"
@@ -101,6 +102,7 @@ type tenantFixture struct {
 	sched, doomed    string // schedules: a-sched, and a-doomed-sched for the delete
 	hook, doomedHook string // webhooks: one with a delivery, and one for the delete
 	delivery         string // of hook
+	extraction       string // a memory extraction job of the ended run
 	url              string // the database's
 }
 
@@ -144,7 +146,7 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 		}
 		f.keys[name] = token
 	}
-	all := []auth.Scope{auth.RunsRead, auth.RunsWrite, auth.ActionsWrite, auth.AgentsWrite}
+	all := []auth.Scope{auth.RunsRead, auth.RunsWrite, auth.ActionsWrite, auth.AgentsWrite, auth.MemoryRead, auth.MemoryWrite}
 	mk("a", tenantA, all...)
 	mk("b", tenantB, all...)
 	mk("a-read", tenantA, auth.RunsRead)
@@ -169,7 +171,9 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	f.h = api.New(api.Config{Store: store, Runs: run.New(run.Config{Store: store}).Service(), Events: hub,
 		Tools: reg, TenantTools: catalog, Webhooks: api.Webhooks{Store: store, Box: box}, Auth: auth.NewKeys(auth.KeysConfig{Store: store, CacheTTL: -1}),
 		Logger: slog.New(slog.NewJSONHandler(f.logs, nil)), Registerer: prometheus.NewRegistry(),
-		Defaults: api.RunDefaults{Model: "m"}})
+		Defaults: api.RunDefaults{Model: "m"}, Models: []agentd.ModelView{{ID: "m", Object: agentd.ObjectModel, Provider: "openai", Upstream: "m",
+			ContextWindow: 128000, MaxOutputTokens: 4096, Input: []string{"text"}, Default: true}},
+		Memory: memory.New(memory.Config{Store: store})})
 	f.srv = httptest.NewServer(f.h)
 	t.Cleanup(f.srv.Close)
 	t.Cleanup(func() {
@@ -215,10 +219,22 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 	}
 	f.delivery = insertDelivery(t, dbURL, f.hook, f.ended)
 	insertModelCall(t, dbURL, tenantA, f.ended, "a-secret-model", 0.5, "now()")
+	f.extraction = insertExtraction(t, dbURL, tenantA, f.ended)
 	f.sched = want[runBody](t, f.do("a", "POST", "/schedules", `{"name": "a-sched", "cron": "0 3 * * *", "paused": true,
 		"run": {"input": "A's own"}}`), http.StatusCreated).ID
 	f.doomed = want[runBody](t, f.do("a", "POST", "/schedules", `{"name": "a-doomed-sched", "cron": "@every 1h", "paused": true,
 		"run": {"input": "A's own"}}`), http.StatusCreated).ID
+	for _, name := range []string{"a-set", "a-doomed-set"} {
+		if r := f.do("a", "POST", "/datasets", `{"name": "`+name+`", "cases": [{"id": "a-case", "input": "A's secret case"},
+			{"id": "a-doomed-case", "input": "A's secret, soon removed"}]}`); r.status != http.StatusCreated {
+			t.Fatalf("A's dataset %s: %d %s", name, r.status, r.body)
+		}
+	}
+	for _, item := range []string{`{"namespace": ["users", "a1"], "key": "a-fact", "value": "A's secret memory of Lisbon"}`,
+		`{"namespace": ["users", "a1"], "key": "a-doomed-fact", "value": "A's secret, soon deleted"}`,
+		`{"namespace": ["purge-me", "a1"], "key": "a-purged", "value": "A's secret, soon purged"}`} {
+		want[map[string]any](t, f.do("a", "PUT", "/memory/items", item), http.StatusOK)
+	}
 	return f
 }
 
@@ -256,6 +272,25 @@ func insertModelCall(t *testing.T, url, tenant, run, model string, cost float64,
 			100, 40, 10, 20, 5, $4, `+at+`)`, tenant, run, model, cost); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// insertExtraction gives run a memory extraction job, done, and returns
+// its id.
+func insertExtraction(t *testing.T, url, tenant, run string) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	id := agentd.NewID()
+	if _, err := conn.Exec(ctx, `INSERT INTO memory_extractions (id, tenant_id, run_id, namespace, model, status, attempts,
+			items, finished_at) VALUES ($1, $2, $3, 'users/a-secret-user', 'small', 'done', 1, 2, now())`,
+		id, tenant, run); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // insertArtifact gives run a step with a call whose result is an
@@ -340,6 +375,9 @@ func (f *tenantFixture) cases() map[string]routeCase {
 		"POST /v1/responses": {method: "POST", path: "/v1/responses",
 			body:  `{"input": "more", "conversation": "conv_` + strings.ReplaceAll(f.conv, "-", "") + `"}`,
 			owner: http.StatusConflict, other: http.StatusNotFound, otherCode: "not_found"},
+		// The WebSocket mode: past the guard, a GET without the upgrade
+		// is 426 for anyone; the sockets' isolation is v1ws_test.go's.
+		"GET /v1/responses": {method: "GET", path: "/v1/responses", owner: http.StatusUpgradeRequired, other: http.StatusUpgradeRequired},
 		"GET /v1/responses/{id}": {method: "GET", path: resp(f.ended), owner: http.StatusOK, other: http.StatusNotFound,
 			otherCode: "not_found"},
 		"GET /v1/responses/{id}/input_items": {method: "GET", path: resp(f.ended) + "/input_items", owner: http.StatusOK,
@@ -348,6 +386,13 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			other: http.StatusNotFound, otherCode: "not_found"},
 		"DELETE /v1/responses/{id}": {method: "DELETE", path: resp(f.run), owner: http.StatusConflict,
 			other: http.StatusNotFound, otherCode: "not_found"},
+		// A's response is in progress: not compacted until it ended.
+		"POST /v1/responses/compact": {method: "POST", path: "/v1/responses/compact",
+			body:  `{"model": "m", "previous_response_id": "` + strings.TrimPrefix(resp(f.run), "/v1/responses/") + `"}`,
+			owner: http.StatusBadRequest, other: http.StatusNotFound, otherCode: "not_found"},
+		// The server's models are every tenant's.
+		"GET /v1/models":      {method: "GET", path: "/v1/models", owner: http.StatusOK, other: http.StatusOK},
+		"GET /v1/models/{id}": {method: "GET", path: "/v1/models/m", owner: http.StatusOK, other: http.StatusOK},
 		"POST /v1/conversations": {method: "POST", path: "/v1/conversations", body: `{"metadata": {"k": "v"}}`,
 			owner: http.StatusOK, other: http.StatusOK},
 		"GET /v1/conversations/{id}": {method: "GET", path: conv(f.conv), owner: http.StatusOK,
@@ -389,6 +434,13 @@ func (f *tenantFixture) cases() map[string]routeCase {
 		// A's cancelled run never took a step: nothing to fork from.
 		"POST /runs/{id}/fork": {method: "POST", path: "/runs/" + f.ended + "/fork", body: `{"at_step": 1}`,
 			owner: http.StatusUnprocessableEntity, other: http.StatusNotFound, otherCode: "run_not_found"},
+		// A's cancelled run takes no more input: its conversation's door does.
+		"POST /runs/{id}/input": {method: "POST", path: "/runs/" + f.ended + "/input", body: `{"input": "and then?"}`,
+			owner: http.StatusConflict, other: http.StatusNotFound, otherCode: "run_not_found"},
+		"GET /runs/{id}/inputs": {method: "GET", path: "/runs/" + f.ended + "/inputs", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "run_not_found"},
+		"POST /conversations/{id}/messages": {method: "POST", path: "/conversations/" + f.conv + "/messages", body: `{"input": "hello"}`,
+			owner: http.StatusAccepted, other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /conversations/{id}": {method: "GET", path: "/conversations/" + f.conv, owner: http.StatusOK,
 			other: http.StatusNotFound, otherCode: "conversation_not_found"},
 		"GET /conversations/{id}/messages": {method: "GET", path: "/conversations/" + f.conv + "/messages", owner: http.StatusOK,
@@ -485,6 +537,58 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			owner: http.StatusForbidden, again: http.StatusOK, other: http.StatusForbidden},
 		"PUT /admin/tenants/{tenant}/budget": {method: "PUT", path: "/admin/tenants/" + tenantA + "/budget", body: `{"monthly": 5}`,
 			owner: http.StatusForbidden, again: http.StatusOK, other: http.StatusForbidden},
+		// The managed instructions are the admin's alone too: an admin
+		// reads and sets those of the tenant it acts for.
+		"GET /instructions": {method: "GET", path: "/instructions", owner: http.StatusForbidden, again: http.StatusOK,
+			other: http.StatusForbidden},
+		"PUT /instructions": {method: "PUT", path: "/instructions", body: `{"text": "Be careful."}`,
+			owner: http.StatusForbidden, again: http.StatusOK, other: http.StatusForbidden},
+		"DELETE /instructions": {method: "DELETE", path: "/instructions", owner: http.StatusForbidden, again: http.StatusNoContent,
+			other: http.StatusForbidden},
+		// Memory: B never reads, lists, finds, deletes nor purges A's
+		// items; its writes and purges are its own.
+		"PUT /memory/items": {method: "PUT", path: "/memory/items", body: `{"namespace": ["users", "a1"], "key": "new", "value": "v"}`,
+			owner: http.StatusOK, other: http.StatusOK, otherSees: notIn("A's secret")},
+		"GET /memory/items": {method: "GET", path: "/memory/items?prefix=users", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn("A's secret", "a-fact")},
+		"GET /memory/item": {method: "GET", path: "/memory/item?namespace=users/a1&key=a-fact", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "memory_item_not_found"},
+		"GET /memory/item/versions": {method: "GET", path: "/memory/item/versions?namespace=users/a1&key=a-fact",
+			owner: http.StatusOK, other: http.StatusNotFound, otherCode: "memory_item_not_found"},
+		"DELETE /memory/item": {method: "DELETE", path: "/memory/item?namespace=users/a1&key=a-doomed-fact",
+			owner: http.StatusOK, again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "memory_item_not_found"},
+		"POST /memory/search": {method: "POST", path: "/memory/search", body: `{"query": "secret memory Lisbon"}`,
+			owner: http.StatusOK, other: http.StatusOK, otherSees: notIn("A's secret", "a-fact")},
+		// B's purge of the prefix purges nothing of A's.
+		"DELETE /memory/items": {method: "DELETE", path: "/memory/items?prefix=purge-me&purge=true&confirm=purge-me",
+			owner: http.StatusOK, other: http.StatusOK, otherSees: func(t *testing.T, body []byte) {
+				if !bytes.Contains(body, []byte(`"items":0,`)) {
+					t.Errorf("tenant B's purge removed items: %s", body)
+				}
+			}},
+		// Extractions: B lists none of A's, and gets none by id.
+		"GET /memory/extractions": {method: "GET", path: "/memory/extractions", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn(f.extraction, f.ended, "a-secret-user")},
+		"GET /memory/extractions/{id}": {method: "GET", path: "/memory/extractions/" + f.extraction, owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "memory_extraction_not_found"},
+		// Datasets are the tenant's own, as agents are: B makes its own
+		// a-new-set, and finds none of A's.
+		"POST /datasets": {method: "POST", path: "/datasets", body: `{"name": "a-new-set"}`, owner: http.StatusCreated,
+			again: http.StatusConflict, other: http.StatusCreated},
+		"GET /datasets": {method: "GET", path: "/datasets", owner: http.StatusOK, other: http.StatusOK,
+			otherSees: notIn("a-set", "a-doomed-set")},
+		"GET /datasets/{name}": {method: "GET", path: "/datasets/a-set", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "dataset_not_found"},
+		"GET /datasets/{name}/versions/{version}": {method: "GET", path: "/datasets/a-set/versions/1", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "dataset_not_found"},
+		"GET /datasets/{name}/cases": {method: "GET", path: "/datasets/a-set/cases", owner: http.StatusOK,
+			other: http.StatusNotFound, otherCode: "dataset_not_found"},
+		"POST /datasets/{name}/cases": {method: "POST", path: "/datasets/a-set/cases", body: `{"input": "more"}`,
+			owner: http.StatusCreated, other: http.StatusNotFound, otherCode: "dataset_not_found"},
+		"DELETE /datasets/{name}/cases/{case_id}": {method: "DELETE", path: "/datasets/a-set/cases/a-doomed-case",
+			owner: http.StatusOK, again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "dataset_not_found"},
+		"DELETE /datasets/{name}": {method: "DELETE", path: "/datasets/a-doomed-set", owner: http.StatusNoContent,
+			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "dataset_not_found"},
 		// A's first call deletes it: the admin's for A then finds nothing.
 		"DELETE /conversations/{id}": {method: "DELETE", path: "/conversations/" + f.spare, owner: http.StatusNoContent,
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "conversation_not_found"},

@@ -90,7 +90,18 @@ func (s *server) runCreate(w http.ResponseWriter, r *http.Request) error {
 // or the wait is over (202).
 func (s *server) createAndAnswer(w http.ResponseWriter, r *http.Request, p agentd.RunCreate, stream bool,
 	wait time.Duration, fromPrefer bool, webhookSecret string) error {
+	if p.Spec.Params.IfBusy == agentd.IfBusySteer {
+		if done, err := s.steerBusy(w, r, p); done || err != nil {
+			return err
+		}
+	}
 	run, created, err := s.create(w, r.Context(), p)
+	var busy *agentd.BusyError
+	if errors.As(err, &busy) && p.Spec.Params.IfBusy == agentd.IfBusySteer {
+		// The conversation's door takes it from here: it steers the run
+		// in flight, or starts the run again once none is.
+		return s.steerBusyNow(w, r, p)
+	}
 	if err != nil {
 		return err
 	}
@@ -173,6 +184,9 @@ func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.viewWithChildren(r.Context(), run)
 	if err == nil {
 		err = s.withCosts(r.Context(), &v)
+	}
+	if err == nil {
+		err = s.withInputs(r.Context(), run, &v)
 	}
 	if err != nil {
 		return err
@@ -306,6 +320,10 @@ func newRun(ctx context.Context, spec agentd.RunSpec, key, fp string) agentd.Run
 // tenant's runs in progress are at its quota and the run asked to be
 // refused then. It gives back the request's share of the body budget.
 func (s *server) create(w http.ResponseWriter, ctx context.Context, p agentd.RunCreate) (agentd.Run, bool, error) {
+	var err error
+	if p.Spec.Input, p.Hook, err = s.onInput(ctx, "", p.Spec.ConversationID, p.Spec.Input, p.IdempotencyKey); err != nil {
+		return agentd.Run{}, false, err
+	}
 	run, created, err := s.runs.Create(ctx, p)
 	releaseBody(ctx) // the request's body is decoded and stored: a stream or a wait that follows may last minutes
 	if errors.Is(err, agentd.ErrQuotaExceeded) {

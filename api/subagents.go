@@ -40,6 +40,9 @@ func (s *server) childActions(ctx context.Context, parentID string, agents []age
 	out := slices.Clone(agents)
 	for i, a := range out {
 		for _, ch := range children {
+			if ch.ID == a.RunID {
+				out[i].InputsPending = ch.InputsPending
+			}
 			if ch.ID != a.RunID || ch.Status != agentd.StatusRequiresAction {
 				continue
 			}

@@ -33,7 +33,6 @@ const v1Prefix = "/v1/"
 // (background), or its stream (stream: true).
 func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	tenant := TenantFromContext(ctx)
 	key := r.Header.Get(HeaderIdempotencyKey)
 	if key != "" && !validKey(key) {
 		return fieldError(HeaderIdempotencyKey, "must be 1 to %d printable ASCII characters", maxKeyLen)
@@ -42,16 +41,60 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	req, err := responses.Decode(body)
+	st, err := s.responseStart(ctx, w, body, key, false)
 	if err != nil {
 		return err
 	}
+	defer st.done()
+	run := st.run
+	if !st.created {
+		w.Header().Set(HeaderIdempotentReplayed, "true")
+	}
+	defer s.forgetUnstored(ctx, run)
+	if st.stream {
+		r, stop := s.whileAuthorized(r)
+		defer stop()
+		_, err := s.events.StreamRunAs(w, r, run.ID, 0, responses.NewEncoder(run, -1))
+		return streamErr(w, err)
+	}
+	if !st.req.InBackground() {
+		if run, err = s.awaitAnswer(ctx, run); err != nil {
+			return err
+		}
+	}
+	return s.writeResponse(w, r, run)
+}
+
+// startedResponse is a response that responseStart committed.
+type startedResponse struct {
+	run     agentd.Run
+	req     responses.Request
+	created bool   // false: the first response of a repeated idempotency key
+	stream  bool   // its events are to be streamed
+	done    func() // gives back the tenant's stream slot it holds (if it streams)
+}
+
+// responseStart commits the response that body (a create request) asks
+// for, with its idempotency key ("": none): what POST /v1/responses and a
+// WebSocket's response.create share. A socket's response always streams
+// and is never in the background. w receives the headers of an error
+// (Retry-After); on success the caller calls done once it streamed.
+func (s *server) responseStart(ctx context.Context, w http.ResponseWriter, body []byte, key string, socket bool) (startedResponse, error) {
+	tenant := TenantFromContext(ctx)
+	req, err := responses.Decode(body)
+	if err != nil {
+		return startedResponse{}, err
+	}
+	if socket && req.InBackground() {
+		return startedResponse{}, fieldError("background", "is not supported over a WebSocket, as OpenAI's is not: "+
+			"a response goes on when its socket drops, and a client resumes it with response.retrieve or GET /v1/responses/{id}")
+	}
 	if err := checkText(body); err != nil {
-		return err
+		return startedResponse{}, err
 	}
 	conv, err := s.responseConversation(ctx, tenant, req)
 	if err != nil {
-		return err
+		return startedResponse{}, err
 	}
 	req.Resolve = s.itemResolver(ctx, tenant)
 	if s.tools != nil {
@@ -60,53 +103,41 @@ func (s *server) responseCreate(w http.ResponseWriter, r *http.Request) error {
 			t, ok := s.tools.Get(name)
 			return ok && t.Spec().NeedsApproval
 		}
+		req.HostedTool = s.hostedTool
 	}
 	spec, err := s.responseSpec(ctx, req, conv)
 	if err != nil {
-		return err
+		return startedResponse{}, err
 	}
-	stream := req.Streaming()
-	done, err := s.streamSlot(w, tenant, stream)
-	if err != nil {
-		return err
+	st := startedResponse{req: req, stream: socket || req.Streaming()}
+	if st.done, err = s.streamSlot(w, tenant, st.stream); err != nil {
+		return startedResponse{}, err
 	}
-	defer done()
 	var fp string
 	if key != "" {
 		if fp, err = fingerprint(tenant, "POST /v1/responses", body); err != nil {
-			return err
+			st.done()
+			return startedResponse{}, err
 		}
 	}
-	run, created, err := s.create(w, ctx, newRun(ctx, spec, key, fp))
+	st.run, st.created, err = s.create(w, ctx, newRun(ctx, spec, key, fp))
 	if pe := (*agentd.PendingCallsError)(nil); errors.As(err, &pe) {
-		return responses.PendingError(pe)
+		err = responses.PendingError(pe)
 	}
 	if err != nil {
-		return err
+		st.done()
+		return startedResponse{}, err
 	}
-	s.known.add(tenant, run.ID)
-	if !created {
-		w.Header().Set(HeaderIdempotentReplayed, "true")
-	}
-	defer s.forgetUnstored(ctx, run)
-	if stream {
-		r, stop := s.whileAuthorized(r)
-		defer stop()
-		_, err := s.events.StreamRunAs(w, r, run.ID, 0, responses.NewEncoder(run, -1))
-		return streamErr(w, err)
-	}
-	if !req.InBackground() {
-		if run, err = s.awaitAnswer(ctx, run); err != nil {
-			return err
-		}
-	}
-	return s.writeResponse(w, r, run)
+	s.known.add(tenant, st.run.ID)
+	return st, nil
 }
 
 // responseConversation is the conversation a request continues: that of
-// previous_response_id (which must be the latest response of its
-// conversation: agentd's conversations do not branch) or of conversation;
-// "" for a new one.
+// previous_response_id when it is the latest response of its
+// conversation, of conversation, or of the approval requests its input
+// sends back (approvalConversation); "" for a new one, which for a
+// previous_response_id not the latest of its conversation is a fork of
+// that conversation up to the response's end (responseSpec).
 func (s *server) responseConversation(ctx context.Context, tenant string, req responses.Request) (string, error) {
 	prev, err := req.PreviousRunID()
 	if err != nil {
@@ -128,7 +159,7 @@ func (s *server) responseConversation(ctx context.Context, tenant string, req re
 		}
 		return conv, nil
 	case prev == "":
-		return "", nil
+		return s.approvalConversation(ctx, tenant, req)
 	}
 	run, err := s.storedRun(ctx, tenant, prev)
 	if err != nil {
@@ -142,8 +173,7 @@ func (s *server) responseConversation(ctx context.Context, tenant string, req re
 		return "", err
 	}
 	if len(latest) == 1 && latest[0].ID != run.ID {
-		return "", fieldError("previous_response_id", "%s is not the latest response of its conversation (%s is): "+
-			"agentd continues a conversation from its latest response only", *req.PreviousResponseID, responses.ResponseID(latest[0].ID))
+		return "", nil // a new conversation, forked from the response's (responseSpec)
 	}
 	return run.ConversationID, nil
 }
@@ -541,6 +571,12 @@ func (s *server) responseSpec(ctx context.Context, req responses.Request, conv s
 	if err != nil {
 		return agentd.RunSpec{}, err
 	}
+	var fork *agentd.ForkRef
+	if prev, _ := req.PreviousRunID(); prev != "" && conv == "" {
+		if sr, fork, err = s.responseFork(ctx, sr, prev); err != nil {
+			return agentd.RunSpec{}, err
+		}
+	}
 	var spec agentd.RunSpec
 	var agent compose.Agent
 	if sr, agent, err = promptAgent(req, sr); err == nil {
@@ -548,6 +584,14 @@ func (s *server) responseSpec(ctx context.Context, req responses.Request, conv s
 	}
 	if fe := (*runspec.FieldError)(nil); errors.As(err, &fe) {
 		return spec, fieldError(responses.Param(fe.Field), "%s", fe.Message)
+	}
+	if err == nil && fork != nil {
+		spec.Params.ForkedFrom = fork
+	}
+	if err == nil && len(spec.Params.Echo) > 0 {
+		for _, w := range responses.EchoOf(agentd.Run{Params: spec.Params}).Warnings {
+			s.log.Info("a response goes on without a tool of its request", "param", w.Param, "warning", w.Message)
+		}
 	}
 	return spec, err
 }

@@ -1,13 +1,11 @@
 package api_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/agentd/agentd/api"
 	"github.com/agentd/agentd/internal/llm"
@@ -18,7 +16,7 @@ import (
 
 // itemsSetup starts the API over a running engine whose model is the fake,
 // which the test reads back to see what the model was sent.
-func itemsSetup(t *testing.T) (*bundle, *fakellm.Server) {
+func itemsSetup(t *testing.T, opts ...func(*api.Config)) (*bundle, *fakellm.Server) {
 	t.Helper()
 	store, _ := persisttest.New(t)
 	checkEventsAtEnd(t, store)
@@ -28,17 +26,9 @@ func itemsSetup(t *testing.T) (*bundle, *fakellm.Server) {
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	reg := registry(t)
-	e := run.New(run.Config{Store: store, Tools: reg, Workers: 2, LeaseTTL: 5 * time.Second, PollInterval: 100 * time.Millisecond,
+	e := startEngine(t, store, run.Config{Tools: reg,
 		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fs.URL + "/v1", APIKey: "test", HTTPClient: &http.Client{Transport: tr}})})
-	if err := e.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.Stop(ctx)
-	})
-	return setupWith(t, store, store, func(c *api.Config) { c.Runs, c.Tools = e.Service(), reg }), fake
+	return setupWith(t, store, store, append([]func(*api.Config){func(c *api.Config) { c.Runs, c.Tools = e.Service(), reg }}, opts...)...), fake
 }
 
 // v1Item is a conversation item as the tests read it.

@@ -40,6 +40,9 @@ type AgentDefinition struct {
 	// ({"temperature": 0.2, "tool_choice": "auto", ...}).
 	Sampling json.RawMessage `json:"sampling,omitempty"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
+	// Memory is the runs' memory, as POST /runs takes it
+	// ({"pinned": [["users", "{{user}}"]], ...}).
+	Memory json.RawMessage `json:"memory,omitempty"`
 }
 
 func (d AgentDefinition) body() any {

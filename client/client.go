@@ -88,6 +88,10 @@ type Error struct {
 	Tool       string `json:"tool,omitempty"`        // unknown_tool
 	BusyRunID  string `json:"busy_run_id,omitempty"` // conversation_busy
 	RetryAfter time.Duration
+
+	// ConversationID names the conversation of a run that ended
+	// (run_ended): its SendMessage takes the message instead.
+	ConversationID string `json:"conversation_id,omitempty"`
 }
 
 func (e *Error) Error() string {
@@ -239,19 +243,28 @@ func readError(resp *http.Response) *Error {
 
 func esc(s string) string { return url.PathEscape(s) }
 
+// createRunBody is the body of POST /runs for r.
+type createRunBody struct {
+	createRunFields
+	Input      any                `json:"input"`
+	Tools      any                `json:"tools,omitempty"`       // in place of createRunFields'
+	LoopLimits *loopLimitsRequest `json:"loop_limits,omitempty"` // in place of createRunFields'
+}
+
+// createRunFields is CreateRun without its method set, for its own fields.
+type createRunFields CreateRun
+
+func bodyOf(r CreateRun) createRunBody {
+	b := createRunBody{createRunFields: createRunFields(r), Input: r.Input, Tools: toolsOf(r.Tools, r.SubAgents), LoopLimits: loopLimitsOf(r.LoopLimits)}
+	if r.InputMessages != nil {
+		b.Input = r.InputMessages
+	}
+	return b
+}
+
 // CreateRun starts a run (POST /runs).
 func (c *Client) CreateRun(ctx context.Context, r CreateRun) (*Run, error) {
-	type body CreateRun // without the method set, for its own fields
-	payload := struct {
-		body
-		Input      any                `json:"input"`
-		Tools      any                `json:"tools,omitempty"`       // in place of body's
-		LoopLimits *loopLimitsRequest `json:"loop_limits,omitempty"` // in place of body's
-	}{body: body(r), Input: r.Input, Tools: toolsOf(r.Tools, r.SubAgents), LoopLimits: loopLimitsOf(r.LoopLimits)}
-	if r.InputMessages != nil {
-		payload.Input = r.InputMessages
-	}
-	req := request{method: http.MethodPost, path: "/runs", body: payload, key: r.IdempotencyKey, query: waitQuery(r.Wait)}
+	req := request{method: http.MethodPost, path: "/runs", body: bodyOf(r), key: r.IdempotencyKey, query: waitQuery(r.Wait)}
 	resp, err := c.send(ctx, req)
 	if err != nil {
 		return nil, err

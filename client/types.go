@@ -94,11 +94,15 @@ type CreateRun struct {
 	MaxSteps     int                 `json:"max_steps,omitempty"`
 	Timeouts     *Timeouts           `json:"timeouts,omitempty"`
 	OnDisconnect agentd.OnDisconnect `json:"on_disconnect,omitempty"`
-	IfBusy       agentd.IfBusy       `json:"if_busy,omitempty"`
-	OnQuota      agentd.OnQuota      `json:"on_quota,omitempty"`
-	CompactAt    float64             `json:"compact_at,omitempty"`
-	LoopLimits   *LoopLimits         `json:"loop_limits,omitempty"`
-	Metadata     json.RawMessage     `json:"metadata,omitempty"`
+	// IfBusy is what to do when the conversation has a run in flight:
+	// with agentd.IfBusySteer the input goes to that run, as SteerRun
+	// sends it, and the answer is that run (a new run starts only when
+	// none is in flight).
+	IfBusy     agentd.IfBusy   `json:"if_busy,omitempty"`
+	OnQuota    agentd.OnQuota  `json:"on_quota,omitempty"`
+	CompactAt  float64         `json:"compact_at,omitempty"`
+	LoopLimits *LoopLimits     `json:"loop_limits,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
 	// Agent starts the run from this agent of the tenant (its version
 	// AgentVersion; 0: the latest): the fields given here override its
 	// definition's.
@@ -106,6 +110,12 @@ type CreateRun struct {
 	AgentVersion int    `json:"agent_version,omitempty"`
 	// Variables fill the {{name}} placeholders of the instructions.
 	Variables map[string]string `json:"variables,omitempty"`
+	// User is the run's end user: the {{user}} of its memory's
+	// namespaces.
+	User string `json:"user,omitempty"`
+	// Memory is the run's memory as POST /runs takes it: false for none,
+	// or {"pinned", "search", "write", "extract"}; nothing: the agent's.
+	Memory json.RawMessage `json:"memory,omitempty"`
 	// Webhook, when set, is where the run's stops are delivered, beside
 	// the tenant's subscriptions.
 	Webhook *RunWebhook `json:"webhook,omitempty"`

@@ -27,6 +27,8 @@ func runJSON(extra string, drop ...string) string {
 		{"cancelled_by", `null`}, {"resumed_by", `null`}, {"cancel_requested_at", `null`}, {"output_text", `null`}, {"output", `null`},
 		{"agent", `null`}, {"forked_from", `null`}, {"parent_run_id", `null`}, {"parent_tool_call_id", `null`}, {"sub_agents", `[]`},
 		{"schedule_id", `null`}, {"scheduled_for", `null`}, {"webhook", `null`},
+		{"inputs_pending", `0`}, {"inputs_unapplied", `0`}, {"inputs", `null`},
+		{"user", `null`}, {"memory", `null`}, {"managed_instructions", `null`}, {"pinned_memory", `null`},
 	}
 	var parts []string
 	for _, f := range fields {

@@ -2,10 +2,18 @@
 // conversation's messages. It uses the public API only, with the key typed
 // once (kept in this tab's session storage), and follows a run's events
 // with Last-Event-ID across dropped connections, as any SSE client does.
+// A run's page sends messages too: input to the run while it works, or,
+// once it has ended, to its conversation, which starts the next run.
+// The tenant's memory has pages of its own (memory.js).
+
+import { api, el, headers, newKey, short, status, when } from "./lib.js";
+import { memoryItemPage, memoryPage } from "./memory.js";
 
 const main = document.getElementById("main");
 const keyInput = document.getElementById("key");
 const TERMINAL = new Set(["run.completed", "run.failed", "run.cancelled", "run.timed_out", "run.interrupted"]);
+// STEERABLE are the statuses of a run that takes input (agentd.Steerable).
+const STEERABLE = new Set(["queued", "running", "requires_action"]);
 
 keyInput.value = sessionStorage.getItem("agentd-key") || "";
 document.getElementById("keyform").addEventListener("submit", (e) => {
@@ -14,46 +22,19 @@ document.getElementById("keyform").addEventListener("submit", (e) => {
   route();
 });
 
-function headers(extra = {}) {
-  const h = { ...extra };
-  const key = sessionStorage.getItem("agentd-key");
-  if (key) h.Authorization = "Bearer " + key;
-  return h;
+// inputText is an input's messages as text: each message's text parts,
+// its images and files named. messages are the parts of each message (an
+// input.accepted event's) or messages with content (an input's view).
+function inputText(messages) {
+  const part = (p) => p.type === "text" ? p.text
+    : p.type === "image" ? `[image${p.filename ? " " + p.filename : p.url ? " " + p.url : ""}]`
+    : p.type === "file" ? `[file ${p.filename || p.media_type || ""}]` : `[${p.type}]`;
+  return (messages || []).map((m) => (Array.isArray(m) ? m : m.content || []).map(part).join("\n")).join("\n\n");
 }
 
-async function api(path, options = {}) {
-  const res = await fetch(path, { ...options, headers: headers(options.headers) });
-  if (res.status === 204) return null;
-  const body = await res.json().catch(() => null);
-  if (!res.ok) {
-    const msg = body && body.detail ? `${body.code}: ${body.detail}` : `HTTP ${res.status}`;
-    throw new Error(msg);
-  }
-  return body;
-}
-
-// el builds an element: el("td", {class: "x"}, "text", child, ...).
-function el(tag, attrs = {}, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === undefined || v === null) continue;
-    if (k === "class") e.className = v;
-    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-    else e.setAttribute(k, v);
-  }
-  for (const c of children) {
-    if (c === null || c === undefined) continue;
-    e.append(c instanceof Node ? c : String(c));
-  }
-  return e;
-}
-
-const status = (s) => el("span", { class: "status " + s }, s);
-const when = (t) => (t ? new Date(t).toLocaleString() : "");
-const short = (v, n = 160) => {
-  const s = typeof v === "string" ? v : JSON.stringify(v);
-  return s && s.length > n ? s.slice(0, n) + "…" : s;
-};
+// arrival is what the next run page says first: why the viewer went
+// there (a message sent to a conversation from the page of its last run).
+let arrival = "";
 
 // Each page sets stop to end what it started (polls, streams).
 let stop = () => {};
@@ -63,9 +44,11 @@ function route() {
   stop = () => {};
   const hash = location.hash.replace(/^#/, "") || "/";
   let m;
-  if ((m = hash.match(/^\/runs\/([0-9a-f-]+)$/))) return runPage(m[1]);
+  if ((m = hash.match(/^\/runs\/([0-9a-f-]+)(?:\?(.*))?$/))) return runPage(m[1], new URLSearchParams(m[2] || ""));
   if ((m = hash.match(/^\/conversations\/([0-9a-f-]+)$/))) return conversationPage(m[1]);
   if ((m = hash.match(/^\/compare\/([0-9a-f-]+)\/([0-9a-f-]+)$/))) return comparePage(m[1], m[2]);
+  if ((m = hash.match(/^\/memory\/item\?(.*)$/))) return memoryItemPage(main, new URLSearchParams(m[1]));
+  if ((m = hash.match(/^\/memory(?:\?(.*))?$/))) return memoryPage(main, new URLSearchParams(m[1] || ""));
   return runsPage(new URLSearchParams(hash.split("?")[1] || ""));
 }
 window.addEventListener("hashchange", route);
@@ -127,21 +110,33 @@ function runsPage(q) {
 
 // ---- One run ----
 
-function runPage(id) {
+// runPage shows run id; q's step (and call, a tool call of it) is marked
+// on its timeline (#/runs/{id}?step=2&call={tool_call_id}).
+function runPage(id, q) {
   const summary = el("div", { class: "card summary", id: "summary" });
   const actions = el("div", { id: "actions" });
   const timeline = el("div", { id: "timeline" });
   const log = el("div", { class: "card events", id: "events" });
   const err = el("p", { class: "error", id: "error" });
   const audit = el("button", { id: "audit", onclick: () => downloadAudit(id).catch((e) => { err.textContent = e.message; }) }, "Export audit (NDJSON)");
-  main.replaceChildren(el("h1", {}, "Run ", el("code", {}, id)), summary, el("div", { class: "filters" }, audit), actions, err,
+  const came = arrival ? [el("p", { class: "note", id: "arrival" }, arrival)] : [];
+  arrival = "";
+  let refresh = null;
+  const sender = new Sender(id, () => refresh());
+  main.replaceChildren(el("h1", {}, "Run ", el("code", {}, id)), ...came, summary, el("div", { class: "filters" }, audit), actions, sender.form, err,
     el("h2", {}, "Timeline"), timeline, el("h2", {}, "Events"), log);
 
-  const refresh = async () => {
+  const view = new Timeline(timeline, log, { step: Number(q.get("step")) || 0, call: q.get("call") || "" });
+  refresh = async () => {
     try {
       const r = await api("/runs/" + id);
       showSummary(summary, r);
       showActions(actions, r, refresh);
+      sender.update(r);
+      // An input the run ended without may have gone into a later run
+      // since: all its inputs say where (GET /runs/{id} lists only those
+      // not carried yet).
+      if (!STEERABLE.has(r.status) && view.uncarried()) view.carried((await api(`/runs/${id}/inputs`)).data);
       return r;
     } catch (e) {
       err.textContent = e.message;
@@ -149,7 +144,6 @@ function runPage(id) {
   };
   refresh();
 
-  const view = new Timeline(timeline, log);
   const ac = new AbortController();
   // The receipts of the calls come from the steps view, read once things
   // settle (a replay of many steps reads it once).
@@ -167,7 +161,7 @@ function runPage(id) {
   stop = () => { ac.abort(); clearTimeout(receiptTimer); };
   follow(id, ac.signal, (ev) => {
     view.add(ev);
-    if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed" || ev.type === "run.started") refresh();
+    if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed" || ev.type === "run.started" || ev.type.startsWith("input.")) refresh();
     if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed") receipts();
   }, (msg) => { err.textContent = msg; }).then(() => { refresh(); receipts(); });
 }
@@ -207,7 +201,15 @@ function showSummary(box, r) {
     item("Created", when(r.created_at)),
     item("Finished", when(r.finished_at) || "—"),
     item("Conversation", el("a", { href: "#/conversations/" + r.conversation_id }, r.conversation_id.slice(0, 8) + "…")),
+    r.inputs_pending || r.inputs_unapplied ? item("Inputs", el("span", { id: "inputs" },
+      [r.inputs_pending ? `${r.inputs_pending} pending` : "", r.inputs_unapplied ? `${r.inputs_unapplied} unapplied` : ""].filter(Boolean).join(", "))) : null,
     r.agent ? item("Agent", el("div", { id: "agent" }, `${r.agent.name} v${r.agent.version}`)) : null,
+    r.user ? item("User", el("span", { id: "user" }, r.user)) : null,
+    (r.pinned_memory || []).length ? item("Pinned memory", el("div", { id: "pinned-memory" },
+      ...r.pinned_memory.map((p) => el("div", {}, el("a", {
+        href: `#/memory/item?namespace=${encodeURIComponent(p.namespace.join("/"))}&key=${encodeURIComponent(p.key)}`,
+        "data-key": p.key,
+      }, `${p.namespace.join("/")} ${p.key}`), ` v${p.version}`)))) : null,
     r.forked_from ? item("Forked from", el("div", { id: "forked-from" },
       el("a", { href: "#/runs/" + r.forked_from.run_id }, r.forked_from.run_id.slice(0, 8) + "…"),
       ` after step ${r.forked_from.step} · `,
@@ -222,7 +224,7 @@ function showActions(box, r, refresh) {
   const a = r.required_action;
   const send = async (body) => {
     try {
-      await api(`/runs/${r.id}/actions`, { method: "POST", headers: { "Content-Type": "application/json", "Idempotency-Key": crypto.randomUUID() }, body: JSON.stringify(body) });
+      await api(`/runs/${r.id}/actions`, { method: "POST", headers: { "Content-Type": "application/json", "Idempotency-Key": newKey() }, body: JSON.stringify(body) });
       box.replaceChildren(el("p", { class: "note" }, "Sent; the run goes on."));
       refresh();
     } catch (e) {
@@ -253,6 +255,95 @@ function showActions(box, r, refresh) {
       } }, "Send outputs"));
   }
   box.append(card);
+}
+
+// Sender is a run page's box for a message. While the run is under way
+// (queued, running, requires_action) the message is input to it (POST
+// /runs/{id}/input), applied at its next step boundary, or with "now" by
+// cutting the model call under way; once the run has ended it goes to the
+// run's conversation (POST /conversations/{id}/messages), which starts
+// the conversation's next run (or steers the one in flight), and the
+// viewer goes to that run. A send that got no answer is sent again with
+// the same Idempotency-Key, so that it is never taken twice.
+class Sender {
+  constructor(runId, refresh) {
+    this.runId = runId;
+    this.refresh = refresh;
+    this.run = null;
+    this.busy = false;
+    this.retry = null; // {path, body, key} of a send whose fate is unknown
+    this.text = el("textarea", { id: "send-text", rows: 2, "aria-label": "message", placeholder: "A message to the run" });
+    this.now = el("input", { type: "checkbox", id: "send-now" });
+    this.button = el("button", { type: "submit", id: "send-button", disabled: "" }, "Send");
+    this.target = el("span", { class: "muted", id: "send-target" }, "Loading the run…");
+    this.result = el("p", { class: "note", id: "send-result" });
+    this.err = el("p", { class: "error", id: "send-error", role: "alert" });
+    this.form = el("form", { class: "card send", id: "send", autocomplete: "off", onsubmit: (e) => { e.preventDefault(); this.send(); } },
+      this.text,
+      el("div", { class: "send-row" }, this.button,
+        el("label", { title: "cut the model call under way, and ask it again with this message" }, this.now, " now"),
+        this.target),
+      this.err, this.result);
+    // Enter sends; Shift+Enter starts a new line.
+    this.text.addEventListener("keydown", (e) => {
+      if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+        e.preventDefault();
+        this.form.requestSubmit();
+      }
+    });
+  }
+
+  // update shows where a message goes, as run r stands.
+  update(r) {
+    this.run = r;
+    const live = STEERABLE.has(r.status);
+    const mode = live ? "run" : "conversation";
+    if (this.form.dataset.mode && this.form.dataset.mode !== mode) this.result.textContent = ""; // it was about the run
+    this.form.dataset.mode = mode;
+    this.target.textContent = live
+      ? (r.status === "requires_action" ? "to this run: applied once its decision is made" : "to this run: applied at its next step boundary")
+      : `the run has ended (${r.status}): to its conversation, which starts its next run`;
+    this.text.placeholder = live ? "A message to the run" : "A message to the conversation";
+    if (!this.busy) this.button.disabled = false;
+  }
+
+  async send() {
+    if (!this.run || this.busy) return;
+    const r = this.run;
+    const live = STEERABLE.has(r.status);
+    const path = live ? `/runs/${r.id}/input` : `/conversations/${r.conversation_id}/messages`;
+    const body = JSON.stringify({ input: this.text.value, when: this.now.checked ? "now" : "next" });
+    const key = this.retry && this.retry.path === path && this.retry.body === body ? this.retry.key : newKey();
+    this.retry = null;
+    this.busy = true;
+    this.button.disabled = true;
+    this.err.textContent = "";
+    this.result.textContent = "";
+    try {
+      const out = await api(path, { method: "POST", headers: { "Content-Type": "application/json", "Idempotency-Key": key }, body });
+      this.text.value = "";
+      this.now.checked = false;
+      if (live) {
+        this.result.textContent = `Sent as input #${out.n}; the timeline shows when the run applies it.`;
+      } else if (out.run.id !== this.runId) {
+        const how = out.action === "started" ? "started this run" : `went to this run, in flight, as input #${out.input ? out.input.n : "?"}`;
+        arrival = `The message sent to conversation ${r.conversation_id.slice(0, 8)}… from run ${this.runId.slice(0, 8)}… ${how}.`;
+        location.hash = "#/runs/" + out.run.id;
+        return;
+      } else {
+        this.result.textContent = out.input ? `Sent as input #${out.input.n}; the timeline shows when the run applies it.` : "Sent.";
+      }
+    } catch (e) {
+      const p = e.problem;
+      if (!p || p.status >= 500) this.retry = { path, body, key }; // its fate is unknown: the same key again
+      this.err.replaceChildren(e.message, p && p.code === "run_ended"
+        ? " The message was not sent; Send sends it to the conversation, which starts its next run." : "");
+    } finally {
+      this.busy = false;
+      this.button.disabled = false;
+    }
+    this.refresh();
+  }
 }
 
 // follow reads a run's events from the first, reconnecting with
@@ -315,20 +406,25 @@ async function follow(id, signal, onEvent, onError) {
   }
 }
 
-// Timeline renders a run's events as steps, text, tool calls and attempts.
+// Timeline renders a run's events as steps, text, tool calls and attempts;
+// focus (a step, and a tool call's id) is marked and scrolled to when it
+// comes.
 class Timeline {
-  constructor(box, log) {
+  constructor(box, log, focus = {}) {
     this.box = box;
     this.log = log;
+    this.focus = focus;
     this.step = null;
     this.text = null;
     this.calls = new Map();
+    this.inputs = new Map();
   }
 
   stepBox(n) {
     if (!this.step || this.step.n !== n) {
       const body = el("div", { class: "step", "data-step": n }, el("h3", {}, `Step ${n}`));
       this.box.append(body);
+      if (n === this.focus.step) this.mark(body);
       this.step = { n, body };
       this.text = null;
     }
@@ -355,12 +451,17 @@ class Timeline {
       case "run.created": this.note(0, `Created (model ${d.model}).`); break;
       case "run.started": this.note(0, `Started by ${d.worker} (epoch ${d.epoch}).`); break;
       case "run.resumed": this.note(0, d.reason === "recovered" ? `Taken over by ${d.worker} (epoch ${d.epoch}).` : `Resumed (epoch ${d.epoch}).`); break;
-      case "step.started": this.stepBox(ev.step); break;
+      case "step.started":
+        this.stepBox(ev.step);
+        if (d.transition === "input") this.note(ev.step, "The run had input when it answered: the model is asked again with it.");
+        break;
       case "message.delta": this.textNode(ev.step).append(d.text); break;
       case "step.retracted":
         if (this.text) this.text.classList.add("retracted");
         this.text = null;
-        this.note(ev.step, d.reason === "recovered" ? "The text above was withdrawn: the step is asked again after a takeover." : "The text above was withdrawn: the model call failed and is made again.");
+        this.note(ev.step, d.reason === "recovered" ? "The text above was withdrawn: the step is asked again after a takeover."
+          : d.reason === "steered" ? "The text above was withdrawn: input sent with \u201cnow\u201d cut the model call, which is asked again with it."
+          : "The text above was withdrawn: the model call failed and is made again.");
         break;
       case "message.completed": {
         if (!this.text || this.text.classList.contains("retracted")) {
@@ -381,6 +482,7 @@ class Timeline {
           el("div", { class: "receipt mono" }));
         this.calls.set(d.tool_call_id, row);
         this.stepBox(ev.step).append(row);
+        if (d.tool_call_id === this.focus.call) this.mark(row);
         this.text = null;
         break;
       }
@@ -400,10 +502,62 @@ class Timeline {
       case "run.requires_action": this.note(ev.step, `Waiting for a decision: ${d.required_action.type} on ${d.required_action.name}.`); break;
       case "context.compacted": this.note(ev.step, `Context compacted: ${d.messages_covered} messages summarized.`); break;
       case "step.model_fallback": this.note(ev.step, `Model ${d.from} kept failing (${d.error ? d.error.kind : "error"}); falling back to ${d.to}.`); break;
+      case "input.accepted": this.inputAccepted(ev); break;
+      case "input.applied": {
+        const card = this.inputFate(d, "applied", `applied before the model call of step ${ev.step}`);
+        this.note(ev.step, `Input #${d.n} joined the conversation here${card ? ": \u201c" + short(card.dataset.text, 80) + "\u201d" : "."}`);
+        break;
+      }
+      case "input.unapplied":
+        this.inputFate(d, "unapplied", `not applied: the run ended (${d.reason}); a message to its conversation starts the next run with it`);
+        break;
       default:
         if (TERMINAL.has(ev.type)) {
           this.box.append(el("p", { class: "note", id: "ended" }, `Run ${d.status} (${d.reason})${d.error ? ": " + d.error.message : ""}.`));
         }
+    }
+  }
+
+  // inputAccepted shows an input the run took: its text, who sent it and
+  // when it is to be applied, pending until its fate is known.
+  inputAccepted(ev) {
+    const d = ev.data || {};
+    const text = inputText(d.messages);
+    const how = d.when === "now" ? "now: cuts the model call under way" : "at the next step boundary";
+    const card = el("div", { class: "input", "data-input": d.input_id, "data-n": d.n, "data-status": "pending", "data-text": text },
+      el("div", {}, el("strong", {}, `Input #${d.n}`), " ", el("span", { class: "input-status" }, status("pending")),
+        el("span", { class: "muted" }, ` from ${d.source}${d.actor ? " (" + d.actor + ")" : ""}, ${how}`)),
+      el("div", { class: "input-text" }, text),
+      el("div", { class: "fate muted" }));
+    this.inputs.set(d.input_id, card);
+    (ev.step > 0 ? this.stepBox(ev.step) : this.box).append(card);
+  }
+
+  // inputFate marks input d (an input.applied or input.unapplied event's
+  // data) s, and says how; it returns the input's card.
+  inputFate(d, s, msg) {
+    const card = this.inputs.get(d.input_id);
+    if (!card) return null;
+    card.dataset.status = s;
+    card.querySelector(".input-status").replaceChildren(status(s));
+    card.querySelector(".fate").textContent = msg[0].toUpperCase() + msg.slice(1) + ".";
+    return card;
+  }
+
+  // uncarried says whether an input shown unapplied does not say yet which
+  // run it was carried into.
+  uncarried() {
+    return [...this.inputs.values()].some((c) => c.dataset.status === "unapplied" && !c.querySelector(".carried"));
+  }
+
+  // carried links each input of inputs (GET /runs/{id}/inputs) that a
+  // later run took over to that run.
+  carried(inputs) {
+    for (const i of inputs || []) {
+      const card = this.inputs.get(i.id);
+      if (!card || !i.carried_to || card.querySelector(".carried")) continue;
+      card.append(el("div", { class: "carried" }, "Carried into run ",
+        el("a", { href: "#/runs/" + i.carried_to, class: "mono" }, i.carried_to.slice(0, 8) + "…"), ", which applied it first."));
     }
   }
 
@@ -427,6 +581,12 @@ class Timeline {
           el("div", {}, el("span", { class: "muted" }, "result sha256 "), el("code", { class: "sha" }, r.result_sha256 || "none: no result")));
       }
     }
+  }
+
+  // mark marks e as what the page was opened for, and scrolls to it.
+  mark(e) {
+    e.classList.add("focus");
+    e.scrollIntoView({ block: "center" });
   }
 
   callStatus(id, s) {

@@ -10,8 +10,15 @@ import (
 // Inputs of the answers phase: the 3-step run (model, calculator, model)
 // answering one word, and the same run streaming 300 tokens at 100 tokens/s.
 const (
-	oneWordRun  = "/call calculator {\"expression\":\"6*7\"}\n/say ok"
-	streamedRun = "/call calculator {\"expression\":\"6*7\"}\n/stream 300 10"
+	oneWordRun  = calculatorStep + oneWordAnswer
+	streamedRun = calculatorStep + streamedAnswer
+	// calculatorStep is the runs' first model step, a tool call; the
+	// answers are their last, and what the relay is asked.
+	calculatorStep = "/call calculator {\"expression\":\"6*7\"}\n"
+	oneWordAnswer  = "/say ok"
+	streamedAnswer = "/stream 300 10"
+	// streamedTokens is how many chunks streamedAnswer is.
+	streamedTokens = 300
 	// streamedFor is how long the streamed answer takes the model itself.
 	streamedFor = 3 * time.Second
 )
@@ -28,44 +35,34 @@ const (
 // the answer's own 3 s, and how busy the machine was. With the fake model
 // in a process of its own, the machine's CPU is also given less the
 // model's: what the model spends producing 300 chunks is not agentd's.
+// After each level the relay (relay.go) is driven at the same level, and
+// at the end CPU per streamed token of agentd and PostgreSQL is set
+// against the relay's.
 func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error) {
-	bin, url, cleanup, err := agentdAndDatabase(ctx, o, "answers")
+	srv, url, stop, err := phaseAgentd(ctx, o, "answers", fake, 300)
 	if err != nil {
 		return nil, err
 	}
-	defer cleanup()
-	env := []string{"AGENTD_WORKERS=300", "AGENTD_DB_MAX_CONNS=64"}
-	if fake != "" {
-		env = append(env, "OPENAI_API_KEY=bench", "OPENAI_BASE_URL="+fake, "AGENTD_MODEL=fake")
+	defer stop()
+	var rl *relayProcess
+	if fake != "" { // with agentd's built-in model there is no model for a relay to call
+		if rl, err = startRelay(fake); err != nil {
+			return nil, err
+		}
+		defer rl.stop()
 	}
-	srv, err := startAgentd(ctx, bin, url, env...)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.stop()
-	defer client.CloseIdleConnections()
 
 	var ms []metric
 	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"answers", name, unit, v, t}) }
-	type level struct {
-		name    string
-		input   string
-		clients int
-	}
-	levels := []level{{"one word", oneWordRun, 16}, {"300 tokens", streamedRun, 16}, {"300 tokens", streamedRun, 256}}
-	if o.quick {
-		levels = levels[:2]
-	}
-	type perRun struct{ machine, lessModel, wal, writeTx float64 }
-	got := map[string]perRun{}
-	for _, l := range levels {
+	got := map[string]answersCost{}
+	for _, l := range answersLevels(o.quick) {
 		before, err := readCounters(ctx, url)
 		if err != nil {
 			return nil, err
 		}
 		agentd0, machine0 := processCPU(srv.pid), o.cpu.read()
 		start := time.Now()
-		lat, failed := pathRuns(ctx, []string{srv.base}, l.clients, o.duration, "stream", l.input)
+		lat, failed := pathRuns(ctx, []string{srv.base}, l.clients, o.duration, "stream", l.input, nil)
 		elapsed := time.Since(start)
 		agentd, machine := processCPU(srv.pid)-agentd0, o.cpu.read()
 		_, cost, err := costSince(ctx, o.out, "answers", url, before)
@@ -80,10 +77,12 @@ func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error)
 		add("run latency p50"+tag, "ms", msOf(p50), nil)
 		add("run latency p99"+tag, "ms", msOf(p99), nil)
 		add("agentd CPU per run"+tag, "ms", msOf(agentd)/n, nil)
+		pr := answersCost{wal: float64(cost.wal) / n, writeTx: float64(cost.writeTx) / n}
 		if o.cpu.postmaster > 0 {
 			add("PostgreSQL CPU per run"+tag, "ms", msOf(machine.postgres-machine0.postgres)/n, nil)
+			pr.agentdPG = msOf(agentd+machine.postgres-machine0.postgres) / n
+			add("agentd and PostgreSQL CPU per run"+tag, "ms", pr.agentdPG, nil)
 		}
-		pr := perRun{wal: float64(cost.wal) / n, writeTx: float64(cost.writeTx) / n}
 		var commitsT *target
 		if l.input == streamedRun && l.clients == 16 {
 			commitsT = atMost(8)
@@ -110,6 +109,9 @@ func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error)
 		fmt.Fprintf(o.out, "  answers: %s, %d clients: %d runs in %.1fs (%d failed), p50 %v p99 %v; %.1f tx, %.0f B WAL per run\n",
 			l.name, l.clients, len(lat), elapsed.Seconds(), failed, p50.Round(time.Millisecond), p99.Round(time.Millisecond),
 			pr.writeTx, pr.wal)
+		if rl != nil { // at once, so that the machine's drift spreads over both
+			ms = append(ms, rl.level(ctx, o, l)...)
+		}
 	}
 	word, streamed := got[", one word, 16 clients"], got[", 300 tokens, 16 clients"]
 	if word.machine > 0 && streamed.machine > 0 {
@@ -121,5 +123,107 @@ func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error)
 	if word.wal > 0 {
 		add("WAL per run, 300 tokens to one word, 16 clients", "x", streamed.wal/word.wal, atMost(2))
 	}
+	if rl != nil {
+		ms = append(ms, rl.perToken(got)...)
+	}
 	return ms, nil
+}
+
+// answersLevel is one level of the answers phase: the run's input (input)
+// and, for the relay, its answer alone (answer), from clients clients.
+type answersLevel struct {
+	name, input, answer string
+	clients             int
+}
+
+// answersLevels are the answers phase's levels: one word and 300 tokens at
+// 16 clients, then 300 tokens at 256 (not with quick).
+func answersLevels(quick bool) []answersLevel {
+	levels := []answersLevel{{"one word", oneWordRun, oneWordAnswer, 16}, {"300 tokens", streamedRun, streamedAnswer, 16},
+		{"300 tokens", streamedRun, streamedAnswer, 256}}
+	if quick {
+		levels = levels[:2]
+	}
+	return levels
+}
+
+// answersCost is what one run of a level cost, in ms of CPU (machine, the
+// machine less the fake model, agentd and PostgreSQL together), bytes of
+// WAL and write transactions; a figure not measured is 0.
+type answersCost struct{ machine, lessModel, agentdPG, wal, writeTx float64 }
+
+// relayProcess is the answers phase's relay in its child process, at
+// base, and what each level's request cost it in ms of CPU, by level.
+type relayProcess struct {
+	base string
+	pid  int
+	stop func()
+	cpu  map[string]float64
+}
+
+// startRelay runs the relay of the fake model at fake in a child process
+// (this binary with -serve-relay).
+func startRelay(fake string) (*relayProcess, error) {
+	base, pid, stop, err := startChild("relay", "-serve-relay", fake)
+	if err != nil {
+		return nil, err
+	}
+	return &relayProcess{base: base, pid: pid, stop: stop, cpu: map[string]float64{}}, nil
+}
+
+// level drives the relay at level l with its answer alone, and reports per
+// request its CPU and the model's.
+func (rl *relayProcess) level(ctx context.Context, o options, l answersLevel) []metric {
+	var ms []metric
+	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"answers", name, unit, v, t}) }
+	relay0, machine0 := processCPU(rl.pid), o.cpu.read()
+	start := time.Now()
+	lat, failed := pathRuns(ctx, []string{rl.base}, l.clients, o.duration, "relay", l.answer, nil)
+	elapsed := time.Since(start)
+	relay, machine := processCPU(rl.pid)-relay0, o.cpu.read()
+	n := float64(max(len(lat), 1))
+	p50, p99 := percentiles(lat)
+	tag := fmt.Sprintf(", %s, %d clients", l.name, l.clients)
+	rl.cpu[tag] = msOf(relay) / n
+	add("relay requests/s"+tag, "requests/s", float64(len(lat))/elapsed.Seconds(), nil)
+	add("relay failed requests"+tag, "requests", float64(failed), atMost(0))
+	add("relay CPU per request"+tag, "ms", rl.cpu[tag], nil)
+	if o.cpu.fakePID > 0 {
+		add("fake model CPU per relay request"+tag, "ms", msOf(machine.fake-machine0.fake)/n, nil)
+	}
+	fmt.Fprintf(o.out, "  answers: relay, %s, %d clients: %d requests in %.1fs (%d failed), p50 %v p99 %v; relay %.2f ms a request\n",
+		l.name, l.clients, len(lat), elapsed.Seconds(), failed, p50.Round(time.Millisecond), p99.Round(time.Millisecond), rl.cpu[tag])
+	return ms
+}
+
+// perToken gives CPU per streamed token, for agentd and PostgreSQL (from
+// agentd's runs, got) and for the relay alike: the 300-token run's CPU
+// less the one-word run's at 16 clients, over the 299 tokens more; at 256
+// clients the same less the one-word run at 16 (there is no one-word level
+// at 256). Then the ratio of the two, with its target.
+func (rl *relayProcess) perToken(got map[string]answersCost) []metric {
+	var ms []metric
+	add := func(name, unit string, v float64, t *target) { ms = append(ms, metric{"answers", name, unit, v, t}) }
+	perToken := func(streamed, word float64) float64 { return 1000 * (streamed - word) / (streamedTokens - 1) }
+	word := ", one word, 16 clients"
+	for _, streamed := range []string{", 300 tokens, 16 clients", ", 300 tokens, 256 clients"} {
+		if _, ok := rl.cpu[streamed]; !ok {
+			continue
+		}
+		how := " (300-token run less one-word run, over 299)" + streamed
+		if streamed != ", 300 tokens, 16 clients" {
+			how = " (300-token run less one-word run at 16 clients, over 299)" + streamed
+		}
+		relay := perToken(rl.cpu[streamed], rl.cpu[word])
+		add("relay CPU per streamed token"+how, "µs", relay, nil)
+		if got[streamed].agentdPG == 0 || got[word].agentdPG == 0 {
+			continue // PostgreSQL's CPU is not readable here
+		}
+		durable := perToken(got[streamed].agentdPG, got[word].agentdPG)
+		add("agentd and PostgreSQL CPU per streamed token"+how, "µs", durable, nil)
+		if relay > 0 {
+			add("agentd and PostgreSQL CPU per streamed token to the relay's"+streamed, "x", durable/relay, atMost(1.5))
+		}
+	}
+	return ms
 }

@@ -64,6 +64,13 @@ type dbCounters struct {
 	// others are the commits of the other databases: were there any during
 	// a measurement, the cluster-wide figures include work not agentd's.
 	others int64
+	// dbs names the databases there are (their count and newest oid), and
+	// checkpoints counts the server's: a database made or dropped between
+	// two readings takes its commits with it, and a checkpoint makes the
+	// WAL after it heavier (full-page images), so either says the server
+	// was not the benchmark's alone.
+	dbs         string
+	checkpoints int64
 }
 
 func readCounters(ctx context.Context, url string) (dbCounters, error) {
@@ -77,19 +84,24 @@ func readCounters(ctx context.Context, url string) (dbCounters, error) {
 	time.Sleep(1100 * time.Millisecond)
 	err = conn.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint, pg_current_wal_lsn()::text,
 			sum(xact_commit) FILTER (WHERE datname = current_database()),
-			coalesce(sum(xact_commit) FILTER (WHERE datname IS DISTINCT FROM current_database()), 0)
-		FROM pg_stat_database`).Scan(&c.xid, &c.wal, &c.commits, &c.others)
+			coalesce(sum(xact_commit) FILTER (WHERE datname IS DISTINCT FROM current_database()), 0),
+			(SELECT count(*) || ':' || max(oid::text::bigint) FROM pg_database),
+			(SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter)
+		FROM pg_stat_database`).Scan(&c.xid, &c.wal, &c.commits, &c.others, &c.dbs, &c.checkpoints)
 	return c, err
 }
 
 // dbCost is what the server did between two readings.
-type dbCost struct{ writeTx, commits, wal, otherCommits int64 }
+type dbCost struct {
+	writeTx, commits, wal, otherCommits int64
+	shared                              bool // databases were made or dropped, or a checkpoint ran
+}
 
 // warnShared says when the server was not the benchmark's alone.
 func (c dbCost) warnShared(out io.Writer, phase string) {
-	if c.otherCommits > 0 {
-		fmt.Fprintf(out, "  %s: WARNING: other databases committed %d transactions meanwhile; write transactions and WAL include their work\n",
-			phase, c.otherCommits)
+	if c.otherCommits > 0 || c.shared {
+		fmt.Fprintf(out, "  %s: WARNING: other databases committed %d transactions meanwhile (or databases were made or dropped, "+
+			"or a checkpoint ran); write transactions and WAL include their work\n", phase, c.otherCommits)
 	}
 }
 
@@ -117,8 +129,12 @@ func (c dbCounters) since(before dbCounters) (dbCost, error) {
 	if err != nil {
 		return dbCost{}, err
 	}
-	return dbCost{writeTx: c.xid - before.xid, commits: c.commits - before.commits, wal: int64(to - from),
-		otherCommits: c.others - before.others}, nil
+	cost := dbCost{writeTx: c.xid - before.xid, commits: c.commits - before.commits, wal: int64(to - from),
+		otherCommits: c.others - before.others}
+	if c.dbs != before.dbs || c.checkpoints != before.checkpoints {
+		cost.otherCommits, cost.shared = max(cost.otherCommits, 0), true
+	}
+	return cost, nil
 }
 
 // parseLSN reads a WAL position as PostgreSQL prints it: two hex numbers,

@@ -55,7 +55,7 @@ func benchDBOS(ctx context.Context, o options, fake string) ([]metric, error) {
 	machine0 := o.cpu.read()
 	start := time.Now()
 	lat, failed := pathRuns(ctx, []string{srv.base}, dbosClients, o.duration, "subscribe",
-		"/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42.")
+		"/call calculator {\"expression\":\"6*7\"}\n/say The answer is 42.", nil)
 	elapsed := time.Since(start)
 	machine1 := o.cpu.read()
 	runs := float64(max(len(lat), 1))

@@ -14,11 +14,27 @@
 //     memory of 1,000 open SSE connections (to one run, and to 1,000 runs);
 //   - compaction, path and answers: a long conversation's compactions; the
 //     product's path with each part in its own process; a streamed answer
-//     against a one-word one;
+//     against a one-word one, and against the floor: a bare relay of the
+//     same model's stream (-serve-relay, a child process), CPU per
+//     streamed token of agentd and PostgreSQL to the relay's (target 1.5);
 //   - dbos: agentd's 3-step run over HTTP beside DBOS Transact Go's 3-step
 //     workflow (bench/dbos, a module of its own, built from the repository),
 //     16 clients each on the same PostgreSQL: runs/s and machine CPU per
 //     unit as ratios, and PostgreSQL's share of each.
+//   - steer: a run whose second user message is sent while it works (POST
+//     /runs/{id}/input, applied at the step boundary after its tool call)
+//     against the same run with both messages at the start, alternated in
+//     one run, 16 clients: per run, agentd's and its database's backends'
+//     CPU, the write transactions and WAL of its database (read back from
+//     the WAL), and the ratios of the steered run to the other, whose
+//     target is 1.1.
+//   - memory: the answers phase's 3-step run of an agent that pins its
+//     user's memory (40 items, 16 KiB of text: the cap) against the same
+//     run of an agent alike but without memory, alternated in one run, 16
+//     clients: per run, agentd's, PostgreSQL's and the machine's CPU,
+//     write transactions, WAL and the bytes the fake model received, and
+//     the ratios of the pinned run to the plain one; agentd's CPU has the
+//     target 1.5.
 //
 // Each of -reps repetitions (3 by default) runs every selected benchmark
 // once, so that drift of the machine spreads across them; the steps ratio is

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -61,7 +63,7 @@ type remote struct {
 }
 
 // phases are the benchmarks, in the order each repetition runs them.
-var phases = []string{"floor", "steps", "http", "stream", "compaction", "path", "dbos", "answers"}
+var phases = []string{"floor", "steps", "http", "stream", "compaction", "path", "dbos", "answers", "steer", "memory"}
 
 func runBench(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("agentbench", flag.ContinueOnError)
@@ -76,6 +78,7 @@ func runBench(args []string, out io.Writer) error {
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmarks to this file")
 	memProfile := fs.String("memprofile", "", "write a profile of the benchmarks' allocations to this file at the end")
 	serveFake := fs.Bool("serve-fake", false, "internal: serve the fake model on a loopback port and print its address")
+	serveRelayOf := fs.String("serve-relay", "", "internal: relay the streams of the fake model at this base URL on a loopback port and print its address")
 	url := fs.String("url", "", "measure the agentd server at this base URL instead of one in this process (http phase only; "+
 		"the server must use the fake model); needs -url-database")
 	urlDatabase := fs.String("url-database", "", "with -url: the server's database, for write transactions, WAL and the guarantee checks")
@@ -85,6 +88,9 @@ func runBench(args []string, out io.Writer) error {
 	}
 	if *serveFake {
 		return serveFakeModel(out)
+	}
+	if *serveRelayOf != "" {
+		return serveRelay(out, *serveRelayOf)
 	}
 	o := options{admin: *admin, reps: *reps, duration: *duration, quick: *quick, floorTPS: *floor,
 		streamRuns: 16, subscribers: []int{1, 100}, out: out}
@@ -235,6 +241,10 @@ func (o options) repetition(ctx context.Context, fake string) ([]metric, error) 
 			ms, err = benchDBOS(ctx, o, fake)
 		case "answers":
 			ms, err = benchAnswers(ctx, o, fake)
+		case "steer":
+			ms, err = benchSteer(ctx, o, fake)
+		case "memory":
+			ms, err = benchMemory(ctx, o, fake)
 		case "compaction":
 			turns := compactionTurns
 			if o.quick {
@@ -322,17 +332,81 @@ func serveFakeModel(out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: fakellm.New(fakellm.WithMaxHistory(1)), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: countReceived(fakellm.New(fakellm.WithMaxHistory(1))), ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	fmt.Fprintf(out, "http://%s/v1\n", ln.Addr())
 	io.Copy(io.Discard, os.Stdin)
 	return srv.Close()
 }
 
+// receivedPath is where the fake model's child process answers what it has
+// received (modelReceived), beside its model's routes.
+const receivedPath = "/agentbench/received"
+
+// modelReceived is what the fake model has received since it started: chat
+// completion requests, and the bytes of their bodies.
+type modelReceived struct {
+	Requests int64 `json:"requests"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// countReceived counts the chat completion requests model receives and
+// their bodies' bytes, and answers them at GET receivedPath.
+func countReceived(model http.Handler) http.Handler {
+	var requests, bytes atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == receivedPath {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(modelReceived{Requests: requests.Load(), Bytes: bytes.Load()})
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			requests.Add(1)
+			r.Body = countingBody{r.Body, &bytes}
+		}
+		model.ServeHTTP(w, r)
+	})
+}
+
+// countingBody adds the bytes read from a request's body to n.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countingBody) Read(p []byte) (int, error) {
+	k, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(k))
+	return k, err
+}
+
+// fakeReceived reads what the fake model at base (its URL, ending in /v1)
+// has received.
+func fakeReceived(base string) (modelReceived, error) {
+	var got modelReceived
+	resp, err := client.Get(strings.TrimSuffix(base, "/v1") + receivedPath)
+	if err != nil {
+		return got, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return got, fmt.Errorf("GET %s: %d", receivedPath, resp.StatusCode)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&got)
+	return got, err
+}
+
 // startFake runs the fake model in a child process (this binary with
 // -serve-fake) and returns its base URL and process id.
 func startFake() (string, int, func(), error) {
-	cmd := exec.Command(os.Args[0], "-serve-fake")
+	return startChild("fake model", "-serve-fake")
+}
+
+// startChild runs this binary with args in a child process, which serves
+// until its standard input closes, and returns the address it prints first,
+// its process id and the function that stops it; what names it in errors.
+func startChild(what string, args ...string) (string, int, func(), error) {
+	cmd := exec.Command(os.Args[0], args...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return "", 0, nil, err
@@ -349,7 +423,7 @@ func startFake() (string, int, func(), error) {
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return "", 0, nil, fmt.Errorf("fake model did not start: %w", err)
+		return "", 0, nil, fmt.Errorf("%s did not start: %w", what, err)
 	}
 	stop := func() {
 		stdin.Close()

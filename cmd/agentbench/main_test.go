@@ -22,9 +22,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The benchmark runs the fake model in a child process of its own
-	// binary: here, the test binary.
-	if len(os.Args) == 2 && os.Args[1] == "-serve-fake" {
+	// The benchmark runs the fake model and the relay in child processes of
+	// its own binary: here, the test binary.
+	if len(os.Args) >= 2 && (os.Args[1] == "-serve-fake" || os.Args[1] == "-serve-relay") {
 		main()
 		os.Exit(0)
 	}
@@ -419,6 +419,76 @@ func TestAnswersPhase(t *testing.T) {
 	} else if s, ok := got["answers WAL per run, 300 tokens to one word, 16 clients"]; !ok || s.Median <= 1 {
 		t.Errorf("the WAL ratio: %+v, want one above 1 (a streamed answer writes more)", s)
 	}
+	checkRelay(t, got)
+}
+
+// checkRelay: the answers phase drove the relay at its levels with none of
+// its requests failed, and reported CPU per streamed token of the relay and
+// of agentd and PostgreSQL, and their ratio with its target.
+func checkRelay(t *testing.T, got map[string]summary) {
+	t.Helper()
+	for _, level := range []string{", one word, 16 clients", ", 300 tokens, 16 clients"} {
+		for _, name := range []string{"answers relay requests/s", "answers relay CPU per request"} {
+			if s, ok := got[name+level]; !ok || s.Median <= 0 {
+				t.Errorf("%s%s: %+v, want a positive value", name, level, s)
+			}
+		}
+		if s, ok := got["answers relay failed requests"+level]; !ok || s.Median != 0 || s.Met == nil || !*s.Met {
+			t.Errorf("relay failed requests%s: %+v, want 0", level, s)
+		}
+	}
+	how := " (300-token run less one-word run, over 299), 300 tokens, 16 clients"
+	if s, ok := got["answers relay CPU per streamed token"+how]; !ok || s.Median <= 0 {
+		t.Errorf("the relay's CPU per streamed token: %+v, want a positive value", s)
+	}
+	if _, ok := got["answers PostgreSQL CPU per run, one word, 16 clients"]; !ok {
+		t.Log("PostgreSQL's CPU is not readable here: no agentd and PostgreSQL per token, no ratio")
+		return
+	}
+	if s, ok := got["answers agentd and PostgreSQL CPU per streamed token"+how]; !ok || s.Median <= 0 {
+		t.Errorf("agentd and PostgreSQL CPU per streamed token: %+v, want a positive value", s)
+	}
+	s, ok := got["answers agentd and PostgreSQL CPU per streamed token to the relay's, 300 tokens, 16 clients"]
+	if !ok || s.Median <= 0 || s.Target == nil || s.Target.Op != "<=" || s.Target.Value != 1.5 {
+		t.Errorf("the ratio to the relay: %+v, want a positive value with the target <= 1.5", s)
+	}
+}
+
+// TestMemoryPhase: the memory phase puts a user's memory through the API,
+// makes the 3-step run of an agent that pins it and of one alike without
+// memory against agentd in a process of its own, and reports their costs
+// and the ratios of the two, agentd's CPU with its target. The pinned
+// run's requests to the model carry the pinned text: about 16 KiB more in
+// each of its two.
+func TestMemoryPhase(t *testing.T) {
+	needPostgres(t)
+	_, got := quickRun(t, "memory")
+	if s := got["memory pinned memory items given to each run"]; s.Median != memoryItems {
+		t.Errorf("pinned items: %+v, want %d", s, memoryItems)
+	}
+	for _, v := range []string{"pinned", "plain"} {
+		level := ", " + v + ", 16 clients"
+		for _, name := range []string{"runs/s", "agentd CPU per run", "write transactions per run", "WAL per run",
+			"model request bytes per run"} {
+			if s, ok := got["memory "+name+level]; !ok || s.Median <= 0 {
+				t.Errorf("%s%s: %+v, want a positive value", name, level, s)
+			}
+		}
+		if s := got["memory failed runs"+level]; s.Met == nil || !*s.Met {
+			t.Errorf("failed runs%s: %+v", level, s)
+		}
+		if s := got["memory model requests per run"+level]; s.Median != 2 {
+			t.Errorf("model requests per run%s: %+v, want 2", level, s)
+		}
+	}
+	s, ok := got["memory agentd CPU per run, pinned to plain, 16 clients"]
+	if !ok || s.Median <= 0 || s.Target == nil || s.Target.Op != "<=" || s.Target.Value != 1.5 {
+		t.Errorf("the agentd CPU ratio: %+v, want a positive value with the target <= 1.5", s)
+	}
+	if s := got["memory model request bytes per run, pinned less plain, 16 clients"]; s.Median < 2*(agentd.MaxPinnedMemoryBytes-1024) ||
+		s.Median > 2*(agentd.MaxPinnedMemoryBytes+4096) {
+		t.Errorf("model request bytes, pinned less plain: %+v, want about 2 x %d", s, agentd.MaxPinnedMemoryBytes)
+	}
 }
 
 // TestDBOSPhase runs the dbos phase for a second: bench/dbos builds and
@@ -445,5 +515,51 @@ func TestDBOSPhase(t *testing.T) {
 		if s := got["dbos DBOS workflows/s, "+side+", 16 clients"]; s.Median <= 0 {
 			t.Errorf("DBOS with %s: %+v, want a positive value", side, s)
 		}
+	}
+}
+
+// TestSteerPhase: the steer phase makes the steered run and the same run
+// with its input at the start against agentd in a process of its own,
+// each with the same model and tool calls, and reports their costs and
+// the ratios of the two with their targets. Timing is not checked: a
+// steer that came late on a busy machine is counted, not failed.
+func TestSteerPhase(t *testing.T) {
+	needPostgres(t)
+	_, got := quickRun(t, "steer")
+	for _, v := range []string{"steered", "input at the start"} {
+		level := ", " + v + ", 16 clients"
+		for _, name := range []string{"runs/s", "agentd CPU per run", "write transactions per run", "WAL per run", "events per run"} {
+			if s, ok := got["steer "+name+level]; !ok || s.Median <= 0 {
+				t.Errorf("%s%s: %+v, want a positive value", name, level, s)
+			}
+		}
+		if s := got["steer failed runs"+level]; s.Met == nil || !*s.Met {
+			t.Errorf("failed runs%s: %+v", level, s)
+		}
+		// The run at the start asks the model twice and calls the tool
+		// once; the steered run as often, unless its steer missed the
+		// boundary after the tool call: applied late, once more; applied
+		// before the first model call (a busy machine), the run answers
+		// the steer alone, with one call and no tool.
+		calls, tools := got["steer model calls per run"+level].Median, got["steer tool calls per run"+level].Median
+		late := got["steer steered runs whose input missed the boundary after the tool call, 16 clients"].Median
+		exact := v != "steered" || late == 0
+		if exact && (tools != 1 || calls < 2 || calls > 3 || v != "steered" && calls != 2) ||
+			!exact && (tools <= 0 || tools > 1 || calls < 1 || calls > 3) {
+			t.Errorf("%s: %v model calls and %v tool calls per run (%v steers late), want 2 and 1", v, calls, tools, late)
+		}
+	}
+	if s, ok := got["steer steered runs whose input missed the boundary after the tool call, 16 clients"]; !ok || s.Target == nil {
+		t.Errorf("late steers: %+v, want a count with a target", s)
+	}
+	for _, name := range []string{"agentd and its database's backends' CPU", "write transactions"} {
+		s, ok := got["steer "+name+" per run, steered to input at the start, 16 clients"]
+		if !ok || s.Median <= 0 || s.Target == nil || s.Target.Op != "<=" || s.Target.Value != 1.1 {
+			t.Errorf("the ratio of %s: %+v, want a positive value with the target <= 1.1", name, s)
+		}
+	}
+	wal, lessFPI := got["steer WAL per run, steered to input at the start, 16 clients"], got["steer WAL, full-page images aside, per run, steered to input at the start, 16 clients"]
+	if (wal.Target == nil) == (lessFPI.Target == nil) {
+		t.Errorf("the WAL ratios: %+v and %+v, want the target on one of them", wal, lessFPI)
 	}
 }

@@ -86,7 +86,7 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 			if mode == "say" || mode == "responses" {
 				input = "/say The answer is 42."
 			}
-			lat, failed := pathRuns(ctx, bases, clients, o.duration, mode, input)
+			lat, failed := pathRuns(ctx, bases, clients, o.duration, mode, input, nil)
 			elapsed := time.Since(startedAt)
 			self, agentd, machine := cpuTime()-self0, agentdCPU()-agentd0, o.cpu.read()
 			_, cost, err := costSince(ctx, o.out, "path", url, before)
@@ -141,12 +141,16 @@ func benchPath(ctx context.Context, o options) ([]metric, error) {
 // run's events to the terminal one, on a connection of their own
 // (subscribe); POST /runs with "stream": true (stream); and, for a run of
 // one answer without tools, POST /runs streamed (say) and POST
-// /v1/responses streamed (responses).
+// /v1/responses streamed (responses). pathRuns also takes "relay": a
+// request of the answers phase's relay (relayRun), whose base is the
+// relay's.
 var pathModes = []string{"subscribe", "stream", "say", "responses"}
 
 // pathRuns runs whole runs of input from clients goroutines for d, as mode
-// says.
-func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration, mode, input string) (lat []time.Duration, failed int) {
+// says; fields, when given, go into each POST /runs body beside the input
+// (an agent and a user, say).
+func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration, mode, input string,
+	fields map[string]any) (lat []time.Duration, failed int) {
 	var mu sync.Mutex
 	deadline := time.Now().Add(d)
 	var wg sync.WaitGroup
@@ -155,7 +159,7 @@ func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration,
 		wg.Go(func() {
 			for time.Now().Before(deadline) && ctx.Err() == nil {
 				t0 := time.Now()
-				err := pathRun(base, input, mode)
+				err := pathRun(base, input, mode, fields)
 				took := time.Since(t0)
 				mu.Lock()
 				if err != nil {
@@ -174,12 +178,15 @@ func pathRuns(ctx context.Context, bases []string, clients int, d time.Duration,
 	return lat, failed
 }
 
-func pathRun(base, input, mode string) error {
-	if mode == "responses" {
+func pathRun(base, input, mode string, fields map[string]any) error {
+	switch mode {
+	case "responses":
 		return pathResponse(base, input)
+	case "relay":
+		return relayRun(base, input)
 	}
 	stream := mode != "subscribe"
-	resp, err := postRun(base, input, stream)
+	resp, err := postRunWith(base, input, stream, fields)
 	if err != nil {
 		return err
 	}
@@ -294,6 +301,30 @@ type agentdProcess struct {
 
 // startAgentd starts bin on a free loopback port with database url and its
 // built-in fake model (and env), and waits until it is ready.
+// phaseAgentd starts agentd for a phase on a database of its own, with
+// workers workers and 64 connections, calling fake when it is given (else
+// agentd's built-in fake model); stop stops it and drops the database.
+func phaseAgentd(ctx context.Context, o options, phase, fake string, workers int) (srv *agentdProcess, url string,
+	stop func(), err error) {
+	bin, url, cleanup, err := agentdAndDatabase(ctx, o, phase)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	env := []string{fmt.Sprintf("AGENTD_WORKERS=%d", workers), "AGENTD_DB_MAX_CONNS=64"}
+	if fake != "" {
+		env = append(env, "OPENAI_API_KEY=bench", "OPENAI_BASE_URL="+fake, "AGENTD_MODEL=fake")
+	}
+	if srv, err = startAgentd(ctx, bin, url, env...); err != nil {
+		cleanup()
+		return nil, "", nil, err
+	}
+	return srv, url, func() {
+		client.CloseIdleConnections()
+		srv.stop()
+		cleanup()
+	}, nil
+}
+
 func startAgentd(ctx context.Context, bin, url string, env ...string) (*agentdProcess, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

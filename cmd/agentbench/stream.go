@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"path"
@@ -186,7 +187,14 @@ func follow(body io.Reader, keep func(sseEvent)) (events int, err error) {
 }
 
 func postRun(base, input string, streamIt bool) (*http.Response, error) {
-	body, _ := json.Marshal(map[string]any{"input": input, "stream": streamIt})
+	return postRunWith(base, input, streamIt, nil)
+}
+
+// postRunWith is postRun with fields beside the input in its body.
+func postRunWith(base, input string, streamIt bool, fields map[string]any) (*http.Response, error) {
+	req := map[string]any{"input": input, "stream": streamIt}
+	maps.Copy(req, fields)
+	body, _ := json.Marshal(req)
 	return client.Post(base+"/runs", "application/json", strings.NewReader(string(body)))
 }
 

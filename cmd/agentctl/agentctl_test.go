@@ -72,7 +72,7 @@ func ctl(t *testing.T, base string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr syncBuffer
-	code := run(ctx, append([]string{"-url", base}, args...), noEnv, &stdout, &stderr)
+	code := run(ctx, append([]string{"-url", base}, args...), noEnv, strings.NewReader(""), &stdout, &stderr)
 	return result{code, stdout.String(), stderr.String()}
 }
 
@@ -84,7 +84,7 @@ func background(base string, out *syncBuffer, args ...string) <-chan result {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var stderr syncBuffer
-		code := run(ctx, append([]string{"-url", base}, args...), noEnv, out, &stderr)
+		code := run(ctx, append([]string{"-url", base}, args...), noEnv, strings.NewReader(""), out, &stderr)
 		ch <- result{code, out.String(), stderr.String()}
 	}()
 	return ch

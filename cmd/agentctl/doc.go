@@ -1,6 +1,8 @@
 // Command agentctl is the command-line client of agentd: it starts, reads,
-// follows, cancels and resumes runs, answers what a waiting run asks, and
-// reads conversations and tools. It is built on agentd's Go SDK
+// follows, steers, cancels and resumes runs, answers what a waiting run
+// asks, reads conversations and tools, and talks with an agent in the
+// terminal (agentctl chat), each line read from stdin a message sent while
+// the agent may still be answering. It is built on agentd's Go SDK
 // (github.com/agentd/agentd/client) and the domain package whose types the
 // SDK speaks (github.com/agentd/agentd): statuses, event types, and each
 // event's payload, read with Envelope.Payload. It imports nothing else of

@@ -44,6 +44,14 @@ Runs:
   runs resume ID                 queue an interrupted, failed or cancelled run again
   runs fork ID STEP [TEXT]       a new run from ID's conversation after step STEP,
                                  then TEXT (-model, -agent-version: what changes)
+  runs say [-now] ID TEXT        send TEXT to a run while it works (steering): it
+                                 takes it at its next step (-now: at once)
+  runs inputs ID                 list the inputs sent to a run, and where each is
+
+Chat:
+  chat [CONVERSATION]            talk with an agent in the terminal: each line typed
+                                 is a message, sent even while the agent answers
+                                 (-agent, -model, -instructions: the first run's)
 
 Decisions on a run in requires_action (the tool call is the run's
 required_action unless -call names it):
@@ -85,6 +93,27 @@ Usage and budgets (the cost ledger: one row per model call):
   budgets get TENANT                   a tenant's monthly budget and spend (admin)
   budgets set TENANT AMOUNT|default    set it, or fall back to the default (admin)
 
+Memory (versioned items under namespaces such as users/u-42):
+  memory put [flags] NS KEY VALUE      write an item's next version (-data, -expires,
+                                       -if-version)
+  memory get [-as-of T] NS KEY         show an item, now or as of a time
+  memory versions [flags] NS KEY       list its versions, newest first
+  memory ls [flags] [PREFIX]           list the live items under a prefix
+  memory search [flags] QUERY          search them (-prefix, -filter, -limit)
+  memory rm NS KEY                     delete an item (a tombstone version)
+  memory purge -confirm PREFIX PREFIX  remove every version under a prefix, for good
+  memory extractions [-run ID]         list what was extracted from completed runs, newest first
+
+Datasets (evaluation cases, versioned: each change of the cases is a version):
+  datasets create NAME [FILE]          make a dataset from a JSONL file of cases ("-": stdin)
+  datasets ls [flags]                  list the tenant's datasets
+  datasets show [flags] NAME           show a dataset and its cases (-version N; -jsonl:
+                                       the cases, one a line, as create reads them)
+  datasets add-case [flags] NAME       add a case: -from-run ID [-at-step N] captures a
+                                       run's conversation; -input TEXT; -file FILE (JSONL)
+  datasets rm-case NAME CASE_ID        remove a case (the versions before keep it)
+  datasets rm NAME                     delete a dataset and its cases
+
 Conversations and tools:
   conversations get ID                 show a conversation
   conversations messages [flags] ID    list a conversation's messages, oldest first
@@ -114,24 +143,25 @@ Exit status:
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
 
 // app is what every command needs: the client, the output format and the
-// output streams.
+// input and output streams.
 type app struct {
 	c      *client.Client
-	json   bool // -o json
+	json   bool      // -o json
+	stdin  io.Reader // read by chat alone
 	stdout io.Writer
 	stderr io.Writer
 }
 
 // run is agentctl: args are the arguments after the program's name, env
 // reads the environment. It returns the exit status.
-func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
-	a := &app{stdout: stdout, stderr: stderr}
+func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{stdin: stdin, stdout: stdout, stderr: stderr}
 	fs := flag.NewFlagSet("agentctl", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
@@ -198,6 +228,9 @@ var commands = map[string]commandFunc{
 	"runs cancel":            runsCancel,
 	"runs resume":            runsResume,
 	"runs fork":              runsFork,
+	"runs say":               runsSay,
+	"runs inputs":            runsInputs,
+	"chat":                   chat,
 	"actions approve":        actionCommand("approve"),
 	"actions reject":         actionCommand("reject"),
 	"actions result":         actionCommand("result"),
@@ -234,6 +267,20 @@ var commands = map[string]commandFunc{
 	"usage":                  usageList,
 	"budgets get":            budgetsGet,
 	"budgets set":            budgetsSet,
+	"memory put":             memoryPut,
+	"memory extractions":     memoryExtractions,
+	"memory get":             memoryGet,
+	"memory versions":        memoryVersions,
+	"memory ls":              memoryList,
+	"memory search":          memorySearch,
+	"memory rm":              memoryRemove,
+	"memory purge":           memoryPurge,
+	"datasets create":        datasetsCreate,
+	"datasets ls":            datasetsList,
+	"datasets show":          datasetsShow,
+	"datasets add-case":      datasetsAddCase,
+	"datasets rm-case":       datasetsRemoveCase,
+	"datasets rm":            datasetsRemove,
 }
 
 // lookup finds the command that args start with: its function and the
@@ -284,6 +331,9 @@ func describeError(err error) string {
 	}
 	if apiErr.BusyRunID != "" {
 		fmt.Fprintf(&b, " (busy with run %s)", apiErr.BusyRunID)
+	}
+	if apiErr.ConversationID != "" {
+		fmt.Fprintf(&b, " (agentctl chat %s sends it there)", apiErr.ConversationID)
 	}
 	fmt.Fprintf(&b, " [HTTP %d", apiErr.Status)
 	if apiErr.RequestID != "" {

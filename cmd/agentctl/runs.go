@@ -24,7 +24,7 @@ func runsCreate(ctx context.Context, a *app, args []string) int {
 	var tools listFlag
 	f.Var(&tools, "tools", "comma-separated `names` of the tools the run may call; \"\" for none (default: all)")
 	maxSteps := f.Int("max-steps", 0, "the most `steps` the run may take (default: the server's)")
-	ifBusy := f.String("if-busy", "", "what to do when the conversation has a run in flight, as a `mode`: reject, enqueue or interrupt (default: the server's)")
+	ifBusy := f.String("if-busy", "", "what to do when the conversation has a run in flight, as a `mode`: reject, enqueue, interrupt, or steer: send TEXT to that run (default: the server's)")
 	key := f.String("idempotency-key", "", "the Idempotency-Key: the same `key` again gives the same run (default: a new one)")
 	metadata := f.String("metadata", "", "a `JSON` object kept with the run")
 	agent := f.String("agent", "", "start from the agent of this `name` (its definition, with the flags given over it)")

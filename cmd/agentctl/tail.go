@@ -149,7 +149,18 @@ func (a *app) tail(ctx context.Context, id string, after int64) int {
 		out.waiting(r.RequiredAction)
 		return exitWaiting
 	}
-	show := func(ev client.Event, stop bool) {
+	status, err := a.follow(ctx, id, after, a.show(out))
+	out.endLine()
+	if err != nil {
+		return a.fail(ctx, err)
+	}
+	return statusCode(status)
+}
+
+// show is what follow hands each event to: it writes the event as out
+// renders it, or (-o json) as one envelope per line.
+func (a *app) show(out *renderer) func(ev client.Event, stop bool) {
+	return func(ev client.Event, stop bool) {
 		if a.json {
 			b, err := json.Marshal(ev)
 			if err == nil {
@@ -169,12 +180,6 @@ func (a *app) tail(ctx context.Context, id string, after int64) int {
 		}
 		out.event(ev)
 	}
-	status, err := a.follow(ctx, id, after, show)
-	out.endLine()
-	if err != nil {
-		return a.fail(ctx, err)
-	}
-	return statusCode(status)
 }
 
 // renderer writes a run's events for a person: the model's text as it
@@ -184,6 +189,7 @@ type renderer struct {
 	w       io.Writer
 	runID   string
 	midLine bool              // text was written and its line is not ended
+	notes   []string          // lines that wait for the end of the line of text
 	streams map[int]bool      // the steps whose text came as deltas (since their last retraction)
 	names   map[string]string // tool call id -> tool name
 }
@@ -192,12 +198,27 @@ func newRenderer(w io.Writer, runID string) *renderer {
 	return &renderer{w: w, runID: runID, streams: map[int]bool{}, names: map[string]string{}}
 }
 
-// endLine ends the line of streamed text, when one is open.
+// endLine ends the line of streamed text, when one is open, and writes the
+// notes that waited for it.
 func (r *renderer) endLine() {
 	if r.midLine {
 		io.WriteString(r.w, "\n")
 		r.midLine = false
 	}
+	for _, n := range r.notes {
+		fmt.Fprintf(r.w, "%s\n", n)
+	}
+	r.notes = r.notes[:0]
+}
+
+// note writes a line of its own that need not cut the text streaming: at
+// once, or when the text's line ends.
+func (r *renderer) note(format string, args ...any) {
+	if !r.midLine {
+		r.line(format, args...)
+		return
+	}
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
 }
 
 // line writes one line of its own.
@@ -213,6 +234,9 @@ func (r *renderer) text(s string) {
 	}
 	io.WriteString(r.w, s)
 	r.midLine = !strings.HasSuffix(s, "\n")
+	if !r.midLine {
+		r.endLine() // the notes that waited for the line's end
+	}
 }
 
 // event writes ev: the domain decodes its data into the struct of its type,
@@ -255,6 +279,12 @@ func (r *renderer) event(ev client.Event) {
 		r.line("%s step %d falls back from %s to %s after %d attempts: %s", markInfo, ev.Step, d.From, d.To, d.Attempts, why)
 	case agentd.ContextCompactedData:
 		r.line("%s context compacted: %d messages summarized (%d → %d tokens)", markInfo, d.MessagesCovered, d.TokensBefore, d.TokensAfter)
+	case agentd.InputAcceptedData:
+		r.note("%s input %d accepted%s%s", markInfo, d.N, inputWhenText(d.When), actorText(d.Actor))
+	case agentd.InputAppliedData:
+		r.line("%s input %d applied", markInfo, d.N)
+	case agentd.InputUnappliedData:
+		r.line("%s input %d not applied: the run ended (%s)", markInfo, d.N, d.Reason)
 	case agentd.RunEndedData:
 		r.runEnded(d)
 	default:
@@ -379,6 +409,15 @@ func (r *renderer) name(id, given string) string {
 		return r.names[id]
 	}
 	return "tool call " + id
+}
+
+// inputWhenText says when an input is applied, when not at the next step
+// boundary, as it is by default.
+func inputWhenText(w agentd.InputWhen) string {
+	if w == agentd.InputNow {
+		return " (now)"
+	}
+	return ""
 }
 
 func actorText(actor string) string {

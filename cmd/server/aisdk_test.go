@@ -25,24 +25,28 @@ type chatResult struct {
 	AfterCut *struct {
 		Status, Text string
 	} `json:"afterCut"`
-	DeleteStatus int    `json:"deleteStatus"`
-	First        string `json:"first"`
-	Messages     []struct {
-		ID       string `json:"id"`
-		Role     string `json:"role"`
-		Metadata struct {
-			RunID  string `json:"run_id"`
-			Status string `json:"status"`
-			Reason string `json:"reason"`
-		} `json:"metadata"`
-		Parts []struct {
-			Type     string          `json:"type"`
-			Text     string          `json:"text"`
-			ToolName string          `json:"toolName"`
-			State    string          `json:"state"`
-			Output   json.RawMessage `json:"output"`
-		} `json:"parts"`
-	} `json:"messages"`
+	DeleteStatus int           `json:"deleteStatus"`
+	First        string        `json:"first"`
+	Messages     []chatMessage `json:"messages"`
+}
+
+// chatMessage is a UI message of the chat, as the AI SDK keeps it.
+type chatMessage struct {
+	ID       string `json:"id"`
+	Role     string `json:"role"`
+	Metadata struct {
+		RunID  string `json:"run_id"`
+		Status string `json:"status"`
+		Reason string `json:"reason"`
+	} `json:"metadata"`
+	Parts []struct {
+		Type     string          `json:"type"`
+		Text     string          `json:"text"`
+		ToolName string          `json:"toolName"`
+		State    string          `json:"state"`
+		Output   json.RawMessage `json:"output"`
+		Data     json.RawMessage `json:"data"` // data-input: the input's id, n and status
+	} `json:"parts"`
 }
 
 // chat runs one scenario of test/aisdk/chat.mjs, the AI SDK's own Chat

@@ -47,6 +47,8 @@ type config struct {
 	WebhookSettings  `group:"Webhooks" intro:"Webhooks out (docs/webhooks.md): the events of runs POSTed, signed as Standard Webhooks says, to the URLs tenants subscribe (POST /webhooks) and that runs name (POST /runs 'webhook'). Their signing secrets are sealed under 'AGENTD_SECRET_KEY': without it, nothing can be subscribed."`
 	AuthSettings     `group:"Authentication" intro:"Who may call the API. 'agentd keys create', 'list' and 'revoke' manage API keys in the database that 'DATABASE_URL' (or '--database-url' before the verb) names."`
 	QuotaSettings    `group:"Tenant quotas" intro:"Limits per tenant, which keep one tenant from taking an instance or the database from the others."`
+	MemorySettings   `group:"Memory" intro:"The tenants' memory (docs/memory.md): versioned items under namespaces, bounded per tenant, with old versions removed past retention, and what a model extracts from the completed runs that ask for it. A write past a limit is '422 memory_limit' naming it."`
+	DatasetSettings  `group:"Datasets" intro:"The tenants' datasets of evaluation cases (docs/evals.md). A change past a limit is '422 dataset_limit' naming it."`
 	TracingSettings  `group:"Tracing" intro:"agentd exports OpenTelemetry traces over OTLP/HTTP when a variable names an endpoint, and nothing otherwise. The exporter reads headers, timeout, compression and certificates from the other standard 'OTEL_EXPORTER_OTLP_*' variables. The 'OTEL_*' variables are OpenTelemetry's standard ones, and have no flags."`
 
 	// The fields below are derived from the settings by parseConfig, in the
@@ -159,6 +161,26 @@ type QuotaSettings struct {
 	TenantRunning       int     `env:"AGENTD_TENANT_RUNS_IN_PROGRESS" envDefault:"0" flag:"tenant-runs-in-progress" min:"0" defaultDesc:"unbounded" desc:"runs of one tenant that run at once, across instances; its other runs wait queued (or '429 quota_exceeded' with '\"on_quota\": \"reject\"')"`
 	TenantStreams       int     `env:"AGENTD_TENANT_STREAMS" envDefault:"0" flag:"tenant-streams" min:"0" defaultDesc:"unbounded" desc:"event streams a tenant may hold open at once on this instance; past it '429 rate_limited'"`
 	TenantMonthlyBudget float64 `env:"AGENTD_TENANT_MONTHLY_BUDGET" envDefault:"0" flag:"tenant-monthly-budget" min:"0" defaultDesc:"none" desc:"what a tenant's model calls may cost in a calendar month (UTC), in the currency of the models file's prices, for a tenant whose budget an admin did not set ('PUT /admin/tenants/{tenant}/budget'); checked before each model call: past it the run ends failed with reason 'budget_exceeded' and no call is made (docs/usage.md); '0': none"`
+}
+
+// MemorySettings are memory's limits, retention and extraction.
+type MemorySettings struct {
+	MemoryItemsPerNamespace int           `env:"AGENTD_MEMORY_ITEMS_PER_NAMESPACE" envDefault:"10000" flag:"memory-items-per-namespace" min:"0" desc:"live items one namespace may hold (a write of a new item past it is refused, 'items_per_namespace'); '0': unbounded"`
+	MemoryBytesPerItem      int           `env:"AGENTD_MEMORY_BYTES_PER_ITEM" envDefault:"65536" flag:"memory-bytes-per-item" min:"0" desc:"the largest item a write may make, in bytes of its key, value and data ('bytes_per_item'); '0': unbounded"`
+	MemoryBytesPerTenant    int64         `env:"AGENTD_MEMORY_BYTES_PER_TENANT" envDefault:"104857600" flag:"memory-bytes-per-tenant" min:"0" desc:"the bytes of every version a tenant's memory keeps, tombstones and forks' overlays included ('bytes_per_tenant'); retention and purges free them; '0': unbounded"`
+	MemoryKeepVersions      int           `env:"AGENTD_MEMORY_KEEP_VERSIONS" envDefault:"10" flag:"memory-keep-versions" min:"0" desc:"versions of an item kept whatever their age (with 'AGENTD_MEMORY_VERSION_MAX_AGE': a version is kept while it is among these newest, or younger than that); an item's current version is always kept; '0': none by count"`
+	MemoryVersionMaxAge     time.Duration `env:"AGENTD_MEMORY_VERSION_MAX_AGE" envDefault:"30d" flag:"memory-version-max-age" want:"a duration such as 30d or 720h, or 0" desc:"how long an item's older versions (readable with 'as_of' and in its versions) are kept beyond 'AGENTD_MEMORY_KEEP_VERSIONS'; '0': no age bound (then only the count bounds them; with both '0', every version is kept)"`
+	MemorySweepEvery        time.Duration `env:"AGENTD_MEMORY_SWEEP_INTERVAL" envDefault:"10m" flag:"memory-sweep-interval" min:"1s" desc:"how often each instance removes memory's versions past retention and its expired items"`
+	MemoryExtractModel      string        `env:"AGENTD_MEMORY_EXTRACT_MODEL" flag:"memory-extract-model" defaultDesc:"the server's model ('AGENTD_MODEL')" desc:"the model that extracts what to remember from a completed run whose 'memory.extract' names none (docs/memory.md, 'Extraction'): a small, cheap model of the models file, priced there for the ledger"`
+	MemoryExtractWorkers    int           `env:"AGENTD_MEMORY_EXTRACT_WORKERS" envDefault:"2" flag:"memory-extract-workers" min:"1" desc:"extractions this instance makes at once (the instances share the jobs)"`
+	MemoryExtractTimeout    time.Duration `env:"AGENTD_MEMORY_EXTRACT_TIMEOUT" envDefault:"2m" flag:"memory-extract-timeout" min:"1s" desc:"how long one extraction attempt (its model call, its embeddings and its write) may take; an instance that dies during one leaves its job to another after half as long again"`
+	MemoryExtractAttempts   int           `env:"AGENTD_MEMORY_EXTRACT_ATTEMPTS" envDefault:"5" flag:"memory-extract-attempts" min:"1" desc:"attempts of an extraction before it is marked failed with its last error; each retry waits twice as long as the one before, from 30s"`
+}
+
+// DatasetSettings are datasets' limits.
+type DatasetSettings struct {
+	DatasetMaxCases     int `env:"AGENTD_DATASET_MAX_CASES" envDefault:"1000" flag:"dataset-max-cases" min:"1" desc:"the cases one version of a dataset may hold ('cases_per_dataset')"`
+	DatasetMaxCaseBytes int `env:"AGENTD_DATASET_MAX_CASE_BYTES" envDefault:"2097152" flag:"dataset-max-case-bytes" min:"1024" desc:"the largest case, in bytes of its JSON, a conversation captured from a run with its images and files included ('bytes_per_case'): the older images and files of a captured conversation past it are left out, each a text that names it"`
 }
 
 // TracingSettings are the traces' settings. internal/telemetry reads the

@@ -66,17 +66,24 @@ func startLogged(t *testing.T, dbURL string, env map[string]string, logs io.Writ
 // runsIn counts the rows of runs in the database of dbURL.
 func runsIn(t *testing.T, dbURL string) int {
 	t.Helper()
+	return dbValue[int](t, dbURL, "SELECT count(*) FROM runs")
+}
+
+// dbValue reads the one value that query answers, straight from the
+// database of dbURL.
+func dbValue[T any](t *testing.T, dbURL, query string, args ...any) T {
+	t.Helper()
 	ctx := context.Background()
 	db, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close(ctx)
-	var n int
-	if err := db.QueryRow(ctx, "SELECT count(*) FROM runs").Scan(&n); err != nil {
+	var v T
+	if err := db.QueryRow(ctx, query, args...).Scan(&v); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return v
 }
 
 // answer is what the test reads of a response.

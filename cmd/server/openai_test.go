@@ -154,15 +154,26 @@ func TestOpenAINodeSDK(t *testing.T) {
 	t.Run("previous_response_id and input items", func(t *testing.T) {
 		var r struct {
 			A, B, BStatus, Previous string
-			Branch                  sdkError
-			Items                   []struct{ Type, Role, Text string }
+			Branch                  struct{ ID, Status, Text, Previous string }
+			Next                    struct{ Status, Text string }
+			Items, BranchItems      []struct{ Type, Role, Text string }
 		}
 		openaiNode(t, base, &r, "chain")
 		if r.BStatus != "completed" || r.Previous != r.A {
 			t.Fatalf("chain: %+v", r)
 		}
-		if r.Branch.Class != "BadRequestError" || r.Branch.Param != "previous_response_id" {
-			t.Fatalf("a branch from an older response: %+v", r.Branch)
+		// A branch from a response that is not the latest: a fork of the
+		// conversation up to it, which its own continuation follows.
+		if r.Branch.Status != "completed" || r.Branch.Text != "branched" || r.Branch.Previous != r.A ||
+			r.Next.Status != "completed" || r.Next.Text != "on the branch" {
+			t.Fatalf("a branch from an older response: %+v then %+v", r.Branch, r.Next)
+		}
+		var texts []string
+		for _, it := range r.BranchItems {
+			texts = append(texts, it.Role+":"+it.Text)
+		}
+		if got := strings.Join(texts, "|"); got != "user:/say on the branch" {
+			t.Fatalf("the branch's continuation's input items: %s", got)
 		}
 		if len(r.Items) != 1 || r.Items[0].Role != "user" || r.Items[0].Text != "second question" {
 			t.Fatalf("input items: %+v", r.Items)

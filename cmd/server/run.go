@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -26,11 +27,14 @@ import (
 	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/compose"
 	"github.com/agentd/agentd/internal/conns"
+	"github.com/agentd/agentd/internal/eval"
 	"github.com/agentd/agentd/internal/lifecycle"
 	"github.com/agentd/agentd/internal/llm"
 	"github.com/agentd/agentd/internal/llm/fakellm"
 	"github.com/agentd/agentd/internal/mcptools"
+	"github.com/agentd/agentd/internal/memory"
 	"github.com/agentd/agentd/internal/persist"
+	"github.com/agentd/agentd/internal/responses"
 	engine "github.com/agentd/agentd/internal/run"
 	"github.com/agentd/agentd/internal/runspec"
 	"github.com/agentd/agentd/internal/schedule"
@@ -49,7 +53,9 @@ import (
 //     stop sending requests here; HTTP and event streams go on meanwhile.
 //  2. The instance's parts stop in the reverse of the order they started
 //     in (instance.parts): intake first (the scheduler, the webhook
-//     deliverer, whose attempts under way finish, and retention), then the
+//     deliverer, whose attempts under way finish, memory's extractor,
+//     whose attempts under way have 5 s to finish, retention and memory's
+//     retention), then the
 //     engine, which stops claiming and drains: runs reach a step boundary
 //     (or the grace period ends), then their leases are handed back.
 //     Events committed meanwhile still reach this instance's streams and
@@ -60,7 +66,8 @@ import (
 //     then the group committer, the model, the replica's sampler and the
 //     pool. Each of these has a bound of its own.
 //
-// Stop order: scheduler, webhooks, retention, engine, tenant_tools, mcp,
+// Stop order: scheduler, webhooks, memory_extraction, memory_retention, retention, engine,
+// tenant_tools, mcp,
 // streams, http, group_commit, model, replica, pool.
 //
 // A part that fails to start stops those that started before it. When
@@ -319,16 +326,23 @@ func (s *servers) closeSide() {
 // instance is agentd's parts, wired: the store, the stream hub that
 // publishes its commits, the engine, and the API in front of them.
 type instance struct {
-	cfg       config
-	log       *slog.Logger
-	store     *persist.Store
-	hub       *stream.Hub
-	eng       *engine.Engine
+	cfg   config
+	log   *slog.Logger
+	store *persist.Store
+	hub   *stream.Hub
+	eng   *engine.Engine
+	// hooks are the tools file's hooks at the loop's boundaries (nil: none).
+	hooks     *tools.LoopHooks
+	hosted    map[string]string   // the tools file's hosted_tools
 	sched     *schedule.Scheduler // fires the schedules' slots
 	deliver   *webhook.Deliverer  // delivers the webhooks
 	commit    *persist.GroupCommit
 	replica   *persist.ReplicaSampler
 	retention *persist.Retention // nil without AGENTD_RETENTION
+	memory    *memory.Service    // the tenants' memory (the /memory routes)
+	memSweep  *memory.Sweeper    // memory's retention passes
+	extract   *memory.Extractor  // memory's extraction jobs
+	chat      llm.Model          // the model router: the engine's, and extraction's
 	model     *modelService
 	http      *servers
 	box       *secrets.Box // seals what tenants give: headers, signing secrets
@@ -375,6 +389,13 @@ func assemble(ctx context.Context, cfg config, log *slog.Logger) (_ *instance, e
 	if err != nil {
 		return nil, err
 	}
+	if err := in.buildMemory(); err != nil {
+		return nil, err
+	}
+	// Runs with memory are offered its tools (docs/memory.md).
+	if err := registry.SetSource("memory", in.memory.Tools()); err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
 	if err := in.buildHandler(ctx, registry); err != nil {
 		return nil, err
 	}
@@ -402,7 +423,9 @@ func (in *instance) openStore(ctx context.Context) error {
 	in.hub = stream.New(stream.Config{Logger: log, Heartbeat: cfg.Heartbeat, Retry: cfg.SSERetry, Registerer: in.reg})
 	var err error
 	in.store, err = persist.Open(ctx, persist.Config{URL: cfg.DatabaseURL, MaxConns: int32(cfg.MaxConns), Publisher: in.hub,
-		TenantRunsInProgress: cfg.TenantRunning, Logger: log, ReplicaURL: cfg.ReplicaURL, ReplicaMaxLag: cfg.ReplicaMaxLag})
+		TenantRunsInProgress: cfg.TenantRunning, Logger: log, ReplicaURL: cfg.ReplicaURL, ReplicaMaxLag: cfg.ReplicaMaxLag,
+		MemoryLimits: agentd.MemoryLimits{ItemsPerNamespace: cfg.MemoryItemsPerNamespace, BytesPerItem: cfg.MemoryBytesPerItem,
+			BytesPerTenant: cfg.MemoryBytesPerTenant}})
 	if err != nil {
 		return err
 	}
@@ -440,6 +463,18 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 		return nil, fmt.Errorf("tools: %w", err)
 	}
 	in.loaded.fileTools = fileTools
+	if cfg.ToolsFile != "" {
+		data, err := os.ReadFile(cfg.ToolsFile)
+		if err != nil {
+			return nil, fmt.Errorf("tools: %w", err)
+		}
+		if in.hooks, err = tools.ParseLoopHooks(data, nil); err != nil {
+			return nil, fmt.Errorf("tools: load tools file %s: %w", cfg.ToolsFile, err)
+		}
+		if in.hosted, err = tools.ParseHostedTools(data, responses.Hosted); err != nil {
+			return nil, fmt.Errorf("tools: load tools file %s: %w", cfg.ToolsFile, err)
+		}
+	}
 	in.loaded.mcpServers = []string{}
 	for _, m := range mcpServers {
 		in.loaded.mcpServers = append(in.loaded.mcpServers, m.Name)
@@ -469,17 +504,18 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.modelName, in.model = modelName, ms
+	in.modelName, in.model, in.chat = modelName, ms, model
 	in.closers = append(in.closers, ms.closeListener)
 	in.composer = compose.New(compose.Config{Builder: runspec.New(in.runDefaults(), registry), Agents: in.store,
-		Tools: in.tenants, Registry: registry})
+		Tools: in.tenants, Registry: registry, Instructions: in.store,
+		Memory: memory.New(memory.Config{Store: in.store}), Overlays: in.store})
 	in.eng = engine.New(engine.Config{
 		Profiles: profiles,
 		Store:    in.store, Model: model, Tools: registry, ToolsFor: in.tenants.For, Logger: log, Metrics: engine.NewMetrics(in.reg),
 		Workers: cfg.Workers, LeaseTTL: cfg.LeaseTTL, PollInterval: cfg.PollInterval,
 		ToolCallsPerStep: cfg.CallsPerStep, ToolCallsPerRun: cfg.CallsPerRun, ToolConcurrency: cfg.ToolsAtOnce,
 		TraceContent: cfg.TraceContent, AgentDepth: cfg.AgentDepth, AgentTreeRuns: cfg.AgentTreeRuns, AgentChildren: cfg.AgentChildren, MaxInputFilesBytes: cfg.MaxInputFiles,
-		MonthlyBudget: cfg.TenantMonthlyBudget, Composer: in.composer,
+		MonthlyBudget: cfg.TenantMonthlyBudget, Composer: in.composer, Hooks: in.hooks,
 	})
 	return registry, nil
 }
@@ -507,7 +543,7 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		_ = shutdownTracing(sctx) // flushes the last spans
 	})
 	acfg := api.Config{
-		Store: in.store, Runs: in.eng.Service(), Events: in.hub, Tools: registry, TenantTools: in.tenants, Logger: log, Registerer: in.reg,
+		Store: in.store, Hooks: in.hooks, HostedTools: in.hosted, Runs: in.eng.Service(), Events: in.hub, Tools: registry, TenantTools: in.tenants, Logger: log, Registerer: in.reg,
 		Metrics: in.metrics, HideMetrics: cfg.MetricsAddr != "" || cfg.Auth != authNone,
 		Auth: authn, AuthenticatedFunc: conns.Authenticated, Quotas: cfg.Quotas, MonthlyBudget: cfg.TenantMonthlyBudget,
 		Models:       modelViews(in.profiles, in.modelName),
@@ -516,6 +552,8 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		CORSOrigins: cfg.CORSOrigins,
 		BodyTimeout: cfg.BodyTimeout,
 		Webhooks:    api.Webhooks{Store: in.store, Box: in.box, AllowHosts: cfg.WebhookAllowHosts},
+		Memory:      in.memory,
+		Datasets:    api.DatasetLimits{CasesPerDataset: cfg.DatasetMaxCases, BytesPerCase: cfg.DatasetMaxCaseBytes},
 		ReadyFunc:   in.ready,
 		ToolSources: func() any {
 			if st := in.mcp.Statuses(); len(st) > 0 {
@@ -544,6 +582,53 @@ func (in *instance) buildHandler(ctx context.Context, registry *tools.Registry) 
 		in.handler = otelhttp.NewHandler(in.handler, "agentd")
 	}
 	return nil
+}
+
+// buildMemory builds memory's service, with the models file's embedding
+// model when it names one (at the default endpoint, the fake's without an
+// API key, unless it gives its own), its retention sweeper, and its
+// metrics.
+func (in *instance) buildMemory() error {
+	cfg := in.cfg
+	mc := memory.Config{Store: in.store, Logger: in.log}
+	if e, ok := in.profiles.Embeddings(); ok {
+		oc := memory.OpenAIConfig{BaseURL: e.BaseURL, Model: e.Model, Dimensions: e.Dimensions}
+		switch {
+		case e.BaseURL != "":
+			if e.APIKeyEnv != "" {
+				getenv := cfg.getenv
+				if getenv == nil {
+					getenv = os.Getenv
+				}
+				if oc.APIKey = getenv(e.APIKeyEnv); oc.APIKey == "" {
+					return fmt.Errorf("models: embeddings: the variable %s is empty", e.APIKeyEnv)
+				}
+			}
+		case cfg.OpenAIKey != "":
+			oc.BaseURL, oc.APIKey = cmp.Or(cfg.OpenAIBaseURL, "https://api.openai.com/v1"), cfg.OpenAIKey
+		default:
+			oc.BaseURL, oc.APIKey = in.model.baseURL(), "fake"
+		}
+		mc.Embedder = memory.NewOpenAI(oc)
+	}
+	in.memory = memory.New(mc)
+	in.memSweep = memory.NewSweeper(in.store, agentd.MemoryRetention{Keep: cfg.MemoryKeepVersions,
+		MaxAge: cfg.MemoryVersionMaxAge}, cfg.MemorySweepEvery, in.log)
+	in.reg.MustRegister(memory.NewCollector(in.store))
+	in.buildExtractor(mc.Embedder)
+	return nil
+}
+
+// buildExtractor builds memory's extractor: the runs' model router, the
+// models file's prices and embedding model, and the tenants' default
+// budget. Every instance runs one (the outbox, which makes the jobs, is
+// dispatched on every instance too, webhooks or none).
+func (in *instance) buildExtractor(emb memory.Embedder) {
+	cfg := in.cfg
+	in.extract = memory.NewExtractor(memory.ExtractConfig{Store: in.store, Model: in.chat, Profiles: in.profiles,
+		Embedder: emb, DefaultModel: cmp.Or(cfg.MemoryExtractModel, in.modelName), Workers: cfg.MemoryExtractWorkers,
+		Timeout: cfg.MemoryExtractTimeout, Attempts: cfg.MemoryExtractAttempts, MonthlyBudget: cfg.TenantMonthlyBudget,
+		Logger: in.log, Registerer: in.reg})
 }
 
 // runDefaults are the defaults and ceilings of every run this instance
@@ -588,8 +673,10 @@ func (in *instance) parts() *lifecycle.Group {
 	if in.cfg.Retention > 0 {
 		g.Add("retention", in.retention)
 	}
-	g.Add("webhooks", in.deliver) // its attempts under way finish
-	g.Add("scheduler", in.sched)  // no new slot starts a run here
+	g.Add("memory_retention", in.memSweep)
+	g.Add("memory_extraction", in.extract, within(5*time.Second)) // cut attempts come back when their lease ends
+	g.Add("webhooks", in.deliver)                                 // its attempts under way finish
+	g.Add("scheduler", in.sched)                                  // no new slot starts a run here
 	return g
 }
 
@@ -649,22 +736,24 @@ func (in *instance) close() {
 // hub are the API's doors to runs, reads and streams; the store keeps the
 // engine's rows, the keys and the agents the composer reads; the catalog
 // gives the composer each tenant's tools, and the composer the engine its
-// sub-agents' children.
+// sub-agents' children; the scorers read runs from the store.
 var (
-	_ api.Runs           = (*engine.Service)(nil)
-	_ api.Store          = (*persist.Store)(nil)
-	_ api.Events         = (*stream.Hub)(nil)
-	_ engine.Store       = (*persist.Store)(nil)
-	_ engine.Composer    = (*compose.Composer)(nil)
-	_ auth.KeyStore      = (*persist.Store)(nil)
-	_ compose.Agents     = (*persist.Store)(nil)
-	_ compose.Tools      = (*tenanttools.Catalog)(nil)
-	_ tenanttools.Source = (*persist.Store)(nil)
-	_ schedule.Store     = (*persist.Store)(nil)
-	_ stream.Store       = (*persist.Store)(nil)
-	_ persist.Publisher  = (*stream.Hub)(nil)
-	_ webhook.Store      = (*persist.Store)(nil)
-	_ schedule.Composer  = (*compose.Composer)(nil)
+	_ api.Runs             = (*engine.Service)(nil)
+	_ api.Store            = (*persist.Store)(nil)
+	_ api.Events           = (*stream.Hub)(nil)
+	_ engine.Store         = (*persist.Store)(nil)
+	_ engine.Composer      = (*compose.Composer)(nil)
+	_ auth.KeyStore        = (*persist.Store)(nil)
+	_ compose.Agents       = (*persist.Store)(nil)
+	_ compose.Instructions = (*persist.Store)(nil)
+	_ compose.Tools        = (*tenanttools.Catalog)(nil)
+	_ tenanttools.Source   = (*persist.Store)(nil)
+	_ schedule.Store       = (*persist.Store)(nil)
+	_ stream.Store         = (*persist.Store)(nil)
+	_ persist.Publisher    = (*stream.Hub)(nil)
+	_ webhook.Store        = (*persist.Store)(nil)
+	_ schedule.Composer    = (*compose.Composer)(nil)
+	_ eval.Store           = (*persist.Store)(nil)
 )
 
 // buildTools returns the registry of the built-in and tools-file tools, the
@@ -739,6 +828,14 @@ func buildModel(cfg config, profiles *compact.Profiles, log *slog.Logger) (llm.M
 	}
 	ms.router = m
 	return m, name, ms, nil
+}
+
+// baseURL is the fake model's API root; "" without it.
+func (ms *modelService) baseURL() string {
+	if ms.ln == nil {
+		return ""
+	}
+	return "http://" + ms.ln.Addr().String() + "/v1"
 }
 
 // modelService is the model's part of an instance: the built-in fake

@@ -103,7 +103,7 @@ func TestSchedulesOneRunPerSlot(t *testing.T) {
 		live[i].kill(t)
 		live[i] = startChild(t, env)
 	}
-	time.Sleep(time.Second)
+	waitScheduleRuns(t, base(0), sc.ID, 3) // a loaded machine starts processes slowly: count slots, not seconds
 	downFrom := time.Now()
 	for _, c := range live {
 		c.kill(t)
@@ -112,7 +112,7 @@ func TestSchedulesOneRunPerSlot(t *testing.T) {
 	live[0] = startChild(t, env)
 	upAt := time.Now()
 	live[1] = startChild(t, env)
-	time.Sleep(2 * time.Second)
+	waitSlotsAfter(t, base(0), sc.ID, upAt, 2)
 	paused := schedView(t, "PATCH", base(1)+"/schedules/"+sc.ID, `{"paused": true}`, http.StatusOK)
 	if !paused.Paused || paused.NextAt != nil {
 		t.Fatalf("paused: %+v", paused)
@@ -322,6 +322,28 @@ func checkAutoPause(t *testing.T, base string, hooks *hookReceiver) {
 
 // waitScheduleRuns waits until schedule id has at least n runs, and
 // returns them.
+// waitSlotsAfter waits until schedule id has n runs whose slots are after
+// at.
+func waitSlotsAfter(t *testing.T, base, id string, at time.Time, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		after := 0
+		for _, r := range scheduleRuns(t, base, id) {
+			if r.ScheduledFor != nil && r.ScheduledFor.After(at) {
+				after++
+			}
+		}
+		if after >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("schedule %s has %d runs for slots from %v, want %d", id, after, at, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func waitScheduleRuns(t *testing.T, base, id string, n int) []agentd.RunView {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

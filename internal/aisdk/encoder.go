@@ -15,14 +15,36 @@ const HeaderStream = "x-vercel-ai-ui-message-stream"
 // done is the stream's last line.
 var done = []byte("data: [DONE]\n\n")
 
-// Encoder writes one run's events as a UI message stream: the run is one
-// assistant message, whose id is the run's id; each step is a step of it.
-// It implements stream.Encoder. The stream ends after the run's terminal
-// event, or when the run stops to wait for a client (requires_action)
-// with nothing after it yet: the chat then shows what it waits for, and the
-// client's answer (a new chat request) continues the same message.
+// Encoder writes one run's events as a UI message stream: one answer of
+// the run is one assistant message; each step is a step of it. It
+// implements stream.Encoder. A run's answers are its turns: the first is
+// the answer to the run's input, whose message id is the run's id; a user
+// message a client sent while the run worked (an input of source client,
+// POST /runs/{id}/input or a steering chat request) starts the next turn
+// where it is applied (input.applied), whose message id is the id of the
+// first such input applied there. So a chat reads the turns in the order
+// the conversation holds them: its message, the answer so far, the message
+// sent meanwhile, the answer to it.
+//
+// The stream is of one turn. It ends after the run's terminal event, at
+// the start of the next turn (finish, the run going on), or when the run
+// stops to wait for a client (requires_action) with nothing after it yet:
+// the chat then shows what it waits for, and the client's answer (a new
+// chat request) continues the same message.
 type Encoder struct {
-	runID   string
+	runID string
+	input string // the turn's input; "" the run's first answer
+	quiet int64  // events up to this seq are read, not written
+	id    string // the turn's message id, once it has begun
+	turn  int    // the step its input was applied before; 0 the run's start
+	on    bool   // the turn has begun
+	write bool   // the event at hand is written
+
+	client map[string]int            // the run's inputs from clients, and their n
+	at     int                       // the step before which the last client input was applied
+	first  string                    // the first client input applied there
+	group  []agentd.InputAppliedData // the client inputs applied there
+
 	started bool // the start chunk was written
 	step    int  // the step whose start-step was written last
 	text    string
@@ -31,8 +53,26 @@ type Encoder struct {
 	buf     bytes.Buffer
 }
 
-// NewEncoder returns the encoder of a stream of run runID.
-func NewEncoder(runID string) *Encoder { return &Encoder{runID: runID} }
+// NewEncoder returns the encoder of the stream of run runID's first
+// answer, as a run's events from its first on make it.
+func NewEncoder(runID string) *Encoder {
+	return &Encoder{runID: runID, id: runID, on: true, client: map[string]int{}, at: -1}
+}
+
+// NewTurnEncoder returns the encoder of the stream of the answer of run
+// runID to its input inputID ("": the run's first answer): that answer
+// from where the input is applied, read from the run's first event on.
+// Nothing is written for the events up to seq quiet: the stream goes on
+// from there with the message of the answer under way then (the answer
+// to a decision the run waited for goes on in the same message).
+func NewTurnEncoder(runID, inputID string, quiet int64) *Encoder {
+	e := NewEncoder(runID)
+	if inputID != "" {
+		e.input, e.id, e.on = inputID, "", false
+	}
+	e.quiet = quiet
+	return e
+}
 
 // Start sets the headers of a UI message stream.
 func (e *Encoder) Start(h http.Header) []byte {
@@ -56,24 +96,148 @@ func (e *Encoder) Event(ev agentd.Event, followed bool) ([]byte, bool) {
 	if err != nil {
 		return nil, false // not an event of agentd's: nothing to show
 	}
-	if !e.started {
-		e.started = true
-		e.chunk(map[string]any{"type": "start", "messageId": e.runID, "messageMetadata": map[string]any{"run_id": e.runID}})
-	}
+	e.write = e.on && ev.Seq > e.quiet
+	e.begin()
 	end := false
 	if p, err := env.Payload(); err == nil {
-		end = e.payload(env, p, followed)
+		end = e.payload(ev.Seq, env, p, followed)
 	}
 	return bytes.Clone(e.buf.Bytes()), end
 }
 
-// payload writes the chunks of the event env, whose data is p; it reports
-// whether the stream ends with it.
-func (e *Encoder) payload(env agentd.Envelope, p agentd.Payload, followed bool) bool {
+// begin writes the start chunk, once, when the stream writes its first
+// event.
+func (e *Encoder) begin() {
+	if !e.write || e.started {
+		return
+	}
+	e.started = true
+	e.text = "" // a text the stream did not open is none of its own
+	meta := map[string]any{"run_id": e.runID}
+	if e.id != e.runID {
+		meta["input_id"] = e.id
+	}
+	e.chunk(map[string]any{"type": "start", "messageId": e.id, "messageMetadata": meta})
+}
+
+// enter begins the turn at the event of seq, whose message id is id,
+// applied before step at.
+func (e *Encoder) enter(seq int64, id string, at int) {
+	e.on, e.id, e.turn = true, id, at
+	e.step, e.text, e.said = max(at-1, 0), "", false
+	e.write = seq > e.quiet
+	e.begin()
+}
+
+// inputs follows the turns: it writes what becomes of the run's inputs
+// from clients (data-input parts), begins the stream's turn, and reports
+// whether the turn ends at ev (the next one begins).
+func (e *Encoder) inputs(seq int64, env agentd.Envelope, p agentd.Payload) (ends bool) {
+	switch d := p.(type) {
+	case agentd.InputAcceptedData:
+		if d.Source != agentd.InputFromClient {
+			return false
+		}
+		e.client[d.InputID] = d.N
+		e.inputPart(d.InputID, d.N, agentd.InputPending, "")
+	case agentd.InputAppliedData:
+		if _, ok := e.client[d.InputID]; !ok {
+			return false
+		}
+		if env.Step != e.at {
+			e.at, e.first, e.group = env.Step, d.InputID, nil
+		}
+		e.group = append(e.group, d)
+		switch {
+		case e.on && env.Step != e.turn && seq <= e.quiet:
+			// A later turn, before the stream writes: it goes on there.
+			e.enter(seq, e.first, env.Step)
+		case e.on && env.Step != e.turn:
+			e.inputPart(d.InputID, d.N, agentd.InputApplied, "")
+			return true
+		case !e.on && d.InputID == e.input:
+			// The stream's turn: the inputs applied with its input are
+			// what it answers.
+			e.enter(seq, e.first, env.Step)
+			for _, g := range e.group[:len(e.group)-1] {
+				e.inputPart(g.InputID, g.N, agentd.InputApplied, "")
+			}
+		}
+		e.inputPart(d.InputID, d.N, agentd.InputApplied, "")
+	case agentd.InputUnappliedData:
+		if _, ok := e.client[d.InputID]; !ok {
+			return false
+		}
+		if !e.on && d.InputID == e.input {
+			e.enter(seq, d.InputID, env.Step)
+		}
+		e.inputPart(d.InputID, d.N, agentd.InputUnapplied, d.Reason)
+	}
+	return false
+}
+
+// inputPart writes an input's data-input part: its id is the input's, so
+// that what becomes of it replaces what was said before.
+func (e *Encoder) inputPart(id string, n int, status agentd.InputStatus, reason agentd.Reason) {
+	data := map[string]any{"input_id": id, "n": n, "status": status}
+	if reason != "" {
+		data["reason"] = reason
+	}
+	e.chunk(map[string]any{"type": "data-input", "id": id, "data": data})
+}
+
+// beforeTurn handles event p of seq, which comes before the turn the
+// stream follows began: handled false when the turn begins with it (the
+// run ended, or waits, before it took the input), ended when the stream
+// ends with it.
+func (e *Encoder) beforeTurn(seq int64, p agentd.Payload, followed bool) (ended, handled bool) {
+	switch d := p.(type) {
+	case agentd.RunEndedData:
+		if followed {
+			return false, true
+		}
+		e.enter(seq, e.input, 0) // the input was never applied
+		return false, false
+	case agentd.RunRequiresActionData:
+		if followed {
+			return false, true
+		}
+		// The run waits for a decision before it took the input: the
+		// message ends, its input pending.
+		e.enter(seq, e.input, 0)
+		if n, ok := e.client[e.input]; ok {
+			e.inputPart(e.input, n, agentd.InputPending, "")
+		}
+		e.chunk(map[string]any{"type": "finish", "finishReason": "other", "messageMetadata": map[string]any{
+			"run_id": e.runID, "status": agentd.StatusRequiresAction, "required_action": d.RequiredAction}})
+		e.buf.Write(done)
+		return true, true
+	}
+	return false, true
+}
+
+// payload writes the chunks of the event of seq env, whose data is p; it
+// reports whether the stream ends with it.
+func (e *Encoder) payload(seq int64, env agentd.Envelope, p agentd.Payload, followed bool) bool {
+	if e.inputs(seq, env, p) {
+		// The next turn begins: this one is over, the run goes on.
+		e.closeText()
+		e.chunk(map[string]any{"type": "finish", "finishReason": "stop", "messageMetadata": map[string]any{
+			"run_id": e.runID, "status": agentd.StatusRunning, "next_input_id": e.first}})
+		e.buf.Write(done)
+		return true
+	}
+	if !e.on {
+		if ended, handled := e.beforeTurn(seq, p, followed); handled {
+			return ended
+		}
+	}
 	switch d := p.(type) {
 	case agentd.StepStartedData:
+		// Its start-step comes with its first output: a step that starts
+		// as a message sent meanwhile is applied is the next answer's.
 		e.closeText()
-		e.startStep(env.Step)
+		e.said = false
 	case agentd.MessageDeltaData:
 		if d.Text != "" {
 			e.startStep(env.Step)
@@ -143,6 +307,9 @@ func (e *Encoder) requiresAction(a agentd.RequiredAction, followed bool) bool {
 		return false
 	}
 	e.closeText()
+	if !e.write {
+		return false // read only: the stream goes on past it
+	}
 	e.chunk(map[string]any{"type": "finish", "finishReason": "tool-calls", "messageMetadata": map[string]any{
 		"run_id": e.runID, "status": agentd.StatusRequiresAction, "required_action": a}})
 	e.buf.Write(done)
@@ -211,8 +378,12 @@ func (e *Encoder) closeText() {
 	}
 }
 
-// chunk appends one chunk as an SSE data line.
+// chunk appends one chunk as an SSE data line, when the event at hand is
+// written.
 func (e *Encoder) chunk(c map[string]any) {
+	if !e.write {
+		return
+	}
 	b, err := json.Marshal(c)
 	if err != nil {
 		return // cannot happen: maps of JSON values

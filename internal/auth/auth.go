@@ -21,11 +21,15 @@ const (
 	RunsWrite    Scope = "runs:write"    // create, cancel and resume runs
 	ActionsWrite Scope = "actions:write" // answer what a waiting run asks: approve, reject, resolve an unknown outcome
 	AgentsWrite  Scope = "agents:write"  // define, change and delete the tenant's agents
+	MemoryRead   Scope = "memory:read"   // read and search the tenant's memory
+	MemoryWrite  Scope = "memory:write"  // write, delete and purge the tenant's memory
 	Admin        Scope = "admin"         // everything, and acting for any tenant
 )
 
 // Scopes lists every scope.
-func Scopes() []Scope { return []Scope{RunsRead, RunsWrite, ActionsWrite, AgentsWrite, Admin} }
+func Scopes() []Scope {
+	return []Scope{RunsRead, RunsWrite, ActionsWrite, AgentsWrite, MemoryRead, MemoryWrite, Admin}
+}
 
 // ParseScopes reads a list of scopes separated by commas or spaces. An
 // unknown scope is an error; so is an empty list.

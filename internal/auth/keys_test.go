@@ -580,7 +580,7 @@ func TestParseScopes(t *testing.T) {
 		{" admin ", []auth.Scope{auth.Admin}},
 		{"runs:read,runs:read runs:read", []auth.Scope{auth.RunsRead}},
 		{"actions:write,admin,actions:write,runs:write", []auth.Scope{auth.ActionsWrite, auth.Admin, auth.RunsWrite}},
-		{"runs:read,runs:write,actions:write,agents:write,admin", auth.Scopes()},
+		{"runs:read,runs:write,actions:write,agents:write,memory:read,memory:write,admin", auth.Scopes()},
 		{"", nil},
 		{" , ,", nil},
 		{"runs:delete", nil},

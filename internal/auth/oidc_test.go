@@ -198,7 +198,7 @@ func TestOIDCValidToken(t *testing.T) {
 					auth.Principal{Tenant: "acme", Actor: "oidc:user-42", Scopes: []auth.Scope{auth.RunsRead}}},
 				{"scope list", map[string]any{"scope": []string{"runs:write", "email", "admin"}},
 					auth.Principal{Tenant: "acme", Actor: "oidc:user-42", Scopes: []auth.Scope{auth.RunsWrite, auth.Admin}}},
-				{"every scope", map[string]any{"scope": "runs:read runs:write actions:write agents:write admin"},
+				{"every scope", map[string]any{"scope": "runs:read runs:write actions:write agents:write memory:read memory:write admin"},
 					auth.Principal{Tenant: "acme", Actor: "oidc:user-42", Scopes: auth.Scopes()}},
 				{"no known scope", map[string]any{"scope": "openid profile"},
 					auth.Principal{Tenant: "acme", Actor: "oidc:user-42"}},

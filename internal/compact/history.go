@@ -16,6 +16,11 @@ const KeepTurns = 2
 // the messages a compaction covers.
 const summaryLead = "Summary of the earlier conversation (the messages it stands for are kept, but no longer sent):\n\n"
 
+// SummaryText is the text of the message that stands, in what the model
+// is sent, for what a summary covers: the text Visible gives a
+// compaction's summary, which IsSummary recognizes.
+func SummaryText(summary string) string { return summaryLead + summary }
+
 // IsSummary reports whether text is that of the message Visible puts in
 // place of what a compaction covers.
 func IsSummary(text string) bool { return strings.HasPrefix(text, summaryLead) }

@@ -196,3 +196,13 @@ func TestTranscriptNamesAttachments(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryText: the text SummaryText gives a summary is the one Visible
+// gives a compaction's, and IsSummary knows it.
+func TestSummaryText(t *testing.T) {
+	c := &agentd.Compaction{Summary: "## Goal\n- x", CoversToSeq: 1}
+	v := compact.Visible([]agentd.Message{{Seq: 1, Role: agentd.RoleAssistant}}, c)
+	if got := compact.SummaryText(c.Summary); got != agentd.TextOf(v[0].Content) || !compact.IsSummary(got) {
+		t.Fatalf("SummaryText %q, Visible's %q", got, agentd.TextOf(v[0].Content))
+	}
+}

@@ -76,3 +76,29 @@ func TestProfileInputAndPrices(t *testing.T) {
 		t.Errorf("FileNames() = %v", names)
 	}
 }
+
+// TestProfileEmbeddings: the models file's embeddings entry names the
+// embedding model; a bad one is refused, saying why.
+func TestProfileEmbeddings(t *testing.T) {
+	p, err := parseProfiles([]byte(`{"models": {}, "embeddings": {"model": "fake-embed", "dimensions": 32}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := p.Embeddings(); !ok || e.Model != "fake-embed" || e.Dimensions != 32 {
+		t.Fatalf("embeddings: %+v %v", e, ok)
+	}
+	if _, ok := DefaultProfiles().Embeddings(); ok {
+		t.Fatal("the built-in profiles name an embedding model")
+	}
+	for _, bad := range []string{
+		`{"models": {}, "embeddings": {}}`,
+		`{"models": {}, "embeddings": {"model": "m", "api_key_env": "K"}}`,
+		`{"models": {}, "embeddings": {"model": "m", "base_url": "ftp://x", "api_key_env": "K"}}`,
+		`{"models": {}, "embeddings": {"model": "m", "dimensions": -1}}`,
+		`{"models": {}, "embeddings": {"model": "m", "key": "sk-secret"}}`,
+	} {
+		if _, err := parseProfiles([]byte(bad)); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}

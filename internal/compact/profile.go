@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -99,6 +100,8 @@ var builtin = map[string]Profile{
 type Profiles struct {
 	byName map[string]Profile
 	file   []string // the names the models file gave, in its order
+	// embeddings is the file's embeddings entry; nil: none.
+	embeddings *Embeddings
 }
 
 // DefaultProfiles returns the built-in profiles: the documented limits of
@@ -111,7 +114,55 @@ func DefaultProfiles() *Profiles {
 
 // modelsFile is the shape of a models file.
 type modelsFile struct {
-	Models json.RawMessage `json:"models"`
+	Models     json.RawMessage `json:"models"`
+	Embeddings *Embeddings     `json:"embeddings"`
+}
+
+// Embeddings is the models file's "embeddings" entry: the model that
+// embeds memory items and queries for search (internal/memory), at an
+// OpenAI-compatible /embeddings endpoint.
+//
+//	"embeddings": {"model": NAME, "base_url": U, "api_key_env": E, "dimensions": N}
+//
+// model is required; base_url absent is the default endpoint (the
+// configured OpenAI-compatible one, or the built-in fake, whose embeddings
+// are deterministic); api_key_env names the variable holding the key of
+// base_url's endpoint (absent: the default endpoint's key); dimensions,
+// when set, asks the endpoint for vectors of that length.
+type Embeddings struct {
+	Model      string `json:"model"`
+	BaseURL    string `json:"base_url,omitempty"`
+	APIKeyEnv  string `json:"api_key_env,omitempty"`
+	Dimensions int    `json:"dimensions,omitempty"`
+}
+
+// check says what is wrong with e.
+func (e *Embeddings) check() error {
+	switch {
+	case e.Model == "":
+		return errors.New(`embeddings: no "model"`)
+	case e.APIKeyEnv != "" && !envName.MatchString(e.APIKeyEnv):
+		return fmt.Errorf("embeddings: api_key_env %q is not an environment variable's name", e.APIKeyEnv)
+	case e.APIKeyEnv != "" && e.BaseURL == "":
+		return errors.New("embeddings: api_key_env needs a base_url")
+	case e.Dimensions < 0 || e.Dimensions > 16384:
+		return fmt.Errorf("embeddings: dimensions %d is not in [0, 16384]", e.Dimensions)
+	}
+	if e.BaseURL != "" {
+		if u, err := url.Parse(e.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("embeddings: base_url %q is not an http(s) URL", e.BaseURL)
+		}
+	}
+	return nil
+}
+
+// Embeddings returns the models file's embeddings entry; false: the file
+// names no embedding model (memory is searched by full text alone).
+func (p *Profiles) Embeddings() (Embeddings, bool) {
+	if p == nil || p.embeddings == nil {
+		return Embeddings{}, false
+	}
+	return *p.embeddings, true
 }
 
 // fileProfile is one entry of a models file; pointers tell an absent field
@@ -181,6 +232,12 @@ func parseProfiles(b []byte) (*Profiles, error) {
 	// The models object is walked token by token, as decoding it into a
 	// map would keep the last of two entries of the same name silently.
 	p := DefaultProfiles()
+	if f.Embeddings != nil {
+		if err := f.Embeddings.check(); err != nil {
+			return nil, err
+		}
+		p.embeddings = f.Embeddings
+	}
 	seen := make(map[string]bool)
 	dec = json.NewDecoder(bytes.NewReader(f.Models))
 	dec.DisallowUnknownFields()

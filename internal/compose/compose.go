@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/runspec"
@@ -28,6 +29,22 @@ type Tools interface {
 	For(ctx context.Context, tenant string, need ...string) (*tools.Registry, error)
 }
 
+// Instructions reads a tenant's managed instructions (*persist.Store
+// implements it).
+type Instructions interface {
+	// InstructionsGet returns a tenant's managed instructions (Text ""
+	// for none).
+	InstructionsGet(ctx context.Context, tenantID string) (agentd.ManagedInstructions, error)
+}
+
+// Memory reads a tenant's memory for the pinned namespaces of a new run
+// (*memory.Service implements it).
+type Memory interface {
+	// List returns a page of the live items under p.Prefix that p's
+	// view sees.
+	List(ctx context.Context, tenant string, p agentd.MemoryListParams) ([]agentd.MemoryItem, error)
+}
+
 // Config configures New. Builder and Agents are required.
 type Config struct {
 	// Builder applies the server's defaults and ceilings; its registry is
@@ -39,6 +56,24 @@ type Config struct {
 	Tools Tools
 	// Registry is the server's tools when Tools is nil (nil: none).
 	Registry *tools.Registry
+	// Instructions, when set, gives each tenant's managed instructions,
+	// which every run of the tenant is given first (nil: none).
+	Instructions Instructions
+	// Memory, when set, gives a new run the items of its pinned
+	// namespaces (nil: none, and no run is given pinned memory).
+	Memory Memory
+	// Overlays, when set, tells which conversations are forks', whose
+	// every run uses the fork's memory overlay (nil: none is).
+	Overlays Overlays
+}
+
+// Overlays finds the memory overlay of a fork's conversation
+// (*persist.Store implements it).
+type Overlays interface {
+	// ConversationOverlay returns the overlay of tenant's conversation
+	// and the time it reads real memory as of: those of the fork that
+	// started it; "" for a conversation that no fork started.
+	ConversationOverlay(ctx context.Context, tenant, conversationID string) (string, *time.Time, error)
 }
 
 // Composer turns what was asked into runs. It is safe for concurrent use.
@@ -125,8 +160,10 @@ func (c *Composer) Child(ctx context.Context, parent agentd.Run, sub agentd.SubA
 	if err != nil {
 		return agentd.RunCreate{}, &tools.Error{Kind: agentd.ToolErrFinal, Message: err.Error()}
 	}
+	// The child runs for the parent's user, with the memory its own
+	// definition names, filled for that user; none if the parent's is off.
 	sr := runspec.Request{Input: []agentd.InputMessage{{Role: agentd.RoleUser, Content: "task"}}, InputText: true,
-		Variables: parent.Params.Variables}
+		Variables: parent.Params.Variables, User: userOf(parent.Params), Memory: memoryOff(parent.Params)}
 	spec, err := c.Build(ctx, parent.TenantID, sr, Agent{Name: sub.Name, Version: sub.Version})
 	var fe *runspec.FieldError
 	if errors.As(err, &fe) {
@@ -136,9 +173,19 @@ func (c *Composer) Child(ctx context.Context, parent agentd.Run, sub agentd.SubA
 	if err != nil {
 		return agentd.RunCreate{}, err
 	}
+	if pm := parent.Params.Memory; pm != nil && pm.Overlay != "" && spec.Params.Memory != nil && !spec.Params.Memory.Off {
+		// A fork's sub-agents share its overlay: nothing of the fork's
+		// tree writes real memory.
+		m := *spec.Params.Memory
+		m.Overlay, m.Base = pm.Overlay, pm.Base
+		spec.Params.Memory = &m
+		if spec.Params.Pinned, err = c.pin(ctx, parent.TenantID, &m); err != nil {
+			return agentd.RunCreate{}, err
+		}
+	}
 	spec.Input = []agentd.InputMessage{{Role: agentd.RoleUser, Content: task}}
 	spec.Params.Parent = &agentd.ParentRef{RunID: parent.ID, ToolCallID: call.ID, Depth: parent.Params.Depth() + 1,
-		Root: parent.Params.RootRunID(parent.ID)}
+		Root: parent.Params.RootRunID(parent.ID), Detached: sub.Detached}
 	// No client of its own may leave it; the parent's trace goes on in it.
 	spec.Params.OnDisconnect, spec.Params.TraceParent = agentd.OnDisconnectContinue, parent.Params.TraceParent
 	spec.Params.Unstored = false
@@ -160,6 +207,9 @@ type Fork struct {
 	// (runspec.Request.PartField).
 	Input     []agentd.InputMessage
 	PartField func(i, j int) string
+	// Base is when the forked step committed: the fork reads real memory
+	// as it was then (zero: now).
+	Base time.Time
 }
 
 // Fork composes a fork of run orig, for who: the run's parameters (or
@@ -175,8 +225,8 @@ func (c *Composer) Fork(ctx context.Context, who Caller, orig agentd.Run, f Fork
 			return agentd.RunCreate{}, fieldError("agent_version", "must be 1 or more")
 		}
 		var err error
-		if sr, err = c.withAgent(ctx, who.Tenant, runspec.Request{Variables: orig.Params.Variables},
-			Agent{Name: orig.Params.Agent.Name, Version: *f.AgentVersion}); err != nil {
+		base := runspec.Request{Variables: orig.Params.Variables, User: userOf(orig.Params), Memory: memoryOff(orig.Params)}
+		if sr, err = c.withAgent(ctx, who.Tenant, base, Agent{Name: orig.Params.Agent.Name, Version: *f.AgentVersion}); err != nil {
 			return agentd.RunCreate{}, err
 		}
 	}
@@ -193,8 +243,39 @@ func (c *Composer) Fork(ctx context.Context, who Caller, orig agentd.Run, f Fork
 	}
 	if f.AgentVersion == nil {
 		spec.Params.Agent, spec.Params.Variables = orig.Params.Agent, orig.Params.Variables
+		spec.Params.User, spec.Params.Memory = orig.Params.User, orig.Params.Memory
+	}
+	// The fork's memory is an overlay of its own over real memory as it
+	// was at the forked point: what it writes nothing else reads.
+	spec.Params.Memory = forkMemory(spec.Params.Memory, orig.Params.Memory, f.Base)
+	if spec.Params.Pinned, err = c.pin(ctx, who.Tenant, spec.Params.Memory); err != nil {
+		return agentd.RunCreate{}, err
 	}
 	return create(who, spec), nil
+}
+
+// forkMemory is the memory of a fork of a run whose memory was orig: m
+// (the run's, or its agent version's; nil: none) under an overlay of the
+// fork's own, over real memory as of base, or as of the run's own base when it
+// is itself a fork's (a fork of a fork reads what its source read, and
+// not its source's overlay).
+func forkMemory(m, orig *agentd.RunMemory, base time.Time) *agentd.RunMemory {
+	// A fork without memory keeps its overlay too: a later run of its
+	// conversation that asks for memory uses it (Composer.overlaid).
+	out := agentd.RunMemory{}
+	if m != nil {
+		out = *m
+	}
+	out.Overlay = agentd.NewID()
+	if orig != nil && orig.Base != nil && (base.IsZero() || orig.Base.Before(base)) {
+		base = *orig.Base
+	}
+	if base.IsZero() {
+		base = time.Now()
+	}
+	b := base.UTC()
+	out.Base = &b
+	return &out
 }
 
 // Define checks the definition d of tenant's agent name as it is to be
@@ -210,6 +291,12 @@ func (c *Composer) Define(ctx context.Context, tenant, name string, d AgentDefin
 		return nil, err
 	}
 	sr.Input, sr.InputText = []agentd.InputMessage{{Role: agentd.RoleUser, Content: "definition"}}, true
+	// Its runs' users and variables fill its memory's namespaces: here
+	// only their shapes are checked.
+	if err := runspec.CheckMemory(sr.Memory); err != nil {
+		return nil, err
+	}
+	sr.Memory = nil
 	spec, err := c.build(ctx, tenant, sr)
 	if err != nil {
 		return nil, err
@@ -300,14 +387,84 @@ func (c *Composer) build(ctx context.Context, tenant string, sr runspec.Request)
 	if err != nil {
 		return spec, err
 	}
-	spec.Params.SubAgents, err = c.subAgents(ctx, tenant, sr.SubAgents, spec, reg)
+	if spec.Params.SubAgents, err = c.subAgents(ctx, tenant, sr.SubAgents, sr.Detached, spec, reg); err != nil {
+		return spec, err
+	}
+	if spec.Params.Managed, err = c.managed(ctx, tenant); err != nil {
+		return spec, err
+	}
+	if spec.Params.Memory, err = c.overlaid(ctx, tenant, sr.ConversationID, spec.Params.Memory); err != nil {
+		return spec, err
+	}
+	spec.Params.Pinned, err = c.pin(ctx, tenant, spec.Params.Memory)
 	return spec, err
+}
+
+// overlaid is memory m of a new run of conversation conv ("": a new one),
+// under the overlay of the fork that started conv, if one did: every run
+// of a fork's conversation reads and writes the fork's memory, never real
+// memory, whatever door it came through. A run without memory reaches
+// none, and is not looked up (the conversation's first run names the
+// overlay, whatever its later runs hold).
+func (c *Composer) overlaid(ctx context.Context, tenant, conv string, m *agentd.RunMemory) (*agentd.RunMemory, error) {
+	if conv == "" || c.cfg.Overlays == nil || m == nil || m.Off {
+		return m, nil
+	}
+	overlay, base, err := c.cfg.Overlays.ConversationOverlay(ctx, tenant, conv)
+	if err != nil || overlay == "" {
+		return m, err
+	}
+	out := *m
+	out.Overlay, out.Base = overlay, base
+	return &out, nil
+}
+
+// managed is what a new run of tenant is given of the tenant's managed
+// instructions: their text and version as they are now, kept in the
+// run's parameters, so that its every step sends the same system prompt
+// without reading them again, and a change is for later runs only.
+func (c *Composer) managed(ctx context.Context, tenant string) (*agentd.RunManaged, error) {
+	if c.cfg.Instructions == nil {
+		return nil, nil
+	}
+	m, err := c.cfg.Instructions.InstructionsGet(ctx, tenant)
+	if err != nil || m.Text == "" {
+		return nil, err
+	}
+	return &agentd.RunManaged{Version: m.Version, Text: m.Text}, nil
+}
+
+// pin is what a new run with memory m is given of its pinned namespaces:
+// their live items as they are now (under a fork's overlay, as the fork
+// sees them), kept in the run's parameters, so that every step sends the
+// same system prompt and a crash does not change it; nil for none.
+func (c *Composer) pin(ctx context.Context, tenant string, m *agentd.RunMemory) (*agentd.RunPinned, error) {
+	if c.cfg.Memory == nil || m == nil || m.Off || len(m.Pinned) == 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	var items []agentd.MemoryItem
+	seen := map[string]bool{} // an item under two pinned namespaces (one holds the other) is given once
+	for _, ns := range m.Pinned {
+		page, err := c.cfg.Memory.List(ctx, tenant, agentd.MemoryListParams{MemoryView: m.View(),
+			Prefix: ns, Limit: agentd.MaxPinnedMemoryItems})
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range page {
+			if id := it.Namespace.String() + "\x00" + it.Key; !seen[id] {
+				seen[id] = true
+				items = append(items, it)
+			}
+		}
+	}
+	return agentd.PinItems(items, now), nil
 }
 
 // subAgents resolves the agents a run names among its tools to the
 // tenant's agents at their latest versions: each named once, and no other
 // tool of the run of that name (the model tells tools apart by name only).
-func (c *Composer) subAgents(ctx context.Context, tenant string, names []string, spec agentd.RunSpec, reg *tools.Registry) ([]agentd.SubAgent, error) {
+func (c *Composer) subAgents(ctx context.Context, tenant string, names, detached []string, spec agentd.RunSpec, reg *tools.Registry) ([]agentd.SubAgent, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
@@ -329,7 +486,7 @@ func (c *Composer) subAgents(ctx context.Context, tenant string, names []string,
 		if err != nil {
 			return nil, err
 		}
-		sub := agentd.SubAgent{Name: a.Name, Version: a.Version, Description: a.Description}
+		sub := agentd.SubAgent{Name: a.Name, Version: a.Version, Description: a.Description, Detached: slices.Contains(detached, n)}
 		if def, err := storedDefinition(a); err == nil && !runspec.IsNull(def.InputSchema) {
 			sub.Parameters = def.InputSchema
 		}
@@ -383,4 +540,58 @@ func agentCycle(ctx context.Context, get func(ctx context.Context, name string) 
 		}
 	}
 	return "", nil
+}
+
+// Next composes the next run of the conversation of run last, for who,
+// with input: last's parameters and agent, as a fork of it keeps them. A
+// conversation's door starts it when a message finds no run in flight.
+func (c *Composer) Next(ctx context.Context, who Caller, last agentd.Run, input []agentd.InputMessage) (agentd.RunCreate, error) {
+	sr := runspec.RequestOf(last.Model, last.Params)
+	if len(last.Params.Fallbacks) > 0 {
+		sr.Models = &last.Params.Fallbacks
+	}
+	sr.Input, sr.ConversationID = input, last.ConversationID
+	spec, err := c.build(ctx, who.Tenant, sr)
+	if err != nil {
+		return agentd.RunCreate{}, err
+	}
+	spec.Params.Agent, spec.Params.Variables = last.Params.Agent, last.Params.Variables
+	spec.Params.User, spec.Params.Memory = last.Params.User, last.Params.Memory
+	if spec.Params.Pinned, err = c.pin(ctx, who.Tenant, spec.Params.Memory); err != nil {
+		return agentd.RunCreate{}, err
+	}
+	return create(who, spec), nil
+}
+
+// userOf is the user of a run with params p, as a request gives it.
+func userOf(p agentd.RunParams) *string {
+	if p.User == "" {
+		return nil
+	}
+	return &p.User
+}
+
+// memoryOff is "memory": false for the runs that a run with params p
+// makes (its forks, its sub-agents' runs) when its own memory is off;
+// nil otherwise.
+func memoryOff(p agentd.RunParams) *runspec.Memory {
+	if p.Memory != nil && p.Memory.Off {
+		return &runspec.Memory{Off: true}
+	}
+	return nil
+}
+
+// Steering checks input sent to run r while it works (POST
+// /runs/{id}/input): user messages only, each storable, their images and
+// files taken by every model of the run's chain. text says that it came
+// as one text.
+func (c *Composer) Steering(r agentd.Run, input []agentd.InputMessage, text bool) error {
+	return c.cfg.Builder.Steering(input, text, r.Models())
+}
+
+// Report composes the run that starts the conversation of run last to
+// report input (a detached sub-agent's end, which found last ended): the
+// conversation's next run, for last's creator.
+func (c *Composer) Report(ctx context.Context, last agentd.Run, input []agentd.InputMessage) (agentd.RunCreate, error) {
+	return c.Next(ctx, Caller{Tenant: last.TenantID, Actor: last.CreatedBy}, last, input)
 }

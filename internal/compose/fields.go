@@ -34,6 +34,9 @@ type Fields struct {
 	Models       *[]string          `json:"models"`
 	Thinking     *Thinking          `json:"thinking"`
 	MaxCost      *float64           `json:"max_cost"`
+	// Memory is false (no memory for the run), or the namespaces the run
+	// reads and writes (memoryFields).
+	Memory json.RawMessage `json:"memory"`
 }
 
 // LoopLimits are a run's loop_limits.
@@ -73,6 +76,9 @@ type Sampling struct {
 	// ToolChoice is auto, none, required, or {"type": "function", "name"}.
 	ToolChoice        json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls *bool           `json:"parallel_tool_calls"`
+	// ReasoningEffort is how much a reasoning model thinks: none,
+	// minimal, low, medium, high or xhigh.
+	ReasoningEffort *string `json:"reasoning_effort"`
 }
 
 // OutputFormat is a run's sampling.format.
@@ -84,9 +90,13 @@ type OutputFormat struct {
 	Strict      *bool           `json:"strict"`
 }
 
-// AgentFields name the agent a new run starts from: POST /runs, a
-// schedule's template and the AI SDK's chat take them.
+// AgentFields name the agent a new run starts from, and the end user it
+// runs for: POST /runs, a schedule's template and the AI SDK's chat take
+// them.
 type AgentFields struct {
+	// User is the run's end user, as the client names them: the {{user}}
+	// of its memory's namespaces.
+	User         *string `json:"user"`
 	Agent        *string `json:"agent"`
 	AgentVersion *int    `json:"agent_version"`
 	// Variables fill the {{name}} placeholders of the instructions: an
@@ -132,7 +142,7 @@ func (s *Sampling) request() (*runspec.Sampling, error) {
 		return nil, nil
 	}
 	out := &runspec.Sampling{MaxOutputTokens: s.MaxOutputTokens, Temperature: s.Temperature, TopP: s.TopP,
-		ParallelToolCalls: s.ParallelToolCalls}
+		ParallelToolCalls: s.ParallelToolCalls, ReasoningEffort: s.ReasoningEffort}
 	if f := s.Format; f != nil {
 		out.Format = &runspec.OutputFormat{Type: f.Type, Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
 	}
@@ -187,11 +197,11 @@ func (f Fields) Request() (runspec.Request, error) {
 	}
 	var cts []runspec.ClientTool
 	if f.Tools != nil {
-		names, functions, agents, err := toolList(*f.Tools)
+		names, functions, agents, detached, err := toolList(*f.Tools)
 		if err != nil {
 			return out, err
 		}
-		out.Tools, cts, out.SubAgents = &names, functions, agents
+		out.Tools, cts, out.SubAgents, out.Detached = &names, functions, agents, detached
 	}
 	if f.ClientTools != nil {
 		for _, t := range *f.ClientTools {
@@ -201,7 +211,9 @@ func (f Fields) Request() (runspec.Request, error) {
 	if f.Tools != nil || f.ClientTools != nil {
 		out.ClientTools = &cts
 	}
-	return out, nil
+	var err error
+	out.Memory, err = parseMemory(f.Memory)
+	return out, err
 }
 
 // Request is d as the run spec builder takes it, without input.
@@ -248,8 +260,9 @@ type Agent struct {
 	Version int
 }
 
-// Resolve is the agent f names, with its variables put on sr.
+// Resolve is the agent f names, with its variables and user put on sr.
 func (f AgentFields) Resolve(sr *runspec.Request) (Agent, error) {
+	sr.User = f.User
 	if !runspec.IsNull(f.Variables) {
 		if t := bytes.TrimSpace(f.Variables); t[0] != '{' || json.Unmarshal(t, &sr.Variables) != nil {
 			return Agent{}, fieldError("variables", "must be an object of strings: {\"name\": \"value\"}")
@@ -282,13 +295,17 @@ type toolEntry struct {
 	Description *string         `json:"description"`
 	Parameters  json.RawMessage `json:"parameters"`
 	Agent       *string         `json:"agent"`
+	// Wait false: the run does not wait for the agent's child run, whose
+	// answer comes back as input (agentd.SubAgent.Detached).
+	Wait *bool `json:"wait"`
 }
 
 // toolList reads a "tools" list: the name of a server tool (an operator's
 // or the tenant's) as a string, a client tool as {"type": "function",
 // "name", "description", "parameters"}, which joins the client tools, or
-// a sub-agent as {"type": "agent", "agent": "<name>"}.
-func toolList(entries []json.RawMessage) (names []string, functions []runspec.ClientTool, agents []string, err error) {
+// a sub-agent as {"type": "agent", "agent": "<name>"} (with "wait": false,
+// one the run does not wait for: detached lists those).
+func toolList(entries []json.RawMessage) (names []string, functions []runspec.ClientTool, agents, detached []string, err error) {
 	names, agents = []string{}, []string{}
 	for i, raw := range entries {
 		field := fmt.Sprintf("tools[%d]", i)
@@ -296,37 +313,42 @@ func toolList(entries []json.RawMessage) (names []string, functions []runspec.Cl
 		if len(raw) > 0 && raw[0] == '"' {
 			var name string
 			if err := json.Unmarshal(raw, &name); err != nil {
-				return nil, nil, nil, fieldError(field, "must be a tool's name or a tool object")
+				return nil, nil, nil, nil, fieldError(field, "must be a tool's name or a tool object")
 			}
 			names = append(names, name)
 			continue
 		}
 		if len(raw) == 0 || raw[0] != '{' {
-			return nil, nil, nil, fieldError(field, "must be a tool's name (a string) or a tool object with a type")
+			return nil, nil, nil, nil, fieldError(field, "must be a tool's name (a string) or a tool object with a type")
 		}
 		var t toolEntry
 		if err := decodeField(raw, &t, field); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		switch {
 		case t.Type == nil:
-			return nil, nil, nil, fieldError(field+".type", "is required: function or agent")
+			return nil, nil, nil, nil, fieldError(field+".type", "is required: function or agent")
 		case *t.Type == "agent":
 			if t.Agent == nil || *t.Agent == "" {
-				return nil, nil, nil, fieldError(field+".agent", "is required: the name of one of the tenant's agents")
+				return nil, nil, nil, nil, fieldError(field+".agent", "is required: the name of one of the tenant's agents")
 			}
 			if t.Name != nil || t.Description != nil || t.Parameters != nil {
-				return nil, nil, nil, fieldError(field, "an agent tool takes only type and agent: the agent's name and "+
+				return nil, nil, nil, nil, fieldError(field, "an agent tool takes only type and agent: the agent's name and "+
 					"description are its tool's, and its input a task")
 			}
 			agents = append(agents, *t.Agent)
+			if t.Wait != nil && !*t.Wait {
+				detached = append(detached, *t.Agent)
+			}
 			continue
 		case *t.Type != "function":
-			return nil, nil, nil, fieldError(field+".type", "must be function or agent, not %q", *t.Type)
+			return nil, nil, nil, nil, fieldError(field+".type", "must be function or agent, not %q", *t.Type)
 		case t.Agent != nil:
-			return nil, nil, nil, fieldError(field+".agent", "is taken only by an agent tool")
+			return nil, nil, nil, nil, fieldError(field+".agent", "is taken only by an agent tool")
+		case t.Wait != nil:
+			return nil, nil, nil, nil, fieldError(field+".wait", "is taken only by an agent tool")
 		}
 		functions = append(functions, runspec.ClientTool{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
-	return names, functions, agents, nil
+	return names, functions, agents, detached, nil
 }

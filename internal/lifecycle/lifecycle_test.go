@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,5 +112,70 @@ func TestGroupStopErrors(t *testing.T) {
 	}
 	if !bounded || unbounded {
 		t.Fatalf("deadlines: a %v (want one of its own), b %v (want the group's: none)", bounded, unbounded)
+	}
+}
+
+// TestPeriodic: a pass at the start and one every interval; Stop cancels
+// the pass under way and waits for it, says so when its context ends
+// first, and is safe before Start and twice; Start after Stop starts
+// nothing.
+func TestPeriodic(t *testing.T) {
+	t.Parallel()
+	passes := make(chan struct{}, 100)
+	p := lifecycle.NewPeriodic("test pass", 10*time.Millisecond, func(ctx context.Context) { passes <- struct{}{} })
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatalf("stop before start: %v", err)
+	}
+	p = lifecycle.NewPeriodic("test pass", 10*time.Millisecond, func(ctx context.Context) { passes <- struct{}{} })
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		select {
+		case <-passes:
+		case <-time.After(5 * time.Second):
+			t.Fatal("fewer than 3 passes in 5 s at a 10 ms interval")
+		}
+	}
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for len(passes) > 0 {
+		<-passes
+	}
+	time.Sleep(30 * time.Millisecond)
+	if len(passes) != 0 {
+		t.Fatal("a pass after Stop")
+	}
+	if err := p.Start(context.Background()); err != nil || p.Stop(context.Background()) != nil {
+		t.Fatal("start or stop after stop")
+	}
+
+	// A pass that does not end when cancelled: Stop says so at its
+	// context's end; the pass is cancelled, then let go.
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	var cancelled atomic.Bool
+	slow := lifecycle.NewPeriodic("slow pass", time.Hour, func(ctx context.Context) {
+		close(entered)
+		<-ctx.Done()
+		cancelled.Store(true)
+		<-release
+	})
+	if err := slow.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := slow.Stop(ctx); err == nil || !strings.Contains(err.Error(), "slow pass") {
+		t.Fatalf("stop of a pass that does not end: %v", err)
+	}
+	if !cancelled.Load() {
+		t.Fatal("the pass under way was not cancelled")
+	}
+	close(release)
+	if err := slow.Stop(context.Background()); err != nil {
+		t.Fatalf("stop once the pass ended: %v", err)
 	}
 }

@@ -43,11 +43,15 @@ func anthropicParams(req Request, maxTokens int) (anthropicRequest, error) {
 	if smp.MaxOutputTokens > 0 {
 		p.MaxTokens = int64(smp.MaxOutputTokens)
 	}
-	if req.Thinking > 0 {
+	budget := req.Thinking
+	if budget == 0 {
+		budget = ThinkingBudget(smp.ReasoningEffort)
+	}
+	if budget > 0 {
 		// max_tokens counts the thinking too: the budget comes on top of
 		// the answer's own cap, which so keeps its meaning.
-		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(int64(req.Thinking))
-		p.MaxTokens += int64(req.Thinking)
+		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(int64(budget))
+		p.MaxTokens += int64(budget)
 	}
 	if len(req.Tools) > 0 {
 		if p.Tools, err = anthropicTools(req.Tools); err != nil {

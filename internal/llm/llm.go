@@ -172,6 +172,27 @@ type Sampling struct {
 	// ParallelToolCalls, when set, says whether the model may ask for
 	// more than one call at a time; sent only with tools.
 	ParallelToolCalls *bool
+	// ReasoningEffort asks a reasoning model for that much thinking
+	// (none, minimal, low, medium, high, xhigh): OpenAI's reasoning_effort,
+	// a thinking budget for Anthropic (ThinkingBudget) when the request
+	// asks for none of its own; "": the provider's default.
+	ReasoningEffort string
+}
+
+// ThinkingBudget is the extended thinking budget, in tokens, that stands
+// for a reasoning effort (0: none).
+func ThinkingBudget(effort string) int {
+	switch effort {
+	case "low":
+		return 2048
+	case "medium":
+		return 8192
+	case "high":
+		return 16384
+	case "xhigh":
+		return 32768
+	}
+	return 0 // none, minimal (below Anthropic's least budget of 1024), or the default
 }
 
 // ToolChoice is Mode ToolChoiceAuto, ToolChoiceNone, ToolChoiceRequired,

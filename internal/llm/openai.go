@@ -273,6 +273,10 @@ func requestBody(req Request) ([]byte, error) {
 		b = append(b, `,"prompt_cache_key":`...)
 		b = appendString(b, req.CacheKey)
 	}
+	if smp.ReasoningEffort != "" {
+		b = append(b, `,"reasoning_effort":`...)
+		b = appendString(b, smp.ReasoningEffort)
+	}
 	var err error
 	if b, err = appendResponseFormat(b, smp.Format); err != nil {
 		return nil, err

@@ -234,6 +234,7 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 			Format: &OutputFormat{Type: FormatJSONSchema, Name: "n", Schema: json.RawMessage(`{}`), Strict: ptr(false)}}},
 		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{TopP: ptr(0.1), Format: &OutputFormat{Type: FormatJSONSchema, Name: "bare"}}},
 		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{Format: &OutputFormat{Type: FormatText}}},
+		{Model: "gpt-test", Messages: msgs[:2], Sampling: Sampling{ReasoningEffort: "high", Temperature: ptr(1.0)}},
 		{Model: "gpt-test", Messages: msgs[:2], Tools: tools, Sampling: Sampling{ToolChoice: &ToolChoice{Mode: ToolChoiceRequired},
 			ParallelToolCalls: ptr(false)}},
 		{Model: "gpt-test", Messages: msgs[:2], Tools: tools, Sampling: Sampling{ToolChoice: &ToolChoice{Mode: ToolChoiceTool, Name: "now"}}},
@@ -261,6 +262,9 @@ func TestRequestBodyMatchesTheSDK(t *testing.T) {
 			} else {
 				p.ToolChoice.OfAuto = openai.String(c.Mode)
 			}
+		}
+		if e := req.Sampling.ReasoningEffort; e != "" {
+			p.ReasoningEffort = shared.ReasoningEffort(e)
 		}
 		if v := req.Sampling.ParallelToolCalls; v != nil && len(req.Tools) > 0 {
 			p.ParallelToolCalls = openai.Bool(*v)

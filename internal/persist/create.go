@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,6 +39,10 @@ type RunCreateParams struct {
 	// creation fails with a *agentd.TreeLimitError when it would pass
 	// either bound.
 	Tree *TreeBounds
+	// Carry, ReportOf and Hook: see agentd.RunCreate.
+	Carry    *agentd.InputCarry
+	ReportOf string
+	Hook     *agentd.HookCalledData
 	// QueuedBy names the worker that will claim the run if it is created
 	// queued: the wake-up sent to every instance's ChannelRuns says so
 	// (NotifyPayload), and that worker need not search for it.
@@ -59,7 +64,8 @@ type TreeBounds struct {
 func CreateOf(c agentd.RunCreate) RunCreateParams {
 	return RunCreateParams{TenantID: c.TenantID, ConversationID: c.Spec.ConversationID, Model: c.Spec.Model,
 		Params: c.Spec.Params, Input: c.Spec.Input, IdempotencyKey: c.IdempotencyKey, RequestHash: c.RequestHash,
-		Actor: c.Actor, RejectOverQuota: c.Spec.OnQuota == agentd.OnQuotaReject}
+		Actor: c.Actor, RejectOverQuota: c.Spec.OnQuota == agentd.OnQuotaReject, Carry: c.Carry,
+		ReportOf: c.ReportOf, Hook: c.Hook}
 }
 
 // NotifyPayload is the payload of ChannelRuns for run id queued by worker
@@ -229,6 +235,12 @@ func (c *creation) createIn(ctx context.Context, tx pgx.Tx) error {
 		}
 	}
 	if err := c.answerPending(ctx, tx); err != nil {
+		return err
+	}
+	if err := c.carry(ctx, tx); err != nil {
+		return err
+	}
+	if err := c.reported(ctx, tx); err != nil {
 		return err
 	}
 	if err := c.queueRun(&b, convID, rm); err != nil {
@@ -456,6 +468,9 @@ func (c *creation) queueRun(b *batch, convID string, rm room) error {
 	claimed := p.ClaimFor != nil && rm.idle && p.Params.MaxSteps > 0
 	at := eventTime()
 	evs := []agentd.EventIn{agentd.EventOf(0, agentd.RunCreatedData{Actor: p.Actor, ConversationID: convID, Model: p.Model, Status: agentd.StatusQueued})}
+	if p.Hook != nil {
+		evs = append(evs, agentd.EventOf(0, *p.Hook))
+	}
 	if claimed {
 		evs = append(evs, agentd.FirstStepEvents(p.ClaimFor.Worker)...)
 	}
@@ -527,6 +542,9 @@ func (c *creation) queueInput(b *batch, convID string, rm room) error {
 				op.Content = append(op.Content, agentd.Part{Type: agentd.PartToolCall, ID: tc.ID, Name: tc.Name,
 					Arguments: cmp.Or(tc.Arguments, "{}")})
 			}
+		}
+		if len(m.Reasoning) > 0 && m.Role == agentd.RoleAssistant {
+			op.Content = append(slices.Clone(m.Reasoning), op.Content...)
 		}
 		switch {
 		case p.ConversationID == "":

@@ -229,6 +229,7 @@ type Claim struct {
 type LeaseState struct {
 	CancelRequested    bool
 	InterruptRequested bool
+	InputsPending      bool
 }
 
 // LeaseExtend extends the lease of the run held under f and reports whether
@@ -238,8 +239,8 @@ func (s *Store) LeaseExtend(ctx context.Context, f Fence, ttl time.Duration) (Le
 	var st LeaseState
 	err := s.pool.QueryRow(ctx, `UPDATE runs SET lease_expires_at = now() + $3 * interval '1 millisecond'
 		WHERE id = $1 AND epoch = $2 AND status = 'running'
-		RETURNING cancel_requested_at IS NOT NULL, interrupt_requested_at IS NOT NULL`,
-		f.RunID, f.Epoch, ttl.Milliseconds()).Scan(&st.CancelRequested, &st.InterruptRequested)
+		RETURNING cancel_requested_at IS NOT NULL, interrupt_requested_at IS NOT NULL, inputs_pending > 0`,
+		f.RunID, f.Epoch, ttl.Milliseconds()).Scan(&st.CancelRequested, &st.InterruptRequested, &st.InputsPending)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, ErrLeaseLost
 	}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/agentd/agentd/internal/lifecycle"
 )
 
 // RetentionStats says what a retention pass removed.
@@ -179,18 +180,10 @@ func (s *Store) stillOld(ctx context.Context, tx pgx.Tx, ids []string, horizon t
 
 // Retention runs a RetentionPass between Start and Stop: the first at
 // once, then one every interval, each removing what ended longer ago than
-// keep.
+// keep. A pass under way at Stop is cancelled: its transaction under way
+// rolls back (what the transactions before it removed stays removed).
 type Retention struct {
-	store    *Store
-	keep     time.Duration
-	interval time.Duration
-	log      *slog.Logger
-
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when the loop has returned
+	*lifecycle.Periodic
 }
 
 // Retention returns the service that runs retention passes on s every
@@ -200,66 +193,17 @@ func (s *Store) Retention(keep, interval time.Duration, log *slog.Logger) *Reten
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Retention{store: s, keep: keep, interval: interval, log: log, done: make(chan struct{})}
-}
-
-// Start starts the passes; ctx bounds nothing. Starting twice, or after
-// Stop, does nothing.
-func (r *Retention) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.started || r.stopped {
-		return nil
-	}
-	r.started = true
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel = cancel
-	go r.loop(lctx)
-	return nil
-}
-
-// Stop stops the passes and waits, within ctx, for a pass under way to end:
-// it is cancelled, and its transaction under way rolls back (what the
-// transactions before it removed stays removed). Stopping twice, or
-// before Start, is safe.
-func (r *Retention) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	r.stopped = true
-	started := r.started
-	r.mu.Unlock()
-	if !started {
-		return nil
-	}
-	r.cancel()
-	select {
-	case <-r.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("retention pass: %w", ctx.Err())
-	}
-}
-
-func (r *Retention) loop(ctx context.Context) {
-	defer close(r.done)
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
-	for {
+	return &Retention{lifecycle.NewPeriodic("retention pass", interval, func(ctx context.Context) {
 		start := time.Now()
-		st, err := r.store.RetentionPass(ctx, start.Add(-r.keep))
+		st, err := s.RetentionPass(ctx, start.Add(-keep))
 		switch {
 		case ctx.Err() != nil:
-			return
 		case err != nil:
-			r.log.Warn("retention pass", "error", err)
+			log.Warn("retention pass", "error", err)
 		case st.Conversations+st.IdempotencyKeys+st.Deliveries > 0:
-			r.log.Info("retention pass", "conversations", st.Conversations, "runs", st.Runs,
+			log.Info("retention pass", "conversations", st.Conversations, "runs", st.Runs,
 				"idempotency_keys", st.IdempotencyKeys, "webhook_deliveries", st.Deliveries,
 				"took", time.Since(start).Round(time.Millisecond))
 		}
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-	}
+	})}
 }

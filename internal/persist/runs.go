@@ -24,7 +24,7 @@ const runColumns = `id, tenant_id, conversation_id, status, coalesce(terminal_re
 	cancel_requested_at, interrupt_requested_at, required_action, last_event_seq, step_count,
 	input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, error,
 	created_at, started_at, finished_at, updated_at, stall_claims,
-	coalesce(created_by, ''), coalesce(cancelled_by, ''), coalesce(resumed_by, ''), output`
+	coalesce(created_by, ''), coalesce(cancelled_by, ''), coalesce(resumed_by, ''), output, inputs_pending, inputs_unapplied`
 
 func scanRun(row pgx.Row) (agentd.Run, error) {
 	var r agentd.Run
@@ -34,7 +34,7 @@ func scanRun(row pgx.Row) (agentd.Run, error) {
 		&r.CancelRequestedAt, &r.InterruptRequestedAt, &r.RequiredAction, &r.LastEventSeq, &r.StepCount,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CachedInputTokens, &r.Usage.ReasoningTokens, &r.Error,
 		&r.CreatedAt, &r.StartedAt, &r.FinishedAt, &r.UpdatedAt, &r.StallClaims,
-		&r.CreatedBy, &r.CancelledBy, &r.ResumedBy, &r.Output)
+		&r.CreatedBy, &r.CancelledBy, &r.ResumedBy, &r.Output, &r.InputsPending, &r.InputsUnapplied)
 	if err != nil {
 		return agentd.Run{}, translate(err)
 	}
@@ -74,6 +74,14 @@ func (s scanPrefix) Scan(dest ...any) error {
 // RunGet returns a run of the tenant; ErrRunNotFound when there is none.
 func (s *Store) RunGet(ctx context.Context, tenantID, id string) (agentd.Run, error) {
 	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1 AND tenant_id = $2`, id, tenantID))
+	return r, notFound(err, agentd.ErrRunNotFound)
+}
+
+// RunOfToolCall returns the tenant's run that made tool call id;
+// ErrRunNotFound when there is none.
+func (s *Store) RunOfToolCall(ctx context.Context, tenantID, callID string) (agentd.Run, error) {
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+` FROM runs
+		WHERE id = (SELECT run_id FROM tool_calls WHERE id = $1) AND tenant_id = $2`, callID, tenantID))
 	return r, notFound(err, agentd.ErrRunNotFound)
 }
 
@@ -178,7 +186,8 @@ func endLocked(ctx context.Context, tx pgx.Tx, r agentd.Run, status agentd.RunSt
 // each call that did not run (planned, waiting for approval, or allowed a
 // retry) is rejected, with a tool_call.completed event each. A side effect
 // whose outcome is unknown stays unknown, since it may have happened: its
-// error notes the end, and the run's end lists it as unresolved.
+// error notes the end, and the run's end lists it as unresolved. The
+// inputs the run had yet to apply are unapplied, with an event each.
 func closeOpen(ctx context.Context, tx pgx.Tx, r agentd.Run, reason agentd.Reason) (evs []agentd.EventIn, unresolved []string, err error) {
 	if _, err := tx.Exec(ctx, `UPDATE steps SET status = $2, finished_at = now()
 		WHERE run_id = $1 AND status IN ('running', 'acting')`, r.ID, agentd.StepEndOf(reason)); err != nil {
@@ -207,7 +216,8 @@ func closeOpen(ctx context.Context, tx pgx.Tx, r agentd.Run, reason agentd.Reaso
 	if err != nil {
 		return nil, nil, fmt.Errorf("note unknown outcomes: %w", err)
 	}
-	return evs, unresolved, nil
+	unapplied, err := unapplyLocked(ctx, tx, r, reason)
+	return append(evs, unapplied...), unresolved, err
 }
 
 func scanString(row pgx.Row) (string, error) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,9 @@ type Config struct {
 	// ReplicaMaxLag is how far behind the primary the replica may be and
 	// still serve; 0 takes DefaultReplicaMaxLag.
 	ReplicaMaxLag time.Duration
+	// MemoryLimits bound each tenant's memory (memory.go); zero fields are
+	// unbounded.
+	MemoryLimits agentd.MemoryLimits
 }
 
 // Store is agentd's handle on PostgreSQL.
@@ -95,6 +99,10 @@ type Store struct {
 	tenantCap  int    // Config.TenantRunsInProgress
 	claimCTE   string // claimCTE with tenantCap
 	claimIDCTE string // claimIDCTE with tenantCap
+
+	memLimits  agentd.MemoryLimits // Config.MemoryLimits
+	vectorOnce sync.Once           // asks once whether the vector extension is installed
+	vectorExt  bool
 
 	group    atomic.Pointer[committer] // set while group commit is on
 	execTx   atomic.Int64              // executor transactions committed
@@ -133,6 +141,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("ping database: %w", err)
 	}
 	s := &Store{pool: pool, listen: listen, health: h, pub: cfg.Publisher, tenantCap: cfg.TenantRunsInProgress,
+		memLimits:  cfg.MemoryLimits,
 		claimCTE:   fmt.Sprintf(claimCTE, max(0, cfg.TenantRunsInProgress)),
 		claimIDCTE: fmt.Sprintf(claimIDCTE, max(0, cfg.TenantRunsInProgress))}
 	if cfg.ReplicaURL != "" {
@@ -292,6 +301,8 @@ func translate(err error) error {
 			return fmt.Errorf("%w: %s", agentd.ErrConflict, pgErr.ConstraintName)
 		case pgErr.Code == "AD001": // raised by agentd_fence: a run's epoch moved on
 			return ErrLeaseLost
+		case pgErr.Code == "AD002": // raised by agentd_inputs_check
+			return fmt.Errorf("%w: %s", agentd.ErrInputsChanged, pgErr.Message)
 		case strings.HasPrefix(pgErr.Code, "22"): // data_exception
 			return fmt.Errorf("%w: %s (SQLSTATE %s): %w", ErrInvalidValue, pgErr.Message, pgErr.Code, err)
 		case strings.HasPrefix(pgErr.Code, "23"): // integrity_constraint_violation

@@ -42,6 +42,13 @@ func TestSchemaAllowsTheVocabulary(t *testing.T) {
 		"schedules_overlap_check":         strs(agentd.ScheduleOverlaps()),
 		"schedules_catch_up_check":        strs(agentd.ScheduleCatchUps()),
 		"model_calls_kind_check":          strs(agentd.ModelCallKinds()),
+		"run_inputs_source_check":         strs(agentd.InputSources()),
+		"run_inputs_status_check":         strs(agentd.InputStatuses()),
+		"memory_versions_source_check":    strs(agentd.MemorySources()),
+		"memory_items_source_check":       strs(agentd.MemorySources()),
+		"memory_extractions_status_check": strs(agentd.MemoryExtractionStatuses()),
+		"dataset_versions_change_check":   strs(agentd.DatasetChanges()),
+		"dataset_cases_kind_check":        strs(agentd.CaseKinds()),
 	}
 	// Allowed by the schema since its first version, never written.
 	unused := map[string][]string{"messages_status_check": {"partial", "failed"}}

@@ -87,29 +87,34 @@ func eventNames(types []agentd.EventType) []string {
 
 // outboxDue takes up to $1 outbox rows not dispatched yet, oldest first,
 // skipping those another instance dispatches; with each, the run's own
-// webhook, if it has one.
+// webhook, if it has one, and for a run that completed the parameters
+// that say whether memory is extracted from it (extractParams).
 const outboxDue = `SELECT o.run_id::text, o.tenant_id, o.event_type, o.seq, o.created_at,
-		coalesce(r.params->'webhook'->>'url', ''), coalesce(r.params->'webhook'->>'sealed_secret', '')
+		coalesce(r.params->'webhook'->>'url', ''), coalesce(r.params->'webhook'->>'sealed_secret', ''),
+		CASE WHEN o.event_type = 'run.completed' THEN ` + extractParams + ` END
 	FROM outbox o LEFT JOIN runs r ON r.id = o.run_id
 	WHERE o.dispatched_at IS NULL ORDER BY o.created_at LIMIT $1 FOR UPDATE OF o SKIP LOCKED`
 
-// dueEntry is an outbox row to dispatch, with its run's own webhook.
+// dueEntry is an outbox row to dispatch, with its run's own webhook, and
+// for a run that completed what of its parameters extraction reads.
 type dueEntry struct {
 	e           agentd.OutboxEntry
 	url, sealed string
+	params      []byte
 }
 
 func scanDue(row pgx.Row) (dueEntry, error) {
 	var d dueEntry
-	err := row.Scan(&d.e.RunID, &d.e.TenantID, &d.e.EventType, &d.e.Seq, &d.e.CreatedAt, &d.url, &d.sealed)
+	err := row.Scan(&d.e.RunID, &d.e.TenantID, &d.e.EventType, &d.e.Seq, &d.e.CreatedAt, &d.url, &d.sealed, &d.params)
 	return d, err
 }
 
 // OutboxDispatch turns up to limit outbox rows that no instance has
 // dispatched into their deliveries (one per subscription of the run's
 // tenant that wants the row's event type, and one to the run's own
-// webhook), in one transaction that marks the rows dispatched: each row
-// once, whatever instances run or die. payload reads the runs through that
+// webhook) and, for a run that completed and asked for it, its memory
+// extraction job, in one transaction that marks the rows dispatched: each
+// row once, whatever instances run or die. payload reads the runs through that
 // transaction (txRuns): no other connection is used while it holds the
 // rows. It returns how many rows it dispatched.
 func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload agentd.PayloadFunc) (int, error) {
@@ -130,6 +135,9 @@ func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload agentd.Pa
 		var b batch
 		for _, d := range due {
 			if err := queueDeliveries(ctx, tx, &b, d, hooks[d.e.TenantID], payload); err != nil {
+				return err
+			}
+			if err := queueExtraction(&b, d); err != nil {
 				return err
 			}
 			b.exec("dispatch outbox row", `UPDATE outbox SET dispatched_at = now() WHERE run_id = $1 AND seq = $2`,

@@ -23,6 +23,8 @@ type Echo struct {
 	PromptCacheKey     string            `json:"prompt_cache_key,omitempty"`
 	Truncation         string            `json:"truncation,omitempty"`
 	Metadata           map[string]string `json:"metadata,omitempty"`
+	// ClientMetadata is the request's client_metadata, kept as it came.
+	ClientMetadata json.RawMessage `json:"client_metadata,omitempty"`
 	// Tools are the request's function tools as the response shows them;
 	// ToolChoice its tool_choice.
 	Tools      []json.RawMessage `json:"tools,omitempty"`
@@ -30,6 +32,19 @@ type Echo struct {
 	// MCP maps each of the operator's tools an mcp tool of the request
 	// offered to its server_label.
 	MCP map[string]string `json:"mcp,omitempty"`
+	// Namespaces maps the model's name of each function of a namespace
+	// tool of the request to its namespace and name.
+	Namespaces map[string][2]string `json:"namespaces,omitempty"`
+	// ReasoningSummary is the request's reasoning.summary, Verbosity its
+	// text.verbosity.
+	ReasoningSummary string `json:"reasoning_summary,omitempty"`
+	// EncryptedReasoning: include asked for reasoning.encrypted_content.
+	EncryptedReasoning bool   `json:"encrypted_reasoning,omitempty"`
+	Verbosity          string `json:"verbosity,omitempty"`
+	// Custom are the model's names of the request's custom tools.
+	Custom map[string]bool `json:"custom,omitempty"`
+	// Warnings say what the response does otherwise than asked.
+	Warnings []Warning `json:"warnings,omitempty"`
 }
 
 // EchoOf returns the echo kept with run (the zero Echo for a run not
@@ -86,6 +101,11 @@ func base(run agentd.Run, createdAt int64) Response {
 	if e.Truncation != "" {
 		r.Truncation = e.Truncation
 	}
+	r.Reasoning = Reasoning{Effort: strOrNil(s.ReasoningEffort), Summary: strOrNil(e.ReasoningSummary)}
+	if e.Verbosity != "" {
+		r.Text.Verbosity = e.Verbosity
+	}
+	r.Warnings = e.Warnings
 	r.User = strOrNil(e.User)
 	r.SafetyIdentifier = strOrNil(e.SafetyIdentifier)
 	r.PromptCacheKey = strOrNil(e.PromptCacheKey)
@@ -145,6 +165,12 @@ type Builder struct {
 	emit    func(typ string, v map[string]any)
 	mcp     map[string]string   // the operator's tools offered, by name: their server_label
 	calls   map[string]*mcpCall // the operator's tool calls in flight, by agentd's tool call id
+	// namespaces are the request's namespace tools' functions (Echo's).
+	namespaces map[string][2]string
+	// summary: the request asked for the reasoning's summary; encrypted:
+	// for its encrypted_content (Echo's).
+	summary, encrypted bool
+	custom             map[string]bool // the custom tools (Echo's)
 }
 
 // mcpCall is a call of one of the operator's tools, in flight: an mcp_call
@@ -165,7 +191,9 @@ type openItem struct {
 // given each stream event (without its sequence_number, which the builder
 // adds, and type) as it is derived.
 func NewBuilder(run agentd.Run, emit func(typ string, v map[string]any)) *Builder {
-	b := &Builder{run: run, emit: emit, mcp: EchoOf(run).MCP, calls: map[string]*mcpCall{}}
+	e := EchoOf(run)
+	b := &Builder{run: run, emit: emit, mcp: e.MCP, namespaces: e.Namespaces, custom: e.Custom, calls: map[string]*mcpCall{},
+		summary: e.ReasoningSummary != "", encrypted: e.EncryptedReasoning}
 	b.resp = base(run, run.CreatedAt.Unix())
 	return b
 }
@@ -276,6 +304,11 @@ func (b *Builder) messageCompleted(d agentd.MessageCompletedData) {
 		return
 	}
 	b.usage = b.usage.Add(d.Usage)
+	for _, p := range d.Content {
+		if p.Type == agentd.PartReasoning {
+			b.reasoning(p)
+		}
+	}
 	text := agentd.TextOf(d.Content)
 	if text != "" || b.open != nil {
 		o := b.openMessage()
@@ -355,12 +388,17 @@ func (b *Builder) functionCall(p agentd.Part) {
 	index := b.items
 	id := functionCallItemID(b.run.ID, b.items)
 	b.items++
+	ns, name := SplitNamespace(b.namespaces, p.Name)
+	if b.custom[p.Name] {
+		b.customCall(p, index, ns, name)
+		return
+	}
 	b.event("response.output_item.added", map[string]any{"output_index": index,
-		"item": Item{ID: id, Type: ItemFunctionCall, Status: StatusInProgress, CallID: p.ID, Name: p.Name, Arguments: ptr("")}})
+		"item": Item{ID: id, Type: ItemFunctionCall, Status: StatusInProgress, CallID: p.ID, Name: name, Namespace: ns, Arguments: ptr("")}})
 	b.event("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": index, "delta": p.Arguments})
 	b.event("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": index,
-		"name": p.Name, "arguments": p.Arguments})
-	item := Item{ID: id, Type: ItemFunctionCall, Status: StatusCompleted, CallID: p.ID, Name: p.Name, Arguments: ptr(p.Arguments)}
+		"name": name, "arguments": p.Arguments})
+	item := Item{ID: id, Type: ItemFunctionCall, Status: StatusCompleted, CallID: p.ID, Name: name, Namespace: ns, Arguments: ptr(p.Arguments)}
 	b.resp.Output = append(b.resp.Output, item)
 	b.event("response.output_item.done", map[string]any{"output_index": index, "item": item})
 }

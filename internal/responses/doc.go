@@ -12,6 +12,7 @@
 // requests are read by api, which owns HTTP; this package turns their
 // fields into agentd's run spec (Request.Spec).
 //
-// It imports only the domain package (github.com/agentd/agentd) and
-// internal/runspec of agentd's.
+// It imports only the domain package (github.com/agentd/agentd),
+// internal/runspec and internal/compact (whose instructions, transcript
+// and summary text a standalone compaction uses) of agentd's.
 package responses

@@ -19,6 +19,8 @@ const (
 	prefixMCPCall            = "mcp_"
 	prefixApprovalRequest    = "mcpr_"
 	prefixApprovalResponse   = "mcpa_"
+	prefixReasoning          = "rs_"
+	prefixCustomToolCall     = "ctc_"
 )
 
 // ApprovalRequestID is the id of the mcp_approval_request item of the

@@ -12,39 +12,42 @@ import (
 // has is present; those agentd has no value for are null or their
 // documented default.
 type Response struct {
-	ID                 string            `json:"id"`
-	Object             string            `json:"object"` // "response"
-	CreatedAt          int64             `json:"created_at"`
-	CompletedAt        *int64            `json:"completed_at"`
-	Status             string            `json:"status"`
-	Background         bool              `json:"background"`
-	Error              *Error            `json:"error"`
-	IncompleteDetails  *Incomplete       `json:"incomplete_details"`
-	Instructions       *string           `json:"instructions"`
-	MaxOutputTokens    *int              `json:"max_output_tokens"`
-	MaxToolCalls       *int              `json:"max_tool_calls"`
-	Model              string            `json:"model"`
-	Output             []Item            `json:"output"`
-	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
-	PreviousResponseID *string           `json:"previous_response_id"`
-	Conversation       *ConversationRef  `json:"conversation"`
-	Reasoning          Reasoning         `json:"reasoning"`
-	ServiceTier        string            `json:"service_tier"`
-	Store              bool              `json:"store"`
-	Temperature        float64           `json:"temperature"`
-	Text               TextConfig        `json:"text"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	Tools              []json.RawMessage `json:"tools"`
-	TopLogprobs        int               `json:"top_logprobs"`
-	TopP               float64           `json:"top_p"`
-	FrequencyPenalty   float64           `json:"frequency_penalty"`
-	PresencePenalty    float64           `json:"presence_penalty"`
-	Truncation         string            `json:"truncation"`
-	Usage              *Usage            `json:"usage"`
-	User               *string           `json:"user"`
-	SafetyIdentifier   *string           `json:"safety_identifier"`
-	PromptCacheKey     *string           `json:"prompt_cache_key"`
-	Metadata           map[string]string `json:"metadata"`
+	ID                 string           `json:"id"`
+	Object             string           `json:"object"` // "response"
+	CreatedAt          int64            `json:"created_at"`
+	CompletedAt        *int64           `json:"completed_at"`
+	Status             string           `json:"status"`
+	Background         bool             `json:"background"`
+	Error              *Error           `json:"error"`
+	IncompleteDetails  *Incomplete      `json:"incomplete_details"`
+	Instructions       *string          `json:"instructions"`
+	MaxOutputTokens    *int             `json:"max_output_tokens"`
+	MaxToolCalls       *int             `json:"max_tool_calls"`
+	Model              string           `json:"model"`
+	Output             []Item           `json:"output"`
+	ParallelToolCalls  bool             `json:"parallel_tool_calls"`
+	PreviousResponseID *string          `json:"previous_response_id"`
+	Conversation       *ConversationRef `json:"conversation"`
+	Reasoning          Reasoning        `json:"reasoning"`
+	// Warnings say what agentd did otherwise than the request asked (a
+	// hosted tool it left out); absent when none. Not OpenAI's.
+	Warnings         []Warning         `json:"warnings,omitempty"`
+	ServiceTier      string            `json:"service_tier"`
+	Store            bool              `json:"store"`
+	Temperature      float64           `json:"temperature"`
+	Text             TextConfig        `json:"text"`
+	ToolChoice       json.RawMessage   `json:"tool_choice"`
+	Tools            []json.RawMessage `json:"tools"`
+	TopLogprobs      int               `json:"top_logprobs"`
+	TopP             float64           `json:"top_p"`
+	FrequencyPenalty float64           `json:"frequency_penalty"`
+	PresencePenalty  float64           `json:"presence_penalty"`
+	Truncation       string            `json:"truncation"`
+	Usage            *Usage            `json:"usage"`
+	User             *string           `json:"user"`
+	SafetyIdentifier *string           `json:"safety_identifier"`
+	PromptCacheKey   *string           `json:"prompt_cache_key"`
+	Metadata         map[string]string `json:"metadata"`
 	// Prompt is the agent a response started from (its request's
 	// prompt): its name as id, its version, and the variables its
 	// instructions were filled with; absent for a response of none.
@@ -125,10 +128,20 @@ type Item struct {
 	// A message's.
 	Role    string    `json:"role,omitempty"`
 	Content []Content `json:"content,omitzero"`
+	// A reasoning item's: what the model thought, as a summary (when the
+	// request asked for one), and its encrypted_content (when the request
+	// included it), which a client that keeps its history sends back.
+	Summary          []Content `json:"summary,omitzero"`
+	EncryptedContent *string   `json:"encrypted_content,omitempty"`
+	// A custom tool call's input.
+	Input *string `json:"input,omitempty"`
 	// A function call's.
 	CallID    string  `json:"call_id,omitempty"`
 	Name      string  `json:"name,omitempty"`
 	Arguments *string `json:"arguments,omitempty"`
+	// Namespace is the namespace tool a function call's function is one
+	// of ("" for none).
+	Namespace string `json:"namespace,omitempty"`
 	// A function call output's, or the result of an mcp_call.
 	Output *string `json:"output,omitempty"`
 	// An mcp_call's (a call of one of the operator's tools): its
@@ -148,6 +161,13 @@ const (
 	ItemFunctionCall       = "function_call"
 	ItemFunctionCallOutput = "function_call_output"
 	ItemMCPCall            = "mcp_call"
+	ItemReasoning          = "reasoning"
+	// A call of a custom tool (its input a text), and its output.
+	ItemCustomToolCall       = "custom_tool_call"
+	ItemCustomToolCallOutput = "custom_tool_call_output"
+	// Tools a client offers in its input (Codex's), not an item of the
+	// conversation.
+	ItemAdditionalTools = "additional_tools"
 	// A call of one of the operator's tools that waits for the client's
 	// approval, and the input item that decides it.
 	ItemMCPApprovalRequest  = "mcp_approval_request"

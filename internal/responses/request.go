@@ -2,6 +2,7 @@ package responses
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,19 +17,23 @@ import (
 // Request is the body of POST /v1/responses, as far as agentd reads it.
 // Decode refuses any other field, naming it.
 type Request struct {
-	Model              *string           `json:"model"`
-	Input              json.RawMessage   `json:"input"`
-	Instructions       *string           `json:"instructions"`
-	Stream             *bool             `json:"stream"`
-	StreamOptions      json.RawMessage   `json:"stream_options"`
-	Background         *bool             `json:"background"`
-	Store              *bool             `json:"store"`
-	Metadata           map[string]string `json:"metadata"`
-	PreviousResponseID *string           `json:"previous_response_id"`
-	Conversation       json.RawMessage   `json:"conversation"`
-	MaxOutputTokens    *int              `json:"max_output_tokens"`
-	Temperature        *float64          `json:"temperature"`
-	TopP               *float64          `json:"top_p"`
+	Model         *string           `json:"model"`
+	Input         json.RawMessage   `json:"input"`
+	Instructions  *string           `json:"instructions"`
+	Stream        *bool             `json:"stream"`
+	StreamOptions json.RawMessage   `json:"stream_options"`
+	Background    *bool             `json:"background"`
+	Store         *bool             `json:"store"`
+	Metadata      map[string]string `json:"metadata"`
+	// ClientMetadata is a client's own JSON object (Codex sends one on
+	// every request; OpenAI's published API has no such field): kept with
+	// the run beside its metadata, never refused for being there.
+	ClientMetadata     json.RawMessage `json:"client_metadata"`
+	PreviousResponseID *string         `json:"previous_response_id"`
+	Conversation       json.RawMessage `json:"conversation"`
+	MaxOutputTokens    *int            `json:"max_output_tokens"`
+	Temperature        *float64        `json:"temperature"`
+	TopP               *float64        `json:"top_p"`
 	Text               *struct {
 		Format    json.RawMessage `json:"format"`
 		Verbosity *string         `json:"verbosity"`
@@ -45,6 +50,9 @@ type Request struct {
 	Reasoning         json.RawMessage `json:"reasoning"`
 	MaxToolCalls      *int            `json:"max_tool_calls"`
 	TopLogprobs       *int            `json:"top_logprobs"`
+	// ContextManagement is OpenAI's context management: a compaction
+	// entry's compact_threshold is the run's (ContextManagement).
+	ContextManagement json.RawMessage `json:"context_management"`
 	// Prompt names an agent of the tenant (its id the agent's name, its
 	// version the agent's, as a string) and the variables of its
 	// instructions (strings, or input_text items).
@@ -63,6 +71,13 @@ type Request struct {
 	// caller sets them. LabelAgentd stands for agentd's own tools.
 	Labelled      func(label string) (names []string, ok bool) `json:"-"`
 	NeedsApproval func(name string) bool                       `json:"-"`
+	// HostedTool, when set, names the operator's tool that a hosted tool
+	// type (Hosted) stands for (ok false: none); the caller sets it.
+	HostedTool func(kind string) (tool string, ok bool) `json:"-"`
+
+	// probe: Decode is finding what else the request is refused for, with
+	// nothing resolved (references, labels).
+	probe bool
 }
 
 // AgentPrompt is the agent a request's prompt names (ok false: it has no
@@ -119,22 +134,33 @@ const (
 )
 
 // Decode reads a create request strictly: a field agentd does not know is
-// refused, named.
+// refused, named; one error names every field refused, and what the rest
+// of the request is refused for (see Spec) with them.
 func Decode(body []byte) (Request, error) {
 	var r Request
-	dec := json.NewDecoder(bytes.NewReader(body))
+	var p refusals
+	known := unknownFields(body, &p)
+	dec := json.NewDecoder(bytes.NewReader(known))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		if fe, ok := decodeError(err).(*runspec.FieldError); ok && fe.Field != "" {
-			fe.Field = fieldPath(body, fe.Field)
-			return r, fe
+			fe.Field = fieldPath(known, fe.Field)
+			p.add(fe)
+			return r, p.err()
 		}
 		return r, decodeError(err)
 	}
 	if dec.More() {
 		return r, field("", "the body must be one JSON object")
 	}
-	return r, nil
+	if len(p.fields) > 0 {
+		// What else the request is refused for, as far as it can be told
+		// without the tenant's items and tools.
+		r.probe = true
+		r.spec("", &p)
+		r.probe = false
+	}
+	return r, p.err()
 }
 
 // fieldPath is the path of an unknown field that the decoder names alone:
@@ -243,39 +269,40 @@ func (r Request) ConversationRunID() (string, error) {
 // Spec turns the request into agentd's run request (the server's
 // defaults and ceilings are runspec's to apply) and the echo the response
 // keeps. conversationID is the run's conversation, as the caller resolved
-// it from conversation or previous_response_id ("" for a new one).
+// it from conversation or previous_response_id ("" for a new one). Its
+// error names every field refused.
 func (r Request) Spec(conversationID string) (runspec.Request, error) {
+	var p refusals
+	req := r.spec(conversationID, &p)
+	return req, p.err()
+}
+
+// spec is Spec, adding what it refuses to p.
+func (r Request) spec(conversationID string, p *refusals) runspec.Request {
 	req := runspec.Request{ConversationID: conversationID, Model: r.Model, Instructions: r.Instructions}
 	var err error
 	var at []int
-	if req.Input, req.InputText, req.Approvals, at, err = r.input(); err != nil {
-		return req, err
-	}
+	req.Input, req.InputText, req.Approvals, at = r.input(p)
 	req.PartField = func(i, j int) string {
 		if j < 0 {
 			return fmt.Sprintf("input[%d].content", at[i])
 		}
 		return fmt.Sprintf("input[%d].content[%d]", at[i], j)
 	}
-	if err := r.unsupported(); err != nil {
-		return req, err
-	}
+	r.unsupported(p)
 	none := []string{}
 	req.Tools = &none // the operator's tools only when asked for (mcp tools)
-	fns, echoed, mcp, approve, err := r.functionTools()
-	if err != nil {
-		return req, err
-	}
-	req.ApprovalTools = approve
-	if len(fns) > 0 {
-		req.ClientTools = &fns
+	ts := r.functionTools(p)
+	req.ApprovalTools = ts.approve
+	if len(ts.fns) > 0 {
+		req.ClientTools = &ts.fns
 	}
 	// A response ends at its function calls, and at the calls that wait
 	// for the client's approval.
 	req.ClientToolsEnd = true
-	if len(mcp) > 0 {
-		names := make([]string, 0, len(mcp))
-		for name := range mcp {
+	if len(ts.mcp) > 0 {
+		names := make([]string, 0, len(ts.mcp))
+		for name := range ts.mcp {
 			names = append(names, name)
 		}
 		slices.Sort(names)
@@ -288,121 +315,66 @@ func (r Request) Spec(conversationID string) (runspec.Request, error) {
 		req.IfBusy = &reject
 	}
 	req.NoCompaction = r.Truncation != nil && *r.Truncation == "disabled"
+	req.CompactThreshold, err = ContextManagement(r.ContextManagement)
+	p.add(err)
 	req.Unstored = !r.Stored()
 	req.CacheKey = r.PromptCacheKey
-	if req.Sampling, err = r.sampling(mcp); err != nil {
-		return req, err
-	}
+	req.User = cmp.Or(r.User, r.SafetyIdentifier) // the run's end user: its memory's {{user}}
+	req.Sampling, err = r.sampling(ts.mcp)
+	p.add(err)
 	echo, err := r.echo()
-	if err != nil {
-		return req, err
-	}
-	echo.Tools, echo.MCP = echoed, mcp
+	p.add(err)
+	echo.Tools, echo.MCP, echo.Namespaces, echo.Warnings = ts.echoed, ts.mcp, ts.namespaces, ts.warnings
+	echo.Custom = ts.custom
 	if len(r.ToolChoice) > 0 && string(r.ToolChoice) != "null" {
 		echo.ToolChoice = r.ToolChoice
 	}
 	if req.Echo, err = json.Marshal(echo); err != nil {
-		return req, err
+		p.add(err)
 	}
-	return req, nil
+	return req
 }
+
+// Includables are the values of include OpenAI takes. Each names a part of
+// an output item kind agentd does not produce (web and file searches,
+// code interpreter and computer calls, log probabilities, encrypted
+// reasoning) or the input's images, which agentd's items give whole: so
+// each is accepted, and includes nothing more (Codex, and the AI SDK with
+// store: false, send reasoning.encrypted_content on every request).
+var Includables = []string{"web_search_call.action.sources", "web_search_call.results", "code_interpreter_call.outputs",
+	"computer_call_output.output.image_url", "file_search_call.results", "message.input_image.image_url",
+	"message.output_text.logprobs", "reasoning.encrypted_content"}
 
 // unsupported refuses what agentd does not do (yet), naming the field,
 // rather than ignoring it.
-func (r Request) unsupported() error {
-	if len(r.Include) > 0 {
-		return field("include", "agentd includes nothing beyond the response (%q is not supported)", r.Include[0])
+func (r Request) unsupported(p *refusals) {
+	for i, inc := range r.Include {
+		if !slices.Contains(Includables, inc) {
+			p.add(field(fmt.Sprintf("include[%d]", i), "%q is none of OpenAI's: %s", inc, strings.Join(Includables, ", ")))
+		}
 	}
 	if r.ServiceTier != nil && *r.ServiceTier != "auto" && *r.ServiceTier != "default" {
-		return field("service_tier", `must be "auto" or "default"`)
-	}
-	if len(r.Reasoning) > 0 && string(r.Reasoning) != "null" && string(bytes.TrimSpace(r.Reasoning)) != "{}" {
-		return field("reasoning", "reasoning options are not supported by this server")
+		p.add(field("service_tier", `must be "auto" or "default"`))
 	}
 	if r.MaxToolCalls != nil {
-		return field("max_tool_calls", "is not supported: this response has no tools")
+		p.add(field("max_tool_calls", "is not supported: this response has no tools"))
 	}
 	if r.TopLogprobs != nil && *r.TopLogprobs != 0 {
-		return field("top_logprobs", "log probabilities are not supported")
+		p.add(field("top_logprobs", "log probabilities are not supported"))
 	}
 	if r.Truncation != nil && *r.Truncation != "auto" && *r.Truncation != "disabled" {
-		return field("truncation", `must be "auto" (agentd compacts a conversation that outgrows the model's window) or "disabled"`)
+		p.add(field("truncation", `must be "auto" (agentd compacts a conversation that outgrows the model's window) or "disabled"`))
 	}
-	if r.Text != nil && r.Text.Verbosity != nil && *r.Text.Verbosity != "medium" {
-		return field("text.verbosity", `must be "medium"`)
+	if v := r.Text; v != nil && v.Verbosity != nil && !slices.Contains([]string{"low", "medium", "high"}, *v.Verbosity) {
+		p.add(field("text.verbosity", `must be "low", "medium" or "high"`))
 	}
 	if r.InBackground() && r.Store != nil && !*r.Store {
-		return field("background", "a background response must be stored (store: true)")
+		p.add(field("background", "a background response must be stored (store: true)"))
 	}
 	if !r.Stored() && (r.PreviousResponseID != nil || (len(r.Conversation) > 0 && string(r.Conversation) != "null")) {
-		return field("store", "a response that is not stored cannot continue a conversation here (agentd's conversations are "+
-			"kept whole): give the whole history as input, or store the response")
+		p.add(field("store", "a response that is not stored cannot continue a conversation here (agentd's conversations are "+
+			"kept whole): give the whole history as input, or store the response"))
 	}
-	return nil
-}
-
-// functionTools reads tools: function tools, which are agentd's client
-// tools, mcp tools, which name the operator's tools the run may call (by
-// name, with their server_label), and what the response echoes of them.
-func (r Request) functionTools() (fns []runspec.ClientTool, echoed []json.RawMessage, mcp map[string]string, approve []string, err error) {
-	if len(r.Tools) == 0 || string(r.Tools) == "null" {
-		return nil, []json.RawMessage{}, nil, nil, nil
-	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal(r.Tools, &raw); err != nil {
-		return nil, nil, nil, nil, field("tools", "must be a list of tools")
-	}
-	fns = make([]runspec.ClientTool, 0, len(raw))
-	echoed = make([]json.RawMessage, 0, len(raw))
-	for i, t := range raw {
-		name := fmt.Sprintf("tools[%d]", i)
-		var probe struct {
-			Type string `json:"type"`
-		}
-		if err := json.Unmarshal(t, &probe); err != nil {
-			return nil, nil, nil, nil, field(name, "must be a tool (an object)")
-		}
-		if probe.Type == "mcp" {
-			names, needs, label, e, err := r.mcpTool(name, t)
-			if err != nil {
-				return nil, nil, nil, nil, err
-			}
-			if mcp == nil {
-				mcp = map[string]string{}
-			}
-			for _, n := range names {
-				mcp[n] = label
-			}
-			approve = append(approve, needs...)
-			echoed = append(echoed, e)
-			continue
-		}
-		if probe.Type != "function" {
-			return nil, nil, nil, nil, field(name+".type", "%q tools are not supported by this server: function and mcp tools only", probe.Type)
-		}
-		var fn struct {
-			Type        string          `json:"type"`
-			Name        *string         `json:"name"`
-			Description *string         `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-			Strict      *bool           `json:"strict"`
-		}
-		if err := strict(t, &fn); err != nil {
-			return nil, nil, nil, nil, decodeItemError(name, err)
-		}
-		fns = append(fns, runspec.ClientTool{Name: fn.Name, Description: fn.Description, Parameters: fn.Parameters})
-		e := map[string]any{"type": "function", "name": fn.Name, "description": fn.Description,
-			"parameters": json.RawMessage("null"), "strict": fn.Strict}
-		if len(fn.Parameters) > 0 {
-			e["parameters"] = fn.Parameters
-		}
-		b, err := json.Marshal(e)
-		if err != nil {
-			return nil, nil, nil, nil, field(name, "is not valid JSON")
-		}
-		echoed = append(echoed, b)
-	}
-	return fns, echoed, mcp, approve, nil
 }
 
 // mcpTool reads an mcp tool: the operator's tools of its server_label
@@ -546,9 +518,16 @@ func (r Request) toolChoice(mcp map[string]string) (*agentd.ToolChoice, error) {
 	if err := json.Unmarshal(raw, &t); err != nil {
 		return nil, field("tool_choice", `must be "auto", "none", "required", or an object naming a tool`)
 	}
-	switch t.Type {
-	case "function", "mcp":
-	case "allowed_tools":
+	switch {
+	case t.Type == "function" || t.Type == "mcp":
+	case slices.Contains(Hosted, t.Type):
+		if r.HostedTool != nil {
+			if tool, ok := r.HostedTool(t.Type); ok {
+				return &agentd.ToolChoice{Mode: agentd.ToolChoiceTool, Name: tool}, nil
+			}
+		}
+		return nil, field("tool_choice.type", "%q is a tool OpenAI hosts, which this server does not run: it cannot be forced", t.Type)
+	case t.Type == "allowed_tools":
 		return nil, field("tool_choice", "allowed_tools is not supported: give the tools themselves in tools")
 	default:
 		return nil, field("tool_choice.type", "%q: only a function or an mcp tool can be chosen here", t.Type)
@@ -572,6 +551,13 @@ func (r Request) sampling(mcp map[string]string) (*runspec.Sampling, error) {
 	var err error
 	if s.ToolChoice, err = r.toolChoice(mcp); err != nil {
 		return nil, err
+	}
+	effort, _, err := r.reasoningConfig()
+	if err != nil {
+		return nil, err
+	}
+	if effort != "" {
+		s.ReasoningEffort = &effort
 	}
 	if r.Text != nil && len(r.Text.Format) > 0 && string(r.Text.Format) != "null" {
 		var f struct {
@@ -622,7 +608,35 @@ func (r Request) echo() (Echo, error) {
 	if len(r.Metadata) > 0 {
 		e.Metadata = r.Metadata
 	}
-	return e, nil
+	var err error
+	if _, e.ReasoningSummary, err = r.reasoningConfig(); err != nil {
+		return e, nil // sampling refuses it
+	}
+	if r.Text != nil && r.Text.Verbosity != nil {
+		e.Verbosity = *r.Text.Verbosity
+	}
+	e.EncryptedReasoning = slices.Contains(r.Include, "reasoning.encrypted_content")
+	e.ClientMetadata, err = clientMetadata(r.ClientMetadata)
+	return e, err
+}
+
+// clientMetadata checks a request's client_metadata: nothing, or a JSON
+// object of at most runspec.MaxMetadataBytes, compacted.
+func clientMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	if runspec.IsNull(raw) {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if raw = bytes.TrimSpace(raw); raw[0] != '{' || json.Compact(&buf, raw) != nil {
+		return nil, field("client_metadata", "must be a JSON object")
+	}
+	if buf.Len() > runspec.MaxMetadataBytes {
+		return nil, field("client_metadata", "must be at most %d bytes of JSON", runspec.MaxMetadataBytes)
+	}
+	if err := runspec.StorableJSON("client_metadata", buf.Bytes()); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // checkMetadata checks metadata as OpenAI bounds it.
@@ -643,78 +657,152 @@ func checkMetadata(md map[string]string) error {
 
 // input reads input: a text (one user message), or a list of input
 // items, of which agentd takes messages (of text, images and files),
-// function calls and their outputs, and approval responses. at holds the
-// index of the item each message came from.
-func (r Request) input() (_ []agentd.InputMessage, text bool, _ []agentd.ApprovalDecision, at []int, _ error) {
+// function calls and their outputs, approval responses, and, as the
+// history a client keeps, the approval requests and reasoning it was
+// given. at holds the index of the item each message came from.
+func (r Request) input(p *refusals) (_ []agentd.InputMessage, text bool, _ []agentd.ApprovalDecision, at []int) {
 	raw := bytes.TrimSpace(r.Input)
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, false, nil, nil, field("input", "is required: a text or a list of input items")
+		p.add(field("input", "is required: a text or a list of input items"))
+		return nil, false, nil, nil
 	}
 	if raw[0] == '"' {
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, false, nil, nil, field("input", "is not a valid string")
+			p.add(field("input", "is not a valid string"))
+			return nil, false, nil, nil
 		}
-		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil, []int{0}, nil
+		return []agentd.InputMessage{{Role: agentd.RoleUser, Content: text}}, true, nil, []int{0}
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, false, nil, nil, field("input", "must be a text or a list of input items")
+		p.add(field("input", "must be a text or a list of input items"))
+		return nil, false, nil, nil
 	}
-	msgs := make([]agentd.InputMessage, 0, len(items))
-	var approvals []agentd.ApprovalDecision
-	defer func() {
-		for len(at) < len(msgs) {
-			at = append(at, len(items)-1)
-		}
-	}()
+	in := inputReader{r: r, p: p, msgs: make([]agentd.InputMessage, 0, len(items))}
 	for i, it := range items {
-		for len(at) < len(msgs) {
-			at = append(at, i-1)
+		for len(in.at) < len(in.msgs) {
+			in.at = append(in.at, i-1)
 		}
-		name := fmt.Sprintf("input[%d]", i)
-		var probe struct {
-			Type *string `json:"type"`
-			ID   *string `json:"id"`
-			Role *string `json:"role"`
-		}
-		if err := json.Unmarshal(it, &probe); err != nil {
-			return nil, false, nil, nil, field(name, "must be an input item (an object)")
-		}
-		switch {
-		case probe.Type != nil && *probe.Type == ItemFunctionCall:
-			c, err := callItem(name, it)
-			if err != nil {
-				return nil, false, nil, nil, err
-			}
-			msgs = addCall(msgs, c)
-			continue
-		case probe.Type != nil && *probe.Type == ItemMCPApprovalResponse:
-			d, err := approvalItem(name, it)
-			if err != nil {
-				return nil, false, nil, nil, err
-			}
-			approvals = append(approvals, d)
-			continue
-		case (probe.Type != nil && *probe.Type == "item_reference") || (probe.Type == nil && probe.Role == nil && probe.ID != nil):
-			m, call, err := r.reference(name, it)
-			if err != nil {
-				return nil, false, nil, nil, err
-			}
-			if call != nil {
-				msgs = addCall(msgs, *call)
-			} else {
-				msgs = append(msgs, m)
-			}
-			continue
-		}
-		m, err := inputItem(name, it)
-		if err != nil {
-			return nil, false, nil, nil, err
-		}
-		msgs = append(msgs, m)
+		in.item(fmt.Sprintf("input[%d]", i), it)
 	}
-	return msgs, false, approvals, at, nil
+	in.attach()
+	for len(in.at) < len(in.msgs) {
+		in.at = append(in.at, len(items)-1)
+	}
+	return in.msgs, false, in.approvals, in.at
+}
+
+// inputReader reads a request's input items in turn.
+type inputReader struct {
+	r         Request
+	p         *refusals
+	msgs      []agentd.InputMessage
+	approvals []agentd.ApprovalDecision
+	at        []int
+	// reasoning are the blocks of the reasoning items read since the last
+	// message, which go with the assistant message they came with.
+	reasoning []agentd.Part
+}
+
+// attach gives the reasoning read so far to the assistant message it came
+// with: the last message, when it is the model's (a reasoning item comes
+// before its message, or after it when agentd streamed the message
+// first). A block with no assistant message to go with is dropped.
+func (in *inputReader) attach() {
+	if len(in.reasoning) == 0 {
+		return
+	}
+	if n := len(in.msgs); n > 0 && in.msgs[n-1].Role == agentd.RoleAssistant {
+		in.msgs[n-1].Reasoning = append(in.msgs[n-1].Reasoning, in.reasoning...)
+	}
+	in.reasoning = nil
+}
+
+// item reads input item name.
+func (in *inputReader) item(name string, it json.RawMessage) {
+	var probe struct {
+		Type *string `json:"type"`
+		ID   *string `json:"id"`
+		Role *string `json:"role"`
+	}
+	if err := json.Unmarshal(it, &probe); err != nil {
+		in.p.add(field(name, "must be an input item (an object)"))
+		return
+	}
+	typ := ""
+	if probe.Type != nil {
+		typ = *probe.Type
+	}
+	// The reasoning read last goes with the model's message this item
+	// adds to, else with the model's message before it.
+	assistant := typ == ItemFunctionCall || typ == ItemCustomToolCall || (probe.Role != nil && *probe.Role == "assistant")
+	if !assistant && typ != ItemReasoning {
+		in.attach()
+	}
+	in.read(name, typ, probe.Type == nil && probe.Role == nil && probe.ID != nil, it)
+	if assistant {
+		in.attach()
+	}
+}
+
+// read reads input item name of type typ (bare: an item with only an id,
+// a reference).
+func (in *inputReader) read(name, typ string, bare bool, it json.RawMessage) {
+	switch {
+	case typ == ItemFunctionCall:
+		c, err := callItem(name, it)
+		if !in.p.add(err) {
+			in.msgs = addCall(in.msgs, c)
+		}
+	case typ == ItemCustomToolCall:
+		c, err := customCallItem(name, it)
+		if !in.p.add(err) {
+			in.msgs = addCall(in.msgs, c)
+		}
+	case typ == ItemCompaction:
+		m, err := CompactionItem(name, it)
+		if !in.p.add(err) {
+			in.msgs = append(in.msgs, m)
+		}
+	case typ == ItemAdditionalTools:
+		// Its tools are the request's (functionTools).
+	case typ == ItemMCPApprovalResponse:
+		d, err := approvalItem(name, it)
+		if !in.p.add(err) {
+			in.approvals = append(in.approvals, d)
+		}
+	case typ == ItemMCPApprovalRequest:
+		// The client sends back the history it keeps, up to an approval
+		// request agentd issued: that history is the conversation's,
+		// which continues from the request.
+		if _, err := ResentApproval(name, it); !in.p.add(err) {
+			in.msgs, in.at = in.msgs[:0], in.at[:0]
+		}
+	case typ == ItemReasoning:
+		rp, ok, err := reasoningItem(name, it)
+		if !in.p.add(err) && ok {
+			in.reasoning = append(in.reasoning, rp)
+		}
+		return // the next message is the one it came with
+	case typ == "item_reference" || bare:
+		if in.r.probe {
+			return
+		}
+		m, call, err := in.r.reference(name, it)
+		switch {
+		case in.p.add(err):
+		case call != nil:
+			in.msgs = addCall(in.msgs, *call)
+		default:
+			in.msgs = append(in.msgs, m)
+		}
+	default:
+		m, err := inputItem(name, it)
+		if !in.p.add(err) {
+			in.msgs = append(in.msgs, m)
+		}
+	}
 }
 
 // approvalItem reads an mcp_approval_response item: a client's decision
@@ -765,6 +853,7 @@ func callItem(name string, raw json.RawMessage) (agentd.InputCall, error) {
 		Name      *string `json:"name"`
 		Arguments *string `json:"arguments"`
 		Status    *string `json:"status"`
+		Namespace *string `json:"namespace"`
 	}
 	if err := strict(raw, &it); err != nil {
 		return agentd.InputCall{}, decodeItemError(name, err)
@@ -773,6 +862,9 @@ func callItem(name string, raw json.RawMessage) (agentd.InputCall, error) {
 		return agentd.InputCall{}, field(name, "a function_call needs its call_id and name")
 	}
 	c := agentd.InputCall{ID: *it.CallID, Name: *it.Name}
+	if it.Namespace != nil && *it.Namespace != "" {
+		c.Name = *it.Namespace + NamespaceSep + *it.Name // as the model was given it
+	}
 	if it.Arguments != nil {
 		c.Arguments = *it.Arguments
 	}
@@ -802,6 +894,9 @@ func (r Request) reference(name string, raw json.RawMessage) (agentd.InputMessag
 	switch item.Type {
 	case ItemFunctionCall:
 		c := agentd.InputCall{ID: item.CallID, Name: item.Name}
+		if item.Namespace != "" {
+			c.Name = item.Namespace + NamespaceSep + item.Name
+		}
 		if item.Arguments != nil {
 			c.Arguments = *item.Arguments
 		}
@@ -851,7 +946,7 @@ func inputItem(name string, raw json.RawMessage) (agentd.InputMessage, error) {
 	}
 	switch probe.Type {
 	case "", ItemMessage:
-	case ItemFunctionCallOutput:
+	case ItemFunctionCallOutput, ItemCustomToolCallOutput:
 		return callOutput(name, raw)
 	case "mcp_approval_response":
 		return agentd.InputMessage{}, field(name+".type", "%s items are not supported by this server yet", probe.Type)

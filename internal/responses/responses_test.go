@@ -233,6 +233,25 @@ func TestDecode(t *testing.T) {
 	if err := json.Unmarshal(req.Echo, &echo); err != nil || echo.Metadata["k"] != "v" {
 		t.Fatalf("echo %s: %v", req.Echo, err)
 	}
+	// include, as Codex and the AI SDK send it, names nothing agentd
+	// produces: accepted, a no-op.
+	if _, err := spec(`{"input":"x","include":["reasoning.encrypted_content","message.output_text.logprobs"]}`); err != nil {
+		t.Fatalf("include: %v", err)
+	}
+	// client_metadata, as Codex sends it, is kept, never refused.
+	req, err = spec(`{"input":"x","client_metadata":{"x-codex-installation-id": "c0dex", "turn": {"n": 1}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(req.Echo, &echo); err != nil || string(echo.ClientMetadata) != `{"x-codex-installation-id":"c0dex","turn":{"n":1}}` {
+		t.Fatalf("echo %s: %v", req.Echo, err)
+	}
+	for _, bad := range []string{`[]`, `"x"`, `{"big":"` + strings.Repeat("a", runspec.MaxMetadataBytes) + `"}`} {
+		var fe *runspec.FieldError
+		if _, err := spec(`{"input":"x","client_metadata":` + bad + `}`); !errors.As(err, &fe) || fe.Field != "client_metadata" {
+			t.Fatalf("client_metadata %.20s: %v, want an error naming it", bad, err)
+		}
+	}
 	for body, param := range map[string]string{
 		`{"input":"x","bogus":1}`:                                   "bogus",
 		`{"input":"x","text":{"format":{"type":"text"},"other":1}}`: "text.other",
@@ -242,14 +261,19 @@ func TestDecode(t *testing.T) {
 		`{"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`:       "input[0].content[0].file_id",
 		`{"input":[{"type":"function_call_output","output":"o"}]}`:                          "input[0].call_id",
 		`{"input":[{"type":"item_reference","id":"msg_x"}]}`:                                "input[0].id",
-		`{"input":"x","tools":[{"type":"file_search"}]}`:                                    "tools[0].type",
+		`{"input":"x","tools":[{"type":"tool_search"}]}`:                                    "tools[0].type",
+		`{"input":"x","reasoning":{"effort":"maximal"}}`:                                    "reasoning.effort",
+		`{"input":"x","reasoning":{"summary":"long"}}`:                                      "reasoning.summary",
+		`{"input":"x","reasoning":{"effort":"low","budget":1}}`:                             "reasoning.budget",
+		`{"input":"x","tools":[{"type":"namespace","name":"a__b","tools":[]}]}`:             "tools[0].name",
+		`{"input":"x","tools":[{"type":"namespace","name":"ns","tools":[{"type":"mcp"}]}]}`: "tools[0].tools[0].type",
 		`{"input":"x","tools":[{"type":"function","name":"f","bogus":1}]}`:                  "tools[0].bogus",
 		`{"input":"x","tool_choice":"sometimes"}`:                                           "tool_choice",
 		`{"input":"x","tool_choice":{"type":"allowed_tools","mode":"auto","tools":[]}}`:     "tool_choice",
 		`{"input":"x","tool_choice":{"type":"file_search"}}`:                                "tool_choice.type",
 		`{"input":"x","tool_choice":{"type":"function"}}`:                                   "tool_choice.name",
 		`{"input":"x","tool_choice":{"type":"mcp","server_label":"x","name":"calculator"}}`: "tool_choice.server_label",
-		`{"input":"x","include":["reasoning.encrypted_content"]}`:                           "include",
+		`{"input":"x","include":["reasoning.encrypted_content","everything"]}`:              "include[1]",
 		`{"input":"x","truncation":"never"}`:                                                "truncation",
 		`{"input":"x","background":true,"store":false}`:                                     "background",
 		`{"input":"x","previous_response_id":"resp_x"}`:                                     "previous_response_id",
@@ -394,7 +418,7 @@ func TestMCPTools(t *testing.T) {
 		`[{"type":"mcp","server_label":"x","server_url":"https://example.com/mcp"}]`:                                                       "tools[0].server_url",
 		`[{"type":"mcp","server_label":"docs","require_approval":"sometimes"}]`:                                                            "tools[0].require_approval",
 		`[{"type":"mcp","server_label":"docs","require_approval":{"never":{"tool_names":["search"]},"always":{"tool_names":["search"]}}}]`: "tools[0].require_approval",
-		`[{"type":"web_search"}]`: "tools[0].type",
+		`[{"type":"web_search"},{"type":"mcp","server_label":"nowhere"}]`:                                                                  "tools[1].server_label",
 	} {
 		_, err := spec(tools)
 		var fe *runspec.FieldError
@@ -503,5 +527,169 @@ func TestMCPApprovals(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != param {
 			t.Errorf("%s: %v, want an error about %s", body, err, param)
 		}
+	}
+}
+
+// TestRefusedTogether: one 400 names every field a request is refused
+// for, its param the first of them.
+func TestRefusedTogether(t *testing.T) {
+	t.Parallel()
+	_, err := Decode([]byte(`{"input":[{"role":"robot","content":"x"}],"bogus":1,"text":{"other":2},"truncation":"never",
+		"tools":[{"type":"tool_search"}],"also":true}`))
+	var fe *runspec.FieldError
+	if !errors.As(err, &fe) || fe.Field != "bogus" {
+		t.Fatalf("%v, want an error about bogus first", err)
+	}
+	for _, name := range []string{"text.other", "also", "input[0].role", "truncation", "tools[0].type"} {
+		if !strings.Contains(fe.Message, name+": ") {
+			t.Errorf("the message does not name %s: %s", name, fe.Message)
+		}
+	}
+	// Without an unknown field, Spec names them all.
+	r, err := Decode([]byte(`{"input":[{"role":"robot","content":"x"},{"type":"function_call_output","output":"o"}],"truncation":"never"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Spec("")
+	if !errors.As(err, &fe) || fe.Field != "input[0].role" || !strings.Contains(fe.Message, "input[1].call_id: ") ||
+		!strings.Contains(fe.Message, "truncation: ") {
+		t.Fatalf("%v, want input[0].role first, then input[1].call_id and truncation", err)
+	}
+}
+
+// TestClientShapes: what Codex, the Agents SDK and the AI SDK send beyond
+// the basics is taken: reasoning (its effort asked of the model, both
+// echoed), text.verbosity, namespace tools (their functions named for the
+// model by namespace; a call sent back with its namespace), hosted tools
+// (left out with a warning, or the operator's tool they are mapped to),
+// reasoning items and the approval requests of a history the client keeps.
+func TestClientShapes(t *testing.T) {
+	t.Parallel()
+	r, err := Decode([]byte(`{"model":"m","reasoning":{"effort":"high","summary":"auto"},"text":{"verbosity":"low"},
+		"tools":[{"type":"namespace","name":"multi_agent_v1","description":"agents","tools":[{"type":"function","name":"spawn",
+		"parameters":{"type":"object"}}]},{"type":"web_search"},{"type":"file_search","vector_store_ids":["vs"]}],
+		"input":[{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"hm"}],"encrypted_content":"opaque"},
+		{"type":"function_call","call_id":"c1","name":"spawn","namespace":"multi_agent_v1","arguments":"{}"},
+		{"type":"function_call_output","call_id":"c1","output":"done"},{"role":"user","content":"go on"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.HostedTool = func(kind string) (string, bool) { return "search", kind == "file_search" }
+	req, err := r.Spec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Sampling == nil || req.Sampling.ReasoningEffort == nil || *req.Sampling.ReasoningEffort != "high" {
+		t.Fatalf("sampling: %+v", req.Sampling)
+	}
+	if req.ClientTools == nil || len(*req.ClientTools) != 1 || *(*req.ClientTools)[0].Name != "multi_agent_v1__spawn" {
+		t.Fatalf("client tools: %+v", req.ClientTools)
+	}
+	if req.Tools == nil || strings.Join(*req.Tools, ",") != "search" {
+		t.Fatalf("tools: %v", req.Tools)
+	}
+	if len(req.Input) != 3 || req.Input[0].ToolCalls[0].Name != "multi_agent_v1__spawn" || req.Input[1].ToolCallID != "c1" {
+		t.Fatalf("input: %+v", req.Input)
+	}
+	var echo Echo
+	if err := json.Unmarshal(req.Echo, &echo); err != nil {
+		t.Fatal(err)
+	}
+	if echo.ReasoningSummary != "auto" || echo.Verbosity != "low" || echo.Namespaces["multi_agent_v1__spawn"] != [2]string{"multi_agent_v1", "spawn"} ||
+		len(echo.Warnings) != 1 || echo.Warnings[0].Param != "tools[1]" || len(echo.Tools) != 2 {
+		t.Fatalf("echo: %+v", echo)
+	}
+	if ns, fn := SplitNamespace(echo.Namespaces, "multi_agent_v1__spawn"); ns != "multi_agent_v1" || fn != "spawn" {
+		t.Fatalf("split: %s %s", ns, fn)
+	}
+
+	// A forced hosted tool: the operator's tool when mapped, else refused.
+	r, _ = Decode([]byte(`{"input":"x","tools":[{"type":"file_search"}],"tool_choice":{"type":"file_search"}}`))
+	r.HostedTool = func(kind string) (string, bool) { return "search", kind == "file_search" }
+	if req, err := r.Spec(""); err != nil || req.Sampling.ToolChoice == nil || req.Sampling.ToolChoice.Name != "search" {
+		t.Fatalf("forced file_search: %+v %v", req.Sampling, err)
+	}
+	r, _ = Decode([]byte(`{"input":"x","tools":[{"type":"web_search"}],"tool_choice":{"type":"web_search"}}`))
+	var fe *runspec.FieldError
+	if _, err := r.Spec(""); !errors.As(err, &fe) || fe.Field != "tool_choice.type" {
+		t.Fatalf("forced web_search: %v", err)
+	}
+
+	// The history a client keeps, up to an approval request agentd
+	// issued: the conversation holds it, so the input is what follows.
+	req, err = spec(t, `{"input":[{"role":"user","content":"add"},{"type":"mcp_approval_request","id":"mcpr_0123456789abcdef0123456789abcdef",
+		"server_label":"agentd","name":"calculator","arguments":"{}"},{"type":"mcp_approval_response",
+		"approval_request_id":"mcpr_0123456789abcdef0123456789abcdef","approve":true}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(req.Input) != 0 || len(req.Approvals) != 1 || !req.Approvals[0].Approve {
+		t.Fatalf("input %+v, approvals %+v", req.Input, req.Approvals)
+	}
+}
+
+func spec(t *testing.T, body string) (runspec.Request, error) {
+	t.Helper()
+	r, err := Decode([]byte(body))
+	if err != nil {
+		return runspec.Request{}, err
+	}
+	if ids := r.ResentApprovals(); len(ids) != 1 {
+		t.Fatalf("resent approvals: %v", ids)
+	}
+	return r.Spec("conv")
+}
+
+// TestCustomTools: Codex's custom tools (input a text), also in a
+// namespace of the additional_tools item of its input, are client tools
+// whose one argument is the input; a call of one is a custom_tool_call
+// item with that input, and one sent back is the call again.
+func TestCustomTools(t *testing.T) {
+	t.Parallel()
+	r, err := Decode([]byte(`{"model":"m","reasoning":{"effort":"low","context":"all_turns"},
+		"tools":[{"type":"custom","name":"apply_patch","description":"Patch.","format":{"type":"grammar","syntax":"lark","definition":"start: x"}}],
+		"input":[{"type":"additional_tools","id":"at_1","role":"developer","tools":[{"type":"namespace","name":"functions","description":"",
+		"tools":[{"type":"custom","name":"exec","description":"Run JS."},{"type":"function","name":"wait","parameters":{"type":"object"}}]}]},
+		{"role":"user","content":"go"},
+		{"type":"custom_tool_call","call_id":"c1","name":"exec","namespace":"functions","input":"1+1","status":"completed"},
+		{"type":"custom_tool_call_output","call_id":"c1","output":"2"},{"role":"user","content":"again"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := r.Spec("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ct := range *req.ClientTools {
+		names = append(names, *ct.Name)
+	}
+	if strings.Join(names, ",") != "apply_patch,functions__exec,functions__wait" ||
+		!strings.Contains(*(*req.ClientTools)[0].Description, "lark grammar:\nstart: x") {
+		t.Fatalf("client tools: %v %q", names, *(*req.ClientTools)[0].Description)
+	}
+	if len(req.Input) != 4 || req.Input[1].ToolCalls[0].Name != "functions__exec" || req.Input[1].ToolCalls[0].Arguments != `{"input":"1+1"}` ||
+		req.Input[2].ToolCallID != "c1" || req.Input[2].Content != "2" {
+		t.Fatalf("input: %+v", req.Input)
+	}
+	var echo Echo
+	if err := json.Unmarshal(req.Echo, &echo); err != nil || !echo.Custom["functions__exec"] || !echo.Custom["apply_patch"] || echo.Custom["functions__wait"] {
+		t.Fatalf("echo %s: %v", req.Echo, err)
+	}
+	run := testRun()
+	run.Params.Echo = req.Echo
+	run.Params.ClientTools = []agentd.ClientTool{{Name: "functions__exec"}}
+	b := NewBuilder(run, nil)
+	for _, e := range []agentd.Event{
+		ev(1, agentd.EventRunCreated, 0, `{"conversation_id":"c","model":"fake","status":"queued"}`),
+		ev(2, agentd.EventMessageCompleted, 1, `{"content":[{"type":"tool_call","id":"c2","name":"functions__exec","arguments":"{\"input\":\"2+2\"}"}],
+			"finish_reason":"tool_calls","message_id":"m","role":"assistant"}`),
+	} {
+		b.Add(e)
+	}
+	out := b.Response().Output
+	if len(out) != 1 || out[0].Type != ItemCustomToolCall || out[0].Name != "exec" || out[0].Namespace != "functions" ||
+		out[0].Input == nil || *out[0].Input != "2+2" || out[0].CallID != "c2" {
+		t.Fatalf("output: %+v", out)
 	}
 }

@@ -35,12 +35,26 @@ func (x *execution) compactIfNeeded(ctx context.Context, st agentd.RunState, ste
 	if at := st.Run.Params.CompactAt; at > 0 {
 		prof.CompactAt = at
 	}
-	threshold := prof.Threshold()
+	threshold := threshold(prof, st.Run.Params.CompactThreshold)
 	if threshold <= 0 || x.sent.estimate(st, msgs) <= threshold {
 		return st, msgs, nil
 	}
 	next, nextMsgs, _, err := x.compactNow(ctx, st, step, msgs)
 	return next, nextMsgs, err
+}
+
+// threshold is the prompt size, in tokens, past which a run with model
+// profile prof compacts: the run's own compactThreshold (0: none), capped
+// at the room the model's window leaves for the prompt when it is known,
+// else the profile's; 0: never.
+func threshold(prof compact.Profile, compactThreshold int) int {
+	if compactThreshold <= 0 {
+		return prof.Threshold()
+	}
+	if prof.ContextWindow > 0 {
+		return min(compactThreshold, max(prof.ContextWindow-prof.MaxOutputTokens, 1))
+	}
+	return compactThreshold
 }
 
 // sentPrompt is what the model was sent last: the estimate of its messages

@@ -47,7 +47,8 @@ func TestADeltaDeliveredAfterTheEndIsRefused(t *testing.T) {
 	b := setup(t)
 	late := &lateDeltas{Store: b.store, release: make(chan struct{})}
 	b.start(t, run.Config{Store: late, LeaseTTL: 5 * time.Second, PollInterval: 200 * time.Millisecond, Workers: 2})
-	r := b.create(t, "/stream 100 50", agentd.RunParams{Timeouts: agentd.Timeouts{TotalMS: 500}})
+	// The deadline leaves a busy machine time to stream a delta or more.
+	r := b.create(t, "/stream 100 50", agentd.RunParams{Timeouts: agentd.Timeouts{TotalMS: 2000}})
 	r = b.wait(t, r.ID, nil)
 	if r.Status != agentd.StatusTimedOut {
 		t.Fatalf("run ended %s/%s, want timed_out", r.Status, r.TerminalReason)

@@ -40,6 +40,13 @@ type Store interface {
 	UnstoredPurge(ctx context.Context, grace time.Duration, limit int) ([]string, error)
 	BudgetGet(ctx context.Context, tenant string) (*float64, error)
 	BudgetHold(ctx context.Context, p persist.BudgetHoldParams) (persist.BudgetHeld, error)
+	InputsPending(ctx context.Context, runID string) ([]agentd.RunInput, error)
+	InputAccept(ctx context.Context, p agentd.InputCreate) (agentd.RunInput, bool, error)
+	InputsCount(ctx context.Context, runID string, source agentd.InputSource) (int, error)
+	ChildrenUnreported(ctx context.Context, parentID string, limit int) ([]agentd.Run, error)
+	ChildReport(ctx context.Context, childID string, p agentd.InputCreate) (agentd.RunInput, bool, error)
+	ChildReportDropped(ctx context.Context, childID string) error
+	RunOfConversation(ctx context.Context, tenantID, conversationID string) (agentd.Run, error)
 
 	// The commands of the Service; see persist.Store for their errors.
 	RunCancel(ctx context.Context, tenantID, id, actor string) (agentd.Run, error)
@@ -75,6 +82,9 @@ type Config struct {
 	ToolsFor func(ctx context.Context, tenant string, need ...string) (*tools.Registry, error)
 	Logger   *slog.Logger
 	Metrics  *Metrics
+	// Hooks are the hooks at the loop's boundaries (the tools file's
+	// "hooks"); the engine calls on_answer. nil: none.
+	Hooks *tools.LoopHooks
 
 	Workers      int           // runs executed at once on this instance; default DefaultWorkers
 	LeaseTTL     time.Duration // default 15s; the lease is extended every TTL/3
@@ -204,7 +214,7 @@ func New(cfg Config) *Engine {
 		m:   cfg.Metrics,
 		d: &deps{store: cfg.Store, model: cfg.Model, tools: cfg.Tools, toolsFor: cfg.ToolsFor, m: cfg.Metrics, log: cfg.Logger, onLeft: cfg.OnLeftFunc,
 			profiles: cfg.Profiles, traceContent: cfg.TraceContent, composer: cfg.Composer,
-			budgets: newBudgets(cfg.Store, cfg.MonthlyBudget), priceVersion: cfg.Profiles.PriceVersion(),
+			budgets: newBudgets(cfg.Store, cfg.MonthlyBudget), priceVersion: cfg.Profiles.PriceVersion(), hooks: cfg.Hooks,
 			toolSlots: make(chan struct{}, cfg.ToolConcurrency),
 			limits: limits{leaseTTL: cfg.LeaseTTL, modelAttempts: cfg.ModelAttempts, modelBackoff: cfg.ModelBackoff,
 				toolTimeout: cfg.ToolTimeout, deltaWindow: cfg.DeltaWindow, deltaMaxBytes: cfg.DeltaMaxBytes,
@@ -333,11 +343,15 @@ func (e *Engine) onNotify(channel, payload string) {
 		}
 	case persist.ChannelCancel:
 		id, interrupt := strings.CutSuffix(payload, persist.InterruptPayload)
+		id, input := strings.CutSuffix(id, persist.InputPayload)
+		id, inputNow := strings.CutSuffix(id, persist.InputNowPayload)
 		e.mu.Lock()
 		x := e.active[id]
 		e.mu.Unlock()
 		switch {
 		case x == nil:
+		case input || inputNow:
+			x.steer(inputNow)
 		case interrupt:
 			x.interrupt()
 		default:
@@ -427,6 +441,13 @@ func (e *Engine) sweep() {
 		case answered+cancelled > 0:
 			e.log.Info("swept the runs of sub-agents", "calls_answered", answered, "children_cancelled", cancelled)
 		}
+		ctx, cancel = context.WithTimeout(e.claiming, 10*time.Second)
+		if n, err := e.reportChildren(ctx, ""); err != nil && e.claiming.Err() == nil {
+			e.log.Warn("report the ends of detached sub-agents", "error", err)
+		} else if n > 0 {
+			e.log.Info("reported the ends of detached sub-agents", "runs", n)
+		}
+		cancel()
 		ctx, cancel = context.WithTimeout(e.claiming, 10*time.Second)
 		ids, err := e.cfg.Store.UnstoredPurge(ctx, unstoredGrace, 100)
 		cancel()

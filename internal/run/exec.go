@@ -35,6 +35,9 @@ type execStore interface {
 	ToolCallRepeats(ctx context.Context, runID string, keys []persist.CallKey) ([]persist.CallRepeats, error)
 	BudgetGet(ctx context.Context, tenant string) (*float64, error)
 	BudgetHold(ctx context.Context, p persist.BudgetHoldParams) (persist.BudgetHeld, error)
+	InputsPending(ctx context.Context, runID string) ([]agentd.RunInput, error)
+	InputAccept(ctx context.Context, p agentd.InputCreate) (agentd.RunInput, bool, error)
+	InputsCount(ctx context.Context, runID string, source agentd.InputSource) (int, error)
 }
 
 // deps is what an execution needs of its engine: its ports, its metrics and
@@ -64,6 +67,8 @@ type deps struct {
 	// names the price table the ledger's costs are computed at.
 	budgets      *budgets
 	priceVersion string
+	// hooks are the hooks at the loop's boundaries (nil: none).
+	hooks *tools.LoopHooks
 }
 
 // limits are the settings of a run's execution, from Config.
@@ -101,6 +106,8 @@ type execution struct {
 	// the next tool attempt); a model call under way is cut, since its step
 	// is simply asked again on resume.
 	interrupted atomic.Bool
+	// steered: the run may have input pending (inputs.go).
+	steered     atomic.Bool
 	modelMu     sync.Mutex
 	modelCancel context.CancelCauseFunc
 	first       bool // the first pass of the loop in this claim
@@ -231,11 +238,23 @@ func (x *execution) writeWith(exec func(context.Context, persist.Fence, []agentd
 	if len(pendingOps) > 0 {
 		ops = append(pendingOps, ops...)
 	}
+	seq := x.msgSeq
 	x.numberMessages(ops)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	_, err := exec(wctx, x.fence, evs, ops...)
 	switch {
+	case errors.Is(err, agentd.ErrInputsChanged):
+		// Nothing was written: what the outbox held goes with the next
+		// write, numbered again.
+		x.msgSeq = seq
+		for i, op := range ops[:len(pendingOps)] {
+			if m, ok := op.(persist.MessageInsert); ok && m.Seq > seq {
+				m.Seq = 0
+				pendingOps[i] = m
+			}
+		}
+		x.outbox.add(pendingEvs, pendingOps...)
 	case errors.Is(err, persist.ErrLeaseLost):
 		x.d.m.LeasesLost.Inc()
 		x.cancel(persist.ErrLeaseLost)
@@ -326,6 +345,9 @@ func (x *execution) execute() {
 	if x.claim.InterruptRequestedAt != nil {
 		x.interrupt()
 	}
+	if x.claim.InputsPending > 0 {
+		x.steered.Store(true)
+	}
 	err := x.loop()
 	if err != nil && span.IsRecording() {
 		span.SetStatus(codes.Error, err.Error())
@@ -391,6 +413,8 @@ func (x *execution) heartbeat() func() {
 				x.cancel(ErrCancelRequested)
 			case state.InterruptRequested:
 				x.interrupt()
+			case state.InputsPending:
+				x.steered.Store(true)
 			}
 		}
 	})
@@ -466,12 +490,24 @@ func (x *execution) nextStep(st agentd.RunState, last *agentd.Step) (done bool, 
 	if last != nil {
 		// A run that fell back stays on the model it fell back to.
 		seq, transition, model = last.Seq+1, agentd.TransitionToolResults, last.Model
+		if last.FinishReason != agentd.FinishToolCalls {
+			transition = agentd.TransitionInput // it answered, and input was pending
+		}
 	}
 	step := agentd.Step{ID: agentd.NewID(), RunID: st.Run.ID, Seq: seq, Status: agentd.StepRunning, Model: model}
-	if err := x.write(x.ctx, []agentd.EventIn{agentd.StepStartEvent(seq, transition)},
-		persist.StepInsert{ID: step.ID, RunID: st.Run.ID, Seq: seq, Transition: transition, Model: model}); err != nil {
+	// The inputs pending now are applied with the step's start.
+	in, err := x.takeInputs(st, seq)
+	if err != nil {
 		return true, x.stopFor(st, err)
 	}
+	if err := x.write(x.ctx, append([]agentd.EventIn{agentd.StepStartEvent(seq, transition)}, in.evs...),
+		append([]persist.Op{persist.StepInsert{ID: step.ID, RunID: st.Run.ID, Seq: seq, Transition: transition, Model: model}}, in.ops...)...); err != nil {
+		if len(in.ops) > 0 {
+			x.steered.Store(true)
+		}
+		return true, x.stopFor(st, err)
+	}
+	in.applied(&st)
 	st.Run.StepCount = max(st.Run.StepCount, seq)
 	st.Steps = append(st.Steps, step)
 	if adopts(st, &st.Steps[len(st.Steps)-1]) {
@@ -642,6 +678,9 @@ type runEnd struct {
 	err    *agentd.ErrorDetail
 	ops    []persist.Op
 	evs    []agentd.EventIn
+	// answer: the run ends with its model's answer, which input pending
+	// makes it go on from.
+	answer bool
 }
 
 func endOf(status agentd.RunStatus, reason agentd.Reason, err *agentd.ErrorDetail) runEnd {
@@ -649,11 +688,27 @@ func endOf(status agentd.RunStatus, reason agentd.Reason, err *agentd.ErrorDetai
 }
 
 // end commits the run's last state and its terminal event in one
-// transaction. A step left unfinished is marked aborted (or failed).
+// transaction. A step left unfinished is marked aborted (or failed). The
+// inputs the run has pending are unapplied with it; when one arrived while
+// the end was written, it is made again. An end with an answer gives
+// agentd.ErrInputsChanged when input is pending, and writes nothing.
 func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 	ops, evs := x.started.unbegun()
-	ops = append(ops, e.ops...)
-	evs = append(evs, e.evs...)
+	e.ops = append(ops, e.ops...)
+	e.evs = append(evs, e.evs...)
+	for try := 1; ; try++ {
+		err := x.endOnce(st, step, e)
+		if !errors.Is(err, agentd.ErrInputsChanged) || e.answer || try >= maxInputRaces {
+			return err
+		}
+		x.steered.Store(true)
+	}
+}
+
+// endOnce is one try of end.
+func (x *execution) endOnce(st agentd.RunState, step *agentd.Step, e runEnd) error {
+	ops := append([]persist.Op(nil), e.ops...)
+	evs := append([]agentd.EventIn(nil), e.evs...)
 	stepSeq := st.Run.StepCount
 	if step != nil {
 		stepSeq = step.Seq
@@ -679,8 +734,12 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 		end.Output = finalAnswer(st, ops)
 		endEv = agentd.WithOutput(endEv, agentd.TextOf(end.Output))
 	}
-	ops = x.withNext(append(ops, end))
-	evs = append(evs, endEv)
+	settle, unapplied, err := x.settleInputs(st, stepSeq, e)
+	if err != nil {
+		return err
+	}
+	ops = x.withNext(append(ops, settle, end))
+	evs = append(append(evs, unapplied...), endEv)
 	if err := x.write(x.durable(), evs, ops...); err != nil {
 		return err
 	}
@@ -695,7 +754,11 @@ func (x *execution) end(st agentd.RunState, step *agentd.Step, e runEnd) error {
 // withNext adds to ops, a stop's write that ends with its persist.RunEnd,
 // the claim of the next run of the engine's queue, once.
 func (x *execution) withNext(ops []persist.Op) []persist.Op {
-	if x.takeNext == nil || x.handed != nil {
+	if x.handed != nil {
+		// A stop made again: its first write committed nothing.
+		return append(ops, x.handed)
+	}
+	if x.takeNext == nil {
 		return ops
 	}
 	if x.handed = x.takeNext(); x.handed != nil {

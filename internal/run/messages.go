@@ -13,13 +13,15 @@ import (
 // every call.
 const unansweredResult = `{"error":"the tool call did not complete: its run ended first"}`
 
-// buildMessages rebuilds the model's input from committed state: the run's
-// instructions, then the conversation's messages in order, as the latest
-// compaction leaves them (compact.Visible).
+// buildMessages rebuilds the model's input from committed state: the
+// run's system prompt (its tenant's managed instructions first, then its
+// own, both as the run was created with them: a stable prefix), then the
+// conversation's messages in order, as the latest compaction leaves them
+// (compact.Visible).
 func buildMessages(st agentd.RunState) []llm.Message {
 	var out []llm.Message
-	if st.Run.Params.Instructions != "" {
-		out = append(out, llm.TextMessage(llm.RoleSystem, st.Run.Params.Instructions))
+	if system := st.Run.Params.SystemPrompt(); system != "" {
+		out = append(out, llm.TextMessage(llm.RoleSystem, system))
 	}
 	// Calls of the latest assistant message not yet answered, in order. Call
 	// ids may repeat across responses, so they are matched only against the

@@ -29,11 +29,8 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 	started := time.Now()
 	ctx, cancel := x.stepContext(st)
 	defer cancel()
-	if reask {
-		if err := x.write(x.ctx, []agentd.EventIn{agentd.EventOf(step.Seq, agentd.StepRetractedData{Reason: agentd.RetractedRecovered})},
-			persist.StepReask{ID: step.ID, Transition: agentd.TransitionResumed}); err != nil {
-			return true, x.stopFor(st, err)
-		}
+	if err := x.beginModel(&st, step, reask); err != nil {
+		return true, x.stopFor(st, err)
 	}
 	st, msgs, err := x.compactIfNeeded(ctx, st, step)
 	if errors.Is(err, errCompactionsFailing) {
@@ -73,23 +70,20 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 			resp = cont.merge(resp)
 			return x.commitModelOutput(st, step, modelOutput{resp: resp, tail: co.pending(), started: started, calls: cont.calls})
 		}
-		var me *llm.Error
-		if errors.As(err, &me) && me.Kind == llm.KindContextOverflow && ctx.Err() == nil && co.sent == 0 {
-			x.d.m.ModelRequests.WithLabelValues(string(me.Kind)).Inc()
-			if !reactive && x.d.profiles != nil && !st.Run.Params.NoCompaction {
-				// The model's window is smaller than its profile said, or the
-				// estimate was short: compact now, and ask once more.
-				reactive = true
-				next, nextMsgs, compacted, cerr := x.compactNow(ctx, st, step, req.Messages)
-				if cerr != nil && !errors.Is(cerr, errCompactionsFailing) {
-					return true, x.stopFor(st, cerr)
-				}
-				if compacted {
-					st, req.Messages, req.CacheBreakpoints = next, nextMsgs, stableBreakpoints(nextMsgs)
-					continue
-				}
+		if errors.Is(err, errInputNow) && ctx.Err() == nil {
+			// Input sent with when: now cut the call: what it streamed is
+			// retracted, and the step is asked again with the input.
+			if st, msgs, req, err = x.steeredNow(ctx, st, step, co); err != nil {
+				return true, x.stopFor(st, err)
 			}
-			return true, x.end(st, step, x.overflowEnd(st, err, compact.EstimateRequest(req.Messages)))
+			cont, attempt = continuation{}, 0
+			continue
+		}
+		if retry, err := x.tooLong(ctx, &st, step, &req, co, &reactive, err); retry || err != nil {
+			if err != nil {
+				return true, ended(err)
+			}
+			continue
 		}
 		model := req.Model
 		retry, done, err := x.modelFailed(ctx, st, step, modelFailure{err: err, attempt: attempt, co: co, req: &req})
@@ -104,6 +98,76 @@ func (x *execution) modelPhase(st agentd.RunState, step *agentd.Step, reask bool
 			return done, err
 		}
 	}
+}
+
+// tooLong handles a call of step that failed with err, when the model
+// refused it as too long (else it does nothing): the first time
+// (*reactive false), with compaction on, the step's context is compacted
+// and retry says to ask once more; otherwise the run ends, and err is
+// what its end returned.
+func (x *execution) tooLong(ctx context.Context, st *agentd.RunState, step *agentd.Step, req *llm.Request, co *coalescer,
+	reactive *bool, err error) (retry bool, _ error) {
+	var me *llm.Error
+	if !errors.As(err, &me) || me.Kind != llm.KindContextOverflow || ctx.Err() != nil || co.sent != 0 {
+		return false, nil
+	}
+	x.d.m.ModelRequests.WithLabelValues(string(me.Kind)).Inc()
+	if !*reactive {
+		*reactive = true
+		again, err := x.overflowed(ctx, st, step, req)
+		if again || err != nil {
+			return again, err
+		}
+	}
+	if err := x.end(*st, step, x.overflowEnd(*st, me, compact.EstimateRequest(req.Messages))); err != nil {
+		return false, err
+	}
+	return false, errEnded
+}
+
+// errEnded says that a helper of the model phase ended the run (its end
+// returned nil): the phase is done.
+var errEnded = errors.New("the run ended")
+
+// ended is the model phase's error err, where errEnded is none.
+func ended(err error) error {
+	if errors.Is(err, errEnded) {
+		return nil
+	}
+	return err
+}
+
+// overflowed handles a call of step that the model refused as too long:
+// with compaction on, the step's context is compacted and
+// again says to ask once more, with req's messages compacted; an error
+// is the run's stop.
+func (x *execution) overflowed(ctx context.Context, st *agentd.RunState, step *agentd.Step, req *llm.Request) (again bool, err error) {
+	if x.d.profiles == nil || st.Run.Params.NoCompaction {
+		return false, nil
+	}
+	// The model's window is smaller than its profile said, or the
+	// estimate was short: compact now, and ask once more.
+	next, nextMsgs, compacted, cerr := x.compactNow(ctx, *st, step, req.Messages)
+	if cerr != nil && !errors.Is(cerr, errCompactionsFailing) {
+		return false, x.stopFor(*st, cerr)
+	}
+	if compacted {
+		*st, req.Messages, req.CacheBreakpoints = next, nextMsgs, stableBreakpoints(nextMsgs)
+	}
+	return compacted, nil
+}
+
+// beginModel begins the model phase of step: what was streamed of it is
+// retracted when it is asked again (reask), and the run's pending inputs
+// are applied.
+func (x *execution) beginModel(st *agentd.RunState, step *agentd.Step, reask bool) error {
+	if reask {
+		if err := x.write(x.ctx, []agentd.EventIn{agentd.EventOf(step.Seq, agentd.StepRetractedData{Reason: agentd.RetractedRecovered})},
+			persist.StepReask{ID: step.ID, Transition: agentd.TransitionResumed}); err != nil {
+			return err
+		}
+	}
+	return x.applyInputs(st, step)
 }
 
 // continueAnswer keeps the part of an answer cut at the model's output
@@ -405,6 +469,11 @@ func (x *execution) callModel(ctx context.Context, st agentd.RunState, step int,
 		}
 		co.add(text)
 	})
+	if errors.Is(context.Cause(ctx), errInputNow) {
+		// Cut for input sent with when: now; a stream cut between two
+		// chunks may read as ended, which is no answer either.
+		return llm.Response{}, errInputNow
+	}
 	return resp, err
 }
 
@@ -422,11 +491,15 @@ func (x *execution) offered(p agentd.RunParams) []llm.ToolSpec {
 	names := p.Tools
 	var specs []tools.Spec
 	if names == nil {
-		specs = x.tools().List()
+		for _, s := range x.tools().List() {
+			if !agentd.IsMemoryTool(s.Name) {
+				specs = append(specs, s)
+			}
+		}
 	} else {
 		reader := false
 		for _, n := range names {
-			if t, ok := x.tools().Get(n); ok {
+			if t, ok := x.tools().Get(n); ok && !agentd.IsMemoryTool(n) {
 				specs = append(specs, t.Spec())
 				reader = reader || n == tools.ReadArtifactName
 			}
@@ -443,13 +516,30 @@ func (x *execution) offered(p agentd.RunParams) []llm.ToolSpec {
 	for _, t := range p.ClientTools {
 		out = append(out, llm.ToolSpec{Name: t.Name, Description: t.Description, Parameters: t.Parameters})
 	}
+	out = append(out, x.memoryTools(p)...)
 	return append(out, subAgentTools(p)...)
+}
+
+// memoryTools are the memory tools the run's memory offers it, each told
+// the namespaces it reaches.
+func (x *execution) memoryTools(p agentd.RunParams) []llm.ToolSpec {
+	var out []llm.ToolSpec
+	for _, name := range []string{agentd.MemorySearchTool, agentd.MemoryWriteTool, agentd.MemoryDeleteTool} {
+		t, ok := x.tools().Get(name)
+		if !ok || !p.Memory.Offers(name) {
+			continue
+		}
+		s := t.Spec()
+		out = append(out, llm.ToolSpec{Name: s.Name, Description: s.Description + " " + p.Memory.Reach(name),
+			Parameters: s.Parameters})
+	}
+	return out
 }
 
 // samplingOf is a run's sampling as the model port takes it.
 func samplingOf(s agentd.Sampling) llm.Sampling {
 	out := llm.Sampling{MaxOutputTokens: s.MaxOutputTokens, Temperature: s.Temperature, TopP: s.TopP,
-		ParallelToolCalls: s.ParallelToolCalls}
+		ParallelToolCalls: s.ParallelToolCalls, ReasoningEffort: s.ReasoningEffort}
 	if f := s.Format; f != nil {
 		out.Format = &llm.OutputFormat{Type: f.Type, Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
 	}
@@ -524,7 +614,19 @@ func (x *execution) commitModelOutput(st agentd.RunState, step *agentd.Step, out
 	if len(resp.ToolCalls) == 0 {
 		evs = append(evs, agentd.EventOf(step.Seq, agentd.StepCompletedData{FinishReason: finish}))
 		x.d.m.StepDuration.Observe(time.Since(out.started).Seconds())
-		return true, x.counting(ledger, x.endWithOutput(st, step, answerEnd(resp.FinishReason), stepOutput{finish, usage, ops, evs}))
+		output, e := stepOutput{finish, usage, ops, evs}, answerEnd(resp.FinishReason)
+		if e.answer {
+			if limit := x.onAnswer(st, step, resp.Text); limit != nil {
+				e = *limit
+			}
+		}
+		err := x.endWithOutput(st, step, e, output)
+		if errors.Is(err, agentd.ErrInputsChanged) && e.answer {
+			// Input is pending: the run goes on with it.
+			done, err := x.answerThenInputs(st, step, output)
+			return done, x.counting(ledger, err)
+		}
+		return true, x.counting(ledger, err)
 	}
 	refused, err := x.callsRefused(st, resp.ToolCalls)
 	if err != nil {
@@ -618,12 +720,16 @@ func answerEnd(f llm.FinishReason) runEnd {
 	case llm.FinishLength:
 		// Still cut after its continuations, or cut at the run's own
 		// max_output_tokens.
-		return endOf(agentd.StatusCompleted, agentd.ReasonMaxOutputTokens, nil)
+		e := endOf(agentd.StatusCompleted, agentd.ReasonMaxOutputTokens, nil)
+		e.answer = true
+		return e
 	case llm.FinishContentFilter:
 		return endOf(agentd.StatusFailed, agentd.ReasonContentFilter, &agentd.ErrorDetail{Kind: agentd.RunErrContentFilter,
 			Message: "the model's content filter stopped its answer"})
 	}
-	return endOf(agentd.StatusCompleted, agentd.ReasonCompleted, nil)
+	e := endOf(agentd.StatusCompleted, agentd.ReasonCompleted, nil)
+	e.answer = true
+	return e
 }
 
 // callsRefused is the end of a run whose model asked for calls it may not
@@ -695,7 +801,7 @@ func (x *execution) planCalls(st agentd.RunState, step *agentd.Step, asked []llm
 			effect, status = agentd.EffectSideEffect, agentd.CallAwaitingAgent
 		} else if t, ok := x.tools().Get(c.Name); ok {
 			effect = t.Spec().Effect
-			if (t.Spec().NeedsApproval || slices.Contains(st.Run.Params.ApprovalTools, c.Name)) && offered(st.Run.Params.Tools, c.Name) {
+			if (t.Spec().NeedsApproval || slices.Contains(st.Run.Params.ApprovalTools, c.Name)) && offered(st.Run.Params, c.Name) {
 				status = agentd.CallAwaitingApproval
 			}
 		}
@@ -788,7 +894,7 @@ func (x *execution) startsWithOutput(st agentd.RunState, c persist.ToolCallInser
 	if c.Status != agentd.CallPlanned || c.Effect == agentd.EffectSideEffect || x.interrupted.Load() {
 		return false
 	}
-	if _, ok := x.tools().Get(c.Name); !ok || !offered(st.Run.Params.Tools, c.Name) {
+	if _, ok := x.tools().Get(c.Name); !ok || !offered(st.Run.Params, c.Name) {
 		return false
 	}
 	return x.tools().Validate(c.Name, c.Arguments) == nil

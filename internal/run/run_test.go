@@ -64,6 +64,7 @@ func setup(t *testing.T) *bundle {
 		"/block":     webhooktest.First(1, webhooktest.Block(), webhooktest.OK()),
 		"/ok":        webhooktest.OK(),
 		"/guarded":   webhooktest.OK(),
+		"/delayed":   webhooktest.Delay(600*time.Millisecond, 600*time.Millisecond),
 	})
 	obj := json.RawMessage(`{"type":"object"}`)
 	var hooks []tools.Tool
@@ -81,6 +82,7 @@ func setup(t *testing.T) *bundle {
 		{"effect", "/ok", agentd.EffectSideEffect, 2000, ""},
 		{"blocker", "/block", agentd.EffectIdempotent, 30000, ""},
 		{"block_effect", "/block", agentd.EffectSideEffect, 30000, ""},
+		{"delayed", "/delayed", agentd.EffectIdempotent, 5000, ""},
 	} {
 		var reconcile string
 		if h.reconcile != "" {

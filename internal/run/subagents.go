@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -23,6 +24,9 @@ type Composer interface {
 	// deleted, its definition no longer builds); any other leaves the run
 	// to its lease, as a failed write does.
 	Child(ctx context.Context, parent agentd.Run, sub agentd.SubAgent, call agentd.ToolCall) (agentd.RunCreate, error)
+	// Report composes the next run of the conversation of run last, which
+	// has ended, with input: a detached sub-agent's report.
+	Report(ctx context.Context, last agentd.Run, input []agentd.InputMessage) (agentd.RunCreate, error)
 }
 
 // subAgentTools are the run's sub-agents as its model is offered them.
@@ -74,6 +78,17 @@ func (x *execution) awaitAgents(ctx context.Context, st agentd.RunState, step *a
 			continue
 		}
 		child, sub, err := x.startChild(ctx, st, *c)
+		if err == nil && sub.Detached {
+			// The run goes on: the call's result is a handle to the child,
+			// whose end reports back as input (Engine.report).
+			x.outbox.add([]agentd.EventIn{agentd.EventOf(step.Seq, agentd.AgentStartedData{Agent: c.Name, CallID: c.CallID,
+				Detached: true, RunID: child.ID, ToolCallID: c.ID, Version: sub.Version})})
+			x.finishCall(step, c, callOutcome{status: agentd.CallSucceeded, result: detachedResult(c.Name, child.ID)})
+			if c.Status != agentd.CallSucceeded {
+				return true, errors.New("tool call " + c.ID + " has no committed outcome")
+			}
+			continue
+		}
 		var te *tools.Error
 		if errors.As(err, &te) {
 			x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: toolErrorData(err)})
@@ -137,4 +152,100 @@ func (e *Engine) answerParent(id string) {
 	if err := e.cfg.Store.AnswerParent(ctx, id); err != nil {
 		e.log.Warn("answer the run that waits for sub-agents", "run_id", id, "error", err)
 	}
+	if _, err := e.reportChildren(ctx, id); err != nil {
+		e.log.Warn("report the ends of detached sub-agents", "run_id", id, "error", err)
+	}
+}
+
+// detachedResult is the result of a call of a detached sub-agent: a handle
+// to its child run.
+func detachedResult(agent, runID string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"agent": agent, "run_id": runID, "status": "started",
+		"note": "started " + agent + " as run " + runID + "; its answer comes back as a message when it ends"})
+	return b
+}
+
+// maxReportTries bounds how often a report looks for the run to go to
+// again, when the one it chose ended meanwhile.
+const maxReportTries = 8
+
+// reportChildren reports the ends of the detached children of run
+// parentID (of any run, when it is empty) that ended and have not
+// reported yet; it returns how many it reported.
+func (e *Engine) reportChildren(ctx context.Context, parentID string) (int, error) {
+	children, err := e.cfg.Store.ChildrenUnreported(ctx, parentID, 100)
+	if err != nil {
+		return 0, err
+	}
+	for i, ch := range children {
+		if err := e.report(ctx, ch); err != nil {
+			return i, fmt.Errorf("report the end of run %s: %w", ch.ID, err)
+		}
+	}
+	return len(children), nil
+}
+
+// report reports the end of detached child run ch, once: as input of its
+// parent, at the parent's next step boundary; when the parent has ended,
+// of its conversation's run in flight, or the conversation's next run,
+// which it starts. A child whose parent was cancelled reports nothing.
+func (e *Engine) report(ctx context.Context, ch agentd.Run) error {
+	msgs := []agentd.InputMessage{{Role: agentd.RoleUser, Content: childReport(ch)}}
+	key := "agent:" + ch.ID
+	target := ch.Params.Parent.RunID
+	for range maxReportTries {
+		_, _, err := e.cfg.Store.ChildReport(ctx, ch.ID, agentd.InputCreate{TenantID: ch.TenantID, RunID: target,
+			Source: agentd.InputFromAgent, Messages: msgs, IdempotencyKey: key, RequestHash: key})
+		var ended *agentd.RunEndedError
+		if !errors.As(err, &ended) {
+			return err
+		}
+		if ended.Status == agentd.StatusCancelled && ended.RunID == ch.Params.Parent.RunID {
+			return e.cfg.Store.ChildReportDropped(ctx, ch.ID)
+		}
+		last, err := e.cfg.Store.RunOfConversation(ctx, ch.TenantID, ended.ConversationID)
+		if err != nil {
+			return err
+		}
+		if agentd.Steerable(last.Status) {
+			target = last.ID
+			continue
+		}
+		rc, err := e.cfg.Composer.Report(ctx, last, msgs)
+		if err != nil {
+			return err
+		}
+		rc.IdempotencyKey, rc.RequestHash, rc.ReportOf = key, key, ch.ID
+		rc.Spec.Params.IfBusy = agentd.IfBusyReject
+		_, _, err = e.create(ctx, persist.CreateOf(rc))
+		var busy *agentd.BusyError
+		switch {
+		case errors.As(err, &busy):
+			target = busy.RunID
+		case errors.Is(err, agentd.ErrInputsChanged):
+			return nil // reported meanwhile
+		default:
+			return err
+		}
+	}
+	return errors.New("the conversation's runs kept changing")
+}
+
+// childReport is what a detached child run's end tells the run it
+// reports to: its answer, or how it ended.
+func childReport(ch agentd.Run) string {
+	name := "the agent"
+	if ch.Params.Agent != nil {
+		name = "the agent " + ch.Params.Agent.Name
+	}
+	if ch.Status == agentd.StatusCompleted {
+		var parts []agentd.Part
+		_ = json.Unmarshal(ch.Output, &parts)
+		return fmt.Sprintf("[%s, run %s, which you started, answered]\n\n%s", name, ch.ID, agentd.TextOf(parts))
+	}
+	why := string(ch.TerminalReason)
+	if d := agentd.StoredAs[agentd.ErrorDetail](ch.Error); d != nil && d.Message != "" {
+		why += ": " + d.Message
+	}
+	return fmt.Sprintf("[%s, run %s, which you started, ended %s (%s)]", name, ch.ID, ch.Status, why)
 }

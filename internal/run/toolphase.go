@@ -359,7 +359,7 @@ func (x *execution) callable(st agentd.RunState, c *agentd.ToolCall) (tools.Tool
 	switch {
 	case !ok:
 		return nil, &tools.Error{Kind: tools.KindFinal, Message: "unknown tool " + c.Name}
-	case !offered(st.Run.Params.Tools, c.Name):
+	case !offered(st.Run.Params, c.Name):
 		return nil, &tools.Error{Kind: tools.KindFinal, Message: "tool " + c.Name + " is not offered to this run"}
 	}
 	return tool, x.tools().Validate(c.Name, c.Arguments)
@@ -402,7 +402,7 @@ func (x *execution) runCall(ctx context.Context, st agentd.RunState, step *agent
 		actx, cancel := context.WithTimeout(ctx, timeout)
 		actx, span := x.toolSpan(actx, step, c, tool.Spec())
 		result, err := tool.Invoke(actx, tools.Call{RunID: st.Run.ID, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
-			Attempt: n, Arguments: c.Arguments})
+			Attempt: n, Arguments: c.Arguments, Run: &st.Run, Step: step.Seq, ToolCallID: c.ID})
 		endToolSpan(span, result, err, x.d.traceContent)
 		cancel()
 		a := attemptResult{id: attemptID, spec: tool.Spec(), result: result, err: err}
@@ -621,7 +621,7 @@ func (x *execution) reconcile(ctx context.Context, st agentd.RunState, step *age
 	}
 	rctx, cancel := context.WithTimeout(ctx, tool.Spec().AttemptTimeout(x.d.limits.toolTimeout))
 	res, err := rec.Reconcile(rctx, tools.Call{RunID: st.Run.ID, CallID: c.CallID, IdempotencyKey: c.IdempotencyKey,
-		Attempt: c.Attempts, Arguments: c.Arguments})
+		Attempt: c.Attempts, Arguments: c.Arguments, Run: &st.Run, Step: step.Seq, ToolCallID: c.ID})
 	cancel()
 	if err != nil {
 		x.log.Warn("reconcile tool call", "tool_call_id", c.ID, "error", err)
@@ -657,9 +657,14 @@ func (x *execution) reconcile(ctx context.Context, st agentd.RunState, step *age
 	}
 }
 
-// offered reports whether a run offered tool name, given its list names
-// (nil: every tool); read_artifact comes with any tool.
-func offered(names []string, name string) bool {
+// offered reports whether a run with params p offered tool name: a memory
+// tool when its memory offers it, another when its list names it (nil:
+// every tool); read_artifact comes with any tool.
+func offered(p agentd.RunParams, name string) bool {
+	if agentd.IsMemoryTool(name) {
+		return p.Memory.Offers(name)
+	}
+	names := p.Tools
 	if names == nil || (name == tools.ReadArtifactName && len(names) > 0) {
 		return true
 	}

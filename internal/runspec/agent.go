@@ -69,7 +69,8 @@ func fill(instructions string, vars map[string]string) (string, error) {
 // base, with the run's own request over it: each field the run gives
 // replaces the agent's (tools, client tools and metadata whole; sampling,
 // timeouts and loop limits field by field), and the run's input,
-// conversation, variables and the door's own fields are the run's. The
+// conversation, variables, user and the door's own fields are the run's
+// (memory, too, replaces the agent's whole; "memory": false turns it off). The
 // builder then applies the server's defaults and ceilings to the result,
 // as to any request.
 func Over(base, run Request) Request {
@@ -90,6 +91,7 @@ func Over(base, run Request) Request {
 	}
 	pick(&out.Thinking, base.Thinking)
 	pick(&out.MaxCost, base.MaxCost)
+	pick(&out.Memory, base.Memory)
 	if IsNull(out.Metadata) {
 		out.Metadata = base.Metadata
 	}
@@ -140,5 +142,6 @@ func overSampling(base, run *Sampling) *Sampling {
 	pick(&out.Format, base.Format)
 	pick(&out.ToolChoice, base.ToolChoice)
 	pick(&out.ParallelToolCalls, base.ParallelToolCalls)
+	pick(&out.ReasoningEffort, base.ReasoningEffort)
 	return &out
 }

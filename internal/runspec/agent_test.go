@@ -95,7 +95,7 @@ func TestVariables(t *testing.T) {
 func TestRequestOfRebuildsTheRun(t *testing.T) {
 	b := builder(t, runspec.Defaults{Model: "m"})
 	req := runspec.Request{Input: user("hi"), InputText: true, Model: ptr("x"), Instructions: ptr("be brief"),
-		Tools: ptr([]string{"calculator"}), MaxSteps: ptr(7), CompactAt: ptr(0.5), IfBusy: ptr("enqueue"), OnDisconnect: ptr("interrupt"),
+		Tools: ptr([]string{"calculator"}), MaxSteps: ptr(7), CompactAt: ptr(0.5), CompactThreshold: ptr(3000), IfBusy: ptr("enqueue"), OnDisconnect: ptr("interrupt"),
 		ClientTools: &[]runspec.ClientTool{{Name: ptr("ask"), Description: ptr("asks"), Parameters: json.RawMessage(`{"type":"object"}`)}},
 		Timeouts:    &runspec.Timeouts{StepMS: ptr(int64(5000))}, LoopLimits: &runspec.LoopLimits{IdenticalCalls: ptr(9)},
 		Sampling: &runspec.Sampling{MaxOutputTokens: ptr(100), Temperature: ptr(0.3), ParallelToolCalls: ptr(false),

@@ -29,10 +29,19 @@ func RequestOf(model string, p agentd.RunParams) Request {
 	if t.ActionMS == 0 { // stored before it existed: the default
 		r.Timeouts.ActionMS = nil
 	}
-	onDisconnect, ifBusy := string(p.OnDisconnect), string(p.IfBusy)
-	r.OnDisconnect, r.IfBusy = &onDisconnect, &ifBusy
+	// A run stored without them (made by the store, not a door) takes the
+	// defaults.
+	if onDisconnect := string(p.OnDisconnect); onDisconnect != "" {
+		r.OnDisconnect = &onDisconnect
+	}
+	if ifBusy := string(p.IfBusy); ifBusy != "" {
+		r.IfBusy = &ifBusy
+	}
 	if p.CompactAt > 0 {
 		r.CompactAt = &p.CompactAt
+	}
+	if p.CompactThreshold > 0 {
+		r.CompactThreshold = &p.CompactThreshold
 	}
 	l := p.LoopLimits.OrDefaults()
 	r.LoopLimits = &LoopLimits{FailuresInARow: &l.FailuresInARow, IdenticalCalls: &l.IdenticalCalls}
@@ -43,6 +52,9 @@ func RequestOf(model string, p agentd.RunParams) Request {
 // samplingOf is s as a request asks it.
 func samplingOf(s agentd.Sampling) *Sampling {
 	out := &Sampling{Temperature: s.Temperature, TopP: s.TopP, ToolChoice: s.ToolChoice, ParallelToolCalls: s.ParallelToolCalls}
+	if s.ReasoningEffort != "" {
+		out.ReasoningEffort = &s.ReasoningEffort
+	}
 	if s.MaxOutputTokens > 0 {
 		out.MaxOutputTokens = &s.MaxOutputTokens
 	}

@@ -22,10 +22,14 @@ const (
 	MaxInputMessages = 1000
 	// MaxClientTools caps a run's client tools.
 	MaxClientTools = 64
-	// MaxDescriptionBytes caps a client tool's description.
-	MaxDescriptionBytes = 4096
+	// MaxDescriptionBytes caps a client tool's description: coding agents
+	// describe their tools at length (Codex's spawn_agent takes 5 KB).
+	MaxDescriptionBytes = 32 << 10
 	// MaxLoopLimit caps each of a run's loop limits.
 	MaxLoopLimit = 1000
+	// MaxCompactThreshold caps a run's compaction threshold, in tokens:
+	// far above any model's window.
+	MaxCompactThreshold = 100_000_000
 )
 
 // Request is what a client asked of a new run, as a transport decoded it:
@@ -44,7 +48,9 @@ type Request struct {
 	// SubAgents name the tenant's agents the run may hand work to (the
 	// "tools" list's agent tools); the door resolves them to versions
 	// (agentd.RunParams.SubAgents). They come and go with Tools.
-	SubAgents    []string
+	SubAgents []string
+	// Detached name those of SubAgents the run does not wait for.
+	Detached     []string
 	ClientTools  *[]ClientTool
 	MaxSteps     *int
 	Timeouts     *Timeouts
@@ -52,9 +58,12 @@ type Request struct {
 	IfBusy       *string
 	OnQuota      *string
 	CompactAt    *float64
-	LoopLimits   *LoopLimits
-	Sampling     *Sampling       // nil: the model's defaults
-	Metadata     json.RawMessage // a JSON object, or nothing
+	// CompactThreshold is the prompt size, in tokens, past which the run
+	// compacts (agentd.RunParams.CompactThreshold); nil: its model's.
+	CompactThreshold *int
+	LoopLimits       *LoopLimits
+	Sampling         *Sampling       // nil: the model's defaults
+	Metadata         json.RawMessage // a JSON object, or nothing
 	// Echo is kept with the run as it is (agentd.RunParams.Echo): the
 	// door that sends it wrote it.
 	Echo json.RawMessage
@@ -88,6 +97,11 @@ type Request struct {
 	Thinking *int
 	// MaxCost caps what the run's model calls may cost; nil: no cap.
 	MaxCost *float64
+	// User is the run's end user (agentd.RunParams.User); nil: none.
+	User *string
+	// Memory is the memory the run may use, its namespaces templates that
+	// the builder fills; nil: none.
+	Memory *Memory
 	// PartField names the content (j < 0) or part j of input message i as
 	// the door's wire format does (messages[3].parts[1]), in the errors
 	// about texts, images and files of messages given as parts; nil:
@@ -162,6 +176,12 @@ func (b *Builder) Build(req Request) (agentd.RunSpec, error) {
 		return spec, err
 	}
 	spec.Params.Fallbacks = fallbacks
+	if spec.Params.User, err = user(req.User); err != nil {
+		return spec, err
+	}
+	if spec.Params.Memory, err = memory(req.Memory, spec.Params.User, req.Variables); err != nil {
+		return spec, err
+	}
 	if err := b.attachments(req, append([]string{spec.Model}, fallbacks...)); err != nil {
 		return spec, err
 	}
@@ -199,11 +219,8 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	if p.IfBusy, err = OneOf("if_busy", req.IfBusy, agentd.IfBusyPolicies()); err != nil {
 		return p, err
 	}
-	if req.CompactAt != nil {
-		if *req.CompactAt <= 0 || *req.CompactAt >= 1 {
-			return p, fieldError("compact_at", "must be a fraction between 0 and 1 (exclusive), such as 0.8")
-		}
-		p.CompactAt = *req.CompactAt
+	if p.CompactAt, p.CompactThreshold, err = compaction(req); err != nil {
+		return p, err
 	}
 	if p.LoopLimits, err = loopLimits(req.LoopLimits); err != nil {
 		return p, err
@@ -248,6 +265,25 @@ func (b *Builder) params(req Request) (agentd.RunParams, error) {
 	}
 	p.MaxCost, err = maxCost(req.MaxCost)
 	return p, err
+}
+
+// compaction checks where a run compacts its conversation: compact_at, a
+// fraction of its model's window, and compact_threshold, in tokens; 0 for
+// what the request leaves out.
+func compaction(req Request) (at float64, threshold int, err error) {
+	if req.CompactAt != nil {
+		if *req.CompactAt <= 0 || *req.CompactAt >= 1 {
+			return 0, 0, fieldError("compact_at", "must be a fraction between 0 and 1 (exclusive), such as 0.8")
+		}
+		at = *req.CompactAt
+	}
+	if n := req.CompactThreshold; n != nil {
+		if *n < 1 || *n > MaxCompactThreshold {
+			return 0, 0, fieldError("compact_threshold", "must be a number of tokens from 1 to %d", MaxCompactThreshold)
+		}
+		threshold = *n
+	}
+	return at, threshold, nil
 }
 
 // checkApprovals checks the decisions a request brings.
@@ -397,6 +433,16 @@ func input(msgs []agentd.InputMessage, text, approvals bool) ([]agentd.InputMess
 // inputMessage checks one message of an input of messages. The calls of an
 // assistant message go into open; an output takes its call out of it.
 func inputMessage(field string, m agentd.InputMessage, open map[string]bool) error {
+	for _, p := range m.Reasoning {
+		if m.Role != agentd.RoleAssistant || p.Type != agentd.PartReasoning {
+			return fieldError(field, "only an assistant message has reasoning")
+		}
+		for _, v := range []string{p.Text, p.Signature, p.Data} {
+			if err := Storable(field+".reasoning", v); err != nil {
+				return err
+			}
+		}
+	}
 	if len(m.ToolCalls) > 0 {
 		if m.Role != agentd.RoleAssistant {
 			return fieldError(field, "only an assistant message has tool calls")
@@ -712,4 +758,51 @@ func TextAsSent(body []byte, jsonFields ...string) error {
 		name = "body"
 	}
 	return fieldError(name, "%s; send text as valid UTF-8, and a character outside the BMP as a surrogate pair", problem)
+}
+
+// MaxSteeringMessages caps the messages of one input sent to a run under
+// way.
+const MaxSteeringMessages = 16
+
+// Steering checks the messages of an input sent to a run under way whose
+// chain is models: one to MaxSteeringMessages messages, each of role user
+// with a text or parts that can be stored, their images and files taken
+// by each model. text says that the input came as one text.
+func (b *Builder) Steering(msgs []agentd.InputMessage, text bool, models []string) error {
+	if len(msgs) > MaxSteeringMessages {
+		return fieldError("input", "must hold at most %d messages, not %d", MaxSteeringMessages, len(msgs))
+	}
+	for i, m := range msgs {
+		if m.Role != agentd.RoleUser || m.ToolCallID != "" || len(m.ToolCalls) > 0 {
+			return fieldError(fmt.Sprintf("input[%d].role", i), "must be user: input to a run under way is what its user says")
+		}
+	}
+	if _, err := input(msgs, text, false); err != nil {
+		return err
+	}
+	return b.attachments(Request{Input: msgs}, models)
+}
+
+// CheckInput checks the messages of an input as the builder checks a new
+// run's (text: it came as one text), with their images and files, without
+// building a run: what a dataset's case keeps for the runs it will start.
+// A model's taking the images and files is checked when a run is built.
+func (b *Builder) CheckInput(msgs []agentd.InputMessage, text bool) error {
+	if _, err := input(msgs, text, false); err != nil {
+		return err
+	}
+	return b.attachments(Request{Input: msgs}, nil)
+}
+
+// CheckVariables checks a run's variables as the builder does (names,
+// count, sizes), without instructions to fill.
+func CheckVariables(vars map[string]string) error {
+	_, err := fill("", vars)
+	return err
+}
+
+// CheckUser checks a run's end user as the builder does.
+func CheckUser(u string) error {
+	_, err := user(&u)
+	return err
 }

@@ -80,6 +80,8 @@ func TestRefusalsNameTheField(t *testing.T) {
 		{"step timeout", runspec.Request{Model: ptr("m"), Input: user("x"), Timeouts: &runspec.Timeouts{StepMS: ptr[int64](-1)}}, "timeouts.step_ms"},
 		{"if_busy", runspec.Request{Model: ptr("m"), Input: user("x"), IfBusy: ptr("wait")}, "if_busy"},
 		{"compact_at", runspec.Request{Model: ptr("m"), Input: user("x"), CompactAt: ptr(1.0)}, "compact_at"},
+		{"compact_threshold", runspec.Request{Model: ptr("m"), Input: user("x"), CompactThreshold: ptr(0)}, "compact_threshold"},
+		{"huge compact_threshold", runspec.Request{Model: ptr("m"), Input: user("x"), CompactThreshold: ptr(runspec.MaxCompactThreshold + 1)}, "compact_threshold"},
 		{"loop limit", runspec.Request{Model: ptr("m"), Input: user("x"), LoopLimits: &runspec.LoopLimits{IdenticalCalls: ptr(0)}}, "loop_limits.identical_calls"},
 		{"metadata", runspec.Request{Model: ptr("m"), Input: user("x"), Metadata: json.RawMessage(`[1]`)}, "metadata"},
 		{"client tool named as a server tool", runspec.Request{Model: ptr("m"), Input: user("x"),

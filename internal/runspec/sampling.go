@@ -6,6 +6,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/agentd/agentd"
 )
@@ -31,6 +32,9 @@ type Sampling struct {
 	// asked; a named tool must be one of the run's.
 	ToolChoice        *agentd.ToolChoice
 	ParallelToolCalls *bool
+	// ReasoningEffort is one of agentd.ReasoningEfforts; nil: the model's
+	// default.
+	ReasoningEffort *string
 }
 
 // OutputFormat is the structured output a run asks of its model, as asked:
@@ -108,6 +112,12 @@ func sampling(s *Sampling) (agentd.Sampling, error) {
 		out.ToolChoice = &choice
 	}
 	out.ParallelToolCalls = s.ParallelToolCalls
+	if e := s.ReasoningEffort; e != nil {
+		if !slices.Contains(agentd.ReasoningEfforts, *e) {
+			return out, fieldError("sampling.reasoning_effort", "must be one of %s", strings.Join(agentd.ReasoningEfforts, ", "))
+		}
+		out.ReasoningEffort = *e
+	}
 	return out, nil
 }
 

@@ -38,6 +38,12 @@ type Call struct {
 	IdempotencyKey string // run_id:step_seq:call_id, stable across retries and recovery
 	Attempt        int    // 1-based
 	Arguments      json.RawMessage
+	// Run is the run that made the call, as its executor holds it (read
+	// only): its tenant and its parameters, for the tools that act within
+	// them (memory's). Step is the call's step, ToolCallID its row's id.
+	Run        *agentd.Run
+	Step       int
+	ToolCallID string
 }
 
 // Tool is something the model can call.

@@ -67,12 +67,15 @@ func ParseWebhooks(data []byte, client *http.Client) ([]Tool, error) {
 		// Read by internal/mcptools and by the policies.
 		MCPServers json.RawMessage `json:"mcp_servers"`
 		Policies   json.RawMessage `json:"policies"`
+		Hooks      json.RawMessage `json:"hooks"`
+		// Read by ParseHostedTools.
+		HostedTools json.RawMessage `json:"hosted_tools"`
 	}
 	if err := decodeStrict(data, &file); err != nil {
 		return nil, fmt.Errorf("tools file: %w", err)
 	}
-	if file.Tools == nil && file.MCPServers == nil {
-		return nil, errors.New(`tools file: missing "tools" array (or "mcp_servers")`)
+	if file.Tools == nil && file.MCPServers == nil && file.Hooks == nil && file.HostedTools == nil {
+		return nil, errors.New(`tools file: missing "tools" array (or "mcp_servers", "hooks" or "hosted_tools")`)
 	}
 	c := noRedirects(client)
 	var (

@@ -16,6 +16,12 @@
 //             stopWhen: stepCountIs(3); print each step's tool calls, tool
 //             results and text, and the final text
 //   history   a second turn after a first, sent four ways (see below)
+//   steps     a tool over three steps, each continuing the previous
+//             step's response (previousResponseId)
+//   storeFalse  the same with store: false, the history sent inline
+//   continued a second turn with previousResponseId of a first, over
+//             three steps of a tool (the same id sent with each step)
+//   reasoning generateText with reasoningEffort 'low' (model gpt-5-mini)
 //   options   generateText with a system prompt, temperature, topP,
 //             maxOutputTokens, metadata and user; print the text
 //
@@ -113,6 +119,62 @@ const scenarios = {
     });
     const r = await generateText({ model: openai.responses('fake'), prompt, tools: { weather }, stopWhen: stepCountIs(3), maxRetries: 0 });
     return { text: r.text, finishReason: r.finishReason, executed, steps: steps(r) };
+  },
+  // steps: a tool over three steps (a call, a second call, the answer).
+  // Each step after the first continues the previous step's response
+  // (previousResponseId, set by prepareStep) and sends only the tool's
+  // new result; with store: false (the scenario's PROMPT after "store:
+  // false" in the Go test: storeFalse), every step sends the whole
+  // history inline instead. Prints what steps prints, with each
+  // request's previous_response_id.
+  async steps(prompt = '/call weather {"city":"Paris"}\n/next\n/call weather {"city":"Oslo"}\n/say Sunny in both.', store = true) {
+    const executed = [];
+    const weather = tool({
+      description: 'The weather in a city.',
+      inputSchema: z.object({ city: z.string() }),
+      execute: async ({ city }) => {
+        executed.push(city);
+        return { city, forecast: 'sunny', celsius: 21 };
+      },
+    });
+    const prepareStep = ({ steps, messages }) => {
+      if (!store || steps.length === 0) return {};
+      return { messages: messages.slice(-1),
+        providerOptions: { openai: { previousResponseId: steps.at(-1).providerMetadata?.openai?.responseId } } };
+    };
+    const r = await generateText({ model: openai.responses('fake'), prompt, tools: { weather }, stopWhen: stepCountIs(5),
+      prepareStep, providerOptions: store ? {} : { openai: { store: false } }, maxRetries: 0 });
+    return { text: r.text, finishReason: r.finishReason, executed, steps: steps(r),
+      previous: requests.map((q) => q.body?.previous_response_id ?? null) };
+  },
+  // continued: a second turn given previousResponseId of a first, as a
+  // chat passes it, over three steps of a tool: the provider sends that
+  // same id with every step (and the steps' calls and results as input).
+  async continued(prompt = '/call weather {"city":"Paris"}\n/next\n/call weather {"city":"Oslo"}\n/say Sunny in both.') {
+    const first = await generateText({ model: openai.responses('fake'), prompt: '/say First turn.', maxRetries: 0 });
+    const executed = [];
+    const weather = tool({
+      description: 'The weather in a city.',
+      inputSchema: z.object({ city: z.string() }),
+      execute: async ({ city }) => {
+        executed.push(city);
+        return { city, forecast: 'sunny', celsius: 21 };
+      },
+    });
+    const r = await generateText({ model: openai.responses('fake'), prompt, tools: { weather }, stopWhen: stepCountIs(5),
+      providerOptions: { openai: { previousResponseId: first.providerMetadata?.openai?.responseId } }, maxRetries: 0 });
+    return { first: first.text, firstResponseId: first.response.id, text: r.text, finishReason: r.finishReason, executed,
+      steps: steps(r), previous: requests.map((q) => q.body?.previous_response_id ?? null) };
+  },
+  async storeFalse(prompt) {
+    return scenarios.steps(prompt, false);
+  },
+  // reasoning: reasoningEffort, on a model the provider knows reasons
+  // (agentd's fake model answers for any model name).
+  async reasoning(prompt = '/say Thought it through.') {
+    const r = await generateText({ model: openai.responses('gpt-5-mini'), prompt, maxRetries: 0,
+      providerOptions: { openai: { reasoningEffort: 'low' } } });
+    return { text: r.text, finishReason: r.finishReason, responseId: r.response.id, warnings: r.warnings ?? [] };
   },
   // history: a second turn after a first, in the ways a chat can send it:
   // reference, the first turn's messages sent back (result.response.messages,

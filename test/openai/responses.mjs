@@ -74,19 +74,21 @@ const scenarios = {
       retrieved: got.status };
   },
   // chain: previous_response_id continues the conversation; a response
-  // that is not the latest cannot be continued.
+  // that is not the latest is continued in a fork of its conversation,
+  // which the branch's own continuation then follows.
   async chain() {
-    const a = await client.responses.create({ model: 'fake', input: 'first question' });
+    const a = await client.responses.create({ model: 'fake', input: '/say one', store: true });
     const b = await client.responses.create({ model: 'fake', input: 'second question', previous_response_id: a.id });
-    let branch = null;
-    try {
-      await client.responses.create({ model: 'fake', input: 'a branch', previous_response_id: a.id });
-    } catch (err) {
-      branch = failure(err);
-    }
+    const branch = await client.responses.create({ model: 'fake', input: '/say branched', previous_response_id: a.id });
+    const next = await client.responses.create({ model: 'fake', input: '/say on the branch', previous_response_id: branch.id });
     const items = await client.responses.inputItems.list(b.id);
-    return { a: a.id, b: b.id, bStatus: b.status, previous: b.previous_response_id, branch,
-      items: items.data.map((i) => ({ type: i.type, role: i.role, text: i.content?.[0]?.text })) };
+    const branchItems = await client.responses.inputItems.list(next.id, { order: 'asc' });
+    const text = (i) => i.content?.[0]?.text;
+    return { a: a.id, b: b.id, bStatus: b.status, previous: b.previous_response_id,
+      branch: { id: branch.id, status: branch.status, text: branch.output_text, previous: branch.previous_response_id },
+      next: { status: next.status, text: next.output_text },
+      items: items.data.map((i) => ({ type: i.type, role: i.role, text: text(i) })),
+      branchItems: branchItems.data.map((i) => ({ type: i.type, role: i.role, text: text(i) })) };
   },
   // tools: a function tool's call ends the response; its output, sent with
   // previous_response_id, continues the conversation; a continuation that

@@ -3,7 +3,8 @@
 // reads directives from the last user message, so a test says in the prompt
 // what the "model" will do, and in the model name how long a prompt it takes.
 // Only one thing about an answer is stateful: a fault fires the first time a
-// request is seen, so that a retry of the same request succeeds.
+// request is seen (an extraction's, the first N times), so that a retry of
+// the same request succeeds.
 //
 // It imports nothing of agentd's.
 //
@@ -131,6 +132,36 @@
 // bullet "- noted from N lines" (N the lines of the last message): a
 // summary in the shape the prompt asks for.
 //
+// # Memory extraction
+//
+// A request whose first message is a system prompt holding
+// ExtractionMarker ("You are agentd's memory extractor.", the first line
+// of the prompt of agentd's memory extraction) is an extraction request,
+// answered by the fake's extractor alone: the run's turn it quotes holds
+// the run's own directives (/call, /say, /fault, ...), which were the
+// run's model's, and they are ignored. The extractor reads these lines of
+// every message of the request instead (every other line is ignored):
+//
+//	/remember KEY=VALUE
+//	    A memory to keep: KEY (before the first "=", trimmed, not empty)
+//	    with VALUE (the rest, trimmed). A later line of the same KEY
+//	    replaces its value, in its first place.
+//	/extract-fail KIND [N]
+//	    The request fails with KIND the first N times it is seen (without
+//	    N, every time), then is answered: 429 and 500 as /fault's, or
+//	    invalid, which answers the text "I would rather not answer in
+//	    JSON." (finish_reason stop) in place of the JSON.
+//	/extract-delay MS
+//	    The extractor waits MS milliseconds before it answers (or until
+//	    the client goes away).
+//
+// The answer is the JSON the prompt asks for, the memories in the order
+// their keys first came, {"memories":[{"key":"home","value":"Porto"}]}, or
+// {"memories":[]} without a /remember line; a malformed line of these gets
+// a 400 as a malformed directive does. In any other request these lines
+// are no directives, and are ignored: a run's input may hold them for its
+// extraction to read, and its own answer is not changed by them.
+//
 // # Sampling
 //
 // A request's max_completion_tokens (N) cuts its final text: a text whose
@@ -202,6 +233,21 @@
 // (one line; W the window, P the prompt_tokens). A prompt of exactly W
 // tokens is served. Any other model name ("fake", "gpt-4o", "fake-0k",
 // "fake-xk") has no limit.
+//
+// # Embeddings
+//
+// POST /v1/embeddings (also POST /embeddings, unless WithV1Only) answers
+// as OpenAI's embeddings API does: {"object":"list","data":[{"object":
+// "embedding","index":i,"embedding":[...]}],"model","usage"}, one
+// embedding per input (a string or a list of strings), of "dimensions"
+// floats (default EmbeddingDimensions, 64), or base64 with
+// "encoding_format": "base64". An embedding is Embed's, a pure function
+// of the text: each word (lowercased; letters and digits) adds +1 or -1
+// at the place its FNV-1a hash picks, and the vector is scaled to length
+// 1. So texts that share words are near, by how many they share, and a
+// test knows which texts are near without a model: "Lisbon trip" is
+// nearer to "a trip to Lisbon" than to "peanut allergy". Embeddings
+// requests are not recorded, nor counted by Calls.
 //
 // # Observing the fake
 //

@@ -34,6 +34,8 @@ type script struct {
 	sampling  bool   // /sampling: the final text is the request's sampling
 	system    bool   // /system: the final text is the request's system prompt
 	media     bool   // /media: the final text lists the request's images and files
+	// extract is an extraction request's extractor (its answer is say).
+	extract *extraction
 }
 
 type fault struct {

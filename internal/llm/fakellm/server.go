@@ -43,6 +43,13 @@ func (u Usage) Add(v Usage) Usage {
 	}
 }
 
+// ToolOffered is a function tool a request offered: its name and
+// description.
+type ToolOffered struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
 // Request is the record of one request the fake handled.
 type Request struct {
 	Seq      int    // 1-based order of arrival
@@ -77,6 +84,10 @@ type Request struct {
 	// tool_choice (compacted) and parallel_tool_calls, nil when absent.
 	ToolChoice        json.RawMessage
 	ParallelToolCalls *bool
+	// ReasoningEffort is reasoning_effort ("" when absent).
+	ReasoningEffort string
+	// Tools are the function tools offered, in order.
+	Tools []ToolOffered
 	// Media are the images and files of the request's messages, in order.
 	Media []Media
 }
@@ -118,7 +129,7 @@ type Server struct {
 	v1Only     bool
 
 	mu        sync.Mutex
-	seen      map[[sha256.Size]byte]bool // requests whose fault fired
+	fired     map[[sha256.Size]byte]int // by request, how many times its fault fired
 	history   []Request
 	calls     int
 	cancelled int
@@ -128,7 +139,7 @@ type Server struct {
 
 // New returns a Server.
 func New(opts ...Option) *Server {
-	s := &Server{seen: make(map[[sha256.Size]byte]bool), maxPrompt: make(map[string]int64)}
+	s := &Server{fired: make(map[[sha256.Size]byte]int), maxPrompt: make(map[string]int64)}
 	for _, o := range opts {
 		o(s)
 	}
@@ -182,15 +193,24 @@ func (s *Server) MaxPromptTokens(model string) int64 {
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.seen = make(map[[sha256.Size]byte]bool)
+	s.fired = make(map[[sha256.Size]byte]int)
 	s.maxPrompt = make(map[string]int64)
 	s.history = nil
 	s.calls, s.cancelled, s.usage = 0, 0, Usage{}
 }
 
-// ServeHTTP serves POST /v1/chat/completions and, unless WithV1Only, POST
-// /chat/completions.
+// ServeHTTP serves POST /v1/chat/completions and POST /v1/embeddings and,
+// unless WithV1Only, the same without /v1.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/embeddings" || (!s.v1Only && r.URL.Path == "/embeddings") {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			invalid(http.StatusMethodNotAllowed, "method not allowed").write(w)
+			return
+		}
+		s.serveEmbeddings(w, r)
+		return
+	}
 	if r.URL.Path != "/v1/chat/completions" && (s.v1Only || r.URL.Path != "/chat/completions") {
 		// OpenAI's words for a path it does not serve.
 		invalid(http.StatusNotFound, "Invalid URL ("+r.Method+" "+r.URL.Path+")").write(w)
@@ -216,6 +236,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.Status, rec.Error = no.status, no.msg
 		no.write(w)
 		return
+	}
+	if !Pause(r.Context(), a.delay) {
+		return // the client went away
 	}
 	rec.Status = http.StatusOK
 	if req.Stream {
@@ -246,7 +269,10 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, rec *Request) (c
 	}
 	rec.Model, rec.Messages, rec.Sent, rec.Stream, rec.CacheKey = req.Model, len(req.Messages), req.Messages, req.Stream, req.CacheKey
 	rec.Temperature, rec.TopP, rec.ResponseFormat = req.Temperature, req.TopP, compacted(req.ResponseFormat)
-	rec.ToolChoice, rec.ParallelToolCalls = compacted(req.ToolChoice), req.ParallelToolCalls
+	rec.ToolChoice, rec.ParallelToolCalls, rec.ReasoningEffort = compacted(req.ToolChoice), req.ParallelToolCalls, req.ReasoningEffort
+	for _, t := range req.Tools {
+		rec.Tools = append(rec.Tools, t.Function)
+	}
 	if req.MaxCompletionTokens != nil {
 		rec.MaxCompletionTokens = *req.MaxCompletionTokens
 	}
@@ -278,19 +304,25 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request, rec *Request) (c
 	return req, a, nil
 }
 
-// fire decides a's fault: it fires the first time the request is seen
-// (a retry of it is answered), and a 429 or 500 is a refusal.
+// fire decides a's fault: it fires the first a.times times the request is
+// seen (a retry past them is answered; -1: every time), a 429 or 500 is a
+// refusal, and an invalid one answers text that is no JSON.
 func (s *Server) fire(a *answer, rec *Request) *refusal {
 	if a.fault != "" {
 		s.mu.Lock()
-		if s.seen[a.hash] {
+		if n := s.fired[a.hash]; a.times >= 0 && n >= a.times {
 			a.fault = ""
 		} else {
-			s.seen[a.hash] = true
+			s.fired[a.hash] = n + 1
 		}
 		s.mu.Unlock()
 	}
 	rec.Fault = a.fault
+	if a.fault == FaultInvalid {
+		a.pieces, a.fault = []string{invalidAnswer}, ""
+		a.usage.CompletionTokens = int64(len(invalidAnswer))/4 + 1
+		a.usage.ReasoningTokens = a.usage.CompletionTokens / 2
+	}
 	if len(a.calls) > 0 {
 		rec.ToolCalls = len(a.calls)
 	} else {
@@ -342,7 +374,9 @@ type answer struct {
 	pieces []string // content chunks of the final text
 	gap    time.Duration
 	fault  string
-	finish string // the final text's finish_reason; "" means stop
+	times  int           // the fault fires the first times the request is seen (-1: every time)
+	delay  time.Duration // the wait before the answer (/extract-delay)
+	finish string        // the final text's finish_reason; "" means stop
 	usage  Usage
 	media  []Media // the request's images and files
 }
@@ -396,29 +430,9 @@ func plan(req chatRequest, msgs []wireMessage, hash [sha256.Size]byte) (answer, 
 			promptBytes += int64(len(tc.Function.Name) + len(tc.Function.Arguments))
 		}
 	}
-	var sc script
-	if lastUser >= 0 {
-		var err error
-		if sc, err = parseScript(msgs[lastUser].text()); err != nil {
-			return answer{}, err
-		}
-	}
-	if sc.sampling {
-		sc.say = []string{samplingText(req)}
-	}
-	if sc.media {
-		sc.say = []string{MediaAnswer(a.media)}
-	}
-	if sc.system {
-		sc.say = []string{""}
-		if len(msgs) > 0 && msgs[0].Role == "system" {
-			sc.say = []string{msgs[0].text()}
-		}
-	}
-	if len(msgs) > 0 && msgs[0].Role == "system" && sc.empty() {
-		if t := templateAnswer(msgs[0].text(), msgs[len(msgs)-1].text()); t != "" {
-			sc.say = []string{t}
-		}
+	sc, err := scriptFor(req, msgs, lastUser, a.media)
+	if err != nil {
+		return answer{}, err
 	}
 	since := msgs[lastUser+1:]
 	for _, m := range since {
@@ -426,7 +440,10 @@ func plan(req chatRequest, msgs []wireMessage, hash [sha256.Size]byte) (answer, 
 			a.step++
 		}
 	}
-	a.fault = sc.faultAt(a.step)
+	a.fault, a.times = sc.faultAt(a.step), 1
+	if sc.extract != nil {
+		a.fault, a.times, a.delay = sc.extract.fail, sc.extract.times, sc.extract.delay
+	}
 	a.gap = sc.streamGap
 	a.finish = sc.finishAfter(since)
 
@@ -456,6 +473,45 @@ func plan(req chatRequest, msgs []wireMessage, hash [sha256.Size]byte) (answer, 
 	}
 	a.usage.ReasoningTokens = a.usage.CompletionTokens / 2
 	return a, nil
+}
+
+// scriptFor is what req, whose messages are msgs (the last user message at
+// lastUser, -1 for none) and whose images and files are media, asks: the
+// directives of its last user message, or, for an extraction request, the
+// extractor's answer.
+func scriptFor(req chatRequest, msgs []wireMessage, lastUser int, media []Media) (script, error) {
+	var sc script
+	if isExtraction(msgs) {
+		// The run's turn it quotes holds the run's own directives, which
+		// were the run's model's: the extractor answers alone.
+		x, err := parseExtraction(msgs)
+		sc.say, sc.extract = []string{x.answer()}, &x
+		return sc, err
+	}
+	if lastUser >= 0 {
+		var err error
+		if sc, err = parseScript(msgs[lastUser].text()); err != nil {
+			return sc, err
+		}
+	}
+	if sc.sampling {
+		sc.say = []string{samplingText(req)}
+	}
+	if sc.media {
+		sc.say = []string{MediaAnswer(media)}
+	}
+	if sc.system {
+		sc.say = []string{""}
+		if len(msgs) > 0 && msgs[0].Role == "system" {
+			sc.say = []string{msgs[0].text()}
+		}
+	}
+	if len(msgs) > 0 && msgs[0].Role == "system" && sc.empty() {
+		if t := templateAnswer(msgs[0].text(), msgs[len(msgs)-1].text()); t != "" {
+			sc.say = []string{t}
+		}
+	}
+	return sc, nil
 }
 
 // cutPieces returns the first n bytes of the text of pieces, cut on a rune

@@ -257,3 +257,38 @@ func TestV1Only(t *testing.T) {
 		t.Fatalf("calls %d, want 1", s.Calls())
 	}
 }
+
+// TestEmbeddings: the embeddings endpoint answers OpenAI's shape with
+// Embed's vectors, which put texts that share words near each other.
+func TestEmbeddings(t *testing.T) {
+	ts := httptest.NewServer(New())
+	defer ts.Close()
+	resp, err := http.Post(ts.URL+"/v1/embeddings", "application/json",
+		strings.NewReader(`{"model":"fake-embed","input":["a trip to Lisbon","Lisbon trip","peanut allergy"],"dimensions":32}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data []struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Data) != 3 {
+		t.Fatalf("%d %v %+v", resp.StatusCode, err, out)
+	}
+	dot := func(a, b []float32) (d float32) {
+		for i := range a {
+			d += a[i] * b[i]
+		}
+		return d
+	}
+	a, b, c := out.Data[0].Embedding, out.Data[1].Embedding, out.Data[2].Embedding
+	if len(a) != 32 || dot(a, b) <= dot(a, c) || dot(b, b) < 0.999 || dot(b, b) > 1.001 {
+		t.Fatalf("near %v, far %v, norm %v", dot(a, b), dot(a, c), dot(b, b))
+	}
+	if got := Embed("Lisbon trip", 32); dot(got, b) < 0.999 {
+		t.Fatalf("Embed differs from the endpoint's vector")
+	}
+}

@@ -22,6 +22,10 @@ type chatRequest struct {
 	ResponseFormat      json.RawMessage `json:"response_format"`
 	ToolChoice          json.RawMessage `json:"tool_choice"`
 	ParallelToolCalls   *bool           `json:"parallel_tool_calls"`
+	ReasoningEffort     string          `json:"reasoning_effort"`
+	Tools               []struct {
+		Function ToolOffered `json:"function"`
+	} `json:"tools"`
 }
 
 type wireMessage struct {
