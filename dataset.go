@@ -178,6 +178,11 @@ const (
 	CheckWebhook      CheckType = "webhook"        // the tenant's endpoint at URL scores the case and its run
 )
 
+// CheckRefused is the type of the score an evaluation's run gets, beside
+// its case's checks, when it ended at a call that might have had a side
+// effect (EvalRefusedPrefix): never a check a case may hold.
+const CheckRefused CheckType = "refused"
+
 // CheckTypes lists every type of check.
 func CheckTypes() []CheckType {
 	return []CheckType{CheckEquals, CheckContains, CheckRegex, CheckJSONSchema, CheckCalled, CheckNotCalled,

@@ -301,6 +301,9 @@ type RunParams struct {
 	// the run was created, which its system prompt holds after its
 	// instructions; nil: none.
 	Pinned *RunPinned `json:"pinned,omitempty"`
+	// Eval is the evaluation the run is one of, and what answers its tool
+	// calls there (docs/evals.md); nil: none.
+	Eval *RunEval `json:"eval,omitempty"`
 }
 
 // Models is the run's fallback chain: its model, then its fallbacks.

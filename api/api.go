@@ -201,6 +201,19 @@ type Store interface {
 	// DatasetDelete deletes a dataset and its cases;
 	// agentd.ErrDatasetNotFound.
 	DatasetDelete(ctx context.Context, tenantID, name, actor string) error
+	// EvalCreate keeps a new evaluation with a row per case, version and
+	// repetition.
+	EvalCreate(ctx context.Context, p agentd.EvalCreate) (agentd.Evaluation, error)
+	// EvalGet returns a tenant's evaluation; agentd.ErrEvalNotFound.
+	EvalGet(ctx context.Context, tenantID, id string) (agentd.Evaluation, error)
+	// EvalList returns a page of a tenant's evaluations, newest first,
+	// before the one named by before.
+	EvalList(ctx context.Context, tenantID, before string, limit int) ([]agentd.Evaluation, error)
+	// EvalRuns returns an evaluation's rows with their runs' statuses.
+	EvalRuns(ctx context.Context, evalID string) ([]agentd.EvalRun, error)
+	// EvalCancel cancels a running evaluation, returning the runs to
+	// cancel; agentd.ErrEvalNotFound, agentd.ErrEvalEnded.
+	EvalCancel(ctx context.Context, tenantID, id string) (agentd.Evaluation, []string, error)
 }
 
 // Runs is the engine's command door (run.Service implements it): every

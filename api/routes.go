@@ -141,6 +141,11 @@ var RouteScopes = map[string]auth.Scope{
 	"GET /datasets/{name}/cases":              auth.RunsRead,
 	"POST /datasets/{name}/cases":             auth.AgentsWrite,
 	"DELETE /datasets/{name}/cases/{case_id}": auth.AgentsWrite,
+	// Evaluations make runs: runs' scopes.
+	"POST /evals":             auth.RunsWrite,
+	"GET /evals":              auth.RunsRead,
+	"GET /evals/{id}":         auth.RunsRead,
+	"POST /evals/{id}/cancel": auth.RunsWrite,
 }
 
 // RouteParams are the query parameters each route takes; a route not named
@@ -168,6 +173,7 @@ var RouteParams = map[string][]string{
 	"GET /memory/item/versions":        {"namespace", "key", "limit", "cursor"},
 	"GET /memory/extractions":          {"run_id", "limit", "cursor"},
 	"GET /datasets":                    {"limit", "cursor"},
+	"GET /evals":                       {"limit", "cursor"},
 	"GET /datasets/{name}/cases":       {"version", "limit", "cursor"},
 	// OpenAI's SDKs send include[] (and the stream's options) on every
 	// retrieve; agentd includes nothing more, whatever they ask.
@@ -244,6 +250,7 @@ func (s *server) routes(cfg Config) *chi.Mux {
 		s.usageRoutes(r, changes)
 		s.memoryRoutes(r, changes)
 		s.datasetRoutes(r, changes)
+		s.evalRoutes(r, changes)
 		changes.Post("/ai-sdk/chat", s.handle(s.chatSend))
 		r.Get("/ai-sdk/chat/{id}/stream", s.handle(s.chatResume))
 		r.With(s.checkOrigin).Delete("/ai-sdk/chat/{id}/stream", s.handle(s.chatStop))

@@ -103,6 +103,7 @@ type tenantFixture struct {
 	hook, doomedHook string // webhooks: one with a delivery, and one for the delete
 	delivery         string // of hook
 	extraction       string // a memory extraction job of the ended run
+	eval, doomedEval string // A's evaluations (no driver runs them: they stay running)
 	url              string // the database's
 }
 
@@ -229,6 +230,10 @@ func newTenantFixture(t *testing.T) *tenantFixture {
 			{"id": "a-doomed-case", "input": "A's secret, soon removed"}]}`); r.status != http.StatusCreated {
 			t.Fatalf("A's dataset %s: %d %s", name, r.status, r.body)
 		}
+	}
+	for _, p := range []*string{&f.eval, &f.doomedEval} {
+		*p = want[runBody](t, f.do("a", "POST", "/evals", `{"agent": "a-agent", "versions": [1], "dataset": "a-set"}`),
+			http.StatusCreated).ID
 	}
 	for _, item := range []string{`{"namespace": ["users", "a1"], "key": "a-fact", "value": "A's secret memory of Lisbon"}`,
 		`{"namespace": ["users", "a1"], "key": "a-doomed-fact", "value": "A's secret, soon deleted"}`,
@@ -589,6 +594,15 @@ func (f *tenantFixture) cases() map[string]routeCase {
 			owner: http.StatusOK, again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "dataset_not_found"},
 		"DELETE /datasets/{name}": {method: "DELETE", path: "/datasets/a-doomed-set", owner: http.StatusNoContent,
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "dataset_not_found"},
+		// Evaluations are the tenant's own: B has no agent a-agent to
+		// evaluate, and finds none of A's evaluations.
+		"POST /evals": {method: "POST", path: "/evals", body: `{"agent": "a-agent", "versions": [1], "dataset": "a-set"}`,
+			owner: http.StatusCreated, again: http.StatusCreated, other: http.StatusUnprocessableEntity}, // invalid_field: agent
+		"GET /evals": {method: "GET", path: "/evals", owner: http.StatusOK, other: http.StatusOK, otherSees: notIn(f.eval, f.doomedEval)},
+		"GET /evals/{id}": {method: "GET", path: "/evals/" + f.eval, owner: http.StatusOK, other: http.StatusNotFound,
+			otherCode: "evaluation_not_found"},
+		"POST /evals/{id}/cancel": {method: "POST", path: "/evals/" + f.doomedEval + "/cancel", owner: http.StatusOK,
+			again: http.StatusConflict, other: http.StatusNotFound, otherCode: "evaluation_not_found"},
 		// A's first call deletes it: the admin's for A then finds nothing.
 		"DELETE /conversations/{id}": {method: "DELETE", path: "/conversations/" + f.spare, owner: http.StatusNoContent,
 			again: http.StatusNotFound, other: http.StatusNotFound, otherCode: "conversation_not_found"},

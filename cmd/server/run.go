@@ -342,6 +342,7 @@ type instance struct {
 	memory    *memory.Service    // the tenants' memory (the /memory routes)
 	memSweep  *memory.Sweeper    // memory's retention passes
 	extract   *memory.Extractor  // memory's extraction jobs
+	evals     *eval.Driver       // makes and scores the evaluations' runs
 	chat      llm.Model          // the model router: the engine's, and extraction's
 	model     *modelService
 	http      *servers
@@ -517,6 +518,8 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 		TraceContent: cfg.TraceContent, AgentDepth: cfg.AgentDepth, AgentTreeRuns: cfg.AgentTreeRuns, AgentChildren: cfg.AgentChildren, MaxInputFilesBytes: cfg.MaxInputFiles,
 		MonthlyBudget: cfg.TenantMonthlyBudget, Composer: in.composer, Hooks: in.hooks,
 	})
+	in.evals = eval.NewDriver(eval.DriverConfig{Store: in.store, Composer: in.composer, Runs: in.eng.Service(),
+		Owner: in.eng.WorkerID(), Log: log})
 	return registry, nil
 }
 
@@ -675,6 +678,7 @@ func (in *instance) parts() *lifecycle.Group {
 	}
 	g.Add("memory_retention", in.memSweep)
 	g.Add("memory_extraction", in.extract, within(5*time.Second)) // cut attempts come back when their lease ends
+	g.Add("evaluations", in.evals, within(5*time.Second))         // a pass cut here is the next pass's, anywhere
 	g.Add("webhooks", in.deliver)                                 // its attempts under way finish
 	g.Add("scheduler", in.sched)                                  // no new slot starts a run here
 	return g

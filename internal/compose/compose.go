@@ -189,6 +189,8 @@ func (c *Composer) Child(ctx context.Context, parent agentd.Run, sub agentd.SubA
 	// No client of its own may leave it; the parent's trace goes on in it.
 	spec.Params.OnDisconnect, spec.Params.TraceParent = agentd.OnDisconnectContinue, parent.Params.TraceParent
 	spec.Params.Unstored = false
+	// An evaluation's run's children are its runs too: no side effects.
+	spec.Params.Eval = parent.Params.Eval
 	spec.OnQuota = agentd.OnQuotaQueue
 	rc := create(Caller{Tenant: parent.TenantID, Actor: parent.CreatedBy}, spec)
 	rc.IdempotencyKey, rc.RequestHash = "agent:"+call.IdempotencyKey, "agent:"+call.ID

@@ -49,6 +49,7 @@ func TestSchemaAllowsTheVocabulary(t *testing.T) {
 		"memory_extractions_status_check": strs(agentd.MemoryExtractionStatuses()),
 		"dataset_versions_change_check":   strs(agentd.DatasetChanges()),
 		"dataset_cases_kind_check":        strs(agentd.CaseKinds()),
+		"evals_status_check":              strs(agentd.EvalStatuses()),
 	}
 	// Allowed by the schema since its first version, never written.
 	unused := map[string][]string{"messages_status_check": {"partial", "failed"}}

@@ -91,7 +91,7 @@ func eventNames(types []agentd.EventType) []string {
 // that say whether memory is extracted from it (extractParams).
 const outboxDue = `SELECT o.run_id::text, o.tenant_id, o.event_type, o.seq, o.created_at,
 		coalesce(r.params->'webhook'->>'url', ''), coalesce(r.params->'webhook'->>'sealed_secret', ''),
-		CASE WHEN o.event_type = 'run.completed' THEN ` + extractParams + ` END
+		CASE WHEN o.event_type = 'run.completed' THEN ` + extractParams + ` END, coalesce(r.params ? 'eval', false)
 	FROM outbox o LEFT JOIN runs r ON r.id = o.run_id
 	WHERE o.dispatched_at IS NULL ORDER BY o.created_at LIMIT $1 FOR UPDATE OF o SKIP LOCKED`
 
@@ -101,11 +101,12 @@ type dueEntry struct {
 	e           agentd.OutboxEntry
 	url, sealed string
 	params      []byte
+	eval        bool // an evaluation's run: the tenant's subscriptions are not told
 }
 
 func scanDue(row pgx.Row) (dueEntry, error) {
 	var d dueEntry
-	err := row.Scan(&d.e.RunID, &d.e.TenantID, &d.e.EventType, &d.e.Seq, &d.e.CreatedAt, &d.url, &d.sealed, &d.params)
+	err := row.Scan(&d.e.RunID, &d.e.TenantID, &d.e.EventType, &d.e.Seq, &d.e.CreatedAt, &d.url, &d.sealed, &d.params, &d.eval)
 	return d, err
 }
 
@@ -154,6 +155,9 @@ func (s *Store) OutboxDispatch(ctx context.Context, limit int, payload agentd.Pa
 func queueDeliveries(ctx context.Context, tx pgx.Tx, b *batch, d dueEntry, hooks []agentd.Webhook, payload agentd.PayloadFunc) error {
 	type target struct{ webhookID, url, sealed string }
 	var targets []target
+	if d.eval {
+		hooks = nil
+	}
 	for _, w := range hooks {
 		if w.Wants(d.e.EventType) {
 			targets = append(targets, target{w.ID, w.URL, w.SealedSecret})

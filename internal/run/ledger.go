@@ -65,6 +65,9 @@ func (b *budgets) check(ctx context.Context, r agentd.Run, epoch int64, amount f
 		return false, uncapped, err
 	}
 	monthly := agentd.MonthlyBudget(own, b.monthly)
+	if r.Params.Eval != nil {
+		monthly = 0 // an evaluation's runs are not held to the tenant's budget (docs/evals.md)
+	}
 	if monthly <= 0 && r.Params.MaxCost <= 0 && (r.Params.Parent == nil || uncapped) {
 		return false, uncapped, nil // no budget: nothing to read
 	}

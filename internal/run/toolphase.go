@@ -30,6 +30,10 @@ func (x *execution) toolPhase(st agentd.RunState, step *agentd.Step) (done bool,
 	if err := x.recoverCalls(st, step, calls); err != nil {
 		return true, x.stopFor(st, err)
 	}
+	if detail := x.evalRefused(st, calls); detail != nil {
+		// An evaluation's run makes no call that might have a side effect.
+		return true, x.end(st, step, endOf(agentd.StatusFailed, agentd.ReasonToolError, detail))
+	}
 	x.runPending(ctx, st, step, calls)
 	if x.abandoned.Load() {
 		return true, errAbandoned
@@ -382,6 +386,7 @@ func (x *execution) runCall(ctx context.Context, st agentd.RunState, step *agent
 		x.finishCall(step, c, callOutcome{status: agentd.CallFailed, err: toolErrorData(verr)})
 		return
 	}
+	tool = evalTooled(st.Run, *c, tool)
 	timeout := x.attemptTimeout(st, tool.Spec())
 	for {
 		n, attemptID := c.Attempts+1, agentd.NewID()
