@@ -8,6 +8,7 @@
 
 import { api, el, headers, newKey, short, status, when } from "./lib.js";
 import { memoryItemPage, memoryPage } from "./memory.js";
+import { evalPage, evalsPage } from "./evals.js";
 
 const main = document.getElementById("main");
 const keyInput = document.getElementById("key");
@@ -49,6 +50,8 @@ function route() {
   if ((m = hash.match(/^\/compare\/([0-9a-f-]+)\/([0-9a-f-]+)$/))) return comparePage(m[1], m[2]);
   if ((m = hash.match(/^\/memory\/item\?(.*)$/))) return memoryItemPage(main, new URLSearchParams(m[1]));
   if ((m = hash.match(/^\/memory(?:\?(.*))?$/))) return memoryPage(main, new URLSearchParams(m[1] || ""));
+  if ((m = hash.match(/^\/evals\/([0-9a-f-]+)$/))) return evalPage(main, m[1]);
+  if (hash === "/evals") return evalsPage(main);
   return runsPage(new URLSearchParams(hash.split("?")[1] || ""));
 }
 window.addEventListener("hashchange", route);

@@ -55,7 +55,7 @@ type DriverConfig struct {
 	// Owner names this instance on the leases it takes.
 	Owner string
 	// Interval is the time between passes (default 500ms), Lease how long
-	// a pass holds an evaluation (default 30s).
+	// a pass holds an evaluation (default 5s; a pass that runs longer is safe: what it makes and scores is checked against the rows).
 	Interval, Lease time.Duration
 	Log             *slog.Logger
 }
@@ -75,7 +75,7 @@ func NewDriver(cfg DriverConfig) *Driver {
 		cfg.Interval = 500 * time.Millisecond
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = 30 * time.Second
+		cfg.Lease = 5 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
