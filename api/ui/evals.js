@@ -8,7 +8,9 @@ import { api, el, status, when } from "./lib.js";
 
 const pct = (x) => (x === null || x === undefined ? "—" : (100 * x).toFixed(0) + "%");
 const ms = (x) => (x === null || x === undefined ? "—" : x < 1000 ? x.toFixed(0) + " ms" : (x / 1000).toFixed(2) + " s");
-const runLink = (id) => el("a", { href: "#/runs/" + id, class: "mono run-link" }, id.slice(0, 8) + "…");
+// runLink shows the end of a run's id: an evaluation's runs are made
+// together, and their ids (UUIDv7) begin alike.
+const runLink = (id) => el("a", { href: "#/runs/" + id, class: "mono run-link", title: id }, "…" + id.slice(-8));
 
 // evalsPage lists the tenant's evaluations.
 export async function evalsPage(main) {
@@ -47,16 +49,17 @@ export async function evalPage(main, id) {
     return;
   }
   const rep = e.report;
-  main.replaceChildren(
+  const others = e.versions.filter((v) => v !== e.baseline);
+  main.replaceChildren(...[
     el("h1", {}, "Evaluation ", el("span", { class: "mono" }, e.id)),
-    el("p", {}, `${e.agent}: versions ${e.versions.join(", ")} against ${e.baseline}, on dataset ${e.dataset} version ${e.dataset_version}`,
+    el("p", {}, `${e.agent}: ${others.length ? "version " + others.join(", ") + " against " : ""}baseline ${e.baseline}, on dataset ${e.dataset} version ${e.dataset_version}`,
       e.repeat > 1 ? `, ${e.repeat} runs a case` : "", ". ", status(e.status), ` ${e.scored} of ${e.runs} runs scored.`),
     e.error ? el("p", { class: "error" }, e.error) : null,
     totalsTable(rep, e.baseline),
     el("h2", {}, `Regressions (${rep.regressions.length})`),
     rep.regressions.length ? regressionsTable(rep, e) : el("p", { class: "muted", id: "no-regressions" }, "None: no case passed less often than under the baseline."),
     el("h2", {}, "Cases"),
-    casesTable(rep, e));
+    casesTable(rep, e)].filter((c) => c));
   if (e.status === "running") {
     setTimeout(() => { if (location.hash === "#/evals/" + id) evalPage(main, id).catch(() => {}); }, 1000);
   }

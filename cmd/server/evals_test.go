@@ -99,8 +99,13 @@ func TestEvalInTheViewer(t *testing.T) {
 	postJSON(t, s.URL+"/agents", `{"name": "helper", "instructions": "Be exact.", "tools": ["calculator"]}`, http.StatusCreated, &map[string]any{})
 	req, _ := http.NewRequest("PUT", s.URL+"/agents/helper", strings.NewReader(`{"instructions": "Be quick.", "tools": ["calculator"]}`))
 	req.Header.Set("Content-Type", "application/json")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("version 2: %v %v", resp, err)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("version 2: %d", resp.StatusCode)
 	}
 	postJSON(t, s.URL+"/datasets", `{"name": "support", "cases": [
 		{"id": "prompt", "name": "follows the prompt", "input": "/system", "checks": [{"type": "contains", "value": "Be exact."}]},
