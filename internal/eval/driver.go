@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/internal/lifecycle"
@@ -54,10 +57,13 @@ type DriverConfig struct {
 	Runs     Runs
 	// Owner names this instance on the leases it takes.
 	Owner string
-	// Interval is the time between passes (default 500ms), Lease how long
-	// a pass holds an evaluation (default 5s; a pass that runs longer is safe: what it makes and scores is checked against the rows).
-	Interval, Lease time.Duration
-	Log             *slog.Logger
+	// Interval is the time between passes (default 500ms); Poll the time
+	// between the drives of an evaluation a pass holds (default 50ms),
+	// which it holds for half its lease. Lease is how long a pass holds
+	// an evaluation (default 5s; a pass that runs longer is safe: what it
+	// makes and scores is checked against the rows).
+	Interval, Poll, Lease time.Duration
+	Log                   *slog.Logger
 }
 
 // Driver is the service that drives evaluations.
@@ -73,6 +79,9 @@ type Driver struct {
 func NewDriver(cfg DriverConfig) *Driver {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 500 * time.Millisecond
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 50 * time.Millisecond
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 5 * time.Second
@@ -101,16 +110,37 @@ func (d *Driver) Pass(ctx context.Context) {
 			}
 			return
 		}
-		if err := d.drive(ctx, e); err != nil && ctx.Err() == nil {
-			d.cfg.Log.Warn("evaluation pass failed", "evaluation_id", e.ID, "err", err)
-		}
+		d.hold(ctx, e)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = d.cfg.Store.EvalRelease(rctx, e.ID, d.cfg.Owner)
 		cancel()
 	}
 }
 
-// drive makes one pass over evaluation e.
+// errEnded says that a drive ended its evaluation.
+var errEnded = errors.New("the evaluation ended")
+
+// hold drives evaluation e every Poll for up to half its lease, while it
+// runs: its next runs are made as soon as its runs in flight stop.
+func (d *Driver) hold(ctx context.Context, e agentd.Evaluation) {
+	until := time.Now().Add(d.cfg.Lease / 2)
+	for {
+		err := d.drive(ctx, e)
+		if err != nil && !errors.Is(err, errEnded) && ctx.Err() == nil {
+			d.cfg.Log.Warn("evaluation pass failed", "evaluation_id", e.ID, "err", err)
+		}
+		if err != nil || time.Now().After(until) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d.cfg.Poll):
+		}
+	}
+}
+
+// drive makes one pass over evaluation e; errEnded when it ended it.
 func (d *Driver) drive(ctx context.Context, e agentd.Evaluation) error {
 	cases, err := d.casesOf(ctx, e)
 	if errors.Is(err, agentd.ErrDatasetNotFound) {
@@ -119,19 +149,9 @@ func (d *Driver) drive(ctx context.Context, e agentd.Evaluation) error {
 	if err != nil {
 		return err
 	}
-	inFlight, err := d.cfg.Store.EvalInFlight(ctx, e.ID)
+	running, err := d.scoreStopped(ctx, e, cases)
 	if err != nil {
 		return err
-	}
-	running := 0
-	for _, r := range inFlight {
-		done, err := d.score(ctx, e, cases[r.CaseSeq], r)
-		if err != nil {
-			return err
-		}
-		if !done {
-			running++
-		}
 	}
 	room := e.Concurrency - running
 	pending, err := d.cfg.Store.EvalPending(ctx, e.ID, max(room, 1))
@@ -139,7 +159,7 @@ func (d *Driver) drive(ctx context.Context, e agentd.Evaluation) error {
 		return err
 	}
 	if len(pending) == 0 && running == 0 {
-		return d.cfg.Store.EvalFinish(ctx, e.ID, agentd.EvalCompleted, "")
+		return ended(d.cfg.Store.EvalFinish(ctx, e.ID, agentd.EvalCompleted, ""))
 	}
 	if room <= 0 || len(pending) == 0 {
 		return nil
@@ -147,23 +167,59 @@ func (d *Driver) drive(ctx context.Context, e agentd.Evaluation) error {
 	if live, err := d.cfg.Store.LiveQueued(ctx, e.TenantID); err != nil || live {
 		return err // live runs wait: the evaluation's go behind them
 	}
-	for _, r := range pending[:min(len(pending), room)] {
-		c, ok := cases[r.CaseSeq]
-		if !ok {
+	pending = pending[:min(len(pending), room)]
+	for _, r := range pending {
+		if _, ok := cases[r.CaseSeq]; !ok {
 			return d.fail(ctx, e, fmt.Sprintf("case %s of dataset %s version %d is gone (the dataset was deleted)",
 				r.CaseID, e.Dataset, e.DatasetVersion))
 		}
-		if err := d.start(ctx, e, c, r); err != nil {
-			return err
-		}
 	}
-	return nil
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(driveAtOnce)
+	for _, r := range pending {
+		g.Go(func() error { return d.start(gctx, e, cases[r.CaseSeq], r) })
+	}
+	return g.Wait()
+}
+
+// driveAtOnce bounds the runs a drive makes, or scores, at once.
+const driveAtOnce = 8
+
+// scoreStopped scores the rows of e whose runs stopped, and returns how
+// many of its runs are still in flight.
+func (d *Driver) scoreStopped(ctx context.Context, e agentd.Evaluation, cases map[int]agentd.DatasetCase) (int, error) {
+	inFlight, err := d.cfg.Store.EvalInFlight(ctx, e.ID)
+	if err != nil {
+		return 0, err
+	}
+	var running atomic.Int64
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(driveAtOnce)
+	for _, r := range inFlight {
+		g.Go(func() error {
+			done, err := d.score(gctx, e, cases[r.CaseSeq], r)
+			if err == nil && !done {
+				running.Add(1)
+			}
+			return err
+		})
+	}
+	err = g.Wait()
+	return int(running.Load()), err
 }
 
 // fail ends evaluation e failed, saying why.
 func (d *Driver) fail(ctx context.Context, e agentd.Evaluation, why string) error {
 	d.cfg.Log.Warn("evaluation failed", "evaluation_id", e.ID, "why", why)
-	return d.cfg.Store.EvalFinish(ctx, e.ID, agentd.EvalFailed, why)
+	return ended(d.cfg.Store.EvalFinish(ctx, e.ID, agentd.EvalFailed, why))
+}
+
+// ended is errEnded, or err when the end was not written.
+func ended(err error) error {
+	if err != nil {
+		return err
+	}
+	return errEnded
 }
 
 // start makes the run of row r of evaluation e. A version that no longer
