@@ -53,10 +53,10 @@ func evalSetup(t *testing.T) (*bundle, *chargeTool) {
 	}
 	comp := compose.New(compose.Config{Builder: runspec.New(runspec.Defaults{Model: "test-model"}, reg), Agents: store,
 		Registry: reg, Instructions: store})
-	e := startEngine(t, store, run.Config{Tools: reg, Workers: 8, Composer: comp,
-		Model: llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake.URL + "/v1", APIKey: "test"})})
+	model := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake.URL + "/v1", APIKey: "test"})
+	e := startEngine(t, store, run.Config{Tools: reg, Workers: 8, Composer: comp, Model: model})
 	d := eval.NewDriver(eval.DriverConfig{Store: store, Composer: comp, Runs: e.Service(), Owner: "test-driver",
-		Interval: 50 * time.Millisecond})
+		Interval: 50 * time.Millisecond, Judge: model, JudgeModel: "judge-model"})
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -217,4 +217,46 @@ func scoresOf(cv eval.CaseOfVersion) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// TestEvalRubric grades rubric checks with the judge model (the fake,
+// which answers the JSON that the rubric's directives say): a score at or
+// above the threshold passes, one below fails, both with the judge's
+// reasoning and labelled not deterministic; an answer that is not the
+// JSON asked for is not scored.
+func TestEvalRubric(t *testing.T) {
+	t.Parallel()
+	b, _ := evalSetup(t)
+	b.putAgent("helper", `{"instructions": "Be polite."}`)
+	rubric := func(score, threshold string) string {
+		return `{"type": "rubric", "rubric": "Is the answer polite?\n/say {\"score\": ` + score +
+			`, \"reasoning\": \"It thanks the user.\"}"` + threshold + `}`
+	}
+	want[agentd.DatasetView](t, b.do("POST", "/datasets", `{"name": "manners", "cases": [
+		{"id": "polite", "input": "/say Thank you kindly.", "checks": [`+rubric("0.9", "")+`, `+rubric("0.6", `, "threshold": 0.8`)+`]},
+		{"id": "garbled", "input": "/say Hm.", "checks": [{"type": "rubric", "rubric": "Anything.\n/say not JSON"}]}]}`),
+		http.StatusCreated)
+	created := want[api.EvalView](t, b.do("POST", "/evals", `{"agent": "helper", "versions": [1], "dataset": "manners"}`),
+		http.StatusCreated)
+	e := b.evalDone(created.ID)
+	polite := e.Report.Cases[0].Versions["1"].Results[0]
+	if len(polite.Scores) != 2 || *polite.Passed {
+		t.Fatalf("the polite case: %+v", polite)
+	}
+	pass, fail := polite.Scores[0], polite.Scores[1]
+	if pass.Type != agentd.CheckRubric || pass.Outcome != agentd.ScorePassed || !strings.Contains(pass.Reason, "not deterministic") ||
+		!strings.Contains(pass.Reason, "0.90") || !strings.Contains(pass.Reason, "It thanks the user.") {
+		t.Fatalf("the passing rubric: %+v", pass)
+	}
+	if fail.Outcome != agentd.ScoreFailed || !strings.Contains(fail.Reason, "0.60 against a threshold of 0.80") {
+		t.Fatalf("the failing rubric: %+v", fail)
+	}
+	if !slices.ContainsFunc(pass.Evidence, func(e agentd.ScoreEvidence) bool { return e.Field == "judge_model" && string(e.Value) == `"judge-model"` }) {
+		t.Fatalf("the rubric's evidence: %+v", pass.Evidence)
+	}
+	garbled := e.Report.Cases[1].Versions["1"].Results[0]
+	if s := garbled.Scores[0]; s.Outcome != agentd.ScoreNotScored || !strings.Contains(s.Reason, "did not answer the JSON asked for") ||
+		!*garbled.Passed {
+		t.Fatalf("the garbled judge's score: %+v", garbled)
+	}
 }

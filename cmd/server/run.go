@@ -519,7 +519,7 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 		MonthlyBudget: cfg.TenantMonthlyBudget, Composer: in.composer, Hooks: in.hooks,
 	})
 	in.evals = eval.NewDriver(eval.DriverConfig{Store: in.store, Composer: in.composer, Runs: in.eng.Service(),
-		Owner: in.eng.WorkerID(), Log: log})
+		Judge: model, JudgeModel: modelName, Owner: in.eng.WorkerID(), Log: log})
 	return registry, nil
 }
 

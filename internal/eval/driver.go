@@ -55,6 +55,10 @@ type DriverConfig struct {
 	Store    DriverStore
 	Composer Composer
 	Runs     Runs
+	// Judge grades rubric checks, with JudgeModel unless a check names
+	// its own model; nil: they are not scored.
+	Judge      Model
+	JudgeModel string
 	// Owner names this instance on the leases it takes.
 	Owner string
 	// Interval is the time between passes (default 500ms); Poll the time
@@ -255,7 +259,7 @@ func (d *Driver) score(ctx context.Context, e agentd.Evaluation, c agentd.Datase
 		if err != nil {
 			return false, err
 		}
-		r.Scores = ScoreRun(c.Checks, ev)
+		r.Scores = d.scoreRun(ctx, e, c, ev)
 	default:
 		return false, nil
 	}
@@ -271,6 +275,27 @@ func (d *Driver) score(ctx context.Context, e agentd.Evaluation, c agentd.Datase
 		}
 	}
 	return true, nil
+}
+
+// scoreRun is ScoreRun with the rubric checks graded by the judge, when
+// the driver has one.
+func (d *Driver) scoreRun(ctx context.Context, e agentd.Evaluation, c agentd.DatasetCase, ev Evidence) []agentd.Score {
+	out := ScoreRun(c.Checks, ev)
+	if d.cfg.Judge == nil {
+		return out
+	}
+	first := len(out) - len(c.Checks) // a refused score comes first
+	for i, ch := range c.Checks {
+		if ch.Type == agentd.CheckRubric {
+			s := grade(ctx, d.cfg.Judge, d.cfg.JudgeModel, ch, c, ev)
+			s.Type, s.Name = ch.Type, ch.Name
+			if s.Evidence == nil {
+				s.Evidence = []agentd.ScoreEvidence{}
+			}
+			out[first+i] = s
+		}
+	}
+	return out
 }
 
 // ScoreRun scores checks on the evidence of an evaluation's run: each
