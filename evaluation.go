@@ -145,4 +145,9 @@ const (
 	// MaxEvalRuns bounds the runs of one evaluation (cases × versions ×
 	// repetitions).
 	MaxEvalRuns = 5000
+	// MaxRunningEvals bounds a tenant's evaluations running at once.
+	MaxRunningEvals = 4
 )
+
+// ErrEvalsRunning: the tenant has MaxRunningEvals evaluations running.
+var ErrEvalsRunning = fmt.Errorf("the tenant has %d evaluations running: cancel one, or wait for one to end", MaxRunningEvals)

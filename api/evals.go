@@ -116,6 +116,9 @@ func (s *server) evalCreate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out, err := s.store.EvalCreate(ctx, agentd.EvalCreate{Eval: e, Cases: cases})
+	if errors.Is(err, agentd.ErrEvalsRunning) {
+		return newError(http.StatusTooManyRequests, CodeQuotaExceeded, "Quota exceeded", err.Error())
+	}
 	if err != nil {
 		return err
 	}

@@ -41,7 +41,8 @@ func scanEvalRun(row pgx.Row) (agentd.EvalRun, error) {
 }
 
 // EvalCreate keeps a new evaluation with one row for each of its cases,
-// versions and repetitions, none made yet.
+// versions and repetitions, none made yet; agentd.ErrEvalsRunning when
+// the tenant has as many running as it may.
 func (s *Store) EvalCreate(ctx context.Context, p agentd.EvalCreate) (agentd.Evaluation, error) {
 	e := p.Eval
 	var seqs, reps []int32
@@ -55,6 +56,15 @@ func (s *Store) EvalCreate(ctx context.Context, p agentd.EvalCreate) (agentd.Eva
 	}
 	var out agentd.Evaluation
 	err := s.tx(ctx, func(tx pgx.Tx) error {
+		// The tenant's lock: two creations at once count each other.
+		var running int
+		if err := tx.QueryRow(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('evals:' || $1, 0))::text, (SELECT count(*)
+			FROM evals WHERE tenant_id = $1 AND status = 'running')`, e.TenantID).Scan(new(string), &running); err != nil {
+			return err
+		}
+		if running >= agentd.MaxRunningEvals {
+			return agentd.ErrEvalsRunning
+		}
 		var err error
 		out, err = scanEval(tx.QueryRow(ctx, `INSERT INTO evals (id, tenant_id, agent, versions, baseline, candidate, dataset,
 			dataset_version, repeat, concurrency, metadata, actor, runs)
