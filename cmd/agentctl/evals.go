@@ -58,9 +58,9 @@ func newEvalRunFlags(a *app) *evalRunFlags {
 			"its runs than -fail-under, or regresses on a case the baseline passed (unless\n"+
 			"-allow-regressions), or the evaluation failed; 3 when it was cancelled.")
 	ef := &evalRunFlags{f: f,
-		agent:            f.String("agent", "", "the `agent` whose versions are evaluated (required)"),
-		dataset:          f.String("dataset", "", "the `dataset` whose cases are run (required)"),
-		baseline:         f.Int("baseline", 0, "the `version` the others are compared with (default: the first -version)"),
+		agent:            f.String("agent", "", "the agent `NAME` whose versions are evaluated (required)"),
+		dataset:          f.String("dataset", "", "the dataset `NAME` whose cases are run (required)"),
+		baseline:         f.Int("baseline", 0, "the agent `version` the others are compared with (default: the first -version)"),
 		datasetVersion:   f.Int("dataset-version", 0, "the dataset's `version` (default: its latest)"),
 		repeat:           f.Int("repeat", 0, "runs of each case and version: `K` (pass@k; default 1)"),
 		conc:             f.Int("concurrency", 0, "runs at once: `C` (default: the server's)"),
@@ -117,8 +117,9 @@ func evalRun(ctx context.Context, a *app, args []string) int {
 	if err != nil {
 		return a.fail(ctx, err)
 	}
-	fmt.Fprintf(a.stderr, "evaluation %s: %d runs (%d cases × %d versions × %d), versions %s, baseline %s\n",
-		e.ID, e.Runs, e.Runs/max(1, len(e.Versions)*e.Repeat), len(e.Versions), e.Repeat, strings.Join(e.Versions, ", "), e.Baseline)
+	cases := e.Runs / max(1, len(e.Versions)*e.Repeat)
+	fmt.Fprintf(a.stderr, "evaluation %s: %d runs (%d case%s × %d version%s × %d), versions %s, baseline %s\n", e.ID, e.Runs,
+		cases, plural(cases), len(e.Versions), plural(len(e.Versions)), e.Repeat, strings.Join(e.Versions, ", "), e.Baseline)
 	id, scored := e.ID, -1
 	e, err = a.c.Evals().Wait(ctx, id, *ef.poll, func(p *client.Eval) {
 		if p.Scored != scored && !p.Ended() {
