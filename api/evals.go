@@ -179,11 +179,11 @@ func (s *server) evalVersionExists(r *http.Request, agent string, v int, field s
 	}
 	_, err := s.store.AgentGet(r.Context(), TenantFromContext(r.Context()), agent, v)
 	var version *agentd.AgentVersionError
-	switch {
-	case errors.Is(err, agentd.ErrAgentNotFound):
-		return fieldError("agent", "the tenant has no agent named %q (see GET /agents)", agent)
+	switch { // an *AgentVersionError is also ErrAgentNotFound: first
 	case errors.As(err, &version):
 		return fieldError(field, "%s", version.Error())
+	case errors.Is(err, agentd.ErrAgentNotFound):
+		return fieldError("agent", "the tenant has no agent named %q (see GET /agents)", agent)
 	}
 	return err
 }

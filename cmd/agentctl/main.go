@@ -114,6 +114,17 @@ Datasets (evaluation cases, versioned: each change of the cases is a version):
   datasets rm-case NAME CASE_ID        remove a case (the versions before keep it)
   datasets rm NAME                     delete a dataset and its cases
 
+Evaluations (an agent's versions on a dataset's cases, without side effects):
+  eval run [flags]                     evaluate -version N [-version M] of -agent NAME on
+                                       -dataset NAME against -baseline B, wait, print the
+                                       report, regressions first, and gate on it: exit 1
+                                       below -fail-under F or on a regression (unless
+                                       -allow-regressions); -candidate FILE, -repeat K,
+                                       -concurrency C, -dataset-version N
+  eval show ID                         show an evaluation and its report
+  eval ls [flags]                      list the tenant's evaluations, newest first
+  eval cancel ID                       cancel a running evaluation and its runs
+
 Conversations and tools:
   conversations get ID                 show a conversation
   conversations messages [flags] ID    list a conversation's messages, oldest first
@@ -134,10 +145,12 @@ Flags of a command may come before or after its arguments; -o may also
 follow COMMAND.
 
 Exit status:
-  0  done (for create -wait, create -tail and tail: the run completed)
-  1  the run failed or timed out
+  0  done (for create -wait, create -tail and tail: the run completed;
+     for eval run: the evaluation passed the gate)
+  1  the run failed or timed out; eval run: the evaluation failed the gate
+     (a version under -fail-under, a regression) or failed
   2  usage error, or an error of the API
-  3  the run was cancelled or interrupted
+  3  the run (eval run: the evaluation) was cancelled or interrupted
   4  the run waits for a decision (requires_action)
 `
 
@@ -281,6 +294,10 @@ var commands = map[string]commandFunc{
 	"datasets add-case":      datasetsAddCase,
 	"datasets rm-case":       datasetsRemoveCase,
 	"datasets rm":            datasetsRemove,
+	"eval run":               evalRun,
+	"eval show":              evalShow,
+	"eval ls":                evalList,
+	"eval cancel":            evalCancel,
 }
 
 // lookup finds the command that args start with: its function and the
