@@ -260,3 +260,57 @@ func TestEvalRubric(t *testing.T) {
 		t.Fatalf("the garbled judge's score: %+v", garbled)
 	}
 }
+
+// TestEvalBadInput: each malformed POST /evals is refused naming its
+// field, and nothing is made; a tenant's fifth running evaluation is 429;
+// cancelling one that ended is 409; an unknown id is 404.
+func TestEvalBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // no driver: evaluations stay running
+	b.putAgent("helper", `{"instructions": "Be exact."}`)
+	want[agentd.DatasetView](t, b.do("POST", "/datasets", `{"name": "set", "cases": [{"id": "a", "input": "hi"}]}`), http.StatusCreated)
+	want[agentd.DatasetView](t, b.do("POST", "/datasets", `{"name": "empty"}`), http.StatusCreated)
+	for _, c := range []struct{ body, field string }{
+		{`{"versions": [1], "dataset": "set"}`, "agent"},
+		{`{"agent": "helper", "dataset": "set"}`, "versions"},
+		{`{"agent": "nobody", "versions": [1], "dataset": "set"}`, "agent"},
+		{`{"agent": "helper", "versions": [7], "dataset": "set"}`, "versions[0]"},
+		{`{"agent": "helper", "versions": [0], "dataset": "set"}`, "versions[0]"},
+		{`{"agent": "helper", "versions": [1], "baseline": 3, "dataset": "set"}`, "baseline"},
+		{`{"agent": "helper", "versions": [1]}`, "dataset"},
+		{`{"agent": "helper", "versions": [1], "dataset": "empty"}`, "dataset"},
+		{`{"agent": "helper", "versions": [1], "dataset": "set", "repeat": 0}`, "repeat"},
+		{`{"agent": "helper", "versions": [1], "dataset": "set", "concurrency": 99}`, "concurrency"},
+		{`{"agent": "helper", "versions": [1], "dataset": "set", "dataset_version": 0}`, "dataset_version"},
+		{`{"agent": "helper", "versions": [1], "dataset": "set", "candidate": {"max_steps": "many"}}`, "candidate.max_steps"},
+		{`{"agent": "helper", "versions": [1], "dataset": "set", "colour": "red"}`, "colour"},
+	} {
+		p := wantProblem(t, b.do("POST", "/evals", c.body), http.StatusUnprocessableEntity, "invalid_field")
+		if p.Field != c.field {
+			t.Errorf("%s: field %q (%s), want %q", c.body, p.Field, p.Detail, c.field)
+		}
+	}
+	wantProblem(t, b.do("POST", "/evals", `{"agent": "helper", "versions": [1], "dataset": "gone"}`), http.StatusNotFound,
+		"dataset_not_found")
+	var ids []string
+	for range agentd.MaxRunningEvals {
+		ids = append(ids, want[api.EvalView](t, b.do("POST", "/evals", `{"agent": "helper", "versions": [1], "dataset": "set"}`),
+			http.StatusCreated).ID)
+	}
+	wantProblem(t, b.do("POST", "/evals", `{"agent": "helper", "versions": [1], "dataset": "set"}`), http.StatusTooManyRequests,
+		"quota_exceeded")
+	if e := want[api.EvalView](t, b.do("POST", "/evals/"+ids[0]+"/cancel", ""), http.StatusOK); e.Status != agentd.EvalCancelled ||
+		e.FinishedAt == nil {
+		t.Fatalf("cancelled: %+v", e)
+	}
+	wantProblem(t, b.do("POST", "/evals/"+ids[0]+"/cancel", ""), http.StatusConflict, "evaluation_ended")
+	want[api.EvalView](t, b.do("POST", "/evals", `{"agent": "helper", "versions": [1], "dataset": "set"}`), http.StatusCreated)
+	wantProblem(t, b.do("GET", "/evals/"+agentd.NewID(), ""), http.StatusNotFound, "evaluation_not_found")
+	wantProblem(t, b.do("GET", "/evals/not-an-id", ""), http.StatusNotFound, "evaluation_not_found")
+	page := want[struct {
+		Data []api.EvalView `json:"data"`
+	}](t, b.do("GET", "/evals?limit=2", ""), http.StatusOK)
+	if len(page.Data) != 2 || page.Data[0].CreatedAt.Before(page.Data[1].CreatedAt) {
+		t.Fatalf("the newest evaluations: %+v", page.Data)
+	}
+}
