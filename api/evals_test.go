@@ -40,7 +40,7 @@ func (c *chargeTool) Invoke(_ context.Context, call tools.Call) (json.RawMessage
 
 // evalSetup is an API over a started engine and an evaluation driver,
 // the fake model, and the calculator and charge tools.
-func evalSetup(t *testing.T) (*bundle, *chargeTool) {
+func evalSetup(t *testing.T, hookHosts ...string) (*bundle, *chargeTool) {
 	t.Helper()
 	store, _ := persisttest.New(t)
 	checkEventsAtEnd(t, store)
@@ -56,7 +56,7 @@ func evalSetup(t *testing.T) (*bundle, *chargeTool) {
 	model := llm.NewOpenAI(llm.OpenAIConfig{BaseURL: fake.URL + "/v1", APIKey: "test"})
 	e := startEngine(t, store, run.Config{Tools: reg, Workers: 8, Composer: comp, Model: model})
 	d := eval.NewDriver(eval.DriverConfig{Store: store, Composer: comp, Runs: e.Service(), Owner: "test-driver",
-		Interval: 50 * time.Millisecond, Judge: model, JudgeModel: "judge-model"})
+		Interval: 50 * time.Millisecond, Judge: model, JudgeModel: "judge-model", Hooks: tools.GuardedClient(hookHosts, nil)})
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,9 @@ func evalSetup(t *testing.T) (*bundle, *chargeTool) {
 		defer cancel()
 		_ = d.Stop(ctx)
 	})
-	return setupWith(t, store, store, func(c *api.Config) { c.Runs, c.Tools, c.Composer = e.Service(), reg, comp }), charge
+	return setupWith(t, store, store, func(c *api.Config) {
+		c.Runs, c.Tools, c.Composer, c.Webhooks.AllowHosts = e.Service(), reg, comp, hookHosts
+	}), charge
 }
 
 // evalBody is GET /evals/{id}'s answer.
@@ -251,7 +253,9 @@ func TestEvalRubric(t *testing.T) {
 	if fail.Outcome != agentd.ScoreFailed || !strings.Contains(fail.Reason, "0.60 against a threshold of 0.80") {
 		t.Fatalf("the failing rubric: %+v", fail)
 	}
-	if !slices.ContainsFunc(pass.Evidence, func(e agentd.ScoreEvidence) bool { return e.Field == "judge_model" && string(e.Value) == `"judge-model"` }) {
+	if !slices.ContainsFunc(pass.Evidence, func(e agentd.ScoreEvidence) bool {
+		return e.Field == "judge_model" && string(e.Value) == `"judge-model"`
+	}) {
 		t.Fatalf("the rubric's evidence: %+v", pass.Evidence)
 	}
 	garbled := e.Report.Cases[1].Versions["1"].Results[0]
@@ -312,5 +316,65 @@ func TestEvalBadInput(t *testing.T) {
 	}](t, b.do("GET", "/evals?limit=2", ""), http.StatusOK)
 	if len(page.Data) != 2 || page.Data[0].CreatedAt.Before(page.Data[1].CreatedAt) {
 		t.Fatalf("the newest evaluations: %+v", page.Data)
+	}
+}
+
+// TestEvalWebhookCheck scores webhook checks by the tenant's endpoint: it
+// is sent the case, the run's view and its tool calls, and its verdict is
+// the score's; an endpoint that answers anything else leaves the check
+// not scored.
+func TestEvalWebhookCheck(t *testing.T) {
+	t.Parallel()
+	var got atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			EvaluationID string `json:"evaluation_id"`
+			Case         struct{ ID string }
+			Run          struct {
+				OutputText *string `json:"output_text"`
+			}
+			ToolCalls []struct{ Tool string } `json:"tool_calls"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || r.Header.Get("Agentd-Evaluation-Id") != req.EvaluationID {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		got.Add(1)
+		switch req.Case.ID {
+		case "good":
+			ok := req.Run.OutputText != nil && *req.Run.OutputText == "It is 42." && len(req.ToolCalls) == 1 && req.ToolCalls[0].Tool == "calculator"
+			fmt.Fprintf(w, `{"passed": %v, "score": 1, "reason": "the ledger balances"}`, ok)
+		case "bad":
+			fmt.Fprint(w, `{"passed": false, "reason": "the customer was not refunded"}`)
+		default:
+			fmt.Fprint(w, `nonsense`)
+		}
+	}))
+	t.Cleanup(hook.Close)
+	b, _ := evalSetup(t, strings.TrimPrefix(hook.URL, "http://"))
+	b.putAgent("helper", `{"instructions": "Be exact.", "tools": ["calculator"]}`)
+	check := `[{"type": "webhook", "name": "world", "url": "` + hook.URL + `/score"}]`
+	want[agentd.DatasetView](t, b.do("POST", "/datasets", `{"name": "world", "cases": [
+		{"id": "good", "input": "/call calculator {\"expression\": \"6*7\"}\n/say It is 42.", "checks": `+check+`},
+		{"id": "bad", "input": "/say Refunded.", "checks": `+check+`},
+		{"id": "odd", "input": "/say Hm.", "checks": `+check+`}]}`), http.StatusCreated)
+	created := want[api.EvalView](t, b.do("POST", "/evals", `{"agent": "helper", "versions": [1], "dataset": "world"}`),
+		http.StatusCreated)
+	e := b.evalDone(created.ID)
+	outcomes := map[string]agentd.Score{}
+	for _, c := range e.Report.Cases {
+		outcomes[c.CaseID] = c.Versions["1"].Results[0].Scores[0]
+	}
+	if s := outcomes["good"]; s.Outcome != agentd.ScorePassed || s.Name != "world" || !strings.Contains(s.Reason, "the ledger balances") {
+		t.Fatalf("good: %+v", s)
+	}
+	if s := outcomes["bad"]; s.Outcome != agentd.ScoreFailed || !strings.Contains(s.Reason, "not refunded") {
+		t.Fatalf("bad: %+v", s)
+	}
+	if s := outcomes["odd"]; s.Outcome != agentd.ScoreNotScored || !strings.Contains(s.Reason, "nonsense") {
+		t.Fatalf("odd: %+v", s)
+	}
+	if got.Load() != 3 {
+		t.Fatalf("the endpoint was called %d times", got.Load())
 	}
 }

@@ -519,7 +519,8 @@ func (in *instance) startEngine() (*tools.Registry, error) {
 		MonthlyBudget: cfg.TenantMonthlyBudget, Composer: in.composer, Hooks: in.hooks,
 	})
 	in.evals = eval.NewDriver(eval.DriverConfig{Store: in.store, Composer: in.composer, Runs: in.eng.Service(),
-		Judge: model, JudgeModel: modelName, Owner: in.eng.WorkerID(), Log: log})
+		Judge: model, JudgeModel: modelName, Hooks: tools.GuardedClient(cfg.WebhookAllowHosts, &http.Client{}),
+		Owner: in.eng.WorkerID(), Log: log})
 	return registry, nil
 }
 

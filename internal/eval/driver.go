@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,9 @@ type DriverConfig struct {
 	// its own model; nil: they are not scored.
 	Judge      Model
 	JudgeModel string
+	// Hooks calls the endpoints of webhook checks: a client held to the
+	// egress rule of the URLs tenants give; nil: they are not scored.
+	Hooks *http.Client
 	// Owner names this instance on the leases it takes.
 	Owner string
 	// Interval is the time between passes (default 500ms); Poll the time
@@ -259,7 +263,7 @@ func (d *Driver) score(ctx context.Context, e agentd.Evaluation, c agentd.Datase
 		if err != nil {
 			return false, err
 		}
-		r.Scores = d.scoreRun(ctx, e, c, ev)
+		r.Scores = d.scoreRun(ctx, e, r, c, ev)
 	default:
 		return false, nil
 	}
@@ -277,23 +281,26 @@ func (d *Driver) score(ctx context.Context, e agentd.Evaluation, c agentd.Datase
 	return true, nil
 }
 
-// scoreRun is ScoreRun with the rubric checks graded by the judge, when
-// the driver has one.
-func (d *Driver) scoreRun(ctx context.Context, e agentd.Evaluation, c agentd.DatasetCase, ev Evidence) []agentd.Score {
+// scoreRun is ScoreRun with the rubric checks graded by the judge and
+// the webhook checks scored by their endpoints, when the driver has them.
+func (d *Driver) scoreRun(ctx context.Context, e agentd.Evaluation, r agentd.EvalRun, c agentd.DatasetCase, ev Evidence) []agentd.Score {
 	out := ScoreRun(c.Checks, ev)
-	if d.cfg.Judge == nil {
-		return out
-	}
 	first := len(out) - len(c.Checks) // a refused score comes first
 	for i, ch := range c.Checks {
-		if ch.Type == agentd.CheckRubric {
-			s := grade(ctx, d.cfg.Judge, d.cfg.JudgeModel, ch, c, ev)
-			s.Type, s.Name = ch.Type, ch.Name
-			if s.Evidence == nil {
-				s.Evidence = []agentd.ScoreEvidence{}
-			}
-			out[first+i] = s
+		var s agentd.Score
+		switch {
+		case ch.Type == agentd.CheckRubric && d.cfg.Judge != nil:
+			s = grade(ctx, d.cfg.Judge, d.cfg.JudgeModel, ch, c, ev)
+		case ch.Type == agentd.CheckWebhook && d.cfg.Hooks != nil:
+			s = hookScore(ctx, d.cfg.Hooks, e, r, ch, c, ev)
+		default:
+			continue
 		}
+		s.Type, s.Name = ch.Type, ch.Name
+		if s.Evidence == nil {
+			s.Evidence = []agentd.ScoreEvidence{}
+		}
+		out[first+i] = s
 	}
 	return out
 }
