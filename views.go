@@ -115,6 +115,15 @@ type RunView struct {
 	// PinnedMemory are the items of its pinned namespaces the run was
 	// given, at their versions; nil: none.
 	PinnedMemory []PinnedView `json:"pinned_memory"`
+	// Evaluation is the evaluation the run is one of, and its case; nil:
+	// none.
+	Evaluation *EvalRef `json:"evaluation"`
+}
+
+// EvalRef names the evaluation a run is one of, and the case.
+type EvalRef struct {
+	ID   string `json:"id"`
+	Case string `json:"case"`
 }
 
 // ObjectInput is the object of an InputView.
@@ -236,6 +245,9 @@ func (r Run) View() RunView {
 		v.ManagedInstructions = &ManagedView{Version: m.Version}
 	}
 	v.PinnedMemory = r.Params.Pinned.view()
+	if ev := r.Params.Eval; ev != nil {
+		v.Evaluation = &EvalRef{ID: ev.ID, Case: ev.Case}
+	}
 	if p := r.Params.Parent; p != nil {
 		v.ParentRunID, v.ParentToolCallID = &p.RunID, &p.ToolCallID
 	}

@@ -29,6 +29,7 @@ func runJSON(extra string, drop ...string) string {
 		{"schedule_id", `null`}, {"scheduled_for", `null`}, {"webhook", `null`},
 		{"inputs_pending", `0`}, {"inputs_unapplied", `0`}, {"inputs", `null`},
 		{"user", `null`}, {"memory", `null`}, {"managed_instructions", `null`}, {"pinned_memory", `null`},
+		{"evaluation", `null`},
 	}
 	var parts []string
 	for _, f := range fields {
