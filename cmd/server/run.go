@@ -66,7 +66,7 @@ import (
 //     then the group committer, the model, the replica's sampler and the
 //     pool. Each of these has a bound of its own.
 //
-// Stop order: scheduler, webhooks, memory_extraction, memory_retention, retention, engine,
+// Stop order: scheduler, webhooks, evaluations, memory_extraction, memory_retention, retention, engine,
 // tenant_tools, mcp,
 // streams, http, group_commit, model, replica, pool.
 //
