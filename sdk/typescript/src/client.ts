@@ -1,7 +1,10 @@
 import createClient, { type Client as FetchClient } from 'openapi-fetch';
 import type { components, operations, paths } from './schema.js';
 import { AgentdError, errorOf, retryAfterOf } from './errors.js';
+import type { EventDataMap } from './eventdata.js';
 import { readSSE } from './sse.js';
+
+export type { EventDataMap };
 
 type S = components['schemas'];
 /** Run is a run as agentd shows it (GET /runs/{id}). */
@@ -27,13 +30,27 @@ export type ActionRequest = NonNullable<operations['resolveRunAction']['requestB
 /** ListRunsQuery is the query of GET /runs. */
 export type ListRunsQuery = NonNullable<operations['listRuns']['parameters']['query']>;
 
-/** RunEvent is one event of a run's stream: its envelope, with the exact bytes of its `data:` as `raw`. */
-export type RunEvent = EventEnvelope & {
-  /** The envelope's JSON text, byte for byte as the server stored and sent it. */
-  raw: string;
-  /** True for a sub-agent's event forwarded in its parent's stream (`agent.event`, no id). */
-  child?: boolean;
-};
+/**
+ * RunEvent is one event of a run's stream: its envelope, with the exact bytes
+ * of its `data:` as `raw`. It is a union on `type`, so that testing the type
+ * gives the data its schema: `if (ev.type === 'run.completed') ev.data.output_text`.
+ */
+export type RunEvent = {
+  [K in keyof EventDataMap]: Omit<EventEnvelope, 'type' | 'data'> & {
+    type: K;
+    data: EventDataMap[K];
+    /** The envelope's JSON text, byte for byte as the server stored and sent it. */
+    raw: string;
+    /** True for a sub-agent's event forwarded in its parent's stream (`agent.event`, no id). */
+    child?: boolean;
+  };
+}[keyof EventDataMap];
+
+// EventDataMap names every type of EventType, and no other: a compile error
+// here means api/openapi.yaml's EventType and x-event-types disagree.
+type Same<A, B> = [Exclude<A, B>, Exclude<B, A>] extends [never, never] ? true : false;
+type Assert<T extends true> = T;
+export type EventTypesCovered = Assert<Same<EventType, keyof EventDataMap>>;
 
 /** TerminalEvents are the types that end a run. */
 export const TerminalEvents: readonly EventType[] = ['run.completed', 'run.failed', 'run.cancelled', 'run.timed_out', 'run.interrupted'];
@@ -359,7 +376,7 @@ export class Agentd {
           continue;
         }
         if (msg.id === undefined) {
-          if (msg.event === 'agent.event' && o.children) yield { ...(JSON.parse(msg.data) as EventEnvelope), raw: msg.data, child: true };
+          if (msg.event === 'agent.event' && o.children) yield { ...(JSON.parse(msg.data) as EventEnvelope), raw: msg.data, child: true } as RunEvent;
           continue;
         }
         const ev = JSON.parse(msg.data) as EventEnvelope;
@@ -369,7 +386,7 @@ export class Agentd {
         if (ev.seq <= state.last) continue;
         state.last = ev.seq;
         terminal = TerminalEvents.includes(ev.type);
-        yield { ...ev, raw: msg.data };
+        yield { ...ev, raw: msg.data } as RunEvent;
       }
       return terminal ? 'terminal' : 'again';
     } catch (err) {
