@@ -90,10 +90,12 @@ func TestTypeScriptSDKSchema(t *testing.T) {
 // and resumed with Last-Event-ID (the two connections' bytes are the
 // stored log's), a POST whose answer was lost retried with the same
 // Idempotency-Key (one run), problem+json answers as typed errors with
-// their field, steering a run while it streams, an approval, cancel then
-// resume followed as one log, and the calls for agents, schedules,
-// webhooks, memory and datasets. The tests are compiled with tsc first,
-// which type-checks them against the generated types.
+// their field, steering a run while it streams, an approval, client tools'
+// outputs, a sub-agent's events in its parent's stream, cancel then resume
+// followed as one log, the calls for agents, schedules, webhooks, memory
+// and datasets, the README's examples, and the SSE parser on bodies cut at
+// every byte. The tests are compiled with tsc first, which type-checks
+// them against the generated types.
 func TestTypeScriptSDK(t *testing.T) {
 	t.Parallel()
 	dir := needSDK(t)

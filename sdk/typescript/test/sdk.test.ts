@@ -245,6 +245,29 @@ describe('agentd TypeScript SDK', { skip, concurrency: true }, () => {
     assert.deepEqual(steps.data[0].tool_calls.map((k) => k.result), [{ sky: 'clear', celsius: 21 }]);
   });
 
+  it("follows a sub-agent's events inside its parent's stream", async () => {
+    const c = client();
+    const name = `researcher-${crypto.randomUUID().slice(0, 8)}`;
+    await c.agents.create({ name, description: 'looks things up', instructions: 'research', tools: [] });
+    const task = JSON.stringify({ task: '/say Found it.' });
+    const run = await c.createRun({ input: `/call ${name} ${task}\n/say Done.`, tools: [{ type: 'agent', agent: name }] });
+    const events = await collect(c.events(run.id, { children: true }));
+    const own = events.filter((e) => !e.child);
+    const children = events.filter((e) => e.child);
+    assertGapless(own);
+    const started = own.find((e) => e.type === 'agent.started');
+    assert.ok(started && started.type === 'agent.started');
+    const childId = started.data.run_id;
+    assert.ok(children.length > 0 && children.every((e) => e.run_id === childId));
+    assertGapless(children);
+    const end = children[children.length - 1];
+    assert.ok(end.type === 'run.completed' && end.data.output_text === 'Found it.', end.raw);
+    // The child's events come before the tool_call.completed its end gave its call.
+    const completed = events.findIndex((e) => !e.child && e.type === 'tool_call.completed');
+    assert.ok(events.indexOf(end) < completed);
+    assert.equal((await c.getRun(run.id)).output_text, 'Done.');
+  });
+
   it('cancels and resumes a run: its events are one log through both ends', async () => {
     const c = client();
     const run = await c.createRun({ input: '/stream 20 80\n/say Resumed to the end.' });
