@@ -132,7 +132,7 @@ type Result<D> = { data?: D; error?: unknown; response: Response };
 /**
  * Agentd is a client of agentd's native API. Its methods cover the common
  * flows (runs, their events, steering, decisions, agents, schedules,
- * webhooks, memory, datasets) and throw an AgentdError for an error answer;
+ * webhooks, memory, datasets, evaluations) and throw an AgentdError for an error answer;
  * `raw` is the client generated from api/openapi.yaml (openapi-fetch), typed
  * for every route, for the rest. Every POST, raw ones included, carries an
  * Idempotency-Key (made unless given), the same on each retry, so that a
@@ -146,6 +146,7 @@ export class Agentd {
   readonly webhooks: Webhooks;
   readonly memory: Memory;
   readonly datasets: Datasets;
+  readonly evals: Evals;
   private readonly base: string;
   private readonly opts: AgentdOptions;
 
@@ -158,6 +159,7 @@ export class Agentd {
     this.webhooks = new Webhooks(this);
     this.memory = new Memory(this);
     this.datasets = new Datasets(this);
+    this.evals = new Evals(this);
   }
 
   /** headersFor adds the client's headers, its credential and tenant, and a POST's Idempotency-Key, to h. */
@@ -568,5 +570,34 @@ export class Datasets {
   /** delete deletes a dataset. */
   async delete(name: string): Promise<void> {
     await this.c.ok(this.c.raw.DELETE('/datasets/{name}', { params: { path: { name } } }));
+  }
+}
+
+/** Evals are the tenant's evaluations: an agent's versions run on a dataset's cases, and scored. */
+export class Evals {
+  constructor(private readonly c: Agentd) {}
+  /** create starts an evaluation; it answers it running, and get reports. */
+  create(body: S['EvaluationRequest'], o?: CallOptions): Promise<S['Evaluation']> {
+    return this.c.ok(this.c.raw.POST('/evals', { body, headers: Agentd.headers(o) }));
+  }
+  /** get reads an evaluation with its report: per version, regressions first, then each case's runs. */
+  get(id: string): Promise<S['Evaluation']> {
+    return this.c.ok(this.c.raw.GET('/evals/{id}', { params: { path: { id } } }));
+  }
+  /** wait reads the evaluation until it is no longer running, every pollMs (default 500). */
+  async wait(id: string, o?: { pollMs?: number; signal?: AbortSignal }): Promise<S['Evaluation']> {
+    for (;;) {
+      const e = await this.get(id);
+      if (e.status !== 'running') return e;
+      await sleep(o?.pollMs ?? 500, o?.signal);
+    }
+  }
+  /** list reads a page of the tenant's evaluations. */
+  list(query?: NonNullable<operations['listEvals']['parameters']['query']>): Promise<S['EvaluationList']> {
+    return this.c.ok(this.c.raw.GET('/evals', { params: { query } }));
+  }
+  /** cancel stops an evaluation: runs not yet made are not. */
+  cancel(id: string, o?: CallOptions): Promise<S['Evaluation']> {
+    return this.c.ok(this.c.raw.POST('/evals/{id}/cancel', { params: { path: { id } }, headers: Agentd.headers(o) }));
   }
 }

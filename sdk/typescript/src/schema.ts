@@ -1272,6 +1272,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/evals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List evaluations
+         * @description The tenant's evaluations, newest first, a page at a time, without their reports.
+         */
+        get: operations["listEvals"];
+        put?: never;
+        /**
+         * Start an evaluation
+         * @description Runs versions of an agent (and an unsaved `candidate` definition) on the cases of a version
+         *     of a dataset, `repeat` times each, at most `concurrency` runs at once, behind the tenant's
+         *     live runs. Each run is made and scored by the evaluation driver of any instance, once,
+         *     whatever instance dies. A tool call in an evaluation's run is answered by the case's
+         *     recorded result for the same call, else its stub, else the tool only when it is
+         *     `read_only`; any other call ends the run failed and its case with a `refused` score that
+         *     names the tool. The answer is the evaluation, `running`; `GET /evals/{id}` reports.
+         */
+        post: operations["createEval"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/evals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an evaluation and its report
+         * @description The evaluation with its report: per version the pass rate, pass@k, cost and latency; the
+         *     regressions (cases the baseline passed more often than another version) first; then
+         *     each case's runs with their scores and the evidence each score read.
+         */
+        get: operations["getEval"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/evals/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel an evaluation
+         * @description The evaluation ends `cancelled`, and its runs in flight are cancelled. 409 `evaluation_ended` when it had ended.
+         */
+        post: operations["cancelEval"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/responses": {
         parameters: {
             query?: never;
@@ -1825,6 +1897,8 @@ export interface components {
              *     - `dataset_case_exists` (409): a case's id names a case of the dataset's latest version.
              *     - `dataset_limit` (422): a change of a dataset past a limit; `limit` names it
              *       (`cases_per_dataset`, `bytes_per_case`).
+             *     - `evaluation_not_found` (404): no evaluation of that id for this tenant.
+             *     - `evaluation_ended` (409): cancelling an evaluation that already ended.
              *     - `embeddings_unavailable` (503): the embedding model did not answer a memory write's
              *       embedding; nothing was written.
              *     - `range_not_satisfiable` (416): a `Range` of no satisfiable range of an artifact;
@@ -1862,7 +1936,7 @@ export interface components {
              *       `Retry-After` seconds, or at another instance. Any route that takes a body may answer it.
              * @enum {string}
              */
-            code: "invalid_json" | "invalid_field" | "unknown_parameter" | "invalid_value" | "body_too_large" | "body_timeout" | "unsupported_media_type" | "origin_not_allowed" | "not_found" | "run_not_found" | "conversation_not_found" | "artifact_not_found" | "agent_not_found" | "agent_exists" | "schedule_not_found" | "schedule_exists" | "tool_not_found" | "tool_exists" | "tenant_tools_unavailable" | "webhook_not_found" | "webhook_limit" | "webhooks_unavailable" | "memory_item_not_found" | "memory_extraction_not_found" | "memory_version_conflict" | "memory_limit" | "memory_unavailable" | "dataset_not_found" | "dataset_exists" | "dataset_case_not_found" | "dataset_case_exists" | "dataset_limit" | "embeddings_unavailable" | "range_not_satisfiable" | "unknown_tool" | "conversation_busy" | "idempotency_key_reused" | "run_finished" | "run_completed" | "run_ended" | "input_refused" | "run_not_waiting" | "request_in_progress" | "unauthorized" | "invalid_credential" | "insufficient_scope" | "tenant_not_allowed" | "auth_unavailable" | "rate_limited" | "quota_exceeded" | "database_unavailable" | "shutting_down" | "server_busy" | "action_mismatch" | "method_not_allowed" | "streaming_unavailable" | "not_ready" | "internal";
+            code: "invalid_json" | "invalid_field" | "unknown_parameter" | "invalid_value" | "body_too_large" | "body_timeout" | "unsupported_media_type" | "origin_not_allowed" | "not_found" | "run_not_found" | "conversation_not_found" | "artifact_not_found" | "agent_not_found" | "agent_exists" | "schedule_not_found" | "schedule_exists" | "tool_not_found" | "tool_exists" | "tenant_tools_unavailable" | "webhook_not_found" | "webhook_limit" | "webhooks_unavailable" | "memory_item_not_found" | "memory_extraction_not_found" | "memory_version_conflict" | "memory_limit" | "memory_unavailable" | "dataset_not_found" | "dataset_exists" | "dataset_case_not_found" | "dataset_case_exists" | "dataset_limit" | "evaluation_not_found" | "evaluation_ended" | "embeddings_unavailable" | "range_not_satisfiable" | "unknown_tool" | "conversation_busy" | "idempotency_key_reused" | "run_finished" | "run_completed" | "run_ended" | "input_refused" | "run_not_waiting" | "request_in_progress" | "unauthorized" | "invalid_credential" | "insufficient_scope" | "tenant_not_allowed" | "auth_unavailable" | "rate_limited" | "quota_exceeded" | "database_unavailable" | "shutting_down" | "server_busy" | "action_mismatch" | "method_not_allowed" | "streaming_unavailable" | "not_ready" | "internal";
             /** @description The request path. */
             instance?: string;
             request_id?: string;
@@ -3426,6 +3500,132 @@ export interface components {
             next_cursor: string | null;
             has_more: boolean;
         };
+        EvaluationRequest: {
+            /** @description The agent whose versions are evaluated. */
+            agent: string;
+            /** @description Saved versions to run (with `candidate`, may be empty). */
+            versions?: number[];
+            /** @description An unsaved definition, as `PUT /agents/{name}` takes it; its runs are labelled `candidate`. */
+            candidate?: Record<string, unknown>;
+            /** @description The version the others are compared with (default the first of `versions`, else the candidate); run too. */
+            baseline?: number;
+            dataset: string;
+            /** @description Default the dataset's latest version. */
+            dataset_version?: number;
+            /**
+             * @description Runs per case and version, for pass@k and flakiness.
+             * @default 1
+             */
+            repeat?: number;
+            /** @default 4 */
+            concurrency?: number;
+            metadata?: Record<string, unknown> | null;
+        };
+        Evaluation: {
+            /** @constant */
+            object: "evaluation";
+            /** Format: uuid */
+            id: string;
+            agent: string;
+            /** @description The labels of the versions run, a version's number or `candidate`. */
+            versions: string[];
+            baseline: string;
+            dataset: string;
+            dataset_version: number;
+            repeat: number;
+            concurrency: number;
+            /** @enum {string} */
+            status: "running" | "completed" | "cancelled" | "failed";
+            /** @description Why a failed evaluation could not go on (a version that no longer builds a run, a deleted dataset). */
+            error: string | null;
+            /** @description Cases × versions × repeat. */
+            runs: number;
+            scored: number;
+            metadata: Record<string, unknown> | null;
+            created_by: string;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            finished_at: string | null;
+            report?: components["schemas"]["EvaluationReport"];
+        };
+        EvaluationList: {
+            data: components["schemas"]["Evaluation"][];
+            next_cursor: string | null;
+            has_more: boolean;
+        };
+        EvaluationReport: {
+            versions: {
+                version: string;
+                /** @description Its runs scored so far. */
+                runs: number;
+                passed: number;
+                pass_rate: number;
+                /** @description The share of cases with at least one of their `repeat` runs passed. */
+                pass_at_k: number;
+                /** @description The share of cases with every run passed. */
+                pass_all_k: number;
+                /** @description Cases whose runs disagreed. */
+                flaky: string[];
+                cost: number;
+                latency_ms: {
+                    p50: number | null;
+                    p95: number | null;
+                };
+            }[];
+            /** @description Cases the baseline passed more often than another version, by version. */
+            regressions: {
+                case_id: string;
+                name?: string;
+                version: string;
+                baseline_pass_rate: number;
+                pass_rate: number;
+                failed: components["schemas"]["EvaluationRun"][];
+            }[];
+            cases: {
+                case_id: string;
+                name?: string;
+                versions: {
+                    [key: string]: {
+                        runs: number;
+                        passed: number;
+                        pass_rate: number;
+                        results: components["schemas"]["EvaluationRun"][];
+                    };
+                };
+            }[];
+        };
+        EvaluationRun: {
+            rep: number;
+            /**
+             * Format: uuid
+             * @description Absent until the run is made.
+             */
+            run_id?: string;
+            status?: string;
+            /** @description Null until scored. */
+            passed: boolean | null;
+            cost: number;
+            latency_ms: number | null;
+            scores: components["schemas"]["Score"][];
+        };
+        Score: {
+            /** @description The check's type, or `refused` for a run that ended at a call that might have had a side effect. */
+            type: string;
+            name?: string;
+            /** @enum {string} */
+            outcome: "passed" | "failed" | "not_scored";
+            reason: string;
+            evidence: {
+                field?: string;
+                value?: unknown;
+                tool_call_id?: string;
+                step?: number;
+                tool?: string;
+                arguments?: unknown;
+                status?: string;
+            }[];
+        };
         /** @description One case, or a batch of them. */
         DatasetCasesRequest: components["schemas"]["DatasetCaseRequest"] | {
             cases: components["schemas"]["DatasetCaseRequest"][];
@@ -4655,6 +4855,7 @@ export interface components {
         ConversationID: string;
         AgentName: string;
         DatasetName: string;
+        EvalID: string;
         AgentLimit: number;
         WebhookID: string;
         ScheduleID: string;
@@ -7459,6 +7660,159 @@ export interface operations {
             401: components["responses"]["Problem"];
             403: components["responses"]["Problem"];
             404: components["responses"]["Problem"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    listEvals: {
+        parameters: {
+            query?: {
+                limit?: components["parameters"]["AgentLimit"];
+                /** @description The `next_cursor` of the previous page; opaque. */
+                cursor?: components["parameters"]["AgentCursor"];
+            };
+            header?: {
+                /**
+                 * @description The tenant the request acts for, when it is not the credential's own: only a credential
+                 *     with the `admin` scope may name another tenant (audited). Without authentication (a
+                 *     loopback address), any tenant; default `default`.
+                 */
+                "X-Tenant-ID"?: components["parameters"]["Tenant"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of evaluations. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EvaluationList"];
+                };
+            };
+            400: components["responses"]["Problem"];
+            401: components["responses"]["Problem"];
+            403: components["responses"]["Problem"];
+            422: components["responses"]["Problem"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    createEval: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for, when it is not the credential's own: only a credential
+                 *     with the `admin` scope may name another tenant (audited). Without authentication (a
+                 *     loopback address), any tenant; default `default`.
+                 */
+                "X-Tenant-ID"?: components["parameters"]["Tenant"];
+                /**
+                 * @description 1 to 255 printable ASCII characters, unique per tenant. The first request's response
+                 *     is stored; a repeat with the same key, method, path and body (as JSON: key order and
+                 *     spacing do not matter) gets it back (with
+                 *     `Idempotent-Replayed: true`), whatever happened since. The same key with another
+                 *     request is 422 `idempotency_key_reused`; while the first is still being answered, a
+                 *     repeat waits up to 2 s, then gets 409 `request_in_progress`. A request that failed
+                 *     with a server error frees its key.
+                 */
+                "Idempotency-Key"?: components["parameters"]["ChangeIdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EvaluationRequest"];
+            };
+        };
+        responses: {
+            /** @description The evaluation, running. */
+            201: {
+                headers: {
+                    /** @description /evals/{id} */
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Evaluation"];
+                };
+            };
+            400: components["responses"]["Problem"];
+            401: components["responses"]["Problem"];
+            403: components["responses"]["Problem"];
+            404: components["responses"]["Problem"];
+            409: components["responses"]["Problem"];
+            422: components["responses"]["Problem"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    getEval: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for, when it is not the credential's own: only a credential
+                 *     with the `admin` scope may name another tenant (audited). Without authentication (a
+                 *     loopback address), any tenant; default `default`.
+                 */
+                "X-Tenant-ID"?: components["parameters"]["Tenant"];
+            };
+            path: {
+                id: components["parameters"]["EvalID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The evaluation with its report. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Evaluation"];
+                };
+            };
+            401: components["responses"]["Problem"];
+            403: components["responses"]["Problem"];
+            404: components["responses"]["Problem"];
+            default: components["responses"]["Problem"];
+        };
+    };
+    cancelEval: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description The tenant the request acts for, when it is not the credential's own: only a credential
+                 *     with the `admin` scope may name another tenant (audited). Without authentication (a
+                 *     loopback address), any tenant; default `default`.
+                 */
+                "X-Tenant-ID"?: components["parameters"]["Tenant"];
+            };
+            path: {
+                id: components["parameters"]["EvalID"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The evaluation, cancelled. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Evaluation"];
+                };
+            };
+            401: components["responses"]["Problem"];
+            403: components["responses"]["Problem"];
+            404: components["responses"]["Problem"];
+            409: components["responses"]["Problem"];
             default: components["responses"]["Problem"];
         };
     };

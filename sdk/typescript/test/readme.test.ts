@@ -51,6 +51,9 @@ it('runs the README examples', { skip: base === '' && 'AGENTD_URL is not set' },
   await agentd.datasets.create({ name: 'arithmetic', cases: [{ id: 'six-by-seven', input: 'What is 6*7?' }] });
   const ds = await agentd.datasets.addCases('arithmetic', { cases: [{ from_run: run.id, at_step: 1 }] });
   assert.equal(ds.case_count, 2);
+  const ev = await agentd.evals.create({ agent: 'helper', versions: [1, 2], dataset: 'arithmetic' });
+  const report = (await agentd.evals.wait(ev.id)).report; // per version: pass rate, pass@k, cost; regressions first
+  assert.equal(report?.versions.length, 2);
 
   // Steering, cancel, resume, forks
   const fork = await agentd.fork(run.id, { at_step: 1, input: '/say 56.' });

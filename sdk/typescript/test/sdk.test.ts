@@ -268,6 +268,28 @@ describe('agentd TypeScript SDK', { skip, concurrency: true }, () => {
     assert.equal((await c.getRun(run.id)).output_text, 'Done.');
   });
 
+  it("evaluates an agent's versions on a dataset's cases", async () => {
+    const c = client();
+    const id = crypto.randomUUID().slice(0, 8);
+    const agent = await c.agents.create({ name: `evaluated-${id}`, instructions: 'Answer.', tools: [] });
+    await c.agents.update(agent.name, { instructions: 'Answer briefly.' });
+    await c.datasets.create({
+      name: `evaluated-${id}`,
+      cases: [
+        { id: 'says-ok', input: '/say ok', checks: [{ type: 'equals', value: 'ok' }] },
+        { id: 'says-no', input: '/say no', checks: [{ type: 'contains', value: 'yes' }] },
+      ],
+    });
+    const started = await c.evals.create({ agent: agent.name, versions: [1, 2], dataset: `evaluated-${id}` });
+    assert.equal(started.status, 'running');
+    const done = await c.evals.wait(started.id);
+    assert.equal(done.status, 'completed', JSON.stringify(done.error));
+    assert.equal(done.runs, 4);
+    const versions = done.report?.versions ?? [];
+    assert.deepEqual(versions.map((v) => [v.runs, v.passed]), [[2, 1], [2, 1]]);
+    assert.ok((await c.evals.list()).data.some((e) => e.id === started.id));
+  });
+
   it('cancels and resumes a run: its events are one log through both ends', async () => {
     const c = client();
     const run = await c.createRun({ input: '/stream 20 80\n/say Resumed to the end.' });
