@@ -1,7 +1,7 @@
 # agentd: run `make help` for the targets.
 .DEFAULT_GOAL := help
 GO ?= go
-NODE_TEST_DIRS := $(patsubst %/package-lock.json,%,$(wildcard test/*/package-lock.json))
+NODE_TEST_DIRS := $(patsubst %/package-lock.json,%,$(wildcard test/*/package-lock.json sdk/typescript/package-lock.json))
 
 .PHONY: help run fakellm node-deps test test-short lint build chaos failover bench fuzz
 
