@@ -2641,6 +2641,12 @@ export interface components {
             managed_instructions: {
                 version: number;
             } | null;
+            /** @description The evaluation the run is one of (`POST /evals`), and its case; null for none. */
+            evaluation: null | {
+                /** Format: uuid */
+                id: string;
+                case: string;
+            };
             /**
              * @description The items of its pinned namespaces the run was given in its system prompt, after its
              *     instructions, as they were when it was created, at their versions (docs/memory.md,
