@@ -29,7 +29,7 @@ import (
 // DriverStore is what the driver reads and writes of evaluations.
 type DriverStore interface {
 	Store
-	EvalClaim(ctx context.Context, owner string, lease time.Duration) (agentd.Evaluation, bool, error)
+	EvalClaim(ctx context.Context, owner string, lease time.Duration, skip []string) (agentd.Evaluation, bool, error)
 	EvalRelease(ctx context.Context, id, owner string) error
 	EvalInFlight(ctx context.Context, evalID string) ([]agentd.EvalRun, error)
 	EvalPending(ctx context.Context, evalID string, limit int) ([]agentd.EvalRun, error)
@@ -108,16 +108,19 @@ func (d *Driver) Start(ctx context.Context) error { return d.loop.Start(ctx) }
 // Stop stops them, waiting within ctx for a pass under way.
 func (d *Driver) Stop(ctx context.Context) error { return d.loop.Stop(ctx) }
 
-// Pass drives every running evaluation whose lease it can take, once.
+// Pass drives every running evaluation whose lease it can take, once
+// each.
 func (d *Driver) Pass(ctx context.Context) {
+	var held []string
 	for range 100 { // a bound: the evaluations of one pass
-		e, ok, err := d.cfg.Store.EvalClaim(ctx, d.cfg.Owner, d.cfg.Lease)
+		e, ok, err := d.cfg.Store.EvalClaim(ctx, d.cfg.Owner, d.cfg.Lease, held)
 		if err != nil || !ok {
 			if err != nil && ctx.Err() == nil {
 				d.cfg.Log.Warn("evaluation claim failed", "err", err)
 			}
 			return
 		}
+		held = append(held, e.ID)
 		d.hold(ctx, e)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		_ = d.cfg.Store.EvalRelease(rctx, e.ID, d.cfg.Owner)

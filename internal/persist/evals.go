@@ -128,13 +128,14 @@ func (s *Store) EvalRuns(ctx context.Context, evalID string) ([]agentd.EvalRun, 
 		WHERE e.eval_id = $1 ORDER BY e.rep, e.case_seq, e.version`, evalID)
 }
 
-// EvalClaim takes a running evaluation whose lease is free (or ended) for
-// owner until lease from now; ok is false when there is none.
-func (s *Store) EvalClaim(ctx context.Context, owner string, lease time.Duration) (e agentd.Evaluation, ok bool, err error) {
+// EvalClaim takes a running evaluation whose lease is free (or ended),
+// other than those of skip, for owner until lease from now; ok is false
+// when there is none.
+func (s *Store) EvalClaim(ctx context.Context, owner string, lease time.Duration, skip []string) (e agentd.Evaluation, ok bool, err error) {
 	e, err = scanEval(s.pool.QueryRow(ctx, `UPDATE evals SET lease_owner = $1, lease_until = now() + $2::interval
 		WHERE id = (SELECT id FROM evals WHERE status = 'running' AND (lease_until IS NULL OR lease_until < now())
-			ORDER BY lease_until NULLS FIRST, created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-		RETURNING `+evalColumns, owner, lease.String()))
+			AND NOT (id::text = ANY(coalesce($3::text[], '{}'))) ORDER BY lease_until NULLS FIRST, created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+		RETURNING `+evalColumns, owner, lease.String(), skip))
 	if err == pgx.ErrNoRows {
 		return e, false, nil
 	}
