@@ -65,7 +65,7 @@ type DriverConfig struct {
 	Hooks *http.Client
 	// Owner names this instance on the leases it takes.
 	Owner string
-	// Interval is the time between passes (default 500ms); Poll the time
+	// Interval is the time between passes (default 250ms); Poll the time
 	// between the drives of an evaluation a pass holds (default 50ms),
 	// which it holds for half its lease. Lease is how long a pass holds
 	// an evaluation (default 5s; a pass that runs longer is safe: what it
@@ -79,6 +79,8 @@ type Driver struct {
 	cfg  DriverConfig
 	loop *lifecycle.Periodic
 
+	progress atomic.Int64 // runs made and scored by this driver
+
 	mu    sync.Mutex
 	cases map[string]map[int]agentd.DatasetCase // by evaluation, by case seq: an evaluation's cases never change
 }
@@ -86,7 +88,7 @@ type Driver struct {
 // NewDriver returns the driver, not started.
 func NewDriver(cfg DriverConfig) *Driver {
 	if cfg.Interval <= 0 {
-		cfg.Interval = 500 * time.Millisecond
+		cfg.Interval = 250 * time.Millisecond
 	}
 	if cfg.Poll <= 0 {
 		cfg.Poll = 50 * time.Millisecond
@@ -108,17 +110,30 @@ func (d *Driver) Start(ctx context.Context) error { return d.loop.Start(ctx) }
 // Stop stops them, waiting within ctx for a pass under way.
 func (d *Driver) Stop(ctx context.Context) error { return d.loop.Stop(ctx) }
 
-// Pass drives every running evaluation whose lease it can take, once
-// each.
+// Pass drives the running evaluations whose leases it can take, each
+// for up to half its lease in turn, round after round while they move (or
+// until ctx ends): an evaluation's next runs are made as soon as its runs
+// in flight stop, with no wait for the next pass.
 func (d *Driver) Pass(ctx context.Context) {
+	for ctx.Err() == nil {
+		before := d.progress.Load()
+		if d.round(ctx) == 0 || d.progress.Load() == before {
+			return // nothing held, or nothing moved: the next pass looks again
+		}
+	}
+}
+
+// round holds each running evaluation whose lease it can take once, and
+// returns how many it held.
+func (d *Driver) round(ctx context.Context) int {
 	var held []string
-	for range 100 { // a bound: the evaluations of one pass
+	for range 100 { // a bound: the evaluations of one round
 		e, ok, err := d.cfg.Store.EvalClaim(ctx, d.cfg.Owner, d.cfg.Lease, held)
 		if err != nil || !ok {
 			if err != nil && ctx.Err() == nil {
 				d.cfg.Log.Warn("evaluation claim failed", "err", err)
 			}
-			return
+			break
 		}
 		held = append(held, e.ID)
 		d.hold(ctx, e)
@@ -126,22 +141,23 @@ func (d *Driver) Pass(ctx context.Context) {
 		_ = d.cfg.Store.EvalRelease(rctx, e.ID, d.cfg.Owner)
 		cancel()
 	}
+	return len(held)
 }
 
 // errEnded says that a drive ended its evaluation.
 var errEnded = errors.New("the evaluation ended")
 
-// hold drives evaluation e every Poll for up to half its lease, while it
-// runs: its next runs are made as soon as its runs in flight stop.
+// hold drives evaluation e every Poll for up to half its lease while it
+// has runs in flight: its next runs are made as soon as they stop.
 func (d *Driver) hold(ctx context.Context, e agentd.Evaluation) {
 	until := time.Now().Add(d.cfg.Lease / 2)
 	for {
-		err := d.drive(ctx, e)
+		running, err := d.drive(ctx, e)
 		if err != nil && !errors.Is(err, errEnded) && ctx.Err() == nil {
 			d.cfg.Log.Warn("evaluation pass failed", "evaluation_id", e.ID, "err", err)
 		}
-		if err != nil || time.Now().After(until) {
-			return
+		if err != nil || running == 0 || time.Now().After(until) {
+			return // ended, or waiting behind live runs, or its turn is over
 		}
 		select {
 		case <-ctx.Done():
@@ -151,37 +167,38 @@ func (d *Driver) hold(ctx context.Context, e agentd.Evaluation) {
 	}
 }
 
-// drive makes one pass over evaluation e; errEnded when it ended it.
-func (d *Driver) drive(ctx context.Context, e agentd.Evaluation) error {
+// drive makes one pass over evaluation e and returns how many of its runs
+// are in flight after it; errEnded when it ended it.
+func (d *Driver) drive(ctx context.Context, e agentd.Evaluation) (int, error) {
 	cases, err := d.casesOf(ctx, e)
 	if errors.Is(err, agentd.ErrDatasetNotFound) {
-		return d.fail(ctx, e, fmt.Sprintf("dataset %s was deleted", e.Dataset))
+		return 0, d.fail(ctx, e, fmt.Sprintf("dataset %s was deleted", e.Dataset))
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	running, err := d.scoreStopped(ctx, e, cases)
 	if err != nil {
-		return err
+		return running, err
 	}
 	room := e.Concurrency - running
 	pending, err := d.cfg.Store.EvalPending(ctx, e.ID, max(room, 1))
 	if err != nil {
-		return err
+		return running, err
 	}
 	if len(pending) == 0 && running == 0 {
-		return ended(d.cfg.Store.EvalFinish(ctx, e.ID, agentd.EvalCompleted, ""))
+		return 0, ended(d.cfg.Store.EvalFinish(ctx, e.ID, agentd.EvalCompleted, ""))
 	}
 	if room <= 0 || len(pending) == 0 {
-		return nil
+		return running, nil
 	}
 	if live, err := d.cfg.Store.LiveQueued(ctx, e.TenantID); err != nil || live {
-		return err // live runs wait: the evaluation's go behind them
+		return running, err // live runs wait: the evaluation's go behind them
 	}
 	pending = pending[:min(len(pending), room)]
 	for _, r := range pending {
 		if _, ok := cases[r.CaseSeq]; !ok {
-			return d.fail(ctx, e, fmt.Sprintf("case %s of dataset %s version %d is gone (the dataset was deleted)",
+			return running, d.fail(ctx, e, fmt.Sprintf("case %s of dataset %s version %d is gone (the dataset was deleted)",
 				r.CaseID, e.Dataset, e.DatasetVersion))
 		}
 	}
@@ -190,11 +207,11 @@ func (d *Driver) drive(ctx context.Context, e agentd.Evaluation) error {
 	for _, r := range pending {
 		g.Go(func() error { return d.start(gctx, e, cases[r.CaseSeq], r) })
 	}
-	return g.Wait()
+	return running + len(pending), g.Wait()
 }
 
 // driveAtOnce bounds the runs a drive makes, or scores, at once.
-const driveAtOnce = 8
+const driveAtOnce = 16
 
 // scoreStopped scores the rows of e whose runs stopped, and returns how
 // many of its runs are still in flight.
@@ -239,7 +256,11 @@ func (d *Driver) start(ctx context.Context, e agentd.Evaluation, c agentd.Datase
 	rc, err := d.cfg.Composer.Case(ctx, e, c, r.Version)
 	if err == nil {
 		var why string
-		if _, why, err = d.cfg.Store.EvalStart(ctx, d.cfg.Owner, r, rc); err == nil && why != "" {
+		var made bool
+		if made, why, err = d.cfg.Store.EvalStart(ctx, d.cfg.Owner, r, rc); made {
+			d.progress.Add(1)
+		}
+		if err == nil && why != "" {
 			err = errors.New(why)
 		} else if err != nil {
 			return err
@@ -272,8 +293,10 @@ func (d *Driver) score(ctx context.Context, e agentd.Evaluation, c agentd.Datase
 	}
 	passed := Passed(r.Scores)
 	r.Passed = &passed
-	if _, err := d.cfg.Store.EvalScore(ctx, r); err != nil {
+	if scored, err := d.cfg.Store.EvalScore(ctx, r); err != nil {
 		return false, err
+	} else if scored {
+		d.progress.Add(1)
 	}
 	if r.RunStatus == agentd.StatusRequiresAction {
 		// Nobody will decide: the run is over for the evaluation.

@@ -53,9 +53,9 @@ func BenchmarkEvalAgainstRuns(b *testing.B) {
 	for i := range b.N {
 		if i%2 == 0 {
 			evalTook += timeEval(b, store, cases)
-			runsTook += timeRuns(b, store, cases)
+			runsTook += timeRuns(b, store, comp, cases)
 		} else {
-			runsTook += timeRuns(b, store, cases)
+			runsTook += timeRuns(b, store, comp, cases)
 			evalTook += timeEval(b, store, cases)
 		}
 	}
@@ -80,7 +80,7 @@ func benchDataset(b *testing.B, store *persist.Store) []agentd.StoredCase {
 	in := agentd.DatasetDefine{TenantID: "default", Name: "bench", Actor: "bench"}
 	for i := range 100 {
 		in.Cases = append(in.Cases, agentd.DatasetCase{ID: fmt.Sprintf("c%d", i),
-			Input:  json.RawMessage(fmt.Sprintf(`"/call calculator {\"expression\": \"%d*2\"}\n/say %d"`, i, 2*i)),
+			Input:  json.RawMessage(fmt.Sprintf(`"/call calculator {\"expression\": \"%d*2\"}\n/stream 3 100\n/say %d"`, i, 2*i)),
 			Checks: []agentd.Check{{Type: agentd.CheckEquals, Value: fmt.Sprint(2 * i)}}, Stubs: []agentd.Stub{}})
 	}
 	if _, err := store.DatasetCreate(ctx, in); err != nil {
@@ -120,18 +120,22 @@ func timeEval(b *testing.B, store *persist.Store, cases []agentd.StoredCase) tim
 }
 
 // timeRuns makes the runs of the cases under both versions at once, as
-// a client would, and waits for all of them to complete.
-func timeRuns(b *testing.B, store *persist.Store, cases []agentd.StoredCase) time.Duration {
+// a client's POST /runs of the agent's versions would (composed as the
+// evaluation's are, less what makes them an evaluation's), and waits for
+// all of them to complete.
+func timeRuns(b *testing.B, store *persist.Store, comp *compose.Composer, cases []agentd.StoredCase) time.Duration {
 	ctx := context.Background()
 	start := time.Now()
+	e := agentd.Evaluation{ID: agentd.NewID(), TenantID: "default", Agent: "helper", Actor: "bench", CreatedAt: start}
 	var ids []string
-	for _, v := range []int{1, 2} {
+	for _, v := range []string{"1", "2"} {
 		for _, c := range cases {
-			var input string
-			_ = json.Unmarshal(c.Case.Input, &input)
-			r, _, err := store.RunCreate(ctx, persist.RunCreateParams{TenantID: "default", Model: "fake",
-				Params: agentd.RunParams{Agent: &agentd.AgentRef{Name: "helper", Version: v}},
-				Input:  []agentd.InputMessage{{Role: agentd.RoleUser, Content: input}}})
+			rc, err := comp.Case(ctx, e, c.Case, v)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rc.Spec.Params.Eval, rc.Spec.Params.Memory, rc.Spec.Params.Pinned = nil, nil, nil
+			r, _, err := store.RunCreate(ctx, persist.CreateOf(rc))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -139,8 +143,8 @@ func timeRuns(b *testing.B, store *persist.Store, cases []agentd.StoredCase) tim
 		}
 	}
 	for _, id := range ids {
-		if r := persisttest.WaitRun(b, store, id, nil, time.Minute); r.Status != agentd.StatusCompleted {
-			b.Fatalf("run %s: %s", id, r.Status)
+		if r := persisttest.WaitRun(b, store, id, nil, time.Minute); r.Status != agentd.StatusCompleted || r.StepCount != 2 {
+			b.Fatalf("run %s: %s after %d steps", id, r.Status, r.StepCount)
 		}
 	}
 	return time.Since(start)
