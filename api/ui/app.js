@@ -204,6 +204,10 @@ function runPage(id, q) {
   stop = () => { ac.abort(); clearTimeout(receiptTimer); };
   follow(id, ac.signal, (ev) => {
     view.add(ev);
+    // A sub-agent that starts waiting, goes on or ends changes what the
+    // run waits for (its required_action), not the run's own log.
+    const kid = ev.type === "agent.event" ? ev.data.type : "";
+    if (kid === "run.requires_action" || kid === "run.resumed" || TERMINAL.has(kid)) refresh();
     if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed" || ev.type === "run.started" || ev.type.startsWith("input.")) refresh();
     if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed") receipts();
   }, (msg) => { err.textContent = msg; }).then(() => { refresh(); receipts(); });

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentd/agentd"
 	"github.com/agentd/agentd/client"
+	"github.com/agentd/agentd/internal/tools/webhooktest"
 )
 
 // shot saves a screenshot of the page to /tmp/console-name.png, for a
@@ -48,8 +49,11 @@ func texts(t *testing.T, ctx context.Context, selector string) []string {
 // selector to show.
 func open(t *testing.T, ctx context.Context, base, hash, selector, name string) {
 	t.Helper()
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/#"+hash), chromedp.WaitVisible(chromedp.CSS(selector))); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+	defer cancel()
+	if err := chromedp.Do(wctx, chromedp.Navigate(base+"/ui/#"+hash), chromedp.WaitVisible(chromedp.CSS(selector))); err != nil {
 		shot(t, ctx, name+"-failed")
+		t.Logf("the page reads %q", texts(t, ctx, "main"))
 		t.Fatalf("%s (%s): %v", hash, selector, err)
 	}
 }
@@ -61,6 +65,7 @@ func pageWait(t *testing.T, ctx context.Context, js, name string) {
 	defer cancel()
 	if err := chromedp.Do(wctx, chromedp.Poll[chromedp.Void](js)); err != nil {
 		shot(t, ctx, name+"-failed")
+		t.Logf("the page reads %q", texts(t, ctx, "main"))
 		t.Fatalf("%s: %v", js, err)
 	}
 }
@@ -148,5 +153,79 @@ func TestConsoleRuns(t *testing.T) {
 	asked := texts(t, ctx, "#asked .asked-input, #asked .asked-instructions")
 	if len(asked) != 2 || asked[0] != "/say Hello, Ada.\nsecond line of the question" || asked[1] != "Greet Ada warmly." {
 		t.Fatalf("what was asked reads %q", asked)
+	}
+}
+
+// TestConsoleSubAgents: a parent's page shows its sub-agent's run in a
+// tree (agent, status, the text it streams), links the call to the child
+// and the child back to its parent, and offers the approval the child
+// waits for; approving it there lets the child go on, and while the
+// parent then waits for its child it shows no decision owed. The call's
+// answer reads "researcher answered".
+func TestConsoleSubAgents(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/guarded": webhooktest.OK()})
+	s := setup(t, withToolsFile(fmt.Sprintf(`{"tools":[
+		{"name":"guarded","description":"asks first","parameters":{"type":"object"},"url":%q,"effect":"side_effect","needs_approval":true}]}`,
+		sink.URL+"/guarded")))
+	c, cctx := s.Client, testCtx(t)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	for _, a := range []string{
+		`{"name": "researcher", "description": "looks things up", "instructions": "research", "tools": ["guarded"]}`,
+		`{"name": "lead", "instructions": "lead", "tools": [{"type": "agent", "agent": "researcher"}]}`,
+	} {
+		if _, err := c.CreateAgentJSON(cctx, json.RawMessage(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	task, _ := json.Marshal(map[string]string{"task": "/call guarded {\"to\":\"bob\"}\n/say checked and signed off\n/stream 16 150"})
+	parent, err := c.CreateRun(cctx, client.CreateRun{Agent: "lead", Input: "/call researcher " + string(task) + "\n/say done"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(t, ctx, s.URL, "/runs/"+parent.ID, `.child-decision button[data-decision="approve"]`, "subagents")
+	pageWait(t, ctx, `!!document.querySelector('#children li.child[data-status="requires_action"]')`, "subagents-tree")
+	shot(t, ctx, "subagents-waiting")
+	kids, err := c.ListRuns(cctx, client.ListRuns{ParentRunID: parent.ID})
+	if err != nil || len(kids.Data) != 1 {
+		t.Fatalf("the children: %+v %v", kids, err)
+	}
+	child := kids.Data[0].ID
+	who := texts(t, ctx, "#actions .child-decision .who")
+	if len(who) != 1 || !strings.Contains(who[0], "researcher (run "+child[:8]) || sink.Count("/guarded") != 0 {
+		t.Fatalf("the decision reads %q; the tool ran %d times", who, sink.Count("/guarded"))
+	}
+	if links := texts(t, ctx, `#timeline .tool a[data-child="`+child+`"]`); len(links) != 1 {
+		t.Fatalf("the call links its child %q", links)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`.child-decision button[data-decision="approve"]`))); err != nil {
+		t.Fatal(err)
+	}
+	// While the child works, the parent waits for it and asks nothing.
+	pageWait(t, ctx, `document.querySelector('#status').textContent === 'waiting for researcher' && !document.querySelector('#actions .card')`, "subagents-working")
+	pageWait(t, ctx, `document.querySelector('#children li.child .child-text').textContent.length > 0`, "subagents-streaming")
+	shot(t, ctx, "subagents-streaming")
+	pageWait(t, ctx, `!!document.querySelector('#ended')`, "subagents-ended")
+	shot(t, ctx, "subagents-ended")
+	tree := texts(t, ctx, `#children li.child[data-run="`+child+`"]`)
+	if len(tree) != 1 || !strings.Contains(tree[0], "researcher v1") || !strings.Contains(tree[0], "completed") ||
+		!strings.Contains(tree[0], "checked and signed off") {
+		t.Fatalf("the tree reads %q", tree)
+	}
+	if attempts := texts(t, ctx, "#timeline .tool .attempts"); len(attempts) != 1 || !strings.Contains(attempts[0], "researcher answered") ||
+		strings.Contains(attempts[0], "reused") {
+		t.Fatalf("the call's lines read %q", attempts)
+	}
+	if r := runEnded(t, c, parent.ID); r.Status != agentd.StatusCompleted || sink.Count("/guarded") != 1 {
+		t.Fatalf("the parent ended %s; the tool ran %d times", r.Status, sink.Count("/guarded"))
+	}
+	// The child's page links back to its parent.
+	open(t, ctx, s.URL, "/runs/"+child, "#parent", "subagents-child")
+	pageWait(t, ctx, `!!document.querySelector('#parent-link')`, "subagents-child")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#parent")), chromedp.WaitVisible(chromedp.CSS(`#children li.child[data-run="`+child+`"]`))); err != nil {
+		shot(t, ctx, "subagents-back-failed")
+		t.Fatal(err)
 	}
 }
