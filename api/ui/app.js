@@ -7,6 +7,7 @@
 // The tenant's memory has pages of its own (memory.js).
 
 import { ago, api, el, firstLine, headers, money, newKey, post, short, shortID, status, when } from "./lib.js";
+import { agentPage, agentsPage, schedulePage, schedulesPage, usagePage, webhookPage, webhooksPage } from "./console.js";
 import { memoryItemPage, memoryPage } from "./memory.js";
 
 const main = document.getElementById("main");
@@ -47,6 +48,15 @@ function route() {
   if ((m = hash.match(/^\/runs\/([0-9a-f-]+)(?:\?(.*))?$/))) return runPage(m[1], new URLSearchParams(m[2] || ""));
   if ((m = hash.match(/^\/conversations\/([0-9a-f-]+)$/))) return conversationPage(m[1]);
   if ((m = hash.match(/^\/compare\/([0-9a-f-]+)\/([0-9a-f-]+)$/))) return comparePage(m[1], m[2]);
+  const h = { runRow, runsHead };
+  const qs = (x) => new URLSearchParams(x || "");
+  if (hash === "/agents") return agentsPage(main);
+  if ((m = hash.match(/^\/agents\/([^?]+)(?:\?(.*))?$/))) return agentPage(main, decodeURIComponent(m[1]), qs(m[2]), h);
+  if (hash === "/schedules") return schedulesPage(main);
+  if ((m = hash.match(/^\/schedules\/([0-9a-f-]+)$/))) return schedulePage(main, m[1], h);
+  if (hash === "/webhooks") return webhooksPage(main);
+  if ((m = hash.match(/^\/webhooks\/([0-9a-f-]+)(?:\?(.*))?$/))) return webhookPage(main, m[1], qs(m[2]));
+  if ((m = hash.match(/^\/usage(?:\?(.*))?$/))) return usagePage(main, qs(m[1]));
   if ((m = hash.match(/^\/memory\/item\?(.*)$/))) return memoryItemPage(main, new URLSearchParams(m[1]));
   if ((m = hash.match(/^\/memory(?:\?(.*))?$/))) return memoryPage(main, new URLSearchParams(m[1] || ""));
   return runsPage(new URLSearchParams(hash.split("?")[1] || ""));
@@ -92,9 +102,7 @@ function runsPage(q) {
       inputs.conversation_id, names, el("button", { type: "submit" }, "Filter"),
       filtered ? el("a", { href: "#/", id: "clear-filters" }, "clear") : null),
     err,
-    el("table", { id: "runs" },
-      el("thead", {}, el("tr", {}, ...["Input", "Agent", "Status", "Parent", "Schedule", "Cost", "Age"].map((h) => el("th", { class: h === "Cost" ? "num" : null }, h)))),
-      body),
+    el("table", { id: "runs" }, runsHead(), body),
     more);
   const load = async () => {
     const p = new URLSearchParams();
@@ -126,6 +134,10 @@ function runsPage(q) {
   const timer = setInterval(load, 3000); // live status
   stop = () => clearInterval(timer);
 }
+
+// runsHead is the head of a table of runRow rows.
+const runsHead = () => el("thead", {}, el("tr", {},
+  ...["Input", "Agent", "Status", "Parent", "Schedule", "Cost", "Age"].map((h) => el("th", { class: h === "Cost" ? "num" : null }, h))));
 
 // runRow is run r's row in the runs list.
 function runRow(r) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -228,4 +229,133 @@ func TestConsoleSubAgents(t *testing.T) {
 		shot(t, ctx, "subagents-back-failed")
 		t.Fatal(err)
 	}
+}
+
+// TestConsolePages drives the console's pages for agents, schedules,
+// webhooks and usage: an agent's page lists its versions and diffs the
+// latest two, runs the agent with its variable filled, and lists its
+// runs; a schedule is paused and resumed from its page, which says when
+// its next slot fires; a webhook's page lists a delivery with the failed
+// attempt and the one that got through, and redelivers it; the usage page
+// draws the day's cost by model and lists it by model and agent as the
+// ledger counts it.
+func TestConsolePages(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/hook": webhooktest.FailFirst(1)})
+	sinkURL, _ := url.Parse(sink.URL)
+	s := setup(t, withEnv("AGENTD_SECRET_KEY", newSecretKey(t)), withEnv("AGENTD_WEBHOOK_ALLOW_HOSTS", sinkURL.Host),
+		withEnv("AGENTD_WEBHOOK_BACKOFF", "50ms"),
+		withModelsFile(`{"models": {"fake": {"context_window": 0, "prices": {"input": 1000, "output": 3000}}}}`))
+	c, cctx := s.Client, testCtx(t)
+	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	hook, err := c.CreateWebhook(cctx, client.NewWebhook{URL: sink.URL + "/hook", Events: []agentd.EventType{agentd.EventRunCompleted}, Description: "ops"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateAgentJSON(cctx, json.RawMessage(`{"name": "helper", "description": "helps", "instructions": "You help {{who}}."}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.UpdateAgentJSON(cctx, "helper", json.RawMessage(`{"description": "helps", "instructions": "You help {{who}}. Be brief.", "max_steps": 4}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The agent: its versions, their diff, a run of it from the page.
+	open(t, ctx, s.URL, "/agents", `tr[data-agent="helper"]`, "agents")
+	if rows := texts(t, ctx, "#agents tbody tr"); len(rows) != 1 || !strings.Contains(rows[0], "helperv2helps") {
+		t.Fatalf("the agents: %q", rows)
+	}
+	open(t, ctx, s.URL, "/agents/helper", "#agent-diff pre", "agent")
+	if v := texts(t, ctx, "#agent-versions tbody tr td:first-child"); strings.Join(v, ",") != "v2,v1" {
+		t.Fatalf("the versions: %q", v)
+	}
+	del, add := texts(t, ctx, "#agent-diff .del"), texts(t, ctx, "#agent-diff .add")
+	if len(del) != 1 || del[0] != `-   "instructions": "You help {{who}}."` || len(add) != 2 ||
+		add[0] != `+   "instructions": "You help {{who}}. Be brief.",` || !strings.Contains(add[1], `"max_steps": 4`) {
+		t.Fatalf("the diff: -%q +%q", del, add)
+	}
+	shot(t, ctx, "agent")
+	if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.CSS(`#agent-run input[data-variable="who"]`), "Ann"),
+		chromedp.SendKeys(chromedp.CSS("#run-agent-input"), "/say Hi Ann"), chromedp.Click(chromedp.CSS("#run-agent-button")),
+		chromedp.WaitVisible(chromedp.CSS("#asked .asked-instructions"))); err != nil {
+		shot(t, ctx, "agent-run-failed")
+		t.Fatal(err)
+	}
+	pageWait(t, ctx, `!!document.querySelector('#ended')`, "agent-run")
+	if asked := texts(t, ctx, "#asked .asked-input, #asked .asked-instructions"); strings.Join(asked, "|") != "/say Hi Ann|You help Ann. Be brief." {
+		t.Fatalf("the agent's run was asked %q", asked)
+	}
+	open(t, ctx, s.URL, "/agents/helper", "#agent-runs tr[data-run]", "agent-runs")
+	if rows := texts(t, ctx, "#agent-runs tbody tr"); len(rows) != 1 || !strings.HasPrefix(rows[0], "/say Hi Annhelper v2completed") {
+		t.Fatalf("the agent's runs: %q", rows)
+	}
+
+	// The schedule: paused and resumed from its page.
+	sc, err := c.CreateScheduleJSON(cctx, json.RawMessage(`{"name": "new-year", "cron": "0 0 1 1 *", "timezone": "UTC", "run": {"agent": "helper", "variables": {"who": "Bo"}, "input": "/say Happy new year"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open(t, ctx, s.URL, "/schedules", `tr[data-schedule="`+sc.ID+`"]`, "schedules")
+	if state := texts(t, ctx, `tr[data-schedule="`+sc.ID+`"] td.state`); len(state) != 1 || !strings.HasPrefix(state[0], "next in ") {
+		t.Fatalf("the schedule's state: %q", state)
+	}
+	shot(t, ctx, "schedules")
+	open(t, ctx, s.URL, "/schedules/"+sc.ID, `button[data-pause]`, "schedule")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-pause]`))); err != nil {
+		t.Fatal(err)
+	}
+	pageWait(t, ctx, `document.querySelector('#schedule-state').textContent === 'paused' && document.querySelector('button[data-pause]').textContent === 'Resume'`, "schedule-paused")
+	if got, err := c.GetSchedule(cctx, sc.ID); err != nil || !got.Paused {
+		t.Fatalf("after Pause: %+v %v", got, err)
+	}
+	shot(t, ctx, "schedule-paused")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-pause]`))); err != nil {
+		t.Fatal(err)
+	}
+	pageWait(t, ctx, `document.querySelector('#schedule-state').textContent.startsWith('next in ')`, "schedule-resumed")
+	if got, err := c.GetSchedule(cctx, sc.ID); err != nil || got.Paused {
+		t.Fatalf("after Resume: %+v %v", got, err)
+	}
+
+	// The webhook: the delivery of the run's end, its two attempts, and a
+	// redelivery.
+	for deadline := time.Now().Add(20 * time.Second); sink.Count("/hook") < 2; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook was called %d times", sink.Count("/hook"))
+		}
+	}
+	open(t, ctx, s.URL, "/webhooks", `tr[data-webhook="`+hook.ID+`"]`, "webhooks")
+	open(t, ctx, s.URL, "/webhooks/"+hook.ID, "#deliveries tr[data-delivery]", "webhook")
+	pageWait(t, ctx, `document.querySelectorAll('#deliveries .attempt').length === 2`, "webhook-attempts")
+	attempts := texts(t, ctx, "#deliveries .attempt")
+	if !strings.Contains(attempts[0], "500") || !strings.Contains(attempts[1], "200") {
+		t.Fatalf("the attempts: %q", attempts)
+	}
+	shot(t, ctx, "webhook")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("button[data-redeliver]"))); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); sink.Count("/hook") < 3; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after Redeliver the webhook was called %d times", sink.Count("/hook"))
+		}
+	}
+
+	// Usage: the day's cost by model, as the ledger counts it.
+	usage, err := c.Usage(cctx, client.UsageQuery{GroupBy: []agentd.UsageKey{"model"}})
+	if err != nil || len(usage) != 1 {
+		t.Fatalf("usage: %+v %v", usage, err)
+	}
+	open(t, ctx, s.URL, "/usage", "#usage-chart svg rect", "usage")
+	if bars := texts(t, ctx, `#usage-chart rect[data-model="fake"]`); len(bars) != 1 {
+		t.Fatalf("the chart's bars: %q", bars)
+	}
+	if cost := texts(t, ctx, "#usage-models td.cost"); len(cost) != 1 || cost[0] != agentd.FormatCost(usage[0].Cost) {
+		t.Fatalf("the cost by model reads %q; the ledger says %v", cost, usage[0].Cost)
+	}
+	if agents := texts(t, ctx, "#usage-agents tbody tr td:first-child"); len(agents) != 1 || agents[0] != "helper" {
+		t.Fatalf("the agents' usage: %q", agents)
+	}
+	shot(t, ctx, "usage")
 }
