@@ -202,8 +202,10 @@ function pauseButton(s, done, err) {
   } }, s.paused ? "Resume" : "Pause");
 }
 
-const lastRuns = (s) => el("span", { class: "last-runs" }, ...(s.last_runs || []).map((r) =>
-  el("a", { href: "#/runs/" + r.run_id, title: `slot ${when(r.scheduled_for)}`, "data-run": r.run_id }, status(r.status))));
+const lastRuns = (s) => (s.last_runs || []).length
+  ? el("span", { class: "last-runs" }, ...s.last_runs.map((r) =>
+    el("a", { href: "#/runs/" + r.run_id, title: `slot ${when(r.scheduled_for)}`, "data-run": r.run_id }, status(r.status))))
+  : el("span", { class: "muted" }, "none yet");
 
 export async function schedulesPage(main) {
   const err = errorBox();
@@ -245,10 +247,10 @@ export async function schedulePage(main, id, h) {
     try {
       const s = await api("/schedules/" + id);
       const item = (label, value) => el("div", {}, el("span", {}, label), value);
-      info.replaceChildren(item("Name", s.name || "—"), item("Cron", el("code", {}, `${s.cron} ${s.timezone}`)),
+      info.replaceChildren(...[item("Name", s.name || "—"), item("Cron", el("code", {}, `${s.cron} ${s.timezone}`)),
         item("Next slot", el("span", { id: "schedule-state" }, scheduleState(s))), item("Overlap / catch-up", `${s.overlap} / ${s.catch_up}`),
         item("Failures in a row", String(s.consecutive_failures)), s.last_error ? item("Last error", s.last_error) : null,
-        item("", pauseButton(s, load, err)));
+        item("", pauseButton(s, load, err))].filter(Boolean));
       template.textContent = JSON.stringify(s.run, null, 2);
       await runsTable(runs, "schedule_id=" + id + "&limit=25", h);
     } catch (e) {
@@ -368,6 +370,19 @@ function usageTable(label, rows, key) {
       el("td", { class: "num" }, r.output_tokens), el("td", { class: "num cost" }, money(r.cost))))));
 }
 
+// swatch is a legend's square of colour c (an SVG: the viewer's pages
+// take no inline styles).
+function swatch(c) {
+  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  svg.setAttribute("width", "12");
+  svg.setAttribute("height", "12");
+  svg.setAttribute("class", "swatch");
+  const r = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+  for (const [k, v] of Object.entries({ width: 12, height: 12, rx: 2, fill: c })) r.setAttribute(k, v);
+  svg.append(r);
+  return svg;
+}
+
 // drawChart draws rows (GET /usage by day and model) as a bar a day from
 // from to to, each bar stacked by model: cost, or tokens when nothing had
 // a price.
@@ -414,7 +429,7 @@ function drawChart(box, rows, from, to) {
   const every = Math.ceil(days.length / 10);
   days.forEach((d, i) => { if (i % every === 0) add("text", { x: left + i * bw + bw / 2, y: H - 10, "text-anchor": "middle", "font-size": 11, fill: "#6b7480" }, d.slice(5)); });
   const legend = el("div", { class: "legend" }, el("strong", {}, priced ? "Cost by day" : "Tokens by day (no model had a price)"), " ",
-    ...models.map((m) => el("span", { class: "key" }, el("i", { style: `background:${color(m)}` }), m)));
+    ...models.map((m) => el("span", { class: "key" }, swatch(color(m)), m)));
   box.replaceChildren(legend, rows.length ? svg : el("p", { class: "muted" }, "No model calls in these days."));
 }
 
