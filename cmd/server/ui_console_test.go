@@ -342,6 +342,31 @@ func TestConsolePages(t *testing.T) {
 		}
 	}
 
+	// A schedule whose slots started runs: the list shows their outcomes,
+	// its page lists them.
+	tick, err := c.CreateScheduleJSON(cctx, json.RawMessage(`{"name": "tick", "cron": "@every 1s", "run": {"agent": "helper", "variables": {"who": "Cy"}, "input": "/say tick"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ticked *client.Schedule
+	for deadline := time.Now().Add(20 * time.Second); ticked == nil || len(ticked.LastRuns) == 0; time.Sleep(100 * time.Millisecond) {
+		if ticked, err = c.GetSchedule(cctx, tick.ID); err != nil || time.Now().After(deadline) {
+			t.Fatalf("the schedule's runs: %+v %v", ticked, err)
+		}
+	}
+	if _, err := c.PauseSchedule(cctx, tick.ID); err != nil {
+		t.Fatal(err)
+	}
+	first := ticked.LastRuns[len(ticked.LastRuns)-1].RunID
+	runEnded(t, c, first)
+	open(t, ctx, s.URL, "/schedules", `tr[data-schedule="`+tick.ID+`"] .last-runs a[data-run="`+first+`"]`, "schedules-ticked")
+	shot(t, ctx, "schedules-ticked")
+	open(t, ctx, s.URL, "/schedules/"+tick.ID, `#schedule-runs tr[data-run="`+first+`"]`, "schedule-ticked")
+	if row := texts(t, ctx, `#schedule-runs tr[data-run="`+first+`"]`); len(row) != 1 || !strings.HasPrefix(row[0], "/say tickhelper v2completed") {
+		t.Fatalf("the schedule's run reads %q", row)
+	}
+	shot(t, ctx, "schedule-ticked")
+
 	// Usage: the day's cost by model, as the ledger counts it.
 	usage, err := c.Usage(cctx, client.UsageQuery{GroupBy: []agentd.UsageKey{"model"}})
 	if err != nil || len(usage) != 1 {
