@@ -222,6 +222,12 @@ func TestConsoleSubAgents(t *testing.T) {
 	if r := runEnded(t, c, parent.ID); r.Status != agentd.StatusCompleted || sink.Count("/guarded") != 1 {
 		t.Fatalf("the parent ended %s; the tool ran %d times", r.Status, sink.Count("/guarded"))
 	}
+	// The runs list filtered by parent shows the child, its parent linked.
+	open(t, ctx, s.URL, "/?parent_run_id="+parent.ID, `tr[data-run="`+child+`"]`, "subagents-list")
+	if cells := texts(t, ctx, "#runs tbody tr td"); len(cells) != 7 || !strings.HasPrefix(cells[0], "/call guarded") || cells[1] != "researcher v1" ||
+		cells[3] != parent.ID[:8]+"…" {
+		t.Fatalf("the children's list reads %q", cells)
+	}
 	// The child's page links back to its parent.
 	open(t, ctx, s.URL, "/runs/"+child, "#parent", "subagents-child")
 	pageWait(t, ctx, `!!document.querySelector('#parent-link')`, "subagents-child")
@@ -383,4 +389,25 @@ func TestConsolePages(t *testing.T) {
 		t.Fatalf("the agents' usage: %q", agents)
 	}
 	shot(t, ctx, "usage")
+}
+
+// TestConsoleUnknownSaysWhy: a side effect whose outcome is unknown (its
+// endpoint never answered) asks for a decision that says why: the error
+// its attempt ended with.
+func TestConsoleUnknownSaysWhy(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	sink := webhooktest.New(t, map[string]webhooktest.Behaviour{"/send": webhooktest.Hang()})
+	s := setup(t, withToolsFile(fmt.Sprintf(`{"tools":[
+		{"name":"send","description":"sends","parameters":{"type":"object"},"url":%q,"effect":"side_effect","timeout_ms":300}]}`, sink.URL+"/send")))
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	id := startRun(t, s.Client, "/call send {\"to\":\"bob\"}\n/say sent")
+	open(t, ctx, s.URL, "/runs/"+id, `#actions button[data-decision="retry"]`, "unknown")
+	pageWait(t, ctx, `document.querySelector('#actions .why').textContent !== ''`, "unknown-why")
+	why := texts(t, ctx, "#actions .why")
+	shot(t, ctx, "unknown")
+	if len(why) != 1 || !strings.HasPrefix(why[0], "Attempt 1 on ") || !strings.Contains(why[0], "ended unknown") {
+		t.Fatalf("the decision says %q", why)
+	}
 }
