@@ -81,9 +81,9 @@ type RunListParams struct {
 	ScheduleID string
 	// Text keeps the runs whose input (the text of its first message)
 	// contains it, in any case; optional.
-	Text string
-	Before     string // cursor: runs with a smaller id (older)
-	Limit      int
+	Text   string
+	Before string // cursor: runs with a smaller id (older)
+	Limit  int
 	// MayLag: the page may come from a read replica, up to its maximum
 	// lag behind the primary (a listing for a person or a dashboard).
 	MayLag bool
