@@ -275,6 +275,11 @@ function showAsked(box, r) {
 }
 
 function showSummary(box, r) {
+  // Built again only when the run changed: a link being clicked is not
+  // swapped from under the pointer.
+  const key = JSON.stringify(r);
+  if (box.shown === key) return;
+  box.shown = key;
   const item = (label, value) => el("div", {}, el("span", {}, label), value);
   box.replaceChildren(...[
     item("Status", el("span", { id: "status" }, runStatus(r))),
@@ -439,7 +444,9 @@ class Sender {
     if (this.form.dataset.mode && this.form.dataset.mode !== mode) this.result.textContent = ""; // it was about the run
     this.form.dataset.mode = mode;
     this.target.textContent = live
-      ? (r.status === "requires_action" ? "to this run: applied once its decision is made" : "to this run: applied at its next step boundary")
+      ? (r.status !== "requires_action" ? "to this run: applied at its next step boundary"
+        : r.required_action && r.required_action.type === "agent_runs" ? "to this run: applied once its sub-agents answer"
+          : "to this run: applied once its decision is made")
       : `the run has ended (${r.status}): to its conversation, which starts its next run`;
     this.text.placeholder = live ? "A message to the run" : "A message to the conversation";
     if (!this.busy) this.button.disabled = false;
