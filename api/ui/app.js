@@ -104,6 +104,7 @@ function runsPage(q) {
     err,
     el("table", { id: "runs" }, runsHead(), body),
     more);
+  let shown = "";
   const load = async () => {
     const p = new URLSearchParams();
     for (const k of RUN_FILTERS) if (q.get(k)) p.set(k, q.get(k));
@@ -112,6 +113,11 @@ function runsPage(q) {
     try {
       const page = await api("/runs?" + p.toString());
       err.textContent = "";
+      // Built again when the page changed (and each half minute, for the
+      // ages): otherwise a link would be replaced while it is clicked.
+      const key = JSON.stringify(page) + Math.floor(Date.now() / 30000);
+      if (key === shown) return;
+      shown = key;
       body.replaceChildren(...page.data.map(runRow));
       if (!page.data.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No runs" + (filtered ? " match these filters." : " yet."))));
       const pages = [];
@@ -186,7 +192,7 @@ function runPage(id, q) {
         showAsked(asked, r);
       }
       showActions(actions, r, refresh);
-      if (r.sub_agents.length || view.tree.nodes.size) view.tree.sync((await api(`/runs?parent_run_id=${id}&limit=100`)).data);
+      if (r.sub_agents.length || view.tree.nodes.size) await view.tree.load(id, 0);
       sender.update(r);
       // An input the run ended without may have gone into a later run
       // since: all its inputs say where (GET /runs/{id} lists only those
@@ -835,10 +841,19 @@ class ChildTree {
     }
   }
 
-  // sync shows runs, the root's children as GET /runs lists them.
-  sync(runs) {
+  // load shows the children of run parent (the root or a run under it,
+  // depth levels down) and theirs, as GET /runs lists them: a child that
+  // ended no longer comes in the root's stream.
+  async load(parent, depth) {
+    const runs = (await api(`/runs?parent_run_id=${parent}&limit=100`)).data;
+    this.sync(runs, parent);
+    if (depth < 4) await Promise.all(runs.filter((r) => r.sub_agents.length).map((r) => this.load(r.id, depth + 1)));
+  }
+
+  // sync shows runs, the children of run parent.
+  sync(runs, parent) {
     for (const r of runs) {
-      const n = this.node(r.id, this.root, r.agent && r.agent.name, r.agent && r.agent.version);
+      const n = this.node(r.id, parent, r.agent && r.agent.name, r.agent && r.agent.version);
       const waiting = r.status === "requires_action" && r.required_action && r.required_action.type === "agent_runs";
       this.setStatus(n, waiting ? "running" : r.status);
       if (!n.streamed && r.output_text) n.text.textContent = r.output_text;

@@ -411,3 +411,49 @@ func TestConsoleUnknownSaysWhy(t *testing.T) {
 		t.Fatalf("the decision says %q", why)
 	}
 }
+
+// TestConsoleSubAgentTree: a run whose sub-agent hands work to its own
+// sub-agent shows the grandchild under the child in its tree, with the
+// answer each gave, once the run has ended.
+func TestConsoleSubAgentTree(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := setup(t)
+	c, cctx := s.Client, testCtx(t)
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for _, a := range []string{
+		`{"name": "leaf", "instructions": "answer"}`,
+		`{"name": "mid", "instructions": "delegate", "tools": [{"type": "agent", "agent": "leaf"}]}`,
+		`{"name": "top", "instructions": "delegate", "tools": [{"type": "agent", "agent": "mid"}]}`,
+	} {
+		if _, err := c.CreateAgentJSON(cctx, json.RawMessage(a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leafTask, _ := json.Marshal(map[string]string{"task": "/say deep answer"})
+	midTask, _ := json.Marshal(map[string]string{"task": "/call leaf " + string(leafTask) + "\n/say mid answer"})
+	top, err := c.CreateRun(cctx, client.CreateRun{Agent: "top", Input: "/call mid " + string(midTask) + "\n/say top answer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEnded(t, c, top.ID)
+	mids, err := c.ListRuns(cctx, client.ListRuns{ParentRunID: top.ID})
+	if err != nil || len(mids.Data) != 1 {
+		t.Fatalf("top's children: %+v %v", mids, err)
+	}
+	leaves, err := c.ListRuns(cctx, client.ListRuns{ParentRunID: mids.Data[0].ID})
+	if err != nil || len(leaves.Data) != 1 {
+		t.Fatalf("mid's children: %+v %v", leaves, err)
+	}
+	mid, leaf := mids.Data[0].ID, leaves.Data[0].ID
+	open(t, ctx, s.URL, "/runs/"+top.ID, `#children li[data-run="`+mid+`"] li[data-run="`+leaf+`"]`, "tree")
+	pageWait(t, ctx, `document.querySelector('li[data-run="`+leaf+`"] .child-text').textContent === 'deep answer'`, "tree-leaf")
+	shot(t, ctx, "subagents-tree")
+	if got := texts(t, ctx, `li[data-run="`+mid+`"] > .child-text`); len(got) != 1 || got[0] != "mid answer" {
+		t.Fatalf("mid's answer reads %q", got)
+	}
+	if got := texts(t, ctx, `li[data-run="`+leaf+`"] > div:first-child`); len(got) != 1 || !strings.HasPrefix(got[0], "leaf v1 completed") {
+		t.Fatalf("the leaf reads %q", got)
+	}
+}
