@@ -79,12 +79,19 @@ type RunListParams struct {
 	ParentRunID string
 	// ScheduleID keeps the runs of that schedule's slots; optional.
 	ScheduleID string
-	Before     string // cursor: runs with a smaller id (older)
-	Limit      int
+	// Text keeps the runs whose input (the text of its first message)
+	// contains it, in any case; optional.
+	Text   string
+	Before string // cursor: runs with a smaller id (older)
+	Limit  int
 	// MayLag: the page may come from a read replica, up to its maximum
 	// lag behind the primary (a listing for a person or a dashboard).
 	MayLag bool
 }
+
+// InputPreviewLen is how many characters of a run's input a list of runs
+// shows (RunView.InputText).
+const InputPreviewLen = 200
 
 // NewID returns a new time-ordered id (UUIDv7), as every row of agentd has.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }

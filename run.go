@@ -474,6 +474,11 @@ type Run struct {
 	// apply; InputsUnapplied those it ended without, not yet carried into
 	// its conversation's next run.
 	InputsPending, InputsUnapplied int
+	// InputText is the text of what the run was asked, as a list shows
+	// it (RunList: its first message's, cut at InputPreviewLen
+	// characters) or a run's page (RunInputText: every message of its
+	// input); empty where it was not read.
+	InputText string
 	// Output is the parts of a completed run's final assistant message
 	// (JSON); nil otherwise.
 	Output json.RawMessage

@@ -104,6 +104,10 @@ type RunView struct {
 	// Inputs are those inputs, on GET /runs/{id} and the answers of the
 	// routes that send input; nil elsewhere.
 	Inputs []InputView `json:"inputs"`
+	// InputText is the text of what the run was asked: on GET /runs its
+	// first message's, cut at InputPreviewLen characters; on GET
+	// /runs/{id} every message of its input; nil elsewhere.
+	InputText *string `json:"input_text"`
 	// User is the run's end user; nil: none.
 	User *string `json:"user"`
 	// Memory is the memory the run may use, its namespaces filled; nil:
@@ -225,6 +229,7 @@ func (r Run) View() RunView {
 		InputsUnapplied: r.InputsUnapplied,
 	}
 	v.CancelRequestedAt = utcOf(r.CancelRequestedAt)
+	v.InputText = nullIfZero(r.InputText)
 	v.Agent, v.ForkedFrom = r.Params.Agent, r.Params.ForkedFrom
 	v.SubAgents = r.Params.SubAgents
 	if v.SubAgents == nil {

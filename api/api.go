@@ -48,6 +48,9 @@ type Store interface {
 	RunOfConversation(ctx context.Context, tenantID, conversationID string) (agentd.Run, error)
 	// RunList returns a tenant's runs, newest first.
 	RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error)
+	// RunInputText returns the text of what a run was asked (its input's
+	// messages, before its first answer).
+	RunInputText(ctx context.Context, id string) (string, error)
 	// AuditEvents returns the next page of a run's audit events, after seq
 	// after and up to seq through, in order, and the tool calls whose
 	// attempts those events start, with their attempts; an empty page is

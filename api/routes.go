@@ -153,7 +153,7 @@ var RouteScopes = map[string]auth.Scope{
 // so that a misspelt one is never ignored (a paginator sending "after" to
 // a list that pages by "cursor" would get its first page again, forever).
 var RouteParams = map[string][]string{
-	"GET /runs":                        {"status", "conversation_id", "agent", "agent_version", "parent_run_id", "schedule_id", "limit", "cursor"},
+	"GET /runs":                        {"status", "conversation_id", "agent", "agent_version", "parent_run_id", "schedule_id", "q", "limit", "cursor"},
 	"GET /runs/{id}/events":            {"after"},
 	"GET /runs/{id}":                   {"wait"},
 	"POST /runs":                       {"wait"},

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
@@ -188,6 +189,9 @@ func (s *server) runGet(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		err = s.withInputs(r.Context(), run, &v)
 	}
+	if err == nil {
+		err = s.withInputText(r.Context(), run, &v)
+	}
 	if err != nil {
 		return err
 	}
@@ -217,6 +221,9 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 		p.Status = agentd.RunStatus(v)
 	}
 	p.Agent = q.Get("agent")
+	if p.Text = q.Get("q"); utf8.RuneCountInString(p.Text) > maxRunText {
+		return fieldError("q", "must be at most %d characters, not %d", maxRunText, utf8.RuneCountInString(p.Text))
+	}
 	limit, err := intParam(q, "limit", defaultRunLimit, 1, maxRunLimit)
 	if err != nil {
 		return err
@@ -249,6 +256,16 @@ func (s *server) runList(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.writeJSON(w, r, http.StatusOK, pg)
 	return nil
+}
+
+// maxRunText is the longest text GET /runs looks for in runs' input (q).
+const maxRunText = 200
+
+// withInputText puts the text of what run was asked into its view v.
+func (s *server) withInputText(ctx context.Context, run agentd.Run, v *runJSON) error {
+	text, err := s.store.RunInputText(ctx, run.ID)
+	v.InputText = nilIfEmpty(text)
+	return err
 }
 
 // uuidParam is the UUID of query parameter name, canonical ("": absent).

@@ -338,6 +338,7 @@ type ListRuns struct {
 	AgentVersion   int    // with Agent: only those of this version
 	ParentRunID    string // only the child runs of this run's sub-agents
 	ScheduleID     string // only the runs of this schedule's slots
+	Text           string // only the runs whose input contains this text, in any case
 	Limit          int
 	Cursor         string // a page's NextCursor
 }
@@ -350,6 +351,7 @@ func (c *Client) ListRuns(ctx context.Context, p ListRuns) (*Page[Run], error) {
 	set(q, "agent", p.Agent)
 	set(q, "parent_run_id", p.ParentRunID)
 	set(q, "schedule_id", p.ScheduleID)
+	set(q, "q", p.Text)
 	if p.AgentVersion > 0 {
 		q.Set("agent_version", strconv.Itoa(p.AgentVersion))
 	}

@@ -6,7 +6,8 @@
 // once it has ended, to its conversation, which starts the next run.
 // The tenant's memory has pages of its own (memory.js).
 
-import { api, el, headers, newKey, short, status, when } from "./lib.js";
+import { ago, api, el, firstLine, headers, money, newKey, post, short, shortID, status, when } from "./lib.js";
+import { agentPage, agentsPage, schedulePage, schedulesPage, usagePage, webhookPage, webhooksPage } from "./console.js";
 import { memoryItemPage, memoryPage } from "./memory.js";
 import { evalPage, evalsPage } from "./evals.js";
 
@@ -48,6 +49,15 @@ function route() {
   if ((m = hash.match(/^\/runs\/([0-9a-f-]+)(?:\?(.*))?$/))) return runPage(m[1], new URLSearchParams(m[2] || ""));
   if ((m = hash.match(/^\/conversations\/([0-9a-f-]+)$/))) return conversationPage(m[1]);
   if ((m = hash.match(/^\/compare\/([0-9a-f-]+)\/([0-9a-f-]+)$/))) return comparePage(m[1], m[2]);
+  const h = { runRow, runsHead };
+  const qs = (x) => new URLSearchParams(x || "");
+  if (hash === "/agents") return agentsPage(main);
+  if ((m = hash.match(/^\/agents\/([^?]+)(?:\?(.*))?$/))) return agentPage(main, decodeURIComponent(m[1]), qs(m[2]), h);
+  if (hash === "/schedules") return schedulesPage(main);
+  if ((m = hash.match(/^\/schedules\/([0-9a-f-]+)$/))) return schedulePage(main, m[1], h);
+  if (hash === "/webhooks") return webhooksPage(main);
+  if ((m = hash.match(/^\/webhooks\/([0-9a-f-]+)(?:\?(.*))?$/))) return webhookPage(main, m[1], qs(m[2]));
+  if ((m = hash.match(/^\/usage(?:\?(.*))?$/))) return usagePage(main, qs(m[1]));
   if ((m = hash.match(/^\/memory\/item\?(.*)$/))) return memoryItemPage(main, new URLSearchParams(m[1]));
   if ((m = hash.match(/^\/memory(?:\?(.*))?$/))) return memoryPage(main, new URLSearchParams(m[1] || ""));
   if ((m = hash.match(/^\/evals\/([0-9a-f-]+)$/))) return evalPage(main, m[1]);
@@ -58,57 +68,99 @@ window.addEventListener("hashchange", route);
 
 // ---- Runs ----
 
+// RUN_FILTERS are the filters of the runs page, as GET /runs takes them.
+const RUN_FILTERS = ["status", "agent", "schedule_id", "parent_run_id", "q", "conversation_id"];
+
+// runsPage lists the tenant's runs, newest first, 25 a page: what each was
+// asked (its input's first line), its agent, status, parent, schedule, cost
+// and age, filtered as q says (RUN_FILTERS, and cursor for a later page).
 function runsPage(q) {
   const statusSel = el("select", { id: "filter-status", "aria-label": "status" },
     ...["", "queued", "running", "requires_action", "completed", "failed", "cancelled", "timed_out", "interrupted"]
       .map((s) => el("option", { value: s }, s || "any status")));
   statusSel.value = q.get("status") || "";
-  const convInput = el("input", { id: "filter-conversation", placeholder: "conversation id", size: 38, value: q.get("conversation_id") || "" });
-  const apply = () => {
+  const field = (name, placeholder, size) => el("input", { id: "filter-" + name, name, placeholder, size, value: q.get(name) || "", "aria-label": placeholder });
+  const inputs = {
+    q: field("q", "text in the input", 22), agent: field("agent", "agent", 12),
+    schedule_id: field("schedule_id", "schedule id", 14), parent_run_id: field("parent_run_id", "parent run id", 14),
+    conversation_id: field("conversation_id", "conversation id", 14),
+  };
+  inputs.agent.setAttribute("list", "agent-names");
+  const names = el("datalist", { id: "agent-names" });
+  api("/agents?limit=100").then((p) => names.replaceChildren(...p.data.map((a) => el("option", { value: a.name }))), () => {});
+  const apply = (e) => {
+    e.preventDefault();
     const p = new URLSearchParams();
     if (statusSel.value) p.set("status", statusSel.value);
-    if (convInput.value.trim()) p.set("conversation_id", convInput.value.trim());
+    for (const [k, i] of Object.entries(inputs)) if (i.value.trim()) p.set(k, i.value.trim());
     location.hash = "#/?" + p.toString();
   };
   const body = el("tbody");
   const more = el("div", { class: "pager" });
-  const err = el("p", { class: "error" });
+  const err = el("p", { class: "error", id: "error" });
+  const filtered = RUN_FILTERS.some((k) => q.get(k));
   main.replaceChildren(
     el("h1", {}, "Runs"),
-    el("div", { class: "filters" }, statusSel, convInput, el("button", { onclick: apply }, "Filter")),
+    el("form", { class: "filters", id: "run-filters", onsubmit: apply }, statusSel, inputs.q, inputs.agent, inputs.schedule_id, inputs.parent_run_id,
+      inputs.conversation_id, names, el("button", { type: "submit" }, "Filter"),
+      filtered ? el("a", { href: "#/", id: "clear-filters" }, "clear") : null),
     err,
-    el("table", { id: "runs" },
-      el("thead", {}, el("tr", {}, ...["Run", "Status", "Reason", "Model", "Steps", "Created", "Conversation"].map((h) => el("th", {}, h)))),
-      body),
+    el("table", { id: "runs" }, runsHead(), body),
     more);
-  let cursor = q.get("cursor") || "";
+  let shown = "";
   const load = async () => {
     const p = new URLSearchParams();
-    if (q.get("status")) p.set("status", q.get("status"));
-    if (q.get("conversation_id")) p.set("conversation_id", q.get("conversation_id"));
-    if (cursor) p.set("cursor", cursor);
+    for (const k of RUN_FILTERS) if (q.get(k)) p.set(k, q.get(k));
+    if (q.get("cursor")) p.set("cursor", q.get("cursor"));
     p.set("limit", "25");
     try {
       const page = await api("/runs?" + p.toString());
       err.textContent = "";
-      body.replaceChildren(...page.data.map((r) => el("tr", { "data-run": r.id },
-        el("td", {}, el("a", { href: "#/runs/" + r.id, class: "mono" }, r.id)),
-        el("td", {}, status(r.status)),
-        el("td", {}, r.terminal_reason || ""),
-        el("td", {}, r.model),
-        el("td", {}, r.step_count),
-        el("td", {}, when(r.created_at)),
-        el("td", {}, el("a", { href: "#/conversations/" + r.conversation_id, class: "mono" }, r.conversation_id.slice(0, 8) + "…")))));
-      more.replaceChildren(page.has_more
-        ? el("button", { onclick: () => { const n = new URLSearchParams(q); n.set("cursor", page.next_cursor); location.hash = "#/?" + n.toString(); } }, "Older runs")
-        : "");
+      // Built again when the page changed (and each half minute, for the
+      // ages): otherwise a link would be replaced while it is clicked.
+      const key = JSON.stringify(page) + Math.floor(Date.now() / 30000);
+      if (key === shown) return;
+      shown = key;
+      body.replaceChildren(...page.data.map(runRow));
+      if (!page.data.length) body.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No runs" + (filtered ? " match these filters." : " yet."))));
+      const pages = [];
+      if (q.get("cursor")) {
+        const n = new URLSearchParams(q);
+        n.delete("cursor");
+        pages.push(el("a", { href: "#/?" + n.toString(), id: "newest" }, "Newest runs"), " ");
+      }
+      if (page.has_more) {
+        const n = new URLSearchParams(q);
+        n.set("cursor", page.next_cursor);
+        pages.push(el("a", { href: "#/?" + n.toString(), id: "older" }, "Older runs"));
+      }
+      more.replaceChildren(...pages);
     } catch (e) {
       err.textContent = e.message;
     }
   };
   load();
-  const timer = setInterval(load, 2000); // live status
+  const timer = setInterval(load, 3000); // live status
   stop = () => clearInterval(timer);
+}
+
+// runsHead is the head of a table of runRow rows.
+const runsHead = () => el("thead", {}, el("tr", {},
+  ...["Input", "Agent", "Status", "Parent", "Schedule", "Cost", "Age"].map((h) => el("th", { class: h === "Cost" ? "num" : null }, h))));
+
+// runRow is run r's row in the runs list.
+function runRow(r) {
+  const input = firstLine(r.input_text);
+  const link = (href, text, cls) => el("a", { href, class: cls }, text);
+  return el("tr", { "data-run": r.id },
+    el("td", { class: "input-cell", title: r.input_text || "" },
+      link("#/runs/" + r.id, input ? short(input, 80) : "(no text)", input ? "" : "muted")),
+    el("td", {}, r.agent ? link(`#/agents/${encodeURIComponent(r.agent.name)}`, `${r.agent.name} v${r.agent.version}`) : el("span", { class: "muted" }, r.model)),
+    el("td", {}, runStatus(r)),
+    el("td", {}, r.parent_run_id ? link("#/runs/" + r.parent_run_id, shortID(r.parent_run_id), "mono") : ""),
+    el("td", {}, r.schedule_id ? link("#/schedules/" + r.schedule_id, shortID(r.schedule_id), "mono") : ""),
+    el("td", { class: "num" }, money(r.cost)),
+    el("td", { title: when(r.created_at) }, ago(r.created_at)));
 }
 
 // ---- One run ----
@@ -117,6 +169,8 @@ function runsPage(q) {
 // on its timeline (#/runs/{id}?step=2&call={tool_call_id}).
 function runPage(id, q) {
   const summary = el("div", { class: "card summary", id: "summary" });
+  const asked = el("div", { class: "card asked", id: "asked" }, el("p", { class: "muted" }, "Loading what was asked…"));
+  const children = el("div", { id: "children", hidden: "" });
   const actions = el("div", { id: "actions" });
   const timeline = el("div", { id: "timeline" });
   const log = el("div", { class: "card events", id: "events" });
@@ -126,15 +180,22 @@ function runPage(id, q) {
   arrival = "";
   let refresh = null;
   const sender = new Sender(id, () => refresh());
-  main.replaceChildren(el("h1", {}, "Run ", el("code", {}, id)), ...came, summary, el("div", { class: "filters" }, audit), actions, sender.form, err,
-    el("h2", {}, "Timeline"), timeline, el("h2", {}, "Events"), log);
+  main.replaceChildren(el("h1", {}, "Run ", el("code", {}, id)), ...came, summary, asked, el("div", { class: "filters" }, audit), actions, sender.form, err,
+    children, el("h2", {}, "Timeline"), timeline, el("h2", {}, "Events"), log);
 
   const view = new Timeline(timeline, log, { step: Number(q.get("step")) || 0, call: q.get("call") || "" });
+  view.tree = new ChildTree(children, id);
+  let askedOf = "";
   refresh = async () => {
     try {
       const r = await api("/runs/" + id);
       showSummary(summary, r);
+      if (askedOf !== r.input_text + "\0" + r.instructions) {
+        askedOf = r.input_text + "\0" + r.instructions;
+        showAsked(asked, r);
+      }
       showActions(actions, r, refresh);
+      if (r.sub_agents.length || view.tree.nodes.size) await view.tree.load(id, 0);
       sender.update(r);
       // An input the run ended without may have gone into a later run
       // since: all its inputs say where (GET /runs/{id} lists only those
@@ -164,6 +225,10 @@ function runPage(id, q) {
   stop = () => { ac.abort(); clearTimeout(receiptTimer); };
   follow(id, ac.signal, (ev) => {
     view.add(ev);
+    // A sub-agent that starts waiting, goes on or ends changes what the
+    // run waits for (its required_action), not the run's own log.
+    const kid = ev.type === "agent.event" ? ev.data.type : "";
+    if (kid === "run.requires_action" || kid === "run.resumed" || TERMINAL.has(kid)) refresh();
     if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed" || ev.type === "run.started" || ev.type.startsWith("input.")) refresh();
     if (ev.type === "run.requires_action" || TERMINAL.has(ev.type) || ev.type === "step.completed") receipts();
   }, (msg) => { err.textContent = msg; }).then(() => { refresh(); receipts(); });
@@ -191,10 +256,43 @@ function costText(r) {
   return r.max_cost ? `${cost} of ${r.max_cost}` : cost;
 }
 
+// runStatus is run r's status as a person reads it: a run that waits for
+// its sub-agents (and for no decision under them) is working, not waiting
+// for the person.
+function runStatus(r) {
+  const a = r.required_action;
+  if (r.status !== "requires_action" || !a || a.type !== "agent_runs") return status(r.status);
+  if (childDecisions(a).length) return el("span", { class: "status requires_action", title: "a sub-agent waits for a decision" }, "requires_action");
+  return el("span", { class: "status running", title: "its sub-agents work; nobody owes a decision" }, `waiting for ${names(a.agents)}`);
+}
+
+// showAsked shows what run r was asked: its input, the instructions as
+// filled with its variables, and where it came from.
+function showAsked(box, r) {
+  const rows = [el("h2", {}, "What was asked"),
+    el("div", { class: "label" }, "Input"),
+    r.input_text ? el("pre", { class: "asked-input" }, r.input_text) : el("p", { class: "muted asked-input" }, "(no text: see the conversation)")];
+  if (r.instructions) rows.push(el("div", { class: "label" }, "Instructions"), el("pre", { class: "asked-instructions" }, r.instructions));
+  const from = [];
+  if (r.agent) from.push("agent ", el("a", { href: `#/agents/${encodeURIComponent(r.agent.name)}` }, `${r.agent.name} v${r.agent.version}`));
+  if (r.parent_run_id) from.push(from.length ? "; " : "", "a sub-agent's task from run ",
+    el("a", { id: "parent-link", href: `#/runs/${r.parent_run_id}?call=${r.parent_tool_call_id || ""}` }, shortID(r.parent_run_id)));
+  if (r.schedule_id) from.push(from.length ? "; " : "", "the slot of ", when(r.scheduled_for), " of schedule ",
+    el("a", { href: "#/schedules/" + r.schedule_id }, shortID(r.schedule_id)));
+  if (from.length) rows.push(el("p", { class: "muted asked-from" }, "From ", ...from, "."));
+  box.replaceChildren(...rows);
+}
+
 function showSummary(box, r) {
+  // Built again only when the run changed: a link being clicked is not
+  // swapped from under the pointer.
+  const key = JSON.stringify(r);
+  if (box.shown === key) return;
+  box.shown = key;
   const item = (label, value) => el("div", {}, el("span", {}, label), value);
   box.replaceChildren(...[
-    item("Status", el("span", { id: "status" }, status(r.status))),
+    item("Status", el("span", { id: "status" }, runStatus(r))),
+    r.parent_run_id ? item("Parent", el("a", { id: "parent", href: `#/runs/${r.parent_run_id}?call=${r.parent_tool_call_id || ""}`, class: "mono" }, shortID(r.parent_run_id))) : null,
     item("Reason", r.terminal_reason || "—"),
     item("Model", r.model),
     item("Steps", r.step_count),
@@ -220,20 +318,55 @@ function showSummary(box, r) {
   ].filter(Boolean));
 }
 
-// showActions offers what a run in requires_action asks for.
+// childDecisions are the decisions that the sub-agents' runs under an
+// agent_runs action a wait for, each with the agents it is under
+// (path: the child's, then a grandchild's, ...).
+function childDecisions(a, path = []) {
+  const out = [];
+  for (const c of a.agents || []) {
+    const ra = c.required_action;
+    if (!ra) continue;
+    const at = [...path, c.agent];
+    if (ra.type === "agent_runs") out.push(...childDecisions(ra, at));
+    else out.push({ path: at, run: c.run_id, action: ra });
+  }
+  return out;
+}
+
+// showActions offers what a run in requires_action asks for: its own
+// decision, or those its sub-agents wait for (answered here, on the
+// parent, which passes each to its child). A wait for sub-agents that
+// wait for nobody asks nothing.
 function showActions(box, r, refresh) {
   box.replaceChildren();
   if (r.status !== "requires_action" || !r.required_action) return;
-  const a = r.required_action;
   const send = async (body) => {
     try {
-      await api(`/runs/${r.id}/actions`, { method: "POST", headers: { "Content-Type": "application/json", "Idempotency-Key": newKey() }, body: JSON.stringify(body) });
-      box.replaceChildren(el("p", { class: "note" }, "Sent; the run goes on."));
+      await post(`/runs/${r.id}/actions`, body);
+      box.replaceChildren(el("p", { class: "note", id: "sent" }, "Sent; the run goes on."));
       refresh();
     } catch (e) {
       box.append(el("p", { class: "error" }, e.message));
     }
   };
+  const a = r.required_action;
+  if (a.type !== "agent_runs") {
+    box.append(decisionCard(a, r.id, send, box));
+    return;
+  }
+  for (const d of childDecisions(a)) {
+    const card = decisionCard(d.action, d.run, send, box);
+    card.classList.add("child-decision");
+    card.dataset.run = d.run;
+    card.prepend(el("p", { class: "who" }, el("strong", {}, d.path.join(" → ")), " (run ",
+      el("a", { href: "#/runs/" + d.run, class: "mono" }, shortID(d.run)), ") waits for you:"));
+    box.append(card);
+  }
+}
+
+// decisionCard offers decision a of run (the run, or a sub-agent's run
+// under it), sent by send; errors go to box.
+function decisionCard(a, run, send, box) {
   const reason = el("input", { placeholder: "what the model is told (optional)", size: 40 });
   const card = el("div", { class: "card actions" });
   if (a.type === "tool_approval") {
@@ -243,7 +376,9 @@ function showActions(box, r, refresh) {
       reason);
   } else if (a.type === "tool_outcome_unknown") {
     const result = el("textarea", { rows: 2, cols: 50, placeholder: '{"the": "result"}' });
-    card.append(el("p", {}, `Did ${a.name} ${short(a.arguments)} happen? Its outcome is unknown (key ${a.idempotency_key}).`),
+    const why = el("p", { class: "why muted" });
+    unknownWhy(run, a.tool_call_id).then((t) => { why.textContent = t; }, () => {});
+    card.append(el("p", {}, `Did ${a.name} ${short(a.arguments)} happen? Its outcome is unknown (key ${a.idempotency_key}).`), why,
       el("button", { "data-decision": "result", onclick: () => { try { send({ tool_call_id: a.tool_call_id, decision: "result", result: JSON.parse(result.value || "null") }); } catch { box.append(el("p", { class: "error" }, "the result must be JSON")); } } }, "It happened: this result"),
       result,
       el("button", { "data-decision": "retry", onclick: () => send({ tool_call_id: a.tool_call_id, decision: "retry" }) }, "It did not: retry"),
@@ -257,7 +392,21 @@ function showActions(box, r, refresh) {
         try { send({ type: "tool_outputs", outputs: inputs.map(({ c, box }) => ({ tool_call_id: c.tool_call_id, output: JSON.parse(box.value || "null") })) }); } catch { box.append(el("p", { class: "error" }, "outputs must be JSON")); }
       } }, "Send outputs"));
   }
-  box.append(card);
+  return card;
+}
+
+// unknownWhy says why call id of run has an unknown outcome: how its last
+// attempt ended (the error its worker saw, or that the worker died).
+async function unknownWhy(run, id) {
+  for (const st of (await api(`/runs/${run}/steps`)).data) {
+    const c = st.tool_calls.find((x) => x.id === id);
+    if (!c) continue;
+    const last = c.attempt_log[c.attempt_log.length - 1];
+    if (!last) return "";
+    const e = last.error || c.error;
+    return `Attempt ${last.n} on ${last.worker} ended ${last.status}` + (e ? `: ${e.kind ? e.kind + ": " : ""}${e.message}` : "; its worker stopped before the tool answered") + ".";
+  }
+  return "";
 }
 
 // Sender is a run page's box for a message. While the run is under way
@@ -304,7 +453,9 @@ class Sender {
     if (this.form.dataset.mode && this.form.dataset.mode !== mode) this.result.textContent = ""; // it was about the run
     this.form.dataset.mode = mode;
     this.target.textContent = live
-      ? (r.status === "requires_action" ? "to this run: applied once its decision is made" : "to this run: applied at its next step boundary")
+      ? (r.status !== "requires_action" ? "to this run: applied at its next step boundary"
+        : r.required_action && r.required_action.type === "agent_runs" ? "to this run: applied once its sub-agents answer"
+          : "to this run: applied once its decision is made")
       : `the run has ended (${r.status}): to its conversation, which starts its next run`;
     this.text.placeholder = live ? "A message to the run" : "A message to the conversation";
     if (!this.busy) this.button.disabled = false;
@@ -380,7 +531,9 @@ async function follow(id, signal, onEvent, onError) {
             const line = buf.slice(0, nl).replace(/\r$/, "");
             buf = buf.slice(nl + 1);
             if (line === "") {
-              if (field.id && field.data) {
+              if (!field.id && field.event === "agent.event" && field.data) {
+                onEvent({ type: "agent.event", data: JSON.parse(field.data) }); // a child's event: no id of the parent's
+              } else if (field.id && field.data) {
                 const ev = JSON.parse(field.data);
                 if (ev.seq > last) {
                   last = ev.seq;
@@ -421,6 +574,8 @@ class Timeline {
     this.text = null;
     this.calls = new Map();
     this.inputs = new Map();
+    this.agentCalls = new Map(); // tool_call_id -> the sub-agent it called
+    this.tree = null;
   }
 
   stepBox(n) {
@@ -448,6 +603,10 @@ class Timeline {
 
   add(ev) {
     const d = ev.data || {};
+    if (ev.type === "agent.event") {
+      if (this.tree) this.tree.event(d);
+      return;
+    }
     this.log.append(el("div", { class: "event", "data-seq": ev.seq, "data-type": ev.type },
       el("code", {}, `${ev.seq} ${ev.type}`), " ", el("span", { class: "muted" }, new Date(ev.at).toLocaleTimeString())));
     switch (ev.type) {
@@ -494,7 +653,11 @@ class Timeline {
       case "tool_call.approved": this.callStatus(d.tool_call_id, "approved"); break;
       case "tool_call.retry_allowed": this.callStatus(d.tool_call_id, "retry allowed"); break;
       case "tool_call.unknown": this.callStatus(d.tool_call_id, "unknown"); break;
-      case "tool_call.reused": this.callStatus(d.tool_call_id, "succeeded"); this.attempt(d.tool_call_id, "its committed result was reused"); break;
+      case "tool_call.reused":
+        this.callStatus(d.tool_call_id, "succeeded");
+        this.attempt(d.tool_call_id, this.agentCalls.has(d.tool_call_id) ? `${this.agentCalls.get(d.tool_call_id)} answered` : "its committed result was reused");
+        break;
+      case "agent.started": this.agentStarted(d); break;
       case "tool_call.completed": {
         this.callStatus(d.tool_call_id, d.status);
         const row = this.calls.get(d.tool_call_id);
@@ -502,7 +665,13 @@ class Timeline {
         break;
       }
       case "step.completed": this.note(ev.step, `Step done: ${d.finish_reason}.`); break;
-      case "run.requires_action": this.note(ev.step, `Waiting for a decision: ${d.required_action.type} on ${d.required_action.name}.`); break;
+      case "run.requires_action": {
+        const a = d.required_action;
+        this.note(ev.step, a.type === "agent_runs"
+          ? `Waiting for ${names(a.agents)} to answer; the run goes on when ${a.agents.length > 1 ? "they end" : "it ends"}.`
+          : `Waiting for a decision: ${a.type} on ${a.name}.`);
+        break;
+      }
       case "context.compacted": this.note(ev.step, `Context compacted: ${d.messages_covered} messages summarized.`); break;
       case "step.model_fallback": this.note(ev.step, `Model ${d.from} kept failing (${d.error ? d.error.kind : "error"}); falling back to ${d.to}.`); break;
       case "input.accepted": this.inputAccepted(ev); break;
@@ -518,6 +687,19 @@ class Timeline {
         if (TERMINAL.has(ev.type)) {
           this.box.append(el("p", { class: "note", id: "ended" }, `Run ${d.status} (${d.reason})${d.error ? ": " + d.error.message : ""}.`));
         }
+    }
+  }
+
+  // agentStarted links the call of a sub-agent (an agent.started event's
+  // data d) to the child run it started, and puts the child in the tree.
+  agentStarted(d) {
+    this.agentCalls.set(d.tool_call_id, d.agent);
+    if (this.tree) this.tree.node(d.run_id, this.tree.root, d.agent, d.version);
+    const row = this.calls.get(d.tool_call_id);
+    if (row) {
+      row.querySelector(".attempts").append(el("div", { class: "child-link" }, `${d.agent} v${d.version} works on it in run `,
+        el("a", { href: "#/runs/" + d.run_id, class: "mono", "data-child": d.run_id }, shortID(d.run_id)),
+        d.detached ? "; the run goes on without waiting, and takes its answer as input" : ""));
     }
   }
 
@@ -595,6 +777,90 @@ class Timeline {
   callStatus(id, s) {
     const row = this.calls.get(id);
     if (row) row.querySelector(".call-status").replaceChildren(status(s));
+  }
+}
+
+// names lists the agents of an agent_runs action's calls.
+function names(agents) {
+  const n = [...new Set((agents || []).map((a) => a.agent))];
+  return n.length > 1 ? n.slice(0, -1).join(", ") + " and " + n[n.length - 1] : n[0] || "its sub-agents";
+}
+
+// ChildTree shows a run's sub-agents' runs as a tree: each child with its
+// agent, status and the text it streams (or its answer, once it ended),
+// and its own children under it. Children's events come in the parent's
+// stream as agent.event (each a child's envelope).
+class ChildTree {
+  constructor(box, root) {
+    this.box = box;
+    this.root = root;
+    this.nodes = new Map();
+    this.list = el("ul", { class: "tree" });
+    box.append(el("h2", {}, "Sub-agents"), el("div", { class: "card" }, this.list));
+  }
+
+  // node is child run id's node, made under parent's (a run of the tree)
+  // when it is new.
+  node(id, parent, agent, version) {
+    let n = this.nodes.get(id);
+    if (!n) {
+      n = { st: el("span", { class: "child-status" }, status("queued")), name: el("strong", { class: "child-agent" }, "sub-agent"),
+        text: el("div", { class: "text child-text" }), kids: el("ul", { class: "tree" }), streamed: false };
+      n.li = el("li", { class: "child", "data-run": id }, el("div", {}, n.name, " ", n.st, " ",
+        el("a", { href: "#/runs/" + id, class: "mono" }, shortID(id))), n.text, n.kids);
+      this.nodes.set(id, n);
+      const up = this.nodes.get(parent);
+      (up ? up.kids : this.list).append(n.li);
+      this.box.hidden = false;
+    }
+    if (agent) n.name.textContent = version ? `${agent} v${version}` : agent;
+    return n;
+  }
+
+  setStatus(n, s) {
+    n.st.replaceChildren(status(s));
+    n.li.dataset.status = s;
+  }
+
+  // event shows env, a child's own event.
+  event(env) {
+    const d = env.data || {};
+    if (env.type === "agent.started") {
+      this.node(d.run_id, env.run_id, d.agent, d.version);
+      return;
+    }
+    const n = this.node(env.run_id, this.root);
+    if (env.type === "message.delta") {
+      n.text.append(d.text);
+      n.streamed = true;
+    } else if (env.type === "step.retracted") {
+      n.text.textContent = "";
+    } else if (env.type === "run.started" || env.type === "run.resumed") {
+      this.setStatus(n, "running");
+    } else if (env.type === "run.requires_action") {
+      this.setStatus(n, "requires_action");
+    } else if (TERMINAL.has(env.type)) {
+      this.setStatus(n, d.status);
+    }
+  }
+
+  // load shows the children of run parent (the root or a run under it,
+  // depth levels down) and theirs, as GET /runs lists them: a child that
+  // ended no longer comes in the root's stream.
+  async load(parent, depth) {
+    const runs = (await api(`/runs?parent_run_id=${parent}&limit=100`)).data;
+    this.sync(runs, parent);
+    if (depth < 4) await Promise.all(runs.filter((r) => r.sub_agents.length).map((r) => this.load(r.id, depth + 1)));
+  }
+
+  // sync shows runs, the children of run parent.
+  sync(runs, parent) {
+    for (const r of runs) {
+      const n = this.node(r.id, parent, r.agent && r.agent.name, r.agent && r.agent.version);
+      const waiting = r.status === "requires_action" && r.required_action && r.required_action.type === "agent_runs";
+      this.setStatus(n, waiting ? "running" : r.status);
+      if (!n.streamed && r.output_text) n.text.textContent = r.output_text;
+    }
   }
 }
 

@@ -54,3 +54,27 @@ export const short = (v, n = 160) => {
   const s = typeof v === "string" ? v : JSON.stringify(v);
   return s && s.length > n ? s.slice(0, n) + "…" : s;
 };
+
+// ago says how long ago time t was, in the largest unit that fits.
+export function ago(t) {
+  if (!t) return "";
+  const s = Math.max(0, (Date.now() - new Date(t).getTime()) / 1000);
+  if (s < 60) return `${Math.floor(s)} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86400)} d ago`;
+}
+
+// money is a cost as the ledger counts it, to six decimals.
+export const money = (n) => (typeof n === "number" ? String(Math.round(n * 1e6) / 1e6) : "—");
+
+// firstLine is the first line of text s.
+export const firstLine = (s) => (s || "").split("\n").find((l) => l.trim() !== "") || "";
+
+// shortID is the start of an id, as the viewer shows one in a table.
+export const shortID = (id) => (id ? id.slice(0, 8) + "…" : "");
+
+// post sends body to path as JSON with a fresh Idempotency-Key.
+export function post(path, body, method = "POST") {
+  return api(path, { method, headers: { "Content-Type": "application/json", "Idempotency-Key": newKey() }, body: JSON.stringify(body) });
+}

@@ -92,8 +92,9 @@ func (s *Store) RunByID(ctx context.Context, id string) (agentd.Run, error) {
 	return r, notFound(err, agentd.ErrRunNotFound)
 }
 
-// RunList returns a tenant's runs, newest first; from the read replica
-// when p.MayLag and it is fresh.
+// RunList returns a tenant's runs, newest first, each with the start of
+// its input (Run.InputText); from the read replica when p.MayLag and it is
+// fresh.
 func (s *Store) RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.Run, error) {
 	var conv, status, before *string
 	if p.ConversationID != "" {
@@ -107,14 +108,44 @@ func (s *Store) RunList(ctx context.Context, p agentd.RunListParams) ([]agentd.R
 		before = &p.Before
 	}
 	return lagging(ctx, s, p.MayLag, func(q querier) ([]agentd.Run, error) {
-		return queryAll(ctx, q, scanRun, `SELECT `+runColumns+` FROM runs
+		return queryAll(ctx, q, scanListedRun, `SELECT coalesce(left(i.text, `+strconv.Itoa(agentd.InputPreviewLen)+`), ''), `+runColumns+`
+		FROM runs LEFT JOIN LATERAL (SELECT `+messageText+` AS text FROM messages m
+			WHERE m.conversation_id = runs.conversation_id AND m.run_id = runs.id AND m.role = 'user' ORDER BY m.seq LIMIT 1) i ON true
 		WHERE tenant_id = $1 AND ($2::uuid IS NULL OR conversation_id = $2)
 		AND ($3::text IS NULL OR status = $3) AND ($4::uuid IS NULL OR id < $4)
 		AND ($6 = '' OR params->'agent'->>'name' = $6) AND ($7 = 0 OR (params->'agent'->>'version')::int = $7)
 		AND ($8::uuid IS NULL OR parent_run_id = $8) AND ($9::uuid IS NULL OR schedule_id = $9)
+		AND ($10 = '' OR strpos(lower(i.text), lower($10)) > 0)
 		ORDER BY id DESC LIMIT $5`, p.TenantID, conv, status, before, p.Limit, p.Agent, p.AgentVersion, nullIfEmpty(p.ParentRunID),
-			nullIfEmpty(p.ScheduleID))
+			nullIfEmpty(p.ScheduleID), p.Text)
 	})
+}
+
+// messageText is the text of message m: its text parts, a line between
+// two.
+const messageText = `(SELECT string_agg(x.p->>'text', E'\n' ORDER BY x.o)
+	FROM jsonb_array_elements(m.content) WITH ORDINALITY AS x(p, o) WHERE x.p->>'type' = 'text')`
+
+// scanListedRun scans a run of RunList: the start of its input, then the
+// run.
+func scanListedRun(row pgx.Row) (agentd.Run, error) {
+	var text string
+	r, err := scanRun(scanPrefix{row, []any{&text}})
+	r.InputText = text
+	return r, err
+}
+
+// RunInputText returns the text of what run id was asked: its messages
+// from its user (its input, and input it took while it worked) before its
+// first answer, a blank line between two.
+func (s *Store) RunInputText(ctx context.Context, id string) (string, error) {
+	// messages has no index on run_id: the run's conversation finds them.
+	var text string
+	err := s.pool.QueryRow(ctx, `WITH r AS (SELECT id, conversation_id FROM runs WHERE id = $1),
+		mine AS (SELECT m.* FROM messages m, r WHERE m.conversation_id = r.conversation_id AND m.run_id = r.id)
+		SELECT coalesce(string_agg(`+messageText+`, E'\n\n' ORDER BY m.seq), '') FROM mine m
+		WHERE m.role = 'user' AND m.seq < coalesce((SELECT min(seq) FROM mine WHERE role = 'assistant'), 2147483647)`, id).Scan(&text)
+	return text, err
 }
 
 // RunCancel asks a run to stop. A queued, interrupted or waiting run is

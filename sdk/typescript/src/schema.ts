@@ -2626,6 +2626,12 @@ export interface components {
         /** @enum {string} */
         RunStatus: "queued" | "running" | "requires_action" | "interrupted" | "completed" | "failed" | "cancelled" | "timed_out";
         Run: {
+            /**
+             * @description The text of what the run was asked: on `GET /runs`, its first message's text cut at 200
+             *     characters; on `GET /runs/{id}`, the text of every message of its input (before its first
+             *     answer), a blank line between two; null elsewhere, and for an input without text.
+             */
+            input_text?: string | null;
             /** @description The run's end user (`user` of POST /runs, the Responses API's `user` or `safety_identifier`); null for none. */
             user: string | null;
             /**
@@ -4890,6 +4896,11 @@ export interface operations {
                 parent_run_id?: string;
                 /** @description Only the runs that this schedule's slots started. */
                 schedule_id?: string;
+                /**
+                 * @description Only the runs whose input contains this text, in any case (the text of the run's first
+                 *     message, as `input_text` shows it in this list). At most 200 characters.
+                 */
+                q?: string;
                 limit?: number;
                 /** @description The `next_cursor` of the previous page; opaque. */
                 cursor?: string;
