@@ -245,14 +245,7 @@ func (r Run) View() RunView {
 	if r.Params.MaxCost > 0 {
 		v.MaxCost = &r.Params.MaxCost
 	}
-	v.User, v.Memory = nullIfZero(r.Params.User), r.Params.Memory.view()
-	if m := r.Params.Managed; m != nil {
-		v.ManagedInstructions = &ManagedView{Version: m.Version}
-	}
-	v.PinnedMemory = r.Params.Pinned.view()
-	if ev := r.Params.Eval; ev != nil {
-		v.Evaluation = &EvalRef{ID: ev.ID, Case: ev.Case}
-	}
+	v.memoryView(r.Params)
 	if p := r.Params.Parent; p != nil {
 		v.ParentRunID, v.ParentToolCallID = &p.RunID, &p.ToolCallID
 	}
@@ -269,6 +262,19 @@ func (r Run) View() RunView {
 		}
 	}
 	return v
+}
+
+// memoryView sets what v shows of the user, memory, managed
+// instructions and evaluation of a run of parameters p.
+func (v *RunView) memoryView(p RunParams) {
+	v.User, v.Memory = nullIfZero(p.User), p.Memory.view()
+	if m := p.Managed; m != nil {
+		v.ManagedInstructions = &ManagedView{Version: m.Version}
+	}
+	v.PinnedMemory = p.Pinned.view()
+	if ev := p.Eval; ev != nil {
+		v.Evaluation = &EvalRef{ID: ev.ID, Case: ev.Case}
+	}
 }
 
 // orActionDefault is t, waiting DefaultActionMS for an action when t says
