@@ -62,11 +62,11 @@ func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error)
 		if err != nil {
 			return nil, err
 		}
-		agentd0, machine0 := processCPU(srv.pid), o.cpu.read()
+		agentd0, machine0, backends0 := processCPU(srv.pid), o.cpu.read(), o.cpu.backends(url)
 		start := time.Now()
 		lat, failed := pathRuns(ctx, []string{srv.base}, l.clients, o.duration, "stream", l.input, nil)
 		elapsed := time.Since(start)
-		agentd, machine := processCPU(srv.pid)-agentd0, o.cpu.read()
+		agentd, machine, backends := processCPU(srv.pid)-agentd0, o.cpu.read(), o.cpu.backends(url)-backends0
 		_, cost, err := costSince(ctx, o.out, "answers", url, before)
 		if err != nil {
 			return nil, err
@@ -84,6 +84,8 @@ func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error)
 			add("PostgreSQL CPU per run"+tag, "ms", msOf(machine.postgres-machine0.postgres)/n, nil)
 			pr.agentdPG = msOf(agentd+machine.postgres-machine0.postgres) / n
 			add("agentd and PostgreSQL CPU per run"+tag, "ms", pr.agentdPG, nil)
+			pr.agentdDB = msOf(agentd+backends) / n
+			add("PostgreSQL CPU of the phase's database's backends per run"+tag, "ms", msOf(backends)/n, nil)
 		}
 		var commitsT *target
 		if l.input == streamedRun && l.clients == 16 {
@@ -196,7 +198,7 @@ func answersLevels(quick bool) []answersLevel {
 // answersCost is what one run of a level cost, in ms of CPU (machine, the
 // machine less the fake model, agentd and PostgreSQL together), bytes of
 // WAL and write transactions; a figure not measured is 0.
-type answersCost struct{ machine, lessModel, agentdPG, wal, writeTx float64 }
+type answersCost struct{ machine, lessModel, agentdPG, agentdDB, wal, writeTx float64 }
 
 // relayProcess is the answers phase's relay in its child process, at
 // base, and what each level's request cost it in ms of CPU, by level.
@@ -269,6 +271,14 @@ func (rl *relayProcess) perToken(got map[string]answersCost) []metric {
 		add("agentd and PostgreSQL CPU per streamed token"+how, "µs", durable, nil)
 		if relay > 0 {
 			add("agentd and PostgreSQL CPU per streamed token to the relay's"+streamed, "x", durable/relay, atMost(1.5))
+		}
+		// PostgreSQL's CPU above is the whole cluster's: on a machine
+		// where other databases are busy, its backends for this one
+		// alone say what agentd cost it.
+		own := perToken(got[streamed].agentdDB, got[word].agentdDB)
+		add("agentd and its database's backends' CPU per streamed token"+how, "µs", own, nil)
+		if relay > 0 {
+			add("agentd and its database's backends' CPU per streamed token to the relay's"+streamed, "x", own/relay, atMost(1.5))
 		}
 	}
 	return ms
