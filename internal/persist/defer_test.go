@@ -208,11 +208,27 @@ func TestTickNotifiesItsRuns(t *testing.T) {
 	}
 	pub.mu.Unlock()
 
+	// A tick of one run's write (committed alone) notifies it too.
+	if _, err := s.ExecDeferred(ctx, fences[1], delta); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-heard:
+		if p != fences[1].RunID+":3" {
+			t.Errorf("heard %q, want %s:3", p, fences[1].RunID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lone tick's notification not heard")
+	}
+
 	if _, err := s.Exec(ctx, fences[0], delta); err != nil {
 		t.Fatal(err)
 	}
 	pub.mu.Lock()
 	defer pub.mu.Unlock()
+	if got := pub.notified[fences[1].RunID]; len(got) != 2 || got[1].Seq != 3 {
+		t.Errorf("a lone tick's write: told %+v, want seq 3 as notified", got)
+	}
 	if got := pub.handed[fences[0].RunID]; len(got) != 1 || got[0].Seq != 3 {
 		t.Errorf("a write committed at once: handed %+v, want seq 3 to notify", got)
 	}

@@ -324,7 +324,7 @@ func (s *Store) commitBatch(batch []*execReq, tick bool) {
 	}
 	if len(live) == 1 {
 		r := live[0]
-		r.err = s.commitAlone(r.ctx, r)
+		r.err = s.commitAlone(r.ctx, r, tick)
 		close(r.done)
 		return
 	}
@@ -347,7 +347,7 @@ func (s *Store) commitBatch(batch []*execReq, tick bool) {
 		// nothing of it applied. Isolate the failure, one transaction per
 		// request, so that one request's error never becomes another's.
 		for _, r := range live {
-			r.err = s.commitAlone(r.ctx, r)
+			r.err = s.commitAlone(r.ctx, r, tick)
 			close(r.done)
 		}
 		return
@@ -359,9 +359,10 @@ func (s *Store) commitBatch(batch []*execReq, tick bool) {
 
 // commitAlone commits r in a transaction of its own. If the server refused
 // it and it carried a ClaimNext, it is committed again without the claim:
-// a claim that cannot be made never fails the write it goes with.
-func (s *Store) commitAlone(ctx context.Context, r *execReq) error {
-	err := s.commitPipelined(ctx, []*execReq{r}, false)
+// a claim that cannot be made never fails the write it goes with. notify is
+// commitPipelined's.
+func (s *Store) commitAlone(ctx context.Context, r *execReq, notify bool) error {
+	err := s.commitPipelined(ctx, []*execReq{r}, notify)
 	if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, agentd.ErrUnavailable) || ctx.Err() != nil {
 		return err
 	}
@@ -375,7 +376,7 @@ func (s *Store) commitAlone(ctx context.Context, r *execReq) error {
 		return err
 	}
 	r.ops = ops
-	return s.commitPipelined(ctx, []*execReq{r}, false)
+	return s.commitPipelined(ctx, []*execReq{r}, notify)
 }
 
 // commitPipelined commits reqs in one transaction, sent as one pipelined
