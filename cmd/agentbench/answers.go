@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -60,11 +62,11 @@ func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error)
 		if err != nil {
 			return nil, err
 		}
-		agentd0, machine0 := processCPU(srv.pid), o.cpu.read()
+		agentd0, machine0, backends0 := processCPU(srv.pid), o.cpu.read(), o.cpu.backends(url)
 		start := time.Now()
 		lat, failed := pathRuns(ctx, []string{srv.base}, l.clients, o.duration, "stream", l.input, nil)
 		elapsed := time.Since(start)
-		agentd, machine := processCPU(srv.pid)-agentd0, o.cpu.read()
+		agentd, machine, backends := processCPU(srv.pid)-agentd0, o.cpu.read(), o.cpu.backends(url)-backends0
 		_, cost, err := costSince(ctx, o.out, "answers", url, before)
 		if err != nil {
 			return nil, err
@@ -82,6 +84,8 @@ func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error)
 			add("PostgreSQL CPU per run"+tag, "ms", msOf(machine.postgres-machine0.postgres)/n, nil)
 			pr.agentdPG = msOf(agentd+machine.postgres-machine0.postgres) / n
 			add("agentd and PostgreSQL CPU per run"+tag, "ms", pr.agentdPG, nil)
+			pr.agentdDB = msOf(agentd+backends) / n
+			add("PostgreSQL CPU of the phase's database's backends per run"+tag, "ms", msOf(backends)/n, nil)
 		}
 		var commitsT *target
 		if l.input == streamedRun && l.clients == 16 {
@@ -123,10 +127,54 @@ func benchAnswers(ctx context.Context, o options, fake string) ([]metric, error)
 	if word.wal > 0 {
 		add("WAL per run, 300 tokens to one word, 16 clients", "x", streamed.wal/word.wal, atMost(2))
 	}
+	ms = append(ms, perThousandTokens(got)...)
 	if rl != nil {
 		ms = append(ms, rl.perToken(got)...)
 	}
+	sayTargets(o.out, ms)
 	return ms, nil
+}
+
+// perThousandTokens gives the WAL and the write transactions per 1,000
+// streamed tokens: the 300-token run's less the one-word run's at 16
+// clients, over the 299 tokens more, scaled to 1,000; at 256 clients the
+// same less the one-word run at 16.
+func perThousandTokens(got map[string]answersCost) []metric {
+	var ms []metric
+	word, ok := got[", one word, 16 clients"]
+	if !ok {
+		return nil
+	}
+	perK := func(streamed, word float64) float64 { return 1000 * (streamed - word) / (streamedTokens - 1) }
+	for _, streamed := range []string{", 300 tokens, 16 clients", ", 300 tokens, 256 clients"} {
+		s, ok := got[streamed]
+		if !ok {
+			continue
+		}
+		ms = append(ms, metric{"answers", "WAL per 1,000 streamed tokens" + streamed, "KB", perK(s.wal, word.wal) / 1000, nil},
+			metric{"answers", "write transactions per 1,000 streamed tokens" + streamed, "tx", perK(s.writeTx, word.writeTx), nil})
+	}
+	return ms
+}
+
+// sayTargets writes each figure of ms that has a target (other than a
+// count of failures, which the table judges) beside its target, one line
+// each, so that a repetition's output reads as issue 50's list does.
+func sayTargets(w io.Writer, ms []metric) {
+	for _, m := range ms {
+		if m.Target == nil || strings.Contains(m.Name, "failed") {
+			continue
+		}
+		fmt.Fprintf(w, "  %s: %s: %s%s (target %s)\n", m.Phase, m.Name, formatValue(m.Value), unitSuffix(m.Unit), m.Target.phrase(m.Unit))
+	}
+}
+
+// unitSuffix is how a value of unit is written after it: "2.30x", "250 ms".
+func unitSuffix(unit string) string {
+	if unit == "x" || unit == "%" {
+		return unit
+	}
+	return " " + unit
 }
 
 // answersLevel is one level of the answers phase: the run's input (input)
@@ -150,7 +198,7 @@ func answersLevels(quick bool) []answersLevel {
 // answersCost is what one run of a level cost, in ms of CPU (machine, the
 // machine less the fake model, agentd and PostgreSQL together), bytes of
 // WAL and write transactions; a figure not measured is 0.
-type answersCost struct{ machine, lessModel, agentdPG, wal, writeTx float64 }
+type answersCost struct{ machine, lessModel, agentdPG, agentdDB, wal, writeTx float64 }
 
 // relayProcess is the answers phase's relay in its child process, at
 // base, and what each level's request cost it in ms of CPU, by level.
@@ -223,6 +271,14 @@ func (rl *relayProcess) perToken(got map[string]answersCost) []metric {
 		add("agentd and PostgreSQL CPU per streamed token"+how, "µs", durable, nil)
 		if relay > 0 {
 			add("agentd and PostgreSQL CPU per streamed token to the relay's"+streamed, "x", durable/relay, atMost(1.5))
+		}
+		// PostgreSQL's CPU above is the whole cluster's: on a machine
+		// where other databases are busy, its backends for this one
+		// alone say what agentd cost it.
+		own := perToken(got[streamed].agentdDB, got[word].agentdDB)
+		add("agentd and its database's backends' CPU per streamed token"+how, "µs", own, nil)
+		if relay > 0 {
+			add("agentd and its database's backends' CPU per streamed token to the relay's"+streamed, "x", own/relay, atMost(1.5))
 		}
 	}
 	return ms

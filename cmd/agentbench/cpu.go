@@ -47,6 +47,16 @@ func findPostmaster(ctx context.Context, url string) int {
 	return f.ppid
 }
 
+// backends is databaseBackends for the database of url, 0 when
+// PostgreSQL's processes are not readable here.
+func (m machineCPU) backends(url string) time.Duration {
+	cfg, err := pgx.ParseConfig(url)
+	if m.postmaster <= 0 || err != nil {
+		return 0
+	}
+	return databaseBackends(m.postmaster, cfg.Database)
+}
+
 func (m machineCPU) read() cpuReading {
 	r := cpuReading{self: cpuTime(), machine: machineBusy()}
 	if m.fakePID > 0 {
@@ -159,4 +169,32 @@ func machineBusy() time.Duration {
 		busy += n
 	}
 	return time.Duration(busy) * clockTick
+}
+
+// databaseBackends is the CPU time of the postmaster's children that are
+// backends of database db (their title names it), alive now: what the
+// clients of that database cost PostgreSQL, without the other databases'
+// backends or the processes the cluster shares (WAL writer, checkpointer).
+// A backend that ended between two readings drops out of the second.
+func databaseBackends(postmaster int, db string) time.Duration {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var total time.Duration
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		c, ok := procStat(pid)
+		if !ok || c.ppid != postmaster {
+			continue
+		}
+		title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && bytes.Contains(title, []byte(" "+db+" ")) {
+			total += c.utime + c.stime
+		}
+	}
+	return total
 }

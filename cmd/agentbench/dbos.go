@@ -106,6 +106,7 @@ func benchDBOS(ctx context.Context, o options, fake string) ([]metric, error) {
 			res.Workflows, res.Seconds, res.Failed))
 	}
 	fmt.Fprintf(o.out, "  dbos: agentd %d runs in %.1fs (%d failed); %s\n", len(lat), elapsed.Seconds(), failed, strings.Join(said, "; "))
+	sayTargets(o.out, ms)
 	return ms, nil
 }
 

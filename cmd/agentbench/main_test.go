@@ -419,6 +419,14 @@ func TestAnswersPhase(t *testing.T) {
 	} else if s, ok := got["answers WAL per run, 300 tokens to one word, 16 clients"]; !ok || s.Median <= 1 {
 		t.Errorf("the WAL ratio: %+v, want one above 1 (a streamed answer writes more)", s)
 	}
+	for _, name := range []string{"answers WAL per 1,000 streamed tokens", "answers write transactions per 1,000 streamed tokens"} {
+		if _, ok := got[name+", 300 tokens, 16 clients"]; !ok {
+			t.Errorf("%s, 300 tokens, 16 clients: not reported", name)
+		}
+	}
+	if !strings.Contains(out, "(target at most 1.5x)") {
+		t.Errorf("the ratio to the relay is not said beside its target:\n%s", out)
+	}
 	checkRelay(t, got)
 }
 

@@ -46,6 +46,12 @@ func (t *target) meets(v float64) bool {
 	panic("agentbench: unknown target operator " + t.Op)
 }
 
+// phrase is the target in words, with unit: "at most 1.5x", "at least 1.5x".
+func (t *target) phrase(unit string) string {
+	words := map[string]string{">=": "at least", "<=": "at most", "<": "below"}[t.Op]
+	return words + " " + strconv.FormatFloat(t.Value, 'f', -1, 64) + unitSuffix(unit)
+}
+
 func (t *target) String() string {
 	s := t.Op + " " + strconv.FormatFloat(t.Value, 'f', -1, 64)
 	if t.Every {

@@ -691,6 +691,9 @@ func (s *chunkStream) next() bool {
 		s.done = true
 		return false
 	}
+	if decodeTextChunk(ev.Data, &s.cur) {
+		return true
+	}
 	s.cur = chunk{}
 	err := json.Unmarshal(ev.Data, &s.cur)
 	if len(s.cur.Error) > 0 && string(s.cur.Error) != "null" { // "error": null is no error

@@ -119,3 +119,117 @@ func TestDeferredWritesShareATick(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// notifiedEvents is a NotifiedPublisher that keeps what it is told, by way.
+type notifiedEvents struct {
+	mu               sync.Mutex
+	handed, notified map[string][]agentd.Event
+}
+
+func (n *notifiedEvents) Published(string, int64) {}
+
+func (n *notifiedEvents) PublishedEvents(runID string, evs []agentd.Event) {
+	n.mu.Lock()
+	n.handed[runID] = append(n.handed[runID], evs...)
+	n.mu.Unlock()
+}
+
+func (n *notifiedEvents) PublishedNotified(runID string, evs []agentd.Event) {
+	n.mu.Lock()
+	n.notified[runID] = append(n.notified[runID], evs...)
+	n.mu.Unlock()
+}
+
+// TestTickNotifiesItsRuns: with a NotifiedPublisher, the transaction of a
+// tick's deferred writes notifies ChannelEvents of each run's last seq
+// itself, as the run's listeners read it ("run_id:last_seq"), and the
+// publisher is told with PublishedNotified, the events as stored; a write
+// committed at once (Exec) is told with PublishedEvents, for the publisher
+// to notify.
+func TestTickNotifiesItsRuns(t *testing.T) {
+	t.Parallel()
+	pub := &notifiedEvents{handed: map[string][]agentd.Event{}, notified: map[string][]agentd.Event{}}
+	s := persisttest.Open(t, persist.Config{URL: persisttest.NewDatabase(t), Publisher: pub})
+	ctx, cancel := context.WithCancel(context.Background())
+	const runs = 4
+	fences := claimedRuns(t, s, runs)
+	pub.mu.Lock()
+	clear(pub.handed) // the runs' creations
+	pub.mu.Unlock()
+
+	heard := make(chan string, 4*runs)
+	listening := make(chan struct{})
+	var once sync.Once
+	var lw sync.WaitGroup
+	lw.Go(func() {
+		_ = s.Listen(ctx, []string{persist.ChannelEvents}, func() { once.Do(func() { close(listening) }) },
+			func(_, payload string) { heard <- payload })
+	})
+	defer func() { cancel(); lw.Wait() }()
+	<-listening
+
+	s.StartGroupCommit(1, 64, persist.DeferTick(20*time.Millisecond))
+	defer s.StopGroupCommit()
+	delta := []agentd.EventIn{agentd.EventOf(0, agentd.MessageDeltaData{Text: "x"})}
+	var wg sync.WaitGroup
+	for _, f := range fences {
+		wg.Go(func() {
+			if _, err := s.ExecDeferred(ctx, f, delta); err != nil {
+				t.Errorf("deferred write: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	want := map[string]bool{}
+	for _, f := range fences {
+		want[f.RunID+":2"] = true // run.created, then the delta
+	}
+	for len(want) > 0 {
+		select {
+		case p := <-heard:
+			delete(want, p)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("notifications not heard: %v", want)
+		}
+	}
+	pub.mu.Lock()
+	for _, f := range fences {
+		stored, err := s.EventsAfter(ctx, f.RunID, 1, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := pub.notified[f.RunID]
+		if len(got) != 1 || len(stored) != 1 || got[0].Seq != 2 || string(got[0].Data) != string(stored[0].Data) {
+			t.Errorf("run %s: told %+v, stored %+v", f.RunID, got, stored)
+		}
+		if len(pub.handed[f.RunID]) != 0 {
+			t.Errorf("run %s: the tick's write was told as one to notify: %+v", f.RunID, pub.handed[f.RunID])
+		}
+	}
+	pub.mu.Unlock()
+
+	// A tick of one run's write (committed alone) notifies it too.
+	if _, err := s.ExecDeferred(ctx, fences[1], delta); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-heard:
+		if p != fences[1].RunID+":3" {
+			t.Errorf("heard %q, want %s:3", p, fences[1].RunID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a lone tick's notification not heard")
+	}
+
+	if _, err := s.Exec(ctx, fences[0], delta); err != nil {
+		t.Fatal(err)
+	}
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	if got := pub.notified[fences[1].RunID]; len(got) != 2 || got[1].Seq != 3 {
+		t.Errorf("a lone tick's write: told %+v, want seq 3 as notified", got)
+	}
+	if got := pub.handed[fences[0].RunID]; len(got) != 1 || got[0].Seq != 3 {
+		t.Errorf("a write committed at once: handed %+v, want seq 3 to notify", got)
+	}
+}

@@ -282,7 +282,7 @@ func (s *Store) Exec(ctx context.Context, f Fence, evs []agentd.EventIn, ops ...
 		return s.execGrouped(ctx, c, f, evs, ops)
 	}
 	r := &execReq{f: f, evs: evs, ops: ops}
-	if err := s.commitAlone(ctx, r); err != nil {
+	if err := s.commitAlone(ctx, r, false); err != nil {
 		return 0, err
 	}
 	return r.last, nil

@@ -24,6 +24,7 @@ type fence struct {
 	index  map[fenceKey]int // a run and epoch's position in runs
 	last   map[string]int64 // each run's last event seq after the commit, read back
 	of     [][]int          // of[i]: the positions in events of run i's events; nil when nobody is told
+	notify bool             // the call also notifies ChannelEvents of each run's last seq
 }
 
 type fenceKey struct {
@@ -126,14 +127,29 @@ func (f *fence) queue(b *batch) {
 	// Ids go as text[]: pgx has no binary encoding of a string as a uuid,
 	// and building the error that says so before it falls back to text cost
 	// 1% of a step's CPU.
-	b.query("fence", `SELECT fenced_run, fenced_seq FROM agentd_fence($1::text[]::uuid[], $2::bigint[], $3::bigint[], $4::int[],
+	sql := `SELECT fenced_run, fenced_seq FROM agentd_fence($1::text[]::uuid[], $2::bigint[], $3::bigint[], $4::int[],
 			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::int[], $10::bigint[], $11::text[], $12::int[],
-			$13::text[], $14::timestamptz[])`,
-		[]any{r.ids, r.epochs, r.ns, r.steps, r.in, r.out, r.cached, r.reasoning, e.run, e.k, e.types, e.steps, e.datas, e.ats},
+			$13::text[], $14::timestamptz[])`
+	args := []any{r.ids, r.epochs, r.ns, r.steps, r.in, r.out, r.cached, r.reasoning, e.run, e.k, e.types, e.steps, e.datas, e.ats}
+	if f.notify {
+		// The notification of each run, "run_id:last_seq", sent at the
+		// commit; pg_notify returns nothing that is read.
+		sql = `SELECT f.fenced_run, f.fenced_seq, pg_notify($15, f.fenced_run::text || ':' || f.fenced_seq::text)::text
+			FROM agentd_fence($1::text[]::uuid[], $2::bigint[], $3::bigint[], $4::int[],
+			$5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::int[], $10::bigint[], $11::text[], $12::int[],
+			$13::text[], $14::timestamptz[]) AS f`
+		args = append(args, ChannelEvents)
+	}
+	b.query("fence", sql, args,
 		func(rows pgx.Rows) error {
 			var id string
 			var seq int64
-			_, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
+			var void *string
+			scan := []any{&id, &seq}
+			if f.notify {
+				scan = append(scan, &void)
+			}
+			_, err := pgx.ForEachRow(rows, scan, func() error {
 				f.last[id] = seq
 				return nil
 			})
@@ -157,6 +173,16 @@ func (f *fence) settle(reqs []*execReq) {
 // publish hands each run's committed events to pub, as EventsAfter puts
 // them together from their rows.
 func (f *fence) publish(pub Publisher) {
+	f.each(pub.PublishedEvents)
+}
+
+// publishNotified is publish for a commit that notified its runs itself.
+func (f *fence) publishNotified(pub NotifiedPublisher) {
+	f.each(pub.PublishedNotified)
+}
+
+// each calls tell with each run's committed events.
+func (f *fence) each(tell func(runID string, evs []agentd.Event)) {
 	atText := formatEventTime(f.at)
 	e := &f.events
 	for i, id := range f.runs.ids {
@@ -170,7 +196,7 @@ func (f *fence) publish(pub Publisher) {
 			evs[k] = agentd.Event{RunID: id, Seq: seq, Type: agentd.EventType(e.types[j]), CreatedAt: f.at,
 				Data: envelope(seq, e.types[j], id, int(e.steps[j]), atText, []byte(e.datas[j]))}
 		}
-		pub.PublishedEvents(id, evs)
+		tell(id, evs)
 	}
 }
 

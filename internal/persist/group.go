@@ -114,7 +114,7 @@ func (s *Store) StopGroupCommit() {
 	c.ticks.Wait()
 	for len(held) > 0 {
 		n := min(len(held), maxDeferredBatch)
-		s.commitBatch(held[:n])
+		s.commitBatch(held[:n], true)
 		held = held[n:]
 	}
 }
@@ -246,7 +246,7 @@ func (s *Store) flushHeld(c *committer) {
 		select {
 		case c.batches <- held[:n]:
 		case <-c.stop:
-			s.commitBatch(held[:n])
+			s.commitBatch(held[:n], true)
 		}
 		held = held[n:]
 	}
@@ -261,7 +261,7 @@ func (s *Store) commitLoop(c *committer, maxBatch int) {
 	batch := make([]*execReq, 0, maxBatch)
 	for {
 		batch = batch[:0]
-		limit := maxBatch
+		limit, tick := maxBatch, false
 		select {
 		case r := <-c.reqs:
 			batch = append(batch, r)
@@ -269,12 +269,13 @@ func (s *Store) commitLoop(c *committer, maxBatch int) {
 			// A tick's deferred writes, with whatever else is queued.
 			batch = append(batch, held...)
 			limit += len(held)
+			tick = true
 		case <-c.stop:
 			// Drain what is queued, then stop.
 			for {
 				select {
 				case r := <-c.reqs:
-					s.commitBatch([]*execReq{r})
+					s.commitBatch([]*execReq{r}, false)
 				default:
 					return
 				}
@@ -289,7 +290,7 @@ func (s *Store) commitLoop(c *committer, maxBatch int) {
 				break fill
 			}
 		}
-		s.commitBatch(batch)
+		s.commitBatch(batch, tick)
 	}
 }
 
@@ -305,7 +306,10 @@ func (s *Store) execGrouped(ctx context.Context, c *committer, f Fence, evs []ag
 	return r.last, r.err
 }
 
-func (s *Store) commitBatch(batch []*execReq) {
+// commitBatch commits batch, together when it can; tick says that it holds
+// a tick's deferred writes, whose transaction then notifies their runs
+// itself (NotifiedPublisher).
+func (s *Store) commitBatch(batch []*execReq, tick bool) {
 	live := batch[:0:0]
 	for _, r := range batch {
 		if err := r.ctx.Err(); err != nil {
@@ -320,13 +324,13 @@ func (s *Store) commitBatch(batch []*execReq) {
 	}
 	if len(live) == 1 {
 		r := live[0]
-		r.err = s.commitAlone(r.ctx, r)
+		r.err = s.commitAlone(r.ctx, r, tick)
 		close(r.done)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := s.commitPipelined(ctx, live); err != nil {
+	if err := s.commitPipelined(ctx, live, tick); err != nil {
 		var pgErr *pgconn.PgError
 		if !errors.Is(err, ErrLeaseLost) && !errors.As(err, &pgErr) {
 			// Not an answer of the server (a lost connection): whether the
@@ -343,7 +347,7 @@ func (s *Store) commitBatch(batch []*execReq) {
 		// nothing of it applied. Isolate the failure, one transaction per
 		// request, so that one request's error never becomes another's.
 		for _, r := range live {
-			r.err = s.commitAlone(r.ctx, r)
+			r.err = s.commitAlone(r.ctx, r, tick)
 			close(r.done)
 		}
 		return
@@ -355,9 +359,10 @@ func (s *Store) commitBatch(batch []*execReq) {
 
 // commitAlone commits r in a transaction of its own. If the server refused
 // it and it carried a ClaimNext, it is committed again without the claim:
-// a claim that cannot be made never fails the write it goes with.
-func (s *Store) commitAlone(ctx context.Context, r *execReq) error {
-	err := s.commitPipelined(ctx, []*execReq{r})
+// a claim that cannot be made never fails the write it goes with. notify is
+// commitPipelined's.
+func (s *Store) commitAlone(ctx context.Context, r *execReq, notify bool) error {
+	err := s.commitPipelined(ctx, []*execReq{r}, notify)
 	if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, agentd.ErrUnavailable) || ctx.Err() != nil {
 		return err
 	}
@@ -371,7 +376,7 @@ func (s *Store) commitAlone(ctx context.Context, r *execReq) error {
 		return err
 	}
 	r.ops = ops
-	return s.commitPipelined(ctx, []*execReq{r})
+	return s.commitPipelined(ctx, []*execReq{r}, notify)
 }
 
 // commitPipelined commits reqs in one transaction, sent as one pipelined
@@ -381,12 +386,15 @@ func (s *Store) commitAlone(ctx context.Context, r *execReq) error {
 // in order. The fence fails as a whole when any run's epoch moved on (it
 // raises), so nothing queued after it is applied; the caller then isolates
 // the requests. On success it sets each request's last event seq and tells
-// the publisher.
-func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
+// the publisher. With notify, and a NotifiedPublisher, the fence also
+// notifies ChannelEvents of each run's last seq, in the same transaction.
+func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq, notify bool) error {
 	f, err := newFence(reqs, eventTime(), s.pub != nil)
 	if err != nil {
 		return err
 	}
+	np, _ := s.pub.(NotifiedPublisher)
+	f.notify = notify && np != nil
 	var b batch
 	f.queue(&b)
 	for _, r := range reqs {
@@ -409,7 +417,10 @@ func (s *Store) commitPipelined(ctx context.Context, reqs []*execReq) error {
 			}
 		}
 	}
-	if s.pub != nil {
+	switch {
+	case f.notify:
+		f.publishNotified(np)
+	case s.pub != nil:
 		f.publish(s.pub)
 	}
 	return nil

@@ -59,6 +59,19 @@ type Publisher interface {
 	PublishedEvents(runID string, events []agentd.Event)
 }
 
+// NotifiedPublisher is a Publisher that the store may spare the sending of
+// notifications: a tick's transaction of deferred writes (ExecDeferred)
+// notifies ChannelEvents of its runs itself, one pg_notify per run in the
+// same transaction, instead of a transaction of the publisher's own after
+// it (two commits a tick, where one does). The store then tells it with
+// PublishedNotified instead of PublishedEvents.
+type NotifiedPublisher interface {
+	Publisher
+	// PublishedNotified is PublishedEvents for a commit that already
+	// notified the other instances of the run's last seq.
+	PublishedNotified(runID string, events []agentd.Event)
+}
+
 // Config configures Open.
 type Config struct {
 	// URL is the database's postgres:// URL.

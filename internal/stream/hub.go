@@ -290,11 +290,31 @@ func (h *Hub) Published(runID string, lastSeq int64) {
 
 // PublishedEvents is Published with the committed events in hand (in
 // order, not to be modified): the run's feed on this instance hands them to
-// its subscribers without reading them back. It never blocks; it is meant
+// its subscribers without reading them back. It never blocks; it
 // implements persist.Publisher.
 func (h *Hub) PublishedEvents(runID string, evs []agentd.Event) {
+	if h.handed(runID, evs) {
+		h.Published(runID, evs[len(evs)-1].Seq)
+	}
+}
+
+var _ persist.NotifiedPublisher = (*Hub)(nil)
+
+// PublishedNotified is PublishedEvents for a commit that notified the other
+// instances itself: no notification is queued. It implements
+// persist.NotifiedPublisher.
+func (h *Hub) PublishedNotified(runID string, evs []agentd.Event) {
+	if h.handed(runID, evs) {
+		h.wake(runID, evs[len(evs)-1].Seq)
+	}
+}
+
+// handed hands evs to the feed of runID, if this instance has one (else
+// keeps a new run's first events for the stream that will follow it), and
+// says whether there were any.
+func (h *Hub) handed(runID string, evs []agentd.Event) bool {
 	if len(evs) == 0 {
-		return
+		return false
 	}
 	h.mu.Lock()
 	f := h.feeds[runID]
@@ -305,7 +325,7 @@ func (h *Hub) PublishedEvents(runID string, evs []agentd.Event) {
 	if f != nil {
 		f.hand(evs)
 	}
-	h.Published(runID, evs[len(evs)-1].Seq)
+	return true
 }
 
 // wake wakes the feed of runID, if this instance has one, because events up
