@@ -315,6 +315,8 @@ function showSummary(box, r) {
       el("a", { href: "#/runs/" + r.forked_from.run_id }, r.forked_from.run_id.slice(0, 8) + "…"),
       ` after step ${r.forked_from.step} · `,
       el("a", { id: "compare", href: `#/compare/${r.forked_from.run_id}/${r.id}` }, "compare"))) : null,
+    r.evaluation ? item("Evaluation", el("div", { id: "evaluation" },
+      el("a", { href: "#/evals/" + r.evaluation.id }, r.evaluation.id.slice(0, 8) + "…"), ` case ${r.evaluation.case}`)) : null,
   ].filter(Boolean));
 }
 

@@ -134,6 +134,9 @@ func TestEvalInTheViewer(t *testing.T) {
 		t.Fatalf("the cases read %q", cases)
 	}
 	screenshot(t, ctx, "eval-report.jpg")
+	pageClick(t, ctx, `#regressions a.run-link`, "the failing run's page",
+		`document.querySelector('#evaluation a') && document.querySelector('#evaluation').textContent.includes('case prompt')`)
+	pageClick(t, ctx, `#evaluation a`, "back to the evaluation", `document.querySelector('#regressions a.compare')`)
 	pageClick(t, ctx, `#regressions a.compare`, "the comparison with the baseline",
 		`document.querySelector('#compare-steps') && location.hash.startsWith('#/compare/')`)
 }
