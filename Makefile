@@ -43,10 +43,11 @@ chaos: ## the full chaos run: 3 server processes, 400 kills (a fifth of them SIG
 failover: ## the long failover run: agentd on a pg_auto_failover formation the test starts, 10 primary kills, 10 standby promotions (needs pg_autoctl: apt-get install postgresql-15-auto-failover)
 	AGENTD_REQUIRE_FAILOVER=1 AGENTD_FAILOVER_ROUNDS=$(or $(ROUNDS),10) $(GO) test -race -count=1 -timeout 60m -run TestFailover -v ./cmd/server/
 
-fuzz: ## fuzz the gate of outside values and the POST /runs decoder for FUZZTIME each (default 2m); make test runs their seed corpus
+fuzz: ## fuzz the gate of outside values, the POST /runs decoder and the streamed chunk decoder for FUZZTIME each (default 2m); make test runs their seed corpus
 	$(GO) test -run '^$$' -fuzz '^FuzzJSON$$' -fuzztime $(or $(FUZZTIME),2m) ./internal/clean
 	$(GO) test -run '^$$' -fuzz '^FuzzText$$' -fuzztime $(or $(FUZZTIME),2m) ./internal/clean
 	$(GO) test -run '^$$' -fuzz '^FuzzCreateRunBody$$' -fuzztime $(or $(FUZZTIME),2m) ./api
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTextChunk$$' -fuzztime $(or $(FUZZTIME),2m) ./internal/llm
 
 bench: ## print agentd's figures on this machine, 3 repetitions (about 5 minutes; docs/benchmarks.md), all in bin/agentbench.json
 	$(GO) build -o bin/agentbench ./cmd/agentbench && ./bin/agentbench -json bin/agentbench.json
