@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentd/agentd/internal/compact"
 	"github.com/agentd/agentd/internal/persist/persisttest"
 )
 
@@ -128,5 +129,18 @@ func TestDashboardAndAlertsUseExportedMetrics(t *testing.T) {
 	}
 	if out, err := exec.Command(promtool, "check", "rules", "../../deploy/prometheus/alerts.yml").CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+}
+
+// TestSampleModelsFilePricesTheFake: deploy/models.fake.json, which
+// docs/usage.md gives to try costs and budgets with the built-in fake
+// model, loads and prices fake.
+func TestSampleModelsFilePricesTheFake(t *testing.T) {
+	p, err := compact.LoadProfiles("../../deploy/models.fake.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := p.For("fake").Prices; pr == nil || pr.Input <= 0 || pr.Output <= 0 {
+		t.Fatalf("fake's prices: %+v", pr)
 	}
 }
