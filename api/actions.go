@@ -211,6 +211,9 @@ func (s *server) resolve(w http.ResponseWriter, r *http.Request, p agentd.Action
 		return err
 	}
 	v, err := s.viewWithChildren(ctx, run)
+	if err == nil {
+		err = s.withCosts(ctx, &v) // the run's cost by the ledger, as GET /runs/{id} shows it
+	}
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ func waitingRun(t *testing.T, b *bundle) (runID, callID string) {
 		persist.ToolCallInsert{ID: callID, RunID: c.ID, StepID: stepID, CallID: "call_1", Name: "charge",
 			Arguments: json.RawMessage(`{}`), IdempotencyKey: c.ID + ":1:call_1", Effect: "side_effect"},
 		persist.ToolCallFinish{ID: callID, Status: agentd.CallUnknown},
+		persist.LedgerInsert{TenantID: c.TenantID, RunID: c.ID, StepID: stepID, StepSeq: 1, N: 1, Kind: agentd.ModelCallStep,
+			Model: "m", Provider: "openai", InputTokens: 10, OutputTokens: 2, PriceVersion: "p", Cost: 0.5},
 		persist.RunEnd{ID: c.ID, Status: agentd.StatusRequiresAction,
 			RequiredAction: &agentd.RequiredAction{Type: agentd.ActionToolOutcomeUnknown, ToolCallID: callID, CallID: "call_1",
 				Step: 1, Name: "charge", IdempotencyKey: c.ID + ":1:call_1", Arguments: json.RawMessage(`{}`)}})
@@ -65,9 +67,9 @@ func TestResolveAction(t *testing.T) {
 	}
 	wantProblem(t, b.do(http.MethodPost, "/runs/"+agentd.NewID()+"/actions", fmt.Sprintf(`{"tool_call_id":%q,"decision":"retry"}`, callID)),
 		http.StatusNotFound, "run_not_found")
-	run := want[runBody](t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"result","result":{"charged":true}}`, callID)), http.StatusOK)
-	if run.Status != "queued" {
-		t.Fatalf("status %s after the decision", run.Status)
+	run := want[agentd.RunView](t, b.do(http.MethodPost, path, fmt.Sprintf(`{"tool_call_id":%q,"decision":"result","result":{"charged":true}}`, callID)), http.StatusOK)
+	if run.Status != "queued" || run.Cost != 0.5 {
+		t.Fatalf("status %s, cost %v after the decision (the ledger's is 0.5)", run.Status, run.Cost)
 	}
 	steps, err := b.store.StepsList(context.Background(), id)
 	if err != nil || steps[0].Calls[0].Status != agentd.CallSucceeded || string(steps[0].Calls[0].Result) != `{"charged": true}` {
