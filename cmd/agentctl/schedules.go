@@ -96,7 +96,17 @@ func schedulesRuns(ctx context.Context, a *app, args []string) int {
 	if err != nil {
 		return a.fail(ctx, err)
 	}
-	return a.printRuns(p)
+	if a.json {
+		return a.printJSON(p)
+	}
+	tw := newTable(a.stdout)
+	row(tw, "SLOT", "ID", "STATUS", "REASON", "STEPS", "CREATED")
+	for _, r := range p.Data {
+		row(tw, when(r.ScheduledFor), r.ID, string(r.Status), deref(r.TerminalReason), itoa(r.StepCount), when(&r.CreatedAt))
+	}
+	tw.Flush()
+	a.printNext(p.HasMore, p.NextCursor)
+	return exitOK
 }
 
 // schedulesDelete: agentctl schedules delete ID.

@@ -39,6 +39,13 @@ func TestSchedules(t *testing.T) {
 			t.Fatalf("schedules runs: %v %s", err, r)
 		}
 		if len(p.Data) > 0 {
+			// The table names each run's slot, as the JSON does.
+			r := ctl(t, base, "schedules", "runs", s.ID)
+			slot := p.Data[len(p.Data)-1].ScheduledFor
+			if r.code != exitOK || !strings.HasPrefix(r.stdout, "SLOT") || slot == nil ||
+				!strings.Contains(r.stdout, slot.Local().Format("2006-01-02 15:04:05")+"  "+p.Data[len(p.Data)-1].ID) {
+				t.Fatalf("schedules runs: %s", r)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
