@@ -22,6 +22,12 @@ type forkRequest struct {
 	AgentVersion *int            `json:"agent_version"`
 	Metadata     json.RawMessage `json:"metadata"`
 	Stream       *bool           `json:"stream"`
+	// Variables, Instructions and Tools change the run's: its agent's
+	// instructions filled again with other variables; instructions and
+	// tools of the fork's own, as POST /runs takes them.
+	Variables    map[string]string  `json:"variables"`
+	Instructions *string            `json:"instructions"`
+	Tools        *[]json.RawMessage `json:"tools"`
 }
 
 // forkPage is how many messages a fork reads at once.
@@ -90,7 +96,8 @@ func (s *server) runFork(w http.ResponseWriter, r *http.Request) error {
 func (s *server) forkSpec(ctx context.Context, orig agentd.Run, req forkRequest, input []agentd.InputMessage,
 	copied int, base time.Time) (agentd.RunSpec, error) {
 	rc, err := s.compose.Fork(ctx, callerOf(ctx), orig, compose.Fork{AgentVersion: req.AgentVersion, Model: req.Model,
-		Metadata: req.Metadata, Input: input, PartField: forkPartField(copied), Base: base})
+		Metadata: req.Metadata, Input: input, PartField: forkPartField(copied), Base: base, Variables: req.Variables,
+		Override: compose.Fields{Instructions: req.Instructions, Tools: req.Tools}})
 	return rc.Spec, err
 }
 

@@ -141,6 +141,12 @@ type Fork struct {
 	Model        string          `json:"model,omitempty"`
 	AgentVersion int             `json:"agent_version,omitempty"` // another version of the run's agent
 	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	// Variables fill the agent's instructions in place of the run's;
+	// Instructions and Tools replace the run's (a prompt tried on a
+	// recorded run without saving a version).
+	Variables    map[string]string `json:"variables,omitempty"`
+	Instructions *string           `json:"instructions,omitempty"`
+	Tools        *[]string         `json:"tools,omitempty"`
 	// InputMessages, when given, replaces Input: messages with parts
 	// (images, files), as CreateRun's.
 	InputMessages []InputMessage `json:"-"`

@@ -217,3 +217,64 @@ func TestForkKeepsImages(t *testing.T) {
 		}
 	}
 }
+
+// TestForkOverrides: a fork fills its agent's instructions with
+// variables of its own (onto a version that added a placeholder), or
+// replaces the run's instructions and tools, without saving a version;
+// variables of a run started from no agent, and tools the server has not,
+// are refused naming the field.
+func TestForkOverrides(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	c, ctx := s.Client, testCtx(t)
+	if _, err := c.CreateAgent(ctx, client.AgentDefinition{Name: "greeter", Instructions: "Greet warmly."}); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := c.CreateRun(ctx, client.CreateRun{Agent: "greeter", Input: "/call calculator {\"expression\": \"1+1\"}\n/say hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := runEnded(t, c, orig.ID); r.Status != agentd.StatusCompleted {
+		t.Fatalf("the original: %+v", r)
+	}
+	if _, err := c.UpdateAgent(ctx, "greeter", client.AgentDefinition{Instructions: "Greet {{who}} warmly."}); err != nil {
+		t.Fatal(err)
+	}
+	system := func(f client.Fork) *client.Run {
+		t.Helper()
+		f.AtStep, f.Input = 1, "/system"
+		fork, err := c.ForkRun(ctx, orig.ID, f)
+		if err != nil {
+			t.Fatalf("%+v: %v", f, err)
+		}
+		return runEnded(t, c, fork.ID)
+	}
+	if r := system(client.Fork{AgentVersion: 2, Variables: map[string]string{"who": "Ada"}}); r.OutputText == nil ||
+		*r.OutputText != "Greet Ada warmly." || r.Agent == nil || r.Agent.Version != 2 {
+		t.Fatalf("a fork onto version 2 with its variable: %+v", r)
+	}
+	prompt, none := "Be terse.", []string{}
+	if r := system(client.Fork{Instructions: &prompt, Tools: &none}); r.OutputText == nil || *r.OutputText != "Be terse." ||
+		len(r.Tools) != 0 || r.Agent == nil || r.Agent.Version != 1 {
+		t.Fatalf("a fork with instructions and tools of its own: %+v", r)
+	}
+	bare, err := c.CreateRun(ctx, client.CreateRun{Input: "/say hi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runEnded(t, c, bare.ID)
+	for _, f := range []struct {
+		run   string
+		fork  client.Fork
+		field string
+	}{
+		{bare.ID, client.Fork{AtStep: 1, Input: "more", Variables: map[string]string{"who": "Ada"}}, "variables"},
+		{orig.ID, client.Fork{AtStep: 1, Input: "more", Tools: &[]string{"no_such_tool"}}, "tools"},
+		{orig.ID, client.Fork{AtStep: 1, Input: "more", AgentVersion: 2}, "variables.who"}, // the run had no variable
+	} {
+		var e *client.Error
+		if _, err := c.ForkRun(ctx, f.run, f.fork); !errors.As(err, &e) || e.Status/100 != 4 || e.Field != f.field {
+			t.Errorf("%+v: %v, want a refusal naming %s", f.fork, err, f.field)
+		}
+	}
+}

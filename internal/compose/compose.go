@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -212,25 +213,23 @@ type Fork struct {
 	// Base is when the forked step committed: the fork reads real memory
 	// as it was then (zero: now).
 	Base time.Time
+	// Variables fill the agent's instructions in place of the run's (its
+	// version's, or AgentVersion's): a version that adds a placeholder can
+	// be forked onto. Only for a run started from an agent.
+	Variables map[string]string
+	// Override is the fork's own instructions and tools (as POST /runs
+	// takes them), over the run's: a recorded run replayed against a
+	// changed prompt without saving a version.
+	Override Fields
 }
 
 // Fork composes a fork of run orig, for who: the run's parameters (or
 // f.AgentVersion's definition), its model unless f names another, and
 // its metadata unless f gives its own. The door names the source on it.
 func (c *Composer) Fork(ctx context.Context, who Caller, orig agentd.Run, f Fork) (agentd.RunCreate, error) {
-	sr := runspec.RequestOf(orig.Model, orig.Params)
-	if f.AgentVersion != nil {
-		if orig.Params.Agent == nil {
-			return agentd.RunCreate{}, fieldError("agent_version", "the run was not started from an agent")
-		}
-		if *f.AgentVersion < 1 {
-			return agentd.RunCreate{}, fieldError("agent_version", "must be 1 or more")
-		}
-		var err error
-		base := runspec.Request{Variables: orig.Params.Variables, User: userOf(orig.Params), Memory: memoryOff(orig.Params)}
-		if sr, err = c.withAgent(ctx, who.Tenant, base, Agent{Name: orig.Params.Agent.Name, Version: *f.AgentVersion}); err != nil {
-			return agentd.RunCreate{}, err
-		}
+	sr, refilled, err := c.forkRequest(ctx, who, orig, f)
+	if err != nil {
+		return agentd.RunCreate{}, err
 	}
 	if f.Model != nil {
 		sr.Model = f.Model
@@ -243,7 +242,7 @@ func (c *Composer) Fork(ctx context.Context, who Caller, orig agentd.Run, f Fork
 	if err != nil {
 		return agentd.RunCreate{}, err
 	}
-	if f.AgentVersion == nil {
+	if !refilled {
 		spec.Params.Agent, spec.Params.Variables = orig.Params.Agent, orig.Params.Variables
 		spec.Params.User, spec.Params.Memory = orig.Params.User, orig.Params.Memory
 	}
@@ -254,6 +253,52 @@ func (c *Composer) Fork(ctx context.Context, who Caller, orig agentd.Run, f Fork
 		return agentd.RunCreate{}, err
 	}
 	return create(who, spec), nil
+}
+
+// forkRequest is the request of a fork of run orig: the run's
+// parameters, or its agent's definition filled again (refilled) for
+// another version or other variables, with f's instructions and tools
+// over them.
+func (c *Composer) forkRequest(ctx context.Context, who Caller, orig agentd.Run, f Fork) (sr runspec.Request, refilled bool, err error) {
+	sr = runspec.RequestOf(orig.Model, orig.Params)
+	if f.AgentVersion != nil || f.Variables != nil {
+		field := "agent_version"
+		if f.AgentVersion == nil {
+			field = "variables"
+		}
+		if orig.Params.Agent == nil {
+			return sr, false, fieldError(field, "the run was not started from an agent")
+		}
+		version := orig.Params.Agent.Version
+		if f.AgentVersion != nil {
+			if version = *f.AgentVersion; version < 1 {
+				return sr, false, fieldError("agent_version", "must be 1 or more")
+			}
+		}
+		vars := maps.Clone(orig.Params.Variables)
+		if f.Variables != nil {
+			vars = maps.Clone(f.Variables)
+		}
+		base := runspec.Request{Variables: vars, User: userOf(orig.Params), Memory: memoryOff(orig.Params)}
+		if sr, err = c.withAgent(ctx, who.Tenant, base, Agent{Name: orig.Params.Agent.Name, Version: version}); err != nil {
+			return sr, false, err
+		}
+		refilled = true
+	}
+	over, err := f.Override.Request()
+	if err != nil {
+		return sr, refilled, err
+	}
+	if over.Instructions != nil {
+		sr.Instructions = over.Instructions
+	}
+	if over.Tools != nil {
+		sr.Tools, sr.SubAgents, sr.Detached = over.Tools, over.SubAgents, over.Detached
+		if over.ClientTools != nil {
+			sr.ClientTools = over.ClientTools
+		}
+	}
+	return sr, refilled, nil
 }
 
 // forkMemory is the memory of a fork of a run whose memory was orig: m

@@ -3030,6 +3030,17 @@ export interface components {
             model?: string;
             /** @description Run this version of the run's agent (422 for a run that was not started from one). */
             agent_version?: number;
+            /**
+             * @description Fill the agent's instructions (its version's, or `agent_version`'s) with these in place of
+             *     the run's: a fork onto a version that added a placeholder. 422 naming `variables` for a
+             *     run that was not started from an agent.
+             */
+            variables?: {
+                [key: string]: string;
+            };
+            /** @description The fork's instructions, in place of the run's (its agent's filled), without saving a version. */
+            instructions?: string;
+            tools?: components["schemas"]["Tools"];
             /** @description The fork's metadata; absent, the run's. */
             metadata?: Record<string, unknown>;
             /** @description As `POST /runs`'s. */
