@@ -255,10 +255,11 @@ func (d *chunkDecoder) nullOrString(s *string) bool {
 // integer reads a plain integer of at most 18 digits into n, or null (n
 // unchanged).
 func (d *chunkDecoder) integer(n *int64) bool {
-	if d.peek() == 'n' {
+	c := d.peek() // 0 at the end
+	if c == 'n' {
 		return d.null()
 	}
-	neg := d.b[d.i] == '-'
+	neg := c == '-'
 	if neg {
 		d.i++
 	}

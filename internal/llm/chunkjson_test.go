@@ -40,6 +40,15 @@ var otherChunks = []string{
 	`{"choices":[{"index":0,"delta":{"content":"a` + "\t" + `b"}}]}`,
 	`[1]`,
 	`{"x":"\q","choices":[]}`,
+	// Cut where a value is due (the fuzzer found the first: an index
+	// read past the end).
+	`{"choices":[{"index":`,
+	`{"choices":[{"index":-`,
+	`{"choices":[{"index":0,"delta":{"content":`,
+	`{"choices":[{"index":0,"finish_reason":`,
+	`{"choices":`,
+	`{"x":`,
+	`{"x":-`,
 }
 
 func TestDecodeTextChunk(t *testing.T) {
