@@ -212,25 +212,24 @@ func (s *server) evalDataset(r *http.Request, req evalRequest, e *agentd.Evaluat
 	} else if p != nil {
 		e.Concurrency = *p
 	}
+	d, err := s.store.DatasetGet(r.Context(), e.TenantID, e.Dataset, version)
+	if err != nil {
+		return nil, datasetProblem(err)
+	}
+	e.DatasetVersion = d.Version // the latest, when none was named: the evaluation keeps it
 	var cases []agentd.StoredCase
 	for after := 0; ; {
-		page, err := s.store.DatasetCases(r.Context(), e.TenantID, e.Dataset, version, after, maxDatasetLimit)
+		page, err := s.store.DatasetCases(r.Context(), e.TenantID, e.Dataset, d.Version, after, maxDatasetLimit)
 		if err != nil {
 			return nil, datasetProblem(err)
 		}
 		for _, c := range page {
 			cases, after = append(cases, c), c.Seq
-			e.DatasetVersion = c.AddedIn
 		}
 		if len(page) < maxDatasetLimit {
 			break
 		}
 	}
-	d, err := s.store.DatasetGet(r.Context(), e.TenantID, e.Dataset, version)
-	if err != nil {
-		return nil, datasetProblem(err)
-	}
-	e.DatasetVersion = d.Version
 	switch n := len(cases) * len(e.Versions) * e.Repeat; {
 	case len(cases) == 0:
 		return nil, fieldError("dataset", "version %d of dataset %s has no cases", d.Version, e.Dataset)
